@@ -1,0 +1,224 @@
+#include "tensor/ggml_types.h"
+
+#include <cstring>
+
+#include "tensor/float_convert.h"
+#include "util/error.h"
+
+namespace warden::tensor {
+
+namespace {
+
+constexpr int64_t QK_K = 256;
+
+struct TypeEntry {
+    uint32_t id;
+    GgmlTypeInfo info;
+};
+
+constexpr TypeEntry kTypes[] = {
+    {0, {"F32", 1, 4, true}},       {1, {"F16", 1, 2, true}},
+    {2, {"Q4_0", 32, 18, true}},    {3, {"Q4_1", 32, 20, true}},
+    {6, {"Q5_0", 32, 22, true}},    {7, {"Q5_1", 32, 24, true}},
+    {8, {"Q8_0", 32, 34, true}},    {9, {"Q8_1", 32, 36, false}},
+    {10, {"Q2_K", 256, 84, false}}, {11, {"Q3_K", 256, 110, false}},
+    {12, {"Q4_K", 256, 144, true}}, {13, {"Q5_K", 256, 176, true}},
+    {14, {"Q6_K", 256, 210, true}}, {15, {"Q8_K", 256, 292, false}},
+    {30, {"BF16", 1, 2, true}},
+};
+
+inline float load_f16(const uint8_t* p) {
+    uint16_t h;
+    std::memcpy(&h, p, 2);
+    return f16_to_f32(h);
+}
+
+// Unpacks the 6-bit scale and min of sub-block j from the 12-byte K-quant scale array.
+inline void scale_min_k4(int j, const uint8_t* q, uint8_t& d, uint8_t& m) {
+    if (j < 4) {
+        d = q[j] & 63;
+        m = q[j + 4] & 63;
+    } else {
+        d = static_cast<uint8_t>((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+        m = static_cast<uint8_t>((q[j + 4] >> 4) | ((q[j - 0] >> 6) << 4));
+    }
+}
+
+void dequant_q4_0(const uint8_t* b, float* y, int64_t nb) {
+    for (int64_t i = 0; i < nb; ++i, b += 18, y += 32) {
+        const float d = load_f16(b);
+        const uint8_t* qs = b + 2;
+        for (int j = 0; j < 16; ++j) {
+            y[j] = static_cast<float>((qs[j] & 0x0F) - 8) * d;
+            y[j + 16] = static_cast<float>((qs[j] >> 4) - 8) * d;
+        }
+    }
+}
+
+void dequant_q4_1(const uint8_t* b, float* y, int64_t nb) {
+    for (int64_t i = 0; i < nb; ++i, b += 20, y += 32) {
+        const float d = load_f16(b), m = load_f16(b + 2);
+        const uint8_t* qs = b + 4;
+        for (int j = 0; j < 16; ++j) {
+            y[j] = static_cast<float>(qs[j] & 0x0F) * d + m;
+            y[j + 16] = static_cast<float>(qs[j] >> 4) * d + m;
+        }
+    }
+}
+
+void dequant_q5(const uint8_t* b, float* y, int64_t nb, bool has_min) {
+    const int64_t bytes = has_min ? 24 : 22;
+    for (int64_t i = 0; i < nb; ++i, b += bytes, y += 32) {
+        const float d = load_f16(b);
+        const float m = has_min ? load_f16(b + 2) : 0.0f;
+        const uint8_t* p = b + (has_min ? 4 : 2);
+        uint32_t qh;
+        std::memcpy(&qh, p, 4);
+        const uint8_t* qs = p + 4;
+        for (int j = 0; j < 16; ++j) {
+            const int xh0 = static_cast<int>(((qh >> j) << 4) & 0x10);
+            const int xh1 = static_cast<int>((qh >> (j + 12)) & 0x10);
+            int x0 = (qs[j] & 0x0F) | xh0;
+            int x1 = (qs[j] >> 4) | xh1;
+            if (!has_min) {
+                x0 -= 16;
+                x1 -= 16;
+            }
+            y[j] = static_cast<float>(x0) * d + m;
+            y[j + 16] = static_cast<float>(x1) * d + m;
+        }
+    }
+}
+
+void dequant_q8_0(const uint8_t* b, float* y, int64_t nb) {
+    for (int64_t i = 0; i < nb; ++i, b += 34, y += 32) {
+        const float d = load_f16(b);
+        const auto* qs = reinterpret_cast<const int8_t*>(b + 2);
+        for (int j = 0; j < 32; ++j) y[j] = static_cast<float>(qs[j]) * d;
+    }
+}
+
+void dequant_q4_k(const uint8_t* b, float* y, int64_t nb) {
+    for (int64_t i = 0; i < nb; ++i, b += 144) {
+        const float d = load_f16(b), dmin = load_f16(b + 2);
+        const uint8_t* scales = b + 4;
+        const uint8_t* q = b + 16;
+        int is = 0;
+        for (int j = 0; j < QK_K; j += 64) {
+            uint8_t sc, m;
+            scale_min_k4(is + 0, scales, sc, m);
+            const float d1 = d * sc, m1 = dmin * m;
+            scale_min_k4(is + 1, scales, sc, m);
+            const float d2 = d * sc, m2 = dmin * m;
+            for (int l = 0; l < 32; ++l) *y++ = d1 * static_cast<float>(q[l] & 0xF) - m1;
+            for (int l = 0; l < 32; ++l) *y++ = d2 * static_cast<float>(q[l] >> 4) - m2;
+            q += 32;
+            is += 2;
+        }
+    }
+}
+
+void dequant_q5_k(const uint8_t* b, float* y, int64_t nb) {
+    for (int64_t i = 0; i < nb; ++i, b += 176) {
+        const float d = load_f16(b), dmin = load_f16(b + 2);
+        const uint8_t* scales = b + 4;
+        const uint8_t* qh = b + 16;
+        const uint8_t* ql = b + 48;
+        int is = 0;
+        uint8_t u1 = 1, u2 = 2;
+        for (int j = 0; j < QK_K; j += 64) {
+            uint8_t sc, m;
+            scale_min_k4(is + 0, scales, sc, m);
+            const float d1 = d * sc, m1 = dmin * m;
+            scale_min_k4(is + 1, scales, sc, m);
+            const float d2 = d * sc, m2 = dmin * m;
+            for (int l = 0; l < 32; ++l)
+                *y++ = d1 * static_cast<float>((ql[l] & 0xF) + (qh[l] & u1 ? 16 : 0)) - m1;
+            for (int l = 0; l < 32; ++l)
+                *y++ = d2 * static_cast<float>((ql[l] >> 4) + (qh[l] & u2 ? 16 : 0)) - m2;
+            ql += 32;
+            is += 2;
+            u1 = static_cast<uint8_t>(u1 << 2);
+            u2 = static_cast<uint8_t>(u2 << 2);
+        }
+    }
+}
+
+void dequant_q6_k(const uint8_t* b, float* y, int64_t nb) {
+    for (int64_t i = 0; i < nb; ++i, b += 210) {
+        const uint8_t* ql = b;
+        const uint8_t* qh = b + 128;
+        const auto* sc = reinterpret_cast<const int8_t*>(b + 192);
+        const float d = load_f16(b + 208);
+        for (int n = 0; n < QK_K; n += 128) {
+            for (int l = 0; l < 32; ++l) {
+                const int is = l / 16;
+                const int q1 = ((ql[l + 0] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
+                const int q2 = ((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
+                const int q3 = ((ql[l + 0] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+                const int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+                y[l + 0] = d * sc[is + 0] * static_cast<float>(q1);
+                y[l + 32] = d * sc[is + 2] * static_cast<float>(q2);
+                y[l + 64] = d * sc[is + 4] * static_cast<float>(q3);
+                y[l + 96] = d * sc[is + 6] * static_cast<float>(q4);
+            }
+            y += 128;
+            ql += 64;
+            qh += 32;
+            sc += 8;
+        }
+    }
+}
+
+}  // namespace
+
+const GgmlTypeInfo* ggml_type_info(uint32_t raw_type) {
+    for (const auto& e : kTypes)
+        if (e.id == raw_type) return &e.info;
+    return nullptr;
+}
+
+const GgmlTypeInfo& ggml_type_info(GgmlType t) {
+    const GgmlTypeInfo* info = ggml_type_info(static_cast<uint32_t>(t));
+    if (!info) throw util::Error("unknown ggml type id " + std::to_string(static_cast<uint32_t>(t)));
+    return *info;
+}
+
+std::string ggml_type_name(GgmlType t) {
+    const GgmlTypeInfo* info = ggml_type_info(static_cast<uint32_t>(t));
+    return info ? info->name : "type#" + std::to_string(static_cast<uint32_t>(t));
+}
+
+void dequantize_row(GgmlType t, const void* src, float* dst, int64_t n) {
+    const auto* b = static_cast<const uint8_t*>(src);
+    const auto& info = ggml_type_info(t);
+    util::check(n % info.block_elems == 0, std::string("row of ") + std::to_string(n) +
+                                               " elements is not a whole number of " + info.name +
+                                               " blocks");
+    const int64_t nb = n / info.block_elems;
+    switch (t) {
+        case GgmlType::F32: std::memcpy(dst, b, static_cast<size_t>(n) * 4); return;
+        case GgmlType::F16:
+            for (int64_t i = 0; i < n; ++i) dst[i] = load_f16(b + 2 * i);
+            return;
+        case GgmlType::BF16:
+            for (int64_t i = 0; i < n; ++i) {
+                uint16_t h;
+                std::memcpy(&h, b + 2 * i, 2);
+                dst[i] = bf16_to_f32(h);
+            }
+            return;
+        case GgmlType::Q4_0: dequant_q4_0(b, dst, nb); return;
+        case GgmlType::Q4_1: dequant_q4_1(b, dst, nb); return;
+        case GgmlType::Q5_0: dequant_q5(b, dst, nb, false); return;
+        case GgmlType::Q5_1: dequant_q5(b, dst, nb, true); return;
+        case GgmlType::Q8_0: dequant_q8_0(b, dst, nb); return;
+        case GgmlType::Q4_K: dequant_q4_k(b, dst, nb); return;
+        case GgmlType::Q5_K: dequant_q5_k(b, dst, nb); return;
+        case GgmlType::Q6_K: dequant_q6_k(b, dst, nb); return;
+        default: break;
+    }
+    throw util::Error(std::string("tensor type ") + info.name + " is not supported");
+}
+
+}  // namespace warden::tensor

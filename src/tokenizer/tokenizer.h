@@ -1,0 +1,68 @@
+#pragma once
+// Text <-> token ids. One interface over the two families warden supports:
+//  - SentencePiece-style BPE (llama 2, phi-3 vocabularies: scores, "▁" for spaces, byte
+//    fallback tokens <0xNN>),
+//  - byte-level BPE (GPT-2 byte-to-unicode mapping, merges ranks) with the pre-tokenizer
+//    regex of each family (gpt2, llama3, qwen2, deepseek, starcoder/falcon style, ...).
+// Special/added tokens are matched verbatim before BPE when parse_special is true.
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace warden::model {
+class GGUFFile;
+}
+
+namespace warden::tokenizer {
+
+class Tokenizer {
+public:
+    virtual ~Tokenizer() = default;
+
+    // From GGUF metadata (tokenizer.ggml.*). Throws util::Error on unsupported/missing data.
+    static std::unique_ptr<Tokenizer> from_gguf(const model::GGUFFile& gguf);
+    // From a Hugging Face model directory: tokenizer.json (+ tokenizer_config.json for
+    // BOS/EOS and add_bos rules).
+    static std::unique_ptr<Tokenizer> from_hf_dir(const std::string& dir);
+
+    // add_bos: prepend BOS if the model's rules ask for it (add_bos_token metadata).
+    virtual std::vector<int32_t> encode(std::string_view text, bool add_bos,
+                                        bool parse_special = true) const = 0;
+    // Raw bytes of one token (may be a partial UTF-8 sequence). Special tokens render as
+    // their text (e.g. "<|im_end|>").
+    virtual std::string token_bytes(int32_t id) const = 0;
+    // Concatenated bytes; invalid UTF-8 at the end is kept as-is (use StreamingDecoder for
+    // display).
+    std::string decode(std::span<const int32_t> ids) const;
+
+    virtual int32_t vocab_size() const = 0;
+    virtual int32_t bos_id() const = 0;         // -1 if none
+    virtual int32_t eos_id() const = 0;         // -1 if none
+    virtual bool add_bos_default() const = 0;
+    // Ids that end generation: eos plus end-of-turn tokens (eot/eom/<|im_end|>, ...).
+    virtual std::vector<int32_t> stop_ids() const = 0;
+    virtual bool is_special(int32_t id) const = 0;
+    // Human-readable kind, e.g. "byte-level BPE (pre: smollm)" or "SentencePiece BPE".
+    virtual std::string kind() const = 0;
+    // (text, id) of control/added tokens.
+    virtual std::vector<std::pair<std::string, int32_t>> special_tokens() const = 0;
+};
+
+// Turns a stream of token ids into text pieces that are always complete UTF-8: bytes of a
+// partial code point are held back until it completes; invalid sequences are replaced with
+// U+FFFD rather than emitted broken.
+class StreamingDecoder {
+public:
+    explicit StreamingDecoder(const Tokenizer& tok) : tok_(tok) {}
+    std::string push(int32_t id);  // text that became complete with this token
+    std::string flush();           // whatever is left (invalid tail -> U+FFFD)
+
+private:
+    const Tokenizer& tok_;
+    std::string pending_;
+};
+
+}  // namespace warden::tokenizer

@@ -1,0 +1,29 @@
+#pragma once
+// A read-only memory-mapped file. Model weights are mapped, never read into heap buffers, so
+// loading a multi-GB checkpoint costs page-cache residency only.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace warden::util {
+
+class MappedFile {
+public:
+    explicit MappedFile(const std::string& path);  // throws Error naming the path on failure
+    ~MappedFile();
+    MappedFile(const MappedFile&) = delete;
+    MappedFile& operator=(const MappedFile&) = delete;
+    MappedFile(MappedFile&& other) noexcept;
+    MappedFile& operator=(MappedFile&& other) noexcept;
+
+    const uint8_t* data() const { return data_; }
+    size_t size() const { return size_; }
+    const std::string& path() const { return path_; }
+
+private:
+    std::string path_;
+    const uint8_t* data_ = nullptr;
+    size_t size_ = 0;
+};
+
+}  // namespace warden::util

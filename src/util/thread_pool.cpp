@@ -1,0 +1,93 @@
+#include "util/thread_pool.h"
+
+#include <algorithm>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace warden::util {
+
+namespace {
+inline void cpu_relax() {
+#if defined(__x86_64__)
+    _mm_pause();
+#endif
+}
+constexpr int kSpinIterations = 20000;
+}  // namespace
+
+int ThreadPool::default_threads() {
+    unsigned n = std::thread::hardware_concurrency();
+    return n == 0 ? 1 : static_cast<int>(n);
+}
+
+ThreadPool::ThreadPool(int n_threads)
+    : n_threads_(n_threads <= 0 ? default_threads() : n_threads) {
+    for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker(i); });
+}
+
+ThreadPool::~ThreadPool() {
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        stop_.store(true);
+        generation_.fetch_add(1);
+    }
+    cv_.notify_all();
+    for (auto& t : workers_) t.join();
+}
+
+void ThreadPool::worker(int index) {
+    uint64_t seen = 0;
+    for (;;) {
+        // Spin a little: the next job usually arrives within microseconds during decode.
+        int spins = 0;
+        while (generation_.load(std::memory_order_acquire) == seen && spins < kSpinIterations) {
+            cpu_relax();
+            ++spins;
+        }
+        if (generation_.load(std::memory_order_acquire) == seen) {
+            std::unique_lock<std::mutex> lock(mu_);
+            cv_.wait(lock, [&] { return generation_.load(std::memory_order_acquire) != seen; });
+        }
+        seen = generation_.load(std::memory_order_acquire);
+        if (stop_.load()) return;
+        (*job_)(index, n_threads_);
+        pending_.fetch_sub(1, std::memory_order_acq_rel);
+    }
+}
+
+void ThreadPool::run(const std::function<void(int, int)>& fn) {
+    if (n_threads_ == 1) {
+        fn(0, 1);
+        return;
+    }
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        job_ = &fn;
+        pending_.store(n_threads_ - 1, std::memory_order_release);
+        generation_.fetch_add(1, std::memory_order_acq_rel);
+    }
+    cv_.notify_all();
+    fn(0, n_threads_);
+    while (pending_.load(std::memory_order_acquire) != 0) cpu_relax();
+}
+
+void ThreadPool::parallel_for(int64_t n, int64_t grain,
+                              const std::function<void(int64_t, int64_t)>& fn) {
+    if (n <= 0) return;
+    grain = std::max<int64_t>(grain, 1);
+    const int64_t n_chunks_total = (n + grain - 1) / grain;
+    if (n_threads_ == 1 || n_chunks_total == 1) {
+        fn(0, n);
+        return;
+    }
+    run([&](int t, int nt) {
+        const int64_t per = (n_chunks_total + nt - 1) / nt;
+        const int64_t b = std::min(n, static_cast<int64_t>(t) * per * grain);
+        const int64_t e = std::min(n, b + per * grain);
+        if (b < e) fn(b, e);
+    });
+}
+
+}  // namespace warden::util

@@ -1,0 +1,49 @@
+#pragma once
+// A fixed pool of worker threads for data-parallel loops. Kernels split their output rows
+// over the pool with parallel_for; the calling thread takes a share too, so a pool of N
+// threads uses N cores. Workers spin briefly before sleeping because decode issues hundreds
+// of small parallel loops per token and a futex wake-up per loop would dominate.
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace warden::util {
+
+class ThreadPool {
+public:
+    // n_threads <= 0 means one per online core.
+    explicit ThreadPool(int n_threads = 0);
+    ~ThreadPool();
+    ThreadPool(const ThreadPool&) = delete;
+    ThreadPool& operator=(const ThreadPool&) = delete;
+
+    int size() const { return n_threads_; }
+
+    // Calls fn(thread_index, n_threads) once on each of the pool's threads and waits. Each call
+    // decides its own share of the work from its index.
+    void run(const std::function<void(int, int)>& fn);
+
+    // Splits [0, n) into contiguous chunks, each a multiple of `grain` (except the last),
+    // one chunk per thread, and calls fn(begin, end) for each non-empty chunk.
+    void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
+
+    static int default_threads();
+
+private:
+    void worker(int index);
+
+    int n_threads_;
+    std::vector<std::thread> workers_;
+    std::mutex mu_;
+    std::condition_variable cv_;
+    const std::function<void(int, int)>* job_ = nullptr;
+    std::atomic<uint64_t> generation_{0};
+    std::atomic<int> pending_{0};
+    std::atomic<bool> stop_{false};
+};
+
+}  // namespace warden::util
