@@ -1,2 +1,40 @@
+// The `warden` binary: one executable, one subcommand per job.
+#include <CLI/CLI.hpp>
 #include <cstdio>
-int main() { return 0; }
+#include <exception>
+
+#include "cli/common.h"
+#include "util/error.h"
+
+int main(int argc, char** argv) {
+    CLI::App app{"warden: an LLM inference server for many tenants"};
+    app.require_subcommand(1);
+    app.set_version_flag("--version", "warden 0.1.0");
+    int rc = 0;
+    warden::cli::register_run(app, rc);
+    warden::cli::register_info(app, rc);
+    warden::cli::register_tokenize(app, rc);
+    warden::cli::register_logits(app, rc);
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::CallForHelp& e) {
+        return app.exit(e);
+    } catch (const CLI::CallForAllHelp& e) {
+        return app.exit(e);
+    } catch (const CLI::CallForVersion& e) {
+        return app.exit(e);
+    } catch (const CLI::ParseError& e) {
+        std::fprintf(stderr, "warden: error: %s (see --help)\n", e.what());
+        return 2;
+    } catch (const warden::util::Error& e) {
+        std::fprintf(stderr, "warden: error: %s\n", e.what());
+        return 1;
+    } catch (const std::bad_alloc&) {
+        std::fprintf(stderr, "warden: error: out of memory\n");
+        return 1;
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "warden: internal error: %s\n", e.what());
+        return 1;
+    }
+    return rc;
+}

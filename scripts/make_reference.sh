@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Regenerate the golden reference files under tests/golden/models/ with Hugging Face
+# transformers (CPU, float32). Creates a pinned venv at .venv-ref (gitignored) on first use.
+#
+#   scripts/make_reference.sh              # set up venv (if needed) and regenerate everything
+#   scripts/make_reference.sh --setup-only # only create/update the venv
+#   scripts/make_reference.sh --tiny-only  # pass-through args go to make_reference.py
+#
+# Needs network access to PyPI only (the default torch wheel from PyPI is used; it is big).
+# For the SmolLM2 golden, models/SmolLM2-135M-Instruct.Q4_1.gguf must exist
+# (scripts/fetch_model.sh installs it).
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="${WARDEN_REF_VENV:-$ROOT/.venv-ref}"
+PY="${PYTHON:-python3}"
+
+# Pinned versions (keep in sync with the header of scripts/make_reference.py).
+PINS=(
+  "torch==2.9.1"
+  "transformers==4.57.6"
+  "safetensors==0.6.2"
+  "numpy==2.2.6"
+  "gguf==0.17.1"
+)
+
+if [[ ! -x "$VENV/bin/python" ]]; then
+  "$PY" -m venv "$VENV"
+fi
+if ! "$VENV/bin/python" - "${PINS[@]}" <<'PYEOF'
+import sys
+from importlib.metadata import version, PackageNotFoundError
+for pin in sys.argv[1:]:
+    name, want = pin.split("==")
+    try:
+        have = version(name)
+    except PackageNotFoundError:
+        sys.exit(1)
+    if have.split("+")[0] != want:
+        sys.exit(1)
+PYEOF
+then
+  "$VENV/bin/python" -m pip install --disable-pip-version-check -q "${PINS[@]}"
+fi
+
+if [[ "${1:-}" == "--setup-only" ]]; then
+  exit 0
+fi
+cd "$ROOT"
+# Deterministic CPU math: single thread keeps reductions in a fixed order.
+export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 TOKENIZERS_PARALLELISM=false
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+exec "$VENV/bin/python" "$ROOT/scripts/make_reference.py" "$@"

@@ -1,0 +1,75 @@
+// `warden info`: what a model file is, without loading its weights.
+#include <cstdio>
+
+#include "cli/common.h"
+#include "tokenizer/tokenizer.h"
+
+namespace warden::cli {
+
+namespace {
+
+std::string printable(const std::string& s) {
+    std::string out;
+    for (char ch : s) {
+        if (ch == '\n') out += "\\n";
+        else if (static_cast<unsigned char>(ch) < 0x20) out += "?";
+        else out += ch;
+    }
+    return out;
+}
+
+int info(const CommonOptions& o) {
+    util::ThreadPool pool(1);
+    auto m = load(o, false, pool);
+    const auto& c = m->config;
+    std::printf("model:          %s (%s)\n", m->path.c_str(), m->format.c_str());
+    std::printf("architecture:   %s\n", c.arch_name.c_str());
+    std::printf("parameters:     %lld (%.1fM)\n", static_cast<long long>(m->n_params), static_cast<double>(m->n_params) / 1e6);
+    std::printf("tensor types:  ");
+    for (const auto& [type, count] : m->source_tensor_types) std::printf(" %s x%lld", type.c_str(), static_cast<long long>(count));
+    std::printf("\n");
+    std::printf("layers:         %lld\n", static_cast<long long>(c.n_layers));
+    std::printf("hidden size:    %lld (ffn %lld)\n", static_cast<long long>(c.d_model), static_cast<long long>(c.d_ff));
+    std::printf("attention:      %lld heads, %lld kv heads, head dim %lld%s%s\n", static_cast<long long>(c.n_heads),
+                static_cast<long long>(c.n_kv_heads), static_cast<long long>(c.head_dim),
+                c.qkv_bias ? ", qkv bias" : "", c.qk_norm ? ", qk norm" : "");
+    std::printf("rope:           theta %g, %s, dims %lld\n", static_cast<double>(c.rope_theta),
+                c.rope_style == model::RopeStyle::NeoX ? "neox" : "interleaved", static_cast<long long>(c.rope_dim));
+    std::printf("context length: %lld\n", static_cast<long long>(c.max_ctx));
+    std::printf("vocab size:     %lld\n", static_cast<long long>(c.vocab_size));
+    std::printf("embeddings:     %s\n", c.tied_embeddings ? "tied" : "untied");
+    if (m->tokenizer) {
+        const auto& t = *m->tokenizer;
+        std::printf("tokenizer:      %s, %d tokens, bos %d, eos %d, add_bos %s\n", t.kind().c_str(), t.vocab_size(),
+                    t.bos_id(), t.eos_id(), t.add_bos_default() ? "yes" : "no");
+        std::printf("stop tokens:   ");
+        for (int32_t id : t.stop_ids()) std::printf(" %d", id);
+        std::printf("\n");
+        const auto specials = t.special_tokens();
+        std::printf("special tokens: %zu\n", specials.size());
+        size_t shown = 0;
+        for (const auto& [text, id] : specials) {
+            if (shown++ == 32) {
+                std::printf("  ... (%zu more)\n", specials.size() - 32);
+                break;
+            }
+            std::printf("  %6d  %s\n", id, printable(text).c_str());
+        }
+    } else {
+        std::printf("tokenizer:      none\n");
+    }
+    std::printf("chat template:  %s\n", m->chat_template.empty() ? "none" : "yes");
+    return 0;
+}
+
+}  // namespace
+
+void register_info(CLI::App& app, int& rc) {
+    auto o = std::make_shared<CommonOptions>();
+    CLI::App* sub = app.add_subcommand("info", "describe a model: architecture, sizes, tensor types, tokenizer");
+    add_model_option(*sub, *o);
+    add_threads_option(*sub, *o);
+    sub->callback([o, &rc] { rc = info(*o); });
+}
+
+}  // namespace warden::cli

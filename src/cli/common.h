@@ -1,0 +1,31 @@
+#pragma once
+// Options shared by the subcommands and helpers to turn them into engine objects.
+#include <CLI/CLI.hpp>
+#include <memory>
+#include <string>
+
+#include "model/model.h"
+#include "util/thread_pool.h"
+
+namespace warden::cli {
+
+struct CommonOptions {
+    std::string model_path;
+    int threads = 0;  // 0: all cores
+    std::string dtype = "bf16";
+};
+
+void add_model_option(CLI::App& app, CommonOptions& o);
+void add_threads_option(CLI::App& app, CommonOptions& o);
+void add_dtype_option(CLI::App& app, CommonOptions& o);
+
+model::RuntimeDType parse_dtype(const std::string& s);
+std::unique_ptr<model::Model> load(const CommonOptions& o, bool weights, util::ThreadPool& pool);
+
+// Subcommand registration; each returns the callback's exit code through `rc`.
+void register_run(CLI::App& app, int& rc);
+void register_info(CLI::App& app, int& rc);
+void register_tokenize(CLI::App& app, int& rc);
+void register_logits(CLI::App& app, int& rc);
+
+}  // namespace warden::cli

@@ -1,0 +1,92 @@
+#include "engine/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <unordered_set>
+
+#include "util/error.h"
+
+namespace warden::engine {
+
+void SamplingParams::validate() const {
+    util::check(std::isfinite(temperature) && temperature >= 0.0f && temperature <= 100.0f,
+                "temperature must be in [0, 100]");
+    util::check(top_k >= 0, "top-k must be >= 0");
+    util::check(std::isfinite(top_p) && top_p > 0.0f && top_p <= 1.0f, "top-p must be in (0, 1]");
+    util::check(std::isfinite(min_p) && min_p >= 0.0f && min_p <= 1.0f, "min-p must be in [0, 1]");
+    util::check(std::isfinite(repetition_penalty) && repetition_penalty > 0.0f && repetition_penalty <= 10.0f,
+                "repetition penalty must be in (0, 10]");
+}
+
+Sampler::Sampler(const SamplingParams& p) : p_(p), rng_(p.seed) { p_.validate(); }
+
+int32_t Sampler::argmax(std::span<const float> logits) {
+    // First maximum wins, as in torch.argmax, so ties resolve like the reference.
+    int32_t best = 0;
+    for (size_t i = 1; i < logits.size(); ++i)
+        if (logits[i] > logits[static_cast<size_t>(best)]) best = static_cast<int32_t>(i);
+    return best;
+}
+
+int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> history) {
+    if (p_.repetition_penalty != 1.0f) {
+        // CTRL-style penalty (as llama.cpp and transformers): shrink positive logits, grow
+        // negative ones, once per distinct token.
+        std::unordered_set<int32_t> seen(history.begin(), history.end());
+        for (int32_t id : seen) {
+            if (id < 0 || static_cast<size_t>(id) >= logits.size()) continue;
+            float& l = logits[static_cast<size_t>(id)];
+            l = l > 0 ? l / p_.repetition_penalty : l * p_.repetition_penalty;
+        }
+    }
+    if (p_.temperature <= 0.0f) return argmax(logits);
+
+    cand_.clear();
+    cand_.reserve(logits.size());
+    for (size_t i = 0; i < logits.size(); ++i) cand_.emplace_back(logits[i] / p_.temperature, static_cast<int32_t>(i));
+    auto by_logit = [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); };
+    size_t keep = cand_.size();
+    if (p_.top_k > 0 && static_cast<size_t>(p_.top_k) < keep) {
+        keep = static_cast<size_t>(p_.top_k);
+        std::partial_sort(cand_.begin(), cand_.begin() + static_cast<std::ptrdiff_t>(keep), cand_.end(), by_logit);
+    } else {
+        std::sort(cand_.begin(), cand_.end(), by_logit);
+    }
+    cand_.resize(keep);
+    // Softmax over the survivors.
+    const float mx = cand_[0].first;
+    double sum = 0.0;
+    for (auto& c : cand_) {
+        c.first = std::exp(c.first - mx);
+        sum += c.first;
+    }
+    for (auto& c : cand_) c.first = static_cast<float>(c.first / sum);
+    if (p_.min_p > 0.0f) {
+        const float floor = cand_[0].first * p_.min_p;
+        size_t k = 1;
+        while (k < cand_.size() && cand_[k].first >= floor) ++k;
+        cand_.resize(k);
+    }
+    if (p_.top_p < 1.0f) {
+        double cum = 0.0;
+        size_t k = 0;
+        while (k < cand_.size()) {
+            cum += cand_[k].first;
+            ++k;
+            if (cum >= p_.top_p) break;
+        }
+        cand_.resize(k);
+    }
+    double total = 0.0;
+    for (const auto& c : cand_) total += c.first;
+    // 53 random bits -> uniform double in [0, 1): portable, unlike std::uniform_real_distribution.
+    const double u = static_cast<double>(rng_() >> 11) * (1.0 / 9007199254740992.0) * total;
+    double acc = 0.0;
+    for (const auto& c : cand_) {
+        acc += c.first;
+        if (u < acc) return c.second;
+    }
+    return cand_.back().second;
+}
+
+}  // namespace warden::engine

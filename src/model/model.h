@@ -1,0 +1,52 @@
+#pragma once
+// A loaded model: config, runtime weights, tokenizer and the file mappings they borrow from.
+#include <map>
+#include <memory>
+#include <string>
+
+#include "model/model_config.h"
+#include "model/weights.h"
+#include "util/thread_pool.h"
+
+namespace warden::tokenizer {
+class Tokenizer;
+}
+
+namespace warden::model {
+
+class GGUFFile;
+class SafetensorsModel;
+
+struct LoadOptions {
+    RuntimeDType dtype = RuntimeDType::BF16;
+    bool load_weights = true;    // false: config, tokenizer and tensor inventory only (info)
+    bool load_tokenizer = true;  // HF directories without tokenizer.json load without one
+};
+
+struct Model {
+    Model();
+    ~Model();
+    Model(const Model&) = delete;
+    Model& operator=(const Model&) = delete;
+
+    std::string path;
+    std::string format;  // "gguf" or "safetensors"
+    ModelConfig config;
+    RuntimeDType dtype = RuntimeDType::BF16;
+    ModelWeights weights;
+    std::unique_ptr<tokenizer::Tokenizer> tokenizer;  // null when the checkpoint has none
+    std::string chat_template;                          // empty when none
+    int64_t n_params = 0;
+    std::map<std::string, int64_t> source_tensor_types;  // type name -> tensor count
+
+    // The mappings that borrowed weights point into.
+    std::shared_ptr<GGUFFile> gguf;
+    std::shared_ptr<SafetensorsModel> safetensors;
+};
+
+// Loads a GGUF file or a Hugging Face model directory. Throws util::Error with a one-line
+// message naming the problem (missing tensor, wrong shape, unsupported type, ...).
+std::unique_ptr<Model> load_model(const std::string& path, const LoadOptions& options,
+                                  util::ThreadPool& pool);
+
+}  // namespace warden::model
