@@ -1,10 +1,10 @@
 #pragma once
-// Contiguous per-sequence KV cache: the reference layout the paged pool must reproduce.
-// K and V of layer l are [max_ctx, n_kv_heads, head_dim] in bf16 (default) or f32.
+// Contiguous single-sequence KV cache: one "page" as long as the context. It is the reference
+// layout the paged pool (kv/) must reproduce, and what `warden run`/`logits` use.
 #include <cstdint>
 #include <vector>
 
-#include "kernels/attention.h"
+#include "kernels/paged_attention.h"
 #include "model/model_config.h"
 
 namespace warden::model {
@@ -13,21 +13,19 @@ class ContiguousKvCache {
 public:
     ContiguousKvCache(const ModelConfig& c, int64_t max_ctx, kernels::KvType type);
 
-    int64_t capacity() const { return max_ctx_; }
+    int64_t capacity() const { return storage_.page_size; }
     int64_t n_tokens() const { return n_tokens_; }
     void set_n_tokens(int64_t n) { n_tokens_ = n; }
-    kernels::KvType type() const { return type_; }
-    int64_t bytes() const;
-
-    // Writes rows [pos, pos + n) of layer l from f32 k, v: [n, n_kv_heads * head_dim].
-    void write(int64_t layer, int64_t pos, int64_t n, const float* k, const float* v);
-    kernels::KvView view(int64_t layer) const;
+    kernels::KvType type() const { return storage_.type; }
+    int64_t bytes() const { return static_cast<int64_t>(buf_.size()); }
+    const kernels::PagedKvStorage& storage() const { return storage_; }
+    const int32_t* page_ids() const { return &page_id_; }
 
 private:
-    int64_t n_layers_, n_kv_heads_, head_dim_, max_ctx_;
     int64_t n_tokens_ = 0;
-    kernels::KvType type_;
-    std::vector<uint8_t> k_, v_;  // [n_layers, max_ctx, n_kv_heads, head_dim]
+    std::vector<uint8_t> buf_;  // [n_layers][K|V][max_ctx][n_kv_heads][head_dim]
+    kernels::PagedKvStorage storage_;
+    int32_t page_id_ = 0;
 };
 
 }  // namespace warden::model

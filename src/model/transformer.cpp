@@ -3,7 +3,6 @@
 #include <cmath>
 #include <cstring>
 
-#include "kernels/attention.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "util/error.h"
@@ -25,23 +24,25 @@ void Transformer::ensure_scratch(int64_t n) {
     proj_.resize(N * c.d_model);
     gate_.resize(N * c.d_ff);
     up_.resize(N * c.d_ff);
+    pos_.resize(N);
     scratch_n_ = n;
 }
 
-// Rotates the first rope_dim dims of every head of x ([n, n_heads, head_dim]).
-void Transformer::rope(float* x, int64_t n, int64_t n_heads, int64_t pos0) const {
+// Rotates the first rope_dim dims of every head of x ([n, n_heads, head_dim]); row t is at
+// absolute position positions[t].
+void Transformer::rope(float* x, int64_t n_heads, std::span<const int64_t> positions) const {
     const ModelConfig& c = model_.config;
     const int64_t half = c.rope_dim / 2;
     std::vector<float> cs(static_cast<size_t>(2 * half));
-    for (int64_t t = 0; t < n; ++t) {
-        const double pos = static_cast<double>(pos0 + t) / c.rope_linear_factor;
+    for (size_t t = 0; t < positions.size(); ++t) {
+        const double pos = static_cast<double>(positions[t]) / c.rope_linear_factor;
         for (int64_t i = 0; i < half; ++i) {
             const double a = pos * static_cast<double>(c.rope_inv_freq[static_cast<size_t>(i)]);
             cs[static_cast<size_t>(2 * i)] = static_cast<float>(std::cos(a));
             cs[static_cast<size_t>(2 * i + 1)] = static_cast<float>(std::sin(a));
         }
         for (int64_t h = 0; h < n_heads; ++h) {
-            float* v = x + (t * n_heads + h) * c.head_dim;
+            float* v = x + (static_cast<int64_t>(t) * n_heads + h) * c.head_dim;
             for (int64_t i = 0; i < half; ++i) {
                 const float co = cs[static_cast<size_t>(2 * i)], si = cs[static_cast<size_t>(2 * i + 1)];
                 // NeoX pairs dim i with i + half; interleaved pairs 2i with 2i + 1.
@@ -55,35 +56,32 @@ void Transformer::rope(float* x, int64_t n, int64_t n_heads, int64_t pos0) const
     }
 }
 
-void Transformer::forward(const int32_t* tokens, int64_t n, ContiguousKvCache& cache, float* logits,
-                          bool all_logits) {
-    util::check(n > 0, "forward: no tokens");
-    util::check(cache.n_tokens() + n <= cache.capacity(),
-                "sequence of " + std::to_string(cache.n_tokens() + n) + " tokens exceeds the context of " +
-                    std::to_string(cache.capacity()));
-    const int64_t vocab = model_.config.vocab_size;
-    for (int64_t i = 0; i < n; ++i)
-        util::check(tokens[i] >= 0 && tokens[i] < vocab,
-                    "token id " + std::to_string(tokens[i]) + " is outside the vocabulary (size " +
-                        std::to_string(vocab) + ")");
-    for (int64_t off = 0; off < n; off += kMaxChunk) {
-        const int64_t m = std::min(kMaxChunk, n - off);
-        const bool last = off + m == n;
-        float* out = all_logits ? logits + off * vocab : (last ? logits : nullptr);
-        forward_chunk(tokens + off, m, cache, out, all_logits);
-    }
-}
-
-void Transformer::forward_chunk(const int32_t* tokens, int64_t n, ContiguousKvCache& cache, float* logits,
-                                bool all_logits) {
+std::vector<char> Transformer::step(std::span<const SeqInput> seqs, const kernels::PagedKvStorage& kv,
+                                    const LayerCheck* check) {
     const ModelConfig& c = model_.config;
     const ModelWeights& w = model_.weights;
+    const int64_t d = c.d_model, hd = c.head_dim, vocab = c.vocab_size;
+    const int64_t kv_dim = c.n_kv_heads * hd, q_dim = c.n_heads * hd;
+    std::vector<int64_t> row0(seqs.size() + 1, 0);  // sequence i owns rows [row0[i], row0[i+1])
+    for (size_t i = 0; i < seqs.size(); ++i) {
+        const auto& s = seqs[i];
+        util::check(!s.tokens.empty(), "forward: a sequence with no tokens");
+        for (int32_t id : s.tokens)
+            util::check(id >= 0 && id < vocab, "token id " + std::to_string(id) +
+                                                   " is outside the vocabulary (size " + std::to_string(vocab) + ")");
+        row0[i + 1] = row0[i] + static_cast<int64_t>(s.tokens.size());
+    }
+    const int64_t n = row0.back();
+    std::vector<char> alive(seqs.size(), 1);
+    if (n == 0) return alive;
     ensure_scratch(n);
-    const int64_t d = c.d_model, hd = c.head_dim;
-    const int64_t pos0 = cache.n_tokens();
+    for (size_t i = 0; i < seqs.size(); ++i)
+        for (int64_t t = 0; t < static_cast<int64_t>(seqs[i].tokens.size()); ++t) {
+            pos_[static_cast<size_t>(row0[i] + t)] = seqs[i].pos0 + t;
+            w.token_embd.row_f32(seqs[i].tokens[static_cast<size_t>(t)], x_.data() + (row0[i] + t) * d);
+        }
+    const std::span<const int64_t> positions(pos_.data(), static_cast<size_t>(n));
     const float att_scale = 1.0f / std::sqrt(static_cast<float>(hd));
-
-    for (int64_t t = 0; t < n; ++t) w.token_embd.row_f32(tokens[t], x_.data() + t * d);
 
     auto add_bias = [n](float* y, const std::vector<float>& b) {
         if (b.empty()) return;
@@ -94,6 +92,8 @@ void Transformer::forward_chunk(const int32_t* tokens, int64_t n, ContiguousKvCa
     auto head_norm = [&](float* y, int64_t n_heads, const std::vector<float>& g) {
         for (int64_t r = 0; r < n * n_heads; ++r) kernels::rmsnorm(y + r * hd, g.data(), y + r * hd, hd, c.rms_eps);
     };
+    std::vector<kernels::PagedAttentionSeq> att_seqs;
+    att_seqs.reserve(seqs.size());
 
     for (int64_t l = 0; l < c.n_layers; ++l) {
         const LayerWeights& L = w.layers[static_cast<size_t>(l)];
@@ -109,10 +109,26 @@ void Transformer::forward_chunk(const int32_t* tokens, int64_t n, ContiguousKvCa
             head_norm(q_.data(), c.n_heads, L.q_norm);
             head_norm(k_.data(), c.n_kv_heads, L.k_norm);
         }
-        rope(q_.data(), n, c.n_heads, pos0);
-        rope(k_.data(), n, c.n_kv_heads, pos0);
-        cache.write(l, pos0, n, k_.data(), v_.data());
-        kernels::attention(q_.data(), n, c.n_heads, pos0, cache.view(l), att_scale, att_.data(), pool_);
+        rope(q_.data(), c.n_heads, positions);
+        rope(k_.data(), c.n_kv_heads, positions);
+
+        // Every sequence still alive proves (in layer mode) that its pages are its own before
+        // this layer writes or reads them.
+        const kernels::PagedKvLayer layer = kv.layer(l);
+        att_seqs.clear();
+        for (size_t i = 0; i < seqs.size(); ++i) {
+            if (alive[i] && check && !(*check)(i, l)) alive[i] = 0;
+            const int64_t m = row0[i + 1] - row0[i];
+            if (!alive[i]) {
+                std::fill(att_.begin() + row0[i] * q_dim, att_.begin() + row0[i + 1] * q_dim, 0.0f);
+                continue;
+            }
+            kernels::write_kv(layer, seqs[i].page_ids, seqs[i].pos0, m, k_.data() + row0[i] * kv_dim,
+                              v_.data() + row0[i] * kv_dim);
+            att_seqs.push_back({q_.data() + row0[i] * q_dim, att_.data() + row0[i] * q_dim, m, seqs[i].pos0,
+                                seqs[i].page_ids});
+        }
+        kernels::paged_attention(att_seqs, c.n_heads, layer, att_scale, pool_);
         kernels::matmul(L.wo.view(), att_.data(), n, proj_.data(), pool_);
         for (int64_t i = 0; i < n * d; ++i) x_[static_cast<size_t>(i)] += proj_[static_cast<size_t>(i)];
 
@@ -124,14 +140,49 @@ void Transformer::forward_chunk(const int32_t* tokens, int64_t n, ContiguousKvCa
         kernels::matmul(L.w_down.view(), gate_.data(), n, proj_.data(), pool_);
         for (int64_t i = 0; i < n * d; ++i) x_[static_cast<size_t>(i)] += proj_[static_cast<size_t>(i)];
     }
-    cache.set_n_tokens(pos0 + n);
 
-    if (!logits) return;
-    const int64_t first = all_logits ? 0 : n - 1;
-    const int64_t m = n - first;
-    for (int64_t t = first; t < n; ++t)
-        kernels::rmsnorm(x_.data() + t * d, w.output_norm.data(), xb_.data() + (t - first) * d, d, c.rms_eps);
-    kernels::matmul(w.output.view(), xb_.data(), m, logits, pool_);
+    // Logits only for the rows that need them: gather their normed states, one matmul.
+    std::vector<int64_t> rows;
+    for (size_t i = 0; i < seqs.size(); ++i) {
+        if (!alive[i] || !seqs[i].logits) continue;
+        for (int64_t r = seqs[i].all_logits ? row0[i] : row0[i + 1] - 1; r < row0[i + 1]; ++r) rows.push_back(r);
+    }
+    if (rows.empty()) return alive;
+    const auto m = static_cast<int64_t>(rows.size());
+    for (int64_t j = 0; j < m; ++j)
+        kernels::rmsnorm(x_.data() + rows[static_cast<size_t>(j)] * d, w.output_norm.data(), xb_.data() + j * d, d,
+                         c.rms_eps);
+    std::vector<float> out(static_cast<size_t>(m * vocab));
+    kernels::matmul(w.output.view(), xb_.data(), m, out.data(), pool_);
+    int64_t j = 0;
+    for (size_t i = 0; i < seqs.size(); ++i) {
+        if (!alive[i] || !seqs[i].logits) continue;
+        const int64_t cnt = seqs[i].all_logits ? row0[i + 1] - row0[i] : 1;
+        std::memcpy(seqs[i].logits, out.data() + j * vocab, static_cast<size_t>(cnt * vocab) * sizeof(float));
+        j += cnt;
+    }
+    return alive;
+}
+
+void Transformer::forward(const int32_t* tokens, int64_t n, ContiguousKvCache& cache, float* logits,
+                          bool all_logits) {
+    util::check(n > 0, "forward: no tokens");
+    util::check(cache.n_tokens() + n <= cache.capacity(),
+                "sequence of " + std::to_string(cache.n_tokens() + n) + " tokens exceeds the context of " +
+                    std::to_string(cache.capacity()));
+    const int64_t vocab = model_.config.vocab_size;
+    for (int64_t off = 0; off < n; off += kMaxChunk) {
+        const int64_t m = std::min(kMaxChunk, n - off);
+        const bool last = off + m == n;
+        SeqInput in;
+        in.tokens = std::span<const int32_t>(tokens + off, static_cast<size_t>(m));
+        in.pos0 = cache.n_tokens();
+        in.page_ids = cache.page_ids();
+        in.logits = all_logits ? logits + off * vocab : (last ? logits : nullptr);
+        in.all_logits = all_logits;
+        step(std::span<const SeqInput>(&in, 1), cache.storage());
+        cache.set_n_tokens(in.pos0 + m);
+    }
 }
 
 }  // namespace warden::model

@@ -1,39 +1,56 @@
 #pragma once
-// The forward pass of a dense llama/qwen2/qwen3 decoder. One call runs a chunk of consecutive
-// tokens of one sequence (prefill chunk or a single decode token) through every layer,
-// appending their K/V to the cache; linear layers see the whole chunk at once.
+// The forward pass of a dense llama/qwen2/qwen3 decoder over a batch of sequences. Linear
+// layers run on all tokens of the step at once; attention runs per sequence through its page
+// table. Each token row is computed independently of the others in the batch (the kernels are
+// batch-invariant), so a sequence's outputs do not depend on who it is batched with.
 #include <cstdint>
+#include <functional>
+#include <span>
 #include <vector>
 
+#include "kernels/paged_attention.h"
 #include "model/kv_cache.h"
 #include "model/model.h"
 #include "util/thread_pool.h"
 
 namespace warden::model {
 
+// One sequence's share of a step.
+struct SeqInput {
+    std::span<const int32_t> tokens;  // new tokens, at positions [pos0, pos0 + n)
+    int64_t pos0 = 0;                 // tokens already in this sequence's KV
+    const int32_t* page_ids = nullptr;  // page table covering [0, pos0 + n)
+    float* logits = nullptr;          // nullptr: none; else [n, vocab] (all_logits) or [vocab]
+    bool all_logits = false;
+};
+
+// Called before layer `layer` reads or writes sequence `seq`'s KV (--kv-integrity=layer).
+// Returning false drops the sequence from the rest of the step: no KV writes, no logits.
+using LayerCheck = std::function<bool(size_t seq, int64_t layer)>;
+
 class Transformer {
 public:
     Transformer(const Model& model, util::ThreadPool& pool);
 
-    // tokens: [n] at positions [cache.n_tokens(), +n). Writes logits of the last token to
-    // `logits` ([vocab]), or of every token when all_logits ([n, vocab]). Chunks internally
-    // so scratch memory stays bounded for long prompts.
-    void forward(const int32_t* tokens, int64_t n, ContiguousKvCache& cache, float* logits,
-                 bool all_logits);
+    // Runs one step. Returns, per sequence, whether it completed (false: dropped by check).
+    std::vector<char> step(std::span<const SeqInput> seqs, const kernels::PagedKvStorage& kv,
+                           const LayerCheck* check = nullptr);
+
+    // Single-sequence convenience on a contiguous cache: runs tokens at positions
+    // [cache.n_tokens(), +n) in chunks of kMaxChunk, writes the last token's logits ([vocab])
+    // or every token's ([n, vocab]) when all_logits.
+    void forward(const int32_t* tokens, int64_t n, ContiguousKvCache& cache, float* logits, bool all_logits);
 
     const Model& model() const { return model_; }
     static constexpr int64_t kMaxChunk = 256;
 
 private:
-    void forward_chunk(const int32_t* tokens, int64_t n, ContiguousKvCache& cache, float* logits,
-                       bool all_logits);
     void ensure_scratch(int64_t n);
-    void rope(float* x, int64_t n, int64_t n_heads, int64_t pos0) const;
+    void rope(float* x, int64_t n_heads, std::span<const int64_t> positions) const;
 
     const Model& model_;
     util::ThreadPool& pool_;
     int64_t scratch_n_ = 0;
-    // Scratch, sized for the largest chunk seen:
     std::vector<float> x_;      // [n, d_model] residual stream
     std::vector<float> xb_;     // [n, d_model] normed input
     std::vector<float> q_;      // [n, n_heads * head_dim]
@@ -43,6 +60,7 @@ private:
     std::vector<float> proj_;   // [n, d_model]
     std::vector<float> gate_;   // [n, d_ff]
     std::vector<float> up_;     // [n, d_ff]
+    std::vector<int64_t> pos_;  // [n] absolute position of each row
 };
 
 }  // namespace warden::model

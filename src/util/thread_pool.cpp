@@ -14,7 +14,8 @@ inline void cpu_relax() {
     _mm_pause();
 #endif
 }
-constexpr int kSpinIterations = 20000;
+// ~20-50 us of spinning: covers the gap between the parallel loops of one decode step.
+constexpr int kSpinIterations = 1500;
 }  // namespace
 
 int ThreadPool::default_threads() {
@@ -28,27 +29,26 @@ ThreadPool::ThreadPool(int n_threads)
 }
 
 ThreadPool::~ThreadPool() {
-    {
-        std::lock_guard<std::mutex> lock(mu_);
-        stop_.store(true);
-        generation_.fetch_add(1);
-    }
-    cv_.notify_all();
+    stop_.store(true);
+    generation_.fetch_add(1);
+    generation_.notify_all();
     for (auto& t : workers_) t.join();
 }
 
 void ThreadPool::worker(int index) {
     uint64_t seen = 0;
     for (;;) {
-        // Spin a little: the next job usually arrives within microseconds during decode.
         int spins = 0;
         while (generation_.load(std::memory_order_acquire) == seen && spins < kSpinIterations) {
             cpu_relax();
             ++spins;
         }
-        if (generation_.load(std::memory_order_acquire) == seen) {
-            std::unique_lock<std::mutex> lock(mu_);
-            cv_.wait(lock, [&] { return generation_.load(std::memory_order_acquire) != seen; });
+        if (generation_.load() == seen) {
+            // Announce the sleep before re-checking: run() notifies only when someone sleeps,
+            // and seq_cst on both sides means either it sees us or we see its new generation.
+            sleepers_.fetch_add(1);
+            while (generation_.load() == seen) generation_.wait(seen);
+            sleepers_.fetch_sub(1);
         }
         seen = generation_.load(std::memory_order_acquire);
         if (stop_.load()) return;
@@ -62,15 +62,16 @@ void ThreadPool::run(const std::function<void(int, int)>& fn) {
         fn(0, 1);
         return;
     }
-    {
-        std::lock_guard<std::mutex> lock(mu_);
-        job_ = &fn;
-        pending_.store(n_threads_ - 1, std::memory_order_release);
-        generation_.fetch_add(1, std::memory_order_acq_rel);
-    }
-    cv_.notify_all();
+    job_ = &fn;
+    pending_.store(n_threads_ - 1, std::memory_order_relaxed);
+    generation_.fetch_add(1);  // seq_cst: publishes job_ and pending_
+    if (sleepers_.load() > 0) generation_.notify_all();
     fn(0, n_threads_);
-    while (pending_.load(std::memory_order_acquire) != 0) cpu_relax();
+    // Wait for the others; yield when they are slow (a descheduled worker on a busy machine).
+    for (int spins = 0; pending_.load(std::memory_order_acquire) != 0; ++spins) {
+        if (spins < kSpinIterations) cpu_relax();
+        else std::this_thread::yield();
+    }
 }
 
 void ThreadPool::parallel_for(int64_t n, int64_t grain,

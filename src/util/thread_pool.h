@@ -1,13 +1,12 @@
 #pragma once
 // A fixed pool of worker threads for data-parallel loops. Kernels split their output rows
 // over the pool with parallel_for; the calling thread takes a share too, so a pool of N
-// threads uses N cores. Workers spin briefly before sleeping because decode issues hundreds
-// of small parallel loops per token and a futex wake-up per loop would dominate.
+// threads uses N cores. Workers spin briefly before sleeping (on a futex, via atomic wait)
+// because decode issues hundreds of small parallel loops per token and a wake-up per loop
+// would dominate; the spin is short so an oversubscribed machine is not starved.
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -38,10 +37,9 @@ private:
 
     int n_threads_;
     std::vector<std::thread> workers_;
-    std::mutex mu_;
-    std::condition_variable cv_;
     const std::function<void(int, int)>* job_ = nullptr;
     std::atomic<uint64_t> generation_{0};
+    std::atomic<int> sleepers_{0};
     std::atomic<int> pending_{0};
     std::atomic<bool> stop_{false};
 };

@@ -1,0 +1,44 @@
+#pragma once
+// Runs a StepBatch through the model over the paged KV cache, enforcing the integrity
+// contract: before a sequence's KV is read or written (once per step, or before every layer),
+// its page table is checked against the pool; a sequence that fails is dropped from the step
+// untouched and reported, and every other sequence computes exactly what it would have.
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "engine/step_batch.h"
+#include "kv/kv_cache.h"
+#include "model/transformer.h"
+
+namespace warden::engine {
+
+struct StepResult {
+    // Per sequence of the batch, in order:
+    std::vector<char> ok;                                      // computed fully
+    std::vector<std::optional<kv::IntegrityViolation>> violation;  // why not, when !ok
+    std::vector<std::vector<float>> logits;                    // [vocab] when ok && want_logits
+};
+
+struct ExecutorStats {
+    int64_t steps = 0;
+    int64_t integrity_checks = 0;      // page-table verifications run
+    int64_t integrity_violations = 0;  // sequences dropped by a failed check
+};
+
+class Executor {
+public:
+    Executor(model::Transformer& tf, kv::KvCache& kv, kv::IntegrityMode mode);
+
+    StepResult execute(const StepBatch& batch);
+    const ExecutorStats& stats() const { return stats_; }
+    kv::IntegrityMode mode() const { return mode_; }
+
+private:
+    model::Transformer& tf_;
+    kv::KvCache& kv_;
+    kv::IntegrityMode mode_;
+    ExecutorStats stats_;
+};
+
+}  // namespace warden::engine

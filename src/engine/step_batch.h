@@ -1,0 +1,29 @@
+#pragma once
+// The one thing the scheduler hands the executor per step. No global "current context":
+// everything a step needs about each sequence is here.
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "kv/page_table.h"
+
+namespace warden::engine {
+
+struct StepSeq {
+    kv::SeqId id;
+    std::span<const int32_t> tokens;   // tokens to compute this step (prefill chunk or 1 decode token)
+    int64_t pos0 = 0;                  // their first position == tokens already cached
+    const kv::PageTable* table = nullptr;  // covers [0, pos0 + tokens.size()), with expected generations
+    bool want_logits = true;           // logits of the last token (sampling needs them)
+};
+
+struct StepBatch {
+    std::vector<StepSeq> seqs;
+    int64_t n_tokens() const {
+        int64_t n = 0;
+        for (const auto& s : seqs) n += static_cast<int64_t>(s.tokens.size());
+        return n;
+    }
+};
+
+}  // namespace warden::engine

@@ -1,0 +1,52 @@
+#include "kv/kv_cache.h"
+
+#include "util/error.h"
+
+namespace warden::kv {
+
+namespace {
+kernels::PagedKvStorage layout(const KvCacheConfig& c) {
+    kernels::PagedKvStorage s;
+    s.type = c.type;
+    s.page_size = c.page_size;
+    s.n_layers = c.n_layers;
+    s.n_kv_heads = c.n_kv_heads;
+    s.head_dim = c.head_dim;
+    s.page_stride = s.bytes_per_page();
+    return s;
+}
+
+int32_t page_count(const KvCacheConfig& c) {
+    util::check(c.page_size > 0 && c.page_size <= 4096, "--kv-page-size must be in [1, 4096]");
+    const int64_t per_page = layout(c).bytes_per_page();
+    util::check(per_page > 0, "KV cache: empty page layout");
+    const int64_t n = c.budget_bytes / per_page - 1;  // one page is the reserved null page
+    util::check(n >= 1, "KV budget of " + std::to_string(c.budget_bytes) + " bytes holds no page of " +
+                            std::to_string(per_page) + " bytes");
+    util::check(n <= (int64_t{1} << 30), "KV budget is too large");
+    return static_cast<int32_t>(n);
+}
+}  // namespace
+
+KvCache::KvCache(const KvCacheConfig& cfg)
+    : cfg_(cfg), storage_(layout(cfg)), pool_(page_count(cfg), cfg.page_size, layout(cfg).bytes_per_page(), cfg.scrub_on_free) {
+    storage_.base = pool_.data(kNullPage);
+}
+
+bool KvCache::reserve(PageTable& table, int64_t n_tokens) {
+    const int64_t need = pages_for(n_tokens) - static_cast<int64_t>(table.pages.size());
+    if (need <= 0) return true;
+    if (need > pool_.free_pages()) return false;
+    for (int64_t i = 0; i < need; ++i) table.pages.push_back(*pool_.allocate());
+    return true;
+}
+
+int64_t KvCache::free(PageTable& table) {
+    int64_t refused = 0;
+    for (const PageRef& r : table.pages) refused += pool_.release(r) != PoolStatus::Ok;
+    table.pages.clear();
+    table.n_tokens = 0;
+    return refused;
+}
+
+}  // namespace warden::kv

@@ -1,0 +1,53 @@
+#pragma once
+// The paged KV cache: a PagePool sized from a byte budget whose page storage holds, per page,
+// every layer's K and V blocks, plus the per-sequence operations the scheduler needs
+// (grow a sequence's table, free it, verify it). Single-threaded: the scheduler owns it.
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "kernels/paged_attention.h"
+#include "kv/page_pool.h"
+#include "kv/page_table.h"
+
+namespace warden::kv {
+
+struct KvCacheConfig {
+    int64_t n_layers = 0;
+    int64_t n_kv_heads = 0;
+    int64_t head_dim = 0;
+    kernels::KvType type = kernels::KvType::BF16;
+    int32_t page_size = 16;
+    int64_t budget_bytes = 0;   // page storage budget; the page count is derived from it
+    bool scrub_on_free = false;
+};
+
+class KvCache {
+public:
+    explicit KvCache(const KvCacheConfig& cfg);  // throws util::Error if not even one page fits
+
+    PagePool& pool() { return pool_; }
+    const PagePool& pool() const { return pool_; }
+    const kernels::PagedKvStorage& storage() const { return storage_; }
+    int32_t page_size() const { return pool_.page_size(); }
+    int64_t bytes_per_page() const { return storage_.bytes_per_page(); }
+    int64_t capacity_tokens() const { return static_cast<int64_t>(pool_.capacity()) * pool_.page_size(); }
+    int64_t pages_for(int64_t n_tokens) const { return (n_tokens + page_size() - 1) / page_size(); }
+
+    // Grows `table` so it covers n_tokens positions. All or nothing: returns false (and
+    // allocates nothing) when the free pages do not suffice.
+    bool reserve(PageTable& table, int64_t n_tokens);
+    // Releases every page of the table and clears it. Returns how many releases the pool
+    // refused (stale entries: the page was already freed by someone else).
+    int64_t free(PageTable& table);
+    std::optional<IntegrityViolation> verify(SeqId seq, const PageTable& table) const {
+        return verify_table(pool_, seq, table.pages);
+    }
+
+private:
+    KvCacheConfig cfg_;
+    kernels::PagedKvStorage storage_;
+    PagePool pool_;
+};
+
+}  // namespace warden::kv

@@ -1,0 +1,97 @@
+#include "kv/page_pool.h"
+
+#include <cstring>
+
+#include "util/error.h"
+
+namespace warden::kv {
+
+const char* pool_status_name(PoolStatus s) {
+    switch (s) {
+        case PoolStatus::Ok: return "ok";
+        case PoolStatus::StaleGeneration: return "stale generation";
+        case PoolStatus::NotAllocated: return "page not allocated";
+        case PoolStatus::BadPageId: return "bad page id";
+    }
+    return "?";
+}
+
+PagePool::PagePool(int32_t n_pages, int32_t page_size, int64_t bytes_per_page, bool scrub_on_free)
+    : n_pages_(n_pages), page_size_(page_size), bytes_per_page_(bytes_per_page), scrub_on_free_(scrub_on_free) {
+    util::check(n_pages > 0, "KV pool: need at least one page (raise the KV byte budget)");
+    util::check(page_size > 0 && page_size <= 4096, "KV pool: page size must be in [1, 4096]");
+    util::check(bytes_per_page >= 0, "KV pool: negative page size in bytes");
+    const auto slots = static_cast<size_t>(n_pages) + 1;
+    generation_.assign(slots, 1);
+    refcount_.assign(slots, 0);
+    free_list_.reserve(static_cast<size_t>(n_pages));
+    // Pop order 1, 2, 3, ...: deterministic placement makes runs reproducible.
+    for (int32_t p = n_pages; p >= 1; --p) free_list_.push_back(p);
+    storage_.assign(slots * static_cast<size_t>(bytes_per_page), 0);
+}
+
+std::optional<PageRef> PagePool::allocate() {
+    if (free_list_.empty()) return std::nullopt;
+    const int32_t p = free_list_.back();
+    free_list_.pop_back();
+    refcount_[static_cast<size_t>(p)] = 1;
+    ++stats_.allocations;
+    return PageRef{PageId{p}, generation_[static_cast<size_t>(p)]};
+}
+
+PoolStatus PagePool::validate(PageRef ref) const {
+    if (ref.page.v <= 0 || ref.page.v > n_pages_) return PoolStatus::BadPageId;
+    const auto i = static_cast<size_t>(ref.page.v);
+    if (generation_[i] != ref.gen) return PoolStatus::StaleGeneration;
+    if (refcount_[i] <= 0) return PoolStatus::NotAllocated;
+    return PoolStatus::Ok;
+}
+
+PoolStatus PagePool::retain(PageRef ref) {
+    const PoolStatus s = validate(ref);
+    if (s != PoolStatus::Ok) {
+        ++stats_.refused;
+        return s;
+    }
+    ++refcount_[static_cast<size_t>(ref.page.v)];
+    return s;
+}
+
+PoolStatus PagePool::release(PageRef ref) {
+    const PoolStatus s = validate(ref);
+    if (s != PoolStatus::Ok) {
+        ++stats_.refused;
+        return s;
+    }
+    const auto i = static_cast<size_t>(ref.page.v);
+    if (--refcount_[i] == 0) {
+        ++generation_[i];  // every outstanding reference to this allocation is now stale
+        if (scrub_on_free_ && bytes_per_page_ > 0) {
+            std::memset(data(ref.page), 0, static_cast<size_t>(bytes_per_page_));
+            stats_.scrubbed_bytes += bytes_per_page_;
+        }
+        free_list_.push_back(ref.page.v);
+        ++stats_.frees;
+    }
+    return s;
+}
+
+std::string PagePool::check_integrity() const {
+    std::vector<char> on_free(static_cast<size_t>(n_pages_) + 1, 0);
+    for (int32_t p : free_list_) {
+        if (p <= 0 || p > n_pages_) return "free list holds invalid page " + std::to_string(p);
+        if (on_free[static_cast<size_t>(p)]) return "page " + std::to_string(p) + " is on the free list twice";
+        on_free[static_cast<size_t>(p)] = 1;
+        if (refcount_[static_cast<size_t>(p)] != 0)
+            return "free page " + std::to_string(p) + " has refcount " + std::to_string(refcount_[static_cast<size_t>(p)]);
+    }
+    for (int32_t p = 1; p <= n_pages_; ++p) {
+        const auto i = static_cast<size_t>(p);
+        if (!on_free[i] && refcount_[i] <= 0) return "page " + std::to_string(p) + " is neither free nor held";
+        if (generation_[i] == 0) return "page " + std::to_string(p) + " has generation 0";
+    }
+    if (refcount_[0] != 0) return "the null page is held";
+    return {};
+}
+
+}  // namespace warden::kv
