@@ -4,7 +4,8 @@
 Run through scripts/make_reference.sh, which creates the pinned venv .venv-ref with exactly:
 
     torch==2.9.1 (default PyPI wheel)   transformers==4.57.6   safetensors==0.6.2
-    numpy==2.2.6                        gguf==0.17.1           (Python 3.11)
+    numpy==2.2.6                        gguf==0.17.1           accelerate==1.11.0
+    (Python 3.11; transformers needs accelerate for GGUF loading)
 
 What it writes (everything under tests/golden/models/):
 
@@ -23,9 +24,32 @@ What it writes (everything under tests/golden/models/):
                                            position, max/min logit per position, greedy 64
 
 All reference numbers are computed by reloading what was saved (from_pretrained on the
-written directory, torch_dtype=float32, eager attention, one thread), so the files on disk
+written directory, dtype=float32, eager attention, one thread), so the files on disk
 are what is checked. The greedy continuations are a manual argmax loop (ties -> lowest id,
 torch.argmax), 64 tokens, no stop at EOS.
+
+Conventions a loader must match:
+  * Init: 2-D weights ~ N(0, 0.25^2), biases ~ N(0, 0.1^2), every RMSNorm weight (incl.
+    Qwen3 q_norm/k_norm) ~ 1 + N(0, 0.2^2). Tied models have no lm_head.weight tensor.
+    config.json carries both "dtype" (what transformers 4.57 writes) and "torch_dtype".
+  * Prompts of random ids are redrawn (seeded) until every prompt position and every greedy
+    step has top1-top2 margin >= MIN_REL_MARGIN x (max - min logit), so greedy paths do not
+    hinge on rounding ("redrawn_prompts" in each golden counts the redraws).
+  * tiny-llama.gguf: tensors F32, shapes as GGUF ne (= reversed numpy shape); attn_q/attn_k
+    rows permuted per head from HF's half-split rope layout to GGML's interleaved one:
+    gguf_row[h*d + 2i] = hf_row[h*d + i], gguf_row[h*d + 2i + 1] = hf_row[h*d + d/2 + i]
+    (llama.cpp's LlamaModel.permute; for attn_k with n_head_kv heads). So a GGUF loader
+    either un-permutes, or applies rope to adjacent pairs (x[2i], x[2i+1]) -- NEOX-style
+    half-split rope is for the HF directory layout only. rope_freqs.weight [d/2] holds
+    llama3 divisors: inv_freq_i = rope_theta^(-2i/d) / rope_freqs[i] (here [1, 7.667, 8, 8]);
+    it is computed with original_max_position_embeddings from rope_scaling (HF semantics;
+    llama.cpp's converter reads a top-level key, default 8192 -- same for real Llama 3.x).
+    Tokenizer: gpt2 model, pre "default", tokens "t0".."t319", one dummy merge "t 0",
+    bos 1 / eos 2, add_bos_token false.
+  * SmolLM2: no BOS. ids = tokenizer(text, add_special_tokens=False); the GGUF says
+    tokenizer.ggml.add_bos_token=false (transformers' GGUF-built tokenizer would otherwise
+    prepend <|im_start|> = id 1). The vocab has no multi-digit tokens, so digits are single
+    tokens as with SmolLM2's own tokenizer.
 
 Usage:  scripts/make_reference.sh [--only NAME ...] [--skip-smollm2] [--check]
   --check   do not write anything; recompute everything and compare with the files on disk.
@@ -55,7 +79,7 @@ SMOLLM2_TOPK = 16
 # A prompt of random ids is re-drawn (deterministically) when any greedy step of the
 # reference has a top1-top2 margin below this fraction of that step's logit spread, so the
 # golden continuations never hinge on rounding.
-MIN_REL_MARGIN = 2e-3
+MIN_REL_MARGIN = 5e-4
 
 torch.set_num_threads(1)
 torch.use_deterministic_algorithms(True)
@@ -176,7 +200,7 @@ def build_tiny(spec: dict, out_dir: Path) -> None:
     from transformers import AutoModelForCausalLM
 
     torch.manual_seed(spec["seed"])
-    model = AutoModelForCausalLM.from_config(spec["config"], torch_dtype=torch.float32)
+    model = AutoModelForCausalLM.from_config(spec["config"], dtype=torch.float32)
     randomize(model, spec["seed"])
     if spec["config"].tie_word_embeddings:
         model.tie_weights()
@@ -191,13 +215,19 @@ def build_tiny(spec: dict, out_dir: Path) -> None:
     gc = out_dir / "generation_config.json"
     if gc.exists():
         gc.unlink()
+    # transformers >= 4.56 writes "dtype"; most published checkpoints carry the older
+    # "torch_dtype". Write both so either spelling is found.
+    cfg_path = out_dir / "config.json"
+    cfg = json.loads(cfg_path.read_text())
+    cfg["torch_dtype"] = cfg.get("dtype", cfg.get("torch_dtype"))
+    cfg_path.write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
 
 
 def load_f32(path: Path, **kw):
     from transformers import AutoModelForCausalLM
 
     m = AutoModelForCausalLM.from_pretrained(
-        str(path), torch_dtype=torch.float32, attn_implementation="eager", **kw
+        str(path), dtype=torch.float32, attn_implementation="eager", **kw
     )
     m.eval()
     return m
@@ -266,7 +296,7 @@ def golden_tiny(name: str, model_dir: Path, seed: int, vocab: int) -> dict:
     all_sp = [s for p in prompts for s in p["spread"]]
     return {
         "model": name,
-        "path": str(model_dir.relative_to(ROOT)),
+        "path": f"tests/golden/models/{model_dir.name}",
         "reference": "transformers, CPU, float32 weights+compute, eager attention",
         "versions": versions(),
         "vocab_size": vocab,
@@ -460,15 +490,18 @@ def smollm2(gguf_path: Path) -> dict:
     d, f = str(gguf_path.parent), gguf_path.name
     tok = AutoTokenizer.from_pretrained(d, gguf_file=f)
     model = AutoModelForCausalLM.from_pretrained(
-        d, gguf_file=f, torch_dtype=torch.float32, attn_implementation="eager"
+        d, gguf_file=f, dtype=torch.float32, attn_implementation="eager"
     )
     model.eval()
     sha = hashlib.sha256(gguf_path.read_bytes()).hexdigest()
     prompts = []
     for text in SMOLLM2_PROMPTS:
-        ids = tok(text, add_special_tokens=True)["input_ids"]
-        ids_plain = tok(text, add_special_tokens=False)["input_ids"]
-        assert ids == ids_plain, "tokenizer unexpectedly adds special tokens (BOS?)"
+        # No BOS: the GGUF says tokenizer.ggml.add_bos_token=false (as does SmolLM2's own
+        # HF tokenizer). transformers' GGUF-built LlamaTokenizerFast would prepend the GGUF's
+        # bos (<|im_start|>, id 1) by default, so special tokens are not added here;
+        # <|im_start|>/<|im_end|> written in the text still map to ids 1/2.
+        ids = tok(text, add_special_tokens=False)["input_ids"]
+        assert ids and ids[0] != tok.bos_token_id or text.startswith("<|im_start|>")
         with torch.no_grad():
             logits = forward_logits(model, ids)
         top = torch.topk(logits, SMOLLM2_TOPK, dim=-1)
@@ -492,7 +525,8 @@ def smollm2(gguf_path: Path) -> dict:
         "path": str(gguf_path.relative_to(ROOT)),
         "gguf_sha256": sha,
         "reference": "transformers GGUF loader (Q4_1 dequantized to float32), CPU, float32, eager attention",
-        "bos": "none: the HF tokenizer built from this GGUF adds no BOS/special tokens; ids are exactly tok(text)",
+        "bos": "none: ids = tok(text, add_special_tokens=False) (GGUF tokenizer.ggml.add_bos_token=false); "
+               "<|im_start|>/<|im_end|> in the text are the special ids 1/2",
         "versions": versions(),
         "vocab_size": int(model.config.vocab_size),
         "top_k": SMOLLM2_TOPK,

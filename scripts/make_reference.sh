@@ -4,7 +4,9 @@
 #
 #   scripts/make_reference.sh              # set up venv (if needed) and regenerate everything
 #   scripts/make_reference.sh --setup-only # only create/update the venv
-#   scripts/make_reference.sh --tiny-only  # pass-through args go to make_reference.py
+#   scripts/make_reference.sh --skip-smollm2 / --only tiny-qwen3 smollm2   (args go to the .py)
+#   scripts/make_reference.sh --check      # recompute in a temp dir, compare with the committed
+#                                          # files (exit 1 on any difference); writes nothing
 #
 # Needs network access to PyPI only (the default torch wheel from PyPI is used; it is big).
 # For the SmolLM2 golden, models/SmolLM2-135M-Instruct.Q4_1.gguf must exist
@@ -21,6 +23,7 @@ PINS=(
   "safetensors==0.6.2"
   "numpy==2.2.6"
   "gguf==0.17.1"
+  "accelerate==1.11.0"
 )
 
 if [[ ! -x "$VENV/bin/python" ]]; then
@@ -46,7 +49,8 @@ if [[ "${1:-}" == "--setup-only" ]]; then
   exit 0
 fi
 cd "$ROOT"
-# Deterministic CPU math: single thread keeps reductions in a fixed order.
+# Deterministic CPU math: one thread keeps reductions in a fixed order. Offline: nothing is
+# fetched from a hub (SmolLM2 comes from models/, see scripts/fetch_model.sh).
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 TOKENIZERS_PARALLELISM=false
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 exec "$VENV/bin/python" "$ROOT/scripts/make_reference.py" "$@"

@@ -4,7 +4,8 @@
 #include <cstdio>
 
 #include "cli/common.h"
-#include "engine/generate.h"
+#include "cli/engine_options.h"
+#include "engine/sampler.h"
 #include "model/transformer.h"
 #include "util/error.h"
 
@@ -53,11 +54,32 @@ int logits(const LogitsOptions& o) {
     const int64_t ctx = n + o.greedy;
     util::check(ctx <= model->config.max_ctx, std::to_string(ctx) + " tokens exceed the model's context of " +
                                                   std::to_string(model->config.max_ctx));
-    const auto kv_type = model->dtype == model::RuntimeDType::F32 ? kernels::KvType::F32 : kernels::KvType::BF16;
-    model::ContiguousKvCache cache(model->config, ctx, kv_type);
+    // One sequence on the paged KV cache, sized to fit exactly.
+    EngineOptions eo;
+    const int64_t esz = model->dtype == model::RuntimeDType::F32 ? 4 : 2;
+    const int64_t page_bytes = 2 * model->config.n_layers * eo.kv_page_size * model->config.n_kv_heads *
+                               model->config.head_dim * esz;
+    auto cache = make_kv_cache(eo, *model, ((ctx + eo.kv_page_size - 1) / eo.kv_page_size + 1) * page_bytes);
+    kv::PageTable table;
+    util::check(cache->reserve(table, ctx), "KV cache too small");
+    std::vector<int32_t> page_ids;
+    for (const auto& p : table.pages) page_ids.push_back(p.page.v);
     model::Transformer tf(*model, pool);
+    auto forward = [&](const int32_t* toks, int64_t m, int64_t pos0, float* out, bool all) {
+        util::check(!cache->verify(kv::SeqId{0}, table).has_value(), "kv integrity violation");
+        model::SeqInput in;
+        in.tokens = std::span<const int32_t>(toks, static_cast<size_t>(m));
+        in.pos0 = pos0;
+        in.page_ids = page_ids.data();
+        in.logits = out;
+        in.all_logits = all;
+        tf.step(std::span<const model::SeqInput>(&in, 1), cache->storage());
+    };
     std::vector<float> all(static_cast<size_t>(n * vocab));
-    tf.forward(ids.data(), n, cache, all.data(), true);
+    for (int64_t off = 0; off < n; off += model::Transformer::kMaxChunk) {
+        const int64_t m = std::min(model::Transformer::kMaxChunk, n - off);
+        forward(ids.data() + off, m, off, all.data() + off * vocab, true);
+    }
     const int64_t k = std::min(o.top, vocab);
     std::vector<int32_t> order(static_cast<size_t>(vocab));
     for (int64_t p = 0; p < n; ++p) {
@@ -81,7 +103,7 @@ int logits(const LogitsOptions& o) {
         for (int64_t i = 0; i < o.greedy; ++i) {
             const int32_t id = engine::Sampler::argmax(last);
             gen.push_back(id);
-            if (i + 1 < o.greedy) tf.forward(&id, 1, cache, last.data(), false);
+            if (i + 1 < o.greedy) forward(&id, 1, n + i, last.data(), false);
         }
         std::string line = "{\"greedy\": [";
         for (size_t i = 0; i < gen.size(); ++i) line += (i ? ", " : "") + std::to_string(gen[i]);

@@ -1,12 +1,16 @@
-// `warden run`: stream a continuation of a prompt to stdout.
+// `warden run`: stream a continuation of a prompt to stdout. The request goes through the
+// same engine pieces as served traffic: paged KV cache, integrity checks, batch runner.
+#include <chrono>
 #include <cstdio>
 #include <random>
 
 #include "cli/common.h"
-#include "engine/generate.h"
+#include "cli/engine_options.h"
+#include "engine/batch_runner.h"
 #include "model/transformer.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
+#include "util/log.h"
 #include "util/utf8.h"
 
 namespace warden::cli {
@@ -15,70 +19,88 @@ namespace {
 
 struct RunOptions {
     CommonOptions common;
+    EngineOptions engine;
     std::string prompt;
     int64_t n = 64;
     engine::SamplingParams sampling;
     int64_t seed = -1;
     bool ignore_eos = false;
     bool no_bos = false;
-    int64_t ctx = 0;
 };
 
 int run(const RunOptions& o) {
     util::check(o.n >= 1, "-n must be at least 1 (got " + std::to_string(o.n) + ")");
     const size_t bad = util::find_invalid_utf8(o.prompt);
     util::check(bad == std::string::npos, "the prompt is not valid UTF-8 (byte " + std::to_string(bad) + ")");
+    engine::SamplingParams sp = o.sampling;
+    sp.seed = o.seed >= 0 ? static_cast<uint64_t>(o.seed) : std::random_device{}();
+    sp.validate();
     util::ThreadPool pool(o.common.threads);
     auto model = load(o.common, true, pool);
     util::check(model->tokenizer != nullptr, "model '" + o.common.model_path + "' has no tokenizer");
     const tokenizer::Tokenizer& tok = *model->tokenizer;
 
-    engine::SamplingParams sp = o.sampling;
-    sp.seed = o.seed >= 0 ? static_cast<uint64_t>(o.seed) : std::random_device{}();
-    sp.validate();
-
-    const std::vector<int32_t> prompt = tok.encode(o.prompt, !o.no_bos);
-    util::check(!prompt.empty(), "the prompt is empty");
+    engine::Request req;
+    req.prompt = tok.encode(o.prompt, !o.no_bos);
+    util::check(!req.prompt.empty(), "the prompt is empty");
     const int64_t max_ctx = model->config.max_ctx;
-    const int64_t need = static_cast<int64_t>(prompt.size()) + o.n;
-    util::check(static_cast<int64_t>(prompt.size()) < max_ctx,
-                "the prompt has " + std::to_string(prompt.size()) + " tokens, more than the model's context of " +
-                    std::to_string(max_ctx));
-    int64_t ctx = o.ctx > 0 ? o.ctx : std::min(max_ctx, need);
-    util::check(need <= ctx, "prompt (" + std::to_string(prompt.size()) + " tokens) + -n " + std::to_string(o.n) +
-                                 " exceeds the context of " + std::to_string(ctx) + " tokens");
+    const int64_t need = static_cast<int64_t>(req.prompt.size()) + o.n;
+    util::check(need <= max_ctx, "prompt (" + std::to_string(req.prompt.size()) + " tokens) + -n " +
+                                     std::to_string(o.n) + " exceeds the model's context of " +
+                                     std::to_string(max_ctx) + " tokens");
+    req.max_new_tokens = o.n;
+    req.sampling = sp;
+    if (!o.ignore_eos) req.stop_ids = tok.stop_ids();
 
-    const auto kv_type = model->dtype == model::RuntimeDType::F32 ? kernels::KvType::F32 : kernels::KvType::BF16;
-    model::ContiguousKvCache cache(model->config, ctx, kv_type);
+    // Default KV budget: exactly the pages this request needs (+ the reserved null page).
+    const int64_t esz = model->dtype == model::RuntimeDType::F32 ? 4 : 2;
+    const int64_t page_bytes =
+        2 * model->config.n_layers * o.engine.kv_page_size * model->config.n_kv_heads * model->config.head_dim * esz;
+    const int64_t pages = (need + o.engine.kv_page_size - 1) / o.engine.kv_page_size;
+    auto cache = make_kv_cache(o.engine, *model, (pages + 1) * page_bytes);
+    auto faults = make_fault_injector(o.engine);
     model::Transformer tf(*model, pool);
-    engine::Sampler sampler(sp);
-    engine::GenerateOptions go;
-    go.max_new_tokens = o.n;
-    go.ignore_eos = o.ignore_eos;
-    go.stop_ids = tok.stop_ids();
+    engine::Executor exec(tf, *cache, kv::parse_integrity_mode(o.engine.kv_integrity));
+    engine::RunnerOptions ro;
+    ro.max_seqs = 1;
+    ro.max_batch_tokens = model::Transformer::kMaxChunk;
+    ro.prefill_chunk = model::Transformer::kMaxChunk;
+    engine::BatchRunner runner(exec, *cache, ro, faults.get());
 
     tokenizer::StreamingDecoder detok(tok);
-    engine::GenerateTimings t;
-    engine::generate(tf, cache, prompt, go, sampler, [&](int32_t id) {
-        const bool is_stop = std::find(go.stop_ids.begin(), go.stop_ids.end(), id) != go.stop_ids.end();
-        if (is_stop && !o.ignore_eos) return;
+    const auto t0 = std::chrono::steady_clock::now();
+    auto t_first = t0;
+    int64_t n_tokens = 0;
+    runner.on_token([&](size_t, int32_t id) {
+        if (n_tokens++ == 0) t_first = std::chrono::steady_clock::now();
+        const bool is_stop = std::find(req.stop_ids.begin(), req.stop_ids.end(), id) != req.stop_ids.end();
+        if (is_stop) return;
         const std::string piece = detok.push(id);
         std::fwrite(piece.data(), 1, piece.size(), stdout);
         std::fflush(stdout);
-    }, &t);
+    });
+    const auto results = runner.run({req});
+    const auto t_end = std::chrono::steady_clock::now();
     const std::string tail = detok.flush();
     std::fwrite(tail.data(), 1, tail.size(), stdout);
     std::fputc('\n', stdout);
     std::fflush(stdout);
-    const double prefill_tps = t.prefill_ms > 0 ? 1000.0 * static_cast<double>(t.prompt_tokens) / t.prefill_ms : 0;
-    const double decode_tps =
-        t.decode_ms > 0 && t.gen_tokens > 1 ? 1000.0 * static_cast<double>(t.gen_tokens - 1) / t.decode_ms : 0;
+    const engine::Result& r = results[0];
+    if (r.finish == engine::FinishReason::IntegrityError)
+        throw util::Error("generation aborted: " + (r.violation ? r.violation->describe() : std::string("kv integrity error")));
+    util::check(r.finish != engine::FinishReason::Rejected, "request rejected: " + r.error);
+
+    using ms = std::chrono::duration<double, std::milli>;
+    const double prefill_ms = ms(t_first - t0).count();
+    const double decode_ms = ms(t_end - t_first).count();
+    const double prefill_tps = prefill_ms > 0 ? 1000.0 * static_cast<double>(req.prompt.size()) / prefill_ms : 0;
+    const double decode_tps = decode_ms > 0 && n_tokens > 1 ? 1000.0 * static_cast<double>(n_tokens - 1) / decode_ms : 0;
     std::fprintf(stderr,
-                 "timings: prompt_tokens=%lld prefill_ms=%.2f prefill_tok_s=%.2f gen_tokens=%lld decode_ms=%.2f "
-                 "decode_tok_s=%.2f threads=%d isa=%s dtype=%s\n",
-                 static_cast<long long>(t.prompt_tokens), t.prefill_ms, prefill_tps,
-                 static_cast<long long>(t.gen_tokens), t.decode_ms, decode_tps, pool.size(),
-                 kernels::isa_name(kernels::active_isa()), model::runtime_dtype_name(model->dtype));
+                 "timings: prompt_tokens=%zu prefill_ms=%.2f prefill_tok_s=%.2f gen_tokens=%lld decode_ms=%.2f "
+                 "decode_tok_s=%.2f threads=%d isa=%s dtype=%s finish=%s\n",
+                 req.prompt.size(), prefill_ms, prefill_tps, static_cast<long long>(n_tokens), decode_ms, decode_tps,
+                 pool.size(), kernels::isa_name(kernels::active_isa()), model::runtime_dtype_name(model->dtype),
+                 engine::finish_reason_name(r.finish));
     return 0;
 }
 
@@ -90,6 +112,7 @@ void register_run(CLI::App& app, int& rc) {
     add_model_option(*sub, o->common);
     add_threads_option(*sub, o->common);
     add_dtype_option(*sub, o->common);
+    add_engine_options(*sub, o->engine, false);
     sub->add_option("-p,--prompt", o->prompt, "prompt text (UTF-8)")->required();
     sub->add_option("-n,--n-predict", o->n, "number of tokens to generate (>= 1)");
     sub->add_option("--temp", o->sampling.temperature, "temperature (0 = greedy)");
@@ -98,7 +121,6 @@ void register_run(CLI::App& app, int& rc) {
     sub->add_option("--min-p", o->sampling.min_p, "min-p (0 = off)");
     sub->add_option("--repeat-penalty", o->sampling.repetition_penalty, "repetition penalty (1 = off)");
     sub->add_option("--seed", o->seed, "random seed (default: random)");
-    sub->add_option("-c,--ctx", o->ctx, "context size (default: prompt + n, at most the model's)");
     sub->add_flag("--ignore-eos", o->ignore_eos, "keep generating past end-of-sequence tokens");
     sub->add_flag("--no-bos", o->no_bos, "never prepend BOS");
     sub->callback([o, &rc] { rc = run(*o); });

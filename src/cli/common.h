@@ -27,5 +27,6 @@ void register_run(CLI::App& app, int& rc);
 void register_info(CLI::App& app, int& rc);
 void register_tokenize(CLI::App& app, int& rc);
 void register_logits(CLI::App& app, int& rc);
+void register_batch(CLI::App& app, int& rc);
 
 }  // namespace warden::cli

@@ -5,8 +5,14 @@
 
 #include "cli/common.h"
 #include "util/error.h"
+#include "util/log.h"
+
+#include <spdlog/sinks/stdout_color_sinks.h>
 
 int main(int argc, char** argv) {
+    // Logs go to stderr so stdout carries only the command's output.
+    spdlog::set_default_logger(spdlog::stderr_color_mt("warden"));
+    spdlog::set_level(spdlog::level::warn);
     CLI::App app{"warden: an LLM inference server for many tenants"};
     app.require_subcommand(1);
     app.set_version_flag("--version", "warden 0.1.0");
@@ -15,6 +21,7 @@ int main(int argc, char** argv) {
     warden::cli::register_info(app, rc);
     warden::cli::register_tokenize(app, rc);
     warden::cli::register_logits(app, rc);
+    warden::cli::register_batch(app, rc);
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {

@@ -1,6 +1,7 @@
 #include "engine/batch_runner.h"
 
 #include <algorithm>
+#include <chrono>
 #include <deque>
 #include <memory>
 
@@ -159,7 +160,11 @@ std::vector<Result> BatchRunner::run(const std::vector<Request>& requests) {
         }
 
         if (!batch.seqs.empty()) {
+            const auto t0 = std::chrono::steady_clock::now();
             const StepResult r = exec_.execute(batch);
+            stats_.step_ms.push_back(
+                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+            stats_.tokens_computed += batch.n_tokens();
             ++stats_.steps;
             for (size_t b = 0; b < batch.seqs.size(); ++b) {
                 Seq& s = running[member[b]];
@@ -181,6 +186,7 @@ std::vector<Result> BatchRunner::run(const std::vector<Request>& requests) {
                 std::vector<float> logits = r.logits[b];
                 const int32_t tok = s.sampler->sample(logits, s.tokens);
                 s.tokens.push_back(tok);
+                if (on_token_) on_token_(s.req, tok);
                 const int64_t generated = static_cast<int64_t>(s.tokens.size()) - s.n_prompt;
                 if (std::find(req.stop_ids.begin(), req.stop_ids.end(), tok) != req.stop_ids.end()) {
                     finish(s, FinishReason::Stop);
@@ -224,10 +230,16 @@ void BatchRunner::inject_faults(std::vector<Seq>& running, std::vector<kv::PageR
     for (int k = 0; k < kv::kFaultKinds; ++k) {
         const auto kind = static_cast<FaultKind>(k);
         if (kind == FaultKind::Reorder) continue;  // applied to the built batch
+        // Each fault needs a victim with a live entry to break (an entry an earlier fault of
+        // this step already broke does not count twice).
         Seq* v = pick_victim();
-        if (!v || !faults_->roll(kind)) continue;
+        if (!v) continue;
+        std::vector<size_t> live;
+        for (size_t j = 0; j < v->table.pages.size(); ++j)
+            if (pool.is_live(v->table.pages[j])) live.push_back(j);
+        if (live.empty() || !faults_->roll(kind)) continue;
         hit(*v);
-        kv::PageRef& e = v->table.pages[faults_->random(v->table.pages.size())];
+        kv::PageRef& e = v->table.pages[live[faults_->random(live.size())]];
         switch (kind) {
             case FaultKind::Stale: {  // the entry now names an earlier allocation of some page
                 if (pool.is_live(e)) v->displaced.push_back(e);

@@ -4,6 +4,7 @@
 // pages run out, and the fault injector's hooks between steps. It is what `warden batch` and
 // the integrity tests drive; the server's scheduler thread is built on the same pieces.
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -40,6 +41,8 @@ struct RunnerOptions {
 
 struct RunnerStats {
     int64_t steps = 0;
+    std::vector<double> step_ms;  // wall time of every executed step
+    int64_t tokens_computed = 0;  // prompt + generated tokens run through the model
     int64_t preemptions = 0;
     int64_t refused_frees = 0;  // releases the pool refused (stale entries of aborted sequences)
     int64_t max_running = 0;
@@ -48,6 +51,8 @@ struct RunnerStats {
 class BatchRunner {
 public:
     BatchRunner(Executor& exec, kv::KvCache& kv, RunnerOptions opts, kv::FaultInjector* faults = nullptr);
+    // Called on the runner's thread for every sampled token (request index, token id).
+    void on_token(std::function<void(size_t, int32_t)> cb) { on_token_ = std::move(cb); }
     std::vector<Result> run(const std::vector<Request>& requests);
     const RunnerStats& stats() const { return stats_; }
 
@@ -61,6 +66,7 @@ private:
     RunnerOptions opts_;
     kv::FaultInjector* faults_;
     RunnerStats stats_;
+    std::function<void(size_t, int32_t)> on_token_;
     std::vector<Result>* results_ = nullptr;  // of the run in progress
 };
 

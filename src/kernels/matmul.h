@@ -11,12 +11,32 @@ namespace warden::kernels {
 
 enum class WeightType { F32, BF16 };
 
+// Weights are stored packed in panels of kPanelRows output rows: element (r, k) lives at
+// index (r / kPanelRows) * cols * kPanelRows + k * kPanelRows + r % kPanelRows; rows past
+// `rows` in the last panel are zero. Every ISA (and the scalar reference) computes each
+// output as one sequential fused-multiply-add chain over k in this layout, so results are
+// bit-identical across ISAs, thread counts and batch sizes: a sequence's outputs never
+// depend on what it is batched with.
+constexpr int64_t kPanelRows = 16;
+
 struct WeightMatrix {
     WeightType type = WeightType::F32;
     int64_t rows = 0;            // out_features
     int64_t cols = 0;            // in_features
-    const void* data = nullptr;  // [rows, cols] of f32 or bf16 (uint16_t bits)
+    const void* data = nullptr;  // packed panels of f32 or bf16 (uint16_t bits), see above
 };
+
+// Elements of the packed buffer for a [rows, cols] matrix (rows rounded up to a panel).
+inline int64_t packed_weight_elems(int64_t rows, int64_t cols) {
+    return (rows + kPanelRows - 1) / kPanelRows * kPanelRows * cols;
+}
+inline int64_t packed_index(int64_t r, int64_t k, int64_t cols) {
+    return (r / kPanelRows) * cols * kPanelRows + k * kPanelRows + r % kPanelRows;
+}
+// Writes row r (cols f32 values; rounded to bf16 for BF16) into its panel slots.
+void pack_weight_row(WeightType t, int64_t cols, int64_t r, const float* row, void* packed);
+// Reads row r back as f32 (embedding lookups, tests).
+void unpack_weight_row(const WeightMatrix& w, int64_t r, float* out);
 
 // y[n, w.rows] = x[n, w.cols] * W^T. Splits output rows over the pool; for n > 1 each weight
 // tile is loaded once and reused across token rows (prefill is compute-bound, decode is

@@ -34,5 +34,6 @@ float dot_bf16_isa(Isa isa, const float* a, const bf16_t* b, int64_t n);
 void axpy_f32_isa(Isa isa, float a, const float* x, float* y, int64_t n);
 void axpy_bf16_isa(Isa isa, float a, const bf16_t* x, float* y, int64_t n);
 void f32_to_bf16_row_isa(Isa isa, const float* x, bf16_t* y, int64_t n);
+void bf16_to_f32_row_isa(Isa isa, const bf16_t* x, float* y, int64_t n);
 
 }  // namespace warden::kernels

@@ -15,6 +15,25 @@ constexpr uint32_t kMaxDims = 4;                // GGML_MAX_DIMS
 constexpr uint64_t kMaxArrayDepth = 8;          // nested arrays deeper than this are rejected
 constexpr uint64_t kMaxDefaultAlignment = 1u << 20;
 
+// Keys and tensor names come from the file: escape control bytes (a newline would break the
+// one-line error contract) and cut very long names before they go into a message.
+std::string printable(const std::string& s, size_t max_len = 200) {
+    std::string out;
+    for (size_t i = 0; i < s.size() && i < max_len; ++i) {
+        const auto c = static_cast<unsigned char>(s[i]);
+        if (c < 0x20 || c == 0x7f) {
+            static const char hex[] = "0123456789abcdef";
+            out += "\\x";
+            out += hex[c >> 4];
+            out += hex[c & 15];
+        } else {
+            out += static_cast<char>(c);
+        }
+    }
+    if (s.size() > max_len) out += "...";
+    return out;
+}
+
 // A bounds-checked cursor over the untrusted header bytes.
 class Reader {
 public:
@@ -25,7 +44,7 @@ public:
     size_t remaining() const { return size_ - pos_; }
 
     [[noreturn]] void fail(const std::string& what) const {
-        throw Error("GGUF '" + name_ + "': " + what + " (at byte " + std::to_string(pos_) + ")");
+        throw Error("GGUF '" + printable(name_, 4096) + "': " + what + " (at byte " + std::to_string(pos_) + ")");
     }
 
     void need(uint64_t n, const char* what) const {
@@ -72,7 +91,12 @@ uint64_t min_encoded_size(GGUFValueType t) {
 
 bool valid_type(uint32_t t) { return t <= static_cast<uint32_t>(GGUFValueType::FLOAT64); }
 
-GGUFValue read_value(Reader& r, GGUFValueType type, uint64_t depth) {
+// Every array element becomes a GGUFValue (~100 bytes), so a hostile file of small elements
+// could ask for ~100x its size in memory; real files (vocabularies of a few 100k tokens and
+// merges) stay far below this cap on the total number of array elements.
+constexpr uint64_t kMaxArrayElements = uint64_t{1} << 24;
+
+GGUFValue read_value(Reader& r, GGUFValueType type, uint64_t depth, uint64_t& elems_left) {
     GGUFValue v;
     v.type = type;
     switch (type) {
@@ -101,8 +125,10 @@ GGUFValue read_value(Reader& r, GGUFValueType type, uint64_t depth) {
             v.elem_type = static_cast<GGUFValueType>(et);
             if (n > r.remaining() / min_encoded_size(v.elem_type))
                 r.fail("array of " + std::to_string(n) + " elements exceeds the file size");
+            if (n > elems_left) r.fail("metadata arrays hold more than " + std::to_string(kMaxArrayElements) + " elements in all");
+            elems_left -= n;
             v.arr.reserve(static_cast<size_t>(n));
-            for (uint64_t k = 0; k < n; ++k) v.arr.push_back(read_value(r, v.elem_type, depth + 1));
+            for (uint64_t k = 0; k < n; ++k) v.arr.push_back(read_value(r, v.elem_type, depth + 1, elems_left));
             break;
         }
     }
@@ -132,12 +158,12 @@ int64_t GGUFValue::as_int(const std::string& what) const {
         case GGUFValueType::UINT8: case GGUFValueType::UINT16: case GGUFValueType::UINT32:
         case GGUFValueType::UINT64:
             if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
-                throw Error("metadata '" + what + "' is out of range");
+                throw Error("metadata '" + printable(what) + "' is out of range");
             return static_cast<int64_t>(u);
         case GGUFValueType::INT8: case GGUFValueType::INT16: case GGUFValueType::INT32:
         case GGUFValueType::INT64: return i;
         default:
-            throw Error("metadata '" + what + "' is a " + gguf_value_type_name(type) +
+            throw Error("metadata '" + printable(what) + "' is a " + gguf_value_type_name(type) +
                         ", expected an integer");
     }
 }
@@ -145,19 +171,19 @@ int64_t GGUFValue::as_int(const std::string& what) const {
 double GGUFValue::as_float(const std::string& what) const {
     if (type == GGUFValueType::FLOAT32 || type == GGUFValueType::FLOAT64) return f;
     if (is_integer()) return static_cast<double>(as_int(what));
-    throw Error("metadata '" + what + "' is a " + gguf_value_type_name(type) +
+    throw Error("metadata '" + printable(what) + "' is a " + gguf_value_type_name(type) +
                 ", expected a number");
 }
 
 bool GGUFValue::as_bool(const std::string& what) const {
     if (type == GGUFValueType::BOOL) return u != 0;
     if (is_integer()) return as_int(what) != 0;
-    throw Error("metadata '" + what + "' is a " + gguf_value_type_name(type) + ", expected a bool");
+    throw Error("metadata '" + printable(what) + "' is a " + gguf_value_type_name(type) + ", expected a bool");
 }
 
 const std::string& GGUFValue::as_string(const std::string& what) const {
     if (type != GGUFValueType::STRING)
-        throw Error("metadata '" + what + "' is a " + gguf_value_type_name(type) +
+        throw Error("metadata '" + printable(what) + "' is a " + gguf_value_type_name(type) +
                     ", expected a string");
     return s;
 }
@@ -190,17 +216,20 @@ void GGUFFile::parse(const uint8_t* data, size_t size) {
     if (n_kv > r.remaining() / 13) r.fail("metadata count " + std::to_string(n_kv) + " exceeds the file size");
     if (n_tensors > r.remaining() / 32) r.fail("tensor count " + std::to_string(n_tensors) + " exceeds the file size");
 
+    uint64_t elems_left = kMaxArrayElements;
     for (uint64_t k = 0; k < n_kv; ++k) {
         std::string key = r.read_string("metadata key");
         const auto t = r.read<uint32_t>("metadata type");
-        if (!valid_type(t)) r.fail("metadata '" + key + "' has unknown type " + std::to_string(t));
-        GGUFValue v = read_value(r, static_cast<GGUFValueType>(t), 0);
-        if (!kv_.emplace(key, std::move(v)).second) r.fail("duplicate metadata key '" + key + "'");
+        if (!valid_type(t)) r.fail("metadata '" + printable(key) + "' has unknown type " + std::to_string(t));
+        GGUFValue v = read_value(r, static_cast<GGUFValueType>(t), 0, elems_left);
+        if (!kv_.emplace(key, std::move(v)).second) r.fail("duplicate metadata key '" + printable(key) + "'");
     }
 
     uint64_t alignment = 32;
     if (const GGUFValue* a = find("general.alignment")) {
         if (!a->is_integer()) r.fail("general.alignment is not an integer");
+        if (a->type == GGUFValueType::UINT64 && a->u > kMaxDefaultAlignment)
+            r.fail("general.alignment " + std::to_string(a->u) + " is not a power of two");
         const int64_t al = a->as_int("general.alignment");
         if (al <= 0 || (al & (al - 1)) != 0 || static_cast<uint64_t>(al) > kMaxDefaultAlignment)
             r.fail("general.alignment " + std::to_string(al) + " is not a power of two");
@@ -213,26 +242,26 @@ void GGUFFile::parse(const uint8_t* data, size_t size) {
         t.name = r.read_string("tensor name");
         const auto n_dims = r.read<uint32_t>("tensor dims");
         if (n_dims == 0 || n_dims > kMaxDims)
-            r.fail("tensor '" + t.name + "' has " + std::to_string(n_dims) + " dimensions");
+            r.fail("tensor '" + printable(t.name) + "' has " + std::to_string(n_dims) + " dimensions");
         int64_t n_el = 1;
         for (uint32_t d = 0; d < n_dims; ++d) {
             const auto dim = r.read<uint64_t>("tensor shape");
-            if (dim == 0 || dim > (1ull << 40)) r.fail("tensor '" + t.name + "' has dimension " + std::to_string(dim));
-            if (static_cast<uint64_t>(n_el) > (1ull << 50) / dim) r.fail("tensor '" + t.name + "' is too large");
+            if (dim == 0 || dim > (1ull << 40)) r.fail("tensor '" + printable(t.name) + "' has dimension " + std::to_string(dim));
+            if (static_cast<uint64_t>(n_el) > (1ull << 50) / dim) r.fail("tensor '" + printable(t.name) + "' is too large");
             n_el *= static_cast<int64_t>(dim);
             t.shape.push_back(static_cast<int64_t>(dim));
         }
         const auto raw_type = r.read<uint32_t>("tensor type");
         const tensor::GgmlTypeInfo* info = tensor::ggml_type_info(raw_type);
-        if (!info) r.fail("tensor '" + t.name + "' has unknown type id " + std::to_string(raw_type));
+        if (!info) r.fail("tensor '" + printable(t.name) + "' has unknown type id " + std::to_string(raw_type));
         t.type = static_cast<tensor::GgmlType>(raw_type);
         if (t.shape[0] % info->block_elems != 0)
-            r.fail("tensor '" + t.name + "' row of " + std::to_string(t.shape[0]) +
+            r.fail("tensor '" + printable(t.name) + "' row of " + std::to_string(t.shape[0]) +
                    " is not a multiple of the " + info->name + " block size");
         t.offset = r.read<uint64_t>("tensor offset");
-        if (t.offset % alignment != 0) r.fail("tensor '" + t.name + "' offset is not aligned");
+        if (t.offset % alignment != 0) r.fail("tensor '" + printable(t.name) + "' offset is not aligned");
         t.n_bytes = static_cast<uint64_t>(n_el / info->block_elems) * static_cast<uint64_t>(info->block_bytes);
-        if (tensor_index_.count(t.name)) r.fail("duplicate tensor name '" + t.name + "'");
+        if (tensor_index_.count(t.name)) r.fail("duplicate tensor name '" + printable(t.name) + "'");
         tensor_index_[t.name] = tensors_.size();
         tensors_.push_back(std::move(t));
     }
@@ -241,7 +270,7 @@ void GGUFFile::parse(const uint8_t* data, size_t size) {
     if (data_start > size && n_tensors > 0) r.fail("data section starts past the end of the file");
     for (auto& t : tensors_) {
         if (t.offset > size || t.n_bytes > size - data_start || data_start + t.offset > size - t.n_bytes)
-            throw Error("GGUF '" + name_ + "': tensor '" + t.name + "' data (" +
+            throw Error("GGUF '" + printable(name_, 4096) + "': tensor '" + printable(t.name) + "' data (" +
                         std::to_string(t.n_bytes) + " bytes at offset " + std::to_string(t.offset) +
                         ") lies past the end of the file (truncated?)");
         t.data = data + data_start + t.offset;
@@ -255,7 +284,7 @@ const GGUFValue* GGUFFile::find(const std::string& key) const {
 
 const GGUFValue& GGUFFile::get(const std::string& key) const {
     const GGUFValue* v = find(key);
-    if (!v) throw Error("GGUF '" + name_ + "': missing metadata '" + key + "'");
+    if (!v) throw Error("GGUF '" + printable(name_, 4096) + "': missing metadata '" + printable(key) + "'");
     return *v;
 }
 
@@ -283,7 +312,7 @@ std::optional<bool> GGUFFile::get_bool_opt(const std::string& key) const {
 namespace {
 const GGUFValue& get_array(const GGUFFile& f, const std::string& key) {
     const GGUFValue& v = f.get(key);
-    if (v.type != GGUFValueType::ARRAY) throw Error("metadata '" + key + "' is not an array");
+    if (v.type != GGUFValueType::ARRAY) throw Error("metadata '" + printable(key) + "' is not an array");
     return v;
 }
 }  // namespace

@@ -101,23 +101,13 @@ public:
     Matrix matrix(const std::string& role, int layer, int64_t rows, int64_t cols) const {
         const SourceTensor t = get(role, layer);
         expect_shape(t, {rows, cols});
-        const bool bf16 = opts_.dtype == RuntimeDType::BF16;
-        const auto wt = bf16 ? kernels::WeightType::BF16 : kernels::WeightType::F32;
-        if ((bf16 && t.is_plain_bf16()) || (!bf16 && t.is_plain_f32()))
-            return Matrix::borrow(wt, rows, cols, t.data);
+        const auto wt = opts_.dtype == RuntimeDType::BF16 ? kernels::WeightType::BF16 : kernels::WeightType::F32;
         Matrix m = Matrix::owned(wt, rows, cols);
-        auto* dst = static_cast<uint8_t*>(m.mutable_data());
-        pool_.parallel_for(rows, 16, [&](int64_t r0, int64_t r1) {
+        pool_.parallel_for(rows, kernels::kPanelRows, [&](int64_t r0, int64_t r1) {
             std::vector<float> row(static_cast<size_t>(cols));
             for (int64_t r = r0; r < r1; ++r) {
                 t.row_to_f32(r, row.data());
-                if (bf16) {
-                    auto* out = reinterpret_cast<uint16_t*>(dst) + r * cols;
-                    for (int64_t i = 0; i < cols; ++i) out[i] = tensor::f32_to_bf16(row[static_cast<size_t>(i)]);
-                } else {
-                    std::memcpy(reinterpret_cast<float*>(dst) + r * cols, row.data(),
-                                static_cast<size_t>(cols) * 4);
-                }
+                m.pack_row(r, row.data());
             }
         });
         return m;

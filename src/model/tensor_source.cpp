@@ -43,13 +43,6 @@ int64_t SourceTensor::n_elements() const {
     return n;
 }
 
-bool SourceTensor::is_plain_f32() const {
-    return is_ggml ? ggml_type == tensor::GgmlType::F32 : st_dtype == "F32";
-}
-bool SourceTensor::is_plain_bf16() const {
-    return is_ggml ? ggml_type == tensor::GgmlType::BF16 : st_dtype == "BF16";
-}
-
 void SourceTensor::row_to_f32(int64_t r, float* out) const {
     const int64_t n = row_len();
     if (is_ggml) {

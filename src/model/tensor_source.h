@@ -28,9 +28,6 @@ struct SourceTensor {
     int64_t n_elements() const;
     int64_t row_len() const { return dims.back(); }
     int64_t n_rows() const { return n_elements() / row_len(); }
-    // True when row r can be handed to kernels as-is in the given runtime format.
-    bool is_plain_f32() const;
-    bool is_plain_bf16() const;
     // Converts row r (of row_len() elements) to f32.
     void row_to_f32(int64_t r, float* out) const;
 };

@@ -1,7 +1,7 @@
 #pragma once
 // Runtime weights of a dense transformer. Matrices are in the runtime format (bf16 by
-// default, f32 with --dtype f32); when the checkpoint already stores that format the matrix
-// borrows the mmap'd bytes instead of copying them (a 2 GB BF16 model loads in milliseconds).
+// default, f32 with --dtype f32), packed in the kernels' panel layout (kernels/matmul.h) at
+// load time: the layout is what makes every output a fixed FMA chain, hence batch-invariant.
 #include <cstdint>
 #include <vector>
 
@@ -20,17 +20,16 @@ public:
     Matrix(const Matrix&) = delete;
     Matrix& operator=(const Matrix&) = delete;
 
-    // Borrows external memory that outlives this matrix.
-    static Matrix borrow(kernels::WeightType t, int64_t rows, int64_t cols, const void* data);
-    // Allocates an owned, zeroed matrix.
+    // Allocates an owned, zeroed packed matrix; fill it with pack_row.
     static Matrix owned(kernels::WeightType t, int64_t rows, int64_t cols);
-    // A view of another matrix (tied embeddings): same bytes, no copy.
-    Matrix alias() const { return borrow(view_.type, view_.rows, view_.cols, view_.data); }
+    // A view of another matrix (tied embeddings): same bytes, no copy. The original must
+    // outlive the alias.
+    Matrix alias() const;
+    void pack_row(int64_t r, const float* row);
 
     const kernels::WeightMatrix& view() const { return view_; }
     int64_t rows() const { return view_.rows; }
     int64_t cols() const { return view_.cols; }
-    void* mutable_data() { return owned_.data(); }
     int64_t bytes() const;
     // Row r as f32 (embedding lookup).
     void row_f32(int64_t r, float* out) const;

@@ -78,14 +78,16 @@ void dequant_q5(const uint8_t* b, float* y, int64_t nb, bool has_min) {
         for (int j = 0; j < 16; ++j) {
             const int xh0 = static_cast<int>(((qh >> j) << 4) & 0x10);
             const int xh1 = static_cast<int>((qh >> (j + 12)) & 0x10);
-            int x0 = (qs[j] & 0x0F) | xh0;
-            int x1 = (qs[j] >> 4) | xh1;
-            if (!has_min) {
-                x0 -= 16;
-                x1 -= 16;
+            const int x0 = (qs[j] & 0x0F) | xh0;
+            const int x1 = (qs[j] >> 4) | xh1;
+            if (has_min) {
+                y[j] = static_cast<float>(x0) * d + m;
+                y[j + 16] = static_cast<float>(x1) * d + m;
+            } else {
+                // No "+ 0.0f" here: it would turn -0 (negative code times a zero scale) into +0.
+                y[j] = static_cast<float>(x0 - 16) * d;
+                y[j + 16] = static_cast<float>(x1 - 16) * d;
             }
-            y[j] = static_cast<float>(x0) * d + m;
-            y[j + 16] = static_cast<float>(x1) * d + m;
         }
     }
 }

@@ -52,7 +52,11 @@ void ThreadPool::worker(int index) {
         }
         seen = generation_.load(std::memory_order_acquire);
         if (stop_.load()) return;
-        (*job_)(index, n_threads_);
+        try {
+            (*job_)(index, n_threads_);
+        } catch (...) {
+            if (!has_error_.exchange(true)) error_ = std::current_exception();
+        }
         pending_.fetch_sub(1, std::memory_order_acq_rel);
     }
 }
@@ -63,21 +67,31 @@ void ThreadPool::run(const std::function<void(int, int)>& fn) {
         return;
     }
     job_ = &fn;
+    error_ = nullptr;
+    has_error_.store(false);
     pending_.store(n_threads_ - 1, std::memory_order_relaxed);
     generation_.fetch_add(1);  // seq_cst: publishes job_ and pending_
     if (sleepers_.load() > 0) generation_.notify_all();
-    fn(0, n_threads_);
-    // Wait for the others; yield when they are slow (a descheduled worker on a busy machine).
+    std::exception_ptr mine;
+    try {
+        fn(0, n_threads_);
+    } catch (...) {
+        mine = std::current_exception();
+    }
+    // Wait for the others even on error: they still run `fn`, which lives in our caller's frame.
+    // Yield when they are slow (a descheduled worker on a busy machine).
     for (int spins = 0; pending_.load(std::memory_order_acquire) != 0; ++spins) {
         if (spins < kSpinIterations) cpu_relax();
         else std::this_thread::yield();
     }
+    if (mine) std::rethrow_exception(mine);
+    if (has_error_.load()) std::rethrow_exception(error_);
 }
 
 void ThreadPool::parallel_for(int64_t n, int64_t grain,
                               const std::function<void(int64_t, int64_t)>& fn) {
     if (n <= 0) return;
-    grain = std::max<int64_t>(grain, 1);
+    grain = std::clamp<int64_t>(grain, 1, n);  // also keeps (n + grain - 1) from overflowing
     const int64_t n_chunks_total = (n + grain - 1) / grain;
     if (n_threads_ == 1 || n_chunks_total == 1) {
         fn(0, n);

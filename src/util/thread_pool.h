@@ -6,6 +6,7 @@
 // would dominate; the spin is short so an oversubscribed machine is not starved.
 #include <atomic>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <thread>
 #include <vector>
@@ -23,7 +24,8 @@ public:
     int size() const { return n_threads_; }
 
     // Calls fn(thread_index, n_threads) once on each of the pool's threads and waits. Each call
-    // decides its own share of the work from its index.
+    // decides its own share of the work from its index. If any call throws, run() still waits
+    // for all of them, then rethrows the first exception.
     void run(const std::function<void(int, int)>& fn);
 
     // Splits [0, n) into contiguous chunks, each a multiple of `grain` (except the last),
@@ -42,6 +44,8 @@ private:
     std::atomic<int> sleepers_{0};
     std::atomic<int> pending_{0};
     std::atomic<bool> stop_{false};
+    std::exception_ptr error_;  // first exception thrown by a worker during run()
+    std::atomic<bool> has_error_{false};
 };
 
 }  // namespace warden::util

@@ -46,7 +46,7 @@ def assert_clean_error(p: subprocess.CompletedProcess, *needles: str) -> str:
 
 # ---------------------------------------------------------------- contract / happy paths
 
-@pytest.mark.parametrize("sub", ["run", "info", "tokenize", "logits"])
+@pytest.mark.parametrize("sub", ["run", "info", "tokenize", "logits", "batch"])
 def test_help_on_every_subcommand(sub):
     p = warden(sub, "--help")
     assert p.returncode == 0
@@ -110,7 +110,7 @@ def test_tokenize_matches_reference_ids():
 # ---------------------------------------------------------------- bad input
 
 def test_unknown_flag():
-    assert_clean_error(warden("run", "--bogus-flag"), "bogus")
+    assert_clean_error(warden("run", "-m", "x.gguf", "-p", "hi", "--bogus-flag"), "bogus")
 
 
 def test_unknown_subcommand():

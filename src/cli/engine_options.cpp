@@ -1,0 +1,62 @@
+#include "cli/engine_options.h"
+
+#include <charconv>
+
+#include "util/error.h"
+#include "util/log.h"
+
+namespace warden::cli {
+
+void add_engine_options(CLI::App& app, EngineOptions& o, bool batching) {
+    app.add_option("--kv-integrity", o.kv_integrity, "KV page checks: step (default), layer or off")
+        ->check(CLI::IsMember({"step", "layer", "off"}));
+    app.add_option("--kv-page-size", o.kv_page_size, "tokens per KV page (default 16)")->check(CLI::Range(1, 4096));
+    app.add_option("--kv-cache-bytes", o.kv_cache_bytes, "KV cache budget, e.g. 512M or 2G");
+    app.add_flag("--kv-scrub-on-free", o.kv_scrub_on_free, "zero every KV page when it is freed");
+    app.add_option("--fault-inject", o.fault_inject, "inject KV ownership faults (testing), e.g. stale=0.01,seed=1");
+    if (batching) {
+        app.add_option("--max-seqs", o.max_seqs, "sequences batched at once (default 64)")->check(CLI::Range(1, 4096));
+        app.add_option("--max-batch-tokens", o.max_batch_tokens, "tokens computed per step (default 512)")
+            ->check(CLI::Range(1, 1 << 20));
+    }
+}
+
+int64_t parse_bytes(const std::string& s, const std::string& flag) {
+    int64_t v = 0;
+    const char* b = s.data();
+    const char* e = s.data() + s.size();
+    auto [p, ec] = std::from_chars(b, e, v);
+    util::check(ec == std::errc() && v > 0, flag + ": '" + s + "' is not a positive byte count");
+    int64_t mul = 1;
+    const std::string suffix(p, e);
+    if (suffix == "K" || suffix == "KiB") mul = int64_t{1} << 10;
+    else if (suffix == "M" || suffix == "MiB") mul = int64_t{1} << 20;
+    else if (suffix == "G" || suffix == "GiB") mul = int64_t{1} << 30;
+    else util::check(suffix.empty(), flag + ": unknown unit '" + suffix + "' (use K, M or G)");
+    util::check(v <= (int64_t{1} << 50) / mul, flag + ": '" + s + "' is too large");
+    return v * mul;
+}
+
+std::unique_ptr<kv::KvCache> make_kv_cache(const EngineOptions& o, const model::Model& m, int64_t default_bytes) {
+    kv::KvCacheConfig c;
+    c.n_layers = m.config.n_layers;
+    c.n_kv_heads = m.config.n_kv_heads;
+    c.head_dim = m.config.head_dim;
+    c.type = m.dtype == model::RuntimeDType::F32 ? kernels::KvType::F32 : kernels::KvType::BF16;
+    c.page_size = o.kv_page_size;
+    c.budget_bytes = o.kv_cache_bytes.empty() ? default_bytes : parse_bytes(o.kv_cache_bytes, "--kv-cache-bytes");
+    c.scrub_on_free = o.kv_scrub_on_free;
+    auto cache = std::make_unique<kv::KvCache>(c);
+    spdlog::info("kv cache: {} pages of {} tokens ({} bytes each), {} tokens, {} bytes, {}, integrity {}",
+                 cache->pool().capacity(), cache->page_size(), cache->bytes_per_page(), cache->capacity_tokens(),
+                 (static_cast<int64_t>(cache->pool().capacity()) + 1) * cache->bytes_per_page(),
+                 c.type == kernels::KvType::BF16 ? "bf16" : "f32", o.kv_integrity);
+    return cache;
+}
+
+std::unique_ptr<kv::FaultInjector> make_fault_injector(const EngineOptions& o) {
+    if (o.fault_inject.empty()) return nullptr;
+    return std::make_unique<kv::FaultInjector>(kv::FaultSpec::parse(o.fault_inject));
+}
+
+}  // namespace warden::cli

@@ -1,0 +1,124 @@
+// CPUID/XGETBV detection and the process-wide active ISA. The instruction-set bits alone are
+// not enough: the OS must also save the wider registers on context switch (XCR0), otherwise
+// YMM/ZMM state is silently corrupted, so both are checked.
+#include "kernels/cpu_features.h"
+
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#define WARDEN_X86 1
+#endif
+
+namespace warden::kernels {
+
+namespace {
+
+#if WARDEN_X86
+struct Regs {
+    uint32_t a = 0, b = 0, c = 0, d = 0;
+};
+
+bool cpuid(uint32_t leaf, uint32_t sub, Regs& r) {
+    if (static_cast<uint32_t>(__get_cpuid_max(0, nullptr)) < leaf) return false;
+    __cpuid_count(leaf, sub, r.a, r.b, r.c, r.d);
+    return true;
+}
+
+// XGETBV via inline asm: the _xgetbv intrinsic needs -mxsave, which this file must not use.
+uint64_t xgetbv0() {
+    uint32_t lo = 0, hi = 0;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    return (static_cast<uint64_t>(hi) << 32) | lo;
+}
+
+bool bit(uint32_t v, int i) { return (v >> i) & 1u; }
+
+Isa detect_uncached() {
+    Regs l1;
+    if (!cpuid(1, 0, l1)) return Isa::Scalar;
+    const bool osxsave = bit(l1.c, 27), avx = bit(l1.c, 28), fma = bit(l1.c, 12),
+               f16c = bit(l1.c, 29);
+    if (!osxsave || !avx) return Isa::Scalar;
+    const uint64_t xcr0 = xgetbv0();
+    const bool os_ymm = (xcr0 & 0x6) == 0x6;     // SSE + AVX state
+    const bool os_zmm = (xcr0 & 0xe6) == 0xe6;   // + opmask, ZMM_Hi256, Hi16_ZMM
+    Regs l7, l7s1;
+    if (!cpuid(7, 0, l7)) return Isa::Scalar;
+    const bool avx2 = bit(l7.b, 5);
+    if (!(avx2 && fma && f16c && os_ymm)) return Isa::Scalar;
+    bool bf16 = false;
+    if (l7.a >= 1 && cpuid(7, 1, l7s1)) bf16 = bit(l7s1.a, 5);
+    const bool f = bit(l7.b, 16), dq = bit(l7.b, 17), bw = bit(l7.b, 30), vl = bit(l7.b, 31);
+    const bool vnni = bit(l7.c, 11);
+    if (f && dq && bw && vl && vnni && bf16 && os_zmm) return Isa::AVX512;
+    return Isa::AVX2;
+}
+#else
+Isa detect_uncached() { return Isa::Scalar; }
+#endif
+
+// Initial active ISA: detect_isa(), or WARDEN_ISA if set and supported. An unknown or
+// unsupported value is reported once on stderr and ignored (the best supported ISA is used).
+int initial_active() {
+    const Isa best = detect_isa();
+    const char* env = std::getenv("WARDEN_ISA");
+    if (env == nullptr || *env == '\0') return static_cast<int>(best);
+    Isa want;
+    if (std::strcmp(env, "scalar") == 0) {
+        want = Isa::Scalar;
+    } else if (std::strcmp(env, "avx2") == 0) {
+        want = Isa::AVX2;
+    } else if (std::strcmp(env, "avx512") == 0) {
+        want = Isa::AVX512;
+    } else {
+        std::fprintf(stderr, "warden: WARDEN_ISA=%s is not one of scalar|avx2|avx512; using %s\n",
+                     env, isa_name(best));
+        return static_cast<int>(best);
+    }
+    if (!isa_supported(want)) {
+        std::fprintf(stderr, "warden: WARDEN_ISA=%s is not supported by this CPU/OS; using %s\n",
+                     env, isa_name(best));
+        return static_cast<int>(best);
+    }
+    return static_cast<int>(want);
+}
+
+std::atomic<int>& active_slot() {
+    // Function-local static: initialised (and the env warning printed) exactly once.
+    static std::atomic<int> slot{initial_active()};
+    return slot;
+}
+
+}  // namespace
+
+const char* isa_name(Isa isa) {
+    switch (isa) {
+        case Isa::Scalar: return "scalar";
+        case Isa::AVX2: return "avx2";
+        case Isa::AVX512: return "avx512";
+    }
+    return "unknown";
+}
+
+Isa detect_isa() {
+    static const Isa detected = detect_uncached();
+    return detected;
+}
+
+bool isa_supported(Isa isa) { return static_cast<int>(isa) <= static_cast<int>(detect_isa()); }
+
+Isa active_isa() { return static_cast<Isa>(active_slot().load(std::memory_order_relaxed)); }
+
+bool set_active_isa(Isa isa) {
+    if (!isa_supported(isa)) return false;
+    active_slot().store(static_cast<int>(isa), std::memory_order_relaxed);
+    return true;
+}
+
+}  // namespace warden::kernels

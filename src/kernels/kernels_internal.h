@@ -1,0 +1,63 @@
+#pragma once
+// Per-ISA kernel entry points. Each ISA lives in its own translation unit (compiled with its
+// own -m flags by file-name suffix) inside its own namespace; the dispatch files (ops.cpp,
+// matmul.cpp) pick one of these tables at run time.
+//
+// ODR caution: the *_avx2.cpp / *_avx512.cpp files must not odr-use inline functions or
+// templates from shared headers (std::min, tensor::f32_to_bf16, ...). Such functions are
+// emitted as weak symbols in every TU that uses them, and the linker may keep the copy that
+// was compiled with AVX-512 instructions, which then crashes on older CPUs. Those files keep
+// their helpers in an anonymous namespace and only include <immintrin.h> and this header.
+#include <cstdint>
+
+namespace warden::kernels::detail {
+
+using bf16 = uint16_t;
+
+struct OpsTable {
+    void (*rmsnorm)(const float* x, const float* w, float* y, int64_t n, float eps);
+    void (*silu_mul)(const float* gate, const float* up, float* out, int64_t n);
+    void (*softmax)(float* x, int64_t n);
+    float (*dot_f32)(const float* a, const float* b, int64_t n);
+    float (*dot_bf16)(const float* a, const bf16* b, int64_t n);
+    void (*axpy_f32)(float a, const float* x, float* y, int64_t n);
+    void (*axpy_bf16)(float a, const bf16* x, float* y, int64_t n);
+    void (*f32_to_bf16_row)(const float* x, bf16* y, int64_t n);
+    void (*bf16_to_f32_row)(const bf16* x, float* y, int64_t n);
+};
+
+// y[t, r] = sum_k x[t, k] * W[r, k] for t in [0, n), r in [row_begin, row_end).
+// W: [rows, cols] in the packed panel layout of kernels/matmul.h (panels of 16 output rows,
+// element (r, k) at (r / 16) * cols * 16 + k * 16 + r % 16, padding rows zero; f32 or bf16
+// bits), x: [n, cols], y: [n, ldy] with ldy >= rows; only columns [row_begin, row_end) of y
+// are written. Every output is ONE sequential fma chain over k = 0..cols-1 starting from
+// 0.0f (the bit-exactness contract of matmul.h), for any n and any row range. `scratch` holds
+// scratch_floats floats, 64-byte aligned, private to the calling thread (bf16 -> f32 panel
+// blocks for n > 1).
+struct MatmulTable {
+    void (*f32)(const float* w, int64_t cols, const float* x, int64_t n, float* y, int64_t ldy,
+                int64_t row_begin, int64_t row_end, float* scratch);
+    void (*bf16)(const bf16* w, int64_t cols, const float* x, int64_t n, float* y, int64_t ldy,
+                 int64_t row_begin, int64_t row_end, float* scratch);
+    // Rows per thread-split unit: one packed panel (16) for every ISA, so a panel's stream is
+    // never shared between threads. Results do not depend on the split (see above).
+    int64_t row_tile;
+    int64_t scratch_floats;
+};
+
+const OpsTable& ops_scalar();
+const OpsTable& ops_avx2();
+const OpsTable& ops_avx512();
+const MatmulTable& matmul_scalar();
+const MatmulTable& matmul_avx2();
+// No matmul_avx512(): the AVX-512 dispatch reuses matmul_avx2() (see matmul.cpp).
+
+}  // namespace warden::kernels::detail
+
+namespace warden::kernels {
+enum class Isa;
+namespace detail {
+// Table for an ISA the CPU supports (unsupported ISAs fall back to scalar). Defined in ops.cpp.
+const OpsTable& ops_table(Isa isa);
+}  // namespace detail
+}  // namespace warden::kernels

@@ -1,0 +1,123 @@
+// Dispatch + threading for matmul.h, and the packed-layout helpers. Output rows are split over
+// the pool in whole 16-row panels (kPanelRows; each panel is one contiguous weight stream);
+// each thread gets a private, reused, 64-byte-aligned scratch buffer for its bf16 -> f32
+// panel blocks (no allocation per call once warmed up). Since every ISA computes each output
+// as the same sequential fma chain, the split and the ISA never change a result bit.
+#include "kernels/matmul.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <memory>
+#include <new>
+
+#include "kernels/kernels_internal.h"
+#include "tensor/float_convert.h"
+#include "util/error.h"
+
+namespace warden::kernels {
+namespace {
+
+const detail::MatmulTable& table(Isa isa) {
+    if (!isa_supported(isa)) isa = Isa::Scalar;  // never run instructions the CPU lacks
+    switch (isa) {
+        // AVX-512 deliberately reuses the AVX2 kernels: no AVX-512 machine is available to
+        // test a dedicated variant, AVX2+FMA instructions run on every AVX-512 CPU, and by the
+        // bit-exactness contract (one fma chain per output) the results would be identical.
+        case Isa::AVX512:
+        case Isa::AVX2: return detail::matmul_avx2();
+        case Isa::Scalar: break;
+    }
+    return detail::matmul_scalar();
+}
+
+struct FreeDeleter {
+    void operator()(float* p) const { std::free(p); }
+};
+
+float* thread_scratch(int64_t floats) {
+    thread_local std::unique_ptr<float, FreeDeleter> buf;
+    thread_local int64_t cap = 0;
+    if (floats <= 0) return nullptr;
+    if (floats > cap) {
+        const size_t bytes = (static_cast<size_t>(floats) * sizeof(float) + 63) & ~size_t{63};
+        buf.reset(static_cast<float*>(std::aligned_alloc(64, bytes)));
+        if (!buf) throw std::bad_alloc();
+        cap = floats;
+    }
+    return buf.get();
+}
+
+void run_rows(const detail::MatmulTable& t, const WeightMatrix& w, const float* x, int64_t n,
+              float* y, int64_t r0, int64_t r1) {
+    float* scratch = thread_scratch(t.scratch_floats);
+    if (w.type == WeightType::BF16) {
+        t.bf16(static_cast<const detail::bf16*>(w.data), w.cols, x, n, y, w.rows, r0, r1, scratch);
+    } else {
+        t.f32(static_cast<const float*>(w.data), w.cols, x, n, y, w.rows, r0, r1, scratch);
+    }
+}
+
+}  // namespace
+
+void pack_weight_row(WeightType t, int64_t cols, int64_t r, const float* row, void* packed) {
+    const int64_t base = (r / kPanelRows) * cols * kPanelRows + r % kPanelRows;
+    if (t == WeightType::BF16) {
+        auto* p = static_cast<uint16_t*>(packed) + base;
+        for (int64_t k = 0; k < cols; ++k) p[k * kPanelRows] = tensor::f32_to_bf16(row[k]);
+    } else {
+        auto* p = static_cast<float*>(packed) + base;
+        for (int64_t k = 0; k < cols; ++k) p[k * kPanelRows] = row[k];
+    }
+}
+
+void unpack_weight_row(const WeightMatrix& w, int64_t r, float* out) {
+    util::check(r >= 0 && r < w.rows, "unpack_weight_row: row out of bounds");
+    const int64_t base = (r / kPanelRows) * w.cols * kPanelRows + r % kPanelRows;
+    if (w.type == WeightType::BF16) {
+        const auto* p = static_cast<const uint16_t*>(w.data) + base;
+        for (int64_t k = 0; k < w.cols; ++k) out[k] = tensor::bf16_to_f32(p[k * kPanelRows]);
+    } else {
+        const auto* p = static_cast<const float*>(w.data) + base;
+        for (int64_t k = 0; k < w.cols; ++k) out[k] = p[k * kPanelRows];
+    }
+}
+
+void matmul_rows(Isa isa, const WeightMatrix& w, const float* x, int64_t n, float* y,
+                 int64_t row_begin, int64_t row_end) {
+    util::check(row_begin >= 0 && row_begin <= row_end && row_end <= w.rows,
+                "matmul_rows: row range out of bounds");
+    if (n <= 0 || row_begin == row_end) return;
+    run_rows(table(isa), w, x, n, y, row_begin, row_end);
+}
+
+void matmul(const WeightMatrix& w, const float* x, int64_t n, float* y, util::ThreadPool& pool) {
+    util::check(w.rows >= 0 && w.cols >= 0, "matmul: negative weight shape");
+    if (n <= 0 || w.rows == 0) return;
+    struct Job {
+        const detail::MatmulTable* t;
+        const WeightMatrix* w;
+        const float* x;
+        int64_t n;
+        float* y;
+    };
+    const Job job{&table(active_isa()), &w, x, n, y};
+    const int64_t tile = job.t->row_tile;  // kPanelRows for every ISA: whole panels
+    const int64_t n_tiles = (w.rows + tile - 1) / tile;
+    if (pool.size() == 1 || n_tiles == 1) {
+        run_rows(*job.t, w, x, n, y, 0, w.rows);
+        return;
+    }
+    // pool.run directly (not parallel_for) with a lambda capturing one pointer: it fits in
+    // std::function's small buffer, so a decode matmul does no heap allocation. The split is
+    // the same as parallel_for's: whole panels, one contiguous chunk per thread.
+    const Job* jp = &job;
+    pool.run([jp](int tid, int nt) {
+        const int64_t rows = jp->w->rows, tl = jp->t->row_tile;
+        const int64_t nt_tiles = (rows + tl - 1) / tl;
+        const int64_t per = (nt_tiles + nt - 1) / nt;
+        const int64_t b = std::min(rows, tid * per * tl), e = std::min(rows, b + per * tl);
+        if (b < e) run_rows(*jp->t, *jp->w, jp->x, jp->n, jp->y, b, e);
+    });
+}
+
+}  // namespace warden::kernels

@@ -1,0 +1,199 @@
+// Every SIMD variant of ops.h against the scalar reference, on awkward lengths (empty, below
+// one vector, one past a vector, odd multiples, large) so bodies and tails are all exercised.
+#include "kernels/ops.h"
+
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <limits>
+
+#include "kernels_test_util.h"
+
+namespace warden::kernels {
+namespace {
+
+using testing::random_bf16;
+using testing::random_floats;
+
+constexpr int64_t kSizes[] = {0, 1, 3, 7, 8, 9, 15, 16, 17, 31, 33, 64, 100, 257, 1000, 4099};
+constexpr float kEps = 5.96e-8f;  // 2^-24, f32 unit roundoff
+
+class KernelsOps : public ::testing::TestWithParam<Isa> {
+protected:
+    void SetUp() override { WARDEN_REQUIRE_ISA(GetParam()); }
+};
+
+// Dot products: the SIMD versions sum in f32 over several lanes/chains, the reference in
+// double. A sequential f32 sum of m terms is off by at most ~m*u*sum|a_i b_i| (Higham); the
+// longest chain here is < n, so n*u*sum|ab| (+ a denormal floor) is a rigorous bound that
+// still catches a lost or doubled term (error ~ |a_i b_i| ~ sum/n).
+TEST_P(KernelsOps, DotMatchesScalar) {
+    const Isa isa = GetParam();
+    for (int64_t n : kSizes) {
+        auto a = random_floats(n + 1, 1 + n), b = random_floats(n + 1, 2 + n);
+        auto bh = random_bf16(n + 1, 3 + n);
+        double mag = 0.0, magh = 0.0;
+        for (int64_t i = 0; i < n; ++i) {
+            mag += std::fabs(a[i + 1] * b[i + 1]);
+            magh += std::fabs(a[i + 1] * tensor::bf16_to_f32(bh[i + 1]));
+        }
+        // +1 offsets: unaligned pointers on purpose.
+        const float ref = dot_f32_isa(Isa::Scalar, a.data() + 1, b.data() + 1, n);
+        const float got = dot_f32_isa(isa, a.data() + 1, b.data() + 1, n);
+        EXPECT_NEAR(got, ref, (n + 1) * kEps * mag + 1e-30) << "n=" << n;
+        const float refh = dot_bf16_isa(Isa::Scalar, a.data() + 1, bh.data() + 1, n);
+        const float goth = dot_bf16_isa(isa, a.data() + 1, bh.data() + 1, n);
+        EXPECT_NEAR(goth, refh, (n + 1) * kEps * magh + 1e-30) << "n=" << n;
+    }
+}
+
+// axpy: the reference rounds a*x then y+a*x (two roundings), SIMD uses one fused FMA, so
+// they may differ by ~1 ulp of |y| + |a*x|.
+TEST_P(KernelsOps, AxpyMatchesScalar) {
+    const Isa isa = GetParam();
+    const float a = 0.7351f;
+    for (int64_t n : kSizes) {
+        auto x = random_floats(n + 1, 10 + n), y0 = random_floats(n + 1, 11 + n);
+        auto xh = random_bf16(n + 1, 12 + n);
+        for (int bf = 0; bf < 2; ++bf) {
+            auto yr = y0, yg = y0;
+            if (bf) {
+                axpy_bf16_isa(Isa::Scalar, a, xh.data() + 1, yr.data() + 1, n);
+                axpy_bf16_isa(isa, a, xh.data() + 1, yg.data() + 1, n);
+            } else {
+                axpy_f32_isa(Isa::Scalar, a, x.data() + 1, yr.data() + 1, n);
+                axpy_f32_isa(isa, a, x.data() + 1, yg.data() + 1, n);
+            }
+            for (int64_t i = 0; i <= n; ++i) {
+                const float xi = bf ? tensor::bf16_to_f32(xh[i]) : x[i];
+                EXPECT_NEAR(yg[i], yr[i], 2 * kEps * (std::fabs(y0[i]) + std::fabs(a * xi)))
+                    << "n=" << n << " i=" << i << " bf16=" << bf;
+            }
+        }
+    }
+}
+
+// rmsnorm: the scale 1/sqrt(mean+eps) comes from an f32 sum of squares (rel. error <= n*u,
+// all terms positive) vs double in the reference; each output is then 2-3 roundings more.
+TEST_P(KernelsOps, RmsnormMatchesScalar) {
+    const Isa isa = GetParam();
+    for (int64_t n : kSizes) {
+        if (n == 0) continue;
+        auto x = random_floats(n, 20 + n, -3.0f, 3.0f), w = random_floats(n, 21 + n, 0.5f, 1.5f);
+        std::vector<float> yr(n), yg(n);
+        for (int gain = 0; gain < 2; ++gain) {
+            const float* wp = gain ? w.data() : nullptr;
+            rmsnorm_isa(Isa::Scalar, x.data(), wp, yr.data(), n, 1e-6f);
+            rmsnorm_isa(isa, x.data(), wp, yg.data(), n, 1e-6f);
+            for (int64_t i = 0; i < n; ++i)
+                EXPECT_NEAR(yg[i], yr[i], (n / 2.0 + 4) * kEps * std::fabs(yr[i]) + 1e-30)
+                    << "n=" << n << " i=" << i;
+        }
+        // In place (x and y alias).
+        auto xi = x;
+        rmsnorm_isa(isa, xi.data(), w.data(), xi.data(), n, 1e-6f);
+        rmsnorm_isa(Isa::Scalar, x.data(), w.data(), yr.data(), n, 1e-6f);
+        for (int64_t i = 0; i < n; ++i)
+            EXPECT_NEAR(xi[i], yr[i], (n / 2.0 + 4) * kEps * std::fabs(yr[i]) + 1e-30);
+    }
+}
+
+// silu: vector exp is within ~2 ulp of std::exp; g/(1+e) and *up add ~3 roundings, and
+// 1+e has no cancellation (e > 0), so a relative bound of 16 ulp is generous but tight
+// enough to catch a wrong polynomial (which is off by >1e-4). Extreme inputs (|g| > 87)
+// are flushed/saturated differently and only need to agree in absolute terms.
+TEST_P(KernelsOps, SiluMulMatchesScalar) {
+    const Isa isa = GetParam();
+    for (int64_t n : kSizes) {
+        auto g = random_floats(n, 30 + n, -20.0f, 20.0f), u = random_floats(n, 31 + n, -2.0f, 2.0f);
+        if (n > 4) {
+            g[0] = -100.0f;
+            g[1] = 100.0f;
+            g[2] = 0.0f;
+            g[3] = -87.5f;
+        }
+        std::vector<float> r(n), o(n);
+        silu_mul_isa(Isa::Scalar, g.data(), u.data(), r.data(), n);
+        silu_mul_isa(isa, g.data(), u.data(), o.data(), n);
+        for (int64_t i = 0; i < n; ++i)
+            EXPECT_NEAR(o[i], r[i], 16 * kEps * std::fabs(r[i]) + 1e-30) << "n=" << n << " i=" << i;
+        auto in_place = g;
+        silu_mul_isa(isa, in_place.data(), u.data(), in_place.data(), n);
+        for (int64_t i = 0; i < n; ++i) EXPECT_EQ(in_place[i], o[i]);
+    }
+}
+
+// softmax: each p_i = exp(x_i - m) / sum. exp is ~2 ulp, the f32 sum of positive terms is
+// within n*u relative, so p_i is within (n + 8)*u relative; entries whose true value is
+// below ~1e-38 may be flushed to 0 (absolute floor).
+TEST_P(KernelsOps, SoftmaxMatchesScalar) {
+    const Isa isa = GetParam();
+    for (int64_t n : kSizes) {
+        if (n == 0) continue;
+        auto x = random_floats(n, 40 + n, -30.0f, 30.0f);
+        if (n > 3) x[1] = -1000.0f;  // underflows to 0
+        auto r = x, o = x;
+        softmax_isa(Isa::Scalar, r.data(), n);
+        softmax_isa(isa, o.data(), n);
+        double sum = 0.0;
+        for (int64_t i = 0; i < n; ++i) {
+            EXPECT_NEAR(o[i], r[i], (n + 16) * kEps * r[i] + 1e-37) << "n=" << n << " i=" << i;
+            sum += o[i];
+        }
+        EXPECT_NEAR(sum, 1.0, 1e-5);
+    }
+}
+
+TEST_P(KernelsOps, Bf16RowConversionBitExact) {
+    const Isa isa = GetParam();
+    // Specials: +-0, +-Inf, quiet/signalling NaNs with payloads (including ones whose upper
+    // bits alone would look like Inf), the largest finite (rounds to Inf), denormals, and
+    // exact ties on both even and odd mantissas (RNE must pick the even neighbour).
+    std::vector<uint32_t> bits = {
+        0x00000000, 0x80000000, 0x7f800000, 0xff800000, 0x7fc00000, 0xffc00000, 0x7f800001,
+        0x7f80ffff, 0xff800001, 0x7fbfffff, 0x7f7fffff, 0xff7fffff, 0x7f7f8000, 0x00000001,
+        0x807fffff, 0x00008000, 0x00018000, 0x00007fff, 0x0000ffff, 0x3f808000, 0x3f818000,
+        0x3f80c000, 0x3f817fff, 0xbf808000, 0xbf818000, 0x3f800000, 0x4effffff, 0x00800000};
+    std::mt19937 rng(7);
+    while (bits.size() < 4099) bits.push_back(static_cast<uint32_t>(rng()));
+    std::vector<float> x(bits.size());
+    for (size_t i = 0; i < bits.size(); ++i) x[i] = std::bit_cast<float>(bits[i]);
+    for (int64_t n : kSizes) {
+        for (int64_t off = 0; off < 2; ++off) {  // also starting at an odd element (unaligned)
+            if (n + off > static_cast<int64_t>(x.size())) continue;
+            std::vector<uint16_t> got(n + 1, 0xdead);
+            f32_to_bf16_row_isa(isa, x.data() + off, got.data(), n);
+            for (int64_t i = 0; i < n; ++i)
+                ASSERT_EQ(got[i], tensor::f32_to_bf16(x[off + i]))
+                    << std::hex << "bits=0x" << bits[off + i] << " n=" << std::dec << n;
+            EXPECT_EQ(got[n], 0xdead) << "wrote past the end";
+        }
+    }
+    // bf16 -> f32 is exact for every one of the 65536 patterns (compare bits: NaN != NaN).
+    std::vector<uint16_t> all(65536);
+    for (uint32_t i = 0; i < 65536; ++i) all[i] = static_cast<uint16_t>(i);
+    std::vector<float> f(65536);
+    bf16_to_f32_row_isa(isa, all.data(), f.data(), 65536);
+    for (uint32_t i = 0; i < 65536; ++i)
+        ASSERT_EQ(std::bit_cast<uint32_t>(f[i]), i << 16) << i;
+}
+
+INSTANTIATE_TEST_SUITE_P(KernelsSimd, KernelsOps, ::testing::Values(Isa::AVX2, Isa::AVX512),
+                         testing::isa_param_name);
+
+TEST(KernelsOpsDispatch, PublicEntryPointsFollowActiveIsa) {
+    // The dispatching entry points must give the scalar answer when scalar is active.
+    testing::ActiveIsaGuard guard(Isa::Scalar);
+    auto a = random_floats(33, 50), b = random_floats(33, 51);
+    EXPECT_EQ(dot_f32(a.data(), b.data(), 33), dot_f32_isa(Isa::Scalar, a.data(), b.data(), 33));
+    std::vector<uint16_t> h(33), hr(33);
+    f32_to_bf16_row(a.data(), h.data(), 33);
+    for (int i = 0; i < 33; ++i) EXPECT_EQ(h[i], tensor::f32_to_bf16(a[i]));
+    std::vector<float> back(33);
+    bf16_to_f32_row(h.data(), back.data(), 33);
+    for (int i = 0; i < 33; ++i) EXPECT_EQ(back[i], tensor::bf16_to_f32(h[i]));
+}
+
+}  // namespace
+}  // namespace warden::kernels

@@ -1,0 +1,93 @@
+"""Shared helpers for the Python end-to-end tests: locating and running the warden binary.
+
+Environment:
+  WARDEN_BIN        warden binary (default: <repo>/build/warden)
+  WARDEN_SMOLLM2    SmolLM2 GGUF (default: <repo>/models/SmolLM2-135M-Instruct.Q4_1.gguf)
+  WARDEN_TIMEOUT_S  per-invocation timeout in seconds (default 300)
+"""
+from __future__ import annotations
+
+import functools
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+GOLDEN = ROOT / "tests" / "golden" / "models"
+WARDEN_BIN = Path(os.environ.get("WARDEN_BIN", ROOT / "build" / "warden"))
+SMOLLM2_GGUF = Path(os.environ.get("WARDEN_SMOLLM2", ROOT / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"))
+TIMEOUT_S = float(os.environ.get("WARDEN_TIMEOUT_S", "300"))
+
+# Numbers measured by the tests, printed at the end of the session (see terminal summary).
+REPORT: dict[str, dict] = {}
+
+
+def record(section: str, key: str, value) -> None:
+    REPORT.setdefault(section, {})[key] = value
+
+
+def require_warden() -> Path:
+    if not (WARDEN_BIN.is_file() and os.access(WARDEN_BIN, os.X_OK)):
+        pytest.skip(f"warden binary not found at {WARDEN_BIN} (build it or set WARDEN_BIN)")
+    return WARDEN_BIN
+
+
+class WardenLogits:
+    """Parsed output of `warden logits`: tops[pos] = [(id, logit), ...], greedy = [id, ...]."""
+
+    def __init__(self, tops: list[list[tuple[int, float]]], greedy: list[int] | None):
+        self.tops = tops
+        self.greedy = greedy
+
+    def as_dict(self, pos: int) -> dict[int, float]:
+        return {i: v for i, v in self.tops[pos]}
+
+
+@functools.lru_cache(maxsize=None)
+def _run_cached(path: str, ids: tuple[int, ...], dtype: str, top: int, greedy: int) -> WardenLogits:
+    cmd = [str(WARDEN_BIN), "logits", "-m", path, "--tokens", ",".join(map(str, ids)),
+           "--dtype", dtype, "--top", str(top)]
+    if greedy:
+        cmd += ["--greedy", str(greedy)]
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT_S, cwd=ROOT)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"timeout after {TIMEOUT_S}s: {' '.join(cmd)}")
+    if p.returncode != 0:
+        pytest.fail(f"warden exited {p.returncode}: {' '.join(cmd)}\nstderr:\n{p.stderr[-4000:]}")
+    tops: dict[int, list[tuple[int, float]]] = {}
+    gen = None
+    for line in p.stdout.splitlines():
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        obj = json.loads(line)
+        if "greedy" in obj:
+            gen = [int(t) for t in obj["greedy"]]
+        elif "pos" in obj:
+            tops[int(obj["pos"])] = [(int(i), float(v)) for i, v in obj["top"]]
+    assert sorted(tops) == list(range(len(ids))), (
+        f"expected one line per position 0..{len(ids) - 1}, got {sorted(tops)}\n{' '.join(cmd)}")
+    if greedy:
+        assert gen is not None, f"no greedy line in output of {' '.join(cmd)}"
+    return WardenLogits([tops[i] for i in range(len(ids))], gen)
+
+
+def run_logits(path: Path | str, ids, dtype: str = "f32", top: int = 8, greedy: int = 0) -> WardenLogits:
+    require_warden()
+    return _run_cached(str(path), tuple(int(i) for i in ids), dtype, int(top), int(greedy))
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    if not REPORT:
+        return
+    terminalreporter.section("reference logits: measured numbers")
+    for section in sorted(REPORT):
+        terminalreporter.write_line(f"{section}:")
+        for k, v in REPORT[section].items():
+            if isinstance(v, float):
+                v = f"{v:.4g}"
+            terminalreporter.write_line(f"    {k}: {v}")
