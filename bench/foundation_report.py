@@ -14,6 +14,14 @@ read rate with the same thread count as the engines.
 """
 from __future__ import annotations
 
+
+def _is_number(v: str) -> bool:
+    try:
+        float(v)
+        return True
+    except ValueError:
+        return False
+
 import argparse
 import json
 import re
@@ -122,7 +130,7 @@ def warden_results(logs: list[str]) -> dict | None:
         if not found:
             continue
         kv = dict(item.split("=", 1) for item in found[-1].split())
-        runs.append({k: float(v) for k, v in kv.items()})
+        runs.append({k: float(v) for k, v in kv.items() if _is_number(v)})
     if not runs:
         return None
 

@@ -18,7 +18,7 @@ scripts/fetch_model.sh
 scripts/setup_venv.sh
 
 section "build (g++, Release)"
-scripts/build.sh build
+scripts/build.sh build -DWARDEN_TESTS=ON
 
 section "unit tests (Release)"
 ctest --test-dir build --output-on-failure -j "$jobs" --timeout 600
@@ -29,7 +29,7 @@ WARDEN_BIN="$root/build/warden" .venv/bin/python -m pytest -q tests/python
 if [ "${WARDEN_QUICK:-0}" = "1" ]; then exit 0; fi
 
 section "unit tests under ASan + UBSan"
-scripts/build.sh build-asan -DWARDEN_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
+scripts/build.sh build-asan -DWARDEN_TESTS=ON -DWARDEN_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build-asan --output-on-failure -j "$jobs" --timeout 1200
 
