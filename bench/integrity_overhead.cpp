@@ -61,7 +61,7 @@ int main(int argc, char** argv) {
         std::printf("model %s: %lld layers, kv heads %lld x %lld, threads %d\n", model_path.c_str(),
                     static_cast<long long>(c.n_layers), static_cast<long long>(c.n_kv_heads),
                     static_cast<long long>(c.head_dim), pool.size());
-        std::printf("| sequences | mode | decode tok/s (median) | vs off | step ms p50 | step ms p99 |\n|---|---|---|---|---|---|\n");
+        std::printf("| sequences | mode | decode tok/s (median) | step time vs off (median of paired rounds) | step ms p50 | step ms p99 |\n|---|---|---|---|---|---|\n");
         for (int n_seqs : {1, 32}) {
             kv::KvCacheConfig kc;
             kc.n_layers = c.n_layers;
@@ -84,9 +84,12 @@ int main(int argc, char** argv) {
                     throw util::Error("bench: KV budget too small");
             }
             const kv::IntegrityMode modes[] = {kv::IntegrityMode::Off, kv::IntegrityMode::Step, kv::IntegrityMode::Layer};
-            std::vector<double> tps[3], step_ms[3];
+            std::vector<double> tps[3], step_ms[3], round_ms[3];
+            for (auto& v : round_ms) v.assign(static_cast<size_t>(rounds), 0.0);
             for (int r = 0; r < rounds; ++r) {
-                for (int mi = 0; mi < 3; ++mi) {
+                for (int j = 0; j < 3; ++j) {
+                    const int mi = (r + j) % 3;  // rotate the order so no mode always runs first
+                    double round_total = 0;
                     engine::Executor exec(tf, cache, modes[mi]);
                     for (int s = 0; s < steps; ++s) {
                         engine::StepBatch b;
@@ -106,14 +109,20 @@ int main(int argc, char** argv) {
                         }
                         step_ms[mi].push_back(ms);
                         tps[mi].push_back(1000.0 * n_seqs / ms);
+                        round_total += ms;
                     }
+                    round_ms[mi][static_cast<size_t>(r)] = round_total;
                 }
             }
-            const double base = pct(tps[0], 50);
-            for (int mi = 0; mi < 3; ++mi)
+            // Paired comparison: each round runs every mode back to back, so the ratio of a
+            // mode's time to `off`'s within the same round cancels slow drift of the machine.
+            for (int mi = 0; mi < 3; ++mi) {
+                std::vector<double> ratio;
+                for (int r = 0; r < rounds; ++r)
+                    ratio.push_back(round_ms[mi][static_cast<size_t>(r)] / round_ms[0][static_cast<size_t>(r)] - 1.0);
                 std::printf("| %d | %s | %.2f | %+.2f%% | %.2f | %.2f |\n", n_seqs, kv::integrity_mode_name(modes[mi]),
-                            pct(tps[mi], 50), 100.0 * (pct(tps[mi], 50) / base - 1.0), pct(step_ms[mi], 50),
-                            pct(step_ms[mi], 99));
+                            pct(tps[mi], 50), 100.0 * pct(ratio, 50), pct(step_ms[mi], 50), pct(step_ms[mi], 99));
+            }
             // Verification cost alone (the check the executor runs once per step per sequence).
             const auto t0 = Clock::now();
             const int reps = 2000;
