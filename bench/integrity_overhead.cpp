@@ -68,7 +68,7 @@ int main(int argc, char** argv) {
             kc.n_kv_heads = c.n_kv_heads;
             kc.head_dim = c.head_dim;
             kc.page_size = 16;
-            const int64_t page_bytes = 2 * c.n_layers * 16 * c.n_kv_heads * c.head_dim * 2;
+            const int64_t page_bytes = kv::kv_page_bytes(kc);
             const int64_t pages_needed = n_seqs * (4096 + rounds * 3 * steps + 32) / 16 + 8;
             kc.budget_bytes = (pages_needed + 1) * page_bytes;
             kv::KvCache cache(kc);
@@ -141,7 +141,7 @@ int main(int argc, char** argv) {
             kc.n_kv_heads = c.n_kv_heads;
             kc.head_dim = c.head_dim;
             kc.page_size = 16;
-            const int64_t page_bytes = 2 * c.n_layers * 16 * c.n_kv_heads * c.head_dim * 2;
+            const int64_t page_bytes = kv::kv_page_bytes(kc);
             kc.budget_bytes = 513 * page_bytes;
             for (bool scrub : {false, true}) {
                 kc.scrub_on_free = scrub;

@@ -92,7 +92,7 @@ int batch(const BatchOptions& o) {
     util::ThreadPool pool(o.common.threads);
     auto model = load(o.common, true, pool);
     const auto reqs = read_requests(o, *model);
-    auto cache = make_kv_cache(o.engine, *model, int64_t{1} << 30);
+    auto cache = make_kv_cache(o.engine, *model);
     auto faults = make_fault_injector(o.engine);
     model::Transformer tf(*model, pool);
     engine::Executor exec(tf, *cache, kv::parse_integrity_mode(o.engine.kv_integrity));

@@ -55,11 +55,7 @@ int logits(const LogitsOptions& o) {
     util::check(ctx <= model->config.max_ctx, std::to_string(ctx) + " tokens exceed the model's context of " +
                                                   std::to_string(model->config.max_ctx));
     // One sequence on the paged KV cache, sized to fit exactly.
-    EngineOptions eo;
-    const int64_t esz = model->dtype == model::RuntimeDType::F32 ? 4 : 2;
-    const int64_t page_bytes = 2 * model->config.n_layers * eo.kv_page_size * model->config.n_kv_heads *
-                               model->config.head_dim * esz;
-    auto cache = make_kv_cache(eo, *model, ((ctx + eo.kv_page_size - 1) / eo.kv_page_size + 1) * page_bytes);
+    auto cache = make_kv_cache(EngineOptions{}, *model, ctx);
     kv::PageTable table;
     util::check(cache->reserve(table, ctx), "KV cache too small");
     std::vector<int32_t> page_ids;

@@ -52,12 +52,8 @@ int run(const RunOptions& o) {
     req.sampling = sp;
     if (!o.ignore_eos) req.stop_ids = tok.stop_ids();
 
-    // Default KV budget: exactly the pages this request needs (+ the reserved null page).
-    const int64_t esz = model->dtype == model::RuntimeDType::F32 ? 4 : 2;
-    const int64_t page_bytes =
-        2 * model->config.n_layers * o.engine.kv_page_size * model->config.n_kv_heads * model->config.head_dim * esz;
-    const int64_t pages = (need + o.engine.kv_page_size - 1) / o.engine.kv_page_size;
-    auto cache = make_kv_cache(o.engine, *model, (pages + 1) * page_bytes);
+    // Default KV budget: exactly the pages this request needs.
+    auto cache = make_kv_cache(o.engine, *model, need);
     auto faults = make_fault_injector(o.engine);
     model::Transformer tf(*model, pool);
     engine::Executor exec(tf, *cache, kv::parse_integrity_mode(o.engine.kv_integrity));

@@ -37,14 +37,19 @@ int64_t parse_bytes(const std::string& s, const std::string& flag) {
     return v * mul;
 }
 
-std::unique_ptr<kv::KvCache> make_kv_cache(const EngineOptions& o, const model::Model& m, int64_t default_bytes) {
+std::unique_ptr<kv::KvCache> make_kv_cache(const EngineOptions& o, const model::Model& m,
+                                           std::optional<int64_t> default_tokens) {
     kv::KvCacheConfig c;
     c.n_layers = m.config.n_layers;
     c.n_kv_heads = m.config.n_kv_heads;
     c.head_dim = m.config.head_dim;
     c.type = m.dtype == model::RuntimeDType::F32 ? kernels::KvType::F32 : kernels::KvType::BF16;
     c.page_size = o.kv_page_size;
-    c.budget_bytes = o.kv_cache_bytes.empty() ? default_bytes : parse_bytes(o.kv_cache_bytes, "--kv-cache-bytes");
+    if (!o.kv_cache_bytes.empty()) {
+        c.budget_bytes = parse_bytes(o.kv_cache_bytes, "--kv-cache-bytes");
+    } else {
+        c.budget_bytes = default_tokens ? kv::kv_budget_for_tokens(c, *default_tokens) : int64_t{1} << 30;
+    }
     c.scrub_on_free = o.kv_scrub_on_free;
     auto cache = std::make_unique<kv::KvCache>(c);
     spdlog::info("kv cache: {} pages of {} tokens ({} bytes each), {} tokens, {} bytes, {}, integrity {}",

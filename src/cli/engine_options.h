@@ -2,6 +2,7 @@
 // Flags of the paged KV cache and the batch engine, shared by run, batch (and later serve).
 #include <CLI/CLI.hpp>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "kv/fault_injector.h"
@@ -26,8 +27,10 @@ void add_engine_options(CLI::App& app, EngineOptions& o, bool batching);
 // "1073741824", "512M", "2G", "64K" -> bytes. Throws util::Error on anything else.
 int64_t parse_bytes(const std::string& s, const std::string& flag);
 
-// The KV cache for `model`; default_bytes is used when --kv-cache-bytes is not given.
-std::unique_ptr<kv::KvCache> make_kv_cache(const EngineOptions& o, const model::Model& m, int64_t default_bytes);
+// The KV cache for `model`. Without --kv-cache-bytes it holds exactly `default_tokens` tokens
+// when given (a single known request), else 1 GiB.
+std::unique_ptr<kv::KvCache> make_kv_cache(const EngineOptions& o, const model::Model& m,
+                                           std::optional<int64_t> default_tokens = std::nullopt);
 std::unique_ptr<kv::FaultInjector> make_fault_injector(const EngineOptions& o);
 
 }  // namespace warden::cli

@@ -28,6 +28,12 @@ int32_t page_count(const KvCacheConfig& c) {
 }
 }  // namespace
 
+int64_t kv_page_bytes(const KvCacheConfig& c) { return layout(c).bytes_per_page(); }
+
+int64_t kv_budget_for_tokens(const KvCacheConfig& c, int64_t tokens) {
+    return ((tokens + c.page_size - 1) / c.page_size + 1) * kv_page_bytes(c);
+}
+
 KvCache::KvCache(const KvCacheConfig& cfg)
     : cfg_(cfg), storage_(layout(cfg)), pool_(page_count(cfg), cfg.page_size, layout(cfg).bytes_per_page(), cfg.scrub_on_free) {
     storage_.base = pool_.data(kNullPage);

@@ -22,6 +22,11 @@ struct KvCacheConfig {
     bool scrub_on_free = false;
 };
 
+// Bytes of one page under this config: every layer's K and V blocks.
+int64_t kv_page_bytes(const KvCacheConfig& c);
+// The budget that holds exactly `tokens` tokens in whole pages (plus the reserved null page).
+int64_t kv_budget_for_tokens(const KvCacheConfig& c, int64_t tokens);
+
 class KvCache {
 public:
     explicit KvCache(const KvCacheConfig& cfg);  // throws util::Error if not even one page fits

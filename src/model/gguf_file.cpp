@@ -15,24 +15,7 @@ constexpr uint32_t kMaxDims = 4;                // GGML_MAX_DIMS
 constexpr uint64_t kMaxArrayDepth = 8;          // nested arrays deeper than this are rejected
 constexpr uint64_t kMaxDefaultAlignment = 1u << 20;
 
-// Keys and tensor names come from the file: escape control bytes (a newline would break the
-// one-line error contract) and cut very long names before they go into a message.
-std::string printable(const std::string& s, size_t max_len = 200) {
-    std::string out;
-    for (size_t i = 0; i < s.size() && i < max_len; ++i) {
-        const auto c = static_cast<unsigned char>(s[i]);
-        if (c < 0x20 || c == 0x7f) {
-            static const char hex[] = "0123456789abcdef";
-            out += "\\x";
-            out += hex[c >> 4];
-            out += hex[c & 15];
-        } else {
-            out += static_cast<char>(c);
-        }
-    }
-    if (s.size() > max_len) out += "...";
-    return out;
-}
+using util::printable;
 
 // A bounds-checked cursor over the untrusted header bytes.
 class Reader {

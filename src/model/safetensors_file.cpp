@@ -23,23 +23,7 @@ constexpr int kMaxJsonDepth = 16;
 // No tensor can have more bytes than this; keeps every size computation far from overflow.
 constexpr uint64_t kMaxTensorBytes = uint64_t{1} << 56;
 
-// A name from the file, made safe for a one-line error message.
-std::string printable(const std::string& s, size_t max_len = 200) {
-    std::string out;
-    for (size_t i = 0; i < s.size() && i < max_len; ++i) {
-        const auto c = static_cast<unsigned char>(s[i]);
-        if (c < 0x20 || c == 0x7f) {
-            static const char hex[] = "0123456789abcdef";
-            out += "\\x";
-            out += hex[c >> 4];
-            out += hex[c & 15];
-        } else {
-            out += static_cast<char>(c);
-        }
-    }
-    if (s.size() > max_len) out += "...";
-    return out;
-}
+using util::printable;
 
 [[noreturn]] void fail(const std::string& file, const std::string& what) {
     throw Error("safetensors '" + printable(file, 4096) + "': " + what);

@@ -1,6 +1,7 @@
 #pragma once
 // One exception type for every user-facing failure: its message is a single line that names
 // the problem (file, tensor, flag, ...) and is printed as-is by the CLI before a non-zero exit.
+#include <cstddef>
 #include <stdexcept>
 #include <string>
 
@@ -10,6 +11,10 @@ class Error : public std::runtime_error {
 public:
     explicit Error(const std::string& message) : std::runtime_error(message) {}
 };
+
+// Text from an untrusted file (a key, a tensor name) made safe for a one-line message:
+// control bytes escaped as \xNN, cut after max_len bytes.
+std::string printable(const std::string& s, size_t max_len = 200);
 
 // Throws Error(message) when cond is false. For validating untrusted input, not for bugs.
 inline void check(bool cond, const std::string& message) {

@@ -37,13 +37,7 @@ struct Fixture {
         c.head_dim = model->config.head_dim;
         c.type = kernels::KvType::BF16;
         c.page_size = page_size;
-        kernels::PagedKvStorage s;
-        s.type = c.type;
-        s.page_size = page_size;
-        s.n_layers = c.n_layers;
-        s.n_kv_heads = c.n_kv_heads;
-        s.head_dim = c.head_dim;
-        c.budget_bytes = (pages + 1) * s.bytes_per_page();
+        c.budget_bytes = kv::kv_budget_for_tokens(c, pages * page_size);
         return c;
     }
 };

@@ -70,13 +70,7 @@ TEST(PagedAttention, MatchesContiguousCacheForRaggedBatches) {
             kc.head_dim = cfg.head_dim;
             kc.type = kv_type;
             kc.page_size = page_size;
-            kernels::PagedKvStorage probe;
-            probe.type = kv_type;
-            probe.page_size = page_size;
-            probe.n_layers = cfg.n_layers;
-            probe.n_kv_heads = cfg.n_kv_heads;
-            probe.head_dim = cfg.head_dim;
-            kc.budget_bytes = 1024 * probe.bytes_per_page();
+            kc.budget_bytes = kv::kv_budget_for_tokens(kc, 1023 * int64_t{page_size});
             kv::KvCache cache(kc);
             // Interleave page ownership: grow every table one page at a time, round-robin.
             std::vector<kv::PageTable> tables(seqs.size());
