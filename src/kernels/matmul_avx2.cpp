@@ -13,10 +13,9 @@
 // prefetchers stop at 4 KiB pages and restart cold).
 //
 // n > 1 (prefill) is compute bound: the packed panel IS the micro-kernel's [k][16 rows]
-// operand. Per cache block of kKc columns and 4 panels, f32 weights are used in place and bf16
-// weights are converted (contiguously, no transpose) into the thread scratch; then a 6-token x
-// 16-row register tile (12 accumulators, 2 weight vectors, x broadcast from memory) runs over
-// all tokens. Across kc blocks the chain continues: the accumulators are LOADED from y before
+// operand, read in place for f32 and bf16 alike (bf16 is decoded in registers, see
+// panel_weights). Per cache block of kKc columns and 4 panels a 6-token x 16-row register
+// tile (12 accumulators, 2 weight vectors, x broadcast from memory) runs over all tokens. Across kc blocks the chain continues: the accumulators are LOADED from y before
 // the k loop (not summed separately and added afterwards), so the result is the single chain.
 #include <immintrin.h>
 
@@ -33,12 +32,6 @@ constexpr int64_t kPrefetchBytes = 1024;  // software prefetch distance in each 
 
 inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 inline int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
-
-// 8 bf16 -> 8 f32, exact: zero-extend, shift into the high half.
-inline __m256 load8_bf16(const bf16* p) {
-    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-}
 
 // Writes the 16 results of one panel (rows lo: 0-7, hi: 8-15) to y[0..16), only rows
 // [j0, j1) (a row range or the matrix end may cut the panel).
@@ -152,9 +145,44 @@ void gemv(const W* w, int64_t cols, const float* x, float* y, int64_t r0, int64_
 // accumulate: the chains already hold kb > 0 terms in y; load them so that the result is the
 // one sequential chain. M is a template parameter so the accumulators live in registers
 // (2*M <= 12 ymm + 2 for the weights + 1 broadcast).
-template <int M>
-void micro(int64_t kc, const float* panel, const float* x, int64_t ldx, float* y, int64_t ldy,
+// Natural row order [r0..r7], [r8..r15] <-> the even/odd order in which bf16 panels are
+// decoded in registers: ev = [r0 r2 r4 r6 | r8 r10 r12 r14], od = [r1 r3 r5 r7 | r9 .. r15].
+inline void to_even_odd(__m256 lo, __m256 hi, __m256& ev, __m256& od) {
+    const __m256 a = _mm256_permute2f128_ps(lo, hi, 0x20);  // [r0..r3 | r8..r11]
+    const __m256 b = _mm256_permute2f128_ps(lo, hi, 0x31);  // [r4..r7 | r12..r15]
+    ev = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0));
+    od = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1));
+}
+inline void from_even_odd(__m256 ev, __m256 od, __m256& lo, __m256& hi) {
+    const __m256 a = _mm256_unpacklo_ps(ev, od);  // [r0 r1 r2 r3 | r8 r9 r10 r11]
+    const __m256 b = _mm256_unpackhi_ps(ev, od);  // [r4 r5 r6 r7 | r12 .. r15]
+    lo = _mm256_permute2f128_ps(a, b, 0x20);
+    hi = _mm256_permute2f128_ps(a, b, 0x31);
+}
+
+// The 16 weights of a panel at column k as two vectors. f32: rows 0-7 and 8-15. bf16: one
+// 32-byte load, (v << 16) = even rows, (v & 0xffff0000) = odd rows, both exact, so prefill
+// reads the packed bf16 panel in place (no conversion pass, half the bytes).
+inline void panel_weights(const float* p, __m256& w0, __m256& w1) {
+    w0 = _mm256_loadu_ps(p);
+    w1 = _mm256_loadu_ps(p + 8);
+}
+inline void panel_weights(const bf16* p, __m256& w0, __m256& w1) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    w0 = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+    w1 = _mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32(static_cast<int>(0xffff0000u))));
+}
+
+// C[M tokens][16 rows] = chain continued over kc more columns. panel: [kc][16] of W; y points
+// at the panel's row 0 of token 0; only rows [j0, j1) exist/are written.
+// accumulate: the chains already hold kb > 0 terms in y; load them so that the result is the
+// one sequential chain. M is a template parameter so the accumulators live in registers
+// (2*M <= 12 ymm + 2 for the weights + 1 broadcast). For bf16 the accumulators hold rows in
+// even/odd order; each lane is still exactly one row's chain.
+template <int M, typename W>
+void micro(int64_t kc, const W* panel, const float* x, int64_t ldx, float* y, int64_t ldy,
            int64_t j0, int64_t j1, bool accumulate) {
+    constexpr bool kEvenOdd = sizeof(W) == 2;
     __m256 c0[M], c1[M];
     const bool full = j0 == 0 && j1 == kNr;
     // Every loop over m is fully unrolled so c0/c1 stay in registers (GCC otherwise keeps the
@@ -162,30 +190,34 @@ void micro(int64_t kc, const float* panel, const float* x, int64_t ldx, float* y
     if (!accumulate) {
 #pragma GCC unroll 16
         for (int m = 0; m < M; ++m) c0[m] = c1[m] = _mm256_setzero_ps();
-    } else if (full) {
-#pragma GCC unroll 16
-        for (int m = 0; m < M; ++m) {
-            c0[m] = _mm256_loadu_ps(y + m * ldy);
-            c1[m] = _mm256_loadu_ps(y + m * ldy + 8);
-        }
-    } else {  // partial panel: rows outside [j0, j1) do not exist in y; they start at 0
+    } else {
         alignas(32) float tmp[M][kNr];
-        for (int m = 0; m < M; ++m)
-            for (int64_t j = 0; j < kNr; ++j) tmp[m][j] = (j >= j0 && j < j1) ? y[m * ldy + j] : 0.0f;
+        const bool direct = full;
+        if (!direct) {  // partial panel: rows outside [j0, j1) do not exist in y; they start at 0
+            for (int m = 0; m < M; ++m)
+                for (int64_t j = 0; j < kNr; ++j) tmp[m][j] = (j >= j0 && j < j1) ? y[m * ldy + j] : 0.0f;
+        }
 #pragma GCC unroll 16
         for (int m = 0; m < M; ++m) {
-            c0[m] = _mm256_load_ps(tmp[m]);
-            c1[m] = _mm256_load_ps(tmp[m] + 8);
+            const float* src = direct ? y + m * ldy : tmp[m];
+            c0[m] = _mm256_loadu_ps(src);
+            c1[m] = _mm256_loadu_ps(src + 8);
+            if constexpr (kEvenOdd) to_even_odd(c0[m], c1[m], c0[m], c1[m]);
         }
     }
     for (int64_t k = 0; k < kc; ++k) {
-        const __m256 w0 = _mm256_loadu_ps(panel + k * kNr), w1 = _mm256_loadu_ps(panel + k * kNr + 8);
+        __m256 w0, w1;
+        panel_weights(panel + k * kNr, w0, w1);
 #pragma GCC unroll 16
         for (int m = 0; m < M; ++m) {
             const __m256 xb = _mm256_broadcast_ss(x + m * ldx + k);
             c0[m] = _mm256_fmadd_ps(w0, xb, c0[m]);
             c1[m] = _mm256_fmadd_ps(w1, xb, c1[m]);
         }
+    }
+    if constexpr (kEvenOdd) {
+#pragma GCC unroll 16
+        for (int m = 0; m < M; ++m) from_even_odd(c0[m], c1[m], c0[m], c1[m]);
     }
     if (full) {
 #pragma GCC unroll 16
@@ -205,7 +237,8 @@ void micro(int64_t kc, const float* panel, const float* x, int64_t ldx, float* y
         for (int64_t j = j0; j < j1; ++j) y[m * ldy + j] = tmp[m][j];
 }
 
-void micro_any(int mt, int64_t kc, const float* panel, const float* x, int64_t ldx, float* y,
+template <typename W>
+void micro_any(int mt, int64_t kc, const W* panel, const float* x, int64_t ldx, float* y,
                int64_t ldy, int64_t j0, int64_t j1, bool acc) {
     switch (mt) {
         case 6: micro<6>(kc, panel, x, ldx, y, ldy, j0, j1, acc); break;
@@ -217,14 +250,9 @@ void micro_any(int mt, int64_t kc, const float* panel, const float* x, int64_t l
     }
 }
 
-// count (a multiple of 8) bf16 -> f32, contiguous; dst 32-byte aligned.
-void convert_bf16(const bf16* src, int64_t count, float* dst) {
-    for (int64_t i = 0; i < count; i += 8) _mm256_store_ps(dst + i, load8_bf16(src + i));
-}
-
 template <typename W>
 void gemm(const W* w, int64_t cols, const float* x, int64_t n, float* y, int64_t ldy, int64_t r0,
-          int64_t r1, float* scratch) {
+          int64_t r1) {
     if (cols == 0) {  // empty reduction: the result is zero, never left uninitialised
         for (int64_t t = 0; t < n; ++t)
             for (int64_t r = r0; r < r1; ++r) y[t * ldy + r] = 0.0f;
@@ -237,17 +265,8 @@ void gemm(const W* w, int64_t cols, const float* x, int64_t n, float* y, int64_t
         const bool acc = kb > 0;
         for (int64_t pb = p_begin; pb < p_end; pb += kBlockPanels) {
             const int64_t np = min64(kBlockPanels, p_end - pb);
-            const float* panels[kBlockPanels];
-            for (int64_t i = 0; i < np; ++i) {
-                const W* src = w + (pb + i) * ps + kb * kNr;  // [kc][16], contiguous
-                if constexpr (sizeof(W) == 2) {
-                    float* dst = scratch + i * kKc * kNr;
-                    convert_bf16(src, kc * kNr, dst);
-                    panels[i] = dst;
-                } else {
-                    panels[i] = src;  // already the micro-kernel's layout: no copy
-                }
-            }
+            const W* panels[kBlockPanels];  // [kc][16] slices of the packed panels, used in place
+            for (int64_t i = 0; i < np; ++i) panels[i] = w + (pb + i) * ps + kb * kNr;
             for (int64_t t = 0; t < n; t += kMt) {
                 const int mt = static_cast<int>(min64(kMt, n - t));
                 for (int64_t i = 0; i < np; ++i) {
@@ -262,27 +281,27 @@ void gemm(const W* w, int64_t cols, const float* x, int64_t n, float* y, int64_t
 
 template <typename W>
 void matmul_impl(const W* w, int64_t cols, const float* x, int64_t n, float* y, int64_t ldy,
-                 int64_t r0, int64_t r1, float* scratch) {
+                 int64_t r0, int64_t r1) {
     if (n == 1) {
         gemv(w, cols, x, y, r0, r1);
     } else {
-        gemm(w, cols, x, n, y, ldy, r0, r1, scratch);
+        gemm(w, cols, x, n, y, ldy, r0, r1);
     }
 }
 
 void mm_f32(const float* w, int64_t cols, const float* x, int64_t n, float* y, int64_t ldy,
-            int64_t r0, int64_t r1, float* scratch) {
-    matmul_impl(w, cols, x, n, y, ldy, r0, r1, scratch);
+            int64_t r0, int64_t r1, float*) {
+    matmul_impl(w, cols, x, n, y, ldy, r0, r1);
 }
 void mm_bf16(const bf16* w, int64_t cols, const float* x, int64_t n, float* y, int64_t ldy,
-             int64_t r0, int64_t r1, float* scratch) {
-    matmul_impl(w, cols, x, n, y, ldy, r0, r1, scratch);
+             int64_t r0, int64_t r1, float*) {
+    matmul_impl(w, cols, x, n, y, ldy, r0, r1);
 }
 
 }  // namespace
 
 const MatmulTable& matmul_avx2() {
-    static const MatmulTable t{mm_f32, mm_bf16, kNr, kBlockPanels * kKc * kNr};
+    static const MatmulTable t{mm_f32, mm_bf16, kNr, 0};  // panels are read in place: no scratch
     return t;
 }
 
