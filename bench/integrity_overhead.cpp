@@ -63,11 +63,7 @@ int main(int argc, char** argv) {
                     static_cast<long long>(c.head_dim), pool.size());
         std::printf("| sequences | mode | decode tok/s (median) | step time vs off (median of paired rounds) | step ms p50 | step ms p99 |\n|---|---|---|---|---|---|\n");
         for (int n_seqs : {1, 32}) {
-            kv::KvCacheConfig kc;
-            kc.n_layers = c.n_layers;
-            kc.n_kv_heads = c.n_kv_heads;
-            kc.head_dim = c.head_dim;
-            kc.page_size = 16;
+            auto kc = kv::KvCacheConfig::shaped(c.n_layers, c.n_kv_heads, c.head_dim, kernels::KvType::BF16, 16);
             const int64_t page_bytes = kv::kv_page_bytes(kc);
             const int64_t pages_needed = n_seqs * (4096 + rounds * 3 * steps + 32) / 16 + 8;
             kc.budget_bytes = (pages_needed + 1) * page_bytes;
@@ -136,11 +132,7 @@ int main(int argc, char** argv) {
         }
         // Scrub-on-free: cost of zeroing pages as they are freed.
         {
-            kv::KvCacheConfig kc;
-            kc.n_layers = c.n_layers;
-            kc.n_kv_heads = c.n_kv_heads;
-            kc.head_dim = c.head_dim;
-            kc.page_size = 16;
+            auto kc = kv::KvCacheConfig::shaped(c.n_layers, c.n_kv_heads, c.head_dim, kernels::KvType::BF16, 16);
             const int64_t page_bytes = kv::kv_page_bytes(kc);
             kc.budget_bytes = 513 * page_bytes;
             for (bool scrub : {false, true}) {

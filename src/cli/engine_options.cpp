@@ -39,12 +39,9 @@ int64_t parse_bytes(const std::string& s, const std::string& flag) {
 
 std::unique_ptr<kv::KvCache> make_kv_cache(const EngineOptions& o, const model::Model& m,
                                            std::optional<int64_t> default_tokens) {
-    kv::KvCacheConfig c;
-    c.n_layers = m.config.n_layers;
-    c.n_kv_heads = m.config.n_kv_heads;
-    c.head_dim = m.config.head_dim;
-    c.type = m.dtype == model::RuntimeDType::F32 ? kernels::KvType::F32 : kernels::KvType::BF16;
-    c.page_size = o.kv_page_size;
+    auto c = kv::KvCacheConfig::shaped(m.config.n_layers, m.config.n_kv_heads, m.config.head_dim,
+                                       m.dtype == model::RuntimeDType::F32 ? kernels::KvType::F32 : kernels::KvType::BF16,
+                                       o.kv_page_size);
     if (!o.kv_cache_bytes.empty()) {
         c.budget_bytes = parse_bytes(o.kv_cache_bytes, "--kv-cache-bytes");
     } else {

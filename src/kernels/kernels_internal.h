@@ -31,18 +31,16 @@ struct OpsTable {
 // element (r, k) at (r / 16) * cols * 16 + k * 16 + r % 16, padding rows zero; f32 or bf16
 // bits), x: [n, cols], y: [n, ldy] with ldy >= rows; only columns [row_begin, row_end) of y
 // are written. Every output is ONE sequential fma chain over k = 0..cols-1 starting from
-// 0.0f (the bit-exactness contract of matmul.h), for any n and any row range. `scratch` holds
-// scratch_floats floats, 64-byte aligned, private to the calling thread (bf16 -> f32 panel
-// blocks for n > 1).
+// 0.0f (the bit-exactness contract of matmul.h), for any n and any row range. Kernels read
+// the packed panels in place and need no scratch memory.
 struct MatmulTable {
     void (*f32)(const float* w, int64_t cols, const float* x, int64_t n, float* y, int64_t ldy,
-                int64_t row_begin, int64_t row_end, float* scratch);
+                int64_t row_begin, int64_t row_end);
     void (*bf16)(const bf16* w, int64_t cols, const float* x, int64_t n, float* y, int64_t ldy,
-                 int64_t row_begin, int64_t row_end, float* scratch);
+                 int64_t row_begin, int64_t row_end);
     // Rows per thread-split unit: one packed panel (16) for every ISA, so a panel's stream is
     // never shared between threads. Results do not depend on the split (see above).
     int64_t row_tile;
-    int64_t scratch_floats;
 };
 
 const OpsTable& ops_scalar();

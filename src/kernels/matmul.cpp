@@ -1,14 +1,10 @@
 // Dispatch + threading for matmul.h, and the packed-layout helpers. Output rows are split over
-// the pool in whole 16-row panels (kPanelRows; each panel is one contiguous weight stream);
-// each thread gets a private, reused, 64-byte-aligned scratch buffer for its bf16 -> f32
-// panel blocks (no allocation per call once warmed up). Since every ISA computes each output
+// the pool in whole 16-row panels (kPanelRows; each panel is one contiguous weight stream).
+// Since every ISA computes each output
 // as the same sequential fma chain, the split and the ISA never change a result bit.
 #include "kernels/matmul.h"
 
 #include <algorithm>
-#include <cstdlib>
-#include <memory>
-#include <new>
 
 #include "kernels/kernels_internal.h"
 #include "tensor/float_convert.h"
@@ -30,30 +26,12 @@ const detail::MatmulTable& table(Isa isa) {
     return detail::matmul_scalar();
 }
 
-struct FreeDeleter {
-    void operator()(float* p) const { std::free(p); }
-};
-
-float* thread_scratch(int64_t floats) {
-    thread_local std::unique_ptr<float, FreeDeleter> buf;
-    thread_local int64_t cap = 0;
-    if (floats <= 0) return nullptr;
-    if (floats > cap) {
-        const size_t bytes = (static_cast<size_t>(floats) * sizeof(float) + 63) & ~size_t{63};
-        buf.reset(static_cast<float*>(std::aligned_alloc(64, bytes)));
-        if (!buf) throw std::bad_alloc();
-        cap = floats;
-    }
-    return buf.get();
-}
-
 void run_rows(const detail::MatmulTable& t, const WeightMatrix& w, const float* x, int64_t n,
               float* y, int64_t r0, int64_t r1) {
-    float* scratch = thread_scratch(t.scratch_floats);
     if (w.type == WeightType::BF16) {
-        t.bf16(static_cast<const detail::bf16*>(w.data), w.cols, x, n, y, w.rows, r0, r1, scratch);
+        t.bf16(static_cast<const detail::bf16*>(w.data), w.cols, x, n, y, w.rows, r0, r1);
     } else {
-        t.f32(static_cast<const float*>(w.data), w.cols, x, n, y, w.rows, r0, r1, scratch);
+        t.f32(static_cast<const float*>(w.data), w.cols, x, n, y, w.rows, r0, r1);
     }
 }
 

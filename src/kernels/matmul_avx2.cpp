@@ -290,18 +290,18 @@ void matmul_impl(const W* w, int64_t cols, const float* x, int64_t n, float* y, 
 }
 
 void mm_f32(const float* w, int64_t cols, const float* x, int64_t n, float* y, int64_t ldy,
-            int64_t r0, int64_t r1, float*) {
+            int64_t r0, int64_t r1) {
     matmul_impl(w, cols, x, n, y, ldy, r0, r1);
 }
 void mm_bf16(const bf16* w, int64_t cols, const float* x, int64_t n, float* y, int64_t ldy,
-             int64_t r0, int64_t r1, float*) {
+             int64_t r0, int64_t r1) {
     matmul_impl(w, cols, x, n, y, ldy, r0, r1);
 }
 
 }  // namespace
 
 const MatmulTable& matmul_avx2() {
-    static const MatmulTable t{mm_f32, mm_bf16, kNr, 0};  // panels are read in place: no scratch
+    static const MatmulTable t{mm_f32, mm_bf16, kNr};
     return t;
 }
 

@@ -27,19 +27,19 @@ void matmul_ref(const W* w, int64_t cols, const float* x, int64_t n, float* y, i
 }
 
 void mm_f32(const float* w, int64_t cols, const float* x, int64_t n, float* y, int64_t ldy,
-            int64_t r0, int64_t r1, float*) {
+            int64_t r0, int64_t r1) {
     matmul_ref(w, cols, x, n, y, ldy, r0, r1, [](float v) { return v; });
 }
 
 void mm_bf16(const bf16* w, int64_t cols, const float* x, int64_t n, float* y, int64_t ldy,
-             int64_t r0, int64_t r1, float*) {
+             int64_t r0, int64_t r1) {
     matmul_ref(w, cols, x, n, y, ldy, r0, r1, [](bf16 v) { return tensor::bf16_to_f32(v); });
 }
 
 }  // namespace
 
 const MatmulTable& matmul_scalar() {
-    static const MatmulTable t{mm_f32, mm_bf16, kPanel, 0};
+    static const MatmulTable t{mm_f32, mm_bf16, kPanel};
     return t;
 }
 

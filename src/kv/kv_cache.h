@@ -20,6 +20,18 @@ struct KvCacheConfig {
     int32_t page_size = 16;
     int64_t budget_bytes = 0;   // page storage budget; the page count is derived from it
     bool scrub_on_free = false;
+
+    // A model's KV geometry; budget_bytes (and scrub_on_free) are set by the caller.
+    static KvCacheConfig shaped(int64_t n_layers, int64_t n_kv_heads, int64_t head_dim, kernels::KvType type,
+                                int32_t page_size) {
+        KvCacheConfig c;
+        c.n_layers = n_layers;
+        c.n_kv_heads = n_kv_heads;
+        c.head_dim = head_dim;
+        c.type = type;
+        c.page_size = page_size;
+        return c;
+    }
 };
 
 // Bytes of one page under this config: every layer's K and V blocks.

@@ -28,23 +28,32 @@ void Transformer::ensure_scratch(int64_t n) {
     scratch_n_ = n;
 }
 
-// Rotates the first rope_dim dims of every head of x ([n, n_heads, head_dim]); row t is at
-// absolute position positions[t].
-void Transformer::rope(float* x, int64_t n_heads, std::span<const int64_t> positions) const {
+void Transformer::rope_tables(std::span<const int64_t> positions) {
     const ModelConfig& c = model_.config;
     const int64_t half = c.rope_dim / 2;
-    std::vector<float> cs(static_cast<size_t>(2 * half));
+    rope_cs_.resize(positions.size() * static_cast<size_t>(2 * half));
     for (size_t t = 0; t < positions.size(); ++t) {
         const double pos = static_cast<double>(positions[t]) / c.rope_linear_factor;
+        float* cs = rope_cs_.data() + t * static_cast<size_t>(2 * half);
         for (int64_t i = 0; i < half; ++i) {
             const double a = pos * static_cast<double>(c.rope_inv_freq[static_cast<size_t>(i)]);
-            cs[static_cast<size_t>(2 * i)] = static_cast<float>(std::cos(a));
-            cs[static_cast<size_t>(2 * i + 1)] = static_cast<float>(std::sin(a));
+            cs[2 * i] = static_cast<float>(std::cos(a));
+            cs[2 * i + 1] = static_cast<float>(std::sin(a));
         }
+    }
+}
+
+// Rotates the first rope_dim dims of every head of x ([n_rows, n_heads, head_dim]) with the
+// tables of rope_tables().
+void Transformer::rope(float* x, int64_t n_rows, int64_t n_heads) const {
+    const ModelConfig& c = model_.config;
+    const int64_t half = c.rope_dim / 2;
+    for (int64_t t = 0; t < n_rows; ++t) {
+        const float* cs = rope_cs_.data() + t * 2 * half;
         for (int64_t h = 0; h < n_heads; ++h) {
-            float* v = x + (static_cast<int64_t>(t) * n_heads + h) * c.head_dim;
+            float* v = x + (t * n_heads + h) * c.head_dim;
             for (int64_t i = 0; i < half; ++i) {
-                const float co = cs[static_cast<size_t>(2 * i)], si = cs[static_cast<size_t>(2 * i + 1)];
+                const float co = cs[2 * i], si = cs[2 * i + 1];
                 // NeoX pairs dim i with i + half; interleaved pairs 2i with 2i + 1.
                 const int64_t a = c.rope_style == RopeStyle::NeoX ? i : 2 * i;
                 const int64_t b = c.rope_style == RopeStyle::NeoX ? i + half : 2 * i + 1;
@@ -80,7 +89,7 @@ std::vector<char> Transformer::step(std::span<const SeqInput> seqs, const kernel
             pos_[static_cast<size_t>(row0[i] + t)] = seqs[i].pos0 + t;
             w.token_embd.row_f32(seqs[i].tokens[static_cast<size_t>(t)], x_.data() + (row0[i] + t) * d);
         }
-    const std::span<const int64_t> positions(pos_.data(), static_cast<size_t>(n));
+    rope_tables(std::span<const int64_t>(pos_.data(), static_cast<size_t>(n)));
     const float att_scale = 1.0f / std::sqrt(static_cast<float>(hd));
 
     auto add_bias = [n](float* y, const std::vector<float>& b) {
@@ -109,8 +118,8 @@ std::vector<char> Transformer::step(std::span<const SeqInput> seqs, const kernel
             head_norm(q_.data(), c.n_heads, L.q_norm);
             head_norm(k_.data(), c.n_kv_heads, L.k_norm);
         }
-        rope(q_.data(), c.n_heads, positions);
-        rope(k_.data(), c.n_kv_heads, positions);
+        rope(q_.data(), n, c.n_heads);
+        rope(k_.data(), n, c.n_kv_heads);
 
         // Every sequence still alive proves (in layer mode) that its pages are its own before
         // this layer writes or reads them.

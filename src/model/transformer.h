@@ -46,7 +46,10 @@ public:
 
 private:
     void ensure_scratch(int64_t n);
-    void rope(float* x, int64_t n_heads, std::span<const int64_t> positions) const;
+    // cos/sin of every rotated pair at each row's position, computed once per step and used
+    // for both q and k.
+    void rope_tables(std::span<const int64_t> positions);
+    void rope(float* x, int64_t n_rows, int64_t n_heads) const;
 
     const Model& model_;
     util::ThreadPool& pool_;
@@ -61,6 +64,7 @@ private:
     std::vector<float> gate_;   // [n, d_ff]
     std::vector<float> up_;     // [n, d_ff]
     std::vector<int64_t> pos_;  // [n] absolute position of each row
+    std::vector<float> rope_cs_;  // [n, rope_dim / 2, 2] cos, sin
 };
 
 }  // namespace warden::model

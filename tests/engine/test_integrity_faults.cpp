@@ -31,12 +31,8 @@ struct Fixture {
     }
 
     kv::KvCacheConfig kv_config(int32_t page_size, int64_t pages) const {
-        kv::KvCacheConfig c;
-        c.n_layers = model->config.n_layers;
-        c.n_kv_heads = model->config.n_kv_heads;
-        c.head_dim = model->config.head_dim;
-        c.type = kernels::KvType::BF16;
-        c.page_size = page_size;
+        auto c = kv::KvCacheConfig::shaped(model->config.n_layers, model->config.n_kv_heads, model->config.head_dim,
+                                           kernels::KvType::BF16, page_size);
         c.budget_bytes = kv::kv_budget_for_tokens(c, pages * page_size);
         return c;
     }

@@ -64,12 +64,7 @@ TEST(PagedAttention, MatchesContiguousCacheForRaggedBatches) {
         }
 
         for (int32_t page_size : {1, 3, 16, 64}) {
-            kv::KvCacheConfig kc;
-            kc.n_layers = cfg.n_layers;
-            kc.n_kv_heads = cfg.n_kv_heads;
-            kc.head_dim = cfg.head_dim;
-            kc.type = kv_type;
-            kc.page_size = page_size;
+            auto kc = kv::KvCacheConfig::shaped(cfg.n_layers, cfg.n_kv_heads, cfg.head_dim, kv_type, page_size);
             kc.budget_bytes = kv::kv_budget_for_tokens(kc, 1023 * int64_t{page_size});
             kv::KvCache cache(kc);
             // Interleave page ownership: grow every table one page at a time, round-robin.
