@@ -14,6 +14,22 @@ What it writes (everything under tests/golden/models/):
       tiny-llama-bf16-sharded  LlamaForCausalLM, bf16, tied, sharded (model.safetensors.index.json)
       tiny-qwen2               Qwen2ForCausalLM, f32, QKV bias, tied
       tiny-qwen3               Qwen3ForCausalLM, f32, q_norm/k_norm, head_dim 32 != 64/4, tied
+      tiny-qwen3-moe           Qwen3MoeForCausalLM, f32, 8 experts top-3 softmax router,
+                               norm_topk_prob, layer 1 dense (mlp_only_layers), tied
+      tiny-glm4-moe            Glm4MoeForCausalLM, f32, partial rotary 0.5, QK-norm, QKV bias,
+                               layer 0 dense, sigmoid router + e_score_correction_bias,
+                               grouped top-k (4 groups, top-2 groups, top-2 experts),
+                               routed_scaling_factor 2.5, 1 shared expert, untied
+      tiny-deepseek-v3         DeepseekV3ForCausalLM, f32, MLA (q_lora_rank 24, kv_lora_rank 32,
+                               rope 8 interleaved, nope 16, v 16), layer 0 dense, noaux_tc
+                               grouped routing, 1 shared expert, no rope_scaling
+      tiny-deepseek-v3-qproj   the same family with plain q_proj (no q_lora_rank), v_head_dim
+                               24 != nope 16, 2 shared experts, norm_topk_prob false
+      <moe model>-fp8          tiny-qwen3-moe / tiny-glm4-moe / tiny-deepseek-v3 with every layer
+                               linear weight (not embeddings, lm_head, norms, router) stored as
+                               F8_E4M3 + F32 weight_scale_inv per 32x32 block, quantization_config
+                               {quant_method fp8, fmt e4m3, weight_block_size [32, 32]}. Reference:
+                               the dequantized weights (code * scale_inv) as an f32 model.
   tiny-llama.gguf                          tiny-llama as GGUF (F32), llama.cpp tensor names,
                                            q/k rows permuted like convert_hf_to_gguf.py,
                                            rope_freqs.weight for the llama3 rope scaling
@@ -178,6 +194,159 @@ def tiny_specs() -> list[dict]:
     ]
 
 
+def moe_specs() -> list[dict]:
+    """Tiny mixture-of-experts models (issue 9). Kept out of tiny_specs() so the draws of
+    the dense models above are untouched."""
+    from transformers import DeepseekV3Config, Glm4MoeConfig, Qwen3MoeConfig
+
+    return [
+        dict(
+            name="tiny-qwen3-moe",
+            seed=1005,
+            save_dtype=torch.float32,
+            shard=None,
+            # 3 layers: 0 and 2 sparse (8 experts, top-3, softmax router, norm_topk_prob),
+            # 1 dense through mlp_only_layers; q_norm/k_norm as in Qwen3.
+            config=Qwen3MoeConfig(
+                vocab_size=320, hidden_size=64, intermediate_size=96, num_hidden_layers=3,
+                num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                max_position_embeddings=256, rope_theta=1000000.0, rms_norm_eps=1e-6,
+                tie_word_embeddings=True, use_sliding_window=False, attention_bias=False,
+                hidden_act="silu", bos_token_id=1, eos_token_id=2, initializer_range=0.25,
+                num_experts=8, num_experts_per_tok=3, moe_intermediate_size=32,
+                norm_topk_prob=True, decoder_sparse_step=1, mlp_only_layers=[1],
+                torch_dtype="float32",
+            ),
+        ),
+        dict(
+            name="tiny-glm4-moe",
+            seed=1006,
+            save_dtype=torch.float32,
+            shard=None,
+            # GLM-4.5 shape in miniature: partial rotary (half of head_dim 16), QK-norm,
+            # attention bias, layer 0 dense (first_k_dense_replace=1), then sigmoid router with
+            # e_score_correction_bias, 8 experts in 4 groups (top-2 groups, top-2 experts),
+            # norm_topk_prob, routed_scaling_factor 2.5 and one shared expert.
+            config=Glm4MoeConfig(
+                vocab_size=320, hidden_size=64, intermediate_size=96, num_hidden_layers=3,
+                num_attention_heads=4, num_key_value_heads=2, partial_rotary_factor=0.5,
+                max_position_embeddings=256, rope_theta=10000.0, rms_norm_eps=1e-5,
+                tie_word_embeddings=False, attention_bias=True, use_qk_norm=True,
+                hidden_act="silu", bos_token_id=1, eos_token_id=2, initializer_range=0.25,
+                moe_intermediate_size=32, num_experts_per_tok=2, n_shared_experts=1,
+                n_routed_experts=8, routed_scaling_factor=2.5, n_group=4, topk_group=2,
+                first_k_dense_replace=1, norm_topk_prob=True, torch_dtype="float32",
+            ),
+        ),
+        dict(
+            name="tiny-deepseek-v3",
+            seed=1007,
+            save_dtype=torch.float32,
+            shard=None,
+            # DeepSeek-V3 / Kimi K2 in miniature: MLA with q_lora_rank (q_a_proj, q_a_layernorm,
+            # q_b_proj), kv_lora_rank 32 latent + 8-dim decoupled rope key (rope_interleave, the
+            # transformers default), nope 16 / v 16 per head; layer 0 dense, then noaux_tc routing
+            # (sigmoid + correction bias, 4 groups, top-2 groups, top-2 of 8 experts),
+            # routed_scaling_factor 2.5, 1 shared expert. No rope_scaling (no yarn).
+            config=DeepseekV3Config(
+                vocab_size=320, hidden_size=64, intermediate_size=96, moe_intermediate_size=32,
+                num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=4,
+                n_shared_experts=1, n_routed_experts=8, routed_scaling_factor=2.5,
+                kv_lora_rank=32, q_lora_rank=24, qk_rope_head_dim=8, v_head_dim=16,
+                qk_nope_head_dim=16, n_group=4, topk_group=2, num_experts_per_tok=2,
+                first_k_dense_replace=1, norm_topk_prob=True, hidden_act="silu",
+                max_position_embeddings=256, rms_norm_eps=1e-6, tie_word_embeddings=False,
+                rope_theta=10000.0, rope_scaling=None, rope_interleave=True, attention_bias=False,
+                bos_token_id=1, eos_token_id=2, initializer_range=0.25, torch_dtype="float32",
+            ),
+        ),
+        dict(
+            name="tiny-deepseek-v3-qproj",
+            seed=1008,
+            save_dtype=torch.float32,
+            shard=None,
+            # The same without q_lora_rank (plain q_proj, as DeepSeek-V2-Lite), 2 layers, both MoE.
+            config=DeepseekV3Config(
+                vocab_size=320, hidden_size=64, intermediate_size=96, moe_intermediate_size=32,
+                num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4,
+                n_shared_experts=2, n_routed_experts=8, routed_scaling_factor=1.5,
+                kv_lora_rank=32, q_lora_rank=None, qk_rope_head_dim=8, v_head_dim=24,
+                qk_nope_head_dim=16, n_group=2, topk_group=1, num_experts_per_tok=3,
+                first_k_dense_replace=0, norm_topk_prob=False, hidden_act="silu",
+                max_position_embeddings=256, rms_norm_eps=1e-6, tie_word_embeddings=False,
+                rope_theta=10000.0, rope_scaling=None, rope_interleave=True, attention_bias=False,
+                bos_token_id=1, eos_token_id=2, initializer_range=0.25, torch_dtype="float32",
+            ),
+        ),
+    ]
+
+
+# FP8 block-scaled variants (issue 9): the base model's layer weights quantized blockwise to
+# float8_e4m3fn with one f32 `weight_scale_inv` per block (DeepSeek-V3 / GLM-4.5-FP8 / Qwen3-FP8
+# checkpoint layout; dequantized weight = e4m3 value * weight_scale_inv of its block). Block size
+# 32x32 instead of the real 128x128 so that the tiny matrices have several blocks, some partial;
+# config.json says so in quantization_config.weight_block_size.
+FP8_BLOCK = [32, 32]
+FP8_BASES = ["tiny-qwen3-moe", "tiny-glm4-moe", "tiny-deepseek-v3"]
+
+
+def fp8_quantizable(name: str, t: torch.Tensor) -> bool:
+    """Layer linear weights, as in the real checkpoints: not embeddings, lm_head, norms, biases,
+    the MoE router (mlp.gate.weight) or its correction bias."""
+    return (t.dim() == 2 and name.startswith("model.layers.") and name.endswith(".weight")
+            and not name.endswith("mlp.gate.weight"))
+
+
+def quantize_fp8_block(w: torch.Tensor, br: int, bc: int):
+    """Returns (e4m3 codes, f32 scale_inv [ceil(rows/br), ceil(cols/bc)], dequantized f32)."""
+    w = w.float()
+    rows, cols = w.shape
+    nr, nc = -(-rows // br), -(-cols // bc)
+    scale = torch.empty(nr, nc, dtype=torch.float32)
+    q = torch.empty(rows, cols, dtype=torch.float8_e4m3fn)
+    deq = torch.empty(rows, cols, dtype=torch.float32)
+    for i in range(nr):
+        for j in range(nc):
+            sl = (slice(i * br, (i + 1) * br), slice(j * bc, (j + 1) * bc))
+            blk = w[sl]
+            s = (blk.abs().max() / 448.0).clamp(min=1e-12)
+            qb = (blk / s).to(torch.float8_e4m3fn)
+            scale[i, j] = s
+            q[sl] = qb
+            deq[sl] = qb.float() * s
+    return q, scale, deq
+
+
+def build_fp8(base_dir: Path, out_dir: Path, deq_dir: Path) -> None:
+    """Writes the FP8 checkpoint to out_dir and its dequantized f32 twin (the reference's input,
+    not committed) to deq_dir."""
+    from safetensors.torch import load_file, save_file
+
+    sd = load_file(str(base_dir / "model.safetensors"))
+    q_sd, deq_sd = {}, {}
+    for name in sorted(sd):
+        t = sd[name]
+        if fp8_quantizable(name, t):
+            q, sc, deq = quantize_fp8_block(t, *FP8_BLOCK)
+            q_sd[name] = q
+            q_sd[name[: -len("weight")] + "weight_scale_inv"] = sc
+            deq_sd[name] = deq
+        else:
+            q_sd[name] = t.contiguous()
+            deq_sd[name] = t.float().contiguous()
+    cfg = json.loads((base_dir / "config.json").read_text())
+    for d in (out_dir, deq_dir):
+        if d.exists():
+            shutil.rmtree(d)
+        d.mkdir(parents=True)
+    save_file(q_sd, str(out_dir / "model.safetensors"), metadata={"format": "pt"})
+    save_file(deq_sd, str(deq_dir / "model.safetensors"), metadata={"format": "pt"})
+    (deq_dir / "config.json").write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
+    cfg["quantization_config"] = {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic",
+                                  "weight_block_size": list(FP8_BLOCK)}
+    (out_dir / "config.json").write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
+
+
 def randomize(model: torch.nn.Module, seed: int) -> None:
     """Seeded init, larger than HF's default so top-1 margins are comfortable.
 
@@ -194,6 +363,12 @@ def randomize(model: torch.nn.Module, seed: int) -> None:
             else:  # RMSNorm weights (input/post-attn/final norm, q_norm, k_norm)
                 v = 1.0 + torch.randn(p.shape, generator=g, dtype=torch.float32) * 0.2
             p.copy_(v.to(p.dtype))
+        # Sigmoid routers (GLM-4 MoE, DeepSeek-V3) carry a persistent buffer
+        # e_score_correction_bias; make it non-zero (and >= 0, so that the grouped top-k's
+        # masked-to-zero experts never tie with selected ones) so that its use is checked.
+        for name, b in sorted(model.named_buffers(), key=lambda kv: kv[0]):
+            if name.endswith("e_score_correction_bias"):
+                b.copy_((torch.randn(b.shape, generator=g, dtype=torch.float32).abs() * 0.1).to(b.dtype))
 
 
 def build_tiny(spec: dict, out_dir: Path) -> None:
@@ -560,7 +735,7 @@ def main() -> int:
     produced: list[str] = []
     summary = {}
 
-    for spec in tiny_specs():
+    for spec in tiny_specs() + moe_specs():
         name = spec["name"]
         if want is not None and name not in want:
             continue
@@ -574,6 +749,25 @@ def main() -> int:
             write_llama_gguf(d, out_root / "tiny-llama.gguf")
             produced.append("tiny-llama.gguf")
             summary["tiny-llama.gguf"] = check_gguf(d, out_root / "tiny-llama.gguf")
+
+    for base in FP8_BASES:
+        name = base + "-fp8"
+        if want is not None and name not in want:
+            continue
+        spec = next(sp for sp in moe_specs() if sp["name"] == base)
+        base_dir = out_root / base if (out_root / base).is_dir() else GOLDEN / base
+        deq_dir = Path(tempfile.mkdtemp(prefix="warden-fp8-deq-"))
+        build_fp8(base_dir, out_root / name, deq_dir)
+        g = golden_tiny(name, deq_dir, spec["seed"] + 7, spec["config"].vocab_size)
+        shutil.rmtree(deq_dir)
+        g["path"] = f"tests/golden/models/{name}"
+        g["reference"] = ("transformers, CPU, float32 compute, eager attention, on the FP8 weights "
+                          "dequantized (e4m3 value * weight_scale_inv of its block), loaded as a plain "
+                          "f32 checkpoint")
+        g["fp8_block"] = list(FP8_BLOCK)
+        dump(g, out_root / f"{name}.golden.json")
+        produced += [name, f"{name}.golden.json"]
+        summary[name] = g["stats"] | {"redrawn_prompts": g["redrawn_prompts"]}
 
     if not args.skip_smollm2 and (want is None or "smollm2" in want):
         if SMOLLM2_GGUF.exists():

@@ -2,6 +2,7 @@
 #include <cstdio>
 
 #include "cli/common.h"
+#include "cli/engine_options.h"
 #include "tokenizer/tokenizer.h"
 
 namespace warden::cli {
@@ -18,7 +19,29 @@ std::string printable(const std::string& s) {
     return out;
 }
 
-int info(const CommonOptions& o) {
+// The KV budget in bytes and tokens for the chosen format, and what the same bytes hold in
+// every other format (page arithmetic of kv::KvCache, scale overhead included).
+void print_kv_budget(const EngineOptions& e, const model::ModelConfig& c) {
+    kv::KvCacheConfig k = kv_config(e, c, false);
+    k.budget_bytes = e.kv_cache_bytes.empty() ? int64_t{1} << 30 : parse_bytes(e.kv_cache_bytes, "--kv-cache-bytes");
+    const double per_token = static_cast<double>(kv::kv_page_bytes(k)) / static_cast<double>(k.page_size);
+    std::printf("kv cache:       %s, pages of %d tokens x %lld bytes (%.1f bytes per token)\n",
+                kv::kv_format_name(k).c_str(), k.page_size, static_cast<long long>(kv::kv_page_bytes(k)), per_token);
+    std::printf("kv budget:      %lld bytes%s -> %lld tokens\n", static_cast<long long>(k.budget_bytes),
+                e.kv_cache_bytes.empty() ? " (default; --kv-cache-bytes)" : "",
+                static_cast<long long>(kv::kv_tokens_for_budget(k)));
+    std::printf("same bytes in: ");
+    for (kernels::KvType t : {kernels::KvType::BF16, kernels::KvType::F16, kernels::KvType::FP8_E4M3,
+                              kernels::KvType::FP8_E5M2, kernels::KvType::INT8}) {
+        kv::KvCacheConfig o = k;
+        o.type = t;
+        o.scales = kernels::KvScales::TokenHead;
+        std::printf(" %s %lld", kernels::kv_type_name(t), static_cast<long long>(kv::kv_tokens_for_budget(o)));
+    }
+    std::printf(" tokens\n");
+}
+
+int info(const CommonOptions& o, const EngineOptions& e) {
     util::ThreadPool pool(1);
     auto m = load(o, false, pool);
     const auto& c = m->config;
@@ -38,6 +61,7 @@ int info(const CommonOptions& o) {
     std::printf("context length: %lld\n", static_cast<long long>(c.max_ctx));
     std::printf("vocab size:     %lld\n", static_cast<long long>(c.vocab_size));
     std::printf("embeddings:     %s\n", c.tied_embeddings ? "tied" : "untied");
+    print_kv_budget(e, c);
     if (m->tokenizer) {
         const auto& t = *m->tokenizer;
         std::printf("tokenizer:      %s, %d tokens, bos %d, eos %d, add_bos %s\n", t.kind().c_str(), t.vocab_size(),
@@ -66,10 +90,14 @@ int info(const CommonOptions& o) {
 
 void register_info(CLI::App& app, int& rc) {
     auto o = std::make_shared<CommonOptions>();
-    CLI::App* sub = app.add_subcommand("info", "describe a model: architecture, sizes, tensor types, tokenizer");
+    auto e = std::make_shared<EngineOptions>();
+    CLI::App* sub = app.add_subcommand("info", "describe a model: architecture, sizes, tensor types, tokenizer, KV budget");
     add_model_option(*sub, *o);
     add_threads_option(*sub, *o);
-    sub->callback([o, &rc] { rc = info(*o); });
+    add_kv_format_options(*sub, *e);
+    sub->add_option("--kv-page-size", e->kv_page_size, "tokens per KV page (default 16)")->check(CLI::Range(1, 4096));
+    sub->add_option("--kv-cache-bytes", e->kv_cache_bytes, "KV cache budget to report on, e.g. 512M or 2G (default 1G)");
+    sub->callback([o, e, &rc] { rc = info(*o, *e); });
 }
 
 }  // namespace warden::cli

@@ -67,7 +67,8 @@ int run(const RunOptions& o) {
     const auto t0 = std::chrono::steady_clock::now();
     auto t_first = t0;
     int64_t n_tokens = 0;
-    runner.on_token([&](size_t, int32_t id) {
+    runner.on_token([&](engine::BatchRunner::Handle, const engine::TokenInfo& info) {
+        const int32_t id = info.token;
         if (n_tokens++ == 0) t_first = std::chrono::steady_clock::now();
         const bool is_stop = std::find(req.stop_ids.begin(), req.stop_ids.end(), id) != req.stop_ids.end();
         if (is_stop) return;

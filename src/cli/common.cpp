@@ -1,5 +1,8 @@
 #include "cli/common.h"
 
+#include <cstdio>
+
+#include "quant/weight_format.h"
 #include "util/error.h"
 
 namespace warden::cli {
@@ -15,6 +18,13 @@ void add_threads_option(CLI::App& app, CommonOptions& o) {
 
 void add_dtype_option(CLI::App& app, CommonOptions& o) {
     app.add_option("--dtype", o.dtype, "runtime weight format")->check(CLI::IsMember({"bf16", "f32"}));
+    app.add_option("--weights", o.weights,
+                   "linear-layer weight format: bf16|f32|fp8|int8|int4|int4-g32|int4-g128 "
+                   "(int4 suffixes -asym, -bf16s, -a16; see docs/WEIGHT_QUANT.md)");
+    app.add_option("--prefill-weights", o.prefill_weights,
+                   "keep a bf16|fp8 copy of quantized matrices for prefill rows");
+    app.add_flag("--quantize-embeddings", o.quantize_embeddings,
+                 "quantize token embeddings and the output head too (default: keep --dtype)");
 }
 
 model::RuntimeDType parse_dtype(const std::string& s) {
@@ -27,7 +37,26 @@ std::unique_ptr<model::Model> load(const CommonOptions& o, bool weights, util::T
     model::LoadOptions lo;
     lo.dtype = parse_dtype(o.dtype);
     lo.load_weights = weights;
-    return model::load_model(o.model_path, lo, pool);
+    if (!o.weights.empty()) {
+        lo.weights = quant::parse_weight_format(o.weights);
+        if (lo.weights->type == kernels::WeightType::F32) lo.dtype = model::RuntimeDType::F32;
+    }
+    if (!o.prefill_weights.empty()) {
+        lo.prefill_weights = quant::parse_weight_format(o.prefill_weights);
+        const auto t = lo.prefill_weights->type;
+        if (t != kernels::WeightType::BF16 && t != kernels::WeightType::FP8)
+            throw util::Error("--prefill-weights must be bf16 or fp8, got '" + o.prefill_weights + "'");
+    }
+    lo.quantize_embeddings = o.quantize_embeddings;
+    auto m = model::load_model(o.model_path, lo, pool);
+    if (weights && (lo.weights || lo.prefill_weights)) {  // memory of the chosen formats
+        const auto& wm = m->weight_memory;
+        auto mib = [](int64_t b) { return std::to_string(b / (1024 * 1024)) + " MiB"; };
+        std::fprintf(stderr, "warden: weights %s: layers %s, embeddings/head %s, prefill copy %s\n",
+                     m->weights_format.c_str(), mib(wm.layers).c_str(), mib(wm.embeddings).c_str(),
+                     mib(wm.prefill_copy).c_str());
+    }
+    return m;
 }
 
 }  // namespace warden::cli

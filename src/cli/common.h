@@ -13,10 +13,14 @@ struct CommonOptions {
     std::string model_path;
     int threads = 0;  // 0: all cores
     std::string dtype = "bf16";
+    std::string weights;           // --weights (empty: --dtype)
+    std::string prefill_weights;   // --prefill-weights (empty: none)
+    bool quantize_embeddings = false;
 };
 
 void add_model_option(CLI::App& app, CommonOptions& o);
 void add_threads_option(CLI::App& app, CommonOptions& o);
+// --dtype plus the weight-format options --weights, --prefill-weights, --quantize-embeddings.
 void add_dtype_option(CLI::App& app, CommonOptions& o);
 
 model::RuntimeDType parse_dtype(const std::string& s);
@@ -28,5 +32,10 @@ void register_info(CLI::App& app, int& rc);
 void register_tokenize(CLI::App& app, int& rc);
 void register_logits(CLI::App& app, int& rc);
 void register_batch(CLI::App& app, int& rc);
+void register_quantize(CLI::App& app, int& rc);
+void register_serve(CLI::App& app, int& rc);
+void register_bench(CLI::App& app, int& rc);
+void register_eval(CLI::App& app, int& rc);
+void register_chat_template(CLI::App& app, int& rc);
 
 }  // namespace warden::cli

@@ -7,7 +7,38 @@
 
 namespace warden::cli {
 
+void add_kv_format_options(CLI::App& app, EngineOptions& o) {
+    app.add_option("--kv-dtype", o.kv_dtype, "KV cache format: bf16 (default), f16, fp8_e4m3, fp8_e5m2, int8, f32")
+        ->check(CLI::IsMember({"f32", "bf16", "f16", "fp8_e4m3", "fp8_e5m2", "int8"}));
+    app.add_option("--kv-scales", o.kv_scales,
+                   "scales of 8-bit KV: token-head (default: one per token and kv head, stored in the page) or "
+                   "tensor (one fixed scale 1.0, for comparison)")
+        ->check(CLI::IsMember({"token-head", "tensor"}));
+}
+
+kv::KvCacheConfig kv_config(const EngineOptions& o, const model::ModelConfig& c, bool f32_model) {
+    kernels::KvType type = f32_model ? kernels::KvType::F32 : kernels::KvType::BF16;
+    if (!o.kv_dtype.empty()) {
+        const auto t = kernels::parse_kv_type(o.kv_dtype);
+        util::check(t.has_value(), "--kv-dtype: unknown format '" + o.kv_dtype + "'");
+        type = *t;
+    }
+    util::check(o.kv_scales == "token-head" || o.kv_scales == "tensor",
+                "--kv-scales: expected token-head or tensor, got '" + o.kv_scales + "'");
+    auto k = kv::KvCacheConfig::shaped(c.n_layers, c.n_kv_heads, c.head_dim, type, o.kv_page_size);
+    k.scales = o.kv_scales == "tensor" ? kernels::KvScales::Tensor : kernels::KvScales::TokenHead;
+    util::check(!(type == kernels::KvType::INT8 && k.scales == kernels::KvScales::Tensor),
+                "--kv-dtype int8 needs --kv-scales=token-head (a per-tensor int8 scale would need calibration)");
+    if (const model::KvShape sh = c.kv_shape(); sh.k_only) {  // MLA (same as make_kv_cache)
+        k.n_kv_heads = sh.n_kv_heads;
+        k.head_dim = sh.head_dim;
+        k.k_only = true;
+    }
+    return k;
+}
+
 void add_engine_options(CLI::App& app, EngineOptions& o, bool batching) {
+    add_kv_format_options(app, o);
     app.add_option("--kv-integrity", o.kv_integrity, "KV page checks: step (default), layer or off")
         ->check(CLI::IsMember({"step", "layer", "off"}));
     app.add_option("--kv-page-size", o.kv_page_size, "tokens per KV page (default 16)")->check(CLI::Range(1, 4096));
@@ -39,9 +70,12 @@ int64_t parse_bytes(const std::string& s, const std::string& flag) {
 
 std::unique_ptr<kv::KvCache> make_kv_cache(const EngineOptions& o, const model::Model& m,
                                            std::optional<int64_t> default_tokens) {
-    auto c = kv::KvCacheConfig::shaped(m.config.n_layers, m.config.n_kv_heads, m.config.head_dim,
-                                       m.dtype == model::RuntimeDType::F32 ? kernels::KvType::F32 : kernels::KvType::BF16,
-                                       o.kv_page_size);
+    auto c = kv_config(o, m.config, m.dtype == model::RuntimeDType::F32);
+    if (m.config.kv_shape().k_only) {  // MLA: one compressed latent + rope-key row per token and layer
+        c.n_kv_heads = m.config.kv_shape().n_kv_heads;
+        c.head_dim = m.config.kv_shape().head_dim;
+        c.k_only = true;
+    }
     if (!o.kv_cache_bytes.empty()) {
         c.budget_bytes = parse_bytes(o.kv_cache_bytes, "--kv-cache-bytes");
     } else {
@@ -49,10 +83,10 @@ std::unique_ptr<kv::KvCache> make_kv_cache(const EngineOptions& o, const model::
     }
     c.scrub_on_free = o.kv_scrub_on_free;
     auto cache = std::make_unique<kv::KvCache>(c);
-    spdlog::info("kv cache: {} pages of {} tokens ({} bytes each), {} tokens, {} bytes, {}, integrity {}",
-                 cache->pool().capacity(), cache->page_size(), cache->bytes_per_page(), cache->capacity_tokens(),
-                 (static_cast<int64_t>(cache->pool().capacity()) + 1) * cache->bytes_per_page(),
-                 c.type == kernels::KvType::BF16 ? "bf16" : "f32", o.kv_integrity);
+    spdlog::info("kv cache: {}, {} pages of {} tokens ({} bytes each), {} tokens in {} bytes, integrity {}",
+                 kv::kv_format_name(c), cache->pool().capacity(), cache->page_size(), cache->bytes_per_page(),
+                 cache->capacity_tokens(), (static_cast<int64_t>(cache->pool().capacity()) + 1) * cache->bytes_per_page(),
+                 o.kv_integrity);
     return cache;
 }
 

@@ -16,6 +16,8 @@ struct EngineOptions {
     std::string kv_integrity = "step";
     int32_t kv_page_size = 16;
     std::string kv_cache_bytes;  // empty: a default that depends on the command
+    std::string kv_dtype;        // empty: bf16 (f32 for an f32 model); else f32|bf16|f16|fp8_e4m3|fp8_e5m2|int8
+    std::string kv_scales = "token-head";  // token-head | tensor (scale 1.0)
     bool kv_scrub_on_free = false;
     std::string fault_inject;
     int64_t max_seqs = 64;
@@ -23,6 +25,10 @@ struct EngineOptions {
 };
 
 void add_engine_options(CLI::App& app, EngineOptions& o, bool batching);
+// --kv-dtype and --kv-scales alone (also used by `warden info`).
+void add_kv_format_options(CLI::App& app, EngineOptions& o);
+// The KV geometry and format for `model` from the options (budget not set).
+kv::KvCacheConfig kv_config(const EngineOptions& o, const model::ModelConfig& c, bool f32_model);
 
 // "1073741824", "512M", "2G", "64K" -> bytes. Throws util::Error on anything else.
 int64_t parse_bytes(const std::string& s, const std::string& flag);

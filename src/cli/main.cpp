@@ -22,6 +22,11 @@ int main(int argc, char** argv) {
     warden::cli::register_tokenize(app, rc);
     warden::cli::register_logits(app, rc);
     warden::cli::register_batch(app, rc);
+    warden::cli::register_quantize(app, rc);
+    warden::cli::register_serve(app, rc);
+    warden::cli::register_bench(app, rc);
+    warden::cli::register_eval(app, rc);
+    warden::cli::register_chat_template(app, rc);
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {

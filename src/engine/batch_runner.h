@@ -1,11 +1,23 @@
 #pragma once
-// A synchronous multi-sequence runner over the paged KV cache: FCFS admission by free pages,
-// chunked prefill and decode under a per-step token budget, preemption by recompute when
-// pages run out, and the fault injector's hooks between steps. It is what `warden batch` and
-// the integrity tests drive; the server's scheduler thread is built on the same pieces.
+// The scheduler core over the paged KV cache, shared by `warden batch`/`warden run` (run(): add
+// everything, step until idle) and the server's scheduler thread (engine.h: add / cancel / step
+// as messages arrive). Iteration-level continuous batching: FCFS admission by free pages with a
+// watermark, chunked prefill and decode under a per-step token budget, preemption by recompute
+// when pages run out, and the fault injector's hooks between steps.
+//
+// Single-threaded: the thread that calls add/cancel/step owns the KvCache and does every free.
+//
+// Seams for the prefix cache (helper PREFIX), see PrefixHooks: admission asks it to attach
+// cached pages for the head of a prompt; a sequence's full pages are offered to it right before
+// its table is freed (finish, cancel, preemption).
+#include <chrono>
 #include <cstdint>
+#include <deque>
 #include <functional>
+#include <memory>
 #include <optional>
+#include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "engine/executor.h"
@@ -19,10 +31,19 @@ struct Request {
     int64_t max_new_tokens = 16;
     SamplingParams sampling;
     std::vector<int32_t> stop_ids;
+    int32_t top_logprobs = -1;  // < 0: no logprobs; >= 0: logprob of each token + this many top ones
+    std::string tenant;         // metrics label (engine.h)
 };
 
-enum class FinishReason { Length, Stop, IntegrityError, Cancelled, Rejected };
+enum class FinishReason { Length, Stop, IntegrityError, Cancelled, Rejected, Timeout };
 const char* finish_reason_name(FinishReason r);
+
+// Per-request latency breakdown, milliseconds. queue: arrival -> first admission; prefill:
+// first admission -> first token; ttft: arrival -> first token; tpot: mean gap between output
+// tokens after the first; total: arrival -> finish. Zero where the event never happened.
+struct Timing {
+    double queue_ms = 0, prefill_ms = 0, ttft_ms = 0, tpot_ms = 0, total_ms = 0;
+};
 
 struct Result {
     std::vector<int32_t> output;
@@ -31,43 +52,105 @@ struct Result {
     bool fault_target = false;  // an injected fault was aimed at this sequence
     int64_t preemptions = 0;
     std::string error;          // for Rejected
+    int64_t n_prompt = 0;
+    Timing timing;
+};
+
+// One sampled token as delivered to on_token.
+struct TokenInfo {
+    int32_t token = 0;
+    TokenLogprobs logprobs;  // filled when the request asked for logprobs
 };
 
 struct RunnerOptions {
     int64_t max_seqs = 64;
     int64_t max_batch_tokens = 512;
     int64_t prefill_chunk = 256;
+    // Admission keeps this fraction of the pool free for running sequences to grow into
+    // (unless nothing is running), so admitting does not immediately force preemption.
+    double watermark = 0.0;
 };
 
 struct RunnerStats {
     int64_t steps = 0;
-    std::vector<double> step_ms;  // wall time of every executed step
+    std::vector<double> step_ms;  // wall time of every executed step (run() only; bounded otherwise)
     int64_t tokens_computed = 0;  // prompt + generated tokens run through the model
+    int64_t prompt_tokens = 0;    // prompt tokens of finished requests
+    int64_t generated_tokens = 0; // tokens sampled
     int64_t preemptions = 0;
     int64_t refused_frees = 0;  // releases the pool refused (stale entries of aborted sequences)
     int64_t max_running = 0;
 };
 
+// The seam for the prefix cache. Called on the scheduler thread only.
+class PrefixHooks {
+public:
+    virtual ~PrefixHooks() = default;
+    // At admission, before any page is reserved for `tokens` (prompt, plus generated tokens for
+    // a preempted sequence). May append retained (refcount+1) pages holding the K/V of
+    // tokens[0, n) to the empty `table` and return n (a multiple of the page size, and
+    // n < tokens.size() so the last token is still computed for its logits). Return 0 for a miss.
+    virtual int64_t attach(const std::vector<int32_t>& tokens, kv::PageTable& table) = 0;
+    // Right before `table` is freed: tokens[0, n_computed) have K/V in table's pages (the full
+    // ones may be retained by the cache; the runner releases its own reference afterwards).
+    // Not called for sequences ending with an integrity error.
+    virtual void offer(const std::vector<int32_t>& tokens, const kv::PageTable& table, int64_t n_computed) = 0;
+};
+
 class BatchRunner {
 public:
+    using Handle = uint64_t;
+
     BatchRunner(Executor& exec, kv::KvCache& kv, RunnerOptions opts, kv::FaultInjector* faults = nullptr);
-    // Called on the runner's thread for every sampled token (request index, token id).
-    void on_token(std::function<void(size_t, int32_t)> cb) { on_token_ = std::move(cb); }
+    ~BatchRunner();
+
+    // Called on the runner's thread for every sampled token.
+    void on_token(std::function<void(Handle, const TokenInfo&)> cb) { on_token_ = std::move(cb); }
+    // Called on the runner's thread exactly once per added request, when it ends for any reason.
+    void on_finish(std::function<void(Handle, Result&&)> cb) { on_finish_ = std::move(cb); }
+    void set_prefix_hooks(PrefixHooks* h) { prefix_ = h; }
+
+    // Incremental core. add() queues a request (FCFS) and returns its handle; a request that can
+    // never run (empty, larger than the cache) finishes at once as Rejected (on_finish is
+    // called before add returns). cancel() ends a waiting or running request with `why`
+    // (Cancelled, Timeout), freeing its pages; unknown/finished handles are ignored.
+    Handle add(Request r);
+    void cancel(Handle h, FinishReason why = FinishReason::Cancelled);
+    // One iteration: admission, fault injection, one model step over the batch, sampling,
+    // finishing. Throws util::Error when the head of the queue can never be admitted.
+    void step();
+    bool idle() const { return waiting_.empty() && running_.empty(); }
+    size_t n_waiting() const { return waiting_.size(); }
+    size_t n_running() const { return running_.size(); }
+
+    // Synchronous batch: add all, step until idle; results in request order. Uses on_finish.
     std::vector<Result> run(const std::vector<Request>& requests);
+
     const RunnerStats& stats() const { return stats_; }
+    kv::KvCache& kv() { return kv_; }
 
 private:
     struct Seq;
-    void inject_faults(std::vector<Seq>& running, std::vector<kv::PageRef>& deferred_frees,
-                       std::vector<size_t>& stale_members);
+    using Clock = std::chrono::steady_clock;
+    void admit();
+    bool release_pages(Seq& s, bool offer);
+    void finish(Seq& s, FinishReason why);
+    void emit_finish(Seq& s);
+    void inject_faults(std::vector<size_t>& stale_members);
 
     Executor& exec_;
     kv::KvCache& kv_;
     RunnerOptions opts_;
     kv::FaultInjector* faults_;
+    PrefixHooks* prefix_ = nullptr;
     RunnerStats stats_;
-    std::function<void(size_t, int32_t)> on_token_;
-    std::vector<Result>* results_ = nullptr;  // of the run in progress
+    bool keep_step_times_ = false;
+    std::function<void(Handle, const TokenInfo&)> on_token_;
+    std::function<void(Handle, Result&&)> on_finish_;
+    Handle next_handle_ = 0;
+    std::deque<std::unique_ptr<Seq>> waiting_;
+    std::vector<std::unique_ptr<Seq>> running_;
+    std::vector<kv::PageRef> deferred_frees_;
 };
 
 }  // namespace warden::engine

@@ -1,6 +1,8 @@
 #pragma once
-// Token sampling: repetition penalty, temperature, top-k, top-p, min-p, then a draw from a
-// seeded generator (same seed + same logits = same token). temperature <= 0 is greedy.
+// Token sampling: repetition penalty, frequency/presence penalties (OpenAI semantics, over the
+// generated tokens), temperature, top-k, top-p, min-p, then a draw from a seeded generator
+// (same seed + same logits = same token). temperature <= 0 is greedy. Log-probabilities of the
+// model's distribution (log-softmax of the raw logits) for the logprobs API.
 #include <cstdint>
 #include <random>
 #include <span>
@@ -15,18 +17,30 @@ struct SamplingParams {
     float top_p = 0.95f;         // >= 1: disabled
     float min_p = 0.05f;         // <= 0: disabled
     float repetition_penalty = 1.0f;  // 1: disabled; applies to every token seen so far
+    float frequency_penalty = 0.0f;   // [-2, 2]: logit -= f * count(token in generated output)
+    float presence_penalty = 0.0f;    // [-2, 2]: logit -= p * (token in generated output)
     uint64_t seed = 0;
 
     // Throws util::Error naming the first out-of-range parameter.
     void validate() const;
 };
 
+// log p(token) under softmax(logits) and the `top` most likely (id, log p), best first (ties:
+// lower id first). logits: [vocab], unmodified.
+struct TokenLogprobs {
+    float logprob = 0.0f;
+    std::vector<std::pair<int32_t, float>> top;
+};
+TokenLogprobs token_logprobs(std::span<const float> logits, int32_t token, int32_t top);
+
 class Sampler {
 public:
     explicit Sampler(const SamplingParams& p);
-    // logits: [vocab], modified in place. history: prompt + generated ids (for penalties).
-    int32_t sample(std::span<float> logits, std::span<const int32_t> history);
+    // logits: [vocab], modified in place. history: prompt + generated ids (for the repetition
+    // penalty); the frequency/presence penalties count history[n_prompt..] (generated only).
+    int32_t sample(std::span<float> logits, std::span<const int32_t> history, size_t n_prompt = 0);
     static int32_t argmax(std::span<const float> logits);
+
 
 private:
     SamplingParams p_;

@@ -9,6 +9,7 @@
 // the work; round-robin interleaving balances it.
 #include "kernels/attention.h"
 
+#include <string>
 #include <vector>
 
 #include "kernels/kernels_internal.h"
@@ -22,6 +23,8 @@ void attention(const float* q, int64_t n_q, int64_t n_heads, int64_t pos0, const
     util::check(kv.n_kv_heads > 0 && n_heads > 0 && n_heads % kv.n_kv_heads == 0,
                 "attention: n_heads must be a positive multiple of n_kv_heads");
     util::check(kv.head_dim > 0, "attention: head_dim must be positive");
+    util::check(kv.type == KvType::F32 || kv.type == KvType::BF16,
+                std::string("attention: contiguous KvView supports f32 and bf16, not ") + kv_type_name(kv.type));
     if (n_q == 0) return;
     const int64_t dim = kv.head_dim;
     const int64_t group = n_heads / kv.n_kv_heads;

@@ -33,6 +33,23 @@ struct OpsTable {
 // are written. Every output is ONE sequential fma chain over k = 0..cols-1 starting from
 // 0.0f (the bit-exactness contract of matmul.h), for any n and any row range. Kernels read
 // the packed panels in place and need no scratch memory.
+// A quantized matmul call (layouts and arithmetic: kernels/matmul_quant.h). xq/xd/xs are the
+// per-token activation blocks (W4A8 / W8A8), x the f32 activations (W4A16 / FP8).
+struct QuantArgs {
+    int kind;  // 0 = Q4, 1 = Q8, 2 = FP8
+    int64_t rows, cols;
+    const uint8_t* data;
+    int64_t group;
+    bool asym, bf16_scales, act_f32;
+    const float* x;
+    const int8_t* xq;
+    const float* xd;
+    const int32_t* xs;
+    int64_t n;
+    float* y;
+    int64_t ldy;
+};
+
 struct MatmulTable {
     void (*f32)(const float* w, int64_t cols, const float* x, int64_t n, float* y, int64_t ldy,
                 int64_t row_begin, int64_t row_end);
@@ -41,7 +58,11 @@ struct MatmulTable {
     // Rows per thread-split unit: one packed panel (16) for every ISA, so a panel's stream is
     // never shared between threads. Results do not depend on the split (see above).
     int64_t row_tile;
+    // Quantized weights, rows [row_begin, row_end) for all n tokens.
+    void (*quant)(const QuantArgs& a, int64_t row_begin, int64_t row_end);
 };
+
+void mm_quant_avx2(const QuantArgs& a, int64_t row_begin, int64_t row_end);  // matmul_quant_avx2.cpp
 
 const OpsTable& ops_scalar();
 const OpsTable& ops_avx2();

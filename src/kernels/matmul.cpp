@@ -5,8 +5,10 @@
 #include "kernels/matmul.h"
 
 #include <algorithm>
+#include <vector>
 
 #include "kernels/kernels_internal.h"
+#include "kernels/matmul_quant.h"
 #include "tensor/float_convert.h"
 #include "util/error.h"
 
@@ -26,9 +28,53 @@ const detail::MatmulTable& table(Isa isa) {
     return detail::matmul_scalar();
 }
 
+bool is_quant(const WeightMatrix& w) {
+    return w.type == WeightType::Q4 || w.type == WeightType::Q8 || w.type == WeightType::FP8;
+}
+
+// Per-call arguments of a quantized matmul; for W4A8/W8A8 the token rows are quantized to int8
+// once here (scalar, shared by every ISA) into per-thread scratch that is reused, so decode
+// does no heap allocation after the first call.
+detail::QuantArgs quant_args(const WeightMatrix& w, const float* x, int64_t n, float* y) {
+    check_quant_shape(w);
+    detail::QuantArgs a{};
+    a.kind = w.type == WeightType::Q4 ? 0 : (w.type == WeightType::Q8 ? 1 : 2);
+    a.rows = w.rows;
+    a.cols = w.cols;
+    a.data = static_cast<const uint8_t*>(w.data);
+    a.group = w.group;
+    a.asym = w.asym;
+    a.bf16_scales = w.bf16_scales;
+    a.act_f32 = w.act_f32;
+    a.x = x;
+    a.n = n;
+    a.y = y;
+    a.ldy = w.rows;
+    const bool int_acts = w.type == WeightType::Q8 || (w.type == WeightType::Q4 && !w.act_f32);
+    if (int_acts) {
+        thread_local std::vector<int8_t> xq;
+        thread_local std::vector<float> xd;
+        thread_local std::vector<int32_t> xs;
+        const auto nq = static_cast<size_t>(n * w.cols), nb = static_cast<size_t>(n * w.cols / kActBlock);
+        if (xq.size() < nq) xq.resize(nq);
+        if (xd.size() < nb) {
+            xd.resize(nb);
+            xs.resize(nb);
+        }
+        quantize_acts(x, n, w.cols, xq.data(), xd.data(), xs.data());
+        a.xq = xq.data();
+        a.xd = xd.data();
+        a.xs = xs.data();
+    }
+    return a;
+}
+
 void run_rows(const detail::MatmulTable& t, const WeightMatrix& w, const float* x, int64_t n,
               float* y, int64_t r0, int64_t r1) {
-    if (w.type == WeightType::BF16) {
+    if (is_quant(w)) {
+        const detail::QuantArgs a = quant_args(w, x, n, y);
+        t.quant(a, r0, r1);
+    } else if (w.type == WeightType::BF16) {
         t.bf16(static_cast<const detail::bf16*>(w.data), w.cols, x, n, y, w.rows, r0, r1);
     } else {
         t.f32(static_cast<const float*>(w.data), w.cols, x, n, y, w.rows, r0, r1);
@@ -50,6 +96,10 @@ void pack_weight_row(WeightType t, int64_t cols, int64_t r, const float* row, vo
 
 void unpack_weight_row(const WeightMatrix& w, int64_t r, float* out) {
     util::check(r >= 0 && r < w.rows, "unpack_weight_row: row out of bounds");
+    if (is_quant(w)) {
+        dequant_row(w, r, out);
+        return;
+    }
     const int64_t base = (r / kPanelRows) * w.cols * kPanelRows + r % kPanelRows;
     if (w.type == WeightType::BF16) {
         const auto* p = static_cast<const uint16_t*>(w.data) + base;
@@ -78,6 +128,29 @@ void matmul(const WeightMatrix& w, const float* x, int64_t n, float* y, util::Th
         int64_t n;
         float* y;
     };
+    if (is_quant(w)) {  // quantize the activations once, then split panels over the pool
+        const detail::MatmulTable* qt = &table(active_isa());
+        const detail::QuantArgs a = quant_args(w, x, n, y);
+        const int64_t n_panels = (w.rows + kPanelRows - 1) / kPanelRows;
+        if (pool.size() == 1 || n_panels == 1) {
+            qt->quant(a, 0, w.rows);
+            return;
+        }
+        struct QJob {
+            const detail::MatmulTable* t;
+            const detail::QuantArgs* a;
+        };
+        const QJob qj{qt, &a};
+        const QJob* qp = &qj;
+        pool.run([qp](int tid, int nt) {
+            const int64_t rows = qp->a->rows;
+            const int64_t np = (rows + kPanelRows - 1) / kPanelRows;
+            const int64_t per = (np + nt - 1) / nt;
+            const int64_t b = std::min(rows, tid * per * kPanelRows), e = std::min(rows, b + per * kPanelRows);
+            if (b < e) qp->t->quant(*qp->a, b, e);
+        });
+        return;
+    }
     const Job job{&table(active_isa()), &w, x, n, y};
     const int64_t tile = job.t->row_tile;  // kPanelRows for every ISA: whole panels
     const int64_t n_tiles = (w.rows + tile - 1) / tile;

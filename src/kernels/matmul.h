@@ -9,7 +9,9 @@
 
 namespace warden::kernels {
 
-enum class WeightType { F32, BF16 };
+// F32/BF16: the panel layout below. Q8, Q4, FP8: quantized panel layouts, see
+// kernels/matmul_quant.h (per-output-channel or per-group scales stored inside each panel).
+enum class WeightType { F32, BF16, Q8, Q4, FP8 };
 
 // Weights are stored packed in panels of kPanelRows output rows: element (r, k) lives at
 // index (r / kPanelRows) * cols * kPanelRows + k * kPanelRows + r % kPanelRows; rows past
@@ -24,6 +26,12 @@ struct WeightMatrix {
     int64_t rows = 0;            // out_features
     int64_t cols = 0;            // in_features
     const void* data = nullptr;  // packed panels of f32 or bf16 (uint16_t bits), see above
+    // Quantized types only (kernels/matmul_quant.h):
+    int32_t group = 0;         // Q4: weights per scale (32 or 128); Q8/FP8: 0 (per channel)
+    bool asym = false;         // Q4: w = d*q + m (q in 0..15) instead of w = d*(q - 8)
+    bool bf16_scales = false;  // Q4/Q8: scales (and mins) are bf16 instead of f16
+    bool act_f32 = false;      // Q4: W4A16 (dequantize in registers, f32 activations)
+                               // instead of W4A8 (int8 activations, integer group dots)
 };
 
 // Elements of the packed buffer for a [rows, cols] matrix (rows rounded up to a panel).

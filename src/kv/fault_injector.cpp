@@ -14,6 +14,11 @@ const char* fault_kind_name(FaultKind k) {
     return names[static_cast<int>(k)];
 }
 
+const char* shared_fault_kind_name(SharedFaultKind k) {
+    static const char* names[] = {"evict_while_referenced", "reuse_after_evict", "stale_attach"};
+    return names[static_cast<int>(k)];
+}
+
 FaultSpec FaultSpec::parse(const std::string& spec) {
     FaultSpec s;
     std::stringstream ss(spec);
@@ -47,6 +52,12 @@ FaultSpec FaultSpec::parse(const std::string& spec) {
                 known = true;
             }
         }
+        for (int k = 0; k < kSharedFaultKinds; ++k) {
+            if (key == "all" || key == shared_fault_kind_name(static_cast<SharedFaultKind>(k))) {
+                s.shared_probability[static_cast<size_t>(k)] = prob;
+                known = true;
+            }
+        }
         util::check(known, "--fault-inject: unknown fault kind '" + key + "'");
     }
     return s;
@@ -54,6 +65,8 @@ FaultSpec FaultSpec::parse(const std::string& spec) {
 
 bool FaultSpec::any() const {
     for (double p : probability)
+        if (p > 0) return true;
+    for (double p : shared_probability)
         if (p > 0) return true;
     return false;
 }
@@ -68,6 +81,44 @@ bool FaultInjector::roll(FaultKind kind) {
     return true;
 }
 
-int64_t FaultInjector::total_injected() const { return std::accumulate(injected_.begin(), injected_.end(), int64_t{0}); }
+bool FaultInjector::roll(SharedFaultKind kind) {
+    if (spec_.max_faults >= 0 && total_injected() >= spec_.max_faults) return false;
+    const double p = spec_.shared_probability[static_cast<size_t>(kind)];
+    if (p <= 0) return false;
+    const double u = static_cast<double>(rng_() >> 11) * (1.0 / 9007199254740992.0);
+    if (u >= p) return false;
+    ++injected_shared_[static_cast<size_t>(kind)];
+    return true;
+}
+
+int64_t FaultInjector::total_injected() const {
+    return std::accumulate(injected_.begin(), injected_.end(), int64_t{0}) +
+           std::accumulate(injected_shared_.begin(), injected_shared_.end(), int64_t{0});
+}
+
+SharedFaultEffect apply_shared_fault(SharedFaultKind kind, PagePool& pool, PageTable& holder, size_t entry) {
+    util::check(entry < holder.pages.size() && pool.is_live(holder.pages[entry]),
+                "fault injector: shared fault needs a live table entry");
+    SharedFaultEffect fx;
+    PageRef& e = holder.pages[entry];
+    switch (kind) {
+        case SharedFaultKind::EvictWhileReferenced:
+        case SharedFaultKind::ReuseAfterEvict: {
+            fx.broken = e;
+            while (pool.refcount(e.page) > 0) util::check(pool.release(e) == PoolStatus::Ok, "fault injector: forced eviction refused");
+            if (kind == SharedFaultKind::ReuseAfterEvict) {
+                fx.reused = pool.allocate();  // LIFO free list: the page just freed comes back
+                util::check(fx.reused && fx.reused->page == e.page, "fault injector: the evicted page was not reused");
+            }
+            break;
+        }
+        case SharedFaultKind::StaleAttach:
+            util::check(pool.release(e) == PoolStatus::Ok, "fault injector: stale attach release refused");
+            e.gen -= 1;  // generation 0 (page never allocated before) is never live either
+            fx.broken = e;
+            break;
+    }
+    return fx;
+}
 
 }  // namespace warden::kv

@@ -1,5 +1,9 @@
 #include "kv/kv_cache.h"
 
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
 #include "util/error.h"
 
 namespace warden::kv {
@@ -12,12 +16,19 @@ kernels::PagedKvStorage layout(const KvCacheConfig& c) {
     s.n_layers = c.n_layers;
     s.n_kv_heads = c.n_kv_heads;
     s.head_dim = c.head_dim;
+    s.scales = c.scales;
+    s.tensor_scale = c.tensor_scale;
+    s.fresh = c.fresh;
+    s.k_only = c.k_only;
     s.page_stride = s.bytes_per_page();
     return s;
 }
 
 int32_t page_count(const KvCacheConfig& c) {
     util::check(c.page_size > 0 && c.page_size <= 4096, "--kv-page-size must be in [1, 4096]");
+    util::check(!(c.type == kernels::KvType::INT8 && c.scales == kernels::KvScales::Tensor),
+                "--kv-dtype int8 needs --kv-scales=token-head (a per-tensor int8 scale would need calibration)");
+    util::check(std::isfinite(c.tensor_scale) && c.tensor_scale > 0.0f, "KV tensor scale must be positive");
     const int64_t per_page = layout(c).bytes_per_page();
     util::check(per_page > 0, "KV cache: empty page layout");
     const int64_t n = c.budget_bytes / per_page - 1;  // one page is the reserved null page
@@ -32,6 +43,26 @@ int64_t kv_page_bytes(const KvCacheConfig& c) { return layout(c).bytes_per_page(
 
 int64_t kv_budget_for_tokens(const KvCacheConfig& c, int64_t tokens) {
     return ((tokens + c.page_size - 1) / c.page_size + 1) * kv_page_bytes(c);
+}
+
+int64_t kv_tokens_for_budget(const KvCacheConfig& c) {
+    const int64_t per_page = kv_page_bytes(c);
+    if (per_page <= 0) return 0;
+    return std::max<int64_t>(0, c.budget_bytes / per_page - 1) * c.page_size;
+}
+
+std::string kv_format_name(const KvCacheConfig& c) {
+    std::string s = kernels::kv_type_name(c.type);
+    if (kernels::kv_type_scaled(c.type)) {
+        if (c.scales == kernels::KvScales::TokenHead) {
+            s += " (bf16 scale per token and kv head)";
+        } else {
+            char buf[64];
+            std::snprintf(buf, sizeof buf, " (tensor scale %g)", static_cast<double>(c.tensor_scale));
+            s += buf;
+        }
+    }
+    return s;
 }
 
 KvCache::KvCache(const KvCacheConfig& cfg)

@@ -20,6 +20,10 @@ struct KvCacheConfig {
     int32_t page_size = 16;
     int64_t budget_bytes = 0;   // page storage budget; the page count is derived from it
     bool scrub_on_free = false;
+    kernels::KvScales scales = kernels::KvScales::TokenHead;  // scaled types only
+    float tensor_scale = 1.0f;                                 // with KvScales::Tensor
+    kernels::FreshKv fresh = kernels::FreshKv::Self;
+    bool k_only = false;  // MLA: per layer one K block (latent + rope key), no V block
 
     // A model's KV geometry; budget_bytes (and scrub_on_free) are set by the caller.
     static KvCacheConfig shaped(int64_t n_layers, int64_t n_kv_heads, int64_t head_dim, kernels::KvType type,
@@ -38,6 +42,10 @@ struct KvCacheConfig {
 int64_t kv_page_bytes(const KvCacheConfig& c);
 // The budget that holds exactly `tokens` tokens in whole pages (plus the reserved null page).
 int64_t kv_budget_for_tokens(const KvCacheConfig& c, int64_t tokens);
+// Tokens that c.budget_bytes holds (whole pages, minus the reserved null page); 0 if none.
+int64_t kv_tokens_for_budget(const KvCacheConfig& c);
+// "bf16", "fp8_e4m3 (token-head scales)", "fp8_e4m3 (tensor scale 1)": for logs and `info`.
+std::string kv_format_name(const KvCacheConfig& c);
 
 class KvCache {
 public:

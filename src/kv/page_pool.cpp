@@ -12,6 +12,8 @@ const char* pool_status_name(PoolStatus s) {
         case PoolStatus::StaleGeneration: return "stale generation";
         case PoolStatus::NotAllocated: return "page not allocated";
         case PoolStatus::BadPageId: return "bad page id";
+        case PoolStatus::AlreadyCached: return "page already held by the prefix cache";
+        case PoolStatus::NotCached: return "page not held by the prefix cache";
     }
     return "?";
 }
@@ -24,6 +26,7 @@ PagePool::PagePool(int32_t n_pages, int32_t page_size, int64_t bytes_per_page, b
     const auto slots = static_cast<size_t>(n_pages) + 1;
     generation_.assign(slots, 1);
     refcount_.assign(slots, 0);
+    cache_held_.assign(slots, 0);
     free_list_.reserve(static_cast<size_t>(n_pages));
     // Pop order 1, 2, 3, ...: deterministic placement makes runs reproducible.
     for (int32_t p = n_pages; p >= 1; --p) free_list_.push_back(p);
@@ -53,7 +56,61 @@ PoolStatus PagePool::retain(PageRef ref) {
         ++stats_.refused;
         return s;
     }
-    ++refcount_[static_cast<size_t>(ref.page.v)];
+    const auto i = static_cast<size_t>(ref.page.v);
+    if (cache_held_[i] && refcount_[i] == 1) --cached_only_;  // a sequence joins the cache
+    ++refcount_[i];
+    return s;
+}
+
+void PagePool::drop_one(size_t i, PageId page) {
+    if (cache_held_[i] && refcount_[i] == 1) --cached_only_;
+    if (--refcount_[i] == 0) {
+        cache_held_[i] = 0;  // only by a forced release (fault injection): the cache's entry is stale now
+        ++generation_[i];    // every outstanding reference to this allocation is now stale
+        if (scrub_on_free_ && bytes_per_page_ > 0) {
+            std::memset(data(page), 0, static_cast<size_t>(bytes_per_page_));
+            stats_.scrubbed_bytes += bytes_per_page_;
+        }
+        free_list_.push_back(page.v);
+        ++stats_.frees;
+    } else if (cache_held_[i] && refcount_[i] == 1) {
+        ++cached_only_;  // the last sequence left; the cache's hold remains
+    }
+}
+
+PoolStatus PagePool::cache_hold(PageRef ref) {
+    PoolStatus s = validate(ref);
+    const auto i = static_cast<size_t>(ref.page.v);
+    if (s == PoolStatus::Ok && cache_held_[i]) s = PoolStatus::AlreadyCached;
+    if (s != PoolStatus::Ok) {
+        ++stats_.refused;
+        return s;
+    }
+    ++refcount_[i];
+    cache_held_[i] = 1;
+    ++stats_.cache_holds;
+    return s;
+}
+
+PoolStatus PagePool::cache_drop(PageRef ref) {
+    PoolStatus s = validate(ref);
+    const auto i = static_cast<size_t>(ref.page.v);
+    if (s == PoolStatus::Ok && !cache_held_[i]) s = PoolStatus::NotCached;
+    if (s != PoolStatus::Ok) {
+        ++stats_.refused;
+        return s;
+    }
+    if (refcount_[i] == 1) --cached_only_;
+    cache_held_[i] = 0;
+    if (--refcount_[i] == 0) {
+        ++generation_[i];
+        if (scrub_on_free_ && bytes_per_page_ > 0) {
+            std::memset(data(ref.page), 0, static_cast<size_t>(bytes_per_page_));
+            stats_.scrubbed_bytes += bytes_per_page_;
+        }
+        free_list_.push_back(ref.page.v);
+        ++stats_.frees;
+    }
     return s;
 }
 
@@ -63,16 +120,7 @@ PoolStatus PagePool::release(PageRef ref) {
         ++stats_.refused;
         return s;
     }
-    const auto i = static_cast<size_t>(ref.page.v);
-    if (--refcount_[i] == 0) {
-        ++generation_[i];  // every outstanding reference to this allocation is now stale
-        if (scrub_on_free_ && bytes_per_page_ > 0) {
-            std::memset(data(ref.page), 0, static_cast<size_t>(bytes_per_page_));
-            stats_.scrubbed_bytes += bytes_per_page_;
-        }
-        free_list_.push_back(ref.page.v);
-        ++stats_.frees;
-    }
+    drop_one(static_cast<size_t>(ref.page.v), ref.page);
     return s;
 }
 
@@ -85,12 +133,21 @@ std::string PagePool::check_integrity() const {
         if (refcount_[static_cast<size_t>(p)] != 0)
             return "free page " + std::to_string(p) + " has refcount " + std::to_string(refcount_[static_cast<size_t>(p)]);
     }
+    int32_t cached_only = 0, held = 0;
     for (int32_t p = 1; p <= n_pages_; ++p) {
         const auto i = static_cast<size_t>(p);
         if (!on_free[i] && refcount_[i] <= 0) return "page " + std::to_string(p) + " is neither free nor held";
         if (generation_[i] == 0) return "page " + std::to_string(p) + " has generation 0";
+        if (cache_held_[i] && refcount_[i] <= 0) return "page " + std::to_string(p) + " is cache-held but free";
+        cached_only += cache_held_[i] && refcount_[i] == 1;
+        held += refcount_[i] > 0;
     }
-    if (refcount_[0] != 0) return "the null page is held";
+    if (refcount_[0] != 0 || cache_held_[0]) return "the null page is held";
+    if (cached_only != cached_only_)
+        return "cached page count " + std::to_string(cached_only_) + " but " + std::to_string(cached_only) +
+               " pages are held by the prefix cache alone";
+    if (free_pages() + used_pages() + cached_pages() != n_pages_ || held != n_pages_ - free_pages())
+        return "free + used + cached != total";
     return {};
 }
 

@@ -2,10 +2,12 @@
 // A loaded model: config, runtime weights, tokenizer and the file mappings they borrow from.
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "model/model_config.h"
 #include "model/weights.h"
+#include "quant/weight_format.h"
 #include "util/thread_pool.h"
 
 namespace warden::tokenizer {
@@ -21,6 +23,18 @@ struct LoadOptions {
     RuntimeDType dtype = RuntimeDType::BF16;
     bool load_weights = true;    // false: config, tokenizer and tensor inventory only (info)
     bool load_tokenizer = true;  // HF directories without tokenizer.json load without one
+    // Runtime weight format of the linear layers (--weights). Unset: `dtype`.
+    std::optional<quant::WeightFormat> weights;
+    // Higher-precision copy for prefill rows (--prefill-weights bf16|fp8); unset: none.
+    std::optional<quant::WeightFormat> prefill_weights;
+    bool quantize_embeddings = false;  // also quantize token_embd / output (default: dtype)
+};
+
+// Weight memory of a loaded model, by role (bytes of the runtime matrices).
+struct WeightMemory {
+    int64_t layers = 0;       // the per-layer linear matrices
+    int64_t embeddings = 0;   // token_embd + output (once when tied)
+    int64_t prefill_copy = 0; // --prefill-weights copies
 };
 
 struct Model {
@@ -38,6 +52,8 @@ struct Model {
     std::string chat_template;                          // empty when none
     int64_t n_params = 0;
     std::map<std::string, int64_t> source_tensor_types;  // type name -> tensor count
+    std::string weights_format = "bf16";                 // runtime format of the layer matrices
+    WeightMemory weight_memory;
 
     // The mappings that borrowed weights point into.
     std::shared_ptr<GGUFFile> gguf;

@@ -16,8 +16,11 @@ Arch arch_from_name(const std::string& name, const std::string& where) {
     if (name == "llama") return Arch::Llama;
     if (name == "qwen2") return Arch::Qwen2;
     if (name == "qwen3") return Arch::Qwen3;
+    if (name == "qwen3_moe") return Arch::Qwen3Moe;
+    if (name == "glm4_moe") return Arch::Glm4Moe;
+    if (name == "deepseek_v3" || name == "kimi_k2") return Arch::DeepseekV3;
     throw Error(where + ": unsupported architecture '" + name +
-                "' (supported: llama, qwen2, qwen3)");
+                "' (supported: llama, qwen2, qwen3, qwen3_moe, glm4_moe, deepseek_v3)");
 }
 
 }  // namespace
@@ -71,6 +74,34 @@ void ModelConfig::validate() const {
         throw Error("model config: rope frequency table has the wrong size");
     if (!(rms_eps > 0.0f) || !(rope_theta > 0.0f) || !(rope_linear_factor > 0.0f))
         throw Error("model config: rms eps, rope theta and rope scale must be positive");
+    if (moe.n_experts > 0) {
+        const auto bad = [](const std::string& what) { throw Error("model config: MoE " + what); };
+        if (moe.n_experts > 4096) bad("n_experts = " + std::to_string(moe.n_experts) + " is out of range");
+        if (moe.top_k <= 0 || moe.top_k > moe.n_experts)
+            bad("top_k = " + std::to_string(moe.top_k) + " must be in [1, n_experts = " +
+                std::to_string(moe.n_experts) + "]");
+        pos(moe.d_expert, "MoE expert feed-forward size");
+        if (moe.n_shared < 0 || moe.n_shared > 64) bad("n_shared_experts = " + std::to_string(moe.n_shared) + " is out of range");
+        if (moe.n_group <= 0 || moe.n_experts % moe.n_group != 0)
+            bad("n_group = " + std::to_string(moe.n_group) + " does not divide n_experts = " +
+                std::to_string(moe.n_experts));
+        if (moe.topk_group <= 0 || moe.topk_group > moe.n_group)
+            bad("topk_group = " + std::to_string(moe.topk_group) + " must be in [1, n_group]");
+        if (moe.n_group > 1 && moe.n_experts / moe.n_group < 2)
+            bad("grouped top-k needs at least 2 experts per group");
+        if (moe.top_k > moe.topk_group * (moe.n_experts / moe.n_group))
+            bad("top_k exceeds the experts of the selected groups");
+        if (!(moe.routed_scaling > 0.0f)) bad("routed_scaling_factor must be positive");
+        if (static_cast<int64_t>(moe.sparse.size()) != n_layers) bad("per-layer sparse table has the wrong size");
+    }
+    if (mla.enabled()) {
+        pos(mla.kv_lora_rank, "kv_lora_rank");
+        pos(mla.nope_dim, "qk_nope_head_dim");
+        pos(mla.v_dim, "v_head_dim");
+        if (mla.q_lora_rank < 0 || mla.q_lora_rank > (int64_t{1} << 24)) throw Error("model config: q_lora_rank is out of range");
+        if (head_dim != mla.nope_dim + rope_dim)
+            throw Error("model config: MLA head_dim must be qk_nope_head_dim + qk_rope_head_dim");
+    }
 }
 
 ModelConfig config_from_gguf(const GGUFFile& g) {
@@ -132,6 +163,50 @@ T json_get_or(const nlohmann::json& j, const char* key, T fallback, const std::s
     return json_get<T>(j, key, path);
 }
 
+// Qwen3-MoE: softmax router; layer l is sparse unless listed in mlp_only_layers, and only
+// every decoder_sparse_step-th layer ((l + 1) % step == 0). GLM-4 MoE: sigmoid "noaux_tc"
+// router with correction bias and grouped top-k, shared experts, layers < first_k_dense_replace
+// dense.
+void moe_from_hf_json(ModelConfig& c, const nlohmann::json& j, const std::string& path) {
+    MoeConfig& m = c.moe;
+    if (c.arch != Arch::Qwen3Moe && c.arch != Arch::Glm4Moe && c.arch != Arch::DeepseekV3) return;
+    m.top_k = json_get<int64_t>(j, "num_experts_per_tok", path);
+    m.d_expert = json_get<int64_t>(j, "moe_intermediate_size", path);
+    if (c.n_layers <= 0 || c.n_layers > (int64_t{1} << 24)) return;  // validate() reports it
+    m.sparse.assign(static_cast<size_t>(c.n_layers), 1);
+    if (c.arch == Arch::Qwen3Moe) {
+        m.n_experts = json_get<int64_t>(j, "num_experts", path);
+        m.scoring = RouterScoring::Softmax;
+        m.norm_topk_prob = json_get_or<bool>(j, "norm_topk_prob", false, path);
+        const int64_t step = json_get_or<int64_t>(j, "decoder_sparse_step", 1, path);
+        if (step <= 0) throw Error(path + ": decoder_sparse_step must be positive");
+        const auto only = json_get_or<std::vector<int64_t>>(j, "mlp_only_layers", {}, path);
+        for (int64_t l = 0; l < c.n_layers; ++l) m.sparse[static_cast<size_t>(l)] = (l + 1) % step == 0;
+        for (int64_t l : only)
+            if (l >= 0 && l < c.n_layers) m.sparse[static_cast<size_t>(l)] = 0;
+        if (m.n_experts == 0) m.sparse.assign(static_cast<size_t>(c.n_layers), 0);
+    } else {
+        m.n_experts = json_get<int64_t>(j, "n_routed_experts", path);
+        m.scoring = RouterScoring::Sigmoid;
+        m.score_bias = true;
+        m.norm_topk_prob = json_get_or<bool>(j, "norm_topk_prob", true, path);
+        m.n_shared = json_get_or<int64_t>(j, "n_shared_experts", 0, path);
+        m.n_group = json_get_or<int64_t>(j, "n_group", 1, path);
+        m.topk_group = json_get_or<int64_t>(j, "topk_group", 1, path);
+        m.routed_scaling = static_cast<float>(json_get_or<double>(j, "routed_scaling_factor", 1.0, path));
+        if (c.arch == Arch::DeepseekV3) {
+            const auto method = json_get_or<std::string>(j, "topk_method", "noaux_tc", path);
+            const auto sf = json_get_or<std::string>(j, "scoring_func", "sigmoid", path);
+            if (method != "noaux_tc" || sf != "sigmoid")
+                throw Error(path + ": unsupported MoE routing topk_method '" + method + "' / scoring_func '" + sf +
+                            "' (supported: noaux_tc with sigmoid)");
+            m.norm_topk_prob = json_get_or<bool>(j, "norm_topk_prob", true, path);
+        }
+        const int64_t first_dense = json_get_or<int64_t>(j, "first_k_dense_replace", 0, path);
+        for (int64_t l = 0; l < c.n_layers && l < first_dense; ++l) m.sparse[static_cast<size_t>(l)] = 0;
+    }
+}
+
 }  // namespace
 
 ModelConfig config_from_hf_json(const nlohmann::json& j, const std::string& path) {
@@ -149,11 +224,35 @@ ModelConfig config_from_hf_json(const nlohmann::json& j, const std::string& path
     c.max_ctx = json_get_or<int64_t>(j, "max_position_embeddings", 2048, path);
     c.rms_eps = static_cast<float>(json_get_or<double>(j, "rms_norm_eps", 1e-6, path));
     c.rope_theta = static_cast<float>(json_get_or<double>(j, "rope_theta", 10000.0, path));
-    c.tied_embeddings = json_get_or<bool>(j, "tie_word_embeddings", c.arch != Arch::Llama, path);
+    const bool tied_default = c.arch == Arch::Qwen2 || c.arch == Arch::Qwen3;
+    c.tied_embeddings = json_get_or<bool>(j, "tie_word_embeddings", tied_default, path);
     c.rope_style = RopeStyle::NeoX;
     c.qkv_bias = c.arch == Arch::Qwen2 || json_get_or<bool>(j, "attention_bias", false, path);
-    c.qk_norm = c.arch == Arch::Qwen3;
+    c.qk_norm = c.arch == Arch::Qwen3 || c.arch == Arch::Qwen3Moe ||
+                (c.arch == Arch::Glm4Moe && json_get_or<bool>(j, "use_qk_norm", false, path));
     c.rope_dim = c.head_dim;
+    if (c.arch == Arch::Glm4Moe) {
+        // transformers: rotary dim = int(head_dim * partial_rotary_factor), rotate_half on it.
+        const double f = json_get_or<double>(j, "partial_rotary_factor", 0.5, path);
+        if (!(f > 0.0 && f <= 1.0)) throw Error(path + ": partial_rotary_factor must be in (0, 1]");
+        c.rope_dim = static_cast<int64_t>(static_cast<double>(c.head_dim) * f);
+    }
+    if (c.arch == Arch::DeepseekV3) {
+        // MLA: q/k heads are nope + rope wide; the rope part is rotated on adjacent pairs when
+        // rope_interleave (transformers' default for DeepSeek-V3), on halves otherwise.
+        c.mla.q_lora_rank = json_get_or<int64_t>(j, "q_lora_rank", 0, path);
+        c.mla.kv_lora_rank = json_get<int64_t>(j, "kv_lora_rank", path);
+        c.mla.nope_dim = json_get<int64_t>(j, "qk_nope_head_dim", path);
+        c.mla.v_dim = json_get<int64_t>(j, "v_head_dim", path);
+        if (c.mla.kv_lora_rank <= 0) throw Error(path + ": kv_lora_rank must be positive");
+        c.rope_dim = json_get<int64_t>(j, "qk_rope_head_dim", path);
+        c.head_dim = c.mla.nope_dim + c.rope_dim;
+        c.rope_style = json_get_or<bool>(j, "rope_interleave", true, path) ? RopeStyle::Interleaved : RopeStyle::NeoX;
+        if (json_get_or<bool>(j, "attention_bias", false, path))
+            throw Error(path + ": deepseek_v3 with attention_bias is not supported");
+        c.qkv_bias = false;
+    }
+    moe_from_hf_json(c, j, path);
     if (c.rope_dim > 0) c.rope_inv_freq = rope_inv_freq(c.rope_dim, c.rope_theta);
     if (j.contains("rope_scaling") && !j.at("rope_scaling").is_null()) {
         const auto& rs = j.at("rope_scaling");

@@ -8,8 +8,12 @@
 
 #include "model/gguf_file.h"
 #include "model/model.h"
+#include "model/fp8_block.h"
+#include "model/mla.h"
+#include "model/moe.h"
 #include "model/safetensors_file.h"
 #include "model/tensor_source.h"
+#include "quant/quantizer.h"
 #include "tensor/float_convert.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
@@ -41,6 +45,7 @@ std::string gguf_name(const std::string& role, int layer) {
         {"k_norm", "attn_k_norm.weight"},  {"w_gate", "ffn_gate.weight"},
         {"w_up", "ffn_up.weight"},         {"w_down", "ffn_down.weight"}};
     if (layer < 0) return global.at(role);
+    if (role.rfind("raw:", 0) == 0) return "blk." + std::to_string(layer) + "." + role.substr(4);
     return "blk." + std::to_string(layer) + "." + per_layer.at(role);
 }
 
@@ -64,6 +69,8 @@ std::string hf_name(const std::string& role, int layer) {
         {"w_up", "mlp.up_proj.weight"},
         {"w_down", "mlp.down_proj.weight"}};
     if (layer < 0) return global.at(role);
+    // "raw:<name>": a tensor named relative to the layer (MoE experts, model/moe.cpp).
+    if (role.rfind("raw:", 0) == 0) return "model.layers." + std::to_string(layer) + "." + role.substr(4);
     return "model.layers." + std::to_string(layer) + "." + per_layer.at(role);
 }
 
@@ -98,18 +105,62 @@ public:
                         ", expected " + shape_str(want));
     }
 
+    // Runtime format of a matrix (--weights; embeddings/output stay at --dtype unless
+    // quantize_embeddings), plus the optional prefill copy (--prefill-weights). Weight memory
+    // is accounted per role in Model::weight_memory.
     Matrix matrix(const std::string& role, int layer, int64_t rows, int64_t cols) const {
         const SourceTensor t = get(role, layer);
         expect_shape(t, {rows, cols});
-        const auto wt = opts_.dtype == RuntimeDType::BF16 ? kernels::WeightType::BF16 : kernels::WeightType::F32;
-        Matrix m = Matrix::owned(wt, rows, cols);
-        pool_.parallel_for(rows, kernels::kPanelRows, [&](int64_t r0, int64_t r1) {
-            std::vector<float> row(static_cast<size_t>(cols));
-            for (int64_t r = r0; r < r1; ++r) {
-                t.row_to_f32(r, row.data());
-                m.pack_row(r, row.data());
-            }
-        });
+        const bool embd = layer < 0;
+        quant::WeightFormat hi;
+        hi.type = opts_.dtype == RuntimeDType::BF16 ? kernels::WeightType::BF16 : kernels::WeightType::F32;
+        const quant::WeightFormat f = (!opts_.weights || (embd && !opts_.quantize_embeddings)) ? hi : *opts_.weights;
+        Matrix m = build_matrix(t, f, rows, cols);
+        (embd ? m_.weight_memory.embeddings : m_.weight_memory.layers) += m.bytes();
+        if (!embd && opts_.prefill_weights && f.quantized() && opts_.prefill_weights->type != f.type) {
+            m.prefill = std::make_shared<const Matrix>(build_matrix(t, *opts_.prefill_weights, rows, cols));
+            m_.weight_memory.prefill_copy += m.prefill->bytes();
+        }
+        return m;
+    }
+
+    // Converts a source tensor into runtime format f: f32/bf16 packing, or quantization
+    // (kernels/matmul_quant.h). GGUF Q4_0/Q4_1/Q8_0 rows that map onto f without loss are
+    // imported bit-exactly (quant/quantizer.h), others are dequantized and requantized.
+    Matrix build_matrix(const SourceTensor& t, const quant::WeightFormat& f, int64_t rows, int64_t cols) const {
+        if (!f.quantized()) {
+            Matrix m = Matrix::owned(f.type, rows, cols);
+            pool_.parallel_for(rows, kernels::kPanelRows, [&](int64_t r0, int64_t r1) {
+                std::vector<float> row(static_cast<size_t>(cols));
+                for (int64_t r = r0; r < r1; ++r) {
+                    t.row_to_f32(r, row.data());
+                    m.pack_row(r, row.data());
+                }
+            });
+            return m;
+        }
+        const kernels::WeightMatrix layout = f.layout(rows, cols);
+        Matrix m;
+        try {
+            m = Matrix::quantized(layout);
+            const int64_t row_bytes = t.is_ggml ? tensor::ggml_row_bytes(t.ggml_type, cols) : 0;
+            pool_.parallel_for(rows, kernels::kPanelRows, [&](int64_t r0, int64_t r1) {
+                std::vector<float> row(static_cast<size_t>(cols));
+                for (int64_t r = r0; r < r1; ++r) {
+                    if (t.is_ggml) {
+                        if (auto qr = quant::import_ggml_row(t.ggml_type, t.data + r * row_bytes, layout)) {
+                            m.pack_quant_row(r, *qr);
+                            continue;
+                        }
+                    }
+                    t.row_to_f32(r, row.data());
+                    m.pack_quant_row(r, quant::default_quantizer().quantize_row(layout, row.data(), nullptr));
+                }
+            });
+        } catch (const Error& e) {
+            throw Error("model '" + m_.path + "': tensor '" + t.name + "' as " + quant::weight_format_name(f) + ": " +
+                        e.what());
+        }
         return m;
     }
 
@@ -123,6 +174,33 @@ public:
     std::vector<float> vec_opt(const std::string& role, int layer, int64_t n) const {
         auto t = get_opt(role, layer);
         return t ? vec(*t, n) : std::vector<float>{};
+    }
+
+    // Tensors of one MoE layer, named relative to the layer; the router is kept in f32.
+    MoeTensorLoader moe_loader(int l) const {
+        MoeTensorLoader ld;
+        ld.matrix = [this, l](const std::string& nm, int64_t rows, int64_t cols) {
+            return matrix("raw:" + nm, l, rows, cols);
+        };
+        ld.matrix_f32 = [this, l](const std::string& nm, int64_t rows, int64_t cols) {
+            const SourceTensor t = get("raw:" + nm, l);
+            expect_shape(t, {rows, cols});
+            Matrix mat = Matrix::owned(kernels::WeightType::F32, rows, cols);
+            std::vector<float> row(static_cast<size_t>(cols));
+            for (int64_t r = 0; r < rows; ++r) {
+                t.row_to_f32(r, row.data());
+                mat.pack_row(r, row.data());
+            }
+            return mat;
+        };
+        ld.vec = [this, l](const std::string& nm, int64_t n) { return vec("raw:" + nm, l, n); };
+        ld.pack = [this](int64_t rows, int64_t cols, const float* data) {
+            Matrix mat = Matrix::owned(
+                opts_.dtype == RuntimeDType::BF16 ? kernels::WeightType::BF16 : kernels::WeightType::F32, rows, cols);
+            for (int64_t r = 0; r < rows; ++r) mat.pack_row(r, data + r * cols);
+            return mat;
+        };
+        return ld;
     }
 
     void load_all() {
@@ -141,13 +219,21 @@ public:
             LayerWeights& L = w.layers[static_cast<size_t>(l)];
             L.attn_norm = vec("attn_norm", l, d);
             L.ffn_norm = vec("ffn_norm", l, d);
-            L.wq = matrix("wq", l, q_dim, d);
-            L.wk = matrix("wk", l, kv_dim, d);
-            L.wv = matrix("wv", l, kv_dim, d);
-            L.wo = matrix("wo", l, d, q_dim);
-            L.w_gate = matrix("w_gate", l, c.d_ff, d);
-            L.w_up = matrix("w_up", l, c.d_ff, d);
-            L.w_down = matrix("w_down", l, d, c.d_ff);
+            if (c.mla.enabled()) {
+                L.mla = load_mla_weights(c, moe_loader(l));
+            } else {
+                L.wq = matrix("wq", l, q_dim, d);
+                L.wk = matrix("wk", l, kv_dim, d);
+                L.wv = matrix("wv", l, kv_dim, d);
+                L.wo = matrix("wo", l, d, q_dim);
+            }
+            if (c.moe.is_moe_layer(l)) {
+                L.moe = load_moe_weights(c, moe_loader(l));
+            } else {
+                L.w_gate = matrix("w_gate", l, c.d_ff, d);
+                L.w_up = matrix("w_up", l, c.d_ff, d);
+                L.w_down = matrix("w_down", l, d, c.d_ff);
+            }
             if (c.qkv_bias) {
                 L.bq = vec("bq", l, q_dim);
                 L.bk = vec("bk", l, kv_dim);
@@ -184,6 +270,7 @@ std::unique_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
     m->path = path;
     m->format = "gguf";
     m->dtype = opts.dtype;
+    m->weights_format = opts.weights ? quant::weight_format_name(*opts.weights) : runtime_dtype_name(opts.dtype);
     m->gguf = std::make_shared<GGUFFile>(path);
     const GGUFFile& g = *m->gguf;
     m->config = config_from_gguf(g);
@@ -226,8 +313,12 @@ std::unique_ptr<Model> load_hf_dir(const std::string& dir, const LoadOptions& op
     m->path = dir;
     m->format = "safetensors";
     m->dtype = opts.dtype;
-    m->config = config_from_hf_json(read_json_file(dir + "/config.json"), dir + "/config.json");
+    m->weights_format = opts.weights ? quant::weight_format_name(*opts.weights) : runtime_dtype_name(opts.dtype);
+    const nlohmann::json config_json = read_json_file(dir + "/config.json");
+    m->config = config_from_hf_json(config_json, dir + "/config.json");
     m->config.validate();
+    // FP8 block-scaled checkpoints: F8_E4M3 weights are dequantized at load (model/fp8_block.h).
+    const auto fp8 = fp8_block_config_from_hf_json(config_json, dir + "/config.json");
     m->safetensors = std::make_shared<SafetensorsModel>(SafetensorsModel::open_dir(dir));
     const SafetensorsModel& st = *m->safetensors;
     std::vector<SourceTensor> all;
@@ -241,11 +332,8 @@ std::unique_ptr<Model> load_hf_dir(const std::string& dir, const LoadOptions& op
         all.push_back(s);
     }
     count_params(*m, all);
-    auto find = [&st](const std::string& n) -> std::optional<SourceTensor> {
-        const SafetensorsTensor* t = st.find(n);
-        if (!t) return std::nullopt;
-        return SourceTensor::from(*t);
-    };
+    Fp8BlockResolver fp8_resolver(st, fp8);
+    auto find = [&fp8_resolver](const std::string& n) -> std::optional<SourceTensor> { return fp8_resolver.find(n); };
     if (opts.load_tokenizer && std::filesystem::exists(dir + "/tokenizer.json"))
         m->tokenizer = tokenizer::Tokenizer::from_hf_dir(dir);
     const std::string tc = dir + "/tokenizer_config.json";

@@ -101,16 +101,44 @@ std::vector<char> Transformer::step(std::span<const SeqInput> seqs, const kernel
     auto head_norm = [&](float* y, int64_t n_heads, const std::vector<float>& g) {
         for (int64_t r = 0; r < n * n_heads; ++r) kernels::rmsnorm(y + r * hd, g.data(), y + r * hd, hd, c.rms_eps);
     };
+    // Linear layer over all rows. With --prefill-weights a matrix carries a higher-precision
+    // copy: rows of multi-token (prefill) sequences use it, single-token (decode) rows use the
+    // runtime matrix. Rows are independent (batch invariance), so splitting the call into runs
+    // of the same kind changes no result bit.
+    auto mm = [&](const Matrix& M, const float* xin, float* yout) {
+        if (!M.prefill) {
+            kernels::matmul(M.view(), xin, n, yout, pool_);
+            return;
+        }
+        const int64_t in = M.cols(), out_dim = M.rows();
+        size_t i = 0;
+        while (i < seqs.size()) {
+            const bool pre = seqs[i].tokens.size() > 1;
+            size_t j = i + 1;
+            while (j < seqs.size() && (seqs[j].tokens.size() > 1) == pre) ++j;
+            kernels::matmul(M.view_for(pre), xin + row0[i] * in, row0[j] - row0[i], yout + row0[i] * out_dim, pool_);
+            i = j;
+        }
+    };
     std::vector<kernels::PagedAttentionSeq> att_seqs;
     att_seqs.reserve(seqs.size());
+    std::vector<MlaSeq> mla_seqs;
 
     for (int64_t l = 0; l < c.n_layers; ++l) {
         const LayerWeights& L = w.layers[static_cast<size_t>(l)];
         for (int64_t t = 0; t < n; ++t)
             kernels::rmsnorm(x_.data() + t * d, L.attn_norm.data(), xb_.data() + t * d, d, c.rms_eps);
-        kernels::matmul(L.wq.view(), xb_.data(), n, q_.data(), pool_);
-        kernels::matmul(L.wk.view(), xb_.data(), n, k_.data(), pool_);
-        kernels::matmul(L.wv.view(), xb_.data(), n, v_.data(), pool_);
+        if (L.mla) {  // latent attention over the compressed cache (model/mla.h)
+            mla_seqs.clear();
+            for (size_t i = 0; i < seqs.size(); ++i) {
+                if (alive[i] && check && !(*check)(i, l)) alive[i] = 0;
+                mla_seqs.push_back({row0[i], row0[i + 1] - row0[i], seqs[i].pos0, seqs[i].page_ids, alive[i] != 0});
+            }
+            mla_.forward(c, *L.mla, xb_.data(), n, rope_cs_.data(), mla_seqs, kv.layer(l), kv.fresh, proj_.data(), pool_);
+        } else {  // GQA attention (the lines below keep their indentation)
+        mm(L.wq, xb_.data(), q_.data());
+        mm(L.wk, xb_.data(), k_.data());
+        mm(L.wv, xb_.data(), v_.data());
         add_bias(q_.data(), L.bq);
         add_bias(k_.data(), L.bk);
         add_bias(v_.data(), L.bv);
@@ -134,19 +162,26 @@ std::vector<char> Transformer::step(std::span<const SeqInput> seqs, const kernel
             }
             kernels::write_kv(layer, seqs[i].page_ids, seqs[i].pos0, m, k_.data() + row0[i] * kv_dim,
                               v_.data() + row0[i] * kv_dim);
+            // The step's own K/V at full precision where kv.fresh says so (kernels/paged_attention.h).
             att_seqs.push_back({q_.data() + row0[i] * q_dim, att_.data() + row0[i] * q_dim, m, seqs[i].pos0,
-                                seqs[i].page_ids});
+                                seqs[i].page_ids, k_.data() + row0[i] * kv_dim, v_.data() + row0[i] * kv_dim,
+                                kv.fresh});
         }
         kernels::paged_attention(att_seqs, c.n_heads, layer, att_scale, pool_);
-        kernels::matmul(L.wo.view(), att_.data(), n, proj_.data(), pool_);
+        mm(L.wo, att_.data(), proj_.data());
+        }  // GQA attention
         for (int64_t i = 0; i < n * d; ++i) x_[static_cast<size_t>(i)] += proj_[static_cast<size_t>(i)];
 
         for (int64_t t = 0; t < n; ++t)
             kernels::rmsnorm(x_.data() + t * d, L.ffn_norm.data(), xb_.data() + t * d, d, c.rms_eps);
-        kernels::matmul(L.w_gate.view(), xb_.data(), n, gate_.data(), pool_);
-        kernels::matmul(L.w_up.view(), xb_.data(), n, up_.data(), pool_);
-        kernels::silu_mul(gate_.data(), up_.data(), gate_.data(), n * c.d_ff);
-        kernels::matmul(L.w_down.view(), gate_.data(), n, proj_.data(), pool_);
+        if (L.moe) {
+            moe_.forward(c, *L.moe, xb_.data(), n, proj_.data(), pool_);
+        } else {
+            mm(L.w_gate, xb_.data(), gate_.data());
+            mm(L.w_up, xb_.data(), up_.data());
+            kernels::silu_mul(gate_.data(), up_.data(), gate_.data(), n * c.d_ff);
+            mm(L.w_down, gate_.data(), proj_.data());
+        }
         for (int64_t i = 0; i < n * d; ++i) x_[static_cast<size_t>(i)] += proj_[static_cast<size_t>(i)];
     }
 

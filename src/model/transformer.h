@@ -11,6 +11,8 @@
 #include "kernels/paged_attention.h"
 #include "model/kv_cache.h"
 #include "model/model.h"
+#include "model/mla.h"
+#include "model/moe.h"
 #include "util/thread_pool.h"
 
 namespace warden::model {
@@ -65,6 +67,8 @@ private:
     std::vector<float> up_;     // [n, d_ff]
     std::vector<int64_t> pos_;  // [n] absolute position of each row
     std::vector<float> rope_cs_;  // [n, rope_dim / 2, 2] cos, sin
+    MoeFfn moe_;                  // MoE FFN scratch (layers with LayerWeights::moe)
+    MlaAttention mla_;            // latent attention scratch (layers with LayerWeights::mla)
 };
 
 }  // namespace warden::model

@@ -16,15 +16,37 @@ Matrix Matrix::owned(kernels::WeightType t, int64_t rows, int64_t cols) {
     return m;
 }
 
+Matrix Matrix::quantized(const kernels::WeightMatrix& layout) {
+    kernels::check_quant_shape(layout);
+    Matrix m;
+    m.owned_.assign(static_cast<size_t>(kernels::quant_packed_bytes(layout)), 0);
+    m.view_ = layout;
+    m.view_.data = m.owned_.data();
+    return m;
+}
+
+bool Matrix::is_quantized() const {
+    return view_.type == kernels::WeightType::Q4 || view_.type == kernels::WeightType::Q8 ||
+           view_.type == kernels::WeightType::FP8;
+}
+
+void Matrix::pack_quant_row(int64_t r, const kernels::QuantRow& row) {
+    kernels::pack_quant_row(view_, r, row, owned_.data());
+}
+
 Matrix Matrix::alias() const {
     Matrix m;
     m.view_ = view_;
+    m.prefill = prefill;
     return m;
 }
 
 void Matrix::pack_row(int64_t r, const float* row) { kernels::pack_weight_row(view_.type, view_.cols, r, row, owned_.data()); }
 
-int64_t Matrix::bytes() const { return kernels::packed_weight_elems(view_.rows, view_.cols) * elem_bytes(view_.type); }
+int64_t Matrix::bytes() const {
+    if (is_quantized()) return kernels::quant_packed_bytes(view_);
+    return kernels::packed_weight_elems(view_.rows, view_.cols) * elem_bytes(view_.type);
+}
 
 void Matrix::row_f32(int64_t r, float* out) const { kernels::unpack_weight_row(view_, r, out); }
 

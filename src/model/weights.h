@@ -3,9 +3,11 @@
 // default, f32 with --dtype f32), packed in the kernels' panel layout (kernels/matmul.h) at
 // load time: the layout is what makes every output a fixed FMA chain, hence batch-invariant.
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "kernels/matmul.h"
+#include "kernels/matmul_quant.h"
 
 namespace warden::model {
 
@@ -22,6 +24,11 @@ public:
 
     // Allocates an owned, zeroed packed matrix; fill it with pack_row.
     static Matrix owned(kernels::WeightType t, int64_t rows, int64_t cols);
+    // Allocates an owned, zeroed quantized matrix of `layout`'s format and shape (Q4/Q8/FP8,
+    // kernels/matmul_quant.h); fill it with pack_quant_row.
+    static Matrix quantized(const kernels::WeightMatrix& layout);
+    void pack_quant_row(int64_t r, const kernels::QuantRow& row);
+    bool is_quantized() const;
     // A view of another matrix (tied embeddings): same bytes, no copy. The original must
     // outlive the alias.
     Matrix alias() const;
@@ -33,10 +40,42 @@ public:
     int64_t bytes() const;
     // Row r as f32 (embedding lookup).
     void row_f32(int64_t r, float* out) const;
+    // Raw packed bytes (tests compare round trips bit for bit).
+    const std::vector<uint8_t>& packed() const { return owned_; }
+
+    // Optional higher-precision copy used for prefill rows (--prefill-weights); null if none.
+    std::shared_ptr<const Matrix> prefill;
+    // The matrix for rows of a prefill (multi-token) step or of a decode step.
+    const kernels::WeightMatrix& view_for(bool prefill_rows) const {
+        return prefill_rows && prefill ? prefill->view_ : view_;
+    }
 
 private:
     kernels::WeightMatrix view_;
     std::vector<uint8_t> owned_;
+};
+
+// A mixture-of-experts FFN (model/moe.h). The router stays f32 whatever the runtime format so
+// that expert selection matches the reference (transformers routes GLM/DeepSeek in f32 too).
+struct MoeWeights {
+    Matrix router;                         // [n_experts, d_model], f32
+    std::vector<float> router_bias;        // [n_experts] e_score_correction_bias; empty when absent
+    std::vector<Matrix> gate, up, down;    // per expert: [d_expert, d] x2, [d, d_expert]
+    Matrix shared_gate, shared_up, shared_down;  // [n_shared*d_expert, d] x2, [d, ...]; empty when none
+};
+
+// Multi-head latent attention (model/mla.h). kv_b_proj is split per head at load time into the
+// transposed key up-projection (absorbed into the query) and the value up-projection.
+struct MlaWeights {
+    Matrix wq;                          // [n_heads*(nope+rope), d] when q_lora_rank == 0
+    Matrix wq_a;                        // [q_lora_rank, d]
+    std::vector<float> q_a_norm;        // [q_lora_rank]
+    Matrix wq_b;                        // [n_heads*(nope+rope), q_lora_rank]
+    Matrix wkv_a;                       // [kv_lora_rank + rope, d]
+    std::vector<float> kv_a_norm;       // [kv_lora_rank]
+    std::vector<Matrix> wk_b_t;         // per head [kv_lora_rank, nope]
+    std::vector<Matrix> wv_b;           // per head [v_dim, kv_lora_rank]
+    Matrix wo;                          // [d, n_heads*v_dim]
 };
 
 struct LayerWeights {
@@ -45,6 +84,8 @@ struct LayerWeights {
     std::vector<float> bq, bk, bv;           // biases (qwen2); empty when absent
     Matrix wq, wk, wv, wo;                   // [n_heads*hd, d], [n_kv*hd, d] x2, [d, n_heads*hd]
     Matrix w_gate, w_up, w_down;             // [d_ff, d] x2, [d, d_ff]
+    std::unique_ptr<MoeWeights> moe;         // set on MoE layers, which then have no w_gate/up/down
+    std::unique_ptr<MlaWeights> mla;         // set on MLA models, which then have no wq/wk/wv/wo
 };
 
 struct ModelWeights {

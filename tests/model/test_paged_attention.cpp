@@ -1,6 +1,7 @@
 // Paged attention must reproduce the contiguous cache exactly: same logits, bit for bit, for
 // every page size, across page boundaries, for a batch of sequences of ragged lengths whose
-// pages are interleaved in the pool.
+// pages are interleaved in the pool, with every KV format (quantization is per token and kv
+// head, so a sequence's stored bytes and outputs do not depend on its batch mates).
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -40,13 +41,17 @@ std::vector<int32_t> random_tokens(int n, uint64_t seed, int64_t vocab) {
 
 TEST(PagedAttention, MatchesContiguousCacheForRaggedBatches) {
     if (!std::filesystem::exists(test::golden_model("tiny-llama") + "/config.json")) GTEST_SKIP() << "no tiny-llama";
-    for (auto dt : {model::RuntimeDType::F32, model::RuntimeDType::BF16}) {
+    using kernels::KvType;
+    const std::pair<model::RuntimeDType, KvType> combos[] = {
+        {model::RuntimeDType::F32, KvType::F32},       {model::RuntimeDType::BF16, KvType::BF16},
+        {model::RuntimeDType::BF16, KvType::F16},      {model::RuntimeDType::BF16, KvType::FP8_E4M3},
+        {model::RuntimeDType::BF16, KvType::FP8_E5M2}, {model::RuntimeDType::BF16, KvType::INT8}};
+    for (auto [dt, kv_type] : combos) {
         Tiny m(dt);
         const auto& cfg = m.model->config;
         const int64_t vocab = cfg.vocab_size;
         const std::vector<int> lengths = {1, 5, 16, 17, 40, 63};
         const int decode_steps = 20;
-        const auto kv_type = dt == model::RuntimeDType::F32 ? kernels::KvType::F32 : kernels::KvType::BF16;
 
         // Reference: each sequence alone on a contiguous cache, prefill then greedy-free decode
         // of fixed tokens; logits of every position.
@@ -104,7 +109,7 @@ TEST(PagedAttention, MatchesContiguousCacheForRaggedBatches) {
             for (size_t i = 0; i < seqs.size(); ++i)
                 ASSERT_EQ(0, std::memcmp(got[i].data(), want[i].data(), want[i].size() * sizeof(float)))
                     << "sequence " << i << " (length " << lengths[i] << ") differs with page size " << page_size
-                    << (dt == model::RuntimeDType::F32 ? " (f32)" : " (bf16)");
+                    << " kv " << kernels::kv_type_name(kv_type);
             for (auto& t : tables) cache.free(t);
             EXPECT_EQ(cache.pool().used_pages(), 0);
         }

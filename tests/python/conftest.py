@@ -91,3 +91,81 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
             if isinstance(v, float):
                 v = f"{v:.4g}"
             terminalreporter.write_line(f"    {k}: {v}")
+
+
+# ---------------------------------------------------------------- `warden serve` fixtures
+
+class WardenServer:
+    """A running `warden serve` process on 127.0.0.1 with a port it picked itself."""
+
+    def __init__(self, *extra: str, model: Path | None = None, timeout: float = 120):
+        import re
+        import subprocess as sp
+        import threading
+        import time
+        require_warden()
+        model = model or SMOLLM2_GGUF
+        if not Path(model).is_file():
+            pytest.skip(f"default model missing at {model}")
+        self.cmd = [str(WARDEN_BIN), "serve", "-m", str(model), "--host", "127.0.0.1", "--port", "0",
+                    "--threads", os.environ.get("WARDEN_SERVER_THREADS", "2"), *extra]
+        self.proc = sp.Popen(self.cmd, stdout=sp.DEVNULL, stderr=sp.PIPE, cwd=ROOT)
+        self.stderr_lines: list[str] = []
+        port_box: list[int] = []
+        ready = threading.Event()
+
+        def reader():
+            for raw in self.proc.stderr:
+                line = raw.decode("utf-8", "replace")
+                self.stderr_lines.append(line)
+                m = re.search(r"http://127\.0\.0\.1:(\d+)", line)
+                if m and not port_box:
+                    port_box.append(int(m.group(1)))
+                    ready.set()
+            ready.set()
+
+        threading.Thread(target=reader, daemon=True).start()
+        deadline = time.time() + timeout
+        while not ready.wait(0.2):
+            if time.time() > deadline:
+                self.stop()
+                pytest.fail(f"warden serve did not start: {''.join(self.stderr_lines)[-2000:]}")
+        if not port_box:
+            pytest.fail(f"warden serve exited: {''.join(self.stderr_lines)[-2000:]}")
+        self.port = port_box[0]
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.model_id = Path(model).name
+
+    def client(self, api_key: str = "none", **kw):
+        import openai
+        return openai.OpenAI(base_url=self.base + "/v1", api_key=api_key, max_retries=0, timeout=300, **kw)
+
+    def metrics(self) -> dict[str, float]:
+        """Prometheus text -> {'name{labels}': value}."""
+        import httpx
+        text = httpx.get(self.base + "/metrics", timeout=30).text
+        out = {}
+        for line in text.splitlines():
+            if line and not line.startswith("#"):
+                k, v = line.rsplit(" ", 1)
+                out[k] = float(v)
+        return out
+
+    def stop(self, sig=None) -> int:
+        import signal as _signal
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig or _signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=90)
+            except Exception:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+
+@pytest.fixture(scope="session")
+def server():
+    s = WardenServer("--max-seqs", "64", "--kv-cache-bytes", "256M")
+    yield s
+    rc = s.stop()
+    assert rc == 0, "".join(s.stderr_lines)[-2000:]

@@ -25,7 +25,16 @@ import pytest
 
 from conftest import GOLDEN, SMOLLM2_GGUF, record, require_warden, run_logits
 
-TINY_MODELS = ["tiny-llama", "tiny-llama-bf16-sharded", "tiny-qwen2", "tiny-qwen3"]
+TINY_MODELS = ["tiny-llama", "tiny-llama-bf16-sharded", "tiny-qwen2", "tiny-qwen3",
+               # mixture of experts (issue 9): the same checks -- full logits, top-1 at every
+               # position, 64-token greedy continuation -- on Qwen3-MoE and GLM-4 MoE
+               "tiny-qwen3-moe", "tiny-glm4-moe",
+               # DeepSeek-V3 (MLA over the compressed latent cache + noaux_tc MoE), with and
+               # without q_lora_rank
+               "tiny-deepseek-v3", "tiny-deepseek-v3-qproj",
+               # FP8 block-scaled checkpoints (F8_E4M3 + weight_scale_inv, dequantized at load);
+               # reference: transformers on the dequantized weights
+               "tiny-qwen3-moe-fp8", "tiny-glm4-moe-fp8", "tiny-deepseek-v3-fp8"]
 N_PROMPTS = 8
 GREEDY = 64
 
@@ -128,23 +137,38 @@ def test_tiny_llama_gguf_matches_directory(k):
 
 # ----------------------------------------------------------------------------- tiny, bf16
 
+# Mixture-of-experts models: bf16 rounding of the hidden state can flip a router's top-k choice
+# where two experts nearly tie, which moves that position's logits by a lot (a discontinuity
+# transformers has too when run in bf16). For them the max-diff bound is replaced by: at least
+# BF16_TOP1_MIN of the positions within BF16_REL x spread (plus the same top-1 agreement).
+MOE_MODELS = {n for n in TINY_MODELS if "moe" in n or "deepseek" in n}
+
+
 @pytest.mark.parametrize("name", TINY_MODELS + ["tiny-llama.gguf"])
 def test_tiny_bf16(name):
     require_warden()
     gname = "tiny-llama" if name == "tiny-llama.gguf" else name
     g = golden(gname)
-    agree = npos = 0
+    agree = npos = within = 0
     worst = worst_abs = 0.0
     for prompt in g["prompts"]:
-        rel, absd, a, n, _ = _check_full_logits(name, GOLDEN / name, prompt, "bf16", 0)
+        rel, absd, a, n, out = _check_full_logits(name, GOLDEN / name, prompt, "bf16", 0)
         agree, npos = agree + a, npos + n
         worst, worst_abs = max(worst, rel), max(worst_abs, absd)
+        for pos, (ref_row, spread) in enumerate(zip(prompt["logits"], prompt["spread"])):
+            got = out.as_dict(pos)
+            within += max(abs(got[i] - v) for i, v in enumerate(ref_row)) <= BF16_REL * spread
     frac = agree / npos
     record(f"{name} bf16", "top-1 agreement", f"{agree}/{npos} = {frac:.3f}")
     record(f"{name} bf16", "max |diff| / spread", worst)
     record(f"{name} bf16", "max |diff|", worst_abs)
+    record(f"{name} bf16", f"positions within {BF16_REL} x spread", f"{within}/{npos}")
     assert frac >= BF16_TOP1_MIN, f"{name} bf16: top-1 agreement {frac:.3f} < {BF16_TOP1_MIN}"
-    assert worst <= BF16_REL, f"{name} bf16: max |diff| {worst:.3g} x spread > {BF16_REL}"
+    if name in MOE_MODELS:
+        assert within / npos >= BF16_TOP1_MIN, (
+            f"{name} bf16: only {within}/{npos} positions within {BF16_REL} x spread")
+    else:
+        assert worst <= BF16_REL, f"{name} bf16: max |diff| {worst:.3g} x spread > {BF16_REL}"
 
 
 # ----------------------------------------------------------------------------- SmolLM2

@@ -1,0 +1,137 @@
+// `warden serve`: the OpenAI-compatible HTTP server over the continuous-batching engine.
+// SIGTERM/SIGINT drain in-flight requests (new ones get 503), then the process exits.
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <pthread.h>
+#include <thread>
+
+#include "cli/common.h"
+#include "cli/engine_options.h"
+#include "engine/engine.h"
+#include "model/transformer.h"
+#include "server/api_keys.h"
+#include "server/server.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+#include "util/error.h"
+#include "util/log.h"
+
+namespace warden::cli {
+
+namespace {
+
+struct ServeOptions {
+    CommonOptions common;
+    EngineOptions engine;
+    std::string host = "127.0.0.1";
+    int port = 8080;
+    std::string api_keys;
+    std::string model_name;
+    int64_t max_queue = 256;
+    int tenant_concurrency = 64;
+    std::string max_body = "1M";
+    double request_timeout_s = 600;
+    double watermark = 0.01;
+    int drain_timeout_s = 60;
+};
+
+bool loopback(const std::string& h) { return h == "127.0.0.1" || h == "localhost" || h == "::1"; }
+
+int serve(const ServeOptions& o) {
+    util::check(!(o.api_keys.empty() && !loopback(o.host)),
+                "refusing to serve on '" + o.host + "' without --api-keys (only loopback may be open)");
+    server::ServerConfig sc;
+    sc.host = o.host;
+    sc.port = o.port;
+    sc.tenant_max_concurrency = o.tenant_concurrency;
+    sc.max_body_bytes = static_cast<size_t>(parse_bytes(o.max_body, "--max-body"));
+    if (!o.api_keys.empty()) sc.api_keys = server::load_api_keys(o.api_keys);
+
+    // Signals are taken by one thread (sigwait); block them before any thread starts.
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+    std::signal(SIGPIPE, SIG_IGN);
+
+    util::ThreadPool pool(o.common.threads);
+    auto model = load(o.common, true, pool);
+    util::check(model->tokenizer != nullptr, "model '" + o.common.model_path + "' has no tokenizer");
+    std::unique_ptr<tokenizer::ChatTemplate> chat;
+    if (!model->chat_template.empty()) {
+        try {
+            chat = std::make_unique<tokenizer::ChatTemplate>(tokenizer::ChatTemplate::parse(model->chat_template));
+        } catch (const util::Error& e) {
+            spdlog::warn("chat template unusable ({}); /v1/chat/completions is disabled", e.what());
+        }
+    }
+    auto cache = make_kv_cache(o.engine, *model);
+    auto faults = make_fault_injector(o.engine);
+    model::Transformer tf(*model, pool);
+    engine::Executor exec(tf, *cache, kv::parse_integrity_mode(o.engine.kv_integrity));
+    engine::EngineConfig ec;
+    ec.runner.max_seqs = o.engine.max_seqs;
+    ec.runner.max_batch_tokens = o.engine.max_batch_tokens;
+    ec.runner.prefill_chunk = std::min<int64_t>(o.engine.max_batch_tokens, model::Transformer::kMaxChunk);
+    ec.runner.watermark = o.watermark;
+    ec.max_queue = static_cast<size_t>(o.max_queue);
+    ec.request_timeout = std::chrono::milliseconds(static_cast<int64_t>(o.request_timeout_s * 1000));
+    engine::Engine eng(exec, *cache, ec, faults.get());
+
+    server::ModelInfo mi;
+    mi.id = o.model_name.empty() ? std::filesystem::path(o.common.model_path).filename().string() : o.model_name;
+    mi.tok = model->tokenizer.get();
+    mi.chat = chat.get();
+    mi.max_ctx = model->config.max_ctx;
+    mi.kv_tokens = cache->capacity_tokens();
+    server::Server srv(sc, eng, mi);
+    const int port = srv.bind();
+
+    std::thread sig([&] {
+        int s = 0;
+        sigwait(&sigs, &s);
+        std::fprintf(stderr, "warden serve: signal %d, draining\n", s);
+        srv.drain_and_stop(o.drain_timeout_s);
+    });
+    std::fprintf(stderr, "warden serve: model %s on http://%s:%d (kv %lld tokens, %s)\n", mi.id.c_str(),
+                 o.host.c_str(), port, static_cast<long long>(mi.kv_tokens),
+                 sc.api_keys.empty() ? "open" : "api keys");
+    std::fflush(stderr);
+    srv.serve();
+    // serve() also returns if listening failed; make the signal thread finish either way.
+    pthread_kill(sig.native_handle(), SIGTERM);
+    sig.join();
+    std::fprintf(stderr, "warden serve: stopped\n");
+    return 0;
+}
+
+}  // namespace
+
+void register_serve(CLI::App& app, int& rc) {
+    auto o = std::make_shared<ServeOptions>();
+    CLI::App* sub = app.add_subcommand("serve", "OpenAI-compatible HTTP server (continuous batching)");
+    add_model_option(*sub, o->common);
+    add_threads_option(*sub, o->common);
+    add_dtype_option(*sub, o->common);
+    add_engine_options(*sub, o->engine, true);
+    sub->add_option("--host", o->host, "address to bind (default 127.0.0.1)");
+    sub->add_option("--port", o->port, "port (default 8080; 0 picks a free one)")->check(CLI::Range(0, 65535));
+    sub->add_option("--api-keys", o->api_keys, "file of 'KEY TENANT' lines: bearer auth, tenants");
+    sub->add_option("--model-name", o->model_name, "model id clients use (default: the file name)");
+    sub->add_option("--max-queue", o->max_queue, "requests waiting for admission before 429 (default 256)")
+        ->check(CLI::Range(1, 1 << 20));
+    sub->add_option("--tenant-concurrency", o->tenant_concurrency, "requests in flight per tenant (default 64)")
+        ->check(CLI::Range(1, 1 << 20));
+    sub->add_option("--max-body", o->max_body, "largest request body (default 1M); larger -> 413");
+    sub->add_option("--request-timeout", o->request_timeout_s, "seconds a request may take (default 600)")
+        ->check(CLI::Range(0.1, 1e6));
+    sub->add_option("--kv-watermark", o->watermark, "fraction of KV pages admission keeps free (default 0.01)")
+        ->check(CLI::Range(0.0, 0.5));
+    sub->add_option("--drain-timeout", o->drain_timeout_s, "seconds SIGTERM waits for in-flight requests (default 60)")
+        ->check(CLI::Range(0, 3600));
+    sub->callback([o, &rc] { rc = serve(*o); });
+}
+
+}  // namespace warden::cli

@@ -1,0 +1,21 @@
+#pragma once
+// `warden eval` configurations: "weights=bf16,kv=bf16" -> the same option structs the other
+// commands fill from their flags, so eval runs exactly what serve/run would run.
+#include <string>
+
+#include "cli/common.h"
+#include "cli/engine_options.h"
+
+namespace warden::cli::eval {
+
+struct EvalConfig {
+    std::string text;  // as given
+    CommonOptions common;
+    EngineOptions engine;
+};
+
+// Keys: weights (the runtime weight format), kv (the KV cache format), integrity (KV
+// integrity mode). Throws util::Error naming the bad key or value and what is accepted.
+EvalConfig parse_config(const std::string& spec, const std::string& flag);
+
+}  // namespace warden::cli::eval

@@ -1,0 +1,202 @@
+#include "engine/engine.h"
+
+#include "util/error.h"
+#include "util/log.h"
+
+namespace warden::engine {
+
+bool Stream::next(Event& out, std::chrono::milliseconds timeout) {
+    std::unique_lock lk(mu_);
+    if (!cv_.wait_for(lk, timeout, [&] { return !events_.empty(); })) return false;
+    out = std::move(events_.front());
+    events_.pop_front();
+    return true;
+}
+
+void Stream::push(Event&& e) {
+    {
+        std::lock_guard lk(mu_);
+        if (e.kind == Event::Kind::Finish) finished_ = true;
+        events_.push_back(std::move(e));
+    }
+    cv_.notify_all();
+}
+
+void Stream::cancel() {
+    {
+        std::lock_guard lk(mu_);
+        if (cancel_sent_ || finished_) return;
+        cancel_sent_ = true;
+    }
+    engine_->request_cancel(id_);
+}
+
+Engine::Engine(Executor& exec, kv::KvCache& kv, EngineConfig cfg, kv::FaultInjector* faults)
+    : exec_(exec), kv_(kv), cfg_(cfg), runner_(exec, kv, cfg.runner, faults) {
+    runner_.on_token([this](BatchRunner::Handle h, const TokenInfo& info) {
+        auto it = by_handle_.find(h);
+        if (it == by_handle_.end()) return;
+        Event e;
+        e.kind = Event::Kind::Token;
+        e.token = info;
+        active_.at(it->second).stream->push(std::move(e));
+    });
+    runner_.on_finish([this](BatchRunner::Handle h, Result&& r) {
+        Active* a = nullptr;
+        uint64_t id = 0;
+        auto it = by_handle_.find(h);
+        if (it != by_handle_.end()) {
+            id = it->second;
+            a = &active_.at(id);
+        } else {
+            a = adding_;  // rejected inside add()
+        }
+        if (!a) return;
+        metrics_.observe(a->tenant, r);
+        Event e;
+        e.kind = Event::Kind::Finish;
+        e.result = std::move(r);
+        a->stream->push(std::move(e));
+        if (it != by_handle_.end()) {
+            by_handle_.erase(it);
+            active_.erase(id);
+        } else {
+            a->stream.reset();  // marks the rejection for loop()
+        }
+        std::lock_guard lk(mu_);
+        --n_active_;
+        if (n_active_ == 0) idle_cv_.notify_all();
+    });
+    publish_gauges();
+    thread_ = std::thread([this] { loop(); });
+}
+
+Engine::~Engine() {
+    {
+        std::lock_guard lk(mu_);
+        stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+}
+
+Submitted Engine::submit(Request req) {
+    Submitted s;
+    {
+        std::lock_guard lk(mu_);
+        if (draining_ || stop_) {
+            s.status = SubmitStatus::Draining;
+            return s;
+        }
+        if (inbox_.size() + n_waiting_ >= cfg_.max_queue) {
+            s.status = SubmitStatus::QueueFull;
+            return s;
+        }
+        s.stream = std::make_shared<Stream>();
+        s.stream->engine_ = this;
+        s.stream->id_ = next_id_++;
+        ++n_active_;
+        inbox_.push_back(Pending{s.stream->id_, std::move(req), s.stream});
+    }
+    cv_.notify_all();
+    return s;
+}
+
+void Engine::request_cancel(uint64_t id) {
+    {
+        std::lock_guard lk(mu_);
+        cancels_.push_back(id);
+    }
+    cv_.notify_all();
+}
+
+void Engine::begin_drain() {
+    std::lock_guard lk(mu_);
+    draining_ = true;
+}
+
+bool Engine::wait_idle(std::chrono::milliseconds timeout) {
+    std::unique_lock lk(mu_);
+    return idle_cv_.wait_for(lk, timeout, [&] { return n_active_ == 0; });
+}
+
+void Engine::publish_gauges() {
+    Gauges g;
+    g.running = static_cast<int64_t>(runner_.n_running());
+    g.waiting = static_cast<int64_t>(runner_.n_waiting());
+    g.kv_pages_used = kv_.pool().used_pages();
+    g.kv_pages_free = kv_.pool().free_pages();
+    g.kv_pages_total = kv_.pool().capacity();
+    g.kv_bytes_per_page = kv_.bytes_per_page();
+    g.preemptions = runner_.stats().preemptions;
+    g.integrity_violations = exec_.stats().integrity_violations;
+    g.steps = runner_.stats().steps;
+    metrics_.set_gauges(g);
+}
+
+void Engine::loop() {
+    for (;;) {
+        std::deque<Pending> inbox;
+        std::vector<uint64_t> cancels;
+        bool stopping = false;
+        {
+            std::unique_lock lk(mu_);
+            if (runner_.idle() && inbox_.empty() && cancels_.empty() && !stop_) {
+                // Idle: the pool must be whole (free + used == total, nothing leaked).
+                const std::string bad = kv_.pool().check_integrity();
+                if (!bad.empty()) spdlog::error("kv pool inconsistent while idle: {}", bad);
+                cv_.wait(lk, [&] { return !inbox_.empty() || !cancels_.empty() || stop_; });
+            }
+            inbox.swap(inbox_);
+            cancels.swap(cancels_);
+            stopping = stop_;
+        }
+        for (Pending& p : inbox) {
+            Active a;
+            a.stream = p.stream;
+            a.tenant = p.req.tenant;
+            a.deadline = std::chrono::steady_clock::now() + cfg_.request_timeout;
+            adding_ = &a;
+            const BatchRunner::Handle h = runner_.add(std::move(p.req));
+            adding_ = nullptr;
+            if (!a.stream) continue;  // rejected: its Finish event was delivered
+            a.handle = h;
+            by_handle_[h] = p.id;
+            active_.emplace(p.id, std::move(a));
+        }
+        for (uint64_t id : cancels) {
+            auto it = active_.find(id);
+            if (it != active_.end()) runner_.cancel(it->second.handle, FinishReason::Cancelled);
+        }
+        if (stopping) {
+            std::vector<BatchRunner::Handle> all;
+            for (const auto& [id, a] : active_) all.push_back(a.handle);
+            for (auto h : all) runner_.cancel(h, FinishReason::Cancelled);
+            publish_gauges();
+            return;
+        }
+        const auto now = std::chrono::steady_clock::now();
+        std::vector<BatchRunner::Handle> expired;
+        for (const auto& [id, a] : active_)
+            if (a.deadline <= now) expired.push_back(a.handle);
+        for (auto h : expired) runner_.cancel(h, FinishReason::Timeout);
+        if (!runner_.idle()) {
+            try {
+                runner_.step();
+            } catch (const std::exception& e) {
+                // Never leave a request without a reply: end everything in flight.
+                spdlog::error("scheduler step failed: {}; ending {} requests", e.what(), active_.size());
+                std::vector<BatchRunner::Handle> all;
+                for (const auto& [id, a] : active_) all.push_back(a.handle);
+                for (auto h : all) runner_.cancel(h, FinishReason::Rejected);
+            }
+        }
+        {
+            std::lock_guard lk(mu_);
+            n_waiting_ = runner_.n_waiting();
+        }
+        publish_gauges();
+    }
+}
+
+}  // namespace warden::engine

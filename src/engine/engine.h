@@ -1,0 +1,131 @@
+#pragma once
+// The serving engine: one scheduler thread owns the BatchRunner (and through it the KV cache and
+// every page free). Other threads talk to it only by messages: submit() queues a request and
+// returns its event Stream; Stream::cancel() (client gone) and request deadlines become cancel
+// messages handled between steps. Bounded FCFS queue: submit refuses when it is full.
+//
+//   Engine eng(exec, cache, cfg, faults);           // starts the scheduler thread
+//   auto [st, stream, err] = eng.submit(std::move(req));
+//   Event ev; while (stream->next(ev, 1s)) { Token... ; Finish -> break; }
+//   eng.begin_drain(); eng.wait_idle(...);          // SIGTERM path
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/batch_runner.h"
+#include "engine/metrics.h"
+
+namespace warden::engine {
+
+struct EngineConfig {
+    RunnerOptions runner;
+    size_t max_queue = 256;  // requests waiting for admission (plus not yet seen by the scheduler)
+    std::chrono::milliseconds request_timeout{std::chrono::minutes(10)};  // arrival -> finish
+};
+
+struct Event {
+    enum class Kind { Token, Finish };
+    Kind kind = Kind::Token;
+    TokenInfo token;  // Kind::Token
+    Result result;    // Kind::Finish (output = every generated token, finish reason, timing)
+};
+
+class Engine;
+
+// The events of one request: tokens in order, then exactly one Finish. Thread-safe.
+class Stream {
+public:
+    // Waits up to `timeout` for the next event. False on timeout (nothing consumed).
+    bool next(Event& out, std::chrono::milliseconds timeout);
+    // Ends the request (idempotent; a no-op once it finished). Its Finish event still arrives.
+    void cancel();
+    uint64_t id() const { return id_; }
+
+private:
+    friend class Engine;
+    void push(Event&& e);
+    Engine* engine_ = nullptr;
+    uint64_t id_ = 0;
+    std::mutex mu_;
+    std::condition_variable cv_;
+    std::deque<Event> events_;
+    bool cancel_sent_ = false;
+    bool finished_ = false;
+};
+
+enum class SubmitStatus { Ok, QueueFull, Draining };
+
+struct Submitted {
+    SubmitStatus status = SubmitStatus::Ok;
+    std::shared_ptr<Stream> stream;  // when Ok
+};
+
+class Engine {
+public:
+    Engine(Executor& exec, kv::KvCache& kv, EngineConfig cfg, kv::FaultInjector* faults = nullptr);
+    ~Engine();  // cancels whatever is left and joins the scheduler thread
+    Engine(const Engine&) = delete;
+    Engine& operator=(const Engine&) = delete;
+
+    // Thread-safe. The request must be validated (BatchRunner::add rejects what can never run).
+    Submitted submit(Request req);
+    // Stop accepting (submit -> Draining); in-flight and queued requests still finish.
+    void begin_drain();
+    // Blocks until nothing is queued or running, or the timeout passes. True when idle.
+    bool wait_idle(std::chrono::milliseconds timeout);
+
+    Metrics& metrics() { return metrics_; }
+    const kv::KvCache& kv() const { return kv_; }
+    int64_t capacity_tokens() const { return kv_.capacity_tokens(); }
+    // Seam for the prefix cache: set before the first submit.
+    void set_prefix_hooks(PrefixHooks* h) { runner_.set_prefix_hooks(h); }
+
+private:
+    friend class Stream;
+    struct Active {
+        std::shared_ptr<Stream> stream;
+        std::string tenant;
+        std::chrono::steady_clock::time_point deadline;
+        BatchRunner::Handle handle = 0;
+    };
+    struct Pending {
+        uint64_t id;
+        Request req;
+        std::shared_ptr<Stream> stream;
+    };
+    void request_cancel(uint64_t id);
+    void loop();
+    void publish_gauges();
+
+    Executor& exec_;
+    kv::KvCache& kv_;
+    EngineConfig cfg_;
+    BatchRunner runner_;
+    Metrics metrics_;
+
+    std::mutex mu_;  // guards the inbox, draining_, n_active_
+    std::condition_variable cv_;       // scheduler wake-up
+    std::condition_variable idle_cv_;  // wait_idle
+    std::deque<Pending> inbox_;
+    std::vector<uint64_t> cancels_;
+    bool stop_ = false;
+    bool draining_ = false;
+    size_t n_waiting_ = 0;  // runner's queue as of the last iteration
+    size_t n_active_ = 0;   // submitted and not finished
+
+    // Scheduler thread only.
+    std::unordered_map<uint64_t, Active> active_;                   // by engine id
+    std::unordered_map<BatchRunner::Handle, uint64_t> by_handle_;   // runner handle -> engine id
+    Active* adding_ = nullptr;
+    uint64_t next_id_ = 1;  // guarded by mu_
+    std::thread thread_;
+};
+
+}  // namespace warden::engine

@@ -1,0 +1,136 @@
+#include "engine/metrics.h"
+
+#include <cstdio>
+
+namespace warden::engine {
+
+namespace {
+std::string num(double v) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.9g", v);
+    return buf;
+}
+// Tenant names come from the api-keys file: escape for a label value.
+std::string label(const std::string& v) {
+    std::string o;
+    for (char c : v) {
+        if (c == '\\' || c == '"') o += '\\';
+        if (c == '\n') {
+            o += "\\n";
+            continue;
+        }
+        o += c;
+    }
+    return o;
+}
+}  // namespace
+
+void Histogram::observe(double seconds) {
+    size_t i = 0;
+    while (i < kBounds.size() && seconds > kBounds[i]) ++i;
+    if (i < kBounds.size()) ++buckets_[i];
+    ++count_;
+    sum_ += seconds;
+}
+
+void Histogram::render(std::string& out, const std::string& name, const std::string& labels) const {
+    int64_t cum = 0;
+    for (size_t i = 0; i < kBounds.size(); ++i) {
+        cum += buckets_[i];
+        out += name + "_bucket{" + labels + ",le=\"" + num(kBounds[i]) + "\"} " + std::to_string(cum) + "\n";
+    }
+    out += name + "_bucket{" + labels + ",le=\"+Inf\"} " + std::to_string(count_) + "\n";
+    out += name + "_sum{" + labels + "} " + num(sum_) + "\n";
+    out += name + "_count{" + labels + "} " + std::to_string(count_) + "\n";
+}
+
+void Metrics::observe(const std::string& tenant, const Result& r) {
+    std::lock_guard lk(mu_);
+    Tenant& t = tenants_[tenant];
+    ++t.requests;
+    ++t.finished[finish_reason_name(r.finish)];
+    if (r.finish == FinishReason::Rejected) return;
+    t.prompt_tokens += r.n_prompt;
+    t.generated_tokens += static_cast<int64_t>(r.output.size());
+    if (r.finish == FinishReason::IntegrityError) ++t.integrity_violations;
+    if (r.finish == FinishReason::Cancelled || r.finish == FinishReason::Timeout ||
+        r.finish == FinishReason::IntegrityError)
+        ++t.aborts[finish_reason_name(r.finish)];
+    const Timing& tm = r.timing;
+    t.e2e.observe(tm.total_ms / 1000.0);
+    if (tm.queue_ms > 0 || !r.output.empty()) t.queue.observe(tm.queue_ms / 1000.0);
+    if (!r.output.empty()) {
+        t.prefill.observe(tm.prefill_ms / 1000.0);
+        t.ttft.observe(tm.ttft_ms / 1000.0);
+    }
+    if (r.output.size() > 1) t.tpot.observe(tm.tpot_ms / 1000.0);
+}
+
+void Metrics::count_abort(const std::string& tenant, const std::string& reason) {
+    std::lock_guard lk(mu_);
+    ++tenants_[tenant].aborts[reason];
+}
+
+void Metrics::set_gauges(const Gauges& g) {
+    std::lock_guard lk(mu_);
+    g_ = g;
+}
+
+Gauges Metrics::gauges() const {
+    std::lock_guard lk(mu_);
+    return g_;
+}
+
+std::string Metrics::prometheus() const {
+    std::lock_guard lk(mu_);
+    std::string o;
+    auto gauge = [&](const char* name, const char* help, int64_t v) {
+        o += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " gauge\n" + name + " " +
+             std::to_string(v) + "\n";
+    };
+    gauge("warden_requests_running", "sequences in the running batch", g_.running);
+    gauge("warden_requests_waiting", "requests queued for admission", g_.waiting);
+    gauge("warden_kv_pages_used", "KV pages in use", g_.kv_pages_used);
+    gauge("warden_kv_pages_free", "KV pages free", g_.kv_pages_free);
+    gauge("warden_kv_pages_total", "KV pages in the pool", g_.kv_pages_total);
+    gauge("warden_kv_bytes_used", "KV bytes in use", g_.kv_pages_used * g_.kv_bytes_per_page);
+    gauge("warden_kv_bytes_total", "KV bytes in the pool", g_.kv_pages_total * g_.kv_bytes_per_page);
+    o += "# HELP warden_preemptions_total sequences preempted (recomputed later)\n# TYPE warden_preemptions_total counter\n";
+    o += "warden_preemptions_total " + std::to_string(g_.preemptions) + "\n";
+    o += "# HELP warden_integrity_violations_total KV integrity check failures (all tenants)\n"
+         "# TYPE warden_integrity_violations_total counter\n";
+    o += "warden_integrity_violations_total " + std::to_string(g_.integrity_violations) + "\n";
+    o += "# HELP warden_steps_total model steps executed\n# TYPE warden_steps_total counter\n";
+    o += "warden_steps_total " + std::to_string(g_.steps) + "\n";
+
+    auto counter = [&](const char* name, const char* help, auto get) {
+        o += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " counter\n";
+        for (const auto& [tn, t] : tenants_) get(name, "tenant=\"" + label(tn) + "\"", t);
+    };
+    counter("warden_prompt_tokens_total", "prompt tokens of finished requests",
+            [&](const char* n, const std::string& l, const Tenant& t) { o += std::string(n) + "{" + l + "} " + std::to_string(t.prompt_tokens) + "\n"; });
+    counter("warden_generation_tokens_total", "generated tokens",
+            [&](const char* n, const std::string& l, const Tenant& t) { o += std::string(n) + "{" + l + "} " + std::to_string(t.generated_tokens) + "\n"; });
+    counter("warden_requests_finished_total", "requests the engine finished, by finish reason",
+            [&](const char* n, const std::string& l, const Tenant& t) {
+                for (const auto& [r, c] : t.finished) o += std::string(n) + "{" + l + ",reason=\"" + r + "\"} " + std::to_string(c) + "\n";
+            });
+    counter("warden_request_aborts_total", "requests aborted or refused, by reason",
+            [&](const char* n, const std::string& l, const Tenant& t) {
+                for (const auto& [r, c] : t.aborts) o += std::string(n) + "{" + l + ",reason=\"" + label(r) + "\"} " + std::to_string(c) + "\n";
+            });
+    counter("warden_tenant_integrity_violations_total", "requests aborted by a KV integrity violation",
+            [&](const char* n, const std::string& l, const Tenant& t) { o += std::string(n) + "{" + l + "} " + std::to_string(t.integrity_violations) + "\n"; });
+    auto hist = [&](const char* name, const char* help, Histogram Tenant::*h) {
+        o += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " histogram\n";
+        for (const auto& [tn, t] : tenants_) (t.*h).render(o, name, "tenant=\"" + label(tn) + "\"");
+    };
+    hist("warden_queue_seconds", "time from arrival to first admission", &Tenant::queue);
+    hist("warden_prefill_seconds", "time from admission to first token", &Tenant::prefill);
+    hist("warden_ttft_seconds", "time to first token", &Tenant::ttft);
+    hist("warden_tpot_seconds", "time per output token after the first", &Tenant::tpot);
+    hist("warden_e2e_seconds", "end-to-end request time", &Tenant::e2e);
+    return o;
+}
+
+}  // namespace warden::engine

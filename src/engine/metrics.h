@@ -1,0 +1,58 @@
+#pragma once
+// Engine and server metrics in the Prometheus text format: latency histograms (queue, prefill,
+// time to first token, time per output token, end-to-end), token and abort counters per tenant,
+// and gauges of the scheduler and the KV pool. Thread-safe.
+#include <array>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "engine/batch_runner.h"
+
+namespace warden::engine {
+
+class Histogram {
+public:
+    static constexpr std::array<double, 15> kBounds = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,
+                                                       2.5,   5,    10,    30,   60,  120, 300};
+    void observe(double seconds);
+    // Appends the _bucket/_sum/_count lines of `name` with the label set `labels` (e.g. tenant="a").
+    void render(std::string& out, const std::string& name, const std::string& labels) const;
+
+private:
+    std::array<int64_t, kBounds.size()> buckets_{};  // non-cumulative
+    int64_t count_ = 0;
+    double sum_ = 0;
+};
+
+struct Gauges {
+    int64_t running = 0, waiting = 0;
+    int64_t kv_pages_used = 0, kv_pages_free = 0, kv_pages_total = 0, kv_bytes_per_page = 0;
+    int64_t preemptions = 0, integrity_violations = 0, steps = 0;
+};
+
+class Metrics {
+public:
+    // A request the engine finished: latency histograms, token counters, abort reasons.
+    void observe(const std::string& tenant, const Result& r);
+    // A request refused or ended outside the engine (reason: queue_full, unauthorized, ...).
+    void count_abort(const std::string& tenant, const std::string& reason);
+    void set_gauges(const Gauges& g);
+    Gauges gauges() const;
+    std::string prometheus() const;
+
+private:
+    struct Tenant {
+        Histogram queue, prefill, ttft, tpot, e2e;
+        int64_t prompt_tokens = 0, generated_tokens = 0, requests = 0;
+        std::map<std::string, int64_t> finished;  // by finish reason
+        std::map<std::string, int64_t> aborts;    // by reason
+        int64_t integrity_violations = 0;
+    };
+    mutable std::mutex mu_;
+    std::map<std::string, Tenant> tenants_;
+    Gauges g_;
+};
+
+}  // namespace warden::engine

@@ -1,0 +1,163 @@
+// Layout helpers of kernels/matmul_quant.h and the activation quantizer (shared by all ISAs:
+// it runs once per token row and matmul, O(cols), so one scalar definition keeps every ISA on
+// the same int8 activations).
+#include "kernels/matmul_quant.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "tensor/float_convert.h"
+#include "tensor/fp8.h"
+#include "util/error.h"
+
+namespace warden::kernels {
+
+namespace {
+int64_t n_panels(const WeightMatrix& w) { return (w.rows + kPanelRows - 1) / kPanelRows; }
+int64_t q4_group_bytes(const WeightMatrix& w) { return 32 + (w.asym ? 32 : 0) + w.group * 8; }
+}  // namespace
+
+void check_quant_shape(const WeightMatrix& w) {
+    util::check(w.rows >= 0 && w.cols >= 0, "quantized matrix: negative shape");
+    std::string shp = "[";
+    shp.append(std::to_string(w.rows)).append(", ").append(std::to_string(w.cols)).append("]");
+    switch (w.type) {
+        case WeightType::Q4:
+            if (w.group != 32 && w.group != 128)
+                throw util::Error("int4 group size must be 32 or 128, got " + std::to_string(w.group));
+            if (w.cols % w.group != 0)
+                throw util::Error("int4 group size " + std::to_string(w.group) + " does not divide the row length " +
+                                  std::to_string(w.cols) + " of a " + shp + " matrix");
+            break;
+        case WeightType::Q8:
+            if (w.cols % kActBlock != 0)
+                throw util::Error("int8 weights need a row length divisible by 32, got " + shp);
+            break;
+        case WeightType::FP8: break;
+        default: throw util::Error("check_quant_shape: not a quantized weight type");
+    }
+}
+
+int64_t quant_panel_bytes(const WeightMatrix& w) {
+    switch (w.type) {
+        case WeightType::Q4: return w.cols / w.group * q4_group_bytes(w);
+        case WeightType::Q8: return 32 + w.cols * 16;
+        case WeightType::FP8: return 64 + w.cols * 16;
+        default: throw util::Error("quant_panel_bytes: not a quantized weight type");
+    }
+}
+
+int64_t quant_packed_bytes(const WeightMatrix& w) { return n_panels(w) * quant_panel_bytes(w); }
+
+float quant_scale_to_f32(const WeightMatrix& w, uint16_t bits) {
+    return w.bf16_scales ? tensor::bf16_to_f32(bits) : tensor::f16_to_f32(bits);
+}
+
+void pack_quant_row(const WeightMatrix& w, int64_t r, const QuantRow& row, uint8_t* packed) {
+    util::check(r >= 0 && r < w.rows, "pack_quant_row: row out of bounds");
+    util::check(static_cast<int64_t>(row.q.size()) == w.cols, "pack_quant_row: wrong code count");
+    uint8_t* p = packed + (r / kPanelRows) * quant_panel_bytes(w);
+    const int64_t lr = r % kPanelRows, lane = lr % 8;
+    const bool high = lr >= 8;
+    if (w.type == WeightType::Q4) {
+        const int64_t ng = w.cols / w.group, gb = q4_group_bytes(w);
+        util::check(static_cast<int64_t>(row.d.size()) == ng && (!w.asym || static_cast<int64_t>(row.m.size()) == ng),
+                    "pack_quant_row: wrong scale count");
+        for (int64_t g = 0; g < ng; ++g) {
+            uint8_t* b = p + g * gb;
+            std::memcpy(b + lr * 2, &row.d[static_cast<size_t>(g)], 2);
+            if (w.asym) std::memcpy(b + 32 + lr * 2, &row.m[static_cast<size_t>(g)], 2);
+            uint8_t* qs = b + (w.asym ? 64 : 32);
+            for (int64_t i = 0; i < w.group; ++i) {
+                const uint8_t q = row.q[static_cast<size_t>(g * w.group + i)] & 0x0f;
+                uint8_t& byte = qs[(i / 4) * 32 + lane * 4 + i % 4];
+                byte = high ? static_cast<uint8_t>((byte & 0x0f) | (q << 4)) : static_cast<uint8_t>((byte & 0xf0) | q);
+            }
+        }
+    } else if (w.type == WeightType::Q8) {
+        util::check(row.d.size() == 1, "pack_quant_row: int8 rows have one scale");
+        std::memcpy(p + lr * 2, &row.d[0], 2);
+        uint8_t* qs = p + 32;
+        for (int64_t k = 0; k < w.cols; ++k)
+            qs[(k / 4) * 64 + (high ? 32 : 0) + lane * 4 + k % 4] = row.q[static_cast<size_t>(k)];
+    } else {
+        std::memcpy(p + lr * 4, &row.scale, 4);
+        uint8_t* qs = p + 64;
+        for (int64_t k = 0; k < w.cols; ++k) qs[k * 16 + lr] = row.q[static_cast<size_t>(k)];
+    }
+}
+
+QuantRow unpack_quant_row(const WeightMatrix& w, int64_t r) {
+    util::check(r >= 0 && r < w.rows, "unpack_quant_row: row out of bounds");
+    const uint8_t* p = static_cast<const uint8_t*>(w.data) + (r / kPanelRows) * quant_panel_bytes(w);
+    const int64_t lr = r % kPanelRows, lane = lr % 8;
+    const bool high = lr >= 8;
+    QuantRow row;
+    row.q.resize(static_cast<size_t>(w.cols));
+    if (w.type == WeightType::Q4) {
+        const int64_t ng = w.cols / w.group, gb = q4_group_bytes(w);
+        row.d.resize(static_cast<size_t>(ng));
+        if (w.asym) row.m.resize(static_cast<size_t>(ng));
+        for (int64_t g = 0; g < ng; ++g) {
+            const uint8_t* b = p + g * gb;
+            std::memcpy(&row.d[static_cast<size_t>(g)], b + lr * 2, 2);
+            if (w.asym) std::memcpy(&row.m[static_cast<size_t>(g)], b + 32 + lr * 2, 2);
+            const uint8_t* qs = b + (w.asym ? 64 : 32);
+            for (int64_t i = 0; i < w.group; ++i) {
+                const uint8_t byte = qs[(i / 4) * 32 + lane * 4 + i % 4];
+                row.q[static_cast<size_t>(g * w.group + i)] = high ? byte >> 4 : byte & 0x0f;
+            }
+        }
+    } else if (w.type == WeightType::Q8) {
+        row.d.resize(1);
+        std::memcpy(&row.d[0], p + lr * 2, 2);
+        for (int64_t k = 0; k < w.cols; ++k)
+            row.q[static_cast<size_t>(k)] = p[32 + (k / 4) * 64 + (high ? 32 : 0) + lane * 4 + k % 4];
+    } else {
+        std::memcpy(&row.scale, p + lr * 4, 4);
+        for (int64_t k = 0; k < w.cols; ++k) row.q[static_cast<size_t>(k)] = p[64 + k * 16 + lr];
+    }
+    return row;
+}
+
+void dequant_row(const WeightMatrix& w, int64_t r, float* out) {
+    const QuantRow row = unpack_quant_row(w, r);
+    for (int64_t k = 0; k < w.cols; ++k) {
+        const uint8_t q = row.q[static_cast<size_t>(k)];
+        if (w.type == WeightType::Q4) {
+            const auto g = static_cast<size_t>(k / w.group);
+            const float d = quant_scale_to_f32(w, row.d[g]);
+            out[k] = w.asym ? std::fma(static_cast<float>(q), d, quant_scale_to_f32(w, row.m[g]))
+                            : (static_cast<float>(q) - 8.0f) * d;
+        } else if (w.type == WeightType::Q8) {
+            out[k] = static_cast<float>(static_cast<int8_t>(q)) * quant_scale_to_f32(w, row.d[0]);
+        } else {
+            out[k] = tensor::fp8_e4m3_to_f32(q) * row.scale;
+        }
+    }
+}
+
+void quantize_acts(const float* x, int64_t n, int64_t cols, int8_t* xq, float* xd, int32_t* xs) {
+    const int64_t nb = cols / kActBlock;
+    for (int64_t t = 0; t < n; ++t)
+        for (int64_t b = 0; b < nb; ++b) {
+            const float* v = x + t * cols + b * kActBlock;
+            int8_t* q = xq + t * cols + b * kActBlock;
+            float a = 0.0f;
+            for (int64_t i = 0; i < kActBlock; ++i) a = std::fmax(a, std::fabs(v[i]));
+            const float d = a / 127.0f;
+            const float id = a > 0.0f ? 127.0f / a : 0.0f;
+            int32_t s = 0;
+            for (int64_t i = 0; i < kActBlock; ++i) {
+                float f = std::nearbyint(v[i] * id);
+                f = f > 127.0f ? 127.0f : (f < -127.0f ? -127.0f : f);
+                if (!(f == f)) f = 0.0f;  // NaN activations: no UB in the int conversion
+                q[i] = static_cast<int8_t>(f);
+                s += q[i];
+            }
+            xd[t * nb + b] = d;
+            xs[t * nb + b] = s;
+        }
+}
+
+}  // namespace warden::kernels

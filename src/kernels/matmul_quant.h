@@ -1,0 +1,67 @@
+#pragma once
+// Quantized weight layouts for kernels::matmul (WeightType Q4, Q8, FP8) and their arithmetic
+// contract. Like the f32/bf16 layout, weights live in panels of 16 output rows, one contiguous
+// byte stream per panel, so decode streams every weight byte exactly once, in order.
+//
+// Q4 (int4, group G = 32 or 128 along k, scales f16 or bf16, symmetric or asymmetric):
+//   a panel is cols/G group blocks, each:
+//     [16 x u16 scale d][16 x u16 min m, asym only][G/4 quads x 32 bytes of nibbles]
+//   quad j of group g holds k = g*G + 4j + kk (kk = 0..3): byte lane*4 + kk has row `lane` in
+//   its low nibble and row `lane + 8` in its high nibble (lane = 0..7). Value of code q:
+//   symmetric  w = d * (q - 8)        (GGUF Q4_0 mapping)
+//   asymmetric w = fma(q, d, m)       (GGUF Q4_1 mapping, m = -d * zero_point)
+// Q8 (int8 per output channel, scale f16 or bf16): a panel is
+//   [16 x u16 scale][cols/4 quads x 64 bytes]: quad j = rows 0-7 (byte lane*4 + kk) then
+//   rows 8-15, k = 4j + kk, codes -127..127, w = d * q.
+// FP8 (e4m3 per output channel, f32 scales): a panel is [16 x f32 scale][cols x 16 codes],
+//   code of (r, k) at k*16 + r%16, w = s * e4m3(code).
+// Padding rows of the last panel are zero codes with zero scales.
+//
+// Arithmetic contract (identical in every ISA, so results are bit-exact across ISAs, thread
+// splits and batch sizes: each token row is computed alone):
+//   activations for W4A8/W8A8 are quantized per token row in blocks of 32 (quantize_acts):
+//     a = max|x| over the block, xd = a / 127, xq = nearbyint(x * (127 / a)) (0 when a == 0),
+//     xs = sum of the block's xq.
+//   Q4 W4A8: acc = 0; for each 32-block b (in k order), with the block's group scale d (and m):
+//     i = sum_k q*xq - 8*xs (sym) or sum_k q*xq (asym)          (exact int32)
+//     acc = fma(float(i), d*xd, acc); asym: acc = fma(float(xs), m*xd, acc)
+//   Q4 W4A16 (act_f32): acc = fma(w(r,k), x[k], acc) over k, w as above in f32, i.e. exactly
+//     the f32 matmul of the dequantized matrix.
+//   Q8 W8A8: acc = fma(float(sum_k q*xq), xd, acc) per 32-block; y = acc * d.
+//   FP8: acc = fma(e4m3(code), x[k], acc) over k; y = acc * s.
+// Q4 and Q8 need cols % 32 == 0 (and % group for Q4); FP8 takes any cols.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/matmul.h"
+
+namespace warden::kernels {
+
+constexpr int64_t kActBlock = 32;  // activation quantization block (W4A8 / W8A8)
+
+// Bytes of the packed buffer of a quantized matrix (whole panels).
+int64_t quant_panel_bytes(const WeightMatrix& w);
+int64_t quant_packed_bytes(const WeightMatrix& w);
+// Throws util::Error when the shape does not fit the type (group not dividing cols, ...).
+void check_quant_shape(const WeightMatrix& w);
+
+// One row in code form, independent of the panel layout (what quantizers produce, what the
+// GGUF/safetensors writers consume).
+struct QuantRow {
+    std::vector<uint8_t> q;        // Q4: 0..15; Q8: int8 bits; FP8: e4m3 codes   [cols]
+    std::vector<uint16_t> d;       // Q4: per group; Q8: 1 (f16/bf16 bits)
+    std::vector<uint16_t> m;       // Q4 asym: per group
+    float scale = 0.0f;            // FP8 per-channel scale
+};
+// Writes row r into its panel (packed must be quant_packed_bytes(w) zeroed bytes).
+void pack_quant_row(const WeightMatrix& w, int64_t r, const QuantRow& row, uint8_t* packed);
+QuantRow unpack_quant_row(const WeightMatrix& w, int64_t r);
+// Dequantized row (exactly the values the W4A16 / reference arithmetic uses).
+void dequant_row(const WeightMatrix& w, int64_t r, float* out);
+float quant_scale_to_f32(const WeightMatrix& w, uint16_t bits);
+
+// Activation quantization of n rows of `cols` (cols % 32 == 0), see the contract above.
+void quantize_acts(const float* x, int64_t n, int64_t cols, int8_t* xq, float* xd, int32_t* xs);
+
+}  // namespace warden::kernels

@@ -1,0 +1,236 @@
+// AVX2 (+FMA, F16C) kernels for quantized weights (layouts and the arithmetic contract:
+// kernels/matmul_quant.h). Bit-exact with the scalar reference in matmul_scalar.cpp: integer
+// group dots are exact (any summation order gives the same int32), and the float steps are
+// the same operations in the same order per output (one lane = one output row).
+//
+// W4A8 (the llama.cpp Q4_0 x Q8_0 AVX2 trick, transposed to 16-row panels): a 32-byte load
+// holds 4 consecutive k of 16 rows as nibbles; (v & 0xf) is rows 0-7 and (v >> 4 & 0xf) rows
+// 8-15, each 32-bit lane one row's 4 codes. _mm256_maddubs_epi16 against the broadcast 4
+// activation bytes gives per-row pair sums (<= 2*15*127, exact); 8 quads (one 32-block) are
+// summed in int16 (<= 30480, exact) and widened once with _mm256_madd_epi16.
+// Tokens are processed panel by panel (all tokens of a panel while it is in L1/L2), so decode
+// reads each weight byte once and prefill reuses each panel across the batch.
+//
+// ODR: helpers live in the anonymous namespace; only <immintrin.h> and kernels_internal.h.
+#include <immintrin.h>
+
+#include "kernels/kernels_internal.h"
+
+namespace warden::kernels::detail {
+namespace {
+
+constexpr int64_t kNr = 16;
+
+inline void store16(__m256 lo, __m256 hi, float* y, int64_t j0, int64_t j1) {
+    if (j0 == 0 && j1 == kNr) {
+        _mm256_storeu_ps(y, lo);
+        _mm256_storeu_ps(y + 8, hi);
+        return;
+    }
+    alignas(32) float tmp[kNr];
+    _mm256_store_ps(tmp, lo);
+    _mm256_store_ps(tmp + 8, hi);
+    for (int64_t j = j0; j < j1; ++j) y[j] = tmp[j];
+}
+
+// 16 u16 scales (f16 or bf16 bits) -> rows 0-7, 8-15 as f32.
+inline void load_scales(const uint8_t* p, bool bf16, __m256& s0, __m256& s1) {
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16));
+    if (bf16) {
+        s0 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(a), 16));
+        s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(b), 16));
+    } else {
+        s0 = _mm256_cvtph_ps(a);
+        s1 = _mm256_cvtph_ps(b);
+    }
+}
+
+inline __m256i bcast4(const int8_t* p) {
+    int32_t v;
+    __builtin_memcpy(&v, p, 4);
+    return _mm256_set1_epi32(v);
+}
+
+void q4_a8_panel(const QuantArgs& a, const uint8_t* panel, int64_t t, float* y, int64_t j0, int64_t j1) {
+    const int64_t cols = a.cols, G = a.group, gb = 32 + (a.asym ? 32 : 0) + G * 8, ng = cols / G, spg = G / 32;
+    const int64_t nb = cols / 32;
+    const int8_t* xq = a.xq + t * cols;
+    const float* xd = a.xd + t * nb;
+    const int32_t* xs = a.xs + t * nb;
+    const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    for (int64_t g = 0; g < ng; ++g) {
+        const uint8_t* blk = panel + g * gb;
+        __m256 d0, d1, m0 = _mm256_setzero_ps(), m1 = _mm256_setzero_ps();
+        load_scales(blk, a.bf16_scales, d0, d1);
+        if (a.asym) load_scales(blk + 32, a.bf16_scales, m0, m1);
+        const uint8_t* qs = blk + (a.asym ? 64 : 32);
+        for (int64_t sb = 0; sb < spg; ++sb) {
+            const int64_t b = g * spg + sb;
+            const uint8_t* qq = qs + sb * 256;
+            const int8_t* xb = xq + b * 32;
+            _mm_prefetch(reinterpret_cast<const char*>(qq) + 1024, _MM_HINT_T0);
+            _mm_prefetch(reinterpret_cast<const char*>(qq) + 1088, _MM_HINT_T0);
+            _mm_prefetch(reinterpret_cast<const char*>(qq) + 1152, _MM_HINT_T0);
+            _mm_prefetch(reinterpret_cast<const char*>(qq) + 1216, _MM_HINT_T0);
+            __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
+#pragma GCC unroll 8
+            for (int j = 0; j < 8; ++j) {
+                const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qq + j * 32));
+                const __m256i lo = _mm256_and_si256(v, m4);
+                const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+                const __m256i xv = bcast4(xb + 4 * j);
+                s0 = _mm256_add_epi16(s0, _mm256_maddubs_epi16(lo, xv));
+                s1 = _mm256_add_epi16(s1, _mm256_maddubs_epi16(hi, xv));
+            }
+            __m256i i0 = _mm256_madd_epi16(s0, ones), i1 = _mm256_madd_epi16(s1, ones);
+            if (!a.asym) {
+                const __m256i c = _mm256_set1_epi32(8 * xs[b]);
+                i0 = _mm256_sub_epi32(i0, c);
+                i1 = _mm256_sub_epi32(i1, c);
+            }
+            const __m256 xdv = _mm256_set1_ps(xd[b]);
+            acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i0), _mm256_mul_ps(d0, xdv), acc0);
+            acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i1), _mm256_mul_ps(d1, xdv), acc1);
+            if (a.asym) {
+                const __m256 xsv = _mm256_set1_ps(static_cast<float>(xs[b]));
+                acc0 = _mm256_fmadd_ps(xsv, _mm256_mul_ps(m0, xdv), acc0);
+                acc1 = _mm256_fmadd_ps(xsv, _mm256_mul_ps(m1, xdv), acc1);
+            }
+        }
+    }
+    store16(acc0, acc1, y, j0, j1);
+}
+
+// W4A16: w = (q - 8) * d or fma(q, d, m) in f32, then the plain f32 chain over k.
+template <bool kAsym>
+void q4_a16_panel(const QuantArgs& a, const uint8_t* panel, int64_t t, float* y, int64_t j0, int64_t j1) {
+    const int64_t cols = a.cols, G = a.group, gb = 32 + (kAsym ? 32 : 0) + G * 8, ng = cols / G;
+    const float* x = a.x + t * cols;
+    const __m256i m4 = _mm256_set1_epi8(0x0f), mb = _mm256_set1_epi32(0xff);
+    const __m256 eight = _mm256_set1_ps(8.0f);
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    for (int64_t g = 0; g < ng; ++g) {
+        const uint8_t* blk = panel + g * gb;
+        __m256 d0, d1, m0 = _mm256_setzero_ps(), m1 = _mm256_setzero_ps();
+        load_scales(blk, a.bf16_scales, d0, d1);
+        if (kAsym) load_scales(blk + 32, a.bf16_scales, m0, m1);
+        const uint8_t* qs = blk + (kAsym ? 64 : 32);
+        const float* xg = x + g * G;
+        for (int64_t j = 0; j < G / 4; ++j) {
+            const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + j * 32));
+            const __m256i lo = _mm256_and_si256(v, m4);
+            const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+            __m256i l[4] = {lo, _mm256_srli_epi32(lo, 8), _mm256_srli_epi32(lo, 16), _mm256_srli_epi32(lo, 24)};
+            __m256i h[4] = {hi, _mm256_srli_epi32(hi, 8), _mm256_srli_epi32(hi, 16), _mm256_srli_epi32(hi, 24)};
+#pragma GCC unroll 4
+            for (int kk = 0; kk < 4; ++kk) {
+                const __m256 q0 = _mm256_cvtepi32_ps(_mm256_and_si256(l[kk], mb));
+                const __m256 q1 = _mm256_cvtepi32_ps(_mm256_and_si256(h[kk], mb));
+                __m256 w0, w1;
+                if (kAsym) {
+                    w0 = _mm256_fmadd_ps(q0, d0, m0);
+                    w1 = _mm256_fmadd_ps(q1, d1, m1);
+                } else {
+                    w0 = _mm256_mul_ps(_mm256_sub_ps(q0, eight), d0);
+                    w1 = _mm256_mul_ps(_mm256_sub_ps(q1, eight), d1);
+                }
+                const __m256 xb = _mm256_broadcast_ss(xg + 4 * j + kk);
+                acc0 = _mm256_fmadd_ps(w0, xb, acc0);
+                acc1 = _mm256_fmadd_ps(w1, xb, acc1);
+            }
+        }
+    }
+    store16(acc0, acc1, y, j0, j1);
+}
+
+void q8_a8_panel(const QuantArgs& a, const uint8_t* panel, int64_t t, float* y, int64_t j0, int64_t j1) {
+    const int64_t cols = a.cols, nb = cols / 32;
+    const int8_t* xq = a.xq + t * cols;
+    const float* xd = a.xd + t * nb;
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    const uint8_t* qs = panel + 32;
+    for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t* qq = qs + b * 512;
+        const int8_t* xb = xq + b * 32;
+        for (int pf = 0; pf < 8; ++pf) _mm_prefetch(reinterpret_cast<const char*>(qq) + 1024 + pf * 64, _MM_HINT_T0);
+        __m256i i0 = _mm256_setzero_si256(), i1 = _mm256_setzero_si256();
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; ++j) {
+            const __m256i v0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qq + j * 64));
+            const __m256i v1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qq + j * 64 + 32));
+            const __m256i xv = bcast4(xb + 4 * j);
+            i0 = _mm256_add_epi32(i0, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(v0), _mm256_sign_epi8(xv, v0)), ones));
+            i1 = _mm256_add_epi32(i1, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(v1), _mm256_sign_epi8(xv, v1)), ones));
+        }
+        const __m256 xdv = _mm256_set1_ps(xd[b]);
+        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i0), xdv, acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i1), xdv, acc1);
+    }
+    __m256 d0, d1;
+    load_scales(panel, a.bf16_scales, d0, d1);
+    store16(_mm256_mul_ps(acc0, d0), _mm256_mul_ps(acc1, d1), y, j0, j1);
+}
+
+// e4m3 code (in a 32-bit lane) -> f32: sign to bit 31, exponent+mantissa to bits 26..20, then
+// * 2^120 (exact: a power of two; e4m3 subnormals become f32 subnormals and come back exact).
+inline __m256 e4m3_to_ps(__m256i c) {
+    const __m256i sign = _mm256_slli_epi32(_mm256_and_si256(c, _mm256_set1_epi32(0x80)), 24);
+    const __m256i mag = _mm256_slli_epi32(_mm256_and_si256(c, _mm256_set1_epi32(0x7f)), 20);
+    return _mm256_mul_ps(_mm256_castsi256_ps(_mm256_or_si256(sign, mag)), _mm256_set1_ps(1.329227995784916e36f));
+}
+
+void fp8_panel(const QuantArgs& a, const uint8_t* panel, int64_t t, float* y, int64_t j0, int64_t j1) {
+    const int64_t cols = a.cols;
+    const float* x = a.x + t * cols;
+    const uint8_t* qs = panel + 64;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    for (int64_t k = 0; k < cols; ++k) {
+        if ((k & 3) == 0) _mm_prefetch(reinterpret_cast<const char*>(qs + k * 16) + 1024, _MM_HINT_T0);
+        const __m256i c0 = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(qs + k * 16)));
+        const __m256i c1 = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(qs + k * 16 + 8)));
+        const __m256 xb = _mm256_broadcast_ss(x + k);
+        acc0 = _mm256_fmadd_ps(e4m3_to_ps(c0), xb, acc0);
+        acc1 = _mm256_fmadd_ps(e4m3_to_ps(c1), xb, acc1);
+    }
+    const __m256 s0 = _mm256_loadu_ps(reinterpret_cast<const float*>(panel));
+    const __m256 s1 = _mm256_loadu_ps(reinterpret_cast<const float*>(panel) + 8);
+    store16(_mm256_mul_ps(acc0, s0), _mm256_mul_ps(acc1, s1), y, j0, j1);
+}
+
+}  // namespace
+
+void mm_quant_avx2(const QuantArgs& a, int64_t r0, int64_t r1) {
+    int64_t pb;
+    switch (a.kind) {
+        case 0: pb = a.cols / a.group * (32 + (a.asym ? 32 : 0) + a.group * 8); break;
+        case 1: pb = 32 + a.cols * 16; break;
+        default: pb = 64 + a.cols * 16; break;
+    }
+    for (int64_t p = r0 / kNr; p * kNr < r1; ++p) {
+        const uint8_t* panel = a.data + p * pb;
+        const int64_t base = p * kNr;
+        const int64_t j0 = r0 > base ? r0 - base : 0;
+        const int64_t j1 = r1 - base < kNr ? r1 - base : kNr;
+        for (int64_t t = 0; t < a.n; ++t) {
+            float* y = a.y + t * a.ldy + base;
+            if (a.kind == 0) {
+                if (!a.act_f32) {
+                    q4_a8_panel(a, panel, t, y, j0, j1);
+                } else if (a.asym) {
+                    q4_a16_panel<true>(a, panel, t, y, j0, j1);
+                } else {
+                    q4_a16_panel<false>(a, panel, t, y, j0, j1);
+                }
+            } else if (a.kind == 1) {
+                q8_a8_panel(a, panel, t, y, j0, j1);
+            } else {
+                fp8_panel(a, panel, t, y, j0, j1);
+            }
+        }
+    }
+}
+
+}  // namespace warden::kernels::detail

@@ -1,0 +1,168 @@
+// AVX2 + FMA + F16C paged-attention read kernels. Every format is widened to f32 eight lanes
+// at a time in registers:
+//   bf16: zero-extend to 32 bits and shift left 16;  f16: vcvtph2ps;
+//   fp8_e5m2: the code is the top byte of an f16 (code << 8), then vcvtph2ps (exact, inf/NaN too);
+//   fp8_e4m3: s.eeee.mmm -> f16 s.0eeee.mmm0000000, which is the e4m3 value times 2^-8 for
+//             normals and subnormals alike (exact); the 2^8 goes into the per-row multiplier,
+//             the NaN codes (x.1111.111) are mapped to an f16 NaN;
+//   int8: sign-extend to 32 bits, convert.
+// Dot products keep two 8-lane accumulators; the weighted V sum updates 4 vectors of the output
+// per pass over the rows, each element one fma chain over j in order (so it differs from the
+// scalar kernel only by fma's single rounding). Tails (dim % 8) go through a zero-padded buffer.
+#include <immintrin.h>
+
+#include "kernels/paged_attention_internal.h"
+
+namespace warden::kernels::detail {
+namespace {
+
+struct LdF32 {
+    static constexpr int kBytes = 4;
+    static constexpr float kMul = 1.0f;
+    static __m256 load8(const uint8_t* p) { return _mm256_loadu_ps(reinterpret_cast<const float*>(p)); }
+};
+struct LdBF16 {
+    static constexpr int kBytes = 2;
+    static constexpr float kMul = 1.0f;
+    static __m256 load8(const uint8_t* p) {
+        const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+        return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    }
+};
+struct LdF16 {
+    static constexpr int kBytes = 2;
+    static constexpr float kMul = 1.0f;
+    static __m256 load8(const uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+};
+struct LdE5M2 {
+    static constexpr int kBytes = 1;
+    static constexpr float kMul = 1.0f;
+    static __m256 load8(const uint8_t* p) {
+        const __m128i w = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+        return _mm256_cvtph_ps(_mm_slli_epi16(w, 8));
+    }
+};
+struct LdE4M3 {
+    static constexpr int kBytes = 1;
+    static constexpr float kMul = 256.0f;
+    static __m256 load8(const uint8_t* p) {
+        const __m128i w = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+        const __m128i mag = _mm_and_si128(w, _mm_set1_epi16(0x7f));
+        __m128i h = _mm_or_si128(_mm_slli_epi16(_mm_and_si128(w, _mm_set1_epi16(0x80)), 8), _mm_slli_epi16(mag, 7));
+        const __m128i nan = _mm_cmpeq_epi16(mag, _mm_set1_epi16(0x7f));
+        h = _mm_or_si128(h, _mm_and_si128(nan, _mm_set1_epi16(0x7c00)));
+        return _mm256_cvtph_ps(h);
+    }
+};
+struct LdI8 {
+    static constexpr int kBytes = 1;
+    static constexpr float kMul = 1.0f;
+    static __m256 load8(const uint8_t* p) {
+        return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+    }
+};
+
+inline float hsum(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+// Loads elements [i, dim) (fewer than 8) of a row, zero-padded.
+template <typename L>
+inline __m256 load_tail(const uint8_t* row, int64_t i, int64_t dim) {
+    alignas(32) uint8_t buf[8 * L::kBytes] = {};
+    for (int64_t b = 0; b < (dim - i) * L::kBytes; ++b) buf[b] = row[i * L::kBytes + b];
+    return L::load8(buf);
+}
+inline __m256 load_tail_f32(const float* x, int64_t i, int64_t dim) {
+    alignas(32) float buf[8] = {};
+    for (int64_t k = 0; k < dim - i; ++k) buf[k] = x[i + k];
+    return _mm256_load_ps(buf);
+}
+
+template <typename L>
+void scores(const float* q, const uint8_t* rows, int64_t stride, int64_t n, int64_t dim, const float* mult, float* s) {
+    const int64_t main = dim / 8 * 8;
+    __m256 qtail = _mm256_setzero_ps();
+    if (main < dim) qtail = load_tail_f32(q, main, dim);
+    for (int64_t j = 0; j < n; ++j) {
+        const uint8_t* r = rows + j * stride;
+        __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+        int64_t i = 0;
+        for (; i + 16 <= dim; i += 16) {
+            a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), L::load8(r + i * L::kBytes), a0);
+            a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i + 8), L::load8(r + (i + 8) * L::kBytes), a1);
+        }
+        if (i + 8 <= dim) {
+            a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), L::load8(r + i * L::kBytes), a0);
+            i += 8;
+        }
+        if (i < dim) a1 = _mm256_fmadd_ps(qtail, load_tail<L>(r, i, dim), a1);
+        s[j] = hsum(_mm256_add_ps(a0, a1)) * L::kMul * mult[j];
+    }
+}
+
+template <typename L>
+void accum(const float* w, const uint8_t* rows, int64_t stride, int64_t n, int64_t dim, float* out) {
+    int64_t d = 0;
+    for (; d + 32 <= dim; d += 32) {
+        __m256 o0 = _mm256_loadu_ps(out + d), o1 = _mm256_loadu_ps(out + d + 8);
+        __m256 o2 = _mm256_loadu_ps(out + d + 16), o3 = _mm256_loadu_ps(out + d + 24);
+        const uint8_t* r = rows + d * L::kBytes;
+        for (int64_t j = 0; j < n; ++j, r += stride) {
+            const __m256 wj = _mm256_set1_ps(w[j] * L::kMul);
+            o0 = _mm256_fmadd_ps(wj, L::load8(r), o0);
+            o1 = _mm256_fmadd_ps(wj, L::load8(r + 8 * L::kBytes), o1);
+            o2 = _mm256_fmadd_ps(wj, L::load8(r + 16 * L::kBytes), o2);
+            o3 = _mm256_fmadd_ps(wj, L::load8(r + 24 * L::kBytes), o3);
+        }
+        _mm256_storeu_ps(out + d, o0);
+        _mm256_storeu_ps(out + d + 8, o1);
+        _mm256_storeu_ps(out + d + 16, o2);
+        _mm256_storeu_ps(out + d + 24, o3);
+    }
+    for (; d + 8 <= dim; d += 8) {
+        __m256 o0 = _mm256_loadu_ps(out + d);
+        const uint8_t* r = rows + d * L::kBytes;
+        for (int64_t j = 0; j < n; ++j, r += stride) o0 = _mm256_fmadd_ps(_mm256_set1_ps(w[j] * L::kMul), L::load8(r), o0);
+        _mm256_storeu_ps(out + d, o0);
+    }
+    if (d < dim) {
+        alignas(32) float buf[8] = {};
+        for (int64_t k = 0; k < dim - d; ++k) buf[k] = out[d + k];
+        __m256 o0 = _mm256_load_ps(buf);
+        for (int64_t j = 0; j < n; ++j)
+            o0 = _mm256_fmadd_ps(_mm256_set1_ps(w[j] * L::kMul), load_tail<L>(rows + j * stride, d, dim), o0);
+        _mm256_store_ps(buf, o0);
+        for (int64_t k = 0; k < dim - d; ++k) out[d + k] = buf[k];
+    }
+}
+
+template <typename L>
+void dequant(const uint8_t* row, int64_t dim, float* out) {
+    const __m256 mul = _mm256_set1_ps(L::kMul);
+    int64_t i = 0;
+    for (; i + 8 <= dim; i += 8) _mm256_storeu_ps(out + i, _mm256_mul_ps(L::load8(row + i * L::kBytes), mul));
+    if (i < dim) {
+        alignas(32) float buf[8];
+        _mm256_store_ps(buf, _mm256_mul_ps(load_tail<L>(row, i, dim), mul));
+        for (int64_t k = 0; k < dim - i; ++k) out[i + k] = buf[k];
+    }
+}
+
+template <typename L>
+constexpr KvReadKernels make() {
+    return {scores<L>, accum<L>, dequant<L>};
+}
+
+}  // namespace
+
+const KvKernelTable& kv_kernels_avx2() {
+    static const KvKernelTable t{{make<LdF32>(), make<LdBF16>(), make<LdF16>(), make<LdE4M3>(), make<LdE5M2>(),
+                                  make<LdI8>()}};
+    return t;
+}
+
+}  // namespace warden::kernels::detail

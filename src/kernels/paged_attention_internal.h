@@ -1,0 +1,30 @@
+#pragma once
+// Per-ISA kernels of the paged attention read path, one set per KV storage format. Same ODR
+// rule as kernels_internal.h: the *_avx2.cpp file includes only <immintrin.h>, this header
+// and tensor/fp8.h (out-of-line functions only).
+#include <cstdint>
+
+namespace warden::kernels::detail {
+
+// Indexes of KvType (attention.h), checked by static_asserts in paged_attention.cpp.
+inline constexpr int kKvTypes = 6;
+
+struct KvReadKernels {
+    // scores[j] = mult[j] * dot(q, decode(row_j)) for j in [0, n); row_j starts at
+    // rows + j * stride (bytes) and holds dim elements.
+    void (*scores)(const float* q, const uint8_t* rows, int64_t stride, int64_t n, int64_t dim, const float* mult,
+                   float* scores);
+    // out[d] += sum_j w[j] * decode(row_j)[d], j = 0..n-1 in order, for d in [0, dim).
+    void (*accum)(const float* w, const uint8_t* rows, int64_t stride, int64_t n, int64_t dim, float* out);
+    // out[d] = decode(row)[d] (unscaled); exact, the same bits on every ISA (NaN stays NaN).
+    void (*dequant)(const uint8_t* row, int64_t dim, float* out);
+};
+
+struct KvKernelTable {
+    KvReadKernels by_type[kKvTypes];
+};
+
+const KvKernelTable& kv_kernels_scalar();
+const KvKernelTable& kv_kernels_avx2();
+
+}  // namespace warden::kernels::detail

@@ -1,0 +1,168 @@
+#include "model/moe.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "kernels/matmul.h"
+#include "kernels/ops.h"
+#include "util/error.h"
+
+namespace warden::model {
+
+namespace {
+
+// Indices of the k largest of v[0, n) (ties: lower index first), best first.
+void top_k_indices(const float* v, int64_t n, int64_t k, int32_t* out) {
+    for (int64_t j = 0; j < k; ++j) out[j] = -1;
+    for (int64_t i = 0; i < n; ++i) {
+        // Insert i into the sorted list out[0, k) if it beats the last entry.
+        int64_t pos = k;
+        while (pos > 0 && (out[pos - 1] < 0 || v[i] > v[out[pos - 1]])) --pos;
+        if (pos == k) continue;
+        for (int64_t j = k - 1; j > pos; --j) out[j] = out[j - 1];
+        out[pos] = static_cast<int32_t>(i);
+    }
+}
+
+}  // namespace
+
+void moe_route(const MoeConfig& m, const float* logits, const float* bias, int64_t n, int32_t* experts,
+               float* weights) {
+    const int64_t E = m.n_experts, K = m.top_k;
+    util::check(E > 0 && K > 0 && K <= E, "moe_route: bad expert counts");
+    std::vector<float> score(static_cast<size_t>(E)), choice(static_cast<size_t>(E));
+    for (int64_t t = 0; t < n; ++t) {
+        const float* lg = logits + t * E;
+        int32_t* sel = experts + t * K;
+        float* wt = weights + t * K;
+        if (m.scoring == RouterScoring::Softmax) {
+            std::memcpy(score.data(), lg, static_cast<size_t>(E) * sizeof(float));
+            kernels::softmax(score.data(), E);
+            top_k_indices(score.data(), E, K, sel);
+            for (int64_t j = 0; j < K; ++j) wt[j] = score[static_cast<size_t>(sel[j])];
+            if (m.norm_topk_prob) {
+                float sum = 0.0f;
+                for (int64_t j = 0; j < K; ++j) sum += wt[j];
+                for (int64_t j = 0; j < K; ++j) wt[j] /= sum;
+            }
+            continue;
+        }
+        for (int64_t e = 0; e < E; ++e) {
+            score[static_cast<size_t>(e)] = 1.0f / (1.0f + std::exp(-lg[e]));
+            choice[static_cast<size_t>(e)] = score[static_cast<size_t>(e)] + (m.score_bias && bias ? bias[e] : 0.0f);
+        }
+        if (m.n_group > 1) {
+            const int64_t G = m.n_group, per = E / G;
+            std::vector<float> group_score(static_cast<size_t>(G));
+            for (int64_t g = 0; g < G; ++g) {
+                int32_t best2[2];
+                top_k_indices(choice.data() + g * per, per, 2, best2);
+                group_score[static_cast<size_t>(g)] = choice[static_cast<size_t>(g * per + best2[0])] +
+                                                      choice[static_cast<size_t>(g * per + best2[1])];
+            }
+            std::vector<int32_t> keep(static_cast<size_t>(m.topk_group));
+            top_k_indices(group_score.data(), G, m.topk_group, keep.data());
+            std::vector<char> eligible(static_cast<size_t>(G), 0);
+            for (int32_t g : keep) eligible[static_cast<size_t>(g)] = 1;
+            for (int64_t e = 0; e < E; ++e)
+                if (!eligible[static_cast<size_t>(e / per)]) choice[static_cast<size_t>(e)] = 0.0f;
+        }
+        top_k_indices(choice.data(), E, K, sel);
+        for (int64_t j = 0; j < K; ++j) wt[j] = score[static_cast<size_t>(sel[j])];
+        if (m.norm_topk_prob) {
+            float sum = 0.0f;
+            for (int64_t j = 0; j < K; ++j) sum += wt[j];
+            sum += 1e-20f;
+            for (int64_t j = 0; j < K; ++j) wt[j] /= sum;
+        }
+        for (int64_t j = 0; j < K; ++j) wt[j] *= m.routed_scaling;
+    }
+}
+
+void MoeFfn::forward(const ModelConfig& c, const MoeWeights& w, const float* x, int64_t n, float* out,
+                     util::ThreadPool& pool) {
+    const MoeConfig& m = c.moe;
+    const int64_t d = c.d_model, E = m.n_experts, K = m.top_k, de = m.d_expert;
+    const auto N = static_cast<size_t>(n);
+    logits_.resize(N * static_cast<size_t>(E));
+    sel_.resize(N * static_cast<size_t>(K));
+    wsel_.resize(N * static_cast<size_t>(K));
+    kernels::matmul(w.router.view(), x, n, logits_.data(), pool);
+    moe_route(m, logits_.data(), w.router_bias.empty() ? nullptr : w.router_bias.data(), n, sel_.data(),
+              wsel_.data());
+
+    // Counting sort of the (token, slot) pairs by expert; within an expert, token order.
+    counts_.assign(static_cast<size_t>(E), 0);
+    for (int32_t e : sel_) ++counts_[static_cast<size_t>(e)];
+    start_.assign(static_cast<size_t>(E) + 1, 0);
+    for (int64_t e = 0; e < E; ++e) start_[static_cast<size_t>(e) + 1] = start_[static_cast<size_t>(e)] + counts_[static_cast<size_t>(e)];
+    order_.resize(N * static_cast<size_t>(K));
+    {
+        std::vector<int64_t> fill(start_.begin(), start_.end() - 1);
+        for (int64_t i = 0; i < n * K; ++i) order_[static_cast<size_t>(fill[static_cast<size_t>(sel_[static_cast<size_t>(i)])]++)] = i;
+    }
+
+    std::fill(out, out + n * d, 0.0f);
+    int64_t max_rows = 0;
+    for (int64_t cnt : counts_) max_rows = std::max(max_rows, cnt);
+    const int64_t width = std::max(de, m.n_shared * de);
+    const int64_t cap = std::max(max_rows, m.n_shared > 0 ? n : int64_t{0});
+    xe_.resize(static_cast<size_t>(cap * d));
+    ye_.resize(static_cast<size_t>(cap * d));
+    g_.resize(static_cast<size_t>(cap * width));
+    u_.resize(static_cast<size_t>(cap * width));
+
+    for (int64_t e = 0; e < E; ++e) {
+        const int64_t r0 = start_[static_cast<size_t>(e)], rows = counts_[static_cast<size_t>(e)];
+        if (rows == 0) continue;
+        for (int64_t j = 0; j < rows; ++j) {
+            const int64_t t = order_[static_cast<size_t>(r0 + j)] / K;
+            std::memcpy(xe_.data() + j * d, x + t * d, static_cast<size_t>(d) * sizeof(float));
+        }
+        const auto ue = static_cast<size_t>(e);
+        kernels::matmul(w.gate[ue].view(), xe_.data(), rows, g_.data(), pool);
+        kernels::matmul(w.up[ue].view(), xe_.data(), rows, u_.data(), pool);
+        kernels::silu_mul(g_.data(), u_.data(), g_.data(), rows * de);
+        kernels::matmul(w.down[ue].view(), g_.data(), rows, ye_.data(), pool);
+        for (int64_t j = 0; j < rows; ++j) {
+            const int64_t i = order_[static_cast<size_t>(r0 + j)];
+            kernels::axpy_f32(wsel_[static_cast<size_t>(i)], ye_.data() + j * d, out + (i / K) * d, d);
+        }
+    }
+
+    if (m.n_shared > 0) {
+        const int64_t ws = m.n_shared * de;
+        kernels::matmul(w.shared_gate.view(), x, n, g_.data(), pool);
+        kernels::matmul(w.shared_up.view(), x, n, u_.data(), pool);
+        kernels::silu_mul(g_.data(), u_.data(), g_.data(), n * ws);
+        kernels::matmul(w.shared_down.view(), g_.data(), n, ye_.data(), pool);
+        for (int64_t i = 0; i < n * d; ++i) out[i] += ye_[static_cast<size_t>(i)];
+    }
+}
+
+std::unique_ptr<MoeWeights> load_moe_weights(const ModelConfig& c, const MoeTensorLoader& load) {
+    const MoeConfig& m = c.moe;
+    const int64_t d = c.d_model, de = m.d_expert;
+    auto w = std::make_unique<MoeWeights>();
+    w->router = load.matrix_f32("mlp.gate.weight", m.n_experts, d);
+    if (m.score_bias) w->router_bias = load.vec("mlp.gate.e_score_correction_bias", m.n_experts);
+    w->gate.reserve(static_cast<size_t>(m.n_experts));
+    w->up.reserve(static_cast<size_t>(m.n_experts));
+    w->down.reserve(static_cast<size_t>(m.n_experts));
+    for (int64_t e = 0; e < m.n_experts; ++e) {
+        const std::string p = "mlp.experts." + std::to_string(e) + ".";
+        w->gate.push_back(load.matrix(p + "gate_proj.weight", de, d));
+        w->up.push_back(load.matrix(p + "up_proj.weight", de, d));
+        w->down.push_back(load.matrix(p + "down_proj.weight", d, de));
+    }
+    if (m.n_shared > 0) {
+        const int64_t ws = m.n_shared * de;
+        w->shared_gate = load.matrix("mlp.shared_experts.gate_proj.weight", ws, d);
+        w->shared_up = load.matrix("mlp.shared_experts.up_proj.weight", ws, d);
+        w->shared_down = load.matrix("mlp.shared_experts.down_proj.weight", d, ws);
+    }
+    return w;
+}
+
+}  // namespace warden::model

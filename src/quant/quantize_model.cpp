@@ -1,0 +1,78 @@
+#include "quant/quantize_model.h"
+
+#include <cstring>
+#include <regex>
+
+#include "model/gguf_file.h"
+#include "model/gguf_writer.h"
+#include "model/tensor_source.h"
+#include "quant/quantizer.h"
+#include "util/error.h"
+
+namespace warden::quant {
+
+bool is_linear_weight(const std::string& name) {
+    static const std::regex re(
+        R"(^(blk\.\d+\.(attn_q|attn_k|attn_v|attn_output|ffn_gate|ffn_up|ffn_down)\.weight|)"
+        R"(model\.layers\.\d+\.(self_attn\.(q|k|v|o)_proj|mlp\.(gate|up|down)_proj)\.weight)$)");
+    return std::regex_match(name, re);
+}
+
+bool is_embedding_weight(const std::string& name) {
+    return name == "token_embd.weight" || name == "output.weight" || name == "model.embed_tokens.weight" ||
+           name == "lm_head.weight";
+}
+
+QuantizeStats quantize_gguf(const std::string& in, const std::string& out, const WeightFormat& f, bool embeddings,
+                            util::ThreadPool& pool) {
+    if (!f.quantized() || f.type == kernels::WeightType::FP8)
+        throw util::Error("GGUF output needs an int4 or int8 format (fp8/bf16 have no GGUF block type here), got '" +
+                          weight_format_name(f) + "'");
+    const tensor::GgmlType out_type = ggml_type_for(f.layout(32, f.group ? f.group : 32));
+    model::GGUFFile src(in);
+    model::GGUFWriter w;
+    for (const auto& [k, v] : src.metadata()) w.set(k, v);
+    // llama_ftype: MOSTLY_Q4_0 = 2, MOSTLY_Q4_1 = 3, MOSTLY_Q8_0 = 7.
+    w.set_u32("general.file_type", out_type == tensor::GgmlType::Q4_0 ? 2u : (out_type == tensor::GgmlType::Q4_1 ? 3u : 7u));
+    w.set_u32("general.quantization_version", 2);
+    QuantizeStats st;
+    for (const auto& t : src.tensors()) {
+        st.bytes_in += static_cast<int64_t>(t.n_bytes);
+        const bool quantize = t.shape.size() == 2 && (is_linear_weight(t.name) || (embeddings && is_embedding_weight(t.name)));
+        if (!quantize) {
+            w.add_tensor(t.name, t.shape, t.type, std::vector<uint8_t>(t.data, t.data + t.n_bytes));
+            st.bytes_out += static_cast<int64_t>(t.n_bytes);
+            ++st.tensors_copied;
+            continue;
+        }
+        const int64_t cols = t.shape[0], rows = t.shape[1];
+        const kernels::WeightMatrix layout = f.layout(rows, cols);
+        const model::SourceTensor s = model::SourceTensor::from(t);
+        const int64_t in_row = tensor::ggml_row_bytes(t.type, cols), out_row = tensor::ggml_row_bytes(out_type, cols);
+        std::vector<uint8_t> data;
+        try {
+            kernels::check_quant_shape(layout);
+            data.assign(static_cast<size_t>(rows * out_row), 0);
+            pool.parallel_for(rows, 16, [&](int64_t r0, int64_t r1) {
+                std::vector<float> row(static_cast<size_t>(cols));
+                for (int64_t r = r0; r < r1; ++r) {
+                    auto qr = import_ggml_row(t.type, t.data + r * in_row, layout);
+                    if (!qr) {
+                        s.row_to_f32(r, row.data());
+                        qr = default_quantizer().quantize_row(layout, row.data(), nullptr);
+                    }
+                    export_ggml_row(layout, *qr, data.data() + r * out_row);
+                }
+            });
+        } catch (const util::Error& e) {
+            throw util::Error("'" + in + "': tensor '" + t.name + "' as " + weight_format_name(f) + ": " + e.what());
+        }
+        st.bytes_out += static_cast<int64_t>(data.size());
+        w.add_tensor(t.name, t.shape, out_type, std::move(data));
+        ++st.tensors_quantized;
+    }
+    w.write(out);
+    return st;
+}
+
+}  // namespace warden::quant

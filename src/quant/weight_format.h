@@ -1,0 +1,35 @@
+#pragma once
+// Runtime weight formats (--weights / --prefill-weights) and their parsing.
+//   bf16 | f32 | fp8 (e4m3, per-channel f32 scale) | int8 (per channel, f16 scale)
+//   int4 | int4-g32 | int4-g128 (group 32 default, symmetric, f16 scales)
+// Suffixes for int4: -asym (w = d*q + m, GGUF Q4_1 style), -bf16s (bf16 scales), -a16 (W4A16
+// kernel: dequantize in registers, f32 activations, instead of the default W4A8).
+// int8 takes -bf16s as well. Examples: int4-g128-asym, int4-g32-bf16s-a16.
+#include <cstdint>
+#include <string>
+
+#include "kernels/matmul.h"
+
+namespace warden::quant {
+
+struct WeightFormat {
+    kernels::WeightType type = kernels::WeightType::BF16;
+    int32_t group = 0;  // int4 only
+    bool asym = false;
+    bool bf16_scales = false;
+    bool act_f32 = false;
+
+    bool quantized() const {
+        return type == kernels::WeightType::Q4 || type == kernels::WeightType::Q8 || type == kernels::WeightType::FP8;
+    }
+    // An empty view carrying the format and a shape (for layout sizes and shape checks).
+    kernels::WeightMatrix layout(int64_t rows, int64_t cols) const;
+};
+
+// Throws util::Error listing the accepted names for anything else.
+WeightFormat parse_weight_format(const std::string& s);
+std::string weight_format_name(const WeightFormat& f);
+// Bytes of a [rows, cols] matrix in this format (packed, whole panels).
+int64_t weight_bytes(const WeightFormat& f, int64_t rows, int64_t cols);
+
+}  // namespace warden::quant

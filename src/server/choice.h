@@ -1,0 +1,63 @@
+#pragma once
+// One choice of a completion: turns the engine's token events into text (incremental UTF-8
+// safe detokenization), applies stop strings (also ones spanning tokens: text that could be the
+// start of a stop string is held back until it is decided), keeps the logprobs and maps the
+// engine's finish to OpenAI's finish_reason or an error.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/engine.h"
+#include "tokenizer/tokenizer.h"
+
+namespace warden::server {
+
+nlohmann::json timing_json(const engine::Timing& t);
+
+struct LogprobEntry {
+    int32_t token = 0;
+    float logprob = 0;
+    std::vector<std::pair<int32_t, float>> top;
+    size_t text_offset = 0;
+};
+
+class Choice {
+public:
+    Choice(int index, const tokenizer::Tokenizer& tok, std::shared_ptr<engine::Stream> stream,
+           std::vector<int32_t> stop_ids, std::vector<std::string> stop, bool ignore_eos, bool chat,
+           int32_t top_logprobs);
+
+    void on_event(engine::Event&& ev);
+    // Moves text that can no longer become part of a stop string into `out`. True if any.
+    bool take_sendable(std::string& out);
+    nlohmann::json logprobs_json(size_t from, size_t to) const;  // null when not requested
+
+    int index;
+    std::shared_ptr<engine::Stream> stream;
+    std::string text;
+    std::string finish;          // "stop" / "length" once known
+    bool done = false;           // the engine's Finish event arrived
+    bool started = false, finish_sent = false;
+    int error_status = 0;        // non-zero: the request failed
+    std::string error;
+    int64_t n_tokens = 0;        // generated tokens consumed (up to a stop string)
+    engine::Result result;
+    std::vector<LogprobEntry> lp;
+    size_t lp_sent = 0;
+    bool want_logprobs = false;
+    bool chat = false;
+
+private:
+    void append(const std::string& piece);
+    size_t holdback() const;
+    const tokenizer::Tokenizer& tok_;
+    tokenizer::StreamingDecoder dec_;
+    std::vector<int32_t> stop_ids_;
+    std::vector<std::string> stop_;
+    size_t sent_ = 0;
+    bool stopped_ = false;  // a stop string or stop token ended the text
+};
+
+}  // namespace warden::server

@@ -1,0 +1,45 @@
+#pragma once
+// Parsing and validation of the OpenAI request bodies (/v1/completions, /v1/chat/completions)
+// into what the engine runs. Every bad field is an ApiError(400) naming the parameter; fields
+// warden does not know are ignored (as vLLM does).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/sampler.h"
+#include "server/api_error.h"
+
+namespace warden::tokenizer {
+class Tokenizer;
+class ChatTemplate;
+}  // namespace warden::tokenizer
+
+namespace warden::server {
+
+struct ModelInfo {
+    std::string id;                        // what "model" must name
+    const tokenizer::Tokenizer* tok = nullptr;
+    const tokenizer::ChatTemplate* chat = nullptr;  // null: chat endpoint unavailable
+    int64_t max_ctx = 0;                   // model context length
+    int64_t kv_tokens = 0;                 // KV cache capacity in tokens
+};
+
+struct CompletionRequest {
+    bool chat = false;
+    std::vector<std::vector<int32_t>> prompts;  // one or more (completions accepts a batch)
+    int64_t max_tokens = 16;
+    int n = 1;
+    bool stream = false;
+    bool include_usage = false;
+    std::vector<std::string> stop;
+    engine::SamplingParams sampling;
+    int32_t top_logprobs = -1;  // < 0: no logprobs
+    bool ignore_eos = false;    // extension (vLLM's name)
+};
+
+// Throws ApiError.
+CompletionRequest parse_request(const nlohmann::json& body, bool chat, const ModelInfo& m);
+
+}  // namespace warden::server

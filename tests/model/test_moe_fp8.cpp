@@ -1,0 +1,137 @@
+// FP8 block-scaled checkpoints (model/fp8_block.h): block indexing with partial blocks against an
+// element-by-element reference, the resolver on a real safetensors file (scale lookup, shape and
+// dtype errors), and quantization_config parsing.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <tuple>
+#include <unistd.h>
+
+#include "model/fp8_block.h"
+#include "model/safetensors_file.h"
+#include "tensor/fp8.h"
+#include "util/error.h"
+
+using namespace warden;
+
+namespace {
+
+struct Fp8Case {
+    int64_t rows = 70, cols = 45;
+    model::Fp8BlockConfig block{32, 16};
+    int64_t nbr() const { return (rows + block.block_rows - 1) / block.block_rows; }
+    int64_t nbc() const { return (cols + block.block_cols - 1) / block.block_cols; }
+    std::vector<uint8_t> codes;
+    std::vector<float> scales;
+    Fp8Case() {
+        std::mt19937_64 rng(9);
+        std::normal_distribution<float> nd(0.0f, 100.0f);
+        codes.resize(static_cast<size_t>(rows * cols));
+        for (auto& c : codes) c = tensor::f32_to_fp8_e4m3(nd(rng));
+        scales.resize(static_cast<size_t>(nbr() * nbc()));
+        for (size_t i = 0; i < scales.size(); ++i) scales[i] = 0.001f * static_cast<float>(i + 1);
+    }
+    float want(int64_t r, int64_t c) const {
+        const int64_t bi = r / block.block_rows, bj = c / block.block_cols;
+        return tensor::fp8_e4m3_to_f32(codes[static_cast<size_t>(r * cols + c)]) *
+               scales[static_cast<size_t>(bi * nbc() + bj)];
+    }
+};
+
+void write_safetensors(const std::string& path, const std::vector<std::tuple<std::string, std::string,
+                                                                             std::vector<int64_t>, std::vector<uint8_t>>>& ts) {
+    nlohmann::json h = nlohmann::json::object();
+    uint64_t off = 0;
+    std::vector<uint8_t> data;
+    for (const auto& [name, dtype, shape, bytes] : ts) {
+        h[name] = {{"dtype", dtype}, {"shape", shape}, {"data_offsets", {off, off + bytes.size()}}};
+        data.insert(data.end(), bytes.begin(), bytes.end());
+        off += bytes.size();
+    }
+    std::string hs = h.dump();
+    while (hs.size() % 8) hs += ' ';
+    std::ofstream f(path, std::ios::binary);
+    const uint64_t n = hs.size();
+    f.write(reinterpret_cast<const char*>(&n), 8);
+    f.write(hs.data(), static_cast<std::streamsize>(hs.size()));
+    f.write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
+}
+
+template <typename T>
+std::vector<uint8_t> bytes_of(const std::vector<T>& v) {
+    std::vector<uint8_t> b(v.size() * sizeof(T));
+    std::memcpy(b.data(), v.data(), b.size());
+    return b;
+}
+
+}  // namespace
+
+TEST(Fp8Block, DequantizesPartialBlocksWithTheirOwnScale) {
+    Fp8Case k;
+    ASSERT_EQ(k.nbr(), 3);
+    ASSERT_EQ(k.nbc(), 3);
+    std::vector<float> out(static_cast<size_t>(k.rows * k.cols));
+    model::dequantize_fp8_block(k.codes.data(), k.rows, k.cols, k.scales.data(), k.block, out.data());
+    for (int64_t r = 0; r < k.rows; ++r)
+        for (int64_t c = 0; c < k.cols; ++c) ASSERT_EQ(out[static_cast<size_t>(r * k.cols + c)], k.want(r, c)) << r << "," << c;
+}
+
+TEST(Fp8Block, ResolverReadsWeightAndScaleFromSafetensors) {
+    Fp8Case k;
+    const auto dir = std::filesystem::temp_directory_path() / ("warden-fp8-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    const std::string path = (dir / "model.safetensors").string();
+    std::vector<float> bias = {1.0f, 2.0f};
+    write_safetensors(path, {{"a.weight", "F8_E4M3", {k.rows, k.cols}, k.codes},
+                             {"a.weight_scale_inv", "F32", {k.nbr(), k.nbc()}, bytes_of(k.scales)},
+                             {"b.weight", "F8_E4M3", {k.rows, k.cols}, k.codes},
+                             {"b.weight_scale_inv", "F32", {k.nbr(), k.nbc() + 1}, bytes_of(std::vector<float>(12, 1.0f))},
+                             {"c.weight", "F8_E4M3", {k.rows, k.cols}, k.codes},
+                             {"bias", "F32", {2}, bytes_of(bias)}});
+    model::SafetensorsModel st({path});
+    model::Fp8BlockResolver res(st, k.block);
+    auto a = res.find("a.weight");
+    ASSERT_TRUE(a);
+    EXPECT_EQ(a->st_dtype, "F32");
+    std::vector<float> row(static_cast<size_t>(k.cols));
+    for (int64_t r : {0, 31, 32, 69}) {
+        a->row_to_f32(r, row.data());
+        for (int64_t c = 0; c < k.cols; ++c) ASSERT_EQ(row[static_cast<size_t>(c)], k.want(r, c));
+    }
+    auto b = res.find("bias");  // other dtypes pass through
+    ASSERT_TRUE(b);
+    EXPECT_EQ(b->st_dtype, "F32");
+    EXPECT_FALSE(res.find("missing"));
+    EXPECT_THROW(res.find("b.weight"), util::Error);  // scale grid has the wrong shape
+    EXPECT_THROW(res.find("c.weight"), util::Error);  // no scale tensor
+    model::Fp8BlockResolver no_cfg(st, std::nullopt);
+    EXPECT_THROW(no_cfg.find("a.weight"), util::Error);  // FP8 without quantization_config
+    std::filesystem::remove_all(dir);
+}
+
+TEST(Fp8Block, ParsesQuantizationConfig) {
+    using nlohmann::json;
+    EXPECT_FALSE(model::fp8_block_config_from_hf_json(json{{"model_type", "x"}}, "p"));
+    auto c = model::fp8_block_config_from_hf_json(
+        json{{"quantization_config", {{"quant_method", "fp8"}, {"fmt", "e4m3"}, {"weight_block_size", {128, 128}}}}}, "p");
+    ASSERT_TRUE(c);
+    EXPECT_EQ(c->block_rows, 128);
+    EXPECT_EQ(c->block_cols, 128);
+    EXPECT_THROW(model::fp8_block_config_from_hf_json(
+                     json{{"quantization_config", {{"quant_method", "compressed-tensors"}}}}, "p"),
+                 util::Error);
+    EXPECT_THROW(model::fp8_block_config_from_hf_json(json{{"quantization_config", {{"quant_method", "fp8"}}}}, "p"),
+                 util::Error);
+    EXPECT_THROW(model::fp8_block_config_from_hf_json(
+                     json{{"quantization_config", {{"quant_method", "fp8"}, {"weight_block_size", {0, 128}}}}}, "p"),
+                 util::Error);
+    EXPECT_THROW(model::fp8_block_config_from_hf_json(
+                     json{{"quantization_config", {{"quant_method", "fp8"}, {"fmt", "e5m2"}, {"weight_block_size", {1, 1}}}}},
+                     "p"),
+                 util::Error);
+}

@@ -1,0 +1,101 @@
+"""`warden quantize` end to end and the --weights CLI options:
+- quantize -> GGUF -> load in warden gives exactly the logits of quantizing at load time;
+- the written file is a valid GGUF with Q4_0/Q4_1/Q8_0 tensors whose dequantized values
+  (gguf Python package, independent of warden) match what warden's quantizer chose;
+- bad input (unknown format, group not dividing a row, corrupt packed tensor, wrong output
+  name) fails with a clear message and exit code, never a crash."""
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import GOLDEN, ROOT, TIMEOUT_S, require_warden
+
+TINY = GOLDEN / "tiny-llama.gguf"
+TOKENS = "1,15,27,99,3,200,17,42"
+
+
+def run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(require_warden()), *args], capture_output=True, text=True, timeout=TIMEOUT_S, cwd=ROOT)
+
+
+def logits(path: Path, *extra: str) -> str:
+    p = run("logits", "-m", str(path), "--tokens", TOKENS, "--top", "5", *extra)
+    assert p.returncode == 0, p.stderr
+    return p.stdout
+
+
+@pytest.mark.parametrize("fmt,gtype", [("int4", "Q4_0"), ("int4-asym", "Q4_1"), ("int8", "Q8_0")])
+def test_quantize_roundtrip_logits_and_gguf_values(tmp_path: Path, fmt: str, gtype: str):
+    out = tmp_path / f"q-{fmt}.gguf"
+    p = run("quantize", "-m", str(TINY), "-o", str(out), "--weights", fmt)
+    assert p.returncode == 0, p.stderr
+    assert "21 tensors quantized" in p.stdout
+    # Loading the file back == quantizing at load: identical logits, bit for bit in the text.
+    assert logits(out, "--weights", fmt) == logits(TINY, "--weights", fmt)
+    # The quantized model is close to, but not the same as, the f32 source.
+    assert logits(TINY, "--weights", fmt) != logits(TINY)
+
+    gguf = pytest.importorskip("gguf")
+    r_src = gguf.GGUFReader(str(TINY))
+    r_out = gguf.GGUFReader(str(out))
+    src = {t.name: t for t in r_src.tensors}
+    n_q = 0
+    for t in r_out.tensors:
+        if t.name.startswith("blk.") and t.name.endswith((".attn_q.weight", ".ffn_down.weight", ".ffn_up.weight")):
+            assert t.tensor_type.name == gtype, t.name
+            deq = gguf.quants.dequantize(t.data, t.tensor_type)
+            ref = gguf.quants.dequantize(src[t.name].data, src[t.name].tensor_type)
+            assert deq.shape == ref.shape
+            # int4 round-to-nearest error per weight is at most half a step of its group range.
+            err = np.abs(deq - ref).max()
+            assert err < (0.2 if fmt.startswith("int4") else 0.02) * np.abs(ref).max(), (t.name, err)
+            assert err > 0, t.name
+            n_q += 1
+        elif not t.name.startswith("blk.") or t.name.endswith("norm.weight"):
+            assert t.tensor_type == src[t.name].tensor_type, t.name  # copied unchanged
+    assert n_q == 9
+
+
+def test_bad_inputs_fail_cleanly(tmp_path: Path):
+    p = run("logits", "-m", str(TINY), "--tokens", "1,2", "--weights", "int5")
+    assert p.returncode != 0 and "unknown weight format 'int5'" in p.stderr
+    p = run("logits", "-m", str(TINY), "--tokens", "1,2", "--weights", "int4-g64")
+    assert p.returncode != 0 and "group size must be 32 or 128" in p.stderr
+    p = run("logits", "-m", str(TINY), "--tokens", "1,2", "--weights", "int4-g128")
+    assert p.returncode == 1 and "does not divide the row length 64" in p.stderr
+    p = run("logits", "-m", str(TINY), "--tokens", "1,2", "--weights", "int4", "--prefill-weights", "int8")
+    assert p.returncode == 1 and "--prefill-weights must be bf16 or fp8" in p.stderr
+    p = run("quantize", "-m", str(TINY), "-o", str(tmp_path / "x.gguf"), "--weights", "fp8")
+    assert p.returncode == 1 and "GGUF output needs an int4 or int8 format" in p.stderr
+    p = run("quantize", "-m", str(TINY), "-o", str(tmp_path / "x.bin"), "--weights", "int4")
+    assert p.returncode == 1 and "must end in .gguf" in p.stderr
+    # Corrupt packed tensor: a NaN block scale inside a Q4_0 tensor.
+    out = tmp_path / "q.gguf"
+    assert run("quantize", "-m", str(TINY), "-o", str(out), "--weights", "int4").returncode == 0
+    gguf = pytest.importorskip("gguf")
+    t = next(t for t in gguf.GGUFReader(str(out)).tensors if t.name == "blk.2.ffn_gate.weight")
+    off = int(t.data_offset)
+    data = bytearray(out.read_bytes())
+    data[off + 18 + 1] = 0x7E  # second block's f16 scale -> NaN
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(bytes(data))
+    p = run("logits", "-m", str(bad), "--tokens", "1,2", "--weights", "int4")
+    assert p.returncode == 1, p.stderr
+    assert "blk.2.ffn_gate.weight" in p.stderr and "corrupt" in p.stderr
+    # Truncated file.
+    (tmp_path / "trunc.gguf").write_bytes(bytes(data[: len(data) // 2]))
+    p = run("logits", "-m", str(tmp_path / "trunc.gguf"), "--tokens", "1,2", "--weights", "int4")
+    assert p.returncode == 1 and "error" in p.stderr and "internal" not in p.stderr
+
+
+def test_prefill_weights_and_memory_report():
+    p = run("logits", "-m", str(TINY), "--tokens", TOKENS, "--top", "5", "--weights", "int4", "--prefill-weights", "bf16")
+    assert p.returncode == 0, p.stderr
+    assert "weights int4-g32" in p.stderr and "prefill copy" in p.stderr
+    # Prefill rows use the bf16 copy: the logits equal a pure bf16 run on the prefill positions.
+    assert p.stdout == logits(TINY, "--weights", "bf16")
+    assert p.stdout != logits(TINY, "--weights", "int4")

@@ -1,0 +1,216 @@
+// Quantized matmul kernels (kernels/matmul_quant.h): AVX2 == scalar bit for bit for every
+// format (int4 W4A8 / W4A16 sym/asym f16/bf16 scales, group 32/128; int8 W8A8; fp8), batch
+// invariance and thread-count invariance, plus independent references: W4A16 equals the f32
+// kernel on the dequantized matrix bit for bit, W4A8/W8A8 are within a derived bound of a
+// double-precision sum over dequantized weights x dequantized activations, fp8 in-register
+// decode equals tensor::fp8_e4m3_to_f32 for every finite code.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "../kernels/kernels_test_util.h"
+#include "kernels/matmul.h"
+#include "kernels/matmul_quant.h"
+#include "quant/quantizer.h"
+#include "quant/weight_format.h"
+#include "tensor/fp8.h"
+#include "util/thread_pool.h"
+
+namespace warden::kernels {
+namespace {
+
+using testing::random_floats;
+
+struct QMat {
+    WeightMatrix w;
+    std::vector<uint8_t> buf;
+};
+
+QMat make_qmat(const std::string& fmt, int64_t rows, int64_t cols, uint32_t seed) {
+    QMat m;
+    m.w = quant::parse_weight_format(fmt).layout(rows, cols);
+    m.buf.assign(static_cast<size_t>(quant_packed_bytes(m.w)) + 1, 0);
+    const auto vals = random_floats(static_cast<size_t>(rows * cols), seed);
+    for (int64_t r = 0; r < rows; ++r)
+        pack_quant_row(m.w, r, quant::default_quantizer().quantize_row(m.w, vals.data() + r * cols, nullptr),
+                       m.buf.data() + 1);
+    m.w.data = m.buf.data() + 1;  // deliberately misaligned
+    return m;
+}
+
+std::vector<float> run(Isa isa, const WeightMatrix& w, const float* x, int64_t n) {
+    std::vector<float> y(static_cast<size_t>(n * w.rows), -1.0f);
+    matmul_rows(isa, w, x, n, y.data(), 0, w.rows);
+    return y;
+}
+
+void expect_bits(const std::vector<float>& got, const std::vector<float>& want, const std::string& what) {
+    ASSERT_EQ(got.size(), want.size()) << what;
+    for (size_t i = 0; i < got.size(); ++i)
+        ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
+            << what << " i=" << i << " got=" << got[i] << " want=" << want[i];
+}
+
+const char* kFormats[] = {"int4",          "int4-asym",      "int4-g128",     "int4-g128-asym-bf16s",
+                          "int4-a16",      "int4-g128-asym-a16", "int4-bf16s-a16", "int8",
+                          "int8-bf16s",    "fp8"};
+
+TEST(QuantMatmul, Avx2BitExactVsScalarBatchAndThreadInvariant) {
+    WARDEN_REQUIRE_ISA(Isa::AVX2);
+    util::ThreadPool pool3(3);
+    uint32_t seed = 7;
+    for (const char* fmt : kFormats)
+        for (int64_t rows : {1, 17, 40})
+            for (int64_t cols : {128, 384}) {
+                const QMat m = make_qmat(fmt, rows, cols, seed++);
+                for (int64_t n : {1, 3, 7}) {
+                    auto xb = random_floats(static_cast<size_t>(n * cols + 1), seed++, -2.0f, 2.0f);
+                    const float* x = xb.data() + 1;
+                    const std::string what = std::string(fmt) + " rows=" + std::to_string(rows) +
+                                             " cols=" + std::to_string(cols) + " n=" + std::to_string(n);
+                    const auto ref = run(Isa::Scalar, m.w, x, n);
+                    expect_bits(run(Isa::AVX2, m.w, x, n), ref, "avx2 vs scalar " + what);
+                    if (HasFatalFailure()) return;
+                    std::vector<float> yt(ref.size());
+                    {
+                        testing::ActiveIsaGuard g(Isa::AVX2);
+                        matmul(m.w, x, n, yt.data(), pool3);
+                    }
+                    expect_bits(yt, ref, "3 threads " + what);
+                    for (int64_t t = 0; t < n; ++t) {
+                        const auto one = run(Isa::AVX2, m.w, x + t * cols, 1);
+                        expect_bits(one, std::vector<float>(ref.begin() + t * rows, ref.begin() + (t + 1) * rows),
+                                    "batch invariance t=" + std::to_string(t) + " " + what);
+                        if (HasFatalFailure()) return;
+                    }
+                    // Partial row ranges write only their rows and match.
+                    if (rows > 9) {
+                        std::vector<float> y(static_cast<size_t>(n * rows), 123.0f);
+                        matmul_rows(Isa::AVX2, m.w, x, n, y.data(), 3, 9);
+                        for (int64_t t = 0; t < n; ++t)
+                            for (int64_t r = 0; r < rows; ++r) {
+                                const float want = (r >= 3 && r < 9) ? ref[static_cast<size_t>(t * rows + r)] : 123.0f;
+                                ASSERT_EQ(std::bit_cast<uint32_t>(y[static_cast<size_t>(t * rows + r)]),
+                                          std::bit_cast<uint32_t>(want))
+                                    << "row range " << what;
+                            }
+                    }
+                }
+            }
+}
+
+// W4A16 is exactly the f32 kernel run on the dequantized matrix (same chain, exact dequant).
+TEST(QuantMatmul, W4A16EqualsF32KernelOnDequantizedWeights) {
+    for (const char* fmt : {"int4-a16", "int4-asym-a16", "int4-g128-a16", "int4-g128-asym-bf16s-a16"}) {
+        const int64_t rows = 33, cols = 256, n = 3;
+        const QMat m = make_qmat(fmt, rows, cols, 99);
+        std::vector<float> f32(static_cast<size_t>(packed_weight_elems(rows, cols)), 0.0f);
+        std::vector<float> row(static_cast<size_t>(cols));
+        for (int64_t r = 0; r < rows; ++r) {
+            dequant_row(m.w, r, row.data());
+            pack_weight_row(WeightType::F32, cols, r, row.data(), f32.data());
+        }
+        const WeightMatrix wf{WeightType::F32, rows, cols, f32.data()};
+        const auto x = random_floats(static_cast<size_t>(n * cols), 5);
+        for (Isa isa : {Isa::Scalar, Isa::AVX2}) {
+            if (!isa_supported(isa)) continue;
+            expect_bits(run(isa, m.w, x.data(), n), run(Isa::Scalar, wf, x.data(), n), fmt);
+        }
+    }
+}
+
+// W4A8 / W8A8 against an independent double-precision evaluation of the contract's math:
+// sum over blocks of (dequantized weights) x (xq * xd), using the activation quantizer's
+// output. The only differences are f32 roundings of the per-block products and the chain:
+// bounded by (2 * blocks + 4) ulps of the magnitude sum.
+TEST(QuantMatmul, IntActivationPathsMatchDoubleReference) {
+    for (const char* fmt : {"int4", "int4-asym", "int4-g128", "int8"}) {
+        const int64_t rows = 20, cols = 256, n = 2, nb = cols / 32;
+        const QMat m = make_qmat(fmt, rows, cols, 11);
+        const auto x = random_floats(static_cast<size_t>(n * cols), 12, -3.0f, 3.0f);
+        std::vector<int8_t> xq(static_cast<size_t>(n * cols));
+        std::vector<float> xd(static_cast<size_t>(n * nb));
+        std::vector<int32_t> xs(static_cast<size_t>(n * nb));
+        quantize_acts(x.data(), n, cols, xq.data(), xd.data(), xs.data());
+        const auto got = run(Isa::Scalar, m.w, x.data(), n);
+        std::vector<float> wr(static_cast<size_t>(cols));
+        double max_rel_to_x = 0.0;
+        for (int64_t t = 0; t < n; ++t)
+            for (int64_t r = 0; r < rows; ++r) {
+                dequant_row(m.w, r, wr.data());
+                double s = 0.0, mag = 0.0, exact = 0.0;
+                for (int64_t k = 0; k < cols; ++k) {
+                    const double xa = static_cast<double>(xq[static_cast<size_t>(t * cols + k)]) * xd[static_cast<size_t>(t * nb + k / 32)];
+                    s += wr[static_cast<size_t>(k)] * xa;
+                    mag += std::fabs(wr[static_cast<size_t>(k)] * xa);
+                    exact += static_cast<double>(wr[static_cast<size_t>(k)]) * x[static_cast<size_t>(t * cols + k)];
+                }
+                const double tol = (2.0 * nb + 4.0) * std::ldexp(1.0, -23) * mag + 1e-30;
+                ASSERT_LE(std::fabs(got[static_cast<size_t>(t * rows + r)] - s), tol) << fmt << " t=" << t << " r=" << r;
+                max_rel_to_x = std::max(max_rel_to_x, std::fabs(s - exact) / (mag + 1e-30));
+            }
+        // Activation quantization error is small relative to the magnitude (int8 per 32 block).
+        EXPECT_LT(max_rel_to_x, 0.02) << fmt;
+    }
+}
+
+// Every finite e4m3 code decodes in registers exactly as tensor::fp8_e4m3_to_f32 (one-hot x).
+TEST(QuantMatmul, Fp8DecodeEveryCode) {
+    const int64_t rows = 16, cols = 16;  // 256 codes
+    WeightMatrix w = quant::parse_weight_format("fp8").layout(rows, cols);
+    std::vector<uint8_t> buf(static_cast<size_t>(quant_packed_bytes(w)), 0);
+    for (int64_t r = 0; r < rows; ++r) {
+        QuantRow qr;
+        qr.scale = 1.0f;
+        for (int64_t k = 0; k < cols; ++k) {
+            uint8_t c = static_cast<uint8_t>(r * 16 + k);
+            if ((c & 0x7f) == 0x7f) c = 0x7e;  // NaN codes are never stored (quantizer saturates)
+            qr.q.push_back(c);
+        }
+        pack_quant_row(w, r, qr, buf.data());
+    }
+    w.data = buf.data();
+    for (int64_t k = 0; k < cols; ++k) {
+        std::vector<float> x(static_cast<size_t>(cols), 0.0f);
+        x[static_cast<size_t>(k)] = 1.0f;
+        for (Isa isa : {Isa::Scalar, Isa::AVX2}) {
+            if (!isa_supported(isa)) continue;
+            const auto y = run(isa, w, x.data(), 1);
+            for (int64_t r = 0; r < rows; ++r) {
+                uint8_t c = static_cast<uint8_t>(r * 16 + k);
+                if ((c & 0x7f) == 0x7f) c = 0x7e;
+                ASSERT_EQ(y[static_cast<size_t>(r)], tensor::fp8_e4m3_to_f32(c)) << "code " << int(c);
+            }
+        }
+    }
+}
+
+TEST(QuantMatmul, PackUnpackRoundTrip) {
+    for (const char* fmt : kFormats) {
+        const int64_t rows = 19, cols = 256;
+        const WeightMatrix lay = quant::parse_weight_format(fmt).layout(rows, cols);
+        std::vector<uint8_t> buf(static_cast<size_t>(quant_packed_bytes(lay)), 0);
+        const auto vals = random_floats(static_cast<size_t>(rows * cols), 3);
+        std::vector<QuantRow> rowsq;
+        for (int64_t r = 0; r < rows; ++r) {
+            rowsq.push_back(quant::default_quantizer().quantize_row(lay, vals.data() + r * cols, nullptr));
+            pack_quant_row(lay, r, rowsq.back(), buf.data());
+        }
+        WeightMatrix w = lay;
+        w.data = buf.data();
+        for (int64_t r = 0; r < rows; ++r) {
+            const QuantRow back = unpack_quant_row(w, r);
+            const QuantRow& want = rowsq[static_cast<size_t>(r)];
+            ASSERT_EQ(back.q, want.q) << fmt;
+            ASSERT_EQ(back.d, want.d) << fmt;
+            ASSERT_EQ(back.m, want.m) << fmt;
+            ASSERT_EQ(back.scale, want.scale) << fmt;
+        }
+    }
+}
+
+}  // namespace
+}  // namespace warden::kernels

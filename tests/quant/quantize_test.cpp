@@ -1,0 +1,231 @@
+// Quantizers, GGUF block mapping and the quantize -> save -> load round trip:
+//  - our int4/int8 codes written as GGUF Q4_0/Q4_1/Q8_0 decode (by the independent ggml
+//    dequantizer, itself tested against the gguf Python package) to the values our kernels use;
+//  - import(export(row)) == row; the clip search never does worse than llama.cpp's Q4_0 rule;
+//  - warden quantize output loads back with bit-identical packed weights for every GGUF format;
+//  - bad input: unknown formats, a group that does not divide a row, non-finite weights, a
+//    corrupt block scale -> util::Error naming the problem.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "../kernels/kernels_test_util.h"
+#include "../test_paths.h"
+#include "kernels/matmul_quant.h"
+#include "model/gguf_file.h"
+#include "model/model.h"
+#include "quant/quantize_model.h"
+#include "quant/quantizer.h"
+#include "quant/weight_format.h"
+#include "tensor/float_convert.h"
+#include "tensor/ggml_types.h"
+#include "util/error.h"
+
+namespace warden::quant {
+namespace {
+
+using kernels::testing::random_floats;
+
+TEST(QuantFormat, ParseAndErrors) {
+    EXPECT_EQ(weight_format_name(parse_weight_format("int4")), "int4-g32");
+    EXPECT_EQ(weight_format_name(parse_weight_format("int4-g128-asym")), "int4-g128-asym");
+    EXPECT_EQ(weight_format_name(parse_weight_format("int8")), "int8");
+    EXPECT_EQ(parse_weight_format("fp8").type, kernels::WeightType::FP8);
+    for (const char* bad : {"int5", "int4-g64", "int4-g", "fp8-asym", "int4-foo", "", "bf16-g32"}) {
+        try {
+            parse_weight_format(bad);
+            FAIL() << "accepted '" << bad << "'";
+        } catch (const util::Error& e) {
+            EXPECT_NE(std::string(e.what()).find("unknown weight format"), std::string::npos) << e.what();
+        }
+    }
+}
+
+TEST(QuantFormat, GroupNotDividingRowIsAnError) {
+    const auto lay = parse_weight_format("int4-g128").layout(4, 160);
+    try {
+        kernels::check_quant_shape(lay);
+        FAIL();
+    } catch (const util::Error& e) {
+        EXPECT_NE(std::string(e.what()).find("does not divide the row length 160"), std::string::npos) << e.what();
+    }
+    EXPECT_THROW(kernels::check_quant_shape(parse_weight_format("int8").layout(4, 40)), util::Error);
+    std::vector<float> row(64, 0.5f);
+    row[7] = std::nanf("");
+    EXPECT_THROW(default_quantizer().quantize_row(parse_weight_format("int4").layout(1, 64), row.data(), nullptr),
+                 util::Error);
+}
+
+// Our values == ggml's dequantization of the exported blocks; import(export(row)) == row.
+TEST(QuantGguf, ExportDecodesToOurValuesAndImportsBack) {
+    for (const char* fmt : {"int4", "int4-g128", "int4-asym", "int4-g128-asym", "int8"}) {
+        const int64_t cols = 256;
+        const auto lay = parse_weight_format(fmt).layout(1, cols);
+        const auto vals = random_floats(cols, 42, -0.3f, 0.7f);
+        const kernels::QuantRow row = default_quantizer().quantize_row(lay, vals.data(), nullptr);
+        std::vector<uint8_t> packed(static_cast<size_t>(kernels::quant_packed_bytes(lay)), 0);
+        kernels::pack_quant_row(lay, 0, row, packed.data());
+        kernels::WeightMatrix w = lay;
+        w.data = packed.data();
+        std::vector<float> ours(cols), theirs(cols);
+        kernels::dequant_row(w, 0, ours.data());
+        const tensor::GgmlType gt = ggml_type_for(lay);
+        std::vector<uint8_t> blocks(static_cast<size_t>(tensor::ggml_row_bytes(gt, cols)));
+        export_ggml_row(lay, row, blocks.data());
+        tensor::dequantize_row(gt, blocks.data(), theirs.data(), cols);
+        for (int64_t k = 0; k < cols; ++k) {
+            if (lay.asym) {  // ggml computes d*q + m with a separate rounding: within 1 ulp
+                EXPECT_NEAR(ours[k], theirs[k], std::fabs(ours[k]) * 1.2e-7f + 1e-12f) << fmt << " k=" << k;
+            } else {
+                EXPECT_EQ(ours[k], theirs[k]) << fmt << " k=" << k;
+            }
+        }
+        const auto back = import_ggml_row(gt, blocks.data(), lay);
+        ASSERT_TRUE(back.has_value()) << fmt;
+        EXPECT_EQ(back->q, row.q) << fmt;
+        EXPECT_EQ(back->d, row.d) << fmt;
+        EXPECT_EQ(back->m, row.m) << fmt;
+        // A corrupt (NaN) block scale is refused with a clear error.
+        blocks[1] = 0x7e;
+        blocks[0] = 0x00;
+        EXPECT_THROW(import_ggml_row(gt, blocks.data(), lay), util::Error) << fmt;
+    }
+    EXPECT_THROW(ggml_type_for(parse_weight_format("fp8").layout(1, 32)), util::Error);
+    EXPECT_THROW(ggml_type_for(parse_weight_format("int4-bf16s").layout(1, 32)), util::Error);
+}
+
+// The clip-ratio search never loses to llama.cpp's Q4_0 reference rule (d = max / -8,
+// q = min(15, (int)(x / d + 8.5))) in total squared error.
+TEST(QuantRtn, ClipSearchNoWorseThanQ4_0Rule) {
+    const int64_t cols = 4096;
+    const auto lay = parse_weight_format("int4").layout(1, cols);
+    std::vector<float> vals = random_floats(cols, 9);
+    for (int64_t k = 0; k < cols; k += 97) vals[static_cast<size_t>(k)] *= 6.0f;  // outliers
+    const auto row = default_quantizer().quantize_row(lay, vals.data(), nullptr);
+    double ours = 0.0, ref = 0.0;
+    for (int64_t g = 0; g < cols / 32; ++g) {
+        float amax = 0.0f, mx = 0.0f;
+        for (int64_t i = 0; i < 32; ++i) {
+            const float v = vals[static_cast<size_t>(g * 32 + i)];
+            if (std::fabs(v) > amax) {
+                amax = std::fabs(v);
+                mx = v;
+            }
+        }
+        const float d = mx / -8.0f, id = d ? 1.0f / d : 0.0f;
+        const float dh = tensor::f16_to_f32(tensor::f32_to_f16(d));
+        const float ours_d = tensor::f16_to_f32(row.d[static_cast<size_t>(g)]);
+        for (int64_t i = 0; i < 32; ++i) {
+            const float v = vals[static_cast<size_t>(g * 32 + i)];
+            const int q = std::min(15, static_cast<int>(v * id + 8.5f));
+            ref += std::pow(v - (q - 8) * dh, 2.0);
+            ours += std::pow(v - (row.q[static_cast<size_t>(g * 32 + i)] - 8.0f) * ours_d, 2.0);
+        }
+    }
+    EXPECT_LT(ours, ref);
+}
+
+std::string tmp_path(const std::string& name) {
+    return (std::filesystem::temp_directory_path() / ("warden_wq_" + std::to_string(::getpid()) + "_" + name)).string();
+}
+
+std::unique_ptr<model::Model> load(const std::string& path, const std::string& fmt, util::ThreadPool& pool,
+                                   bool embeddings = false) {
+    model::LoadOptions o;
+    if (!fmt.empty()) o.weights = parse_weight_format(fmt);
+    o.quantize_embeddings = embeddings;
+    o.load_tokenizer = false;
+    return model::load_model(path, o, pool);
+}
+
+void expect_same_packed(const model::Matrix& a, const model::Matrix& b, const std::string& what) {
+    ASSERT_EQ(a.view().type, b.view().type) << what;
+    ASSERT_EQ(a.bytes(), b.bytes()) << what;
+    ASSERT_TRUE(a.packed() == b.packed()) << what;
+}
+
+// quantize -> save -> load is bit-exact for every GGUF-mappable format (tiny-llama: d 64, ff 160).
+TEST(QuantGguf, QuantizeSaveLoadBitExact) {
+    util::ThreadPool pool(2);
+    const std::string src = test::golden_model("tiny-llama.gguf");
+    for (const char* fmt : {"int4", "int4-asym", "int8"}) {
+        for (bool emb : {false, true}) {
+            const std::string out = tmp_path(std::string(fmt) + (emb ? "_e" : "") + ".gguf");
+            const auto st = quantize_gguf(src, out, parse_weight_format(fmt), emb, pool);
+            EXPECT_EQ(st.tensors_quantized, 3 * 7 + (emb ? 2 : 0)) << fmt;
+            const auto a = load(src, fmt, pool, emb);
+            const auto b = load(out, fmt, pool, emb);
+            const std::string what = std::string(fmt) + (emb ? " +emb" : "");
+            expect_same_packed(a->weights.token_embd, b->weights.token_embd, what + " embd");
+            expect_same_packed(a->weights.output, b->weights.output, what + " output");
+            for (size_t l = 0; l < a->weights.layers.size(); ++l) {
+                const auto& A = a->weights.layers[l];
+                const auto& B = b->weights.layers[l];
+                for (auto mp : {&model::LayerWeights::wq, &model::LayerWeights::wk, &model::LayerWeights::wv,
+                                &model::LayerWeights::wo, &model::LayerWeights::w_gate, &model::LayerWeights::w_up,
+                                &model::LayerWeights::w_down}) {
+                    EXPECT_TRUE((A.*mp).is_quantized()) << what;
+                    expect_same_packed(A.*mp, B.*mp, what + " layer " + std::to_string(l));
+                }
+            }
+            EXPECT_EQ(a->weight_memory.layers, b->weight_memory.layers);
+            // Quantizing twice is a fixed point: the output re-quantized gives the same file content.
+            const std::string out2 = tmp_path(std::string(fmt) + "_2.gguf");
+            quantize_gguf(out, out2, parse_weight_format(fmt), emb, pool);
+            const auto c = load(out2, fmt, pool, emb);
+            expect_same_packed(b->weights.layers[1].w_down, c->weights.layers[1].w_down, what + " requant");
+            std::filesystem::remove(out);
+            std::filesystem::remove(out2);
+        }
+    }
+    // int4-g128 does not divide tiny-llama rows (64): clear error naming tensor and sizes.
+    try {
+        quantize_gguf(src, tmp_path("g128.gguf"), parse_weight_format("int4-g128"), false, pool);
+        FAIL();
+    } catch (const util::Error& e) {
+        EXPECT_NE(std::string(e.what()).find("blk.0.attn_q.weight"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("does not divide"), std::string::npos) << e.what();
+    }
+    EXPECT_THROW(load(src, "int4-g128", pool), util::Error);
+    EXPECT_THROW(quantize_gguf(src, tmp_path("fp8.gguf"), parse_weight_format("fp8"), false, pool), util::Error);
+}
+
+// A Q4_0 tensor with a NaN block scale: loading it as int4 fails with a clear error.
+TEST(QuantGguf, CorruptBlockScaleIsAnError) {
+    util::ThreadPool pool(1);
+    const std::string out = tmp_path("corrupt.gguf");
+    quantize_gguf(test::golden_model("tiny-llama.gguf"), out, parse_weight_format("int4"), false, pool);
+    std::string needle;
+    {
+        model::GGUFFile g(out);
+        const auto* t = g.find_tensor("blk.1.ffn_up.weight");
+        ASSERT_NE(t, nullptr);
+        needle.assign(reinterpret_cast<const char*>(t->data), 18 * 4);
+    }
+    std::fstream f(out, std::ios::binary | std::ios::in | std::ios::out);
+    // Locate the tensor's first blocks in the file by content.
+    std::vector<char> all((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    const size_t pos = std::string(all.begin(), all.end()).find(needle);
+    ASSERT_NE(pos, std::string::npos);
+    f.clear();
+    f.seekp(static_cast<std::streamoff>(pos) + 18 + 1);  // second block's scale, high byte
+    const char nan_hi = 0x7e;
+    f.write(&nan_hi, 1);
+    f.close();
+    try {
+        load(out, "int4", pool);
+        FAIL();
+    } catch (const util::Error& e) {
+        EXPECT_NE(std::string(e.what()).find("blk.1.ffn_up.weight"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("corrupt"), std::string::npos) << e.what();
+    }
+    std::filesystem::remove(out);
+}
+
+}  // namespace
+}  // namespace warden::quant
