@@ -63,6 +63,9 @@ Engine::Engine(Executor& exec, kv::KvCache& kv, EngineConfig cfg, kv::FaultInjec
         } else {
             a->stream.reset();  // marks the rejection for loop()
         }
+        // The pages of this request are already released: publish before wait_idle() can
+        // return, so an idle engine never shows stale page gauges.
+        publish_gauges();
         std::lock_guard lk(mu_);
         --n_active_;
         if (n_active_ == 0) idle_cv_.notify_all();
