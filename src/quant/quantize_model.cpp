@@ -1,7 +1,7 @@
 #include "quant/quantize_model.h"
 
 #include <cstring>
-#include <regex>
+#include <initializer_list>
 
 #include "model/gguf_file.h"
 #include "model/gguf_writer.h"
@@ -11,11 +11,30 @@
 
 namespace warden::quant {
 
+namespace {
+// `prefix` + decimal digits + "." + one of `suffixes`, exactly (the layer index is any number).
+bool layer_tensor(const std::string& name, const std::string& prefix, std::initializer_list<const char*> suffixes) {
+    if (name.compare(0, prefix.size(), prefix) != 0) return false;
+    size_t i = prefix.size();
+    const size_t digits = i;
+    while (i < name.size() && name[i] >= '0' && name[i] <= '9') ++i;
+    if (i == digits || i >= name.size() || name[i] != '.') return false;
+    const std::string rest = name.substr(i + 1);
+    for (const char* s : suffixes)
+        if (rest == s) return true;
+    return false;
+}
+}  // namespace
+
+// Linear-layer weights of llama-style checkpoints, in GGUF and Hugging Face naming.
 bool is_linear_weight(const std::string& name) {
-    static const std::regex re(
-        R"(^(blk\.\d+\.(attn_q|attn_k|attn_v|attn_output|ffn_gate|ffn_up|ffn_down)\.weight|)"
-        R"(model\.layers\.\d+\.(self_attn\.(q|k|v|o)_proj|mlp\.(gate|up|down)_proj)\.weight)$)");
-    return std::regex_match(name, re);
+    return layer_tensor(name, "blk.",
+                        {"attn_q.weight", "attn_k.weight", "attn_v.weight", "attn_output.weight", "ffn_gate.weight",
+                         "ffn_up.weight", "ffn_down.weight"}) ||
+           layer_tensor(name, "model.layers.",
+                        {"self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",
+                         "self_attn.o_proj.weight", "mlp.gate_proj.weight", "mlp.up_proj.weight",
+                         "mlp.down_proj.weight"});
 }
 
 bool is_embedding_weight(const std::string& name) {

@@ -229,3 +229,16 @@ TEST(QuantGguf, CorruptBlockScaleIsAnError) {
 
 }  // namespace
 }  // namespace warden::quant
+
+namespace warden::quant {
+// Which tensors `warden quantize` compresses: exactly the linear layers, in both namings.
+TEST(QuantizeModel, LinearWeightNames) {
+    for (const char* yes : {"blk.0.attn_q.weight", "blk.31.ffn_down.weight", "blk.7.attn_output.weight",
+                            "model.layers.0.self_attn.q_proj.weight", "model.layers.12.mlp.up_proj.weight"})
+        EXPECT_TRUE(is_linear_weight(yes)) << yes;
+    for (const char* no : {"blk.attn_q.weight", "blk.0.attn_q.bias", "blk.0x.attn_q.weight", "blk.0.attn_norm.weight",
+                           "token_embd.weight", "xblk.0.attn_q.weight", "blk.0.attn_q.weight.x",
+                           "model.layers.0.self_attn.q_proj.bias", "model.layers..mlp.up_proj.weight", ""})
+        EXPECT_FALSE(is_linear_weight(no)) << no;
+}
+}  // namespace warden::quant
