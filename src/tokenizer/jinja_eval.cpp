@@ -30,11 +30,22 @@ Value number_result(double d) { return Value::number(d); }
 }  // namespace
 
 Evaluator::Evaluator(const Value& globals, const Limits& limits) : limits_(limits) {
-    auto root = std::make_shared<Frame>();
+    auto root = new_frame();
     if (globals.is_dict())
         for (const auto& [k, v] : globals.dict->items) (*root)[k] = v;
     frames_.push_back(root);
-    frames_.push_back(std::make_shared<Frame>());
+    frames_.push_back(new_frame());
+}
+
+// Macros capture the frames they were defined in and are stored in those frames: a
+// shared_ptr cycle. Emptying every frame at the end breaks all such cycles.
+Evaluator::~Evaluator() {
+    for (auto& f : created_) f->clear();
+}
+
+std::shared_ptr<Evaluator::Frame> Evaluator::new_frame() {
+    created_.push_back(std::make_shared<Frame>());
+    return created_.back();
 }
 
 void Evaluator::fail_at(int line, int col, const std::string& msg) const {
@@ -159,7 +170,7 @@ Evaluator::Flow Evaluator::exec(const Node& n) {
 void Evaluator::exec_for(const Node& n, Flow& flow) {
     const Value seq = eval(*n.expr);
     List items = iterate(seq);
-    frames_.push_back(std::make_shared<Frame>());
+    frames_.push_back(new_frame());
     auto bind = [&](const Value& item) {
         if (n.names.size() == 1) {
             assign(n.names[0], item);
@@ -225,7 +236,7 @@ Value Evaluator::make_macro(const Node& n) {
             throw util::Error("macro calls nested deeper than " + std::to_string(ev.limits_.max_depth));
         Frames saved = std::move(ev.frames_);
         ev.frames_ = captured;
-        ev.frames_.push_back(std::make_shared<Frame>());
+        ev.frames_.push_back(ev.new_frame());
         if (args.pos.size() > node->names.size())
             throw util::Error("macro '" + node->text + "' takes not more than " + std::to_string(node->names.size()) +
                               " argument(s)");

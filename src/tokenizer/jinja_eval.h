@@ -13,6 +13,9 @@ namespace warden::tokenizer::jinja {
 class Evaluator {
 public:
     Evaluator(const Value& globals, const Limits& limits);
+    ~Evaluator();
+    Evaluator(const Evaluator&) = delete;
+    Evaluator& operator=(const Evaluator&) = delete;
     std::string run(const Body& body);
 
     // Calls a function value; throws for non-callables.
@@ -44,7 +47,10 @@ private:
     Value make_macro(const Node& n);
     [[noreturn]] void fail_at(int line, int col, const std::string& msg) const;
 
+    std::shared_ptr<Frame> new_frame();
+
     Frames frames_;
+    Frames created_;  // every frame this evaluator made (see ~Evaluator)
     std::string out_;
     Limits limits_;
     size_t steps_ = 0;
