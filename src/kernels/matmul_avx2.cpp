@@ -19,6 +19,7 @@
 // the k loop (not summed separately and added afterwards), so the result is the single chain.
 #include <immintrin.h>
 
+#include "kernels/matmul_panel_avx2.h"
 #include "kernels/kernels_internal.h"
 
 namespace warden::kernels::detail {
@@ -32,20 +33,6 @@ constexpr int64_t kPrefetchBytes = 1024;  // software prefetch distance in each 
 
 inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 inline int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
-
-// Writes the 16 results of one panel (rows lo: 0-7, hi: 8-15) to y[0..16), only rows
-// [j0, j1) (a row range or the matrix end may cut the panel).
-inline void store_panel(__m256 lo, __m256 hi, float* y, int64_t j0, int64_t j1) {
-    if (j0 == 0 && j1 == kNr) {
-        _mm256_storeu_ps(y, lo);
-        _mm256_storeu_ps(y + 8, hi);
-        return;
-    }
-    alignas(32) float tmp[kNr];
-    _mm256_store_ps(tmp, lo);
-    _mm256_store_ps(tmp + 8, hi);
-    for (int64_t j = j0; j < j1; ++j) y[j] = tmp[j];
-}
 
 // ---------------------------------------------------------------- decode (n == 1)
 
@@ -71,7 +58,7 @@ void gemv_group_f32(const float* w, int64_t cols, const float* x, float* y, int6
     }
 #pragma GCC unroll 8
     for (int i = 0; i < P; ++i)
-        store_panel(a0[i], a1[i], y + i * kNr, max64(r0 - i * kNr, 0), min64(r1 - i * kNr, kNr));
+        avx2::store_panel(a0[i], a1[i], y + i * kNr, max64(r0 - i * kNr, 0), min64(r1 - i * kNr, kNr));
 }
 
 // bf16: one 32-byte load gives a panel's 16 weights at k; as 8 dwords, the low halves are the
@@ -110,7 +97,7 @@ void gemv_group_bf16(const bf16* w, int64_t cols, const float* x, float* y, int6
         // ev = [r0 r2 r4 r6 | r8 r10 r12 r14], od = [r1 r3 r5 r7 | r9 r11 r13 r15]
         const __m256 lo = _mm256_unpacklo_ps(ev[i], od[i]);  // [r0 r1 r2 r3 | r8 r9 r10 r11]
         const __m256 hi = _mm256_unpackhi_ps(ev[i], od[i]);  // [r4 r5 r6 r7 | r12 .. r15]
-        store_panel(_mm256_permute2f128_ps(lo, hi, 0x20), _mm256_permute2f128_ps(lo, hi, 0x31),
+        avx2::store_panel(_mm256_permute2f128_ps(lo, hi, 0x20), _mm256_permute2f128_ps(lo, hi, 0x31),
                     y + i * kNr, max64(r0 - i * kNr, 0), min64(r1 - i * kNr, kNr));
     }
 }

@@ -14,24 +14,13 @@
 // ODR: helpers live in the anonymous namespace; only <immintrin.h> and kernels_internal.h.
 #include <immintrin.h>
 
+#include "kernels/matmul_panel_avx2.h"
 #include "kernels/kernels_internal.h"
 
 namespace warden::kernels::detail {
 namespace {
 
 constexpr int64_t kNr = 16;
-
-inline void store16(__m256 lo, __m256 hi, float* y, int64_t j0, int64_t j1) {
-    if (j0 == 0 && j1 == kNr) {
-        _mm256_storeu_ps(y, lo);
-        _mm256_storeu_ps(y + 8, hi);
-        return;
-    }
-    alignas(32) float tmp[kNr];
-    _mm256_store_ps(tmp, lo);
-    _mm256_store_ps(tmp + 8, hi);
-    for (int64_t j = j0; j < j1; ++j) y[j] = tmp[j];
-}
 
 // 16 u16 scales (f16 or bf16 bits) -> rows 0-7, 8-15 as f32.
 inline void load_scales(const uint8_t* p, bool bf16, __m256& s0, __m256& s1) {
@@ -100,7 +89,7 @@ void q4_a8_panel(const QuantArgs& a, const uint8_t* panel, int64_t t, float* y, 
             }
         }
     }
-    store16(acc0, acc1, y, j0, j1);
+    avx2::store_panel(acc0, acc1, y, j0, j1);
 }
 
 // W4A16: w = (q - 8) * d or fma(q, d, m) in f32, then the plain f32 chain over k.
@@ -142,7 +131,7 @@ void q4_a16_panel(const QuantArgs& a, const uint8_t* panel, int64_t t, float* y,
             }
         }
     }
-    store16(acc0, acc1, y, j0, j1);
+    avx2::store_panel(acc0, acc1, y, j0, j1);
 }
 
 void q8_a8_panel(const QuantArgs& a, const uint8_t* panel, int64_t t, float* y, int64_t j0, int64_t j1) {
@@ -171,7 +160,7 @@ void q8_a8_panel(const QuantArgs& a, const uint8_t* panel, int64_t t, float* y, 
     }
     __m256 d0, d1;
     load_scales(panel, a.bf16_scales, d0, d1);
-    store16(_mm256_mul_ps(acc0, d0), _mm256_mul_ps(acc1, d1), y, j0, j1);
+    avx2::store_panel(_mm256_mul_ps(acc0, d0), _mm256_mul_ps(acc1, d1), y, j0, j1);
 }
 
 // e4m3 code (in a 32-bit lane) -> f32: sign to bit 31, exponent+mantissa to bits 26..20, then
@@ -197,7 +186,7 @@ void fp8_panel(const QuantArgs& a, const uint8_t* panel, int64_t t, float* y, in
     }
     const __m256 s0 = _mm256_loadu_ps(reinterpret_cast<const float*>(panel));
     const __m256 s1 = _mm256_loadu_ps(reinterpret_cast<const float*>(panel) + 8);
-    store16(_mm256_mul_ps(acc0, s0), _mm256_mul_ps(acc1, s1), y, j0, j1);
+    avx2::store_panel(_mm256_mul_ps(acc0, s0), _mm256_mul_ps(acc1, s1), y, j0, j1);
 }
 
 }  // namespace
