@@ -23,14 +23,6 @@ struct ChatTemplateOptions {
     bool add_generation_prompt = false;
 };
 
-std::string read_file(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    util::check(in.good(), "cannot open '" + path + "'");
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-}
-
 nlohmann::ordered_json parse_json(const std::string& text, const std::string& what) {
     try {
         return nlohmann::ordered_json::parse(text);
@@ -43,15 +35,15 @@ int chat_template(const ChatTemplateOptions& o) {
     util::check(o.template_path.empty() != o.model_path.empty(), "give exactly one of --template or --model");
     tokenizer::ModelChatTemplate src;
     if (!o.template_path.empty()) {
-        src.source = read_file(o.template_path);
+        src.source = read_text_file(o.template_path);
     } else if (std::filesystem::is_directory(o.model_path)) {
         src = tokenizer::chat_template_from_hf_dir(o.model_path);
     } else {
         src = tokenizer::chat_template_from_gguf(model::GGUFFile(o.model_path));
     }
-    const auto messages = parse_json(read_file(o.messages_path), "--messages file '" + o.messages_path + "'");
+    const auto messages = parse_json(read_text_file(o.messages_path), "--messages file '" + o.messages_path + "'");
     const auto tools = o.tools_path.empty() ? nlohmann::ordered_json()
-                                            : parse_json(read_file(o.tools_path), "--tools file '" + o.tools_path + "'");
+                                            : parse_json(read_text_file(o.tools_path), "--tools file '" + o.tools_path + "'");
     nlohmann::ordered_json extra = nlohmann::ordered_json::object();
     for (auto it = src.special_tokens.begin(); it != src.special_tokens.end(); ++it) extra[it.key()] = it.value();
     if (!o.extra.empty()) {

@@ -34,7 +34,39 @@ struct ServeOptions {
     double request_timeout_s = 600;
     double watermark = 0.01;
     int drain_timeout_s = 60;
+    bool no_prefix_cache = false;
+    std::vector<std::string> shared_prefixes;  // files of prompt text as the server tokenizes it
 };
+
+// Declares each operator shared prefix and computes its pages once, before the first request,
+// so that their presence in the cache never depends on (and never reveals) any tenant's traffic.
+void warm_shared_prefixes(const ServeOptions& o, const tokenizer::Tokenizer& tok, kv::PrefixCache& pc,
+                          engine::Engine& eng) {
+    for (const std::string& path : o.shared_prefixes) {
+        const std::string text = read_text_file(path);
+        // Tokenized like a rendered chat prompt: special tokens are parsed, no BOS is added.
+        std::vector<int32_t> toks = tok.encode(text, false, true);
+        const int64_t shared = pc.declare_shared_prefix(toks);
+        util::check(shared > 0, "--shared-prefix " + path + ": " + std::to_string(toks.size()) +
+                                    " tokens is less than one KV page (" + std::to_string(pc.page_size()) +
+                                    " tokens); nothing to share");
+        toks.push_back(toks.back());  // one token past the prefix, so every prefix page is computed
+        engine::Request r;
+        r.prompt = std::move(toks);
+        r.max_new_tokens = 1;
+        r.tenant = "-";
+        auto sub = eng.submit(std::move(r));
+        util::check(sub.status == engine::SubmitStatus::Ok, "--shared-prefix: the engine refused the warm-up");
+        engine::Event ev;
+        while (sub.stream->next(ev, std::chrono::seconds(600)))
+            if (ev.kind == engine::Event::Kind::Finish) break;
+        util::check(ev.kind == engine::Event::Kind::Finish &&
+                        (ev.result.finish == engine::FinishReason::Length || ev.result.finish == engine::FinishReason::Stop),
+                    "--shared-prefix " + path + ": warm-up failed (" + std::string(finish_reason_name(ev.result.finish)) +
+                        (ev.result.error.empty() ? "" : ": " + ev.result.error) + ")");
+        spdlog::info("shared prefix {}: {} tokens, {} shared pages", path, toks.size() - 1, shared / pc.page_size());
+    }
+}
 
 bool loopback(const std::string& h) { return h == "127.0.0.1" || h == "localhost" || h == "::1"; }
 
@@ -78,7 +110,21 @@ int serve(const ServeOptions& o) {
     ec.runner.watermark = o.watermark;
     ec.max_queue = static_cast<size_t>(o.max_queue);
     ec.request_timeout = std::chrono::milliseconds(static_cast<int64_t>(o.request_timeout_s * 1000));
+    // The prefix cache is keyed by the weights (path, format, runtime dtype) and the KV format,
+    // so entries can never be read by another model or format.
+    std::unique_ptr<kv::PrefixCache> prefix;
+    if (!o.no_prefix_cache) {
+        kv::PrefixCacheConfig pcc;
+        pcc.page_size = cache->page_size();
+        pcc.model_id = std::hash<std::string>{}(o.common.model_path + '\0' + o.common.weights + '\0' + o.common.dtype);
+        pcc.kv_format = static_cast<uint32_t>(cache->storage().type) | static_cast<uint32_t>(cache->storage().scales) << 8;
+        prefix = std::make_unique<kv::PrefixCache>(cache->pool(), pcc);
+        ec.prefix_cache = prefix.get();
+    } else {
+        util::check(o.shared_prefixes.empty(), "--shared-prefix needs the prefix cache (drop --no-prefix-cache)");
+    }
     engine::Engine eng(exec, *cache, ec, faults.get());
+    if (prefix) warm_shared_prefixes(o, *model->tokenizer, *prefix, eng);
 
     server::ModelInfo mi;
     mi.id = o.model_name.empty() ? std::filesystem::path(o.common.model_path).filename().string() : o.model_name;
@@ -131,6 +177,11 @@ void register_serve(CLI::App& app, int& rc) {
         ->check(CLI::Range(0.0, 0.5));
     sub->add_option("--drain-timeout", o->drain_timeout_s, "seconds SIGTERM waits for in-flight requests (default 60)")
         ->check(CLI::Range(0, 3600));
+    sub->add_flag("--no-prefix-cache", o->no_prefix_cache, "do not reuse the KV pages of earlier prompts");
+    sub->add_option("--shared-prefix", o->shared_prefixes,
+                    "file holding a prompt prefix (text as the chat template renders it) whose KV pages every "
+                    "tenant may share; repeatable")
+        ->check(CLI::ExistingFile);
     sub->callback([o, &rc] { rc = serve(*o); });
 }
 

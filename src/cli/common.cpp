@@ -1,11 +1,22 @@
 #include "cli/common.h"
 
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 
 #include "quant/weight_format.h"
 #include "util/error.h"
 
 namespace warden::cli {
+
+std::string read_text_file(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    util::check(in.good(), "cannot open '" + path + "'");
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    util::check(!in.bad(), "cannot read '" + path + "'");
+    return ss.str();
+}
 
 void add_model_option(CLI::App& app, CommonOptions& o) {
     app.add_option("-m,--model", o.model_path, "GGUF file or Hugging Face model directory")->required();

@@ -19,6 +19,8 @@ struct CommonOptions {
 };
 
 void add_model_option(CLI::App& app, CommonOptions& o);
+// The whole file as bytes; util::Error naming the path when it cannot be read.
+std::string read_text_file(const std::string& path);
 void add_threads_option(CLI::App& app, CommonOptions& o);
 // --dtype plus the weight-format options --weights, --prefill-weights, --quantize-embeddings.
 void add_dtype_option(CLI::App& app, CommonOptions& o);

@@ -23,6 +23,7 @@ const char* finish_reason_name(FinishReason r) {
 struct BatchRunner::Seq {
     Handle h = 0;
     Request req;
+    kv::CacheScope scope;         // prefix-cache isolation: server-side tenant + client salt
     kv::SeqId id;
     std::vector<int32_t> tokens;  // prompt + generated
     int64_t n_prompt = 0;
@@ -71,6 +72,7 @@ BatchRunner::Handle BatchRunner::add(Request r) {
         return s->h;
     }
     s->sampler = std::make_unique<Sampler>(s->req.sampling);
+    s->scope = kv::CacheScope{s->req.tenant, s->req.cache_salt};
     const Handle h = s->h;
     waiting_.push_back(std::move(s));
     return h;
@@ -96,12 +98,25 @@ void BatchRunner::cancel(Handle h, FinishReason why) {
 bool BatchRunner::release_pages(Seq& s, bool offer) {
     for (const kv::PageRef& p : s.displaced) (void)kv_.pool().release(p);
     s.displaced.clear();
-    // Prefix-cache seam: full pages are offered before the sequence lets go of them.
-    if (offer && prefix_ && !s.table.pages.empty() && !kv_.verify(s.id, s.table))
-        prefix_->offer(s.tokens, s.table, s.n_computed);
+    // Full pages are offered to the prefix cache before the sequence lets go of them.
+    if (offer) this->offer(s);
     const int64_t refused = kv_.free(s.table);
     stats_.refused_frees += refused;
     return refused == 0;
+}
+
+// Offers the sequence's full, computed pages to the prefix cache (idempotent). The cache
+// verifies the table first: a stale one offers nothing.
+void BatchRunner::offer(Seq& s) {
+    if (!prefix_ || s.table.pages.empty()) return;
+    s.table.n_tokens = s.n_computed;
+    (void)prefix_->offer(s.scope, s.tokens, s.table);
+}
+
+// Frees up to `pages_short` unreferenced cached pages (LRU). Returns how many were freed.
+int64_t BatchRunner::evict_for(int64_t pages_short) {
+    if (!prefix_ || pages_short <= 0) return 0;
+    return prefix_->evict(pages_short);
 }
 
 void BatchRunner::finish(Seq& s, FinishReason why) {
@@ -135,24 +150,36 @@ void BatchRunner::emit_finish(Seq& s) {
 
 void BatchRunner::admit() {
     // FCFS: the head waits until its tokens fit (no overtaking). Beyond the head's own pages,
-    // `watermark` of the pool stays free while anything runs.
+    // `watermark` of the pool stays free while anything runs. Pages the prefix cache already
+    // holds for the head of the tokens are attached, not allocated; unreferenced cached pages
+    // are evicted (LRU) before the head is made to wait.
     const auto reserve_pages = static_cast<int64_t>(opts_.watermark * kv_.pool().capacity());
     while (!waiting_.empty() && static_cast<int64_t>(running_.size()) < opts_.max_seqs) {
         Seq& s = *waiting_.front();
-        const int64_t need = kv_.pages_for(static_cast<int64_t>(s.tokens.size()) + 1);
-        if (need + (running_.empty() ? 0 : reserve_pages) > kv_.pool().free_pages()) break;
-        if (!s.admitted_once) {
+        const int64_t reserve = running_.empty() ? 0 : reserve_pages;
+        const int64_t full = kv_.pages_for(static_cast<int64_t>(s.tokens.size()) + 1);
+        const bool attach = prefix_ && s.table.pages.empty();
+        auto need = [&] { return full - (attach ? prefix_->probe(s.scope, s.tokens) / kv_.page_size() : 0); };
+        // Eviction may take pages of the head's own cached chain (then they are needed again),
+        // so re-measure; each round frees at least one page or stops.
+        for (int round = 0; round < 4; ++round) {
+            const int64_t short_by = need() + reserve - kv_.pool().free_pages();
+            if (short_by <= 0 || evict_for(short_by) == 0) break;
+        }
+        if (need() + reserve > kv_.pool().free_pages()) break;
+        const bool first = !s.admitted_once;
+        if (first) {
             s.admitted_once = true;
             s.t_admit = Clock::now();
         }
-        // Prefix-cache seam: cached pages for the head of the tokens are attached here.
-        if (prefix_ && s.table.pages.empty()) {
-            const int64_t n = prefix_->attach(s.tokens, s.table);
-            util::check(n >= 0 && n < static_cast<int64_t>(s.tokens.size()) &&
-                            s.table.capacity(kv_.page_size()) >= n,
+        if (attach) {
+            const kv::AttachResult a = prefix_->attach(s.scope, s.tokens, s.table);
+            util::check(a.cached_tokens >= 0 && a.cached_tokens < static_cast<int64_t>(s.tokens.size()) &&
+                            s.table.capacity(kv_.page_size()) >= a.cached_tokens,
                         "prefix cache attached an impossible prefix");
-            s.n_computed = n;
-            s.table.n_tokens = n;
+            s.n_computed = a.cached_tokens;
+            s.table.n_tokens = a.cached_tokens;
+            if (first) s.res.cached_tokens = std::min(a.cached_tokens, s.n_prompt);
         }
         running_.push_back(std::move(waiting_.front()));
         waiting_.pop_front();
@@ -192,6 +219,10 @@ void BatchRunner::step() {
         const int64_t n_new = std::min({remaining, budget, opts_.prefill_chunk});
         bool self_preempted = false;
         while (!kv_.reserve(s.table, s.n_computed + n_new)) {
+            // Unreferenced cached pages go before any running sequence is preempted.
+            if (evict_for(kv_.pages_for(s.n_computed + n_new) - static_cast<int64_t>(s.table.pages.size()) -
+                          kv_.pool().free_pages()) > 0)
+                continue;
             // Preempt the newest other unfinished sequence, or this one if it is the newest.
             size_t victim = running_.size();
             for (size_t j = running_.size(); j-- > 0;)
@@ -265,6 +296,9 @@ void BatchRunner::step() {
             }
             s.n_computed += static_cast<int64_t>(batch.seqs[b].tokens.size());
             s.table.n_tokens = s.n_computed;
+            // A prefill chunk completed full pages: offer them now, so that concurrent requests
+            // with the same prefix hit while this one is still running.
+            if (batch.seqs[b].tokens.size() > 1) offer(s);
             if (!batch.seqs[b].want_logits) continue;
             TokenInfo info;
             std::vector<float> logits = r.logits[b];
@@ -290,7 +324,8 @@ void BatchRunner::step() {
     deferred_frees_.clear();
     std::erase_if(running_, [](const auto& s) { return !s || s->finished || s->cancelled; });
     if (batch.seqs.empty() && running_.empty() && !waiting_.empty() &&
-        kv_.pages_for(static_cast<int64_t>(waiting_.front()->tokens.size()) + 1) > kv_.pool().free_pages())
+        kv_.pages_for(static_cast<int64_t>(waiting_.front()->tokens.size()) + 1) >
+            kv_.pool().free_pages() + (prefix_ ? prefix_->evictable_pages() : 0))
         throw util::Error("KV cache too small for the next request even with nothing running");
 }
 

@@ -7,9 +7,11 @@
 //
 // Single-threaded: the thread that calls add/cancel/step owns the KvCache and does every free.
 //
-// Seams for the prefix cache (helper PREFIX), see PrefixHooks: admission asks it to attach
-// cached pages for the head of a prompt; a sequence's full pages are offered to it right before
-// its table is freed (finish, cancel, preemption).
+// With a prefix cache (set_prefix_cache): admission attaches cached pages for the head of a
+// prompt (the first step then starts at pos0 = cached tokens) and evicts unreferenced cached
+// pages when free pages run short; a page shortage while building a step evicts before it
+// preempts; a sequence's full pages are offered to the cache when its prompt is computed and
+// right before its table is freed (finish, preemption; never after an integrity error).
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -23,6 +25,7 @@
 #include "engine/executor.h"
 #include "engine/sampler.h"
 #include "kv/fault_injector.h"
+#include "kv/prefix_cache.h"
 
 namespace warden::engine {
 
@@ -32,7 +35,10 @@ struct Request {
     SamplingParams sampling;
     std::vector<int32_t> stop_ids;
     int32_t top_logprobs = -1;  // < 0: no logprobs; >= 0: logprob of each token + this many top ones
-    std::string tenant;         // metrics label (engine.h)
+    // The server-side tenant (from the API key, never from the client): the metrics label and
+    // the prefix cache's isolation scope. cache_salt is the client's optional narrowing of it.
+    std::string tenant;
+    std::string cache_salt;
 };
 
 enum class FinishReason { Length, Stop, IntegrityError, Cancelled, Rejected, Timeout };
@@ -53,6 +59,7 @@ struct Result {
     int64_t preemptions = 0;
     std::string error;          // for Rejected
     int64_t n_prompt = 0;
+    int64_t cached_tokens = 0;  // prompt tokens served by the prefix cache at first admission
     Timing timing;
 };
 
@@ -82,21 +89,6 @@ struct RunnerStats {
     int64_t max_running = 0;
 };
 
-// The seam for the prefix cache. Called on the scheduler thread only.
-class PrefixHooks {
-public:
-    virtual ~PrefixHooks() = default;
-    // At admission, before any page is reserved for `tokens` (prompt, plus generated tokens for
-    // a preempted sequence). May append retained (refcount+1) pages holding the K/V of
-    // tokens[0, n) to the empty `table` and return n (a multiple of the page size, and
-    // n < tokens.size() so the last token is still computed for its logits). Return 0 for a miss.
-    virtual int64_t attach(const std::vector<int32_t>& tokens, kv::PageTable& table) = 0;
-    // Right before `table` is freed: tokens[0, n_computed) have K/V in table's pages (the full
-    // ones may be retained by the cache; the runner releases its own reference afterwards).
-    // Not called for sequences ending with an integrity error.
-    virtual void offer(const std::vector<int32_t>& tokens, const kv::PageTable& table, int64_t n_computed) = 0;
-};
-
 class BatchRunner {
 public:
     using Handle = uint64_t;
@@ -108,7 +100,10 @@ public:
     void on_token(std::function<void(Handle, const TokenInfo&)> cb) { on_token_ = std::move(cb); }
     // Called on the runner's thread exactly once per added request, when it ends for any reason.
     void on_finish(std::function<void(Handle, Result&&)> cb) { on_finish_ = std::move(cb); }
-    void set_prefix_hooks(PrefixHooks* h) { prefix_ = h; }
+    // The prefix cache (owned by the caller, used on the runner's thread only; it must share
+    // the KvCache's pool and outlive the runner's use of it). nullptr: no caching.
+    void set_prefix_cache(kv::PrefixCache* pc) { prefix_ = pc; }
+    kv::PrefixCache* prefix_cache() const { return prefix_; }
 
     // Incremental core. add() queues a request (FCFS) and returns its handle; a request that can
     // never run (empty, larger than the cache) finishes at once as Rejected (on_finish is
@@ -134,6 +129,8 @@ private:
     using Clock = std::chrono::steady_clock;
     void admit();
     bool release_pages(Seq& s, bool offer);
+    void offer(Seq& s);
+    int64_t evict_for(int64_t pages_short);
     void finish(Seq& s, FinishReason why);
     void emit_finish(Seq& s);
     void inject_faults(std::vector<size_t>& stale_members);
@@ -142,7 +139,7 @@ private:
     kv::KvCache& kv_;
     RunnerOptions opts_;
     kv::FaultInjector* faults_;
-    PrefixHooks* prefix_ = nullptr;
+    kv::PrefixCache* prefix_ = nullptr;
     RunnerStats stats_;
     bool keep_step_times_ = false;
     std::function<void(Handle, const TokenInfo&)> on_token_;

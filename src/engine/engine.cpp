@@ -33,6 +33,7 @@ void Stream::cancel() {
 
 Engine::Engine(Executor& exec, kv::KvCache& kv, EngineConfig cfg, kv::FaultInjector* faults)
     : exec_(exec), kv_(kv), cfg_(cfg), runner_(exec, kv, cfg.runner, faults) {
+    runner_.set_prefix_cache(cfg_.prefix_cache);
     runner_.on_token([this](BatchRunner::Handle h, const TokenInfo& info) {
         auto it = by_handle_.find(h);
         if (it == by_handle_.end()) return;
@@ -134,6 +135,19 @@ void Engine::publish_gauges() {
     g.preemptions = runner_.stats().preemptions;
     g.integrity_violations = exec_.stats().integrity_violations;
     g.steps = runner_.stats().steps;
+    if (const kv::PrefixCache* pc = runner_.prefix_cache()) {
+        const kv::PrefixCacheStats& ps = pc->stats();
+        g.prefix_cache = true;
+        g.kv_pages_cached = kv_.pool().cached_pages();
+        g.pc_pinned_pages = pc->pinned_pages();
+        g.pc_lookups = ps.lookups;
+        g.pc_hit_requests = ps.hit_requests;
+        g.pc_hit_tokens = ps.hit_tokens;
+        g.pc_miss_tokens = ps.miss_tokens;
+        g.pc_inserted_pages = ps.inserted_pages;
+        g.pc_evicted_pages = ps.evicted_pages;
+        g.pc_collisions_rejected = ps.collisions_rejected;
+    }
     metrics_.set_gauges(g);
 }
 
@@ -146,7 +160,8 @@ void Engine::loop() {
             std::unique_lock lk(mu_);
             if (runner_.idle() && inbox_.empty() && cancels_.empty() && !stop_) {
                 // Idle: the pool must be whole (free + used == total, nothing leaked).
-                const std::string bad = kv_.pool().check_integrity();
+                std::string bad = kv_.pool().check_integrity();
+                if (bad.empty() && runner_.prefix_cache()) bad = runner_.prefix_cache()->check_integrity();
                 if (!bad.empty()) spdlog::error("kv pool inconsistent while idle: {}", bad);
                 cv_.wait(lk, [&] { return !inbox_.empty() || !cancels_.empty() || stop_; });
             }

@@ -28,6 +28,9 @@ struct EngineConfig {
     RunnerOptions runner;
     size_t max_queue = 256;  // requests waiting for admission (plus not yet seen by the scheduler)
     std::chrono::milliseconds request_timeout{std::chrono::minutes(10)};  // arrival -> finish
+    // The prefix cache over the same KvCache's pool, or nullptr. Used by the scheduler thread
+    // only from construction on; it must outlive the Engine.
+    kv::PrefixCache* prefix_cache = nullptr;
 };
 
 struct Event {
@@ -84,8 +87,6 @@ public:
     Metrics& metrics() { return metrics_; }
     const kv::KvCache& kv() const { return kv_; }
     int64_t capacity_tokens() const { return kv_.capacity_tokens(); }
-    // Seam for the prefix cache: set before the first submit.
-    void set_prefix_hooks(PrefixHooks* h) { runner_.set_prefix_hooks(h); }
 
 private:
     friend class Stream;

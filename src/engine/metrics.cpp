@@ -51,6 +51,7 @@ void Metrics::observe(const std::string& tenant, const Result& r) {
     ++t.finished[finish_reason_name(r.finish)];
     if (r.finish == FinishReason::Rejected) return;
     t.prompt_tokens += r.n_prompt;
+    t.cached_prompt_tokens += r.cached_tokens;
     t.generated_tokens += static_cast<int64_t>(r.output.size());
     if (r.finish == FinishReason::IntegrityError) ++t.integrity_violations;
     if (r.finish == FinishReason::Cancelled || r.finish == FinishReason::Timeout ||
@@ -102,6 +103,25 @@ std::string Metrics::prometheus() const {
     o += "warden_integrity_violations_total " + std::to_string(g_.integrity_violations) + "\n";
     o += "# HELP warden_steps_total model steps executed\n# TYPE warden_steps_total counter\n";
     o += "warden_steps_total " + std::to_string(g_.steps) + "\n";
+    if (g_.prefix_cache) {
+        auto total = [&](const char* name, const char* help, int64_t v) {
+            o += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " counter\n" + name + " " +
+                 std::to_string(v) + "\n";
+        };
+        gauge("warden_prefix_cache_pages", "KV pages held by the prefix cache alone (evictable unless pinned)",
+              g_.kv_pages_cached);
+        gauge("warden_prefix_cache_pinned_pages", "cached pages of operator-declared shared prefixes",
+              g_.pc_pinned_pages);
+        total("warden_prefix_cache_lookups_total", "admissions that looked up the prefix cache", g_.pc_lookups);
+        total("warden_prefix_cache_hit_requests_total", "lookups that attached at least one cached page",
+              g_.pc_hit_requests);
+        total("warden_prefix_cache_hit_tokens_total", "prompt tokens served from the prefix cache", g_.pc_hit_tokens);
+        total("warden_prefix_cache_miss_tokens_total", "looked-up tokens that had to be computed", g_.pc_miss_tokens);
+        total("warden_prefix_cache_inserted_pages_total", "pages added to the prefix cache", g_.pc_inserted_pages);
+        total("warden_prefix_cache_evictions_total", "cached pages evicted under memory pressure", g_.pc_evicted_pages);
+        total("warden_prefix_cache_collisions_rejected_total",
+              "hash matches rejected by the exact token/scope comparison", g_.pc_collisions_rejected);
+    }
 
     auto counter = [&](const char* name, const char* help, auto get) {
         o += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " counter\n";
@@ -109,6 +129,8 @@ std::string Metrics::prometheus() const {
     };
     counter("warden_prompt_tokens_total", "prompt tokens of finished requests",
             [&](const char* n, const std::string& l, const Tenant& t) { o += std::string(n) + "{" + l + "} " + std::to_string(t.prompt_tokens) + "\n"; });
+    counter("warden_prompt_tokens_cached_total", "prompt tokens of finished requests served by the prefix cache",
+            [&](const char* n, const std::string& l, const Tenant& t) { o += std::string(n) + "{" + l + "} " + std::to_string(t.cached_prompt_tokens) + "\n"; });
     counter("warden_generation_tokens_total", "generated tokens",
             [&](const char* n, const std::string& l, const Tenant& t) { o += std::string(n) + "{" + l + "} " + std::to_string(t.generated_tokens) + "\n"; });
     counter("warden_requests_finished_total", "requests the engine finished, by finish reason",

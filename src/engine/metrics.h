@@ -30,6 +30,11 @@ struct Gauges {
     int64_t running = 0, waiting = 0;
     int64_t kv_pages_used = 0, kv_pages_free = 0, kv_pages_total = 0, kv_bytes_per_page = 0;
     int64_t preemptions = 0, integrity_violations = 0, steps = 0;
+    // Prefix cache (all zero when it is off): pages held by the cache alone, and its counters.
+    bool prefix_cache = false;
+    int64_t kv_pages_cached = 0, pc_pinned_pages = 0;
+    int64_t pc_lookups = 0, pc_hit_requests = 0, pc_hit_tokens = 0, pc_miss_tokens = 0;
+    int64_t pc_inserted_pages = 0, pc_evicted_pages = 0, pc_collisions_rejected = 0;
 };
 
 class Metrics {
@@ -45,7 +50,7 @@ public:
 private:
     struct Tenant {
         Histogram queue, prefill, ttft, tpot, e2e;
-        int64_t prompt_tokens = 0, generated_tokens = 0, requests = 0;
+        int64_t prompt_tokens = 0, cached_prompt_tokens = 0, generated_tokens = 0, requests = 0;
         std::map<std::string, int64_t> finished;  // by finish reason
         std::map<std::string, int64_t> aborts;    // by reason
         int64_t integrity_violations = 0;

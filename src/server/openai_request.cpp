@@ -178,6 +178,10 @@ CompletionRequest parse_request(const json& b, bool chat, const ModelInfo& m) {
         }
     }
     if (present(b, "ignore_eos")) r.ignore_eos = boolean(b, "ignore_eos");
+    if (present(b, "cache_salt")) {
+        r.cache_salt = text(b["cache_salt"], "cache_salt");
+        if (r.cache_salt.empty() || r.cache_salt.size() > 256) bad("cache_salt", "'cache_salt' must have 1 to 256 bytes");
+    }
     if (present(b, "stop")) {
         const json& s = b["stop"];
         if (s.is_string()) {

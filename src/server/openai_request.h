@@ -37,6 +37,9 @@ struct CompletionRequest {
     engine::SamplingParams sampling;
     int32_t top_logprobs = -1;  // < 0: no logprobs
     bool ignore_eos = false;    // extension (vLLM's name)
+    // vLLM's `cache_salt`: requests share prefix-cache pages only with requests of the same
+    // tenant AND the same salt. It can only narrow sharing, never widen it past the tenant.
+    std::string cache_salt;
 };
 
 // Throws ApiError.

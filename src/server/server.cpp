@@ -49,6 +49,7 @@ struct Generation {
     CompletionRequest req;
     std::vector<Choice> choices;
     int64_t prompt_tokens = 0;
+    int n_per_prompt = 1;
     std::shared_ptr<TenantSlot> slot;
     std::shared_ptr<std::atomic<int64_t>> in_flight_guard;
     bool finished_sent = false;
@@ -80,10 +81,17 @@ struct Generation {
         return false;
     }
     json usage() const {
-        int64_t completion = 0;
-        for (const auto& c : choices) completion += c.n_tokens;
-        return json{{"prompt_tokens", prompt_tokens}, {"completion_tokens", completion},
-                    {"total_tokens", prompt_tokens + completion}};
+        // Cached prompt tokens per distinct prompt (the n samples of one prompt count it once,
+        // as prompt_tokens does): its first choice's count.
+        int64_t completion = 0, cached = 0;
+        for (const auto& c : choices) {
+            completion += c.n_tokens;
+            if (c.index % n_per_prompt == 0) cached += c.result.cached_tokens;
+        }
+        return json{{"prompt_tokens", prompt_tokens},
+                    {"completion_tokens", completion},
+                    {"total_tokens", prompt_tokens + completion},
+                    {"prompt_tokens_details", json{{"cached_tokens", cached}}}};
     }
     json timing() const {
         engine::Timing t;
@@ -270,6 +278,7 @@ void Server::routes() {
                 auto g = std::make_shared<Generation>();
                 g->chat = chat;
                 g->req = parse_request(body, chat, model_);
+                g->n_per_prompt = g->req.n;
                 g->model = model_.id;
                 g->created = now_s();
                 {
@@ -297,6 +306,7 @@ void Server::routes() {
                         if (!g->req.ignore_eos) er.stop_ids = stop_ids;
                         er.top_logprobs = g->req.top_logprobs;
                         er.tenant = tenant;
+                        er.cache_salt = g->req.cache_salt;
                         auto sub = eng_.submit(std::move(er));
                         if (sub.status != engine::SubmitStatus::Ok) {
                             g->cancel_all();

@@ -140,6 +140,10 @@ RequestRecord StreamClient::send(const BenchRequest& r, Clock::time_point deadli
                 }
                 if (u.contains("completion_tokens") && u["completion_tokens"].is_number_integer())
                     rec.output_tokens = u["completion_tokens"].get<int64_t>();
+                if (u.contains("prompt_tokens_details") && u["prompt_tokens_details"].is_object() &&
+                    u["prompt_tokens_details"].contains("cached_tokens") &&
+                    u["prompt_tokens_details"]["cached_tokens"].is_number_integer())
+                    rec.cached_tokens = u["prompt_tokens_details"]["cached_tokens"].get<int64_t>();
             }
             if (!j.contains("choices") || !j["choices"].is_array() || j["choices"].empty()) continue;
             const auto& c = j["choices"][0];

@@ -38,6 +38,7 @@ struct RequestRecord {
     double tpot_ms = -1;        // (last token - first token) / (output tokens - 1)
     int64_t prompt_tokens = 0;  // from usage, else the workload's approximation
     int64_t output_tokens = 0;  // from usage, else the number of content chunks
+    int64_t cached_tokens = 0;  // usage.prompt_tokens_details.cached_tokens (prefix-cache hits)
     bool usage_reported = false;
     int64_t chunks = 0;
     std::string text;

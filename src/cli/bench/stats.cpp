@@ -45,6 +45,7 @@ LevelSummary summarize_level(const std::vector<RequestRecord>& recs, double dura
         }
         ++s.ok;
         s.input_tokens += r.prompt_tokens;
+        s.cached_tokens += r.cached_tokens;
         s.output_tokens += r.output_tokens;
         ttft.push_back(r.ttft_ms);
         e2e.push_back(r.e2e_ms);
@@ -84,6 +85,7 @@ nlohmann::json to_json(const LevelSummary& s) {
             {"error_samples", s.error_samples},
             {"duration_s", s.duration_s},
             {"input_tokens", s.input_tokens},
+            {"cached_tokens", s.cached_tokens},
             {"output_tokens", s.output_tokens},
             {"output_tok_s", s.output_tok_s},
             {"total_tok_s", s.total_tok_s},
@@ -108,6 +110,7 @@ nlohmann::json to_json(const RequestRecord& r) {
                         {"tpot_ms", r.tpot_ms},
                         {"e2e_ms", r.e2e_ms},
                         {"prompt_tokens", r.prompt_tokens},
+                        {"cached_tokens", r.cached_tokens},
                         {"output_tokens", r.output_tokens},
                         {"usage_reported", r.usage_reported},
                         {"chunks", r.chunks},
