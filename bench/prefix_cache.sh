@@ -41,21 +41,26 @@ wait_url() {  # log -> prints the server URL once it listens
   return 1
 }
 
+# Every (mode, concurrency) gets a fresh server, so each level starts with a cold cache (a
+# server reused across levels would replay the previous level's sessions from its cache).
+IFS=',' read -ra LEVELS <<<"$CONCURRENCY"
 for round in $(seq 1 "$ROUNDS"); do
-  for mode in off on; do  # alternate, so slow drift of the machine hits both alike
-    flags=(); [ "$mode" = off ] && flags+=(--no-prefix-cache)
-    log="$OUT_DIR/server-$mode-$round.log"
-    "$WARDEN_BIN" serve -m "$MODEL" --host 127.0.0.1 --port 0 --threads "$THREADS" --kv-cache-bytes "$KV_BYTES" \
-      "${flags[@]}" > "$log" 2>&1 &
-    SERVER_PID=$!
-    url=$(wait_url "$log") || { echo "server ($mode) did not start: $(tail -c 400 "$log")" >&2; exit 1; }
-    echo "prefix_cache: round $round cache $mode at $url" >&2
-    "$WARDEN_BIN" bench --url "$url" --workload agent --turns "$TURNS" --shared-prefix "$SYSTEM_WORDS" \
-      --input-len "$INPUT_LEN" --output-len "$OUTPUT_LEN" --concurrency "$CONCURRENCY" --requests "$REQUESTS" \
-      --warmup 0 --timeout-s 600 --max-duration-s 1800 --out "$OUT_DIR/$mode-$round" --no-plot -q \
-      > "$OUT_DIR/$mode-$round.txt"
-    curl -s "$url/metrics" | grep '^warden_prefix_cache' > "$OUT_DIR/metrics-$mode-$round.txt" || true
-    cleanup
+  for c in "${LEVELS[@]}"; do
+    for mode in off on; do  # alternate, so slow drift of the machine hits both alike
+      flags=(); [ "$mode" = off ] && flags+=(--no-prefix-cache)
+      log="$OUT_DIR/server-$mode-c$c-$round.log"
+      "$WARDEN_BIN" serve -m "$MODEL" --host 127.0.0.1 --port 0 --threads "$THREADS" --kv-cache-bytes "$KV_BYTES" \
+        "${flags[@]}" > "$log" 2>&1 &
+      SERVER_PID=$!
+      url=$(wait_url "$log") || { echo "server ($mode) did not start: $(tail -c 400 "$log")" >&2; exit 1; }
+      echo "prefix_cache: round $round concurrency $c cache $mode at $url (load $(cut -d' ' -f1 /proc/loadavg))" >&2
+      "$WARDEN_BIN" bench --url "$url" --workload agent --turns "$TURNS" --shared-prefix "$SYSTEM_WORDS" \
+        --input-len "$INPUT_LEN" --output-len "$OUTPUT_LEN" --concurrency "$c" --requests "$REQUESTS" \
+        --warmup 0 --timeout-s 600 --max-duration-s 1800 --out "$OUT_DIR/$mode-c$c-$round" --no-plot -q \
+        > "$OUT_DIR/$mode-c$c-$round.txt"
+      curl -s "$url/metrics" | grep '^warden_prefix_cache' > "$OUT_DIR/metrics-$mode-c$c-$round.txt" || true
+      cleanup
+    done
   done
 done
 
@@ -63,14 +68,14 @@ done
 import json, statistics, sys
 from pathlib import Path
 out, rounds = Path(sys.argv[1]), int(sys.argv[2])
-def levels(mode, r):
-    return {l["concurrency"]: l for l in json.load(open(out / f"{mode}-{r}" / "bench.json"))["levels"]}
+def level(mode, c, r):
+    return json.load(open(out / f"{mode}-c{c}-{r}" / "bench.json"))["levels"][0]
 rows = ["| concurrency | cache | TTFT p50 ms | TTFT p90 ms | output tok/s | prompt tok/s | cached prompt tokens | TTFT p50 off/on | output tok/s on/off |",
         "|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
-for c in sorted(levels("on", 1)):
+for c in sorted(int(p.name.split("-c")[1].split("-")[0]) for p in out.glob("on-c*-1") if p.is_dir()):
     per = {}
     for mode in ("off", "on"):
-        ls = [levels(mode, r)[c] for r in range(1, rounds + 1)]
+        ls = [level(mode, c, r) for r in range(1, rounds + 1)]
         med = lambda f: statistics.median(f(l) for l in ls)
         per[mode] = dict(p50=med(lambda l: l["ttft_ms"]["p50"]), p90=med(lambda l: l["ttft_ms"]["p90"]),
                          otok=med(lambda l: l["output_tok_s"]),

@@ -1,50 +1,75 @@
 #!/usr/bin/env bash
-# Weight-format speed, side by side in one run (interleaved rounds; the CPU is shared, so
-# compare ratios within a round): warden batch-1 decode and prefill tok/s per --weights format
-# (and int4 with --prefill-weights bf16), llama.cpp llama-bench on Q4_0/Q8_0/BF16 of the same
-# weights, and each warden format as a fraction of its memory roofline
-# (roofline tok/s = membw / bytes read per token = layer matrices + output head).
+# Batch-1 decode speed per weight format, best-of-N over interleaved rounds: every round runs
+# every configuration once (warden formats, then llama-bench on Q4_0/Q8_0/BF16 of the same
+# weights), so a noisy minute hits all configurations of that round alike. The summary
+# (bench/weights_speed_summary.py) reports per configuration the best tok/s, the bytes read per
+# token, the fraction of the memory roofline (membw / bytes per token), and the per-round
+# ratios to warden bf16.
 #
-# Env: MODEL [/work/bench-models/llama-1b-bf16.gguf], THREADS [2], TG [32], ROUNDS [2],
-#      FORMATS ["bf16 fp8 int8 int4-g32 int4-g128"], WARDEN_BIN [build-wq/warden],
-#      LLAMA_BIN [/work/llama.cpp/build/bin], OUT_DIR [bench/out/weights], MEMBW_GBPS [bench/out/membw.json]
+# warden runs on quantized GGUF copies written once by `warden quantize` (imported bit-exactly
+# at load, so loading skips the slow load-time quantization; decode reads the same packed bytes
+# as `--weights X` on the bf16 file).
+#
+# Env: MODEL [/work/bench-models/llama-1b-bf16.gguf], THREADS [2], TG [32], ROUNDS [5],
+#      FORMATS ["bf16 int8 int4-g32 int4-g128 int4-g32+qe"] (+qe: --quantize-embeddings, i.e. int4
+#      output head), LLAMA_TYPES ["Q4_0 Q8_0 BF16"], PROMPT ["Once upon a time"],
+#      WARDEN_BIN [build-int4/warden], LLAMA_BIN [/work/llama.cpp/build/bin],
+#      OUT_DIR [bench/out/weights], MEMBW_JSON [bench/out/membw.json]
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 MODEL="${MODEL:-/work/bench-models/llama-1b-bf16.gguf}"
 THREADS="${THREADS:-2}"
 TG="${TG:-32}"
-ROUNDS="${ROUNDS:-2}"
-FORMATS="${FORMATS:-bf16 fp8 int8 int4-g32 int4-g128}"
-WARDEN_BIN="${WARDEN_BIN:-$REPO/build-wq/warden}"
+ROUNDS="${ROUNDS:-5}"
+FORMATS="${FORMATS:-bf16 int8 int4-g32 int4-g128 int4-g32+qe}"
+LLAMA_TYPES="${LLAMA_TYPES:-Q4_0 Q8_0 BF16}"
+PROMPT="${PROMPT:-Once upon a time}"
+WARDEN_BIN="${WARDEN_BIN:-$REPO/build-int4/warden}"
 LLAMA_BIN="${LLAMA_BIN:-/work/llama.cpp/build/bin}"
 OUT_DIR="${OUT_DIR:-$REPO/bench/out/weights}"
+MEMBW_JSON="${MEMBW_JSON:-$REPO/bench/out/membw.json}"
 mkdir -p "$OUT_DIR"
 log() { printf '[weights %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 base="$(basename "$MODEL" .gguf)"
-for q in Q4_0 Q8_0; do
+for q in $LLAMA_TYPES; do
+  [[ $q == BF16 ]] && continue
   f="$OUT_DIR/$base-$q.gguf"
   [[ -f "$f" ]] || { log "llama-quantize $q"; "$LLAMA_BIN/llama-quantize" "$MODEL" "$f" "$q" > "$OUT_DIR/quantize-$q.log" 2>&1; }
 done
-prompt="$(cat "$REPO/bench/foundation_prompt.txt")"
+# The file warden loads for a format, written by `warden quantize` when missing.
+warden_file() {
+  local fmt="${1%%+*}" qe=""
+  [[ "$1" == *+qe ]] && qe="-qe"
+  [[ "$fmt" == bf16 && -z "$qe" ]] && { echo "$MODEL"; return; }
+  local f="$OUT_DIR/$base-warden-$fmt$qe.gguf"
+  if [[ ! -f "$f" ]]; then
+    log "warden quantize $1"
+    "$WARDEN_BIN" quantize -m "$MODEL" -o "$f" --weights "$fmt" ${qe:+--quantize-embeddings} -t "$THREADS" \
+      > "$OUT_DIR/warden-quantize-$fmt$qe.log" 2>&1
+  fi
+  echo "$f"
+}
+declare -A files
+for fmt in $FORMATS; do files[$fmt]="$(warden_file "$fmt")"; done
 results="$OUT_DIR/results.tsv"
 : > "$results"
 for round in $(seq 1 "$ROUNDS"); do
-  for fmt in $FORMATS "int4-g32+prefill-bf16"; do
+  for fmt in $FORMATS; do
     args=(--weights "${fmt%%+*}")
-    [[ "$fmt" == *+prefill-bf16 ]] && args+=(--prefill-weights bf16)
+    [[ "$fmt" == *+qe ]] && args+=(--quantize-embeddings)
     log "round $round warden $fmt"
-    "$WARDEN_BIN" run -m "$MODEL" -p "$prompt" -n "$TG" --threads "$THREADS" --ignore-eos --temp 0 "${args[@]}" \
+    "$WARDEN_BIN" run -m "${files[$fmt]}" -p "$PROMPT" -n "$TG" --threads "$THREADS" --ignore-eos --temp 0 "${args[@]}" \
       > /dev/null 2> "$OUT_DIR/warden-$fmt-$round.log" || { log "warden $fmt failed"; continue; }
     mem="$(grep '^warden: weights' "$OUT_DIR/warden-$fmt-$round.log" || true)"
     tim="$(grep '^timings:' "$OUT_DIR/warden-$fmt-$round.log")"
-    printf 'warden\t%s\t%s\t%s\t%s\n' "$round" "$fmt" "$tim" "$mem" >> "$results"
+    printf 'warden\t%s\t%s\t%s\t%s\t%s\n' "$round" "$fmt" "$tim" "$mem" "${files[$fmt]}" >> "$results"
   done
-  for q in Q4_0 Q8_0 BF16; do
+  for q in $LLAMA_TYPES; do
     f="$OUT_DIR/$base-$q.gguf"; [[ $q == BF16 ]] && f="$MODEL"
     log "round $round llama-bench $q"
-    "$LLAMA_BIN/llama-bench" -m "$f" -t "$THREADS" -p 128 -n "$TG" -r 1 -o csv 2>/dev/null | tail -n +2 | \
-      awk -v r="$round" -v q="$q" '{print "llama\t" r "\t" q "\t" $0}' >> "$results" || log "llama-bench $q failed"
+    "$LLAMA_BIN/llama-bench" -m "$f" -t "$THREADS" -p 0 -n "$TG" -r 3 -o csv 2>/dev/null | tail -n +2 | \
+      awk -v r="$round" -v q="$q" -v f="$f" '{print "llama\t" r "\t" q "\t" $0 "\t\t" f}' >> "$results" || log "llama-bench $q failed"
   done
 done
 log "results in $results"
-cat "$results"
+"$REPO/.venv/bin/python" "$REPO/bench/weights_speed_summary.py" "$results" "$MEMBW_JSON" "$THREADS"

@@ -31,6 +31,7 @@
 //   FP8: acc = fma(e4m3(code), x[k], acc) over k; y = acc * s.
 // Q4 and Q8 need cols % 32 == 0 (and % group for Q4); FP8 takes any cols.
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -62,6 +63,21 @@ void dequant_row(const WeightMatrix& w, int64_t r, float* out);
 float quant_scale_to_f32(const WeightMatrix& w, uint16_t bits);
 
 // Activation quantization of n rows of `cols` (cols % 32 == 0), see the contract above.
+// Runs the active ISA's variant; every variant gives identical bytes (tested).
 void quantize_acts(const float* x, int64_t n, int64_t cols, int8_t* xq, float* xd, int32_t* xs);
+void quantize_acts_isa(Isa isa, const float* x, int64_t n, int64_t cols, int8_t* xq, float* xd, int32_t* xs);
+
+// Several matmuls that share their input x ([n, cols]; every w.cols == cols), e.g. q/k/v or
+// gate/up: y_i[n, w_i.rows] = x * W_i^T, any weight types mixed. Results are bit-identical to
+// separate matmul() calls (every output is computed alone, see above); the difference is cost:
+// one activation quantization for all int8-activation matrices and one pool dispatch for the
+// lot, with the panels of all matrices handed out to the threads in chunks from a shared
+// counter (a thread slowed by another process on its core does less of the work instead of
+// holding up the others at the join).
+struct MatmulOut {
+    const WeightMatrix* w;
+    float* y;
+};
+void matmul_multi(std::span<const MatmulOut> outs, const float* x, int64_t n, util::ThreadPool& pool);
 
 }  // namespace warden::kernels

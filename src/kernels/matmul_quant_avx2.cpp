@@ -21,6 +21,12 @@ namespace warden::kernels::detail {
 namespace {
 
 constexpr int64_t kNr = 16;
+// Software prefetch distance (bytes ahead in the panel stream) of the W4A8 kernel; a macro so
+// bench/kernels/bench_gemv_decode.cpp can try other values (-DWARDEN_Q4_PREFETCH=...).
+#ifndef WARDEN_Q4_PREFETCH
+#define WARDEN_Q4_PREFETCH 1024
+#endif
+constexpr int64_t kQ4Prefetch = WARDEN_Q4_PREFETCH;
 
 // 16 u16 scales (f16 or bf16 bits) -> rows 0-7, 8-15 as f32.
 inline void load_scales(const uint8_t* p, bool bf16, __m256& s0, __m256& s1) {
@@ -41,8 +47,10 @@ inline __m256i bcast4(const int8_t* p) {
     return _mm256_set1_epi32(v);
 }
 
+// kAsym is a template argument so the symmetric (default) path has no per-block branches.
+template <bool kAsym>
 void q4_a8_panel(const QuantArgs& a, const uint8_t* panel, int64_t t, float* y, int64_t j0, int64_t j1) {
-    const int64_t cols = a.cols, G = a.group, gb = 32 + (a.asym ? 32 : 0) + G * 8, ng = cols / G, spg = G / 32;
+    const int64_t cols = a.cols, G = a.group, gb = 32 + (kAsym ? 32 : 0) + G * 8, ng = cols / G, spg = G / 32;
     const int64_t nb = cols / 32;
     const int8_t* xq = a.xq + t * cols;
     const float* xd = a.xd + t * nb;
@@ -53,16 +61,15 @@ void q4_a8_panel(const QuantArgs& a, const uint8_t* panel, int64_t t, float* y, 
         const uint8_t* blk = panel + g * gb;
         __m256 d0, d1, m0 = _mm256_setzero_ps(), m1 = _mm256_setzero_ps();
         load_scales(blk, a.bf16_scales, d0, d1);
-        if (a.asym) load_scales(blk + 32, a.bf16_scales, m0, m1);
-        const uint8_t* qs = blk + (a.asym ? 64 : 32);
+        if (kAsym) load_scales(blk + 32, a.bf16_scales, m0, m1);
+        const uint8_t* qs = blk + (kAsym ? 64 : 32);
         for (int64_t sb = 0; sb < spg; ++sb) {
             const int64_t b = g * spg + sb;
             const uint8_t* qq = qs + sb * 256;
             const int8_t* xb = xq + b * 32;
-            _mm_prefetch(reinterpret_cast<const char*>(qq) + 1024, _MM_HINT_T0);
-            _mm_prefetch(reinterpret_cast<const char*>(qq) + 1088, _MM_HINT_T0);
-            _mm_prefetch(reinterpret_cast<const char*>(qq) + 1152, _MM_HINT_T0);
-            _mm_prefetch(reinterpret_cast<const char*>(qq) + 1216, _MM_HINT_T0);
+            if (kQ4Prefetch > 0)
+                for (int pf = 0; pf < 4; ++pf)
+                    _mm_prefetch(reinterpret_cast<const char*>(qq) + kQ4Prefetch + pf * 64, _MM_HINT_T0);
             __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
 #pragma GCC unroll 8
             for (int j = 0; j < 8; ++j) {
@@ -74,7 +81,7 @@ void q4_a8_panel(const QuantArgs& a, const uint8_t* panel, int64_t t, float* y, 
                 s1 = _mm256_add_epi16(s1, _mm256_maddubs_epi16(hi, xv));
             }
             __m256i i0 = _mm256_madd_epi16(s0, ones), i1 = _mm256_madd_epi16(s1, ones);
-            if (!a.asym) {
+            if (!kAsym) {
                 const __m256i c = _mm256_set1_epi32(8 * xs[b]);
                 i0 = _mm256_sub_epi32(i0, c);
                 i1 = _mm256_sub_epi32(i1, c);
@@ -82,7 +89,7 @@ void q4_a8_panel(const QuantArgs& a, const uint8_t* panel, int64_t t, float* y, 
             const __m256 xdv = _mm256_set1_ps(xd[b]);
             acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i0), _mm256_mul_ps(d0, xdv), acc0);
             acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i1), _mm256_mul_ps(d1, xdv), acc1);
-            if (a.asym) {
+            if (kAsym) {
                 const __m256 xsv = _mm256_set1_ps(static_cast<float>(xs[b]));
                 acc0 = _mm256_fmadd_ps(xsv, _mm256_mul_ps(m0, xdv), acc0);
                 acc1 = _mm256_fmadd_ps(xsv, _mm256_mul_ps(m1, xdv), acc1);
@@ -191,6 +198,52 @@ void fp8_panel(const QuantArgs& a, const uint8_t* panel, int64_t t, float* y, in
 
 }  // namespace
 
+// Activation quantizer of kernels/matmul_quant.h, bit-identical to the scalar definition in
+// matmul_quant.cpp: max|x| is exact in any order (NaN lanes are skipped like std::fmax does:
+// _mm256_max_ps returns its second operand when one is NaN), d and 127/a are the same scalar
+// divisions, v * id is one f32 multiply, _mm256_round_ps(nearest) is nearbyint under the
+// default rounding mode, NaN -> 0 before the clamp, and the block sum is an exact int32 sum.
+void quantize_acts_avx2(const float* x, int64_t n, int64_t cols, int8_t* xq, float* xd, int32_t* xs) {
+    const int64_t nb = cols / 32;
+    const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    const __m256 hi = _mm256_set1_ps(127.0f), lo = _mm256_set1_ps(-127.0f);
+    const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    for (int64_t t = 0; t < n; ++t)
+        for (int64_t b = 0; b < nb; ++b) {
+            const float* v = x + t * cols + b * 32;
+            __m256 f[4];
+            for (int i = 0; i < 4; ++i) f[i] = _mm256_loadu_ps(v + 8 * i);
+            __m256 m = _mm256_setzero_ps();
+            for (int i = 0; i < 4; ++i) m = _mm256_max_ps(_mm256_and_ps(f[i], absmask), m);
+            __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+            m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+            m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+            const float a = _mm_cvtss_f32(m4);
+            const float d = a / 127.0f;
+            const float id = a > 0.0f ? 127.0f / a : 0.0f;
+            const __m256 idv = _mm256_set1_ps(id);
+            __m256i q[4];
+            for (int i = 0; i < 4; ++i) {
+                __m256 r = _mm256_round_ps(_mm256_mul_ps(f[i], idv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+                r = _mm256_and_ps(r, _mm256_cmp_ps(r, r, _CMP_ORD_Q));  // NaN -> +0
+                r = _mm256_min_ps(_mm256_max_ps(r, lo), hi);
+                q[i] = _mm256_cvtps_epi32(r);
+            }
+            const __m256i s32 = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
+            __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s32), _mm256_extracti128_si256(s32, 1));
+            s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
+            s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
+            // packs work per 128-bit lane: (q0 q1) -> 16-bit [q0l q1l q0h q1h], then with (q2 q3)
+            // -> bytes in lane order 0,2,4,6 | 1,3,5,7 of 4-element groups; the dword permute
+            // restores k order.
+            const __m256i p01 = _mm256_packs_epi32(q[0], q[1]), p23 = _mm256_packs_epi32(q[2], q[3]);
+            const __m256i p = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(p01, p23), perm);
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(xq + t * cols + b * 32), p);
+            xd[t * nb + b] = d;
+            xs[t * nb + b] = _mm_cvtsi128_si32(s4);
+        }
+}
+
 void mm_quant_avx2(const QuantArgs& a, int64_t r0, int64_t r1) {
     int64_t pb;
     switch (a.kind) {
@@ -207,7 +260,11 @@ void mm_quant_avx2(const QuantArgs& a, int64_t r0, int64_t r1) {
             float* y = a.y + t * a.ldy + base;
             if (a.kind == 0) {
                 if (!a.act_f32) {
-                    q4_a8_panel(a, panel, t, y, j0, j1);
+                    if (a.asym) {
+                        q4_a8_panel<true>(a, panel, t, y, j0, j1);
+                    } else {
+                        q4_a8_panel<false>(a, panel, t, y, j0, j1);
+                    }
                 } else if (a.asym) {
                     q4_a16_panel<true>(a, panel, t, y, j0, j1);
                 } else {

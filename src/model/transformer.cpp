@@ -2,8 +2,11 @@
 
 #include <cmath>
 #include <cstring>
+#include <initializer_list>
+#include <utility>
 
 #include "kernels/matmul.h"
+#include "kernels/matmul_quant.h"
 #include "kernels/ops.h"
 #include "util/error.h"
 
@@ -107,7 +110,8 @@ std::vector<char> Transformer::step(std::span<const SeqInput> seqs, const kernel
     // of the same kind changes no result bit.
     auto mm = [&](const Matrix& M, const float* xin, float* yout) {
         if (!M.prefill) {
-            kernels::matmul(M.view(), xin, n, yout, pool_);
+            const kernels::MatmulOut o{&M.view(), yout};
+            kernels::matmul_multi(std::span<const kernels::MatmulOut>(&o, 1), xin, n, pool_);
             return;
         }
         const int64_t in = M.cols(), out_dim = M.rows();
@@ -119,6 +123,22 @@ std::vector<char> Transformer::step(std::span<const SeqInput> seqs, const kernel
             kernels::matmul(M.view_for(pre), xin + row0[i] * in, row0[j] - row0[i], yout + row0[i] * out_dim, pool_);
             i = j;
         }
+    };
+    // Matrices sharing the input xin (q/k/v, gate/up): one activation quantization and one
+    // pool dispatch (kernels::matmul_multi; same result bits as separate mm calls).
+    auto mm_shared = [&](std::initializer_list<std::pair<const Matrix*, float*>> ms, const float* xin) {
+        kernels::MatmulOut o[3];
+        size_t k = 0;
+        bool separate = ms.size() > 3;  // more than o[] holds, or a --prefill-weights copy
+        for (const auto& [M, yout] : ms) {
+            separate |= M->prefill != nullptr;
+            if (k < 3) o[k++] = {&M->view(), yout};
+        }
+        if (separate) {
+            for (const auto& [M, yout] : ms) mm(*M, xin, yout);
+            return;
+        }
+        kernels::matmul_multi(std::span<const kernels::MatmulOut>(o, k), xin, n, pool_);
     };
     std::vector<kernels::PagedAttentionSeq> att_seqs;
     att_seqs.reserve(seqs.size());
@@ -136,9 +156,7 @@ std::vector<char> Transformer::step(std::span<const SeqInput> seqs, const kernel
             }
             mla_.forward(c, *L.mla, xb_.data(), n, rope_cs_.data(), mla_seqs, kv.layer(l), kv.fresh, proj_.data(), pool_);
         } else {  // GQA attention (the lines below keep their indentation)
-        mm(L.wq, xb_.data(), q_.data());
-        mm(L.wk, xb_.data(), k_.data());
-        mm(L.wv, xb_.data(), v_.data());
+        mm_shared({{&L.wq, q_.data()}, {&L.wk, k_.data()}, {&L.wv, v_.data()}}, xb_.data());
         add_bias(q_.data(), L.bq);
         add_bias(k_.data(), L.bk);
         add_bias(v_.data(), L.bv);
@@ -177,8 +195,7 @@ std::vector<char> Transformer::step(std::span<const SeqInput> seqs, const kernel
         if (L.moe) {
             moe_.forward(c, *L.moe, xb_.data(), n, proj_.data(), pool_);
         } else {
-            mm(L.w_gate, xb_.data(), gate_.data());
-            mm(L.w_up, xb_.data(), up_.data());
+            mm_shared({{&L.w_gate, gate_.data()}, {&L.w_up, up_.data()}}, xb_.data());
             kernels::silu_mul(gate_.data(), up_.data(), gate_.data(), n * c.d_ff);
             mm(L.w_down, gate_.data(), proj_.data());
         }
@@ -197,7 +214,8 @@ std::vector<char> Transformer::step(std::span<const SeqInput> seqs, const kernel
         kernels::rmsnorm(x_.data() + rows[static_cast<size_t>(j)] * d, w.output_norm.data(), xb_.data() + j * d, d,
                          c.rms_eps);
     std::vector<float> out(static_cast<size_t>(m * vocab));
-    kernels::matmul(w.output.view(), xb_.data(), m, out.data(), pool_);
+    const kernels::MatmulOut head{&w.output.view(), out.data()};
+    kernels::matmul_multi(std::span<const kernels::MatmulOut>(&head, 1), xb_.data(), m, pool_);
     int64_t j = 0;
     for (size_t i = 0; i < seqs.size(); ++i) {
         if (!alive[i] || !seqs[i].logits) continue;

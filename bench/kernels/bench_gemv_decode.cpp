@@ -1,0 +1,129 @@
+// Batch-1 decode GEMV throughput of one weight format on the Llama-3.2-1B layer shapes (16 layers of
+// q/k/v/o/gate/up/down, optional 32000-row head), without the rest of the model: measures how
+// close the matmul kernels + thread dispatch get to the memory roofline.
+//   bench_gemv_decode FORMAT THREADS REPS [fused|separate] [head]
+// FORMAT: a --weights name (int4, int4-g128, int8, ...) or bf16. Weight bytes are random codes
+// with valid scales (values do not matter for speed). Prints bytes per token, best and median
+// ms per token over REPS passes, and GB/s.
+// Build (not part of the CMake build):
+//   g++ -O3 -std=c++20 -I src bench/kernels/bench_gemv_decode.cpp build-int4/libwarden_core.a -lpthread -o /tmp/bench_gemv_decode
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/matmul.h"
+#include "kernels/matmul_quant.h"
+#include "quant/weight_format.h"
+#include "util/thread_pool.h"
+
+using namespace warden;
+
+struct Mat {
+    kernels::WeightMatrix w;
+    std::vector<uint8_t> buf;
+    std::vector<float> y;
+};
+
+static Mat make(const std::string& fmt, int64_t rows, int64_t cols, std::mt19937& rng) {
+    Mat m;
+    if (fmt == "bf16") {
+        m.w = kernels::WeightMatrix{kernels::WeightType::BF16, rows, cols, nullptr};
+        m.buf.resize(static_cast<size_t>(kernels::packed_weight_elems(rows, cols)) * 2);
+        auto* p = reinterpret_cast<uint16_t*>(m.buf.data());
+        for (size_t i = 0; i < m.buf.size() / 2; ++i) p[i] = static_cast<uint16_t>(0x3c00 + (rng() & 0xff));
+    } else {
+        m.w = quant::parse_weight_format(fmt).layout(rows, cols);
+        m.buf.resize(static_cast<size_t>(kernels::quant_packed_bytes(m.w)));
+        for (auto& b : m.buf) b = static_cast<uint8_t>(rng());
+        // Valid small scales (f16 0x2000 ~ 0.0078): rewrite every scale slot.
+        const int64_t pb = kernels::quant_panel_bytes(m.w);
+        for (int64_t p = 0; p * 16 < rows; ++p) {
+            uint8_t* panel = m.buf.data() + p * pb;
+            if (m.w.type == kernels::WeightType::Q4) {
+                const int64_t gb = 32 + (m.w.asym ? 32 : 0) + m.w.group * 8;
+                for (int64_t g = 0; g < cols / m.w.group; ++g)
+                    for (int i = 0; i < (m.w.asym ? 32 : 16); ++i) {
+                        const uint16_t s = 0x2000;
+                        std::memcpy(panel + g * gb + 2 * i, &s, 2);
+                    }
+            } else {
+                for (int i = 0; i < 16; ++i) {
+                    const uint16_t s = 0x2000;
+                    std::memcpy(panel + 2 * i, &s, 2);
+                }
+            }
+        }
+    }
+    m.w.data = m.buf.data();
+    m.y.resize(static_cast<size_t>(rows));
+    return m;
+}
+
+int main(int argc, char** argv) {
+    if (argc < 4) {
+        std::fprintf(stderr, "usage: %s FORMAT THREADS REPS [fused|separate] [head]\n", argv[0]);
+        return 2;
+    }
+    const std::string fmt = argv[1];
+    const int threads = std::atoi(argv[2]), reps = std::atoi(argv[3]);
+    const bool fused = argc <= 4 || std::string(argv[4]) == "fused";
+    const bool head = argc > 5 && std::string(argv[5]) == "head";
+    const int64_t d = 2048, ff = 8192, kv = 512, layers = 16, vocab = 32000;
+    std::mt19937 rng(1);
+    std::vector<std::vector<Mat>> L(layers);
+    int64_t bytes = 0;
+    for (int64_t l = 0; l < layers; ++l) {
+        L[l].push_back(make(fmt, d, d, rng));
+        L[l].push_back(make(fmt, kv, d, rng));
+        L[l].push_back(make(fmt, kv, d, rng));
+        L[l].push_back(make(fmt, d, d, rng));
+        L[l].push_back(make(fmt, ff, d, rng));
+        L[l].push_back(make(fmt, ff, d, rng));
+        L[l].push_back(make(fmt, d, ff, rng));
+        for (auto& m : L[l]) bytes += static_cast<int64_t>(m.buf.size());
+    }
+    Mat H;
+    if (head) {
+        H = make(fmt, vocab, d, rng);
+        bytes += static_cast<int64_t>(H.buf.size());
+    }
+    std::vector<float> x(static_cast<size_t>(ff));
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    for (auto& v : x) v = u(rng);
+    util::ThreadPool pool(threads);
+    auto mm = [&](std::initializer_list<Mat*> ms, const float* in) {
+        if (fused) {
+            kernels::MatmulOut o[3];
+            size_t k = 0;
+            for (Mat* m : ms) o[k++] = {&m->w, m->y.data()};
+            kernels::matmul_multi(std::span<const kernels::MatmulOut>(o, k), in, 1, pool);
+        } else {
+            for (Mat* m : ms) kernels::matmul(m->w, in, 1, m->y.data(), pool);
+        }
+    };
+    std::vector<double> ms;
+    for (int r = 0; r < reps; ++r) {
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int64_t l = 0; l < layers; ++l) {
+            auto& M = L[l];
+            mm({&M[0], &M[1], &M[2]}, x.data());
+            mm({&M[3]}, x.data());
+            mm({&M[4], &M[5]}, x.data());
+            mm({&M[6]}, x.data());
+        }
+        if (head) mm({&H}, x.data());
+        ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    }
+    std::sort(ms.begin(), ms.end());
+    const double best = ms.front(), med = ms[ms.size() / 2];
+    std::printf("format=%s threads=%d mode=%s head=%d bytes_per_token=%.1fMB best_ms=%.2f median_ms=%.2f best_GBps=%.2f "
+                "best_tok_s=%.2f\n",
+                fmt.c_str(), threads, fused ? "fused" : "separate", head ? 1 : 0, bytes / 1e6, best, med,
+                bytes / best / 1e6, 1000.0 / best);
+    return 0;
+}

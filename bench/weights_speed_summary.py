@@ -1,0 +1,77 @@
+#!/usr/bin/env python3
+"""Summary of bench/weights_speed.sh results.tsv: best-of-rounds decode tok/s per configuration,
+bytes read per token, fraction of the memory roofline, per-round ratio to warden bf16.
+
+Bytes per token = every matrix streamed once per decoded token: the layer matrices plus the
+output head (the token embedding table is read one row per token, so it is not counted).
+warden: from its load line `weights F: layers X MiB, embeddings/head Y MiB` as X + Y/2 (the model
+must have an untied head in the same format as token_embd, checked in the GGUF); llama.cpp: the
+GGUF's tensor bytes without token_embd.weight.
+
+Usage: weights_speed_summary.py results.tsv membw.json THREADS
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+import sys
+from collections import defaultdict
+
+import gguf
+
+MIB = 1 << 20
+
+
+def gguf_bytes(path: str) -> tuple[int, bool]:
+    """(bytes of all tensors but token_embd, has output.weight)."""
+    r = gguf.GGUFReader(path)
+    names = {t.name: int(t.n_bytes) for t in r.tensors}
+    has_out = "output.weight" in names
+    total = sum(b for n, b in names.items() if n != "token_embd.weight" or not has_out)
+    return total, has_out
+
+
+def main() -> int:
+    results, membw_json, threads = sys.argv[1], sys.argv[2], sys.argv[3]
+    bw = json.load(open(membw_json))["read_gbps"][str(threads)] * 1e9
+    tok = defaultdict(dict)  # config -> round -> tok/s
+    bpt = {}
+    for line in open(results):
+        f = line.rstrip("\n").split("\t")
+        if f[0] == "warden":
+            _, rnd, fmt, tim, mem, path = f[:6]
+            m = re.search(r"decode_tok_s=([\d.]+)", tim)
+            mm = re.search(r"layers (\d+) MiB, embeddings/head (\d+) MiB", mem)
+            if not m or not mm:
+                continue
+            cfg = "warden " + fmt
+            tok[cfg][int(rnd)] = float(m.group(1))
+            if cfg not in bpt:
+                _, has_out = gguf_bytes(path)
+                head = int(mm.group(2)) / 2 if has_out else int(mm.group(2))
+                bpt[cfg] = (int(mm.group(1)) + head) * MIB
+        elif f[0] == "llama":
+            rnd, q, row, path = f[1], f[2], f[3], f[-1]
+            cols = next(csv.reader(io.StringIO(row)))
+            cfg = "llama.cpp " + q
+            tok[cfg][int(rnd)] = float(cols[-2])  # avg_ts
+            if cfg not in bpt:
+                bpt[cfg] = gguf_bytes(path)[0]
+    base = tok.get("warden bf16", {})
+    print(f"membw {bw / 1e9:.1f} GB/s ({threads} threads); best of {max((len(v) for v in tok.values()), default=0)} rounds")
+    print("| config | best tok/s | MB/token | roofline tok/s | % of roofline | best / warden bf16 best | per-round ratio to warden bf16 |")
+    print("|---|---|---|---|---|---|---|")
+    bbest = max(base.values()) if base else None
+    for cfg, rounds in tok.items():
+        best = max(rounds.values())
+        roof = bw / bpt[cfg]
+        ratios = " ".join(f"{rounds[r] / base[r]:.2f}" for r in sorted(rounds) if r in base and base[r] > 0)
+        rel = f"{best / bbest:.2f}" if bbest else "-"
+        print(f"| {cfg} | {best:.2f} | {bpt[cfg] / 1e6:.0f} | {roof:.1f} | {100 * best / roof:.0f}% | {rel} | {ratios} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
