@@ -117,6 +117,7 @@ int serve(const ServeOptions& o) {
         kv::PrefixCacheConfig pcc;
         pcc.page_size = cache->page_size();
         pcc.model_id = std::hash<std::string>{}(o.common.model_path + '\0' + o.common.weights + '\0' + o.common.dtype);
+        pcc.copy_partial_pages = true;
         pcc.kv_format = static_cast<uint32_t>(cache->storage().type) | static_cast<uint32_t>(cache->storage().scales) << 8;
         prefix = std::make_unique<kv::PrefixCache>(cache->pool(), pcc);
         ec.prefix_cache = prefix.get();

@@ -181,15 +181,63 @@ AttachResult PrefixCache::attach(const CacheScope& scope, std::span<const int32_
         if (pool_.retain(ref) != PoolStatus::Ok) break;  // cannot happen: find() checked it is live
         table.pages.push_back(ref);
     }
-    touch_chain(chain);
     AttachResult r;
     r.cached_pages = static_cast<int64_t>(table.pages.size());
     r.cached_tokens = r.cached_pages * cfg_.page_size;
+    std::vector<int32_t> touched = chain;
+    if (cfg_.copy_partial_pages && !chain.empty() && r.cached_pages == static_cast<int64_t>(chain.size())) {
+        const int32_t src = partial_match(scope, tokens, chain.back(), r.cached_tokens, r.copied_tokens);
+        if (src >= 0) {
+            // Copy-on-write of a partially matching page: positions [0, k) of the copy hold
+            // exactly the K/V this sequence would compute there (same tokens, same positions,
+            // batch-invariant kernels); the copy is the sequence's own (refcount 1), so its
+            // writes from position k on never touch the cached page. The page is one the
+            // sequence needs anyway (admission sized it); without a free page, no copy.
+            if (auto fresh = pool_.allocate()) {
+                if (pool_.bytes_per_page() > 0)
+                    std::memcpy(pool_.data(fresh->page), pool_.data(entries_[static_cast<size_t>(src)].page.page),
+                                static_cast<size_t>(pool_.bytes_per_page()));
+                table.pages.push_back(*fresh);
+                r.cached_tokens += r.copied_tokens;
+                touched.push_back(src);  // the child is touched before its parents (leaf first)
+            } else {
+                r.copied_tokens = 0;
+            }
+        } else {
+            r.copied_tokens = 0;
+        }
+    }
+    touch_chain(touched);
     table.n_tokens = r.cached_tokens;
-    stats_.hit_requests += r.cached_pages > 0;
+    stats_.hit_requests += r.cached_tokens > 0;
+    stats_.copied_tokens += r.copied_tokens;
     stats_.hit_tokens += r.cached_tokens;
     stats_.miss_tokens += n - r.cached_tokens;
     return r;
+}
+
+int32_t PrefixCache::partial_match(const CacheScope& scope, std::span<const int32_t> tokens, int32_t parent,
+                                   int64_t pos, int64_t& k_out) const {
+    // The next page of the prompt, up to the last token (always computed).
+    const int64_t ps = cfg_.page_size, n = static_cast<int64_t>(tokens.size());
+    const int64_t room = std::min(ps, n - 1 - pos);
+    k_out = 0;
+    if (room <= 0) return -1;
+    // The children of `parent` in the scope this page would have: only that scope's entries are
+    // candidates (a shared page's children belong to every tenant).
+    const std::string want = pos + ps <= shared_tokens(tokens) ? kSharedScope : scope_id(scope);
+    int32_t best = -1;
+    for (const int32_t c : entries_[static_cast<size_t>(parent)].children) {
+        const Entry& ce = entries_[static_cast<size_t>(c)];
+        if (ce.scope != want || !pool_.is_live(ce.page)) continue;
+        int64_t k = 0;
+        while (k < room && ce.tokens[static_cast<size_t>(k)] == tokens[static_cast<size_t>(pos + k)]) ++k;
+        if (k > k_out) {
+            k_out = k;
+            best = c;
+        }
+    }
+    return best;
 }
 
 int64_t PrefixCache::probe(const CacheScope& scope, std::span<const int32_t> tokens) {

@@ -20,8 +20,9 @@
 // table, so the executor's verify_table checks shared pages like any other. Only full pages
 // are cached; a sequence's partially filled last page is never cached or shared, and since
 // attached pages are full and page tables are append-only, a sequence never writes a shared
-// page (no copy-on-write is needed). Eviction (LRU over pages held by the cache alone, leaves
-// of the chain first) releases the cache's hold: the page returns to the free list and its
+// page. With copy_partial_pages, a cached page that matches the prompt only in its first k
+// tokens is copied into a private page (copy-on-write), so those k tokens are not recomputed.
+// Eviction (LRU over pages held by the cache alone, leaves of the chain first) releases the cache's hold: the page returns to the free list and its
 // generation is bumped, so any reference that survived is stale and detected.
 //
 // Single-threaded: owned by the scheduler thread, like the pool. The pool must outlive it.
@@ -56,6 +57,11 @@ struct PrefixCacheConfig {
     // Tests only: AND-ed into every key (0 makes every page collide), to prove that a
     // collision is rejected by the token comparison.
     uint64_t test_hash_mask = ~uint64_t{0};
+    // After the last fully matching page, copy the cached continuation page whose first k
+    // tokens match the prompt's next ones into a fresh page of the sequence (copy-on-write of
+    // a partially matching page), so up to page_size - 1 more tokens are not recomputed.
+    // Needs the pool's page bytes to be the KV storage (a KvCache's pool).
+    bool copy_partial_pages = false;
 };
 
 struct PrefixCacheStats {
@@ -68,11 +74,13 @@ struct PrefixCacheStats {
     int64_t stale_dropped = 0;     // entries found pointing at a freed/reused page and dropped
     int64_t collisions_rejected = 0;  // key matched, but tokens / scope / parent differed
     int64_t duplicate_pages = 0;   // offered pages whose content was already cached in another page
+    int64_t copied_tokens = 0;     // hit tokens served by copying a partially matching page
 };
 
 struct AttachResult {
-    int64_t cached_tokens = 0;  // positions [0, cached_tokens) are in the attached pages: pos0
-    int64_t cached_pages = 0;
+    int64_t cached_tokens = 0;  // positions [0, cached_tokens) are in the table's pages: pos0
+    int64_t cached_pages = 0;   // shared (retained) full pages
+    int64_t copied_tokens = 0;  // of cached_tokens, those in a private copy of a partially matching page
 };
 
 struct OfferResult {
@@ -97,8 +105,10 @@ public:
     // Admission: finds the longest chain of cached full pages that prefixes `tokens`, leaving
     // at least one token to compute (the last token's logits are needed), retains each page
     // for the sequence and appends it, with its current generation, to `table`, which must
-    // be empty. table.n_tokens = result.cached_tokens; the first step runs at pos0 =
-    // cached_tokens. Never allocates; never fails (a miss attaches nothing).
+    // be empty. With copy_partial_pages, a partially matching next page is then copied into
+    // one freshly allocated page (the only allocation; skipped when none is free).
+    // table.n_tokens = result.cached_tokens; the first step runs at pos0 = cached_tokens.
+    // Never fails (a miss attaches nothing).
     AttachResult attach(const CacheScope& scope, std::span<const int32_t> tokens, PageTable& table);
     // The same lookup without attaching, touching LRU order or counting stats (admission
     // sizing: pages needed = pages_for(len + 1) - probe / page_size).
@@ -153,6 +163,10 @@ private:
     // subtree) when its page is no longer live; returns -1 then.
     int32_t find(uint64_t key, int32_t parent, const std::string& scope, std::span<const int32_t> page,
                  bool count_stats);
+    // The child of `parent` (in the scope of the page at token `pos`) sharing the longest run of
+    // leading tokens with tokens[pos, len - 1); k_out = that run. -1 when none shares one.
+    int32_t partial_match(const CacheScope& scope, std::span<const int32_t> tokens, int32_t parent, int64_t pos,
+                          int64_t& k_out) const;
     // Walks the chain over the first n_pages full pages of tokens while entries confirm.
     std::vector<int32_t> match(const CacheScope& scope, std::span<const int32_t> tokens, int64_t max_pages,
                                bool count_stats);

@@ -643,3 +643,72 @@ TEST(PrefixCache, RejectsMismatchedPageSize) {
     PagePool pool(4, 8, 0);
     EXPECT_THROW(PrefixCache(pool, cfg()), warden::util::Error);
 }
+
+// Copy-on-write of a partially matching page (copy_partial_pages): after the full-page chain,
+// the cached continuation sharing the most leading tokens with the prompt is copied into a
+// fresh private page; candidates of another scope are never used; the last token is always
+// left to compute; without a free page nothing is copied.
+TEST(PrefixCache, PartiallyMatchingPageIsCopiedNeverShared) {
+    PagePool pool(8, kPs, 64);
+    PrefixCacheConfig c;
+    c.page_size = kPs;
+    c.secret = kTestKey;
+    c.copy_partial_pages = true;
+    PrefixCache cache(pool, c);
+    const CacheScope a{"a", ""}, b{"b", ""};
+    // Tenant a computes 12 tokens (3 full pages) and offers them; page bytes = a pattern per page.
+    auto compute = [&](const CacheScope& s, const std::vector<int32_t>& toks, uint8_t fill) {
+        PageTable t;
+        for (size_t i = 0; i < toks.size() / kPs; ++i) {
+            auto r = pool.allocate();
+            EXPECT_TRUE(r.has_value());
+            std::memset(pool.data(r->page), fill + static_cast<int>(i), 64);
+            t.pages.push_back(*r);
+        }
+        t.n_tokens = static_cast<int64_t>(toks.size());
+        EXPECT_FALSE(cache.offer(s, toks, t).violation.has_value());
+        for (const PageRef& r : t.pages) EXPECT_EQ(pool.release(r), PoolStatus::Ok);
+    };
+    compute(a, range(100, 12), 10);
+    compute(b, cat(range(100, 4), seq_of({104, 105, 0, 0})), 50);  // b's page 1 matches 2 tokens too
+    ASSERT_EQ(pool.cached_pages(), 5);
+
+    // a's prompt: page 0 full match, page 1 matches 3 tokens (104 105 106), then differs.
+    PageTable t;
+    const auto prompt = cat(range(100, 7), seq_of({9, 9, 9}));
+    const AttachResult r = cache.attach(a, prompt, t);
+    EXPECT_EQ(r.cached_pages, 1);
+    EXPECT_EQ(r.copied_tokens, 3);
+    EXPECT_EQ(r.cached_tokens, 7);
+    EXPECT_EQ(t.n_tokens, 7);
+    ASSERT_EQ(t.pages.size(), 2u);
+    EXPECT_EQ(pool.refcount(t.pages[1].page), 1) << "the copy is private";
+    EXPECT_FALSE(pool.is_cache_held(t.pages[1].page));
+    EXPECT_EQ(pool.data(t.pages[1].page)[0], 11) << "a's page 1 was copied, not b's (fill 51)";
+    EXPECT_EQ(pool.data(t.pages[1].page)[63], 11);
+    EXPECT_EQ(cache.stats().copied_tokens, 3);
+    for (const PageRef& p : t.pages) EXPECT_EQ(pool.release(p), PoolStatus::Ok);
+
+    // b never gets a's continuation: b's own page 1 matches only 2 tokens (104 105).
+    PageTable tb;
+    const AttachResult rb = cache.attach(b, prompt, tb);
+    EXPECT_EQ(rb.cached_tokens, 4 + 2);
+    EXPECT_EQ(pool.data(tb.pages[1].page)[0], 51);
+    for (const PageRef& p : tb.pages) EXPECT_EQ(pool.release(p), PoolStatus::Ok);
+
+    // The last token is always computed: a prompt of exactly 8 cached tokens copies 3, not 4.
+    PageTable t8;
+    EXPECT_EQ(cache.attach(a, range(100, 8), t8).cached_tokens, 7);
+    // No free page: no copy (only the full pages attach).
+    std::vector<PageRef> hog;
+    while (auto h = pool.allocate()) hog.push_back(*h);
+    PageTable t9;
+    const AttachResult r9 = cache.attach(a, prompt, t9);
+    EXPECT_EQ(r9.cached_tokens, 4);
+    EXPECT_EQ(r9.copied_tokens, 0);
+    for (PageTable* x : {&t8, &t9})
+        for (const PageRef& p : x->pages) EXPECT_EQ(pool.release(p), PoolStatus::Ok);
+    for (const PageRef& p : hog) EXPECT_EQ(pool.release(p), PoolStatus::Ok);
+    EXPECT_EQ(pool.check_integrity(), "");
+    EXPECT_EQ(cache.check_integrity(), "");
+}
