@@ -109,7 +109,6 @@ bool BatchRunner::release_pages(Seq& s, bool offer) {
 // verifies the table first: a stale one offers nothing.
 void BatchRunner::offer(Seq& s) {
     if (!prefix_ || s.table.pages.empty()) return;
-    s.table.n_tokens = s.n_computed;
     (void)prefix_->offer(s.scope, s.tokens, s.table);
 }
 
@@ -159,14 +158,16 @@ void BatchRunner::admit() {
         const int64_t reserve = running_.empty() ? 0 : reserve_pages;
         const int64_t full = kv_.pages_for(static_cast<int64_t>(s.tokens.size()) + 1);
         const bool attach = prefix_ && s.table.pages.empty();
-        auto need = [&] { return full - (attach ? prefix_->probe(s.scope, s.tokens) / kv_.page_size() : 0); };
+        auto cached_pages = [&] { return attach ? prefix_->probe(s.scope, s.tokens) / kv_.page_size() : 0; };
+        int64_t need = full - cached_pages();
         // Eviction may take pages of the head's own cached chain (then they are needed again),
-        // so re-measure; each round frees at least one page or stops.
+        // so re-measure after each round that freed something; each round frees a page or stops.
         for (int round = 0; round < 4; ++round) {
-            const int64_t short_by = need() + reserve - kv_.pool().free_pages();
+            const int64_t short_by = need + reserve - kv_.pool().free_pages();
             if (short_by <= 0 || evict_for(short_by) == 0) break;
+            need = full - cached_pages();
         }
-        if (need() + reserve > kv_.pool().free_pages()) break;
+        if (need + reserve > kv_.pool().free_pages()) break;
         const bool first = !s.admitted_once;
         if (first) {
             s.admitted_once = true;
@@ -294,11 +295,12 @@ void BatchRunner::step() {
                 finish(s, FinishReason::IntegrityError);
                 continue;
             }
+            const int64_t before = s.n_computed;
             s.n_computed += static_cast<int64_t>(batch.seqs[b].tokens.size());
             s.table.n_tokens = s.n_computed;
-            // A prefill chunk completed full pages: offer them now, so that concurrent requests
-            // with the same prefix hit while this one is still running.
-            if (batch.seqs[b].tokens.size() > 1) offer(s);
+            // A prefill chunk that completed a page: offer the full pages now, so that concurrent
+            // requests with the same prefix hit while this one is still running.
+            if (batch.seqs[b].tokens.size() > 1 && s.n_computed / kv_.page_size() > before / kv_.page_size()) offer(s);
             if (!batch.seqs[b].want_logits) continue;
             TokenInfo info;
             std::vector<float> logits = r.logits[b];

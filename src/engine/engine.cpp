@@ -136,17 +136,10 @@ void Engine::publish_gauges() {
     g.integrity_violations = exec_.stats().integrity_violations;
     g.steps = runner_.stats().steps;
     if (const kv::PrefixCache* pc = runner_.prefix_cache()) {
-        const kv::PrefixCacheStats& ps = pc->stats();
         g.prefix_cache = true;
         g.kv_pages_cached = kv_.pool().cached_pages();
         g.pc_pinned_pages = pc->pinned_pages();
-        g.pc_lookups = ps.lookups;
-        g.pc_hit_requests = ps.hit_requests;
-        g.pc_hit_tokens = ps.hit_tokens;
-        g.pc_miss_tokens = ps.miss_tokens;
-        g.pc_inserted_pages = ps.inserted_pages;
-        g.pc_evicted_pages = ps.evicted_pages;
-        g.pc_collisions_rejected = ps.collisions_rejected;
+        g.pc = pc->stats();
     }
     metrics_.set_gauges(g);
 }

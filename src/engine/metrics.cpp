@@ -112,15 +112,15 @@ std::string Metrics::prometheus() const {
               g_.kv_pages_cached);
         gauge("warden_prefix_cache_pinned_pages", "cached pages of operator-declared shared prefixes",
               g_.pc_pinned_pages);
-        total("warden_prefix_cache_lookups_total", "admissions that looked up the prefix cache", g_.pc_lookups);
+        total("warden_prefix_cache_lookups_total", "admissions that looked up the prefix cache", g_.pc.lookups);
         total("warden_prefix_cache_hit_requests_total", "lookups that attached at least one cached page",
-              g_.pc_hit_requests);
-        total("warden_prefix_cache_hit_tokens_total", "prompt tokens served from the prefix cache", g_.pc_hit_tokens);
-        total("warden_prefix_cache_miss_tokens_total", "looked-up tokens that had to be computed", g_.pc_miss_tokens);
-        total("warden_prefix_cache_inserted_pages_total", "pages added to the prefix cache", g_.pc_inserted_pages);
-        total("warden_prefix_cache_evictions_total", "cached pages evicted under memory pressure", g_.pc_evicted_pages);
+              g_.pc.hit_requests);
+        total("warden_prefix_cache_hit_tokens_total", "prompt tokens served from the prefix cache", g_.pc.hit_tokens);
+        total("warden_prefix_cache_miss_tokens_total", "looked-up tokens that had to be computed", g_.pc.miss_tokens);
+        total("warden_prefix_cache_inserted_pages_total", "pages added to the prefix cache", g_.pc.inserted_pages);
+        total("warden_prefix_cache_evictions_total", "cached pages evicted under memory pressure", g_.pc.evicted_pages);
         total("warden_prefix_cache_collisions_rejected_total",
-              "hash matches rejected by the exact token/scope comparison", g_.pc_collisions_rejected);
+              "hash matches rejected by the exact token/scope comparison", g_.pc.collisions_rejected);
     }
 
     auto counter = [&](const char* name, const char* help, auto get) {

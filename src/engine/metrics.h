@@ -33,8 +33,7 @@ struct Gauges {
     // Prefix cache (all zero when it is off): pages held by the cache alone, and its counters.
     bool prefix_cache = false;
     int64_t kv_pages_cached = 0, pc_pinned_pages = 0;
-    int64_t pc_lookups = 0, pc_hit_requests = 0, pc_hit_tokens = 0, pc_miss_tokens = 0;
-    int64_t pc_inserted_pages = 0, pc_evicted_pages = 0, pc_collisions_rejected = 0;
+    kv::PrefixCacheStats pc;
 };
 
 class Metrics {

@@ -5,6 +5,7 @@
 #include "kernels/matmul.h"
 
 #include <algorithm>
+#include <atomic>
 #include <vector>
 
 #include "kernels/kernels_internal.h"
@@ -32,11 +33,34 @@ bool is_quant(const WeightMatrix& w) {
     return w.type == WeightType::Q4 || w.type == WeightType::Q8 || w.type == WeightType::FP8;
 }
 
-// Per-call arguments of a quantized matmul; for W4A8/W8A8 the token rows are quantized to int8
-// once here (scalar, shared by every ISA) into per-thread scratch that is reused, so decode
-// does no heap allocation after the first call.
-detail::QuantArgs quant_args(const WeightMatrix& w, const float* x, int64_t n, float* y) {
-    check_quant_shape(w);
+// W4A8/W8A8 matrices take their activations quantized to int8 (kernels/matmul_quant.h).
+bool int_acts(const WeightMatrix& w) {
+    return w.type == WeightType::Q8 || (w.type == WeightType::Q4 && !w.act_f32);
+}
+
+struct QuantizedActs {
+    const int8_t* xq = nullptr;
+    const float* xd = nullptr;
+    const int32_t* xs = nullptr;
+};
+// Quantizes x [n, cols] into per-thread scratch that is reused, so decode does no heap
+// allocation after the first call. Valid until the calling thread's next call.
+QuantizedActs quantize_to_scratch(const float* x, int64_t n, int64_t cols) {
+    thread_local std::vector<int8_t> xq;
+    thread_local std::vector<float> xd;
+    thread_local std::vector<int32_t> xs;
+    const auto nq = static_cast<size_t>(n * cols), nb = static_cast<size_t>(n * cols / kActBlock);
+    if (xq.size() < nq) xq.resize(nq);
+    if (xd.size() < nb) {
+        xd.resize(nb);
+        xs.resize(nb);
+    }
+    quantize_acts(x, n, cols, xq.data(), xd.data(), xs.data());
+    return {xq.data(), xd.data(), xs.data()};
+}
+
+// Per-call arguments of a quantized matmul (acts: the quantized x when int_acts(w)).
+detail::QuantArgs quant_args(const WeightMatrix& w, const float* x, int64_t n, float* y, const QuantizedActs& acts) {
     detail::QuantArgs a{};
     a.kind = w.type == WeightType::Q4 ? 0 : (w.type == WeightType::Q8 ? 1 : 2);
     a.rows = w.rows;
@@ -50,36 +74,50 @@ detail::QuantArgs quant_args(const WeightMatrix& w, const float* x, int64_t n, f
     a.n = n;
     a.y = y;
     a.ldy = w.rows;
-    const bool int_acts = w.type == WeightType::Q8 || (w.type == WeightType::Q4 && !w.act_f32);
-    if (int_acts) {
-        thread_local std::vector<int8_t> xq;
-        thread_local std::vector<float> xd;
-        thread_local std::vector<int32_t> xs;
-        const auto nq = static_cast<size_t>(n * w.cols), nb = static_cast<size_t>(n * w.cols / kActBlock);
-        if (xq.size() < nq) xq.resize(nq);
-        if (xd.size() < nb) {
-            xd.resize(nb);
-            xs.resize(nb);
-        }
-        quantize_acts(x, n, w.cols, xq.data(), xd.data(), xs.data());
-        a.xq = xq.data();
-        a.xd = xd.data();
-        a.xs = xs.data();
-    }
+    a.xq = acts.xq;
+    a.xd = acts.xd;
+    a.xs = acts.xs;
     return a;
 }
 
-void run_rows(const detail::MatmulTable& t, const WeightMatrix& w, const float* x, int64_t n,
-              float* y, int64_t r0, int64_t r1) {
+// Rows [r0, r1) of one matrix; qa: its quant_args when it is quantized.
+void run_rows(const detail::MatmulTable& t, const WeightMatrix& w, const float* x, int64_t n, float* y,
+              int64_t r0, int64_t r1, const detail::QuantArgs& qa) {
     if (is_quant(w)) {
-        const detail::QuantArgs a = quant_args(w, x, n, y);
-        t.quant(a, r0, r1);
+        t.quant(qa, r0, r1);
     } else if (w.type == WeightType::BF16) {
         t.bf16(static_cast<const detail::bf16*>(w.data), w.cols, x, n, y, w.rows, r0, r1);
     } else {
         t.f32(static_cast<const float*>(w.data), w.cols, x, n, y, w.rows, r0, r1);
     }
 }
+
+constexpr size_t kMaxMulti = 8;
+
+// One matmul_multi call: the panels of all matrices in one global numbering, handed out to
+// the pool's threads in chunks from a shared counter.
+struct MultiJob {
+    const detail::MatmulTable* t = nullptr;
+    std::span<const MatmulOut> outs;
+    const float* x = nullptr;
+    int64_t n = 0;
+    detail::QuantArgs qa[kMaxMulti];
+    int64_t panel0[kMaxMulti + 1] = {};  // matrix i owns global panels [panel0[i], panel0[i+1])
+    int64_t chunk = 1;                   // panels per grab
+    std::atomic<int64_t> next{0};
+
+    // Global panels [p0, p1) (may span matrices).
+    void run_panels(int64_t p0, int64_t p1) const {
+        for (size_t i = 0; i < outs.size() && p0 < p1; ++i) {
+            if (p0 >= panel0[i + 1]) continue;
+            const int64_t e = std::min(p1, panel0[i + 1]);
+            const WeightMatrix& w = *outs[i].w;
+            const int64_t r0 = (p0 - panel0[i]) * kPanelRows, r1 = std::min(w.rows, (e - panel0[i]) * kPanelRows);
+            run_rows(*t, w, x, n, outs[i].y, r0, r1, qa[i]);
+            p0 = e;
+        }
+    }
+};
 
 }  // namespace
 
@@ -115,59 +153,62 @@ void matmul_rows(Isa isa, const WeightMatrix& w, const float* x, int64_t n, floa
     util::check(row_begin >= 0 && row_begin <= row_end && row_end <= w.rows,
                 "matmul_rows: row range out of bounds");
     if (n <= 0 || row_begin == row_end) return;
-    run_rows(table(isa), w, x, n, y, row_begin, row_end);
+    detail::QuantArgs qa{};
+    if (is_quant(w)) {
+        check_quant_shape(w);
+        qa = quant_args(w, x, n, y, int_acts(w) ? quantize_to_scratch(x, n, w.cols) : QuantizedActs{});
+    }
+    run_rows(table(isa), w, x, n, y, row_begin, row_end, qa);
 }
 
 void matmul(const WeightMatrix& w, const float* x, int64_t n, float* y, util::ThreadPool& pool) {
-    util::check(w.rows >= 0 && w.cols >= 0, "matmul: negative weight shape");
-    if (n <= 0 || w.rows == 0) return;
-    struct Job {
-        const detail::MatmulTable* t;
-        const WeightMatrix* w;
-        const float* x;
-        int64_t n;
-        float* y;
-    };
-    if (is_quant(w)) {  // quantize the activations once, then split panels over the pool
-        const detail::MatmulTable* qt = &table(active_isa());
-        const detail::QuantArgs a = quant_args(w, x, n, y);
-        const int64_t n_panels = (w.rows + kPanelRows - 1) / kPanelRows;
-        if (pool.size() == 1 || n_panels == 1) {
-            qt->quant(a, 0, w.rows);
-            return;
+    const MatmulOut o{&w, y};
+    matmul_multi(std::span<const MatmulOut>(&o, 1), x, n, pool);
+}
+
+void matmul_multi(std::span<const MatmulOut> outs, const float* x, int64_t n, util::ThreadPool& pool) {
+    util::check(outs.size() <= kMaxMulti, "matmul_multi: more than 8 matrices");
+    if (outs.empty() || n <= 0) return;
+    MultiJob job;
+    job.t = &table(active_isa());
+    job.outs = outs;
+    job.x = x;
+    job.n = n;
+    const int64_t cols = outs[0].w->cols;
+    bool need_int_acts = false;
+    for (size_t i = 0; i < outs.size(); ++i) {
+        const WeightMatrix& w = *outs[i].w;
+        util::check(w.rows >= 0 && w.cols >= 0, "matmul: negative weight shape");
+        util::check(w.cols == cols, "matmul_multi: matrices with different input sizes");
+        if (is_quant(w)) {
+            check_quant_shape(w);
+            need_int_acts |= int_acts(w);
         }
-        struct QJob {
-            const detail::MatmulTable* t;
-            const detail::QuantArgs* a;
-        };
-        const QJob qj{qt, &a};
-        const QJob* qp = &qj;
-        pool.run([qp](int tid, int nt) {
-            const int64_t rows = qp->a->rows;
-            const int64_t np = (rows + kPanelRows - 1) / kPanelRows;
-            const int64_t per = (np + nt - 1) / nt;
-            const int64_t b = std::min(rows, tid * per * kPanelRows), e = std::min(rows, b + per * kPanelRows);
-            if (b < e) qp->t->quant(*qp->a, b, e);
-        });
+        job.panel0[i + 1] = job.panel0[i] + (w.rows + kPanelRows - 1) / kPanelRows;
+    }
+    // The activations are quantized once for every int8-activation matrix.
+    const QuantizedActs acts = need_int_acts ? quantize_to_scratch(x, n, cols) : QuantizedActs{};
+    for (size_t i = 0; i < outs.size(); ++i)
+        if (is_quant(*outs[i].w)) job.qa[i] = quant_args(*outs[i].w, x, n, outs[i].y, acts);
+    const int64_t total = job.panel0[outs.size()];
+    if (total == 0) return;
+    const int nt = pool.size();
+    if (nt == 1 || total == 1) {
+        job.run_panels(0, total);
         return;
     }
-    const Job job{&table(active_isa()), &w, x, n, y};
-    const int64_t tile = job.t->row_tile;  // kPanelRows for every ISA: whole panels
-    const int64_t n_tiles = (w.rows + tile - 1) / tile;
-    if (pool.size() == 1 || n_tiles == 1) {
-        run_rows(*job.t, w, x, n, y, 0, w.rows);
-        return;
-    }
-    // pool.run directly (not parallel_for) with a lambda capturing one pointer: it fits in
-    // std::function's small buffer, so a decode matmul does no heap allocation. The split is
-    // the same as parallel_for's: whole panels, one contiguous chunk per thread.
-    const Job* jp = &job;
-    pool.run([jp](int tid, int nt) {
-        const int64_t rows = jp->w->rows, tl = jp->t->row_tile;
-        const int64_t nt_tiles = (rows + tl - 1) / tl;
-        const int64_t per = (nt_tiles + nt - 1) / nt;
-        const int64_t b = std::min(rows, tid * per * tl), e = std::min(rows, b + per * tl);
-        if (b < e) run_rows(*jp->t, *jp->w, jp->x, jp->n, jp->y, b, e);
+    // ~8 grabs per thread: enough to rebalance, few enough that every grab streams a long
+    // contiguous run of panels. pool.run with a lambda capturing one pointer fits in
+    // std::function's small buffer, so a decode matmul does no heap allocation.
+    job.chunk = std::max<int64_t>(1, total / (static_cast<int64_t>(nt) * 8));
+    MultiJob* jp = &job;
+    pool.run([jp](int, int) {
+        const int64_t tot = jp->panel0[jp->outs.size()];
+        for (;;) {
+            const int64_t p0 = jp->next.fetch_add(jp->chunk, std::memory_order_relaxed);
+            if (p0 >= tot) break;
+            jp->run_panels(p0, std::min(tot, p0 + jp->chunk));
+        }
     });
 }
 

@@ -3,6 +3,7 @@
 // [out_features, in_features] (one output channel per row, as in HF checkpoints), activations
 // and outputs are f32, accumulation is f32 whatever the weight format.
 #include <cstdint>
+#include <span>
 
 #include "kernels/cpu_features.h"
 #include "util/thread_pool.h"
@@ -46,10 +47,24 @@ void pack_weight_row(WeightType t, int64_t cols, int64_t r, const float* row, vo
 // Reads row r back as f32 (embedding lookups, tests).
 void unpack_weight_row(const WeightMatrix& w, int64_t r, float* out);
 
-// y[n, w.rows] = x[n, w.cols] * W^T. Splits output rows over the pool; for n > 1 each weight
-// tile is loaded once and reused across token rows (prefill is compute-bound, decode is
-// bandwidth-bound: n == 1 must stream each weight byte exactly once).
+// y[n, w.rows] = x[n, w.cols] * W^T. Splits output rows over the pool in whole panels; for
+// n > 1 each weight tile is loaded once and reused across token rows (prefill is
+// compute-bound, decode is bandwidth-bound: n == 1 must stream each weight byte exactly once).
+// The one-matrix case of matmul_multi below.
 void matmul(const WeightMatrix& w, const float* x, int64_t n, float* y, util::ThreadPool& pool);
+
+// Several matmuls that share their input x ([n, cols]; every w.cols == cols), e.g. q/k/v or
+// gate/up: y_i[n, w_i.rows] = x * W_i^T, any weight types mixed. Results are bit-identical to
+// separate matmul() calls (every output is computed alone); the difference is cost:
+// one activation quantization for all int8-activation matrices and one pool dispatch for the
+// lot, with the panels of all matrices handed out to the threads in chunks from a shared
+// counter (a thread slowed by another process on its core does less of the work instead of
+// holding up the others at the join).
+struct MatmulOut {
+    const WeightMatrix* w;
+    float* y;
+};
+void matmul_multi(std::span<const MatmulOut> outs, const float* x, int64_t n, util::ThreadPool& pool);
 
 // Same computation with an explicit ISA on rows [row_begin, row_end) of W, single-threaded.
 // Used by tests to compare every variant against Isa::Scalar.

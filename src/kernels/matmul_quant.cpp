@@ -4,7 +4,6 @@
 #include "kernels/matmul_quant.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstring>
 
@@ -184,121 +183,5 @@ void quantize_acts(const float* x, int64_t n, int64_t cols, int8_t* xq, float* x
     quantize_acts_isa(active_isa(), x, n, cols, xq, xd, xs);
 }
 
-
-namespace {
-bool is_quant_type(WeightType t) { return t == WeightType::Q4 || t == WeightType::Q8 || t == WeightType::FP8; }
-
-// The kernel table of the active ISA (as matmul.cpp: AVX-512 machines run the AVX2 kernels).
-const detail::MatmulTable& active_table() {
-    const Isa isa = active_isa();
-    return isa != Isa::Scalar && isa_supported(isa) ? detail::matmul_avx2() : detail::matmul_scalar();
-}
-
-constexpr size_t kMaxMulti = 8;
-
-struct MultiJob {
-    const detail::MatmulTable* t;
-    std::span<const MatmulOut> outs;
-    const float* x;
-    int64_t n;
-    detail::QuantArgs qa[kMaxMulti];
-    int64_t panel0[kMaxMulti + 1];  // matrix i owns global panels [panel0[i], panel0[i+1])
-    int64_t chunk;                  // panels per grab
-    std::atomic<int64_t> next{0};
-
-    // Global panels [p0, p1) (may span matrices).
-    void run_panels(int64_t p0, int64_t p1) const {
-        for (size_t i = 0; i < outs.size() && p0 < p1; ++i) {
-            if (p0 >= panel0[i + 1]) continue;
-            const int64_t e = std::min(p1, panel0[i + 1]);
-            const WeightMatrix& w = *outs[i].w;
-            const int64_t r0 = (p0 - panel0[i]) * kPanelRows, r1 = std::min(w.rows, (e - panel0[i]) * kPanelRows);
-            if (is_quant_type(w.type)) {
-                t->quant(qa[i], r0, r1);
-            } else if (w.type == WeightType::BF16) {
-                t->bf16(static_cast<const detail::bf16*>(w.data), w.cols, x, n, outs[i].y, w.rows, r0, r1);
-            } else {
-                t->f32(static_cast<const float*>(w.data), w.cols, x, n, outs[i].y, w.rows, r0, r1);
-            }
-            p0 = e;
-        }
-    }
-};
-}  // namespace
-
-void matmul_multi(std::span<const MatmulOut> outs, const float* x, int64_t n, util::ThreadPool& pool) {
-    util::check(outs.size() <= kMaxMulti, "matmul_multi: more than 8 matrices");
-    if (outs.empty() || n <= 0) return;
-    MultiJob job;
-    job.t = &active_table();
-    job.outs = outs;
-    job.x = x;
-    job.n = n;
-    const int64_t cols = outs[0].w->cols;
-    bool need_int_acts = false;
-    job.panel0[0] = 0;
-    for (size_t i = 0; i < outs.size(); ++i) {
-        const WeightMatrix& w = *outs[i].w;
-        util::check(w.rows >= 0 && w.cols == cols, "matmul_multi: matrices with different input sizes");
-        if (is_quant_type(w.type)) {
-            check_quant_shape(w);
-            need_int_acts |= w.type == WeightType::Q8 || (w.type == WeightType::Q4 && !w.act_f32);
-        }
-        job.panel0[i + 1] = job.panel0[i] + (w.rows + kPanelRows - 1) / kPanelRows;
-    }
-    // Activations quantized once (scratch reused per thread: no heap allocation in decode).
-    thread_local std::vector<int8_t> xq;
-    thread_local std::vector<float> xd;
-    thread_local std::vector<int32_t> xs;
-    if (need_int_acts) {
-        const auto nq = static_cast<size_t>(n * cols), nb = static_cast<size_t>(n * cols / kActBlock);
-        if (xq.size() < nq) xq.resize(nq);
-        if (xd.size() < nb) {
-            xd.resize(nb);
-            xs.resize(nb);
-        }
-        quantize_acts(x, n, cols, xq.data(), xd.data(), xs.data());
-    }
-    for (size_t i = 0; i < outs.size(); ++i) {
-        const WeightMatrix& w = *outs[i].w;
-        detail::QuantArgs& a = job.qa[i];
-        a = detail::QuantArgs{};
-        if (!is_quant_type(w.type)) continue;
-        a.kind = w.type == WeightType::Q4 ? 0 : (w.type == WeightType::Q8 ? 1 : 2);
-        a.rows = w.rows;
-        a.cols = w.cols;
-        a.data = static_cast<const uint8_t*>(w.data);
-        a.group = w.group;
-        a.asym = w.asym;
-        a.bf16_scales = w.bf16_scales;
-        a.act_f32 = w.act_f32;
-        a.x = x;
-        a.n = n;
-        a.y = outs[i].y;
-        a.ldy = w.rows;
-        a.xq = xq.data();
-        a.xd = xd.data();
-        a.xs = xs.data();
-    }
-    const int64_t total = job.panel0[outs.size()];
-    if (total == 0) return;
-    const int nt = pool.size();
-    if (nt == 1 || total == 1) {
-        job.run_panels(0, total);
-        return;
-    }
-    // ~8 grabs per thread: enough to rebalance, few enough that every grab streams a long
-    // contiguous run of panels.
-    job.chunk = std::max<int64_t>(1, total / (static_cast<int64_t>(nt) * 8));
-    MultiJob* jp = &job;
-    pool.run([jp](int, int) {
-        const int64_t tot = jp->panel0[jp->outs.size()];
-        for (;;) {
-            const int64_t p0 = jp->next.fetch_add(jp->chunk, std::memory_order_relaxed);
-            if (p0 >= tot) break;
-            jp->run_panels(p0, std::min(tot, p0 + jp->chunk));
-        }
-    });
-}
 
 }  // namespace warden::kernels

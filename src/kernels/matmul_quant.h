@@ -67,17 +67,5 @@ float quant_scale_to_f32(const WeightMatrix& w, uint16_t bits);
 void quantize_acts(const float* x, int64_t n, int64_t cols, int8_t* xq, float* xd, int32_t* xs);
 void quantize_acts_isa(Isa isa, const float* x, int64_t n, int64_t cols, int8_t* xq, float* xd, int32_t* xs);
 
-// Several matmuls that share their input x ([n, cols]; every w.cols == cols), e.g. q/k/v or
-// gate/up: y_i[n, w_i.rows] = x * W_i^T, any weight types mixed. Results are bit-identical to
-// separate matmul() calls (every output is computed alone, see above); the difference is cost:
-// one activation quantization for all int8-activation matrices and one pool dispatch for the
-// lot, with the panels of all matrices handed out to the threads in chunks from a shared
-// counter (a thread slowed by another process on its core does less of the work instead of
-// holding up the others at the join).
-struct MatmulOut {
-    const WeightMatrix* w;
-    float* y;
-};
-void matmul_multi(std::span<const MatmulOut> outs, const float* x, int64_t n, util::ThreadPool& pool);
 
 }  // namespace warden::kernels

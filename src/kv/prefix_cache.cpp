@@ -185,27 +185,23 @@ AttachResult PrefixCache::attach(const CacheScope& scope, std::span<const int32_
     r.cached_pages = static_cast<int64_t>(table.pages.size());
     r.cached_tokens = r.cached_pages * cfg_.page_size;
     std::vector<int32_t> touched = chain;
-    if (cfg_.copy_partial_pages && !chain.empty() && r.cached_pages == static_cast<int64_t>(chain.size())) {
-        const int32_t src = partial_match(scope, tokens, chain.back(), r.cached_tokens, r.copied_tokens);
-        if (src >= 0) {
-            // Copy-on-write of a partially matching page: positions [0, k) of the copy hold
-            // exactly the K/V this sequence would compute there (same tokens, same positions,
-            // batch-invariant kernels); the copy is the sequence's own (refcount 1), so its
-            // writes from position k on never touch the cached page. The page is one the
-            // sequence needs anyway (admission sized it); without a free page, no copy.
-            if (auto fresh = pool_.allocate()) {
-                if (pool_.bytes_per_page() > 0)
-                    std::memcpy(pool_.data(fresh->page), pool_.data(entries_[static_cast<size_t>(src)].page.page),
-                                static_cast<size_t>(pool_.bytes_per_page()));
-                table.pages.push_back(*fresh);
-                r.cached_tokens += r.copied_tokens;
-                touched.push_back(src);  // the child is touched before its parents (leaf first)
-            } else {
-                r.copied_tokens = 0;
-            }
-        } else {
-            r.copied_tokens = 0;
-        }
+    // Copy-on-write of a partially matching page: positions [0, k) of the copy hold exactly the
+    // K/V this sequence would compute there (same tokens, same positions, batch-invariant
+    // kernels); the copy is the sequence's own (refcount 1), so its writes from position k on
+    // never touch the cached page. The page is one the sequence needs anyway (admission sized
+    // it); without a free page, no copy.
+    int64_t k = 0;
+    const int32_t src = cfg_.copy_partial_pages && !chain.empty() && r.cached_pages == static_cast<int64_t>(chain.size())
+                            ? partial_match(scope, tokens, chain.back(), r.cached_tokens, k)
+                            : -1;
+    if (const std::optional<PageRef> fresh = src >= 0 ? pool_.allocate() : std::nullopt) {
+        if (pool_.bytes_per_page() > 0)
+            std::memcpy(pool_.data(fresh->page), pool_.data(entries_[static_cast<size_t>(src)].page.page),
+                        static_cast<size_t>(pool_.bytes_per_page()));
+        table.pages.push_back(*fresh);
+        r.copied_tokens = k;
+        r.cached_tokens += k;
+        touched.push_back(src);  // the child is touched before its parents (leaf first)
     }
     touch_chain(touched);
     table.n_tokens = r.cached_tokens;

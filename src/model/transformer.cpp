@@ -1,12 +1,12 @@
 #include "model/transformer.h"
 
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <initializer_list>
 #include <utility>
 
 #include "kernels/matmul.h"
-#include "kernels/matmul_quant.h"
 #include "kernels/ops.h"
 #include "util/error.h"
 
@@ -110,8 +110,7 @@ std::vector<char> Transformer::step(std::span<const SeqInput> seqs, const kernel
     // of the same kind changes no result bit.
     auto mm = [&](const Matrix& M, const float* xin, float* yout) {
         if (!M.prefill) {
-            const kernels::MatmulOut o{&M.view(), yout};
-            kernels::matmul_multi(std::span<const kernels::MatmulOut>(&o, 1), xin, n, pool_);
+            kernels::matmul(M.view(), xin, n, yout, pool_);
             return;
         }
         const int64_t in = M.cols(), out_dim = M.rows();
@@ -126,19 +125,18 @@ std::vector<char> Transformer::step(std::span<const SeqInput> seqs, const kernel
     };
     // Matrices sharing the input xin (q/k/v, gate/up): one activation quantization and one
     // pool dispatch (kernels::matmul_multi; same result bits as separate mm calls).
+    // A matrix with a --prefill-weights copy goes through mm (its rows are split by kind).
     auto mm_shared = [&](std::initializer_list<std::pair<const Matrix*, float*>> ms, const float* xin) {
-        kernels::MatmulOut o[3];
+        std::array<kernels::MatmulOut, 3> o{};
         size_t k = 0;
-        bool separate = ms.size() > 3;  // more than o[] holds, or a --prefill-weights copy
         for (const auto& [M, yout] : ms) {
-            separate |= M->prefill != nullptr;
-            if (k < 3) o[k++] = {&M->view(), yout};
+            if (M->prefill) {
+                for (const auto& [M2, y2] : ms) mm(*M2, xin, y2);
+                return;
+            }
+            o.at(k++) = {&M->view(), yout};
         }
-        if (separate) {
-            for (const auto& [M, yout] : ms) mm(*M, xin, yout);
-            return;
-        }
-        kernels::matmul_multi(std::span<const kernels::MatmulOut>(o, k), xin, n, pool_);
+        kernels::matmul_multi(std::span<const kernels::MatmulOut>(o.data(), k), xin, n, pool_);
     };
     std::vector<kernels::PagedAttentionSeq> att_seqs;
     att_seqs.reserve(seqs.size());
@@ -214,8 +212,7 @@ std::vector<char> Transformer::step(std::span<const SeqInput> seqs, const kernel
         kernels::rmsnorm(x_.data() + rows[static_cast<size_t>(j)] * d, w.output_norm.data(), xb_.data() + j * d, d,
                          c.rms_eps);
     std::vector<float> out(static_cast<size_t>(m * vocab));
-    const kernels::MatmulOut head{&w.output.view(), out.data()};
-    kernels::matmul_multi(std::span<const kernels::MatmulOut>(&head, 1), xb_.data(), m, pool_);
+    kernels::matmul(w.output.view(), xb_.data(), m, out.data(), pool_);
     int64_t j = 0;
     for (size_t i = 0; i < seqs.size(); ++i) {
         if (!alive[i] || !seqs[i].logits) continue;

@@ -49,7 +49,6 @@ struct Generation {
     CompletionRequest req;
     std::vector<Choice> choices;
     int64_t prompt_tokens = 0;
-    int n_per_prompt = 1;
     std::shared_ptr<TenantSlot> slot;
     std::shared_ptr<std::atomic<int64_t>> in_flight_guard;
     bool finished_sent = false;
@@ -86,7 +85,7 @@ struct Generation {
         int64_t completion = 0, cached = 0;
         for (const auto& c : choices) {
             completion += c.n_tokens;
-            if (c.index % n_per_prompt == 0) cached += c.result.cached_tokens;
+            if (c.index % req.n == 0) cached += c.result.cached_tokens;
         }
         return json{{"prompt_tokens", prompt_tokens},
                     {"completion_tokens", completion},
@@ -278,7 +277,6 @@ void Server::routes() {
                 auto g = std::make_shared<Generation>();
                 g->chat = chat;
                 g->req = parse_request(body, chat, model_);
-                g->n_per_prompt = g->req.n;
                 g->model = model_.id;
                 g->created = now_s();
                 {

@@ -10,31 +10,18 @@
 #include "engine/engine.h"
 #include "model/model.h"
 #include "model/transformer.h"
-#include "test_paths.h"
+#include "tiny_llama.h"
 
 using namespace warden;
 
 namespace {
 
-struct EngineFixture {
-    util::ThreadPool pool{2};
-    std::unique_ptr<model::Model> model;
-    std::unique_ptr<model::Transformer> tf;
-    EngineFixture() {
-        model::LoadOptions lo;
-        lo.load_tokenizer = false;
-        model = model::load_model(test::golden_model("tiny-llama"), lo, pool);
-        tf = std::make_unique<model::Transformer>(*model, pool);
-    }
-    kv::KvCacheConfig kv_config(int64_t pages) const {
-        auto c = kv::KvCacheConfig::shaped(model->config.n_layers, model->config.n_kv_heads, model->config.head_dim,
-                                           kernels::KvType::BF16, 4);
-        c.budget_bytes = kv::kv_budget_for_tokens(c, pages * 4);
-        return c;
-    }
+// Page size 4: short prompts still span several pages.
+struct EngineFixture : test::TinyLlama {
+    kv::KvCacheConfig kv_config(int64_t pages) const { return TinyLlama::kv_config(4, pages); }
 };
 
-bool model_present() { return std::filesystem::exists(test::golden_model("tiny-llama") + "/config.json"); }
+bool model_present() { return test::tiny_llama_present(); }
 
 std::vector<engine::Request> requests(int n, int64_t vocab) {
     std::mt19937_64 rng(9);

@@ -11,32 +11,13 @@
 
 #include "engine/batch_runner.h"
 #include "model/model.h"
-#include "test_paths.h"
+#include "tiny_llama.h"
 
 using namespace warden;
 
 namespace {
 
-struct Fixture {
-    util::ThreadPool pool{2};
-    std::unique_ptr<model::Model> model;
-    std::unique_ptr<model::Transformer> tf;
-
-    explicit Fixture(model::RuntimeDType dtype = model::RuntimeDType::BF16) {
-        model::LoadOptions lo;
-        lo.dtype = dtype;
-        lo.load_tokenizer = false;
-        model = model::load_model(test::golden_model("tiny-llama"), lo, pool);
-        tf = std::make_unique<model::Transformer>(*model, pool);
-    }
-
-    kv::KvCacheConfig kv_config(int32_t page_size, int64_t pages) const {
-        auto c = kv::KvCacheConfig::shaped(model->config.n_layers, model->config.n_kv_heads, model->config.head_dim,
-                                           kernels::KvType::BF16, page_size);
-        c.budget_bytes = kv::kv_budget_for_tokens(c, pages * page_size);
-        return c;
-    }
-};
+using Fixture = test::TinyLlama;
 
 std::vector<engine::Request> make_requests(int n, uint64_t seed, int64_t vocab) {
     std::mt19937_64 rng(seed);
@@ -50,7 +31,7 @@ std::vector<engine::Request> make_requests(int n, uint64_t seed, int64_t vocab) 
     return reqs;
 }
 
-bool model_present() { return std::filesystem::exists(test::golden_model("tiny-llama") + "/config.json"); }
+bool model_present() { return test::tiny_llama_present(); }
 
 engine::RunnerOptions runner_options() {
     engine::RunnerOptions ro;

@@ -15,9 +15,7 @@
 
 #include "engine/batch_runner.h"
 #include "kv/prefix_cache.h"
-#include "model/model.h"
-#include "model/transformer.h"
-#include "test_paths.h"
+#include "tiny_llama.h"
 
 using namespace warden;
 
@@ -25,25 +23,10 @@ namespace {
 
 constexpr int32_t kPs = 4;  // page size: short prompts still span several pages
 
-bool model_present() { return std::filesystem::exists(test::golden_model("tiny-llama") + "/config.json"); }
+bool model_present() { return test::tiny_llama_present(); }
 
-struct Fixture {
-    util::ThreadPool pool{2};
-    std::unique_ptr<model::Model> model;
-    std::unique_ptr<model::Transformer> tf;
-    Fixture() {
-        model::LoadOptions lo;
-        lo.load_tokenizer = false;
-        model = model::load_model(test::golden_model("tiny-llama"), lo, pool);
-        tf = std::make_unique<model::Transformer>(*model, pool);
-    }
-    kv::KvCacheConfig kv_config(int64_t pages) const {
-        auto c = kv::KvCacheConfig::shaped(model->config.n_layers, model->config.n_kv_heads, model->config.head_dim,
-                                           kernels::KvType::BF16, kPs);
-        c.budget_bytes = kv::kv_budget_for_tokens(c, pages * kPs);
-        return c;
-    }
-    int64_t vocab() const { return model->config.vocab_size; }
+struct Fixture : test::TinyLlama {
+    kv::KvCacheConfig kv_config(int64_t pages) const { return TinyLlama::kv_config(kPs, pages); }
 };
 
 kv::PrefixCacheConfig pc_config() {

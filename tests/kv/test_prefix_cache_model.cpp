@@ -18,7 +18,7 @@
 #include "kv/prefix_cache.h"
 #include "model/model.h"
 #include "model/transformer.h"
-#include "test_paths.h"
+#include "tiny_llama.h"
 
 using namespace warden;
 
@@ -27,18 +27,7 @@ namespace {
 constexpr int32_t kPs = 4;
 constexpr int kNew = 6;  // generated tokens per request
 
-struct Tiny {
-    util::ThreadPool pool{2};
-    std::unique_ptr<model::Model> model;
-    std::unique_ptr<model::Transformer> tf;
-    explicit Tiny(model::RuntimeDType dt) {
-        model::LoadOptions lo;
-        lo.dtype = dt;
-        lo.load_tokenizer = false;
-        model = model::load_model(test::golden_model("tiny-llama"), lo, pool);
-        tf = std::make_unique<model::Transformer>(*model, pool);
-    }
-};
+using Tiny = test::TinyLlama;
 
 int32_t argmax(const std::vector<float>& v) {
     return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
@@ -119,10 +108,7 @@ private:
 };
 
 kv::KvCacheConfig kv_config(const Tiny& m, kernels::KvType type, int64_t pages) {
-    auto c = kv::KvCacheConfig::shaped(m.model->config.n_layers, m.model->config.n_kv_heads, m.model->config.head_dim,
-                                       type, kPs);
-    c.budget_bytes = kv::kv_budget_for_tokens(c, pages * kPs);
-    return c;
+    return m.kv_config(kPs, pages, type);
 }
 
 // The reference: the request alone on a fresh cache, whole prompt in one chunk, greedy.
@@ -151,7 +137,7 @@ size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& 
 }  // namespace
 
 TEST(PrefixCacheModel, CachedRunsMatchFromScratchBitForBit) {
-    if (!std::filesystem::exists(test::golden_model("tiny-llama") + "/config.json")) GTEST_SKIP() << "no tiny-llama";
+    if (!test::tiny_llama_present()) GTEST_SKIP() << "no tiny-llama";
     for (auto dt : {model::RuntimeDType::BF16, model::RuntimeDType::F32}) {
         Tiny m(dt);
         const auto type = dt == model::RuntimeDType::F32 ? kernels::KvType::F32 : kernels::KvType::BF16;

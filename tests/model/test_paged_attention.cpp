@@ -11,24 +11,13 @@
 #include "kv/kv_cache.h"
 #include "model/model.h"
 #include "model/transformer.h"
-#include "test_paths.h"
+#include "tiny_llama.h"
 
 using namespace warden;
 
 namespace {
 
-struct Tiny {
-    util::ThreadPool pool{2};
-    std::unique_ptr<model::Model> model;
-    std::unique_ptr<model::Transformer> tf;
-    explicit Tiny(model::RuntimeDType dt) {
-        model::LoadOptions lo;
-        lo.dtype = dt;
-        lo.load_tokenizer = false;
-        model = model::load_model(test::golden_model("tiny-llama"), lo, pool);
-        tf = std::make_unique<model::Transformer>(*model, pool);
-    }
-};
+using Tiny = test::TinyLlama;
 
 std::vector<int32_t> random_tokens(int n, uint64_t seed, int64_t vocab) {
     std::mt19937_64 rng(seed);
@@ -40,7 +29,7 @@ std::vector<int32_t> random_tokens(int n, uint64_t seed, int64_t vocab) {
 }  // namespace
 
 TEST(PagedAttention, MatchesContiguousCacheForRaggedBatches) {
-    if (!std::filesystem::exists(test::golden_model("tiny-llama") + "/config.json")) GTEST_SKIP() << "no tiny-llama";
+    if (!test::tiny_llama_present()) GTEST_SKIP() << "no tiny-llama";
     using kernels::KvType;
     const std::pair<model::RuntimeDType, KvType> combos[] = {
         {model::RuntimeDType::F32, KvType::F32},       {model::RuntimeDType::BF16, KvType::BF16},
