@@ -83,12 +83,20 @@ class Handler(BaseHTTPRequestHandler):
                 self.connection.shutdown(socket.SHUT_RDWR)
                 self.close_connection = True
                 return
+            if mode == "error-event" and i >= a.fail_after:
+                # llama.cpp's server reports some failures (e.g. its KV cache is full) as an SSE
+                # `error:` field, then ends the stream.
+                self._chunk(b'error: {"code": 500, "message": "Input prompt is too big compared to KV size."}\n\n')
+                self._chunk(b"data: [DONE]\n\n")
+                self._chunk(b"")
+                return
+            fin = "length" if i == max_tokens - 1 and mode != "no-finish" else None
             if chat:
                 ev = dict(base, object="chat.completion.chunk",
-                          choices=[{"index": 0, "delta": {"content": " tok"}, "finish_reason": None}])
+                          choices=[{"index": 0, "delta": {"content": " tok"}, "finish_reason": fin}])
             else:
                 ev = dict(base, object="text_completion",
-                          choices=[{"index": 0, "text": " tok", "finish_reason": None}])
+                          choices=[{"index": 0, "text": " tok", "finish_reason": fin}])
             self._chunk(b"data: " + json.dumps(ev).encode() + b"\n\n")
         so = req.get("stream_options") or {}
         if so.get("include_usage"):

@@ -76,7 +76,7 @@ def one(client, model, prompt, max_tokens):
     return rec
 
 
-def run_level(a, c, prompts):
+def run_level(a, c, prompts, warm_prompt):
     recs = [None] * len(prompts)
     nxt = [0]
     lock = threading.Lock()
@@ -91,7 +91,7 @@ def run_level(a, c, prompts):
 
     def worker(client):
         for _ in range(a.warmup):  # not counted: connection set-up and the client's lazy imports
-            one(client, a.model, prompts[0], a.output_len)
+            one(client, a.model, warm_prompt, a.output_len)
         barrier.wait()
         while True:
             with lock:
@@ -138,9 +138,13 @@ def main():
             a.model = c.models.list().data[0].id
         except Exception:  # noqa: BLE001
             a.model = "default"
-    rng = random.Random(a.seed)
-    prompts = [" ".join(rng.choice(WORDS) for _ in range(a.input_len)) for _ in range(a.requests)]
-    levels = [run_level(a, int(c), prompts) for c in a.concurrency.split(",")]
+    # Fresh prompts per level (and a warm-up prompt of its own, not measured): with
+    # the same prompts every level after the first would measure a server's prefix-cache hits.
+    levels = []
+    for li, c in enumerate(a.concurrency.split(",")):
+        rng = random.Random(a.seed * 1000003 + li)
+        prompts = [" ".join(rng.choice(WORDS) for _ in range(a.input_len)) for _ in range(a.requests + 1)]
+        levels.append(run_level(a, int(c), prompts[:-1], prompts[-1]))
     res = {"tool": "openai_loadgen", "openai_version": openai.__version__, "url": a.url, "model": a.model,
            "input_len": a.input_len, "output_len": a.output_len, "levels": levels}
     for l in levels:

@@ -16,6 +16,7 @@
 #   THREADS      server threads [2]    TIMEOUT_S  per request [600]   MAX_S  per bench run [1800]
 #   WARDEN_BIN   [<repo>/build/warden] LLAMA_DIR  llama.cpp build/bin [/work/llama.cpp/build/bin]
 #   SKIP_LLAMA=1 skip llama-server     OUT_DIR  raw results [bench/out/sweep]
+#   REUSE_LLAMA  a llama-server bench.json from an earlier run of the same workload, used instead
 #   DOC          markdown output [docs/BENCH_SWEEP.md]   PYTHON  [<repo>/.venv/bin/python]
 #   SWEEP_MOCK=1 serve bench/mock_openai_server.py instead (tests the script itself)
 set -euo pipefail
@@ -58,7 +59,7 @@ wait_url() {
 
 free_port() { "$PYTHON" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
-run_bench() {  # name url
+run_bench() {  # name url  (levels: $CONCURRENCY)
   local name="$1" url="$2"
   "$WARDEN_BIN" bench --url "$url" --concurrency "$CONCURRENCY" --requests "$REQUESTS" \
     --input-len "$INPUT_LEN" --output-len "$OUTPUT_LEN" --warmup 1 --timeout-s "$TIMEOUT_S" \
@@ -102,24 +103,53 @@ for cfg in $CONFIGS; do
   LABELS+=("$name")
 done
 
-if [ "${SKIP_LLAMA:-0}" != "1" ] && [ "${SWEEP_MOCK:-0}" != "1" ] && [ -x "$LLAMA_DIR/llama-server" ]; then
+if [ -n "${REUSE_LLAMA:-}" ]; then
+  # A llama-server result of an earlier sweep with the same workload (its bench.json).
+  mkdir -p "$OUT_DIR/llama-server-q4_0"
+  [ "$(realpath "$REUSE_LLAMA")" = "$(realpath -m "$OUT_DIR/llama-server-q4_0/bench.json")" ] || cp "$REUSE_LLAMA" "$OUT_DIR/llama-server-q4_0/bench.json"
+  LABELS+=("llama-server-q4_0")
+  note "llama-server-q4_0 results reused from $REUSE_LLAMA"
+elif [ "${SKIP_LLAMA:-0}" != "1" ] && [ "${SWEEP_MOCK:-0}" != "1" ] && [ -x "$LLAMA_DIR/llama-server" ]; then
   q4="$OUT_DIR/$(basename "${MODEL%.gguf}")-q4_0.gguf"
   [ -f "$q4" ] || "$LLAMA_DIR/llama-quantize" "$MODEL" "$q4" Q4_0 > "$OUT_DIR/quantize.log" 2>&1 || note "llama-quantize failed"
   if [ -f "$q4" ]; then
-    maxc="${CONCURRENCY##*,}"
-    port=$(free_port)
-    log="$OUT_DIR/llama-server.log"
-    "$LLAMA_DIR/llama-server" -m "$q4" --host 127.0.0.1 --port "$port" -t "$THREADS" -np "$maxc" -cb \
-      -c $(( maxc * MAXCTX )) > "$log" 2>&1 &
-    SERVER_PID=$!
-    up=0
-    for i in $(seq 1 600); do
-      if curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1; then up=1; break; fi
-      kill -0 "$SERVER_PID" 2>/dev/null || break
-      sleep 0.5
+    # One llama-server per level with as many slots as the level's concurrency (its KV cache is
+    # split evenly between the slots, and slots keep their old prompts: one server sized for the
+    # largest level, reused across levels, ran out of KV space at 32 with "Input prompt is too big
+    # compared to KV size").
+    parts=()
+    IFS=',' read -ra levels <<<"$CONCURRENCY"
+    for c in "${levels[@]}"; do
+      port=$(free_port)
+      log="$OUT_DIR/llama-server-c$c.log"
+      "$LLAMA_DIR/llama-server" -m "$q4" --host 127.0.0.1 --port "$port" -t "$THREADS" -np "$c" -cb \
+        -c $(( c * MAXCTX )) > "$log" 2>&1 &
+      SERVER_PID=$!
+      up=0
+      for i in $(seq 1 600); do
+        if curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1; then up=1; break; fi
+        kill -0 "$SERVER_PID" 2>/dev/null || break
+        sleep 0.5
+      done
+      if [ "$up" = 1 ]; then
+        CONCURRENCY="$c" run_bench "llama-server-q4_0-c$c" "http://127.0.0.1:$port" && parts+=("$OUT_DIR/llama-server-q4_0-c$c/bench.json")
+      else
+        note "llama-server (-np $c) did not start"
+      fi
+      cleanup; SERVER_PID=""
     done
-    if [ "$up" = 1 ]; then run_bench "llama-server-q4_0" "http://127.0.0.1:$port" && LABELS+=("llama-server-q4_0"); else note "llama-server did not start"; fi
-    cleanup; SERVER_PID=""
+    if [ "${#parts[@]}" -gt 0 ]; then
+      mkdir -p "$OUT_DIR/llama-server-q4_0"
+      "$PYTHON" - "$OUT_DIR/llama-server-q4_0/bench.json" "${parts[@]}" <<'PY'
+import json, sys
+out, parts = sys.argv[1], [json.load(open(p)) for p in sys.argv[2:]]
+r = parts[0]
+r["levels"] = [l for p in parts for l in p["levels"]]
+r["label"] = "llama-server-q4_0"
+json.dump(r, open(out, "w"), indent=1)
+PY
+      LABELS+=("llama-server-q4_0")
+    fi
   fi
 else
   note "llama-server half skipped"

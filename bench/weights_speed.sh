@@ -11,7 +11,7 @@
 # as `--weights X` on the bf16 file).
 #
 # Env: MODEL [/work/bench-models/llama-1b-bf16.gguf], THREADS [2], TG [32], ROUNDS [5],
-#      FORMATS ["bf16 int8 int4-g32 int4-g128 int4-g32+qe"] (+qe: --quantize-embeddings, i.e. int4
+#      FORMATS ["bf16 fp8 int8 int4-g32 int4-g128 int4-g32+qe"] (+qe: --quantize-embeddings, i.e. int4
 #      output head), LLAMA_TYPES ["Q4_0 Q8_0 BF16"], PROMPT ["Once upon a time"],
 #      WARDEN_BIN [build-int4/warden], LLAMA_BIN [/work/llama.cpp/build/bin],
 #      OUT_DIR [bench/out/weights], MEMBW_JSON [bench/out/membw.json]
@@ -21,7 +21,7 @@ MODEL="${MODEL:-/work/bench-models/llama-1b-bf16.gguf}"
 THREADS="${THREADS:-2}"
 TG="${TG:-32}"
 ROUNDS="${ROUNDS:-5}"
-FORMATS="${FORMATS:-bf16 int8 int4-g32 int4-g128 int4-g32+qe}"
+FORMATS="${FORMATS:-bf16 fp8 int8 int4-g32 int4-g128 int4-g32+qe}"
 LLAMA_TYPES="${LLAMA_TYPES:-Q4_0 Q8_0 BF16}"
 PROMPT="${PROMPT:-Once upon a time}"
 WARDEN_BIN="${WARDEN_BIN:-$REPO/build-int4/warden}"
@@ -41,6 +41,9 @@ warden_file() {
   local fmt="${1%%+*}" qe=""
   [[ "$1" == *+qe ]] && qe="-qe"
   [[ "$fmt" == bf16 && -z "$qe" ]] && { echo "$MODEL"; return; }
+  # fp8 has no GGUF type to write: it is quantized at load from the bf16 file (slower start,
+  # the same packed bytes at decode).
+  [[ "$fmt" == fp8 ]] && { echo "$MODEL"; return; }
   local f="$OUT_DIR/$base-warden-$fmt$qe.gguf"
   if [[ ! -f "$f" ]]; then
     log "warden quantize $1"

@@ -81,7 +81,7 @@ int run_bench(const BenchOptions& o) {
     wo.shared_prefix = o.shared_prefix;
     wo.turns = o.turns;
     wo.seed = static_cast<uint64_t>(o.seed);
-    const auto reqs = make_workload(wo, o.requests);
+    make_workload(wo, 1);  // checks the options before anything is sent
 
     const Endpoint ep = Endpoint::parse(o.url);
     ClientOptions co;
@@ -96,11 +96,18 @@ int run_bench(const BenchOptions& o) {
     Slo slo{o.slo_ttft_ms, o.slo_tpot_ms};
     std::vector<LevelSummary> summaries;
     nlohmann::json jlevels = nlohmann::json::array();
-    for (const int64_t c : levels) {
+    for (size_t li = 0; li < levels.size(); ++li) {
+        const int64_t c = levels[li];
+        // Fresh prompts for every level and for its warm-up (WorkloadOptions::variant): with the
+        // same prompts, every level after the first would measure prefix-cache hits.
+        WorkloadOptions wl = wo;
         if (o.warmup > 0) {
-            std::vector<BenchRequest> warm(reqs.begin(), reqs.begin() + std::min<int64_t>(o.warmup, o.requests));
-            run_level(ep, co, warm, c, 0, static_cast<uint64_t>(o.seed), deadline);
+            wl.variant = 2 * li + 1;
+            run_level(ep, co, make_workload(wl, std::min<int64_t>(o.warmup, o.requests)), c, 0,
+                      static_cast<uint64_t>(o.seed), deadline);
         }
+        wl.variant = 2 * li + 2;
+        const auto reqs = make_workload(wl, o.requests);
         auto res = run_level(ep, co, reqs, c, o.rate, static_cast<uint64_t>(o.seed), deadline);
         auto s = summarize_level(res.records, res.duration_s, slo);
         s.concurrency = c;

@@ -69,7 +69,9 @@ int run_eval(const EvalOptions& o) {
     if (!o.json_out.empty()) {
         std::ofstream f(o.json_out, std::ios::binary);
         util::check(static_cast<bool>(f), "cannot write '" + o.json_out + "'");
-        f << all.dump(1) << "\n";
+        // Generated texts may end inside a UTF-8 sequence (a token cut); write U+FFFD there
+        // rather than fail the whole report.
+        f << all.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     }
     return 0;
 }

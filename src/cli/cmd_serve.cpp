@@ -33,6 +33,7 @@ struct ServeOptions {
     std::string max_body = "1M";
     double request_timeout_s = 600;
     double watermark = 0.01;
+    std::string admission = "watermark";
     int drain_timeout_s = 60;
     bool no_prefix_cache = false;
     std::vector<std::string> shared_prefixes;  // files of prompt text as the server tokenizes it
@@ -108,6 +109,7 @@ int serve(const ServeOptions& o) {
     ec.runner.max_batch_tokens = o.engine.max_batch_tokens;
     ec.runner.prefill_chunk = std::min<int64_t>(o.engine.max_batch_tokens, model::Transformer::kMaxChunk);
     ec.runner.watermark = o.watermark;
+    ec.runner.reserve_outputs = o.admission == "reserve";
     ec.max_queue = static_cast<size_t>(o.max_queue);
     ec.request_timeout = std::chrono::milliseconds(static_cast<int64_t>(o.request_timeout_s * 1000));
     // The prefix cache is keyed by the weights (path, format, runtime dtype) and the KV format,
@@ -176,6 +178,10 @@ void register_serve(CLI::App& app, int& rc) {
         ->check(CLI::Range(0.1, 1e6));
     sub->add_option("--kv-watermark", o->watermark, "fraction of KV pages admission keeps free (default 0.01)")
         ->check(CLI::Range(0.0, 0.5));
+    sub->add_option("--admission", o->admission,
+                    "watermark (default): admit on the prompt's pages, preempt when running sequences outgrow the "
+                    "pool; reserve: admit only when prompt + max_tokens of every running request fit, never preempt")
+        ->check(CLI::IsMember({"watermark", "reserve"}));
     sub->add_option("--drain-timeout", o->drain_timeout_s, "seconds SIGTERM waits for in-flight requests (default 60)")
         ->check(CLI::Range(0, 3600));
     sub->add_flag("--no-prefix-cache", o->no_prefix_cache, "do not reuse the KV pages of earlier prompts");

@@ -153,10 +153,21 @@ void BatchRunner::admit() {
     // holds for the head of the tokens are attached, not allocated; unreferenced cached pages
     // are evicted (LRU) before the head is made to wait.
     const auto reserve_pages = static_cast<int64_t>(opts_.watermark * kv_.pool().capacity());
+    // reserve_outputs: pages a sequence may still need to reach its longest length.
+    auto final_pages = [&](const Seq& q) { return kv_.pages_for(q.n_prompt + q.req.max_new_tokens + 1); };
+    int64_t growth = 0;  // pages the running sequences may still take
+    if (opts_.reserve_outputs)
+        for (const auto& r : running_)
+            if (r && !r->finished && !r->cancelled)
+                growth += std::max<int64_t>(0, final_pages(*r) - static_cast<int64_t>(r->table.pages.size()));
     while (!waiting_.empty() && static_cast<int64_t>(running_.size()) < opts_.max_seqs) {
         Seq& s = *waiting_.front();
-        const int64_t reserve = running_.empty() ? 0 : reserve_pages;
-        const int64_t full = kv_.pages_for(static_cast<int64_t>(s.tokens.size()) + 1);
+        // Alone, a request is admitted on its prompt's pages whatever the policy (it cannot wait
+        // for anyone); if it then outgrows the pool it ends as it would have anyway.
+        const bool reserve_all = opts_.reserve_outputs && !running_.empty();
+        const int64_t reserve = running_.empty() ? 0 : reserve_all ? growth : reserve_pages;
+        const int64_t full = reserve_all ? std::max(final_pages(s), kv_.pages_for(static_cast<int64_t>(s.tokens.size()) + 1))
+                                         : kv_.pages_for(static_cast<int64_t>(s.tokens.size()) + 1);
         const bool attach = prefix_ && s.table.pages.empty();
         auto cached_pages = [&] { return attach ? prefix_->probe(s.scope, s.tokens) / kv_.page_size() : 0; };
         int64_t need = full - cached_pages();
@@ -182,6 +193,7 @@ void BatchRunner::admit() {
             s.table.n_tokens = a.cached_tokens;
             if (first) s.res.cached_tokens = std::min(a.cached_tokens, s.n_prompt);
         }
+        if (opts_.reserve_outputs) growth += std::max<int64_t>(0, final_pages(s) - static_cast<int64_t>(s.table.pages.size()));
         running_.push_back(std::move(waiting_.front()));
         waiting_.pop_front();
     }

@@ -76,6 +76,12 @@ struct RunnerOptions {
     // Admission keeps this fraction of the pool free for running sequences to grow into
     // (unless nothing is running), so admitting does not immediately force preemption.
     double watermark = 0.0;
+    // Admission by expected length (TGI's policy): a request is admitted only when the pool can
+    // hold it and every running sequence at their longest (prompt + max_new_tokens), so running
+    // sequences never have to be preempted; the price is fewer sequences at once when max_tokens
+    // are generous. Off: admission by the prompt's pages and the watermark (vLLM's policy), which
+    // packs more sequences but preempts (and recomputes) when they outgrow the pool.
+    bool reserve_outputs = false;
 };
 
 struct RunnerStats {

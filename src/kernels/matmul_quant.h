@@ -28,7 +28,9 @@
 //   Q4 W4A16 (act_f32): acc = fma(w(r,k), x[k], acc) over k, w as above in f32, i.e. exactly
 //     the f32 matmul of the dequantized matrix.
 //   Q8 W8A8: acc = fma(float(sum_k q*xq), xd, acc) per 32-block; y = acc * d.
-//   FP8: acc = fma(e4m3(code), x[k], acc) over k; y = acc * s.
+//   FP8: four partial sums, acc[k % 4] = fma(e4m3(code), x[k], acc[k % 4]) over k (four
+//        independent chains, so the kernel is not bound by the latency of one fma chain);
+//        y = ((acc[0] + acc[1]) + (acc[2] + acc[3])) * s.
 // Q4 and Q8 need cols % 32 == 0 (and % group for Q4); FP8 takes any cols.
 #include <cstdint>
 #include <span>

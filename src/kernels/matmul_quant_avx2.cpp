@@ -48,15 +48,17 @@ inline __m256i bcast4(const int8_t* p) {
 }
 
 // kAsym is a template argument so the symmetric (default) path has no per-block branches.
-template <bool kAsym>
+// NT tokens (t .. t+NT-1) share one pass over the panel: each 32-byte load of weights is unpacked
+// once (load, and, shift, and) and used by every token, which is what prefill spends most of its
+// time on. Each token's own arithmetic is the NT = 1 sequence unchanged, so results are
+// bit-identical whatever the blocking. Token t+i's outputs are at y + i * a.ldy.
+template <bool kAsym, int NT>
 void q4_a8_panel(const QuantArgs& a, const uint8_t* panel, int64_t t, float* y, int64_t j0, int64_t j1) {
     const int64_t cols = a.cols, G = a.group, gb = 32 + (kAsym ? 32 : 0) + G * 8, ng = cols / G, spg = G / 32;
     const int64_t nb = cols / 32;
-    const int8_t* xq = a.xq + t * cols;
-    const float* xd = a.xd + t * nb;
-    const int32_t* xs = a.xs + t * nb;
     const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    __m256 acc0[NT], acc1[NT];
+    for (int i = 0; i < NT; ++i) acc0[i] = acc1[i] = _mm256_setzero_ps();
     for (int64_t g = 0; g < ng; ++g) {
         const uint8_t* blk = panel + g * gb;
         __m256 d0, d1, m0 = _mm256_setzero_ps(), m1 = _mm256_setzero_ps();
@@ -66,37 +68,42 @@ void q4_a8_panel(const QuantArgs& a, const uint8_t* panel, int64_t t, float* y, 
         for (int64_t sb = 0; sb < spg; ++sb) {
             const int64_t b = g * spg + sb;
             const uint8_t* qq = qs + sb * 256;
-            const int8_t* xb = xq + b * 32;
             if (kQ4Prefetch > 0)
                 for (int pf = 0; pf < 4; ++pf)
                     _mm_prefetch(reinterpret_cast<const char*>(qq) + kQ4Prefetch + pf * 64, _MM_HINT_T0);
-            __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
+            __m256i s0[NT], s1[NT];
+            for (int i = 0; i < NT; ++i) s0[i] = s1[i] = _mm256_setzero_si256();
 #pragma GCC unroll 8
             for (int j = 0; j < 8; ++j) {
                 const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qq + j * 32));
                 const __m256i lo = _mm256_and_si256(v, m4);
                 const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-                const __m256i xv = bcast4(xb + 4 * j);
-                s0 = _mm256_add_epi16(s0, _mm256_maddubs_epi16(lo, xv));
-                s1 = _mm256_add_epi16(s1, _mm256_maddubs_epi16(hi, xv));
+                for (int i = 0; i < NT; ++i) {
+                    const __m256i xv = bcast4(a.xq + (t + i) * cols + b * 32 + 4 * j);
+                    s0[i] = _mm256_add_epi16(s0[i], _mm256_maddubs_epi16(lo, xv));
+                    s1[i] = _mm256_add_epi16(s1[i], _mm256_maddubs_epi16(hi, xv));
+                }
             }
-            __m256i i0 = _mm256_madd_epi16(s0, ones), i1 = _mm256_madd_epi16(s1, ones);
-            if (!kAsym) {
-                const __m256i c = _mm256_set1_epi32(8 * xs[b]);
-                i0 = _mm256_sub_epi32(i0, c);
-                i1 = _mm256_sub_epi32(i1, c);
-            }
-            const __m256 xdv = _mm256_set1_ps(xd[b]);
-            acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i0), _mm256_mul_ps(d0, xdv), acc0);
-            acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i1), _mm256_mul_ps(d1, xdv), acc1);
-            if (kAsym) {
-                const __m256 xsv = _mm256_set1_ps(static_cast<float>(xs[b]));
-                acc0 = _mm256_fmadd_ps(xsv, _mm256_mul_ps(m0, xdv), acc0);
-                acc1 = _mm256_fmadd_ps(xsv, _mm256_mul_ps(m1, xdv), acc1);
+            for (int i = 0; i < NT; ++i) {
+                const int64_t xb = (t + i) * nb + b;
+                __m256i i0 = _mm256_madd_epi16(s0[i], ones), i1 = _mm256_madd_epi16(s1[i], ones);
+                if (!kAsym) {
+                    const __m256i c = _mm256_set1_epi32(8 * a.xs[xb]);
+                    i0 = _mm256_sub_epi32(i0, c);
+                    i1 = _mm256_sub_epi32(i1, c);
+                }
+                const __m256 xdv = _mm256_set1_ps(a.xd[xb]);
+                acc0[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i0), _mm256_mul_ps(d0, xdv), acc0[i]);
+                acc1[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i1), _mm256_mul_ps(d1, xdv), acc1[i]);
+                if (kAsym) {
+                    const __m256 xsv = _mm256_set1_ps(static_cast<float>(a.xs[xb]));
+                    acc0[i] = _mm256_fmadd_ps(xsv, _mm256_mul_ps(m0, xdv), acc0[i]);
+                    acc1[i] = _mm256_fmadd_ps(xsv, _mm256_mul_ps(m1, xdv), acc1[i]);
+                }
             }
         }
     }
-    avx2::store_panel(acc0, acc1, y, j0, j1);
+    for (int i = 0; i < NT; ++i) avx2::store_panel(acc0[i], acc1[i], y + i * a.ldy, j0, j1);
 }
 
 // W4A16: w = (q - 8) * d or fma(q, d, m) in f32, then the plain f32 chain over k.
@@ -170,27 +177,59 @@ void q8_a8_panel(const QuantArgs& a, const uint8_t* panel, int64_t t, float* y, 
     avx2::store_panel(_mm256_mul_ps(acc0, d0), _mm256_mul_ps(acc1, d1), y, j0, j1);
 }
 
-// e4m3 code (in a 32-bit lane) -> f32: sign to bit 31, exponent+mantissa to bits 26..20, then
-// * 2^120 (exact: a power of two; e4m3 subnormals become f32 subnormals and come back exact).
-inline __m256 e4m3_to_ps(__m256i c) {
-    const __m256i sign = _mm256_slli_epi32(_mm256_and_si256(c, _mm256_set1_epi32(0x80)), 24);
-    const __m256i mag = _mm256_slli_epi32(_mm256_and_si256(c, _mm256_set1_epi32(0x7f)), 20);
-    return _mm256_mul_ps(_mm256_castsi256_ps(_mm256_or_si256(sign, mag)), _mm256_set1_ps(1.329227995784916e36f));
-}
+// The e4m3 codes of 16 rows at one k -> f32 of rows 0-7 (lo) and 8-15 (hi). vpshufb puts each
+// code in the top byte of its 32-bit lane (zeros below); an arithmetic shift right by 4 moves
+// exponent and mantissa to bits 26..20 and smears the sign over bits 30..27, which the mask
+// clears: sign | e.mmm << 20 is the value times 2^-120, and * 2^120 is exact (e4m3 subnormals
+// become f32 subnormals and come back exact). The NaN codes (x.1111.111) read as +-480, as the
+// quantizer never writes them.
+struct E4m3x16 {
+    const __m256i lo_ctrl = _mm256_setr_epi8(-128, -128, -128, 0, -128, -128, -128, 1, -128, -128, -128, 2, -128, -128,
+                                             -128, 3, -128, -128, -128, 4, -128, -128, -128, 5, -128, -128, -128, 6,
+                                             -128, -128, -128, 7);
+    const __m256i hi_ctrl = _mm256_setr_epi8(-128, -128, -128, 8, -128, -128, -128, 9, -128, -128, -128, 10, -128, -128,
+                                             -128, 11, -128, -128, -128, 12, -128, -128, -128, 13, -128, -128, -128,
+                                             14, -128, -128, -128, 15);
+    const __m256i mask = _mm256_set1_epi32(static_cast<int32_t>(0x87f00000u));
+    const __m256 pow120 = _mm256_set1_ps(1.329227995784916e36f);
+    void operator()(const uint8_t* p, __m256& lo, __m256& hi) const {
+        const __m256i c = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+        const __m256i a = _mm256_and_si256(_mm256_srai_epi32(_mm256_shuffle_epi8(c, lo_ctrl), 4), mask);
+        const __m256i b = _mm256_and_si256(_mm256_srai_epi32(_mm256_shuffle_epi8(c, hi_ctrl), 4), mask);
+        lo = _mm256_mul_ps(_mm256_castsi256_ps(a), pow120);
+        hi = _mm256_mul_ps(_mm256_castsi256_ps(b), pow120);
+    }
+};
 
+// Four partial sums per row over k % 4 (the contract in matmul_quant.h): eight independent fma
+// chains instead of two keep the FMA units busy rather than waiting on one chain's latency.
 void fp8_panel(const QuantArgs& a, const uint8_t* panel, int64_t t, float* y, int64_t j0, int64_t j1) {
     const int64_t cols = a.cols;
     const float* x = a.x + t * cols;
     const uint8_t* qs = panel + 64;
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    for (int64_t k = 0; k < cols; ++k) {
-        if ((k & 3) == 0) _mm_prefetch(reinterpret_cast<const char*>(qs + k * 16) + 1024, _MM_HINT_T0);
-        const __m256i c0 = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(qs + k * 16)));
-        const __m256i c1 = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(qs + k * 16 + 8)));
-        const __m256 xb = _mm256_broadcast_ss(x + k);
-        acc0 = _mm256_fmadd_ps(e4m3_to_ps(c0), xb, acc0);
-        acc1 = _mm256_fmadd_ps(e4m3_to_ps(c1), xb, acc1);
+    const E4m3x16 dec;
+    __m256 lo[4], hi[4];
+    for (int i = 0; i < 4; ++i) lo[i] = hi[i] = _mm256_setzero_ps();
+    int64_t k = 0;
+    for (; k + 4 <= cols; k += 4) {
+        _mm_prefetch(reinterpret_cast<const char*>(qs + k * 16) + 1024, _MM_HINT_T0);
+        for (int i = 0; i < 4; ++i) {
+            __m256 wl, wh;
+            dec(qs + (k + i) * 16, wl, wh);
+            const __m256 xb = _mm256_broadcast_ss(x + k + i);
+            lo[i] = _mm256_fmadd_ps(wl, xb, lo[i]);
+            hi[i] = _mm256_fmadd_ps(wh, xb, hi[i]);
+        }
     }
+    for (; k < cols; ++k) {
+        __m256 wl, wh;
+        dec(qs + k * 16, wl, wh);
+        const __m256 xb = _mm256_broadcast_ss(x + k);
+        lo[k % 4] = _mm256_fmadd_ps(wl, xb, lo[k % 4]);
+        hi[k % 4] = _mm256_fmadd_ps(wh, xb, hi[k % 4]);
+    }
+    const __m256 acc0 = _mm256_add_ps(_mm256_add_ps(lo[0], lo[1]), _mm256_add_ps(lo[2], lo[3]));
+    const __m256 acc1 = _mm256_add_ps(_mm256_add_ps(hi[0], hi[1]), _mm256_add_ps(hi[2], hi[3]));
     const __m256 s0 = _mm256_loadu_ps(reinterpret_cast<const float*>(panel));
     const __m256 s1 = _mm256_loadu_ps(reinterpret_cast<const float*>(panel) + 8);
     avx2::store_panel(_mm256_mul_ps(acc0, s0), _mm256_mul_ps(acc1, s1), y, j0, j1);
@@ -256,16 +295,24 @@ void mm_quant_avx2(const QuantArgs& a, int64_t r0, int64_t r1) {
         const int64_t base = p * kNr;
         const int64_t j0 = r0 > base ? r0 - base : 0;
         const int64_t j1 = r1 - base < kNr ? r1 - base : kNr;
+        if (a.kind == 0 && !a.act_f32) {  // W4A8: tokens in pairs share the weight unpacking
+            int64_t t = 0;
+            for (; t + 2 <= a.n; t += 2) {
+                float* y = a.y + t * a.ldy + base;
+                if (a.asym) q4_a8_panel<true, 2>(a, panel, t, y, j0, j1);
+                else q4_a8_panel<false, 2>(a, panel, t, y, j0, j1);
+            }
+            if (t < a.n) {
+                float* y = a.y + t * a.ldy + base;
+                if (a.asym) q4_a8_panel<true, 1>(a, panel, t, y, j0, j1);
+                else q4_a8_panel<false, 1>(a, panel, t, y, j0, j1);
+            }
+            continue;
+        }
         for (int64_t t = 0; t < a.n; ++t) {
             float* y = a.y + t * a.ldy + base;
             if (a.kind == 0) {
-                if (!a.act_f32) {
-                    if (a.asym) {
-                        q4_a8_panel<true>(a, panel, t, y, j0, j1);
-                    } else {
-                        q4_a8_panel<false>(a, panel, t, y, j0, j1);
-                    }
-                } else if (a.asym) {
+                if (a.asym) {
                     q4_a16_panel<true>(a, panel, t, y, j0, j1);
                 } else {
                     q4_a16_panel<false>(a, panel, t, y, j0, j1);

@@ -96,11 +96,12 @@ void mm_quant(const QuantArgs& a, int64_t r0, int64_t r1) {
                 acc = acc * scale_f32(a, panel + lr * 2);
             } else {  // FP8
                 const uint8_t* panel = a.data + (r / kPanel) * (64 + cols * 16);
+                float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
                 for (int64_t k = 0; k < cols; ++k)
-                    acc = std::fma(tensor::fp8_e4m3_to_f32(panel[64 + k * 16 + lr]), x[k], acc);
+                    part[k % 4] = std::fma(tensor::fp8_e4m3_to_f32(panel[64 + k * 16 + lr]), x[k], part[k % 4]);
                 float s;
                 std::memcpy(&s, panel + lr * 4, 4);
-                acc = acc * s;
+                acc = ((part[0] + part[1]) + (part[2] + part[3])) * s;
             }
             a.y[t * a.ldy + r] = acc;
         }

@@ -17,6 +17,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "kernels/kernels_internal.h"
@@ -98,13 +99,22 @@ uint16_t store_row(const PagedKvLayer& kv, const float* x, uint8_t* codes, const
 }
 
 struct Scratch {
-    std::vector<float> scores;  // [n_ctx]
+    std::vector<float> scores;  // [heads of one item][n_ctx]
     std::vector<float> w;       // [page_size] per-row multipliers of one page
+    std::vector<float> rows;    // [page_size][head_dim] one page's rows of one kv head, decoded
 };
 
-void attend_one(const detail::KvReadKernels& rk, const detail::OpsTable& ops, const PagedKvLayer& kv,
-                const PagedAttentionSeq& s, int64_t t, int64_t g, const float* qh, float* oh, float scale,
-                Scratch& sc) {
+// Attention of query token t for the n_h consecutive query heads starting at h0, all of kv head
+// g (a GQA group or part of one); q and o point at head h0's row, heads `dim` floats apart.
+// With several heads, each page's K and V rows of head g are decoded once into `rows` (exact:
+// the decoded values are the codes' values) and every head reads them there through the f32
+// kernels: a group of G heads decodes each code once instead of G times, which is what makes
+// the 1-byte formats cheaper than bf16 per token rather than dearer. Rows are decoded even for
+// a single head, so a head's result never depends on how many heads share its item (which
+// depends on the batch): batching stays invisible to the outputs.
+void attend_heads(const detail::KvReadKernels& rk, const detail::KvReadKernels& rk32, const detail::OpsTable& ops,
+                  const PagedKvLayer& kv, const PagedAttentionSeq& s, int64_t t, int64_t g, int64_t n_h,
+                  const float* q, float* o, float scale, int64_t ctx_stride, Scratch& sc) {
     const int64_t dim = kv.head_dim;
     const int64_t row = kv.n_kv_heads * dim;
     const int64_t eb = kv_elem_bytes(kv.type);
@@ -118,39 +128,76 @@ void attend_one(const detail::KvReadKernels& rk, const detail::OpsTable& ops, co
     const int64_t n_pages = (fresh_begin + kv.page_size - 1) / kv.page_size;
     const bool per_row = kv.has_scale_array();
     const float fixed = kv_type_scaled(kv.type) ? kv.tensor_scale : 1.0f;
-    float* scores = sc.scores.data();
+    const bool decode = kv.type != KvType::F32;  // f32 rows are read in place
     float* w = sc.w.data();
+    float* rows = sc.rows.data();
+    // The rows of kv head g on page `page` at block offset `off`, as (pointer, stride, kernels):
+    // decoded into `rows`, or in place for f32.
+    auto page_rows = [&](const uint8_t* page, int64_t off, int64_t cnt) {
+        const uint8_t* src = page + off + g * dim * eb;
+        if (!decode) return std::tuple<const uint8_t*, int64_t, const detail::KvReadKernels*>{src, row_bytes, &rk};
+        for (int64_t i = 0; i < cnt; ++i) rk.dequant(src + i * row_bytes, dim, rows + i * dim);
+        return std::tuple<const uint8_t*, int64_t, const detail::KvReadKernels*>{
+            reinterpret_cast<const uint8_t*>(rows), dim * 4, &rk32};
+    };
 
+    // Asks for the next page's rows of head g before they are needed. Pages lie far apart (a page
+    // holds every layer), so the hardware prefetchers, which follow the rows within a page, stall
+    // at each page change; without this, decoding the first row of a page waits on DRAM.
+    const int64_t line_bytes = dim * eb;
+    auto prefetch_page = [&](int64_t p, int64_t off) {
+        if (p >= n_pages) return;
+        const uint8_t* src = kv.base + static_cast<int64_t>(s.page_ids[p]) * kv.page_stride + off + g * dim * eb;
+        const int64_t cnt = std::min(fresh_begin, (p + 1) * kv.page_size) - p * kv.page_size;
+        for (int64_t i = 0; i < cnt; ++i)
+            for (int64_t b = 0; b < line_bytes; b += 64) __builtin_prefetch(src + i * row_bytes + b);
+    };
+
+    prefetch_page(0, kv.k_offset);
     for (int64_t p = 0; p < n_pages; ++p) {
         const uint8_t* page = kv.base + static_cast<int64_t>(s.page_ids[p]) * kv.page_stride;
         const int64_t j0 = p * kv.page_size, cnt = std::min(fresh_begin, j0 + kv.page_size) - j0;
+        prefetch_page(p + 1, kv.k_offset);
         if (per_row) {
             const auto* sk = reinterpret_cast<const uint16_t*>(page + kv.k_scale_offset) + g;
             for (int64_t i = 0; i < cnt; ++i) w[i] = scale * tensor::bf16_to_f32(sk[i * kv.n_kv_heads]);
         } else {
             std::fill(w, w + cnt, scale * fixed);
         }
-        rk.scores(qh, page + kv.k_offset + g * dim * eb, row_bytes, cnt, dim, w, scores + j0);
+        const auto [src, stride, k] = page_rows(page, kv.k_offset, cnt);
+        for (int64_t h = 0; h < n_h; ++h) k->scores(q + h * dim, src, stride, cnt, dim, w, sc.scores.data() + h * ctx_stride + j0);
     }
-    for (int64_t j = fresh_begin; j < n_ctx; ++j)
-        scores[j] = scale * ops.dot_f32(qh, s.k_new + (j - s.pos0) * row + g * dim, dim);
-    ops.softmax(scores, n_ctx);
-    std::fill(oh, oh + dim, 0.0f);
+    for (int64_t h = 0; h < n_h; ++h) {
+        float* scores = sc.scores.data() + h * ctx_stride;
+        for (int64_t j = fresh_begin; j < n_ctx; ++j)
+            scores[j] = scale * ops.dot_f32(q + h * dim, s.k_new + (j - s.pos0) * row + g * dim, dim);
+        ops.softmax(scores, n_ctx);
+        std::fill(o + h * dim, o + (h + 1) * dim, 0.0f);
+    }
+    prefetch_page(0, kv.v_offset);
     for (int64_t p = 0; p < n_pages; ++p) {
         const uint8_t* page = kv.base + static_cast<int64_t>(s.page_ids[p]) * kv.page_stride;
         const int64_t j0 = p * kv.page_size, cnt = std::min(fresh_begin, j0 + kv.page_size) - j0;
-        if (per_row) {
-            const auto* sv = reinterpret_cast<const uint16_t*>(page + kv.v_scale_offset) + g;
-            for (int64_t i = 0; i < cnt; ++i) w[i] = scores[j0 + i] * tensor::bf16_to_f32(sv[i * kv.n_kv_heads]);
-        } else if (fixed != 1.0f) {
-            for (int64_t i = 0; i < cnt; ++i) w[i] = scores[j0 + i] * fixed;
-        } else {
-            std::copy(scores + j0, scores + j0 + cnt, w);
+        prefetch_page(p + 1, kv.v_offset);
+        const auto [src, stride, k] = page_rows(page, kv.v_offset, cnt);
+        const auto* sv = reinterpret_cast<const uint16_t*>(page + kv.v_scale_offset) + g;
+        for (int64_t h = 0; h < n_h; ++h) {
+            const float* scores = sc.scores.data() + h * ctx_stride;
+            if (per_row) {
+                for (int64_t i = 0; i < cnt; ++i) w[i] = scores[j0 + i] * tensor::bf16_to_f32(sv[i * kv.n_kv_heads]);
+            } else if (fixed != 1.0f) {
+                for (int64_t i = 0; i < cnt; ++i) w[i] = scores[j0 + i] * fixed;
+            } else {
+                std::copy(scores + j0, scores + j0 + cnt, w);
+            }
+            k->accum(w, src, stride, cnt, dim, o + h * dim);
         }
-        rk.accum(w, page + kv.v_offset + g * dim * eb, row_bytes, cnt, dim, oh);
     }
-    for (int64_t j = fresh_begin; j < n_ctx; ++j)
-        ops.axpy_f32(scores[j], s.v_new + (j - s.pos0) * row + g * dim, oh, dim);
+    for (int64_t h = 0; h < n_h; ++h) {
+        const float* scores = sc.scores.data() + h * ctx_stride;
+        for (int64_t j = fresh_begin; j < n_ctx; ++j)
+            ops.axpy_f32(scores[j], s.v_new + (j - s.pos0) * row + g * dim, o + h * dim, dim);
+    }
 }
 
 void check_layer(const PagedKvLayer& kv) {
@@ -209,31 +256,46 @@ void paged_attention(std::span<const PagedAttentionSeq> seqs, int64_t n_heads, c
     check_layer(kv);
     const int64_t dim = kv.head_dim;
     const int64_t group = n_heads / kv.n_kv_heads;
-    // Item ranges per sequence: items [first[i], first[i+1]) belong to sequence i.
-    std::vector<int64_t> first(seqs.size() + 1, 0);
-    int64_t max_ctx = 0;
-    for (size_t i = 0; i < seqs.size(); ++i) {
-        util::check(seqs[i].n_q >= 0 && seqs[i].pos0 >= 0, "paged attention: negative length");
-        first[i + 1] = first[i] + seqs[i].n_q * n_heads;
-        max_ctx = std::max(max_ctx, seqs[i].pos0 + seqs[i].n_q);
+    int64_t max_ctx = 0, n_tokens = 0;
+    for (const PagedAttentionSeq& s : seqs) {
+        util::check(s.n_q >= 0 && s.pos0 >= 0, "paged attention: negative length");
+        n_tokens += s.n_q;
+        max_ctx = std::max(max_ctx, s.pos0 + s.n_q);
     }
-    const int64_t total = first.back();
-    if (total == 0) return;
+    if (n_tokens == 0) return;
     const detail::OpsTable& ops = detail::ops_table(active_isa());
     const detail::KvReadKernels& rk = read_kernels(kv.type);
+    const detail::KvReadKernels& rk32 = read_kernels(KvType::F32);
     const int64_t w_len = std::min(max_ctx, kv.page_size);
+    // Work items are (sequence, token, part of a GQA group); items [ifirst[i], ifirst[i+1])
+    // belong to sequence i. Whole groups share their decoded rows, but a group is split into
+    // parts while there are fewer than 4 items per thread (a batch-1 decode step of a model with
+    // few kv heads), so every thread stays busy. Results do not depend on the split.
+    const int64_t enough = 4 * static_cast<int64_t>(pool.size()), groups = n_tokens * kv.n_kv_heads;
+    int64_t parts = 1;
+    while (parts < group && group % (parts * 2) == 0 && groups * parts < enough) parts *= 2;
+    if (groups * parts < enough) parts = group;  // group sizes that do not halve: one head per item
+    const int64_t per_part = group / parts;
+    const int64_t per_seq_token = kv.n_kv_heads * parts;  // items per (sequence, token)
+    std::vector<int64_t> ifirst(seqs.size() + 1, 0);
+    for (size_t i = 0; i < seqs.size(); ++i) ifirst[i + 1] = ifirst[i] + seqs[i].n_q * per_seq_token;
+    const int64_t total = ifirst.back();
 
-    pool.run([&](int tid, int nt) {
+    pool.run([&](int tid, int nthreads) {
         thread_local Scratch sc;
-        if (static_cast<int64_t>(sc.scores.size()) < max_ctx) sc.scores.resize(static_cast<size_t>(max_ctx));
+        if (static_cast<int64_t>(sc.scores.size()) < max_ctx * per_part)
+            sc.scores.resize(static_cast<size_t>(max_ctx * per_part));
         if (static_cast<int64_t>(sc.w.size()) < w_len) sc.w.resize(static_cast<size_t>(w_len));
+        if (static_cast<int64_t>(sc.rows.size()) < w_len * dim) sc.rows.resize(static_cast<size_t>(w_len * dim));
         size_t si = 0;
-        for (int64_t item = tid; item < total; item += nt) {
-            while (item >= first[si + 1]) ++si;
+        for (int64_t item = tid; item < total; item += nthreads) {
+            while (item >= ifirst[si + 1]) ++si;
             const PagedAttentionSeq& s = seqs[si];
-            const int64_t local = item - first[si];
-            const int64_t t = local / n_heads, h = local % n_heads, g = h / group;
-            attend_one(rk, ops, kv, s, t, g, s.q + local * dim, s.out + local * dim, scale, sc);
+            const int64_t local = item - ifirst[si];
+            const int64_t t = local / per_seq_token, part = local % per_seq_token;
+            const int64_t h0 = part * per_part, g = h0 / group;
+            const int64_t at = (t * n_heads + h0) * dim;
+            attend_heads(rk, rk32, ops, kv, s, t, g, per_part, s.q + at, s.out + at, scale, max_ctx, sc);
         }
     });
 }

@@ -3,6 +3,7 @@
 // to the scheduler thread) frees pages; the bounded queue refuses when full.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <random>
 #include <thread>
@@ -131,4 +132,46 @@ TEST(Engine, CancelFreesPagesAndQueueIsBounded) {
     EXPECT_EQ(cache.pool().check_integrity(), "");
     eng.begin_drain();
     EXPECT_EQ(eng.submit(long_req).status, engine::SubmitStatus::Draining);
+}
+
+// Admission by expected length (RunnerOptions::reserve_outputs): on a pool small enough that the
+// default policy preempts, reserving every running request's prompt + max_new_tokens never
+// preempts, still batches, and gives exactly the same tokens.
+TEST(Engine, ReserveAdmissionNeverPreemptsAndKeepsOutputs) {
+    if (!model_present()) GTEST_SKIP() << "tests/golden/models/tiny-llama missing";
+    EngineFixture f;
+    auto reqs = requests(24, f.model->config.vocab_size);
+    for (size_t i = 0; i < reqs.size(); ++i) reqs[i].max_new_tokens = 6 + static_cast<int64_t>(i % 5) * 3;
+    auto run = [&](int64_t pages, int64_t max_seqs, bool reserve, engine::RunnerStats& st) {
+        kv::KvCache cache(f.kv_config(pages));
+        engine::Executor exec(*f.tf, cache, kv::IntegrityMode::Step);
+        engine::RunnerOptions ro;
+        ro.max_seqs = max_seqs;
+        ro.max_batch_tokens = 32;
+        ro.prefill_chunk = 8;
+        ro.reserve_outputs = reserve;
+        engine::BatchRunner runner(exec, cache, ro);
+        auto out = runner.run(reqs);
+        st = runner.stats();
+        EXPECT_EQ(cache.pool().used_pages(), 0);
+        return out;
+    };
+    engine::RunnerStats s_ref, s_wm, s_res;
+    const auto ref = run(256, 1, false, s_ref);
+    const auto wm = run(20, 16, false, s_wm);
+    const auto res = run(20, 16, true, s_res);
+    for (size_t i = 0; i < reqs.size(); ++i) {
+        EXPECT_EQ(wm[i].output, ref[i].output) << "watermark, request " << i;
+        EXPECT_EQ(res[i].output, ref[i].output) << "reserve, request " << i;
+        EXPECT_EQ(res[i].preemptions, 0) << i;
+    }
+    std::printf("[ figures  ] 24 requests, 20 pages: watermark %lld preemptions, %lld tokens computed, %lld at once; "
+                "reserve %lld preemptions, %lld tokens computed, %lld at once\n",
+                static_cast<long long>(s_wm.preemptions), static_cast<long long>(s_wm.tokens_computed),
+                static_cast<long long>(s_wm.max_running), static_cast<long long>(s_res.preemptions),
+                static_cast<long long>(s_res.tokens_computed), static_cast<long long>(s_res.max_running));
+    EXPECT_GT(s_wm.preemptions, 0) << "the pool must be small enough for the default policy to preempt";
+    EXPECT_EQ(s_res.preemptions, 0);
+    EXPECT_GT(s_res.max_running, 1) << "reserve admission must still batch";
+    EXPECT_LT(s_res.max_running, s_wm.max_running) << "reserving outputs admits fewer at once";
 }

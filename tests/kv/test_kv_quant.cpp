@@ -212,15 +212,25 @@ TEST(KvQuant, SimdKernelsMatchScalar) {
 
 // Paged attention over quantized pages equals a double-precision attention over the values the
 // pages hold (read back with read_kv_row), with the step's own positions taken from the f32
-// inputs as FreshKv says; every format, every ISA, ragged page use.
+// inputs as FreshKv says; every format, both scale modes (per-token-head and one tensor scale,
+// whose codes saturate here for the larger values), every ISA, ragged page use.
 TEST(KvQuant, PagedAttentionMatchesReferenceOnStoredValues) {
     util::ThreadPool pool(2);
     const int64_t n_kv = 2, n_heads = 6, dim = 40, ps = 5, ctx = 23, n_q = 4, pos0 = ctx - n_q;
     auto k = randn(ctx * n_kv * dim, 21, 2.0f), v = randn(ctx * n_kv * dim, 22), q = randn(n_q * n_heads * dim, 23, 0.5f);
     const std::vector<int32_t> pages = {4, 1, 3, 0, 2};
-    for (KvType t : kAll)
+    struct Mode { KvType t; kernels::KvScales sc; float tensor_scale; };
+    std::vector<Mode> modes;
+    for (KvType t : kAll) modes.push_back({t, kernels::KvScales::TokenHead, 1.0f});
+    for (KvType t : {KvType::FP8_E4M3, KvType::FP8_E5M2}) {
+        modes.push_back({t, kernels::KvScales::Tensor, 1.0f});     // the usual checkpoint-less default
+        modes.push_back({t, kernels::KvScales::Tensor, 0.0117f});  // e4m3 saturates at 448 * 0.0117 = 5.2
+    }
+    for (const Mode& m : modes)
         for (auto fresh : {kernels::FreshKv::None, kernels::FreshKv::Self, kernels::FreshKv::Chunk}) {
-            Store s(t, ps, n_kv, dim, 5);
+            const KvType t = m.t;
+            Store s(t, ps, n_kv, dim, 5, m.sc);
+            s.st.tensor_scale = m.tensor_scale;
             const auto L = s.st.layer(0);
             kernels::write_kv(L, pages.data(), 0, ctx, k.data(), v.data());
             // Reference values: stored rows, except the fresh positions.
@@ -262,8 +272,50 @@ TEST(KvQuant, PagedAttentionMatchesReferenceOnStoredValues) {
                 kernels::paged_attention(std::span<const kernels::PagedAttentionSeq>(&seq, 1), n_heads, L, scale, pool);
                 kernels::set_active_isa(saved);
                 for (size_t i = 0; i < out.size(); ++i)
-                    ASSERT_NEAR(out[i], want[i], 2e-5) << kernels::kv_type_name(t) << " " << kernels::isa_name(isa)
+                    ASSERT_NEAR(out[i], want[i], 2e-5) << kernels::kv_type_name(t) << " " << kernels::kv_scales_name(m.sc)
+                                                       << " " << m.tensor_scale << " " << kernels::isa_name(isa)
                                                        << " fresh " << kernels::fresh_kv_name(fresh) << " i " << i;
+            }
+        }
+}
+
+// A sequence's attention output does not depend on its batch mates: alone, its GQA groups are
+// split across items (few items per thread), in a batch of eight they are not; the outputs are
+// the same bits either way, for every format, ISA and group size (batching stays invisible).
+TEST(KvQuant, PagedAttentionOutputsDoNotDependOnBatchMates) {
+    util::ThreadPool pool(2);
+    const int64_t n_kv = 2, dim = 24, ps = 4, ctx = 13, n_seqs = 8;
+    for (int64_t n_heads : {2, 6, 16})  // GQA groups of 1, 3 (does not halve) and 8
+        for (KvType t : kAll) {
+            Store s(t, ps, n_kv, dim, n_seqs * 4);
+            const auto L = s.st.layer(0);
+            std::vector<std::vector<int32_t>> pages(n_seqs);
+            std::vector<std::vector<float>> q(n_seqs), alone(n_seqs), batched(n_seqs);
+            for (int64_t i = 0; i < n_seqs; ++i) {
+                for (int32_t p = 0; p < 4; ++p) pages[i].push_back(static_cast<int32_t>(p * n_seqs + i));
+                auto k = randn(ctx * n_kv * dim, 31 + i, 2.0f), v = randn(ctx * n_kv * dim, 41 + i);
+                kernels::write_kv(L, pages[i].data(), 0, ctx, k.data(), v.data());
+                q[i] = randn(n_heads * dim, 51 + i);
+                alone[i].assign(q[i].size(), NAN);
+                batched[i].assign(q[i].size(), NAN);
+            }
+            for (kernels::Isa isa : {kernels::Isa::Scalar, kernels::Isa::AVX2, kernels::Isa::AVX512}) {
+                if (!kernels::isa_supported(isa)) continue;
+                const kernels::Isa saved = kernels::active_isa();
+                kernels::set_active_isa(isa);
+                std::vector<kernels::PagedAttentionSeq> all;
+                for (int64_t i = 0; i < n_seqs; ++i) {
+                    kernels::PagedAttentionSeq one{q[i].data(), alone[i].data(), 1, ctx - 1, pages[i].data()};
+                    kernels::paged_attention(std::span<const kernels::PagedAttentionSeq>(&one, 1), n_heads, L, 0.2f, pool);
+                    all.push_back({q[i].data(), batched[i].data(), 1, ctx - 1, pages[i].data()});
+                }
+                kernels::paged_attention(all, n_heads, L, 0.2f, pool);
+                kernels::set_active_isa(saved);
+                for (int64_t i = 0; i < n_seqs; ++i)
+                    for (size_t e = 0; e < q[i].size(); ++e)
+                        ASSERT_EQ(std::bit_cast<uint32_t>(alone[i][e]), std::bit_cast<uint32_t>(batched[i][e]))
+                            << kernels::kv_type_name(t) << " " << kernels::isa_name(isa) << " heads " << n_heads
+                            << " seq " << i << " e " << e;
             }
         }
 }

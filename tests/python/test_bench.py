@@ -132,6 +132,22 @@ def test_disconnect_mid_stream(mock_factory, tmp_path):
     assert all(r["chunks"] == 3 for r in lv["records"])
 
 
+@pytest.mark.parametrize("mode,needle", [
+    # llama.cpp's server reports e.g. a full KV cache as an SSE `error:` field and then ends the
+    # stream with [DONE]: that request failed, it is not a short success.
+    ("error-event", "KV size"),
+    # A stream whose chunks never name a finish_reason was cut short.
+    ("no-finish", "without a finish_reason"),
+])
+def test_truncated_streams_are_errors(mock_factory, tmp_path, mode, needle):
+    m = mock_factory("--mode", mode, "--fail-after", "3", "--ttft-ms", "10", "--itl-ms", "1")
+    p, res, _ = bench(m.url, tmp_path, "--requests", "2", "--output-len", "8", "--no-plot")
+    assert p.returncode == 3, p.stderr
+    lv = res["levels"][0]
+    assert (lv["ok"], lv["errors"]) == (0, 2)
+    assert all(needle in r["error"] for r in lv["records"]), [r["error"] for r in lv["records"]]
+
+
 def test_hang_times_out(mock_factory, tmp_path):
     m = mock_factory("--mode", "hang", "--hang-s", "60")
     p, res, dt = bench(m.url, tmp_path, "--requests", "2", "--concurrency", "2", "--timeout-s", "2", "--no-plot",
@@ -242,3 +258,22 @@ def test_sweep_script_on_mock(tmp_path):
     assert len(rows) == 4, md  # 2 configs x 2 levels
     assert "| warden-bf16-bf16-step | c=2 | 2/0 |" in md
     assert (tmp_path / "sweep.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_levels_and_warmup_send_fresh_prompts(server, tmp_path):
+    """Every concurrency level (and its warm-up) draws its own prompts: against warden with its
+    prefix cache on, no measured request of any level is served from the cache. (With one prompt
+    set for all levels, levels after the first measured cache hits, not prefill.)"""
+    p, res, _ = bench(server.base, tmp_path, "--concurrency", "1,2", "--requests", "3", "--warmup", "1",
+                      "--input-len", "48", "--output-len", "2", "--no-plot", timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert [l["label"] for l in res["levels"]] == ["c=1", "c=2"]
+    for lvl in res["levels"]:
+        assert lvl["ok"] == 3, lvl
+        assert lvl["cached_tokens"] == 0, lvl["label"]
+    # The same command again hits the cache for every level: the prompts are reproducible from
+    # the seed and the cache works, so the zeros above are not a cache that never hits.
+    p2, res2, _ = bench(server.base, tmp_path / "again", "--concurrency", "1,2", "--requests", "3", "--warmup", "1",
+                        "--input-len", "48", "--output-len", "2", "--no-plot", timeout=300)
+    assert p2.returncode == 0, p2.stderr
+    assert all(l["cached_tokens"] >= 3 * 32 for l in res2["levels"]), [l["cached_tokens"] for l in res2["levels"]]

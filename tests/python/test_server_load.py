@@ -224,3 +224,41 @@ def test_queue_overflow_auth_and_drain(tmp_path):
         assert s.proc.wait(60) == 0
     finally:
         s.stop()
+
+
+def test_per_tenant_concurrency_limit(tmp_path):
+    """--tenant-concurrency N: a tenant's (N+1)-th request in flight gets 429 tenant_concurrency_limit,
+    while another tenant is still served and the limited tenant is served again once its requests end."""
+    keys = tmp_path / "keys.txt"
+    keys.write_text("sk-alpha alpha\nsk-beta beta\n")
+    s = WardenServer("--api-keys", str(keys), "--max-seqs", "8", "--tenant-concurrency", "2")
+    try:
+        alpha, beta = s.client("sk-alpha"), s.client("sk-beta")
+        long_args = dict(model=s.model_id, prompt="Count slowly:", max_tokens=200, temperature=0,
+                         extra_body={"ignore_eos": True})
+        # Two alpha streams in flight (the first chunk has arrived, so each holds its slot).
+        streams = [alpha.completions.create(stream=True, **long_args) for _ in range(2)]
+        firsts = [next(iter(st)) for st in streams]
+        assert all(f.choices for f in firsts)
+        with pytest.raises(openai.RateLimitError) as e:
+            alpha.completions.create(model=s.model_id, prompt="Hi", max_tokens=2)
+        assert e.value.body["code"] == "tenant_concurrency_limit"
+        assert "alpha" in e.value.body["message"]
+        # Another tenant is not limited by alpha's requests.
+        assert beta.completions.create(model=s.model_id, prompt="Hi", max_tokens=2).usage.completion_tokens >= 1
+        # Closing alpha's streams frees its slots (the server sees the disconnect and cancels).
+        for st in streams:
+            st.close()
+        deadline = time.time() + 60
+        while True:
+            try:
+                r = alpha.completions.create(model=s.model_id, prompt="Hi", max_tokens=2)
+                break
+            except openai.RateLimitError:
+                assert time.time() < deadline, "alpha's slots were not released after its streams closed"
+                time.sleep(0.2)
+        assert r.usage.completion_tokens >= 1
+        m = s.metrics()
+        assert sum(v for k, v in m.items() if 'tenant="alpha"' in k and "tenant_concurrency_limit" in k) >= 1
+    finally:
+        s.stop()

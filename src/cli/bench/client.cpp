@@ -53,6 +53,16 @@ void SseParser::feed(const char* data, size_t n, std::vector<std::string>& event
             if (j == std::string::npos) j = ev.size();
             std::string line = ev.substr(i, j - i);
             if (!line.empty() && line.back() == '\r') line.pop_back();
+            if (line.rfind("error:", 0) == 0) {
+                // Not in the SSE spec's fields, but llama.cpp's server reports failures this way.
+                std::string v = line.substr(6);
+                if (!v.empty() && v.front() == ' ') v.erase(0, 1);
+                payload = nlohmann::json{{"error", nlohmann::json::parse(v, nullptr, false).is_discarded()
+                                                       ? nlohmann::json(v)
+                                                       : nlohmann::json::parse(v)}}
+                              .dump();
+                break;
+            }
             if (line.rfind("data:", 0) == 0) {
                 std::string v = line.substr(5);
                 if (!v.empty() && v.front() == ' ') v.erase(0, 1);
@@ -71,7 +81,10 @@ StreamClient::StreamClient(const Endpoint& ep, const ClientOptions& o)
     cli_->set_connection_timeout(to);
     cli_->set_read_timeout(to);
     cli_->set_write_timeout(to);
-    cli_->set_keep_alive(true);
+    // A connection per request: servers close idle keep-alive connections on their own
+    // schedule (llama.cpp's after a few requests), and a request written into a connection the
+    // server just closed fails without reaching it. Loopback connects cost ~0.1 ms.
+    cli_->set_keep_alive(false);
 }
 
 StreamClient::~StreamClient() = default;
@@ -103,7 +116,7 @@ RequestRecord StreamClient::send(const BenchRequest& r, Clock::time_point deadli
     SseParser sse;
     std::vector<std::string> events;
     Clock::time_point first{}, last{};
-    bool done = false, timed_out = false;
+    bool done = false, timed_out = false, finished = false;
     std::string err_body;
     req.response_handler = [&](const httplib::Response& res) {
         rec.status = res.status;
@@ -147,6 +160,7 @@ RequestRecord StreamClient::send(const BenchRequest& r, Clock::time_point deadli
             }
             if (!j.contains("choices") || !j["choices"].is_array() || j["choices"].empty()) continue;
             const auto& c = j["choices"][0];
+            if (c.contains("finish_reason") && c["finish_reason"].is_string()) finished = true;
             std::string piece;
             if (c.contains("text") && c["text"].is_string()) piece = c["text"].get<std::string>();
             if (c.contains("delta") && c["delta"].is_object() && c["delta"].contains("content") &&
@@ -194,6 +208,10 @@ RequestRecord StreamClient::send(const BenchRequest& r, Clock::time_point deadli
     }
     if (rec.chunks == 0) {
         rec.error = "no tokens in the stream";
+        return rec;
+    }
+    if (!finished) {  // every OpenAI stream names why it ended; one that does not was cut short
+        rec.error = "stream ended without a finish_reason";
         return rec;
     }
     if (rec.output_tokens <= 0) rec.output_tokens = rec.chunks;

@@ -103,7 +103,7 @@ std::vector<BenchRequest> make_workload(const WorkloadOptions& o, int64_t n) {
     util::check(o.kind == "fixed" || o.kind == "longtail" || o.kind == "agent",
                 "--workload must be fixed, longtail or agent, got '" + o.kind + "'");
     util::check(n >= 1, "--requests must be at least 1");
-    std::mt19937_64 rng(o.seed * 0x9E3779B97F4A7C15ull + 1);
+    std::mt19937_64 rng(o.seed * 0x9E3779B97F4A7C15ull + 1 + o.variant * 0xD1B54A32D192ED03ull);
     LenDist in = o.input, out = o.output;
     if (o.kind == "longtail") {
         // A long tail around the given medians unless the user already gave a distribution.

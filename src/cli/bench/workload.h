@@ -29,6 +29,10 @@ struct WorkloadOptions {
     int64_t shared_prefix = 0;  // tokens of a prefix common to every prompt (agent: system prompt)
     int64_t turns = 4;          // agent: turns per session
     uint64_t seed = 0;
+    // Draws a different set of prompts from the same seed (the shared prefix / agent system
+    // prompt stays the same): each concurrency level and each warm-up gets its own variant, so a
+    // server's prefix cache never serves one level the prompts an earlier level already sent.
+    uint64_t variant = 0;
 };
 
 struct BenchRequest {

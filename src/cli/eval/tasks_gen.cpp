@@ -28,8 +28,8 @@ std::pair<std::string, std::string> both(TaskContext& ctx, const std::string& pr
 
 void note_diff(TaskResult& r, const std::string& item, const std::string& b, const std::string& t) {
     if (b != t && r.notes.size() < 4) r.notes.push_back("differs on " + item.substr(0, 40) + ": base=" +
-                                                        nlohmann::json(b.substr(0, 80)).dump() + " test=" +
-                                                        nlohmann::json(t.substr(0, 80)).dump());
+                                                        nlohmann::json(b.substr(0, 80)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + " test=" +
+                                                        nlohmann::json(t.substr(0, 80)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
 }
 
 }  // namespace
