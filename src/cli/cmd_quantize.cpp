@@ -1,8 +1,13 @@
 // `warden quantize -m IN -o OUT --weights FORMAT`: writes a compressed checkpoint.
 //   OUT ending in .gguf: GGUF with Q4_0 / Q4_1 / Q8_0 linear layers (input must be GGUF).
+//   OUT ending in .safetensors, or a directory (existing, or a path without extension):
+//   compressed-tensors pack-quantized safetensors (int4-g32 / int4-g128 / int8, symmetric;
+//   input must be a Hugging Face directory; quant/quantize_ct.h).
 #include <cstdio>
+#include <filesystem>
 
 #include "cli/common.h"
+#include "quant/quantize_ct.h"
 #include "quant/quantize_model.h"
 #include "util/error.h"
 
@@ -23,11 +28,19 @@ int quantize(const QuantizeOptions& o) {
     if (o.common.weights.empty()) throw util::Error("quantize: --weights FORMAT is required");
     const quant::WeightFormat f = quant::parse_weight_format(o.common.weights);
     util::ThreadPool pool(o.common.threads);
-    if (!ends_with(o.out, ".gguf"))
-        throw util::Error("quantize: output '" + o.out + "' must end in .gguf");
-    if (!ends_with(o.common.model_path, ".gguf"))
+    std::error_code ec;
+    // .safetensors, an existing directory, or a path without extension (a directory to create).
+    const bool ct_out = ends_with(o.out, ".safetensors") || std::filesystem::is_directory(o.out, ec) ||
+                        (!o.out.empty() && o.out.back() == '/') ||
+                        std::filesystem::path(o.out).extension().empty();
+    if (!ct_out && !ends_with(o.out, ".gguf"))
+        throw util::Error("quantize: output '" + o.out +
+                          "' must end in .gguf (GGUF) or .safetensors, or be a directory (compressed-tensors)");
+    if (!ct_out && !ends_with(o.common.model_path, ".gguf"))
         throw util::Error("quantize: GGUF output needs a GGUF input, got '" + o.common.model_path + "'");
-    const auto st = quant::quantize_gguf(o.common.model_path, o.out, f, o.common.quantize_embeddings, pool);
+    const auto st = ct_out ? quant::quantize_hf_compressed_tensors(o.common.model_path, o.out, f,
+                                                                   o.common.quantize_embeddings, pool)
+                           : quant::quantize_gguf(o.common.model_path, o.out, f, o.common.quantize_embeddings, pool);
     std::printf("wrote %s: %lld tensors quantized (%s), %lld copied; tensor data %.1f MiB -> %.1f MiB\n", o.out.c_str(),
                 static_cast<long long>(st.tensors_quantized), quant::weight_format_name(f).c_str(),
                 static_cast<long long>(st.tensors_copied), static_cast<double>(st.bytes_in) / 1048576.0,
@@ -39,10 +52,10 @@ int quantize(const QuantizeOptions& o) {
 
 void register_quantize(CLI::App& app, int& rc) {
     auto o = std::make_shared<QuantizeOptions>();
-    auto* sub = app.add_subcommand("quantize", "write a quantized copy of a model (GGUF Q4_0/Q4_1/Q8_0)");
+    auto* sub = app.add_subcommand("quantize", "write a quantized copy of a model (GGUF Q4_0/Q4_1/Q8_0, or compressed-tensors safetensors)");
     add_model_option(*sub, o->common);
     add_threads_option(*sub, o->common);
-    sub->add_option("-o,--output", o->out, "output file (.gguf)")->required();
+    sub->add_option("-o,--output", o->out, "output file (.gguf), .safetensors file or directory (compressed-tensors pack-quantized)")->required();
     sub->add_option("--weights", o->common.weights, "int4|int4-g32|int4-g128[-asym]|int8")->required();
     sub->add_flag("--quantize-embeddings", o->common.quantize_embeddings, "quantize token_embd/output too");
     sub->callback([o, &rc] { rc = quantize(*o); });

@@ -88,7 +88,8 @@ void MlaAttention::forward(const ModelConfig& c, const MlaWeights& w, const floa
         att_seqs.push_back({qabs_.data() + s.row0 * H * row, lat_.data() + s.row0 * H * L, s.n, s.pos0, s.page_ids,
                             rows, fresh});
     }
-    const float scale = 1.0f / std::sqrt(static_cast<float>(qk));
+    // attn_scale_factor: DeepSeek's yarn mscale(factor, mscale_all_dim)^2 (1 without yarn).
+    const float scale = c.attn_scale_factor / std::sqrt(static_cast<float>(qk));
     kernels::mla_attention(att_seqs, H, L, kv, scale, pool);
 
     // Values: out_h = W_vb_h lat_h -> att [n, H, Dv]; then o_proj.
@@ -126,6 +127,17 @@ std::unique_ptr<MlaWeights> load_mla_weights(const ModelConfig& c, const MoeTens
     w->wkv_a = load.matrix("self_attn.kv_a_proj_with_mqa.weight", L + R, d);
     w->kv_a_norm = load.vec("self_attn.kv_a_layernorm.weight", L);
     w->wo = load.matrix("self_attn.o_proj.weight", d, H * Dv);
+    if (load.has && load.f32 && load.has("self_attn.k_b_proj.weight")) {
+        // llama.cpp's split form (GGUF attn_k_b / attn_v_b): k_b [H, L, nope] holds W_kb_h^T,
+        // v_b [H, v, L] holds W_vb_h.
+        const auto kb = load.f32("self_attn.k_b_proj.weight", {H, L, Dn});
+        const auto vb = load.f32("self_attn.v_b_proj.weight", {H, Dv, L});
+        for (int64_t h = 0; h < H; ++h) {
+            w->wk_b_t.push_back(load.pack(L, Dn, kb.data() + h * L * Dn));
+            w->wv_b.push_back(load.pack(Dv, L, vb.data() + h * Dv * L));
+        }
+        return w;
+    }
     // kv_b_proj [H * (nope + v), L]: per head nope key rows, then v rows.
     const Matrix kvb = load.matrix_f32("self_attn.kv_b_proj.weight", H * (Dn + Dv), L);
     std::vector<float> rowbuf(static_cast<size_t>(L)), kt(static_cast<size_t>(L * Dn)), vb(static_cast<size_t>(Dv * L));

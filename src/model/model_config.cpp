@@ -1,5 +1,6 @@
 #include "model/model_config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 
@@ -19,8 +20,13 @@ Arch arch_from_name(const std::string& name, const std::string& where) {
     if (name == "qwen3_moe") return Arch::Qwen3Moe;
     if (name == "glm4_moe") return Arch::Glm4Moe;
     if (name == "deepseek_v3" || name == "kimi_k2") return Arch::DeepseekV3;
+    // llama.cpp's GGUF architecture names (general.architecture)
+    if (name == "qwen3moe") return Arch::Qwen3Moe;
+    if (name == "glm4moe") return Arch::Glm4Moe;
+    if (name == "deepseek2") return Arch::DeepseekV3;
     throw Error(where + ": unsupported architecture '" + name +
-                "' (supported: llama, qwen2, qwen3, qwen3_moe, glm4_moe, deepseek_v3)");
+                "' (supported: llama, qwen2, qwen3, qwen3_moe / qwen3moe, glm4_moe / glm4moe, deepseek_v3 / "
+                "kimi_k2 / deepseek2)");
 }
 
 }  // namespace
@@ -51,6 +57,37 @@ void apply_llama3_rope_scaling(std::vector<float>& inv_freq, float factor, float
     }
 }
 
+double yarn_mscale(double scale, double mscale) {
+    if (scale <= 1.0) return 1.0;
+    return 0.1 * mscale * std::log(scale) + 1.0;
+}
+
+void apply_yarn_rope_scaling(std::vector<float>& inv_freq, int64_t rope_dim, double theta, const YarnParams& p) {
+    if (!(p.factor > 0.0) || !(p.original_max_pos > 0.0) || !(p.beta_fast > 0.0) || !(p.beta_slow > 0.0) ||
+        !(theta > 1.0))
+        throw Error("yarn rope scaling: factor, original context, beta_fast, beta_slow must be positive");
+    const double dim = static_cast<double>(rope_dim);
+    // Dimension index at which a frequency makes num_rot rotations over the original context.
+    auto correction_dim = [&](double num_rot) {
+        return dim * std::log(p.original_max_pos / (num_rot * 2.0 * M_PI)) / (2.0 * std::log(theta));
+    };
+    double low = correction_dim(p.beta_fast), high = correction_dim(p.beta_slow);
+    if (p.truncate) {
+        low = std::floor(low);
+        high = std::ceil(high);
+    }
+    low = std::max(low, 0.0);
+    high = std::min(high, dim - 1.0);
+    if (low == high) high += 0.001;  // transformers: prevent the singularity
+    for (size_t i = 0; i < inv_freq.size(); ++i) {
+        const double extrap = std::pow(theta, -static_cast<double>(2 * i) / dim);
+        const double interp = extrap / p.factor;
+        const double ramp = std::clamp((static_cast<double>(i) - low) / (high - low), 0.0, 1.0);
+        const double keep = 1.0 - ramp;  // share of the original (extrapolated) frequency
+        inv_freq[i] = static_cast<float>(interp * (1.0 - keep) + extrap * keep);
+    }
+}
+
 void ModelConfig::validate() const {
     auto pos = [&](int64_t v, const char* what) {
         if (v <= 0 || v > (int64_t{1} << 24))
@@ -74,6 +111,11 @@ void ModelConfig::validate() const {
         throw Error("model config: rope frequency table has the wrong size");
     if (!(rms_eps > 0.0f) || !(rope_theta > 0.0f) || !(rope_linear_factor > 0.0f))
         throw Error("model config: rms eps, rope theta and rope scale must be positive");
+    if (!(rope_attn_factor > 0.0f) || !std::isfinite(rope_attn_factor) || !(attn_scale_factor > 0.0f) ||
+        !std::isfinite(attn_scale_factor))
+        throw Error("model config: rope attention factor and attention scale must be positive and finite");
+    for (float f : rope_inv_freq)
+        if (!(f > 0.0f) || !std::isfinite(f)) throw Error("model config: rope frequency table has a non-positive entry");
     if (moe.n_experts > 0) {
         const auto bad = [](const std::string& what) { throw Error("model config: MoE " + what); };
         if (moe.n_experts > 4096) bad("n_experts = " + std::to_string(moe.n_experts) + " is out of range");
@@ -104,12 +146,94 @@ void ModelConfig::validate() const {
     }
 }
 
+namespace {
+
+// MoE / MLA hyper-parameters from llama.cpp's GGUF keys (qwen3moe, glm4moe, deepseek2).
+void moe_mla_from_gguf(ModelConfig& c, const GGUFFile& g) {
+    const std::string a = c.arch_name + ".";
+    const std::string where = "GGUF '" + g.path() + "'";
+    auto layer_has = [&](int64_t l, const std::string& t) {
+        return g.find_tensor("blk." + std::to_string(l) + "." + t) != nullptr;
+    };
+    MoeConfig& m = c.moe;
+    m.n_experts = g.get_int(a + "expert_count");
+    m.top_k = g.get_int(a + "expert_used_count");
+    m.d_expert = g.get_int(a + "expert_feed_forward_length");
+    m.n_shared = g.get_int_opt(a + "expert_shared_count").value_or(0);
+    m.n_group = g.get_int_opt(a + "expert_group_count").value_or(1);
+    m.topk_group = g.get_int_opt(a + "expert_group_used_count").value_or(1);
+    m.routed_scaling = static_cast<float>(g.get_float_opt(a + "expert_weights_scale").value_or(1.0));
+    // llama.cpp: qwen3moe always renormalizes the top-k weights; deepseek2 / glm4moe say so.
+    m.norm_topk_prob = g.get_bool_opt(a + "expert_weights_norm").value_or(c.arch == Arch::Qwen3Moe);
+    // expert_gating_func: 1 softmax, 2 sigmoid. llama.cpp's default is softmax (DeepSeek-V2).
+    const int64_t gating = g.get_int_opt(a + "expert_gating_func").value_or(1);
+    if (gating != 1 && gating != 2)
+        throw Error(where + ": unsupported " + a + "expert_gating_func = " + std::to_string(gating) +
+                    " (supported: 1 softmax, 2 sigmoid)");
+    m.scoring = gating == 2 ? RouterScoring::Sigmoid : RouterScoring::Softmax;
+    if (c.arch != Arch::Qwen3Moe && m.scoring != RouterScoring::Sigmoid)
+        throw Error(where + ": " + c.arch_name + " with softmax routing (" + a +
+                    "expert_gating_func missing or 1; DeepSeek-V2 style) is not supported; only sigmoid "
+                    "noaux_tc routing (expert_gating_func = 2)");
+    if (m.scoring == RouterScoring::Softmax && (m.n_shared != 0 || m.n_group != 1 || m.routed_scaling != 1.0f))
+        throw Error(where + ": softmax routing with shared experts, expert groups or expert_weights_scale is not "
+                            "supported");
+    m.score_bias = m.scoring == RouterScoring::Sigmoid;
+    if (c.n_layers <= 0 || c.n_layers > (int64_t{1} << 24)) return;  // validate() reports it
+    m.sparse.assign(static_cast<size_t>(c.n_layers), 1);
+    const int64_t lead = g.get_int_opt(a + "leading_dense_block_count").value_or(0);
+    for (int64_t l = 0; l < c.n_layers; ++l) {
+        if (l < lead) m.sparse[static_cast<size_t>(l)] = 0;
+        // qwen3moe: a layer without a router is dense (mlp_only_layers / decoder_sparse_step
+        // checkpoints; llama.cpp itself expects every qwen3moe layer to be sparse).
+        if (c.arch == Arch::Qwen3Moe && !layer_has(l, "ffn_gate_inp.weight")) m.sparse[static_cast<size_t>(l)] = 0;
+    }
+    if (c.arch == Arch::Glm4Moe) {
+        c.qk_norm = layer_has(0, "attn_q_norm.weight");
+        c.qkv_bias = layer_has(0, "attn_q.bias");
+    }
+    if (c.arch == Arch::DeepseekV3) {
+        MlaConfig& mla = c.mla;
+        mla.q_lora_rank = g.get_int_opt(a + "attention.q_lora_rank").value_or(0);
+        mla.kv_lora_rank = g.get_int(a + "attention.kv_lora_rank");
+        c.rope_dim = g.get_int(a + "rope.dimension_count");
+        // Newer converters: key_length / value_length describe the MQA view of the latent
+        // (kv_lora_rank + rope, kv_lora_rank) and the per-head sizes are the *_mla keys;
+        // older ones wrote the per-head sizes into key_length / value_length.
+        if (auto k = g.get_int_opt(a + "attention.key_length_mla")) {
+            c.head_dim = *k;
+            mla.v_dim = g.get_int(a + "attention.value_length_mla");
+        } else {
+            c.head_dim = g.get_int(a + "attention.key_length");
+            mla.v_dim = g.get_int(a + "attention.value_length");
+        }
+        mla.nope_dim = c.head_dim - c.rope_dim;
+        if (mla.kv_lora_rank <= 0 || mla.nope_dim <= 0)
+            throw Error(where + ": invalid MLA shape (kv_lora_rank " + std::to_string(mla.kv_lora_rank) +
+                        ", key length " + std::to_string(c.head_dim) + ", rope " + std::to_string(c.rope_dim) + ")");
+        // GGUF stores MLA as MQA (head_count_kv 1); warden's MLA has per-head latent keys.
+        c.n_kv_heads = c.n_heads;
+        // llama.cpp's deepseek2 rotates adjacent pairs (its converter does not permute, the
+        // checkpoints' rope dims are interleaved, transformers' rope_interleave).
+        c.rope_style = RopeStyle::Interleaved;
+    }
+}
+
+}  // namespace
+
 ModelConfig config_from_gguf(const GGUFFile& g) {
     ModelConfig c;
     c.arch_name = g.get_string("general.architecture");
     c.arch = arch_from_name(c.arch_name, "GGUF '" + g.path() + "'");
     const std::string a = c.arch_name + ".";
     c.n_layers = g.get_int(a + "block_count");
+    // glm4moe / deepseek2: multi-token-prediction blocks are appended after the decoder layers.
+    if (auto nextn = g.get_int_opt(a + "nextn_predict_layers")) {
+        if (*nextn < 0 || *nextn >= c.n_layers)
+            throw Error("GGUF '" + g.path() + "': " + a + "nextn_predict_layers = " + std::to_string(*nextn) +
+                        " is out of range");
+        c.n_layers -= *nextn;
+    }
     c.d_model = g.get_int(a + "embedding_length");
     c.d_ff = g.get_int(a + "feed_forward_length");
     c.n_heads = g.get_int(a + "attention.head_count");
@@ -128,14 +252,47 @@ ModelConfig config_from_gguf(const GGUFFile& g) {
     // llama.cpp's llama converter permutes Q/K for interleaved rotation; qwen2/qwen3 stay NeoX.
     c.rope_style = c.arch == Arch::Llama ? RopeStyle::Interleaved : RopeStyle::NeoX;
     c.qkv_bias = c.arch == Arch::Qwen2;
-    c.qk_norm = c.arch == Arch::Qwen3;
+    c.qk_norm = c.arch == Arch::Qwen3 || c.arch == Arch::Qwen3Moe;
     c.tied_embeddings = g.find_tensor("output.weight") == nullptr;
-    if (c.rope_dim > 0) c.rope_inv_freq = rope_inv_freq(c.rope_dim, c.rope_theta);
+    if (c.arch == Arch::Qwen3Moe || c.arch == Arch::Glm4Moe || c.arch == Arch::DeepseekV3) moe_mla_from_gguf(c, g);
+    if (c.rope_dim > 0 && c.rope_dim <= (int64_t{1} << 24)) c.rope_inv_freq = rope_inv_freq(c.rope_dim, c.rope_theta);
     if (const GGUFValue* st = g.find(a + "rope.scaling.type")) {
         const std::string type = st->as_string(a + "rope.scaling.type");
         const double factor = g.get_float_opt(a + "rope.scaling.factor").value_or(1.0);
         if (type == "linear") {
             c.rope_linear_factor = static_cast<float>(factor);
+        } else if (type == "yarn") {
+            YarnParams y;
+            y.factor = factor;
+            const std::string orig_key = a + "rope.scaling.original_context_length";
+            if (!g.has(orig_key)) throw Error("GGUF '" + g.path() + "': yarn rope scaling without " + orig_key);
+            y.original_max_pos = static_cast<double>(g.get_int(orig_key));
+            y.beta_fast = g.get_float_opt(a + "rope.scaling.yarn_beta_fast").value_or(32.0);
+            y.beta_slow = g.get_float_opt(a + "rope.scaling.yarn_beta_slow").value_or(1.0);
+            try {
+                apply_yarn_rope_scaling(c.rope_inv_freq, c.rope_dim, c.rope_theta, y);
+            } catch (const Error& e) {
+                throw Error("GGUF '" + g.path() + "': " + e.what());
+            }
+            // llama.cpp: yarn_log_multiplier is 0.1 * mscale_all_dim (its loader divides by 0.1).
+            // With it, cos/sin keep get_mscale(f, mscale) / get_mscale(f, mscale_all_dim), where
+            // deepseek2 assumes mscale == mscale_all_dim (1), others mscale = 1; DeepSeek's softmax
+            // scale gains get_mscale(f, mscale_all_dim)^2. Without it: get_mscale(f, 1), or the
+            // converter's yarn_attn_factor (transformers' attention_factor).
+            const double log_mul = g.get_float_opt(a + "rope.scaling.yarn_log_multiplier").value_or(0.0);
+            if (log_mul != 0.0) {
+                const double all_dim = log_mul / 0.1;
+                const double ms = c.arch == Arch::DeepseekV3 ? all_dim : 1.0;
+                c.rope_attn_factor = static_cast<float>(yarn_mscale(factor, ms) / yarn_mscale(factor, all_dim));
+                if (c.arch == Arch::DeepseekV3) {
+                    const double s = yarn_mscale(factor, all_dim);
+                    c.attn_scale_factor = static_cast<float>(s * s);
+                }
+            } else if (auto af = g.get_float_opt(a + "rope.scaling.yarn_attn_factor")) {
+                c.rope_attn_factor = static_cast<float>(*af);
+            } else {
+                c.rope_attn_factor = static_cast<float>(yarn_mscale(factor, 1.0));
+            }
         } else if (type != "none" && type != "llama3") {
             throw Error("GGUF '" + g.path() + "': unsupported rope scaling '" + type + "'");
         }
@@ -268,8 +425,47 @@ ModelConfig config_from_hf_json(const nlohmann::json& j, const std::string& path
                 static_cast<float>(json_get_or<double>(rs, "original_max_position_embeddings", 8192.0, path)));
         } else if (type == "linear") {
             c.rope_linear_factor = static_cast<float>(factor);
+        } else if (type == "yarn") {
+            // transformers' _compute_yarn_parameters; rope_dim is its int(head_dim *
+            // partial_rotary_factor) (DeepSeek: qk_rope_head_dim).
+            if (!rs.contains("factor")) throw Error(path + ": yarn rope_scaling without 'factor'");
+            YarnParams y;
+            y.factor = factor;
+            const double orig = json_get_or<double>(rs, "original_max_position_embeddings", 0.0, path);
+            y.original_max_pos = orig > 0.0 ? orig : static_cast<double>(c.max_ctx);
+            // `get("beta_fast") or 32`: absent, null and 0 all mean the default
+            const double bf = json_get_or<double>(rs, "beta_fast", 0.0, path);
+            const double bs = json_get_or<double>(rs, "beta_slow", 0.0, path);
+            y.beta_fast = bf != 0.0 ? bf : 32.0;
+            y.beta_slow = bs != 0.0 ? bs : 1.0;
+            y.truncate = json_get_or<bool>(rs, "truncate", true, path);
+            try {
+                apply_yarn_rope_scaling(c.rope_inv_freq, c.rope_dim, c.rope_theta, y);
+            } catch (const Error& e) {
+                throw Error(path + ": " + e.what());
+            }
+            const double mscale = json_get_or<double>(rs, "mscale", 0.0, path);
+            const double all_dim = json_get_or<double>(rs, "mscale_all_dim", 0.0, path);
+            double af = 0.0;
+            if (rs.contains("attention_factor") && !rs.at("attention_factor").is_null()) {
+                af = json_get<double>(rs, "attention_factor", path);
+            } else if (mscale != 0.0 && all_dim != 0.0) {
+                af = yarn_mscale(factor, mscale) / yarn_mscale(factor, all_dim);
+            } else {
+                af = yarn_mscale(factor, 1.0);
+            }
+            c.rope_attn_factor = static_cast<float>(af);
         } else if (type != "default") {
-            throw Error(path + ": unsupported rope_scaling type '" + type + "'");
+            throw Error(path + ": unsupported rope_scaling type '" + type + "' (supported: default, linear, llama3, yarn)");
+        }
+        // DeepseekV3Attention: softmax scale *= yarn_get_mscale(factor, mscale_all_dim)^2 whenever
+        // rope_scaling has a non-zero mscale_all_dim.
+        if (c.arch == Arch::DeepseekV3) {
+            const double all_dim = json_get_or<double>(rs, "mscale_all_dim", 0.0, path);
+            if (all_dim != 0.0) {
+                const double s = yarn_mscale(factor, all_dim);
+                c.attn_scale_factor = static_cast<float>(s * s);
+            }
         }
     }
     return c;

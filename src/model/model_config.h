@@ -78,7 +78,12 @@ struct ModelConfig {
     RopeStyle rope_style = RopeStyle::NeoX;
     int64_t rope_dim = 0;            // rotated dims per head (== head_dim for these archs)
     float rope_linear_factor = 1.0f;  // positions are divided by it ("linear" scaling)
-    std::vector<float> rope_inv_freq; // [rope_dim / 2], llama3 scaling already applied
+    std::vector<float> rope_inv_freq; // [rope_dim / 2], llama3 / yarn scaling already applied
+    // YaRN: cos and sin are multiplied by this (transformers' attention_scaling); 1 otherwise.
+    float rope_attn_factor = 1.0f;
+    // Multiplies the softmax scale 1/sqrt(head_dim) (DeepSeek-V3 yarn: mscale(factor,
+    // mscale_all_dim)^2); 1 otherwise.
+    float attn_scale_factor = 1.0f;
     bool tied_embeddings = false;
     bool qkv_bias = false;
     bool qk_norm = false;
@@ -101,5 +106,19 @@ ModelConfig config_from_hf_json(const nlohmann::json& config, const std::string&
 std::vector<float> rope_inv_freq(int64_t rope_dim, float theta);
 void apply_llama3_rope_scaling(std::vector<float>& inv_freq, float factor, float low_freq_factor,
                                float high_freq_factor, float original_max_pos);
+
+// YaRN (transformers' _compute_yarn_parameters): frequencies whose wavelength exceeds the
+// original context are interpolated (divided by factor), fast ones kept, a linear ramp between
+// the correction dims of beta_fast and beta_slow rotations. rope_dim is the rotated width.
+struct YarnParams {
+    double factor = 1.0;
+    double original_max_pos = 0.0;
+    double beta_fast = 32.0;
+    double beta_slow = 1.0;
+    bool truncate = true;
+};
+void apply_yarn_rope_scaling(std::vector<float>& inv_freq, int64_t rope_dim, double theta, const YarnParams& p);
+// yarn_get_mscale: 1 for scale <= 1, else 0.1 * mscale * ln(scale) + 1.
+double yarn_mscale(double scale, double mscale);
 
 }  // namespace warden::model

@@ -1,3 +1,5 @@
+#include <atomic>
+#include <cstdio>
 #include <cstring>
 #include <optional>
 
@@ -6,6 +8,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 
+#include "model/compressed_tensors.h"
 #include "model/gguf_file.h"
 #include "model/model.h"
 #include "model/fp8_block.h"
@@ -32,6 +35,40 @@ struct TensorNames {
     std::function<std::string(const std::string& role, int layer)> name;
 };
 
+// A layer-relative HF tensor name (the MoE / MLA loaders' "raw:" names) in llama.cpp's GGUF
+// naming (gguf-py's TensorNameMap). Routed experts are stacked per layer into one 3-D tensor
+// [n_expert, rows, cols]; expert e is addressed as "<name>[e]" and sliced by the GGUF finder.
+std::string gguf_layer_name(const std::string& hf) {
+    static const std::map<std::string, std::string> names = {
+        {"mlp.gate.weight", "ffn_gate_inp.weight"},
+        {"mlp.gate.e_score_correction_bias", "exp_probs_b.bias"},
+        {"mlp.shared_experts.gate_proj.weight", "ffn_gate_shexp.weight"},
+        {"mlp.shared_experts.up_proj.weight", "ffn_up_shexp.weight"},
+        {"mlp.shared_experts.down_proj.weight", "ffn_down_shexp.weight"},
+        {"self_attn.q_proj.weight", "attn_q.weight"},
+        {"self_attn.q_a_proj.weight", "attn_q_a.weight"},
+        {"self_attn.q_a_layernorm.weight", "attn_q_a_norm.weight"},
+        {"self_attn.q_b_proj.weight", "attn_q_b.weight"},
+        {"self_attn.kv_a_proj_with_mqa.weight", "attn_kv_a_mqa.weight"},
+        {"self_attn.kv_a_layernorm.weight", "attn_kv_a_norm.weight"},
+        {"self_attn.kv_b_proj.weight", "attn_kv_b.weight"},
+        {"self_attn.k_b_proj.weight", "attn_k_b.weight"},
+        {"self_attn.v_b_proj.weight", "attn_v_b.weight"},
+        {"self_attn.o_proj.weight", "attn_output.weight"}};
+    if (auto it = names.find(hf); it != names.end()) return it->second;
+    static const std::string experts = "mlp.experts.";
+    if (hf.rfind(experts, 0) == 0) {
+        const size_t dot = hf.find('.', experts.size());
+        if (dot != std::string::npos) {
+            const std::string e = hf.substr(experts.size(), dot - experts.size());
+            const std::string w = hf.substr(dot + 1);
+            for (const char* p : {"gate", "up", "down"})
+                if (w == std::string(p) + "_proj.weight") return "ffn_" + std::string(p) + "_exps.weight[" + e + "]";
+        }
+    }
+    return hf;
+}
+
 std::string gguf_name(const std::string& role, int layer) {
     static const std::map<std::string, std::string> global = {
         {"embed", "token_embd.weight"}, {"output_norm", "output_norm.weight"},
@@ -45,7 +82,7 @@ std::string gguf_name(const std::string& role, int layer) {
         {"k_norm", "attn_k_norm.weight"},  {"w_gate", "ffn_gate.weight"},
         {"w_up", "ffn_up.weight"},         {"w_down", "ffn_down.weight"}};
     if (layer < 0) return global.at(role);
-    if (role.rfind("raw:", 0) == 0) return "blk." + std::to_string(layer) + "." + role.substr(4);
+    if (role.rfind("raw:", 0) == 0) return "blk." + std::to_string(layer) + "." + gguf_layer_name(role.substr(4));
     return "blk." + std::to_string(layer) + "." + per_layer.at(role);
 }
 
@@ -153,6 +190,14 @@ public:
                             continue;
                         }
                     }
+                    if (t.ct) {  // compressed-tensors pack-quantized (model/compressed_tensors.h)
+                        if (auto qr = ct_import_row(*t.ct, r, layout)) {
+                            m.pack_quant_row(r, *qr);
+                            ct_exact_rows_ += 1;
+                            continue;
+                        }
+                        ct_requant_rows_ += 1;
+                    }
                     t.row_to_f32(r, row.data());
                     m.pack_quant_row(r, quant::default_quantizer().quantize_row(layout, row.data(), nullptr));
                 }
@@ -199,6 +244,14 @@ public:
                 opts_.dtype == RuntimeDType::BF16 ? kernels::WeightType::BF16 : kernels::WeightType::F32, rows, cols);
             for (int64_t r = 0; r < rows; ++r) mat.pack_row(r, data + r * cols);
             return mat;
+        };
+        ld.has = [this, l](const std::string& nm) { return get_opt("raw:" + nm, l).has_value(); };
+        ld.f32 = [this, l](const std::string& nm, const std::vector<int64_t>& dims) {
+            const SourceTensor t = get("raw:" + nm, l);
+            expect_shape(t, dims);
+            std::vector<float> v(static_cast<size_t>(t.n_elements()));
+            for (int64_t r = 0; r < t.n_rows(); ++r) t.row_to_f32(r, v.data() + r * t.row_len());
+            return v;
         };
         return ld;
     }
@@ -250,6 +303,9 @@ public:
         }
     }
 
+    // Rows of compressed-tensors weights imported bit-exactly / requantized through f32.
+    mutable std::atomic<int64_t> ct_exact_rows_{0}, ct_requant_rows_{0};
+
 private:
     Model& m_;
     const LoadOptions& opts_;
@@ -277,12 +333,33 @@ std::unique_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
     std::vector<SourceTensor> all;
     for (const auto& t : g.tensors()) all.push_back(SourceTensor::from(t));
     count_params(*m, all);
-    auto find = [&g](const std::string& n) -> std::optional<SourceTensor> {
-        const GGUFTensor* t = g.find_tensor(n);
+    const ModelConfig& cfg = m->config;
+    auto find = [&g, &cfg](const std::string& n) -> std::optional<SourceTensor> {
+        // "<name>[e]": expert e of a stacked [n_expert, rows, cols] tensor (gguf_layer_name).
+        const size_t br = !n.empty() && n.back() == ']' ? n.rfind('[') : std::string::npos;
+        const GGUFTensor* t = g.find_tensor(br == std::string::npos ? n : n.substr(0, br));
         if (!t) return std::nullopt;
-        return SourceTensor::from(*t);
+        SourceTensor s = SourceTensor::from(*t);
+        if (br == std::string::npos) return s;
+        const int64_t e = std::stoll(n.substr(br + 1, n.size() - br - 2));
+        if (s.dims.size() != 3 || s.dims[0] != cfg.moe.n_experts || e < 0 || e >= s.dims[0]) {
+            std::string shape;
+            for (size_t i = 0; i < s.dims.size(); ++i) shape += (i ? ", " : "") + std::to_string(s.dims[i]);
+            throw Error("GGUF '" + g.path() + "': tensor '" + t->name + "' has shape [" + shape +
+                        "], expected [" + std::to_string(cfg.moe.n_experts) + " experts, rows, cols]");
+        }
+        s.name = n;
+        s.data += e * s.dims[1] * tensor::ggml_row_bytes(s.ggml_type, s.dims[2]);
+        s.dims = {s.dims[1], s.dims[2]};
+        return s;
     };
-    Loader loader(*m, opts, pool, find, gguf_name);
+    // glm4moe names the pre-FFN norm post_attention_norm (HF post_attention_layernorm).
+    auto names = [arch = cfg.arch](const std::string& role, int layer) {
+        if (arch == Arch::Glm4Moe && role == "ffn_norm" && layer >= 0)
+            return "blk." + std::to_string(layer) + ".post_attention_norm.weight";
+        return gguf_name(role, layer);
+    };
+    Loader loader(*m, opts, pool, find, names);
     // Llama 3 rope scaling: per-dimension frequency divisors stored as a tensor.
     if (auto rf = loader.get_opt("rope_freqs", -1)) {
         const auto factors = loader.vec(*rf, m->config.rope_dim / 2);
@@ -317,8 +394,15 @@ std::unique_ptr<Model> load_hf_dir(const std::string& dir, const LoadOptions& op
     const nlohmann::json config_json = read_json_file(dir + "/config.json");
     m->config = config_from_hf_json(config_json, dir + "/config.json");
     m->config.validate();
-    // FP8 block-scaled checkpoints: F8_E4M3 weights are dequantized at load (model/fp8_block.h).
-    const auto fp8 = fp8_block_config_from_hf_json(config_json, dir + "/config.json");
+    // compressed-tensors pack-quantized checkpoints (model/compressed_tensors.h), else FP8
+    // block-scaled ones: F8_E4M3 weights are dequantized at load (model/fp8_block.h).
+    std::optional<CtConfig> ct;
+    std::optional<Fp8BlockConfig> fp8;
+    if (is_compressed_tensors_config(config_json)) {
+        ct = ct_config_from_hf_json(config_json, dir + "/config.json");
+    } else {
+        fp8 = fp8_block_config_from_hf_json(config_json, dir + "/config.json");
+    }
     m->safetensors = std::make_shared<SafetensorsModel>(SafetensorsModel::open_dir(dir));
     const SafetensorsModel& st = *m->safetensors;
     std::vector<SourceTensor> all;
@@ -333,7 +417,31 @@ std::unique_ptr<Model> load_hf_dir(const std::string& dir, const LoadOptions& op
     }
     count_params(*m, all);
     Fp8BlockResolver fp8_resolver(st, fp8);
-    auto find = [&fp8_resolver](const std::string& n) -> std::optional<SourceTensor> { return fp8_resolver.find(n); };
+    auto find = [&fp8_resolver, &ct, &st](const std::string& n) -> std::optional<SourceTensor> {
+        if (ct)
+            if (auto t = ct_find(st, *ct, n)) return t;
+        return fp8_resolver.find(n);
+    };
+    // Without --weights, a pack-quantized checkpoint loads in its own format (bit-exact import)
+    // rather than being expanded to the runtime dtype.
+    LoadOptions eff = opts;
+    if (ct && !opts.weights && opts.load_weights) {
+        for (const auto& t : st.tensors()) {
+            static const std::string kPacked = ".weight_packed";
+            if (t.name.size() <= kPacked.size() ||
+                t.name.compare(t.name.size() - kPacked.size(), kPacked.size(), kPacked) != 0)
+                continue;
+            const auto src = ct_find(st, *ct, t.name.substr(0, t.name.size() - kPacked.size()) + ".weight");
+            const auto& grp = ct->group_for(t.name.substr(0, t.name.size() - kPacked.size()));
+            if (auto f = ct_native_format(grp.weights, src->ct->scale_dtype)) {
+                eff.weights = quant::parse_weight_format(*f);
+                m->weights_format = *f;
+                std::fprintf(stderr, "warden: compressed-tensors %d-bit checkpoint: layers load as %s (--weights to choose)\n",
+                             grp.weights.num_bits, f->c_str());
+            }
+            break;
+        }
+    }
     if (opts.load_tokenizer && std::filesystem::exists(dir + "/tokenizer.json"))
         m->tokenizer = tokenizer::Tokenizer::from_hf_dir(dir);
     const std::string tc = dir + "/tokenizer_config.json";
@@ -342,8 +450,14 @@ std::unique_ptr<Model> load_hf_dir(const std::string& dir, const LoadOptions& op
         if (j.is_object() && j.contains("chat_template") && j["chat_template"].is_string())
             m->chat_template = j["chat_template"].get<std::string>();
     }
-    Loader loader(*m, opts, pool, find, hf_name);
+    Loader loader(*m, eff, pool, find, hf_name);
     if (opts.load_weights) loader.load_all();
+    if (loader.ct_requant_rows_ > 0)
+        std::fprintf(stderr,
+                     "warden: compressed-tensors: %lld weight rows requantized through f32 to %s (group, symmetry or "
+                     "scale dtype does not map exactly), %lld imported bit-exactly\n",
+                     static_cast<long long>(loader.ct_requant_rows_.load()), m->weights_format.c_str(),
+                     static_cast<long long>(loader.ct_exact_rows_.load()));
     return m;
 }
 

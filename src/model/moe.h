@@ -65,6 +65,10 @@ struct MoeTensorLoader {
     std::function<std::vector<float>(const std::string& name, int64_t n)> vec;
     // Packs rows x cols f32 values (row-major) into a matrix of the runtime weight format.
     std::function<Matrix(int64_t rows, int64_t cols, const float* data)> pack;
+    // Optional (may be empty): whether the checkpoint has the tensor; a tensor of exactly `dims`
+    // (outermost first) as f32 values, throwing util::Error on a missing tensor or a wrong shape.
+    std::function<bool(const std::string& name)> has;
+    std::function<std::vector<float>(const std::string& name, const std::vector<int64_t>& dims)> f32;
 };
 std::unique_ptr<MoeWeights> load_moe_weights(const ModelConfig& c, const MoeTensorLoader& load);
 

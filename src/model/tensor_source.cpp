@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "model/compressed_tensors.h"
 #include "model/gguf_file.h"
 #include "model/safetensors_file.h"
 #include "tensor/float_convert.h"
@@ -45,6 +46,10 @@ int64_t SourceTensor::n_elements() const {
 
 void SourceTensor::row_to_f32(int64_t r, float* out) const {
     const int64_t n = row_len();
+    if (ct) {
+        ct->dequant_row(r, out);
+        return;
+    }
     if (is_ggml) {
         const int64_t rb = tensor::ggml_row_bytes(ggml_type, n);
         tensor::dequantize_row(ggml_type, data + r * rb, out, n);

@@ -3,6 +3,7 @@
 // safetensors tensors through one path. Dims are in HF order (outermost first): a linear
 // weight is [out_features, in_features] whichever file it came from.
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,7 @@ namespace warden::model {
 
 struct GGUFTensor;
 struct SafetensorsTensor;
+struct CtPacked;
 
 struct SourceTensor {
     std::string name;
@@ -20,6 +22,8 @@ struct SourceTensor {
     tensor::GgmlType ggml_type = tensor::GgmlType::F32;  // when is_ggml
     std::string st_dtype;          // when !is_ggml: "F32", "F16", "BF16"
     const uint8_t* data = nullptr;
+    // compressed-tensors pack-quantized weight (model/compressed_tensors.h); st_dtype "I4"/"I8".
+    std::shared_ptr<const CtPacked> ct;
 
     static SourceTensor from(const GGUFTensor& t);
     static SourceTensor from(const SafetensorsTensor& t);

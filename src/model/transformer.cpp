@@ -40,8 +40,10 @@ void Transformer::rope_tables(std::span<const int64_t> positions) {
         float* cs = rope_cs_.data() + t * static_cast<size_t>(2 * half);
         for (int64_t i = 0; i < half; ++i) {
             const double a = pos * static_cast<double>(c.rope_inv_freq[static_cast<size_t>(i)]);
-            cs[2 * i] = static_cast<float>(std::cos(a));
-            cs[2 * i + 1] = static_cast<float>(std::sin(a));
+            // rope_attn_factor: YaRN's magnitude correction (1 otherwise), as transformers
+            // multiplies its cos/sin tables by attention_scaling.
+            cs[2 * i] = static_cast<float>(std::cos(a) * c.rope_attn_factor);
+            cs[2 * i + 1] = static_cast<float>(std::sin(a) * c.rope_attn_factor);
         }
     }
 }
@@ -93,7 +95,7 @@ std::vector<char> Transformer::step(std::span<const SeqInput> seqs, const kernel
             w.token_embd.row_f32(seqs[i].tokens[static_cast<size_t>(t)], x_.data() + (row0[i] + t) * d);
         }
     rope_tables(std::span<const int64_t>(pos_.data(), static_cast<size_t>(n)));
-    const float att_scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    const float att_scale = c.attn_scale_factor / std::sqrt(static_cast<float>(hd));
 
     auto add_bias = [n](float* y, const std::vector<float>& b) {
         if (b.empty()) return;

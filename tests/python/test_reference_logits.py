@@ -34,7 +34,9 @@ TINY_MODELS = ["tiny-llama", "tiny-llama-bf16-sharded", "tiny-qwen2", "tiny-qwen
                "tiny-deepseek-v3", "tiny-deepseek-v3-qproj",
                # FP8 block-scaled checkpoints (F8_E4M3 + weight_scale_inv, dequantized at load);
                # reference: transformers on the dequantized weights
-               "tiny-qwen3-moe-fp8", "tiny-glm4-moe-fp8", "tiny-deepseek-v3-fp8"]
+               "tiny-qwen3-moe-fp8", "tiny-glm4-moe-fp8", "tiny-deepseek-v3-fp8",
+               # YaRN rope scaling past original_max_position_embeddings (scripts/make_yarn_reference.py)
+               "tiny-qwen2-yarn", "tiny-deepseek-v3-yarn"]
 N_PROMPTS = 8
 GREEDY = 64
 

@@ -1,0 +1,255 @@
+#include "quant/quantize_ct.h"
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "model/compressed_tensors.h"
+#include "model/fp8_block.h"
+#include "model/safetensors_file.h"
+#include "model/safetensors_writer.h"
+#include "model/tensor_source.h"
+#include "quant/quantizer.h"
+#include "util/error.h"
+
+namespace warden::quant {
+
+namespace fs = std::filesystem;
+using util::Error;
+
+namespace {
+
+bool ends_with(const std::string& s, const std::string& suf) {
+    return s.size() >= suf.size() && s.compare(s.size() - suf.size(), suf.size(), suf) == 0;
+}
+
+nlohmann::ordered_json read_json(const std::string& path) {
+    std::ifstream f(path, std::ios::binary);
+    if (!f) throw Error("cannot open '" + path + "'");
+    try {
+        return nlohmann::ordered_json::parse(f);
+    } catch (const nlohmann::json::exception& e) {
+        throw Error("'" + path + "' is not valid JSON: " + std::string(e.what()));
+    }
+}
+
+void write_text(const std::string& path, const std::string& text) {
+    std::ofstream f(path, std::ios::binary | std::ios::trunc);
+    if (!f) throw Error("cannot create '" + path + "'");
+    f << text;
+    if (!f) throw Error("write to '" + path + "' failed");
+}
+
+// A linear layer quantized by default: model.layers.N.<...>_proj.weight (attention, dense MLP,
+// MoE experts and shared experts, MLA projections) -- the matrices the loader quantizes with
+// --weights. MLA's kv_b_proj is split per head at load and kept in the runtime dtype, so it
+// stays dense here too (and loading the output matches quantizing the source at load).
+bool is_layer_linear(const std::string& n) {
+    return n.rfind("model.layers.", 0) == 0 && ends_with(n, "_proj.weight") && !ends_with(n, ".kv_b_proj.weight");
+}
+
+std::vector<uint8_t> f32_bytes(const model::SourceTensor& t) {
+    const int64_t rows = t.n_rows(), cols = t.row_len();
+    std::vector<uint8_t> out(static_cast<size_t>(rows * cols * 4));
+    std::vector<float> row(static_cast<size_t>(cols));
+    for (int64_t r = 0; r < rows; ++r) {
+        t.row_to_f32(r, row.data());
+        std::memcpy(out.data() + r * cols * 4, row.data(), static_cast<size_t>(cols) * 4);
+    }
+    return out;
+}
+
+}  // namespace
+
+QuantizeStats quantize_hf_compressed_tensors(const std::string& in_dir, const std::string& out, const WeightFormat& f,
+                                             bool embeddings, util::ThreadPool& pool) {
+    std::error_code ec;
+    if (!fs::is_directory(in_dir, ec) || !fs::exists(in_dir + "/config.json"))
+        throw Error("quantize: compressed-tensors output needs a Hugging Face model directory (config.json + "
+                    "safetensors) as input, got '" + in_dir + "'");
+    if (f.type == kernels::WeightType::Q4 && f.asym)
+        throw Error("quantize: compressed-tensors output supports symmetric int4 only: warden's '" +
+                    weight_format_name(f) +
+                    "' stores a free offset per group, which has no exact pack-quantized zero point");
+    if (f.type != kernels::WeightType::Q4 && f.type != kernels::WeightType::Q8)
+        throw Error("quantize: compressed-tensors pack-quantized output needs an int4 or int8 format, got '" +
+                    weight_format_name(f) + "'");
+    const int num_bits = f.type == kernels::WeightType::Q4 ? 4 : 8;
+    const std::string scale_dtype = f.bf16_scales ? "BF16" : "F16";
+
+    // Output paths.
+    std::string out_file, out_dir;
+    if (ends_with(out, ".safetensors")) {
+        out_file = out;
+        out_dir = fs::path(out).parent_path().string();
+        if (out_dir.empty()) out_dir = ".";
+        fs::create_directories(out_dir, ec);
+        if (ec) throw Error("quantize: cannot create directory '" + out_dir + "': " + ec.message());
+    } else {
+        out_dir = out;
+        fs::create_directories(out_dir, ec);
+        if (ec) throw Error("quantize: cannot create directory '" + out_dir + "': " + ec.message());
+        out_file = out_dir + "/model.safetensors";
+    }
+    if (fs::exists(out_dir + "/config.json") && fs::equivalent(out_dir, in_dir, ec))
+        throw Error("quantize: output '" + out + "' is inside the source directory (its config.json would be "
+                    "overwritten); write to another directory");
+
+    // Source, with the loader's resolvers (pack-quantized and FP8 sources are re-quantized).
+    auto config = read_json(in_dir + "/config.json");
+    const nlohmann::json cfg_plain = nlohmann::json::parse(config.dump());
+    std::optional<model::CtConfig> ct;
+    std::optional<model::Fp8BlockConfig> fp8;
+    if (model::is_compressed_tensors_config(cfg_plain)) {
+        ct = model::ct_config_from_hf_json(cfg_plain, in_dir + "/config.json");
+    } else {
+        fp8 = model::fp8_block_config_from_hf_json(cfg_plain, in_dir + "/config.json");
+    }
+    const model::SafetensorsModel st = model::SafetensorsModel::open_dir(in_dir);
+    model::Fp8BlockResolver fp8_res(st, fp8);
+    auto find = [&](const std::string& n) -> std::optional<model::SourceTensor> {
+        if (ct)
+            if (auto t = model::ct_find(st, *ct, n)) return t;
+        return fp8_res.find(n);
+    };
+    // Logical tensor names: auxiliary tensors of packed / FP8 weights fold into their weight.
+    std::vector<std::string> names;
+    std::set<std::string> seen;
+    for (const auto& t : st.tensors()) {
+        std::string n = t.name;
+        if (ct && ends_with(n, ".weight_packed")) {
+            n = n.substr(0, n.size() - 7);  // ".weight"
+        } else if (ct && (ends_with(n, ".weight_scale") || ends_with(n, ".weight_shape") ||
+                          ends_with(n, ".weight_zero_point") || ends_with(n, ".weight_g_idx"))) {
+            const std::string base = n.substr(0, n.rfind(".weight_")) + ".weight_packed";
+            if (st.find(base)) continue;
+        } else if (ends_with(n, "_scale_inv")) {
+            const auto* w = st.find(n.substr(0, n.size() - 10));
+            if (w && w->dtype == "F8_E4M3") continue;
+        }
+        if (seen.insert(n).second) names.push_back(n);
+    }
+
+    model::SafetensorsWriter w;
+    QuantizeStats stats;
+    for (const auto& t : st.tensors()) stats.bytes_in += static_cast<int64_t>(t.n_bytes);
+    std::vector<std::string> ignore;
+    bool embed_quantized = false;
+    for (const auto& n : names) {
+        const auto src = find(n);
+        if (!src) throw Error("'" + in_dir + "': tensor '" + n + "' vanished");  // not reached
+        const model::SourceTensor& t = *src;
+        const bool emb = n == "lm_head.weight" || n == "model.embed_tokens.weight";
+        bool quantize = t.dims.size() == 2 && (is_layer_linear(n) || (embeddings && emb));
+        const kernels::WeightMatrix layout = f.layout(quantize ? t.dims[0] : 1, quantize ? t.dims[1] : 32);
+        if (quantize) {
+            try {
+                kernels::check_quant_shape(layout);
+            } catch (const Error& e) {
+                throw Error("'" + in_dir + "': tensor '" + n + "' as " + weight_format_name(f) + ": " + e.what());
+            }
+        }
+        if (!quantize) {
+            if (t.dims.size() == 2 && ends_with(n, ".weight") && n != "model.embed_tokens.weight")
+                ignore.push_back(n.substr(0, n.size() - 7));
+            const auto* raw = st.find(n);
+            if (raw && !t.ct && raw->dtype == t.st_dtype) {
+                w.add_tensor(n, raw->dtype, raw->shape, std::vector<uint8_t>(raw->data, raw->data + raw->n_bytes));
+            } else {  // dequantized source (FP8 / packed): f32
+                w.add_tensor(n, "F32", t.dims, f32_bytes(t));
+            }
+            ++stats.tensors_copied;
+            continue;
+        }
+        if (n == "model.embed_tokens.weight") embed_quantized = true;
+        const int64_t rows = t.dims[0], cols = t.dims[1];
+        const int64_t words = (cols * num_bits + 31) / 32;
+        const int64_t ng = f.type == kernels::WeightType::Q4 ? cols / f.group : 1;
+        std::vector<uint8_t> packed(static_cast<size_t>(rows * words * 4));
+        std::vector<uint8_t> scales(static_cast<size_t>(rows * ng * 2));
+        try {
+            pool.parallel_for(rows, 16, [&](int64_t r0, int64_t r1) {
+                std::vector<float> row(static_cast<size_t>(cols));
+                std::vector<uint8_t> codes(static_cast<size_t>(cols));
+                for (int64_t r = r0; r < r1; ++r) {
+                    std::optional<kernels::QuantRow> qr;
+                    if (t.ct) qr = model::ct_import_row(*t.ct, r, layout);
+                    if (!qr) {
+                        t.row_to_f32(r, row.data());
+                        qr = default_quantizer().quantize_row(layout, row.data(), nullptr);
+                    }
+                    for (int64_t c = 0; c < cols; ++c) {
+                        const uint8_t q = qr->q[static_cast<size_t>(c)];
+                        // int4: warden's code is already q + 8; int8: int8 bits -> q + 128.
+                        codes[static_cast<size_t>(c)] = num_bits == 4 ? q : static_cast<uint8_t>(q ^ 0x80u);
+                    }
+                    const auto wv = model::ct_pack_codes(codes.data(), cols, num_bits);
+                    std::memcpy(packed.data() + r * words * 4, wv.data(), static_cast<size_t>(words) * 4);
+                    std::memcpy(scales.data() + r * ng * 2, qr->d.data(), static_cast<size_t>(ng) * 2);
+                }
+            });
+        } catch (const Error& e) {
+            throw Error("'" + in_dir + "': tensor '" + n + "' as " + weight_format_name(f) + ": " + e.what());
+        }
+        const std::string m = n.substr(0, n.size() - 7);
+        w.add_tensor(m + ".weight_packed", "I32", {rows, words}, std::move(packed));
+        w.add_tensor(m + ".weight_scale", scale_dtype, {rows, ng}, std::move(scales));
+        std::vector<uint8_t> shape(16);
+        std::memcpy(shape.data(), &rows, 8);
+        std::memcpy(shape.data() + 8, &cols, 8);
+        w.add_tensor(m + ".weight_shape", "I64", {2}, std::move(shape));
+        ++stats.tensors_quantized;
+    }
+    stats.bytes_out = w.data_bytes();
+
+    // config.json: the source's, with the compressed-tensors quantization_config.
+    nlohmann::ordered_json wargs = {{"num_bits", num_bits},
+                                    {"type", "int"},
+                                    {"symmetric", true},
+                                    {"strategy", num_bits == 4 ? "group" : "channel"},
+                                    {"group_size", num_bits == 4 ? nlohmann::ordered_json(f.group) : nlohmann::ordered_json(nullptr)},
+                                    {"dynamic", false},
+                                    {"actorder", nullptr},
+                                    {"block_structure", nullptr},
+                                    {"observer", "minmax"},
+                                    {"observer_kwargs", nlohmann::ordered_json::object()}};
+    nlohmann::ordered_json targets = {"Linear"};
+    if (embed_quantized) targets.push_back("Embedding");
+    nlohmann::ordered_json q = {
+        {"quant_method", "compressed-tensors"},
+        {"format", "pack-quantized"},
+        {"quantization_status", "compressed"},
+        {"config_groups",
+         {{"group_0",
+           {{"targets", targets},
+            {"weights", wargs},
+            {"input_activations", nullptr},
+            {"output_activations", nullptr},
+            {"format", "pack-quantized"}}}}},
+        {"ignore", ignore},
+        {"kv_cache_scheme", nullptr},
+        {"global_compression_ratio", nullptr}};
+    config["quantization_config"] = q;
+    w.set_metadata("format", "pt");
+    w.write(out_file);
+    const bool write_config = !fs::equivalent(out_dir, in_dir, ec);
+    if (write_config) {
+        write_text(out_dir + "/config.json", config.dump(2) + "\n");
+        for (const char* aux : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                                "generation_config.json", "chat_template.jinja", "vocab.json", "merges.txt",
+                                "tokenizer.model"}) {
+            const std::string s = in_dir + "/" + aux;
+            if (fs::exists(s)) {
+                fs::copy_file(s, out_dir + "/" + aux, fs::copy_options::overwrite_existing, ec);
+                if (ec) throw Error("quantize: cannot copy '" + s + "': " + ec.message());
+            }
+        }
+    }
+    return stats;
+}
+
+}  // namespace warden::quant

@@ -1,0 +1,446 @@
+// compressed-tensors pack-quantized checkpoints (model/compressed_tensors.h, quant/quantize_ct.h):
+// bit packing against hand-computed words, config parsing and its errors, corrupt tensors,
+// bit-exact import (quantize -> write -> load gives the packed bytes and logits of quantizing at
+// load, dense and MoE), asymmetric zero points, and dequantization through f32.
+// The independent reference (the compressed-tensors package itself) is used in
+// tests/python/test_compressed_tensors.py.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "kernels/matmul_quant.h"
+#include "model/compressed_tensors.h"
+#include "model/kv_cache.h"
+#include "model/model.h"
+#include "model/safetensors_file.h"
+#include "model/safetensors_writer.h"
+#include "model/transformer.h"
+#include "quant/quantize_ct.h"
+#include "quant/quantizer.h"
+#include "tensor/float_convert.h"
+#include "test_paths.h"
+#include "util/error.h"
+
+namespace warden {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using model::CtPacked;
+
+std::string tmp_dir(const std::string& name) {
+    const fs::path p = fs::temp_directory_path() / ("warden_ct_" + std::to_string(::getpid()) + "_" + name);
+    fs::remove_all(p);
+    fs::create_directories(p);
+    return p.string();
+}
+
+std::string message_of(const std::function<void()>& fn) {
+    try {
+        fn();
+    } catch (const util::Error& e) {
+        return e.what();
+    }
+    return "<no error>";
+}
+
+std::vector<uint8_t> words_bytes(const std::vector<uint32_t>& w) {
+    std::vector<uint8_t> b(w.size() * 4);
+    std::memcpy(b.data(), w.data(), b.size());
+    return b;
+}
+
+// Hand-computed packings (compressed_tensors pack_to_int32: value + 2^(bits-1), element i at
+// bit i * bits of a little-endian stream of int32 words).
+TEST(CompressedTensors, PackingHandVectors) {
+    // int4 q = -8..7 -> stored 0..15, low nibble first.
+    std::vector<uint8_t> c4(16);
+    for (int i = 0; i < 16; ++i) c4[static_cast<size_t>(i)] = static_cast<uint8_t>(i);
+    EXPECT_EQ(model::ct_pack_codes(c4.data(), 16, 4), (std::vector<uint32_t>{0x76543210u, 0xFEDCBA98u}));
+    // 12 values -> ceil(12 * 4 / 32) = 2 words, the tail zero-padded.
+    EXPECT_EQ(model::ct_pack_codes(c4.data() + 4, 12, 4), (std::vector<uint32_t>{0xBA987654u, 0x0000FEDCu}));
+    // int8 q + 128: four per word.
+    const uint8_t c8[] = {0x80, 0x81, 0x7f, 0xff, 0x01};
+    EXPECT_EQ(model::ct_pack_codes(c8, 5, 8), (std::vector<uint32_t>{0xff7f8180u, 0x00000001u}));
+    // 3 bits: the 11th value straddles words 0 and 1.
+    std::vector<uint8_t> c3(11, 7);
+    EXPECT_EQ(model::ct_pack_codes(c3.data(), 11, 3), (std::vector<uint32_t>{0xFFFFFFFFu, 0x1u}));
+    std::vector<uint8_t> c3b = {1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 5};
+    const auto w3 = words_bytes(model::ct_pack_codes(c3b.data(), 11, 3));
+    for (int64_t i = 0; i < 11; ++i) EXPECT_EQ(model::ct_unpack_code(w3.data(), i, 3), c3b[static_cast<size_t>(i)]);
+    const auto w4 = words_bytes({0x76543210u, 0xFEDCBA98u});
+    for (int64_t i = 0; i < 16; ++i) EXPECT_EQ(model::ct_unpack_code(w4.data(), i, 4), i);
+
+    // A CtPacked row: signed codes, zero points packed along the output dimension, dequant.
+    CtPacked t;
+    t.rows = 2;
+    t.cols = 8;
+    t.group = 4;
+    t.num_bits = 4;
+    t.words_per_row = 1;
+    const auto packed = words_bytes({0x76543210u, 0xFEDCBA98u});  // row 0: q -8..-1, row 1: 0..7
+    t.packed = packed.data();
+    const std::vector<float> scales = {0.5f, 2.0f, 0.25f, -1.0f};
+    t.scale = reinterpret_cast<const uint8_t*>(scales.data());
+    t.scale_dtype = "F32";
+    // zp[r][g] (signed) = {{1, -2}, {3, 0}}: stored +8 = {{9, 6}, {11, 8}}; column g holds rows
+    // 0, 1 in nibbles 0, 1 -> word(g=0) = 0xB9, word(g=1) = 0x86.
+    const auto zp = words_bytes({0xB9u, 0x86u});
+    t.zero = zp.data();
+    t.zero_cols = 2;
+    EXPECT_EQ(t.zero_point(0, 0), 1);
+    EXPECT_EQ(t.zero_point(0, 1), -2);
+    EXPECT_EQ(t.zero_point(1, 0), 3);
+    EXPECT_EQ(t.zero_point(1, 1), 0);
+    std::vector<float> row(8);
+    t.dequant_row(0, row.data());
+    EXPECT_EQ(row, (std::vector<float>{(-8 - 1) * 0.5f, (-7 - 1) * 0.5f, (-6 - 1) * 0.5f, (-5 - 1) * 0.5f,
+                                       (-4 + 2) * 2.0f, (-3 + 2) * 2.0f, (-2 + 2) * 2.0f, (-1 + 2) * 2.0f}));
+    t.dequant_row(1, row.data());
+    EXPECT_EQ(row, (std::vector<float>{-3 * 0.25f, -2 * 0.25f, -1 * 0.25f, 0.0f, -4.0f, -5.0f, -6.0f, -7.0f}));
+}
+
+// Asymmetric import into warden's int4-asym layouts (f16 and bf16 scales): a [3, 64] tensor,
+// group 32, dequantizes to exactly (q - zp) * scale.
+TEST(CompressedTensors, AsymmetricImportMatchesDequant) {
+    CtPacked t;
+    t.rows = 3;
+    t.cols = 64;
+    t.group = 32;
+    t.num_bits = 4;
+    t.words_per_row = 8;
+    std::vector<uint8_t> codes(3 * 64);
+    for (size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<uint8_t>((i * 7 + 3) % 16);
+    std::vector<uint8_t> packed;
+    for (int r = 0; r < 3; ++r) {
+        const auto b = words_bytes(model::ct_pack_codes(codes.data() + r * 64, 64, 4));
+        packed.insert(packed.end(), b.begin(), b.end());
+    }
+    t.packed = packed.data();
+    std::vector<uint16_t> sc = {tensor::f32_to_bf16(0.03125f), tensor::f32_to_bf16(-0.0078125f),
+                                tensor::f32_to_bf16(1.5f),     tensor::f32_to_bf16(0.375f),
+                                tensor::f32_to_bf16(0.01171875f), tensor::f32_to_bf16(2.0f)};
+    t.scale = reinterpret_cast<const uint8_t*>(sc.data());
+    t.scale_dtype = "BF16";
+    const std::vector<uint8_t> zc = {2, 15, 8, 0, 7, 9};  // [rows][groups] stored values
+    std::vector<uint8_t> zcol0 = {zc[0], zc[2], zc[4]}, zcol1 = {zc[1], zc[3], zc[5]};
+    const uint32_t z0 = model::ct_pack_codes(zcol0.data(), 3, 4)[0], z1 = model::ct_pack_codes(zcol1.data(), 3, 4)[0];
+    const auto zp = words_bytes({z0, z1});
+    t.zero = zp.data();
+    t.zero_cols = 2;
+    for (const char* fmt : {"int4-g32-asym", "int4-g32-asym-bf16s"}) {
+        const auto f = quant::parse_weight_format(fmt);
+        const auto layout = f.layout(3, 64);
+        kernels::WeightMatrix m = layout;
+        std::vector<uint8_t> buf(static_cast<size_t>(kernels::quant_packed_bytes(layout)), 0);
+        m.data = buf.data();
+        for (int64_t r = 0; r < 3; ++r) {
+            auto qr = model::ct_import_row(t, r, layout);
+            ASSERT_TRUE(qr) << fmt << " row " << r;
+            kernels::pack_quant_row(m, r, *qr, buf.data());
+        }
+        std::vector<float> want(64), got(64);
+        for (int64_t r = 0; r < 3; ++r) {
+            t.dequant_row(r, want.data());
+            kernels::dequant_row(m, r, got.data());
+            EXPECT_EQ(want, got) << fmt << " row " << r;
+        }
+    }
+    // Asymmetric codes do not map onto a symmetric layout, nor 4-bit codes onto int8.
+    EXPECT_FALSE(model::ct_import_row(t, 0, quant::parse_weight_format("int4-g32").layout(3, 64)));
+    EXPECT_FALSE(model::ct_import_row(t, 0, quant::parse_weight_format("int8").layout(3, 64)));
+    // A checkpoint group of 32 does not split into warden's 128.
+    EXPECT_FALSE(model::ct_import_row(t, 0, quant::parse_weight_format("int4-g128-asym").layout(3, 64)));
+}
+
+json ct_config(json weights, json extra = json::object()) {
+    json q = {{"quant_method", "compressed-tensors"},
+              {"format", "pack-quantized"},
+              {"config_groups", {{"group_0", {{"targets", {"Linear"}}, {"weights", weights}}}}},
+              {"ignore", {"lm_head"}}};
+    for (const auto& el : extra.items()) q[el.key()] = el.value();
+    return json{{"quantization_config", q}};
+}
+
+json w4(int64_t group = 32) {
+    return {{"num_bits", 4}, {"type", "int"}, {"symmetric", true}, {"strategy", "group"}, {"group_size", group}};
+}
+
+TEST(CompressedTensors, ConfigParsingAndErrors) {
+    EXPECT_FALSE(model::is_compressed_tensors_config(json{{"model_type", "llama"}}));
+    EXPECT_TRUE(model::is_compressed_tensors_config(ct_config(w4())));
+    const auto c = model::ct_config_from_hf_json(ct_config(w4()), "cfg");
+    ASSERT_EQ(c.groups.size(), 1u);
+    EXPECT_EQ(c.groups[0].weights.group_size, 32);
+    EXPECT_EQ(c.ignore, std::vector<std::string>{"lm_head"});
+    EXPECT_EQ(c.group_for("model.layers.0.mlp.down_proj").name, "group_0");
+    auto err = [](json j) { return message_of([&] { model::ct_config_from_hf_json(j, "cfg"); }); };
+    auto w = w4();
+    w["num_bits"] = 3;
+    EXPECT_NE(err(ct_config(w)).find("num_bits is 3"), std::string::npos) << err(ct_config(w));
+    w = w4();
+    w["strategy"] = "channel";
+    EXPECT_NE(err(ct_config(w)).find("strategy 'channel'"), std::string::npos) << err(ct_config(w));
+    w = w4();
+    w["strategy"] = "block";
+    EXPECT_NE(err(ct_config(w)).find("strategy 'block'"), std::string::npos);
+    w = w4();
+    w["strategy"] = "tensor";
+    EXPECT_NE(err(ct_config(w)).find("strategy 'tensor'"), std::string::npos);
+    w = w4();
+    w["actorder"] = "group";
+    EXPECT_NE(err(ct_config(w)).find("actorder"), std::string::npos);
+    w = w4();
+    w["actorder"] = "weight";  // calibration-only ordering: same storage, accepted
+    EXPECT_NO_THROW(model::ct_config_from_hf_json(ct_config(w), "cfg"));
+    w = w4();
+    w["type"] = "float";
+    EXPECT_NE(err(ct_config(w)).find("type is 'float'"), std::string::npos);
+    EXPECT_NE(err(ct_config(w4(), {{"format", "float-quantized"}})).find("format 'float-quantized'"), std::string::npos);
+    EXPECT_NE(err(ct_config(w4(), {{"format", "marlin-24"}})).find("not supported"), std::string::npos);
+    EXPECT_NE(err(ct_config(w4(0))).find("group_size"), std::string::npos);
+    // int8 per channel is accepted; regex targets select groups.
+    json j = ct_config(w4());
+    j["quantization_config"]["config_groups"]["group_1"] = {
+        {"targets", {"re:.*experts.*"}},
+        {"weights", {{"num_bits", 8}, {"type", "int"}, {"symmetric", true}, {"strategy", "channel"}}}};
+    // A regex naming the module wins over the class target "Linear".
+    const auto c1 = model::ct_config_from_hf_json(j, "cfg");
+    EXPECT_EQ(c1.group_for("model.layers.1.mlp.experts.3.up_proj").weights.num_bits, 8);
+    EXPECT_EQ(c1.group_for("model.layers.1.self_attn.q_proj").weights.num_bits, 4);
+    j["quantization_config"]["config_groups"]["group_0"]["targets"] = {"re:.*self_attn.*"};
+    const auto c2 = model::ct_config_from_hf_json(j, "cfg");
+    EXPECT_EQ(c2.group_for("model.layers.1.mlp.experts.3.up_proj").weights.num_bits, 8);
+    EXPECT_EQ(c2.group_for("model.layers.1.self_attn.q_proj").weights.num_bits, 4);
+    EXPECT_NE(message_of([&] { c2.group_for("model.layers.1.mlp.gate"); }).find("matches no"), std::string::npos);
+    // Two groups claiming one module with different arguments.
+    j["quantization_config"]["config_groups"]["group_0"]["targets"] = {"re:.*up_proj"};
+    const auto c3 = model::ct_config_from_hf_json(j, "cfg");
+    EXPECT_NE(message_of([&] { c3.group_for("model.layers.1.mlp.experts.3.up_proj"); }).find("several"),
+              std::string::npos);
+    // Malformed JSON types are errors, not exceptions of another kind.
+    json bad = ct_config(w4());
+    bad["quantization_config"]["config_groups"]["group_0"]["weights"]["type"] = 4;
+    EXPECT_NE(err(bad).find("malformed"), std::string::npos) << err(bad);
+    EXPECT_EQ(model::ct_native_format(c2.groups[0].weights, "BF16").value(), "int4-g32-bf16s");
+    EXPECT_EQ(model::ct_native_format(model::CtWeightArgs{4, true, "group", 256}, "F16").value(), "int4-g128");
+    EXPECT_EQ(model::ct_native_format(model::CtWeightArgs{4, false, "group", 64}, "F16").value(), "int4-g32-asym");
+    EXPECT_FALSE(model::ct_native_format(model::CtWeightArgs{4, true, "group", 48}, "F16"));
+}
+
+// One packed tensor "m.weight" in a file, with overridable pieces, checked by ct_find.
+struct CorruptCase {
+    std::vector<int64_t> packed_shape = {4, 8};
+    std::string packed_dtype = "I32";
+    std::vector<int64_t> scale_shape = {4, 2};
+    std::vector<int64_t> weight_shape = {4, 64};
+    bool with_scale = true, with_shape = true, g_idx = false;
+    float bad_scale = 0.0f;  // != 0: first scale
+};
+
+std::string corrupt_error(const CorruptCase& c, const std::string& dir) {
+    model::SafetensorsWriter w;
+    int64_t np = 1, ns = 1;
+    for (auto d : c.packed_shape) np *= d;
+    for (auto d : c.scale_shape) ns *= d;
+    w.add_tensor("m.weight_packed", c.packed_dtype, c.packed_shape, std::vector<uint8_t>(static_cast<size_t>(np * 4), 0x88));
+    if (c.with_scale) {
+        std::vector<float> s(static_cast<size_t>(ns), 0.5f);
+        if (c.bad_scale != 0.0f) s[0] = c.bad_scale;
+        std::vector<uint8_t> b(s.size() * 4);
+        std::memcpy(b.data(), s.data(), b.size());
+        w.add_tensor("m.weight_scale", "F32", c.scale_shape, b);
+    }
+    if (c.with_shape) {
+        std::vector<uint8_t> b(16);
+        std::memcpy(b.data(), c.weight_shape.data(), 16);
+        w.add_tensor("m.weight_shape", "I64", {2}, b);
+    }
+    if (c.g_idx) w.add_tensor("m.weight_g_idx", "I32", {64}, std::vector<uint8_t>(256, 0));
+    const std::string path = dir + "/c.safetensors";
+    w.write(path);
+    model::SafetensorsModel st(std::vector<std::string>{path});
+    const auto cfg = model::ct_config_from_hf_json(ct_config(w4()), "cfg");
+    return message_of([&] {
+        auto t = model::ct_find(st, cfg, "m.weight");
+        ASSERT_TRUE(t.has_value());
+        EXPECT_EQ(t->dims, (std::vector<int64_t>{4, 64}));
+    });
+}
+
+TEST(CompressedTensors, CorruptTensorsAreClearErrors) {
+    const std::string dir = tmp_dir("corrupt");
+    EXPECT_EQ(corrupt_error({}, dir), "<no error>");
+    auto expect = [&](CorruptCase c, const std::string& tensor, const std::string& what) {
+        const std::string e = corrupt_error(c, dir);
+        EXPECT_NE(e.find(tensor), std::string::npos) << e;
+        EXPECT_NE(e.find(what), std::string::npos) << e;
+    };
+    CorruptCase c;
+    c.packed_shape = {4, 7};
+    expect(c, "m.weight_packed", "expected [4, 8]");
+    c = {};
+    c.packed_dtype = "F32";
+    expect(c, "m.weight_packed", "dtype F32");
+    c = {};
+    c.scale_shape = {4, 4};
+    expect(c, "m.weight_scale", "expected [4, 2]");
+    c = {};
+    c.weight_shape = {4, 96};  // disagrees with the packed columns
+    expect(c, "m.weight_packed", "weight_shape [4, 96]");
+    c = {};
+    c.weight_shape = {4, 48};  // packs to 6 words, and group 32 does not divide 48 either
+    c.packed_shape = {4, 6};
+    c.scale_shape = {4, 2};
+    expect(c, "m.weight_packed", "does not divide");
+    c = {};
+    c.with_scale = false;
+    expect(c, "m.weight_scale", "has no");
+    c = {};
+    c.with_shape = false;
+    expect(c, "m.weight_shape", "has no");
+    c = {};
+    c.weight_shape = {-4, 64};
+    expect(c, "m.weight_shape", "invalid shape");
+    c = {};
+    c.bad_scale = std::numeric_limits<float>::infinity();
+    expect(c, "m.weight_scale", "non-finite");
+    c = {};
+    c.g_idx = true;
+    expect(c, "weight_g_idx", "not supported");
+    fs::remove_all(dir);
+}
+
+std::unique_ptr<model::Model> load(const std::string& path, const std::string& fmt, util::ThreadPool& pool,
+                                   model::RuntimeDType dtype = model::RuntimeDType::BF16) {
+    model::LoadOptions o;
+    if (!fmt.empty()) o.weights = quant::parse_weight_format(fmt);
+    o.dtype = dtype;
+    o.load_tokenizer = false;
+    return model::load_model(path, o, pool);
+}
+
+void expect_same(const model::Matrix& a, const model::Matrix& b, const std::string& what) {
+    ASSERT_EQ(a.view().type, b.view().type) << what;
+    ASSERT_EQ(a.bytes(), b.bytes()) << what;
+    EXPECT_TRUE(a.packed() == b.packed()) << what;
+}
+
+std::vector<const model::Matrix*> layer_matrices(const model::LayerWeights& L) {
+    std::vector<const model::Matrix*> v = {&L.wq, &L.wk, &L.wv, &L.wo};
+    if (L.moe) {
+        for (size_t e = 0; e < L.moe->gate.size(); ++e) {
+            v.push_back(&L.moe->gate[e]);
+            v.push_back(&L.moe->up[e]);
+            v.push_back(&L.moe->down[e]);
+        }
+    } else {
+        v.insert(v.end(), {&L.w_gate, &L.w_up, &L.w_down});
+    }
+    return v;
+}
+
+std::vector<float> all_logits(const model::Model& m, util::ThreadPool& pool) {
+    model::Transformer tf(m, pool);
+    const std::vector<int32_t> toks = {1, 17, 42, 99, 5, 250, 3, 77};
+    model::ContiguousKvCache cache(m.config, static_cast<int64_t>(toks.size()), kernels::KvType::F32);
+    std::vector<float> out(toks.size() * static_cast<size_t>(m.config.vocab_size));
+    tf.forward(toks.data(), static_cast<int64_t>(toks.size()), cache, out.data(), true);
+    return out;
+}
+
+// quantize -> write -> load: the packed bytes and logits of quantizing the source at load.
+void check_round_trip(const std::string& model_name, const std::string& fmt, int64_t want_quantized) {
+    util::ThreadPool pool(2);
+    const std::string src = test::golden_model(model_name);
+    const std::string out = tmp_dir(model_name + "_" + fmt);
+    const auto st = quant::quantize_hf_compressed_tensors(src, out, quant::parse_weight_format(fmt), false, pool);
+    EXPECT_EQ(st.tensors_quantized, want_quantized);
+    // The written config parses, lists the unquantized Linear layers, and names the format.
+    std::ifstream cf(out + "/config.json");
+    const json cj = json::parse(cf);
+    const auto cfg = model::ct_config_from_hf_json(cj, "out");
+    EXPECT_EQ(cfg.groups.at(0).weights.num_bits, fmt.rfind("int8", 0) == 0 ? 8 : 4);
+    const auto a = load(src, fmt, pool);
+    for (const std::string& lf : {fmt, std::string()}) {  // explicit format, then the native default
+        const auto b = load(out, lf, pool);
+        EXPECT_EQ(b->weights_format, fmt) << model_name;
+        expect_same(a->weights.token_embd, b->weights.token_embd, fmt + " embd");
+        for (size_t l = 0; l < a->weights.layers.size(); ++l) {
+            const auto ma = layer_matrices(a->weights.layers[l]), mb = layer_matrices(b->weights.layers[l]);
+            ASSERT_EQ(ma.size(), mb.size());
+            for (size_t i = 0; i < ma.size(); ++i) {
+                EXPECT_TRUE(ma[i]->is_quantized());
+                expect_same(*ma[i], *mb[i], model_name + " " + fmt + " layer " + std::to_string(l) + " #" + std::to_string(i));
+            }
+        }
+        EXPECT_TRUE(all_logits(*a, pool) == all_logits(*b, pool)) << model_name << " " << fmt;
+    }
+    // Re-quantizing the output is a fixed point (bit-exact import of the packed source).
+    const std::string out2 = tmp_dir(model_name + "_" + fmt + "_2");
+    quant::quantize_hf_compressed_tensors(out, out2, quant::parse_weight_format(fmt), false, pool);
+    const model::SafetensorsModel s1 = model::SafetensorsModel::open_dir(out), s2 = model::SafetensorsModel::open_dir(out2);
+    ASSERT_EQ(s1.tensors().size(), s2.tensors().size());
+    for (const auto& t : s1.tensors()) {
+        const auto* u = s2.find(t.name);
+        ASSERT_NE(u, nullptr) << t.name;
+        EXPECT_EQ(t.dtype, u->dtype) << t.name;
+        EXPECT_TRUE(t.n_bytes == u->n_bytes && std::memcmp(t.data, u->data, t.n_bytes) == 0) << t.name;
+    }
+    // Loading as f32 dequantizes exactly to the values the int4 matrices hold.
+    const auto f = load(out, "f32", pool, model::RuntimeDType::F32);
+    const auto q = load(out, fmt, pool);
+    const auto& wf = f->weights.layers[0].wq;
+    const auto& wq = q->weights.layers[0].wq;
+    std::vector<float> x(static_cast<size_t>(wf.cols())), y(x.size());
+    for (int64_t r = 0; r < wf.rows(); ++r) {
+        wf.row_f32(r, x.data());
+        kernels::dequant_row(wq.view(), r, y.data());
+        ASSERT_EQ(x, y) << "row " << r;
+    }
+    fs::remove_all(out);
+    fs::remove_all(out2);
+}
+
+TEST(CompressedTensors, QuantizeWriteLoadBitExactDense) {
+    if (!fs::exists(test::golden_model("tiny-llama") + "/config.json")) GTEST_SKIP() << "tiny-llama golden missing";
+    check_round_trip("tiny-llama", "int4-g32", 3 * 7);
+    check_round_trip("tiny-llama", "int8", 3 * 7);
+}
+
+TEST(CompressedTensors, QuantizeWriteLoadBitExactMoe) {
+    if (!fs::exists(test::golden_model("tiny-qwen3-moe") + "/config.json")) GTEST_SKIP() << "tiny-qwen3-moe missing";
+    // 3 layers: attention 4 each; layers 0, 2 MoE with 8 experts x 3; layer 1 dense (mlp_only_layers).
+    check_round_trip("tiny-qwen3-moe", "int4-g32-bf16s", 3 * 4 + 2 * 8 * 3 + 3);
+}
+
+TEST(CompressedTensors, WriterRefusesWhatItCannotStoreExactly) {
+    util::ThreadPool pool(1);
+    const std::string src = test::golden_model("tiny-llama");
+    const std::string out = tmp_dir("refuse");
+    auto err = [&](const std::string& in, const std::string& fmt) {
+        return message_of([&] { quant::quantize_hf_compressed_tensors(in, out, quant::parse_weight_format(fmt), false, pool); });
+    };
+    EXPECT_NE(err(src, "int4-asym").find("symmetric int4 only"), std::string::npos);
+    EXPECT_NE(err(src, "fp8").find("int4 or int8"), std::string::npos);
+    EXPECT_NE(err(test::golden_model("tiny-llama.gguf"), "int4").find("Hugging Face model directory"), std::string::npos);
+    const std::string e = err(src, "int4-g128");  // 64 / 160 columns
+    EXPECT_NE(e.find("model.layers.0."), std::string::npos) << e;
+    EXPECT_NE(e.find("does not divide"), std::string::npos) << e;
+    EXPECT_NE(err(src, "int4").find("<no error>"), std::string::npos);
+    EXPECT_NE(message_of([&] {
+                  quant::quantize_hf_compressed_tensors(src, src + "/x.safetensors", quant::parse_weight_format("int4"),
+                                                        false, pool);
+              }).find("inside the source directory"),
+              std::string::npos);
+    fs::remove_all(out);
+}
+
+}  // namespace
+}  // namespace warden
