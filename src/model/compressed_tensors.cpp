@@ -1,8 +1,10 @@
 #include "model/compressed_tensors.h"
 
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+
 #include <cmath>
 #include <cstring>
-#include <regex>
 
 #include <nlohmann/json.hpp>
 
@@ -65,13 +67,23 @@ CtWeightArgs parse_weight_args(const nlohmann::json& w, const std::string& where
     return a;
 }
 
+// Python re.match semantics (anchored at the start only), with PCRE2 as the tokenizer uses it
+// (std::regex is ECMAScript, not Python's dialect).
 bool regex_prefix_match(const std::string& pattern, const std::string& s) {
-    try {
-        // Python re.match: anchored at the start only.
-        return std::regex_search(s, std::regex("^(?:" + pattern + ")"));
-    } catch (const std::regex_error&) {
-        throw Error("compressed-tensors target/ignore regex '" + pattern + "' is not a valid regular expression");
-    }
+    const std::string what = "compressed-tensors target/ignore regex '" + pattern + "'";
+    int err = 0;
+    PCRE2_SIZE err_off = 0;
+    pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
+                                     PCRE2_ANCHORED | PCRE2_UTF, &err, &err_off, nullptr);
+    if (!code) throw Error(what + " is not a valid regular expression");
+    pcre2_match_data* md = pcre2_match_data_create_from_pattern(code, nullptr);
+    const int rc = md ? pcre2_match(code, reinterpret_cast<PCRE2_SPTR>(s.data()), s.size(), 0, 0, md, nullptr)
+                      : PCRE2_ERROR_NOMEMORY;
+    if (md) pcre2_match_data_free(md);
+    pcre2_code_free(code);
+    if (rc == PCRE2_ERROR_NOMATCH) return false;
+    if (rc < 0) throw Error(what + ": matching '" + s + "' failed (PCRE2 error " + std::to_string(rc) + ")");
+    return true;
 }
 
 bool target_matches(const std::string& target, const std::string& module) {

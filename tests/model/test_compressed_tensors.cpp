@@ -224,6 +224,17 @@ TEST(CompressedTensors, ConfigParsingAndErrors) {
     const auto c3 = model::ct_config_from_hf_json(j, "cfg");
     EXPECT_NE(message_of([&] { c3.group_for("model.layers.1.mlp.experts.3.up_proj"); }).find("several"),
               std::string::npos);
+    // Targets are Python regexes (re.match: anchored at the start, Python syntax such as (?P<name>...)).
+    j["quantization_config"]["config_groups"]["group_0"]["targets"] = {"re:(?P<m>model)\\.layers\\.\\d+\\.self_attn"};
+    const auto c4 = model::ct_config_from_hf_json(j, "cfg");
+    EXPECT_EQ(c4.group_for("model.layers.12.self_attn.q_proj").weights.num_bits, 4);
+    j["quantization_config"]["config_groups"]["group_0"]["targets"] = {"re:layers\\.1\\.self_attn"};  // not at the start
+    const auto c5 = model::ct_config_from_hf_json(j, "cfg");
+    EXPECT_NE(message_of([&] { c5.group_for("model.layers.1.self_attn.q_proj"); }).find("matches no"), std::string::npos);
+    j["quantization_config"]["config_groups"]["group_0"]["targets"] = {"re:model.(unclosed"};
+    const auto c6 = model::ct_config_from_hf_json(j, "cfg");
+    EXPECT_NE(message_of([&] { c6.group_for("model.layers.1.self_attn.q_proj"); }).find("not a valid regular expression"),
+              std::string::npos);
     // Malformed JSON types are errors, not exceptions of another kind.
     json bad = ct_config(w4());
     bad["quantization_config"]["config_groups"]["group_0"]["weights"]["type"] = 4;
