@@ -11,7 +11,8 @@
 // 512 MiB buffer, best of 5), interleaved with the decode rounds.
 //
 // Build: cmake -DWARDEN_BENCH=ON ...; ninja bench_moe_bench
-// Run:   build/bench_moe_bench [--threads N] [--batch B] [--steps S] [--rounds R] [--ctx C]
+// Run:   build/bench_moe_bench [--threads N] [--batch B] [--steps S] [--rounds R] [--ctx C] [--experts FORMAT]
+//        FORMAT: the routed experts' weight format (bf16 default; int4 = int4-g32 W4A8, any --weights name).
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -26,6 +27,8 @@
 #include "model/mla.h"
 #include "model/model.h"
 #include "model/transformer.h"
+#include "quant/quantizer.h"
+#include "quant/weight_format.h"
 #include "util/error.h"
 
 using namespace warden;
@@ -52,6 +55,21 @@ model::Matrix rand_matrix(int64_t rows, int64_t cols, kernels::WeightType t = ke
     return m;
 }
 
+// A random matrix in a weight format (bf16 packing, or int4/int8/fp8 through the default
+// quantizer, as the model loader does for --weights).
+model::Matrix rand_matrix_as(int64_t rows, int64_t cols, const quant::WeightFormat& f) {
+    if (!f.quantized()) return rand_matrix(rows, cols, f.type);
+    const kernels::WeightMatrix layout = f.layout(rows, cols);
+    auto m = model::Matrix::quantized(layout);
+    std::vector<float> row(static_cast<size_t>(cols));
+    const float s = 1.0f / std::sqrt(static_cast<float>(cols));
+    for (int64_t r = 0; r < rows; ++r) {
+        for (auto& v : row) v = rnd() * s * 1.7f;
+        m.pack_quant_row(r, quant::default_quantizer().quantize_row(layout, row.data(), nullptr));
+    }
+    return m;
+}
+
 std::vector<float> ones(int64_t n) { return std::vector<float>(static_cast<size_t>(n), 1.0f); }
 
 struct Built {
@@ -61,7 +79,7 @@ struct Built {
     int64_t n_moe_layers = 0;
 };
 
-Built build(bool kimi) {
+Built build(bool kimi, const quant::WeightFormat& experts) {
     Built b;
     b.model = std::make_unique<model::Model>();
     model::Model& m = *b.model;
@@ -144,9 +162,9 @@ Built build(bool kimi) {
             e->router = rand_matrix(moe.n_experts, d, kernels::WeightType::F32);
             for (int64_t i = 0; i < moe.n_experts; ++i) e->router_bias.push_back(0.01f * (rnd() + 1.0f));
             for (int64_t i = 0; i < moe.n_experts; ++i) {
-                e->gate.push_back(rand_matrix(moe.d_expert, d));
-                e->up.push_back(rand_matrix(moe.d_expert, d));
-                e->down.push_back(rand_matrix(d, moe.d_expert));
+                e->gate.push_back(rand_matrix_as(moe.d_expert, d, experts));
+                e->up.push_back(rand_matrix_as(moe.d_expert, d, experts));
+                e->down.push_back(rand_matrix_as(d, moe.d_expert, experts));
             }
             b.expert_bytes = e->gate[0].bytes() + e->up[0].bytes() + e->down[0].bytes();
             e->shared_gate = rand_matrix(moe.d_expert, d);
@@ -200,6 +218,7 @@ double read_bandwidth(int threads) {
 
 int main(int argc, char** argv) {
     int threads = 0, batch = 32, steps = 8, rounds = 3, ctx = 64;
+    std::string experts_fmt = "bf16";
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         auto next = [&] { return std::stoi(i + 1 < argc ? argv[++i] : "0"); };
@@ -208,16 +227,19 @@ int main(int argc, char** argv) {
         else if (a == "--steps") steps = next();
         else if (a == "--rounds") rounds = next();
         else if (a == "--ctx") ctx = next();
+        else if (a == "--experts" && i + 1 < argc) experts_fmt = argv[++i];
         else {
-            std::fprintf(stderr, "usage: %s [--threads N] [--batch B] [--steps S] [--rounds R] [--ctx C]\n", argv[0]);
+            std::fprintf(stderr, "usage: %s [--threads N] [--batch B] [--steps S] [--rounds R] [--ctx C] [--experts bf16|int4|int8|...]\n",
+                         argv[0]);
             return 2;
         }
     }
     try {
+        const quant::WeightFormat experts = quant::parse_weight_format(experts_fmt);
         util::ThreadPool pool(threads);
         const int n_threads = threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
         for (const bool kimi : {false, true}) {
-            Built b = build(kimi);
+            Built b = build(kimi, experts);
             const model::ModelConfig& c = b.model->config;
             model::Transformer tf(*b.model, pool);
             const auto shape = c.kv_shape();
@@ -227,11 +249,12 @@ int main(int argc, char** argv) {
             kv::KvCache cache(kc);
             const int64_t kv_tok = model::kv_bytes_per_token(c, 2);
             std::printf("%s: %lld layers (%lld MoE: %lld experts, top-%lld, 1 shared), d %lld, %s; non-expert weights %.1f MB, "
-                        "one expert %.2f MB, KV %lld B/token (uncompressed %lld)\n",
+                        "one expert %.2f MB (%s), KV %lld B/token (uncompressed %lld)\n",
                         c.arch_name.c_str(), static_cast<long long>(c.n_layers), static_cast<long long>(b.n_moe_layers),
                         static_cast<long long>(c.moe.n_experts), static_cast<long long>(c.moe.top_k),
                         static_cast<long long>(c.d_model), c.mla.enabled() ? "MLA" : "GQA", static_cast<double>(b.dense_bytes) / 1e6,
-                        static_cast<double>(b.expert_bytes) / 1e6, static_cast<long long>(kv_tok),
+                        static_cast<double>(b.expert_bytes) / 1e6, quant::weight_format_name(experts).c_str(),
+                        static_cast<long long>(kv_tok),
                         static_cast<long long>(model::kv_bytes_per_token_uncompressed(c, 2)));
             for (const int B : {1, batch}) {
                 // Sequences with ctx tokens of (random-token) prefill.

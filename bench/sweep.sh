@@ -19,6 +19,8 @@
 #   REUSE_LLAMA  a llama-server bench.json from an earlier run of the same workload, used instead
 #   DOC          markdown output [docs/BENCH_SWEEP.md]   PYTHON  [<repo>/.venv/bin/python]
 #   SWEEP_MOCK=1 serve bench/mock_openai_server.py instead (tests the script itself)
+#   RENDER_ONLY=1 run nothing: render $DOC from the results already in $OUT_DIR (e.g. after
+#                rerunning one level into it)
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 MODEL="${MODEL:-/work/bench-models/llama-1b-bf16.gguf}"
@@ -41,7 +43,7 @@ SERVER_PID=""
 cleanup() { if [ -n "$SERVER_PID" ]; then kill "$SERVER_PID" 2>/dev/null || true; wait "$SERVER_PID" 2>/dev/null || true; fi; }
 trap cleanup EXIT
 note() { echo "sweep: $*" >&2; echo "$*" >> "$OUT_DIR/notes.txt"; }
-: > "$OUT_DIR/notes.txt"
+[ "${RENDER_ONLY:-0}" = "1" ] || : > "$OUT_DIR/notes.txt"
 
 # Waits for "http://127.0.0.1:PORT" (warden) or "PORT n" (mock) in $1; prints the URL.
 wait_url() {
@@ -76,7 +78,18 @@ HELP=""
 has_flag() { [ "${SWEEP_MOCK:-0}" = "1" ] || grep -q -- "$1" <<<"$HELP"; }
 
 LABELS=()
-for cfg in $CONFIGS; do
+if [ "${RENDER_ONLY:-0}" = "1" ]; then
+  for cfg in $CONFIGS; do
+    name="warden"; IFS=',' read -ra kvs <<<"$cfg"
+    for kv in "${kvs[@]}"; do name="$name-${kv#*=}"; done
+    [ -f "$OUT_DIR/$name/bench.json" ] && LABELS+=("$name")
+  done
+  [ -f "$OUT_DIR/llama-server-q4_0/bench.json" ] && LABELS+=("llama-server-q4_0")
+  CONFIGS_RUN=""
+else
+  CONFIGS_RUN="$CONFIGS"
+fi
+for cfg in $CONFIGS_RUN; do
   args=(); ok=1; name="warden"
   IFS=',' read -ra kvs <<<"$cfg"
   for kv in "${kvs[@]}"; do
@@ -103,7 +116,9 @@ for cfg in $CONFIGS; do
   LABELS+=("$name")
 done
 
-if [ -n "${REUSE_LLAMA:-}" ]; then
+if [ "${RENDER_ONLY:-0}" = "1" ]; then
+  :
+elif [ -n "${REUSE_LLAMA:-}" ]; then
   # A llama-server result of an earlier sweep with the same workload (its bench.json).
   mkdir -p "$OUT_DIR/llama-server-q4_0"
   [ "$(realpath "$REUSE_LLAMA")" = "$(realpath -m "$OUT_DIR/llama-server-q4_0/bench.json")" ] || cp "$REUSE_LLAMA" "$OUT_DIR/llama-server-q4_0/bench.json"
@@ -122,8 +137,11 @@ elif [ "${SKIP_LLAMA:-0}" != "1" ] && [ "${SWEEP_MOCK:-0}" != "1" ] && [ -x "$LL
     for c in "${levels[@]}"; do
       port=$(free_port)
       log="$OUT_DIR/llama-server-c$c.log"
+      # 1.5x the KV a level needs: with exactly c * MAXCTX cells, llama.cpp's unified cache (this
+      # build) fragmented at concurrency 8 and refused 8 of 32 requests ("failed to find free space
+      # in the KV cache"); more cells cost it nothing when unused.
       "$LLAMA_DIR/llama-server" -m "$q4" --host 127.0.0.1 --port "$port" -t "$THREADS" -np "$c" -cb \
-        -c $(( c * MAXCTX )) > "$log" 2>&1 &
+        -c $(( c * MAXCTX * 3 / 2 )) > "$log" 2>&1 &
       SERVER_PID=$!
       up=0
       for i in $(seq 1 600); do

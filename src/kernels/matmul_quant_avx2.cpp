@@ -47,6 +47,12 @@ inline __m256i bcast4(const int8_t* p) {
     return _mm256_set1_epi32(v);
 }
 
+// Pins v to a register at this point. The int16 block sums are chains of adds; without this,
+// GCC's reassociation turns each chain of 8 into a balanced tree, which needs all 8 products
+// live at once: with several tokens per weight load that is more values than the 16 ymm
+// registers, and the spills (a store and a reload per product) cost more than the arithmetic.
+#define WARDEN_KEEP_IN_REG(v) asm("" : "+x"(v))
+
 // kAsym is a template argument so the symmetric (default) path has no per-block branches.
 // NT tokens (t .. t+NT-1) share one pass over the panel: each 32-byte load of weights is unpacked
 // once (load, and, shift, and) and used by every token, which is what prefill spends most of its
@@ -82,6 +88,8 @@ void q4_a8_panel(const QuantArgs& a, const uint8_t* panel, int64_t t, float* y, 
                     const __m256i xv = bcast4(a.xq + (t + i) * cols + b * 32 + 4 * j);
                     s0[i] = _mm256_add_epi16(s0[i], _mm256_maddubs_epi16(lo, xv));
                     s1[i] = _mm256_add_epi16(s1[i], _mm256_maddubs_epi16(hi, xv));
+                    WARDEN_KEEP_IN_REG(s0[i]);
+                    WARDEN_KEEP_IN_REG(s1[i]);
                 }
             }
             for (int i = 0; i < NT; ++i) {
@@ -295,8 +303,13 @@ void mm_quant_avx2(const QuantArgs& a, int64_t r0, int64_t r1) {
         const int64_t base = p * kNr;
         const int64_t j0 = r0 > base ? r0 - base : 0;
         const int64_t j1 = r1 - base < kNr ? r1 - base : kNr;
-        if (a.kind == 0 && !a.act_f32) {  // W4A8: tokens in pairs share the weight unpacking
+        if (a.kind == 0 && !a.act_f32) {  // W4A8: tokens in fours share the weight unpacking
             int64_t t = 0;
+            for (; t + 4 <= a.n; t += 4) {
+                float* y = a.y + t * a.ldy + base;
+                if (a.asym) q4_a8_panel<true, 4>(a, panel, t, y, j0, j1);
+                else q4_a8_panel<false, 4>(a, panel, t, y, j0, j1);
+            }
             for (; t + 2 <= a.n; t += 2) {
                 float* y = a.y + t * a.ldy + base;
                 if (a.asym) q4_a8_panel<true, 2>(a, panel, t, y, j0, j1);

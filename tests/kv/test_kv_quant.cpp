@@ -208,6 +208,35 @@ TEST(KvQuant, SimdKernelsMatchScalar) {
                 << kernels::kv_type_name(t) << " code " << c;
         }
     }
+    // e4m3 rows without NaN codes take the AVX2 shuffle widening (rows with one are scanned out
+    // to the exact path): every non-NaN code, subnormals included, bit-exact; and a 64-code row
+    // with a single NaN code anywhere still decodes it to NaN and the others exactly.
+    std::vector<uint8_t> finite;
+    for (int c = 0; c < 256; ++c)
+        if ((c & 0x7f) != 0x7f) finite.push_back(static_cast<uint8_t>(c));
+    const auto& sce = sc.by_type[static_cast<int>(KvType::FP8_E4M3)];
+    const auto& ave = av.by_type[static_cast<int>(KvType::FP8_E4M3)];
+    for (int64_t dim : {int64_t{16}, int64_t{64}, static_cast<int64_t>(finite.size())}) {
+        std::vector<float> a(static_cast<size_t>(dim)), b(static_cast<size_t>(dim));
+        for (size_t off = 0; off + static_cast<size_t>(dim) <= finite.size(); off += static_cast<size_t>(dim)) {
+            sce.dequant(finite.data() + off, dim, a.data());
+            ave.dequant(finite.data() + off, dim, b.data());
+            for (int64_t i = 0; i < dim; ++i)
+                ASSERT_EQ(std::bit_cast<uint32_t>(a[static_cast<size_t>(i)]), std::bit_cast<uint32_t>(b[static_cast<size_t>(i)]))
+                    << "e4m3 code " << int{finite[off + static_cast<size_t>(i)]};
+        }
+    }
+    for (int at : {0, 31, 32, 40, 63}) {
+        std::vector<uint8_t> row(finite.begin() + 60, finite.begin() + 124);
+        row[static_cast<size_t>(at)] = (at % 2) ? 0xff : 0x7f;
+        std::vector<float> a(64), b(64);
+        sce.dequant(row.data(), 64, a.data());
+        ave.dequant(row.data(), 64, b.data());
+        for (int i = 0; i < 64; ++i) {
+            if (i == at) EXPECT_TRUE(std::isnan(b[static_cast<size_t>(i)])) << "NaN code at " << at;
+            else EXPECT_EQ(std::bit_cast<uint32_t>(a[static_cast<size_t>(i)]), std::bit_cast<uint32_t>(b[static_cast<size_t>(i)])) << i;
+        }
+    }
 }
 
 // Paged attention over quantized pages equals a double-precision attention over the values the

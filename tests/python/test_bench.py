@@ -258,6 +258,16 @@ def test_sweep_script_on_mock(tmp_path):
     assert len(rows) == 4, md  # 2 configs x 2 levels
     assert "| warden-bf16-bf16-step | c=2 | 2/0 |" in md
     assert (tmp_path / "sweep.png").read_bytes()[:4] == b"\x89PNG"
+    # RENDER_ONLY re-renders from the raw results without starting anything: same rows, and a
+    # configuration without results is left out rather than failing.
+    doc2 = tmp_path / "AGAIN.md"
+    env2 = dict(env, DOC=str(doc2), SWEEP_MOCK="0", RENDER_ONLY="1", WARDEN_BIN="/nonexistent/warden",
+                CONFIGS=env["CONFIGS"] + " weights=int4,kv=bf16,integrity=step")
+    p2 = subprocess.run(["bash", str(ROOT / "bench" / "sweep.sh")], capture_output=True, text=True, timeout=60,
+                        env=env2, cwd=ROOT)
+    assert p2.returncode == 0, p2.stderr
+    rows2 = [l for l in doc2.read_text().splitlines() if l.startswith("| warden-")]
+    assert [r.split("|")[1:5] for r in rows2] == [r.split("|")[1:5] for r in rows]
 
 
 def test_levels_and_warmup_send_fresh_prompts(server, tmp_path):

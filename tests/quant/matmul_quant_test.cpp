@@ -66,7 +66,7 @@ TEST(QuantMatmul, Avx2BitExactVsScalarBatchAndThreadInvariant) {
         for (int64_t rows : {1, 17, 40})
             for (int64_t cols : {128, 384}) {
                 const QMat m = make_qmat(fmt, rows, cols, seed++);
-                for (int64_t n : {1, 3, 7}) {
+                for (int64_t n : {1, 3, 7, 9}) {
                     auto xb = random_floats(static_cast<size_t>(n * cols + 1), seed++, -2.0f, 2.0f);
                     const float* x = xb.data() + 1;
                     const std::string what = std::string(fmt) + " rows=" + std::to_string(rows) +
