@@ -20,6 +20,7 @@
 #include "tensor/float_convert.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
+#include "util/json_file.h"
 
 namespace warden::model {
 
@@ -375,23 +376,13 @@ std::unique_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
     return m;
 }
 
-nlohmann::json read_json_file(const std::string& path) {
-    std::ifstream f(path, std::ios::binary);
-    if (!f) throw Error("cannot open '" + path + "'");
-    try {
-        return nlohmann::json::parse(f);
-    } catch (const nlohmann::json::exception& e) {
-        throw Error("'" + path + "' is not valid JSON: " + std::string(e.what()));
-    }
-}
-
 std::unique_ptr<Model> load_hf_dir(const std::string& dir, const LoadOptions& opts, util::ThreadPool& pool) {
     auto m = std::make_unique<Model>();
     m->path = dir;
     m->format = "safetensors";
     m->dtype = opts.dtype;
     m->weights_format = opts.weights ? quant::weight_format_name(*opts.weights) : runtime_dtype_name(opts.dtype);
-    const nlohmann::json config_json = read_json_file(dir + "/config.json");
+    const nlohmann::json config_json = util::read_json_file(dir + "/config.json");
     m->config = config_from_hf_json(config_json, dir + "/config.json");
     m->config.validate();
     // compressed-tensors pack-quantized checkpoints (model/compressed_tensors.h), else FP8
@@ -442,11 +433,13 @@ std::unique_ptr<Model> load_hf_dir(const std::string& dir, const LoadOptions& op
             break;
         }
     }
-    if (opts.load_tokenizer && std::filesystem::exists(dir + "/tokenizer.json"))
+    // tokenizer.json, or Kimi's tiktoken.model (tokenizer/load_tiktoken.cpp).
+    if (opts.load_tokenizer &&
+        (std::filesystem::exists(dir + "/tokenizer.json") || std::filesystem::exists(dir + "/tiktoken.model")))
         m->tokenizer = tokenizer::Tokenizer::from_hf_dir(dir);
     const std::string tc = dir + "/tokenizer_config.json";
     if (std::filesystem::exists(tc)) {
-        const auto j = read_json_file(tc);
+        const auto j = util::read_json_file(tc);
         if (j.is_object() && j.contains("chat_template") && j["chat_template"].is_string())
             m->chat_template = j["chat_template"].get<std::string>();
     }

@@ -15,6 +15,7 @@
 #include "model/tensor_source.h"
 #include "quant/quantizer.h"
 #include "util/error.h"
+#include "util/json_file.h"
 
 namespace warden::quant {
 
@@ -25,16 +26,6 @@ namespace {
 
 bool ends_with(const std::string& s, const std::string& suf) {
     return s.size() >= suf.size() && s.compare(s.size() - suf.size(), suf.size(), suf) == 0;
-}
-
-nlohmann::ordered_json read_json(const std::string& path) {
-    std::ifstream f(path, std::ios::binary);
-    if (!f) throw Error("cannot open '" + path + "'");
-    try {
-        return nlohmann::ordered_json::parse(f);
-    } catch (const nlohmann::json::exception& e) {
-        throw Error("'" + path + "' is not valid JSON: " + std::string(e.what()));
-    }
 }
 
 void write_text(const std::string& path, const std::string& text) {
@@ -100,7 +91,7 @@ QuantizeStats quantize_hf_compressed_tensors(const std::string& in_dir, const st
                     "overwritten); write to another directory");
 
     // Source, with the loader's resolvers (pack-quantized and FP8 sources are re-quantized).
-    auto config = read_json(in_dir + "/config.json");
+    auto config = util::read_ordered_json_file(in_dir + "/config.json");
     const nlohmann::json cfg_plain = nlohmann::json::parse(config.dump());
     std::optional<model::CtConfig> ct;
     std::optional<model::Fp8BlockConfig> fp8;

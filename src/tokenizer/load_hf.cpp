@@ -1,4 +1,5 @@
-// Tokenizer::from_hf_dir: Hugging Face tokenizer.json (+ tokenizer_config.json).
+// Tokenizer::from_hf_dir: Hugging Face tokenizer.json (+ tokenizer_config.json), or a
+// tiktoken.model directory without tokenizer.json (Kimi; load_tiktoken.cpp).
 // Supported: model.type "BPE" with either a ByteLevel pre-tokenizer/decoder (GPT-2 family,
 // optionally preceded by Split/Digits pre-tokenizers) or SentencePiece conventions
 // (Metaspace pre-tokenizer or Prepend/Replace "▁" normalizers, byte_fallback).
@@ -8,9 +9,11 @@
 #include <sstream>
 
 #include "tokenizer/regex_split.h"
+#include "tokenizer/tiktoken.h"
 #include "tokenizer/unicode.h"
 #include "tokenizer/vocab.h"
 #include "util/error.h"
+#include "util/json_file.h"
 
 namespace warden::tokenizer {
 
@@ -18,18 +21,6 @@ using detail::TokenType;
 using nlohmann::json;
 
 namespace {
-
-json read_json(const std::filesystem::path& p) {
-    std::ifstream in(p, std::ios::binary);
-    util::check(static_cast<bool>(in), "tokenizer: cannot open " + p.string());
-    std::stringstream ss;
-    ss << in.rdbuf();
-    try {
-        return json::parse(ss.str());
-    } catch (const json::exception& e) {
-        throw util::Error("tokenizer: " + p.string() + " is not valid JSON: " + e.what());
-    }
-}
 
 std::string regex_escape(const std::string& s) {
     std::string out;
@@ -123,11 +114,15 @@ std::string token_text(const json& j) {
 std::unique_ptr<Tokenizer> Tokenizer::from_hf_dir(const std::string& dir) {
     const std::filesystem::path base(dir);
     const std::filesystem::path tj_path = base / "tokenizer.json";
-    util::check(std::filesystem::exists(tj_path), "tokenizer: " + tj_path.string() + " not found");
+    // Kimi K2 / Moonlight ship tiktoken.model (+ tokenization_kimi.py) instead of tokenizer.json.
+    if (!std::filesystem::exists(tj_path) && std::filesystem::exists(base / "tiktoken.model"))
+        return detail::load_tiktoken_dir(dir);
+    util::check(std::filesystem::exists(tj_path),
+                "tokenizer: " + tj_path.string() + " not found (nor a tiktoken.model)");
     const std::string src = tj_path.string();
-    const json tj = read_json(tj_path);
+    const json tj = util::read_json_file(tj_path.string());
     json cfg = json::object();
-    if (std::filesystem::exists(base / "tokenizer_config.json")) cfg = read_json(base / "tokenizer_config.json");
+    if (std::filesystem::exists(base / "tokenizer_config.json")) cfg = util::read_json_file((base / "tokenizer_config.json").string());
 
     try {
         util::check(tj.is_object() && tj.contains("model"), src + ": no \"model\" section");

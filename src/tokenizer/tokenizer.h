@@ -29,7 +29,8 @@ public:
     // From GGUF metadata (tokenizer.ggml.*). Throws util::Error on unsupported/missing data.
     static std::unique_ptr<Tokenizer> from_gguf(const model::GGUFFile& gguf);
     // From a Hugging Face model directory: tokenizer.json (+ tokenizer_config.json for
-    // BOS/EOS and add_bos rules).
+    // BOS/EOS and add_bos rules), or, without tokenizer.json, a Kimi tiktoken.model
+    // (+ tokenizer_config.json special tokens; see tiktoken.h).
     static std::unique_ptr<Tokenizer> from_hf_dir(const std::string& dir);
 
     // add_bos: prepend BOS if the model's rules ask for it (add_bos_token metadata), and
