@@ -77,11 +77,13 @@ HELP=""
 [ "${SWEEP_MOCK:-0}" = "1" ] || HELP="$("$WARDEN_BIN" serve --help 2>&1 || true)"
 has_flag() { [ "${SWEEP_MOCK:-0}" = "1" ] || grep -q -- "$1" <<<"$HELP"; }
 
+# "weights=int4,kv=bf16,integrity=step" -> "warden-int4-bf16-step" (the results' directory name).
+cfg_name() { local name="warden" kv; IFS=',' read -ra kvs <<<"$1"; for kv in "${kvs[@]}"; do name="$name-${kv#*=}"; done; echo "$name"; }
+
 LABELS=()
 if [ "${RENDER_ONLY:-0}" = "1" ]; then
   for cfg in $CONFIGS; do
-    name="warden"; IFS=',' read -ra kvs <<<"$cfg"
-    for kv in "${kvs[@]}"; do name="$name-${kv#*=}"; done
+    name=$(cfg_name "$cfg")
     [ -f "$OUT_DIR/$name/bench.json" ] && LABELS+=("$name")
   done
   [ -f "$OUT_DIR/llama-server-q4_0/bench.json" ] && LABELS+=("llama-server-q4_0")
@@ -90,10 +92,10 @@ else
   CONFIGS_RUN="$CONFIGS"
 fi
 for cfg in $CONFIGS_RUN; do
-  args=(); ok=1; name="warden"
+  args=(); ok=1; name=$(cfg_name "$cfg")
   IFS=',' read -ra kvs <<<"$cfg"
   for kv in "${kvs[@]}"; do
-    k="${kv%%=*}"; v="${kv#*=}"; name="$name-$v"
+    k="${kv%%=*}"; v="${kv#*=}"
     case "$k" in
       weights) if has_flag "--weights"; then args+=(--weights "$v"); elif [[ "$v" =~ ^(bf16|f32)$ ]]; then args+=(--dtype "$v"); else ok=0; fi ;;
       kv) if has_flag "--kv-dtype"; then args+=(--kv-dtype "$v"); elif [ "$v" != bf16 ]; then ok=0; fi ;;

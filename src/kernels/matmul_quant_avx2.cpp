@@ -14,6 +14,7 @@
 // ODR: helpers live in the anonymous namespace; only <immintrin.h> and kernels_internal.h.
 #include <immintrin.h>
 
+#include "kernels/fp8_avx2.h"
 #include "kernels/matmul_panel_avx2.h"
 #include "kernels/kernels_internal.h"
 
@@ -185,37 +186,13 @@ void q8_a8_panel(const QuantArgs& a, const uint8_t* panel, int64_t t, float* y, 
     avx2::store_panel(_mm256_mul_ps(acc0, d0), _mm256_mul_ps(acc1, d1), y, j0, j1);
 }
 
-// The e4m3 codes of 16 rows at one k -> f32 of rows 0-7 (lo) and 8-15 (hi). vpshufb puts each
-// code in the top byte of its 32-bit lane (zeros below); an arithmetic shift right by 4 moves
-// exponent and mantissa to bits 26..20 and smears the sign over bits 30..27, which the mask
-// clears: sign | e.mmm << 20 is the value times 2^-120, and * 2^120 is exact (e4m3 subnormals
-// become f32 subnormals and come back exact). The NaN codes (x.1111.111) read as +-480, as the
-// quantizer never writes them.
-struct E4m3x16 {
-    const __m256i lo_ctrl = _mm256_setr_epi8(-128, -128, -128, 0, -128, -128, -128, 1, -128, -128, -128, 2, -128, -128,
-                                             -128, 3, -128, -128, -128, 4, -128, -128, -128, 5, -128, -128, -128, 6,
-                                             -128, -128, -128, 7);
-    const __m256i hi_ctrl = _mm256_setr_epi8(-128, -128, -128, 8, -128, -128, -128, 9, -128, -128, -128, 10, -128, -128,
-                                             -128, 11, -128, -128, -128, 12, -128, -128, -128, 13, -128, -128, -128,
-                                             14, -128, -128, -128, 15);
-    const __m256i mask = _mm256_set1_epi32(static_cast<int32_t>(0x87f00000u));
-    const __m256 pow120 = _mm256_set1_ps(1.329227995784916e36f);
-    void operator()(const uint8_t* p, __m256& lo, __m256& hi) const {
-        const __m256i c = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-        const __m256i a = _mm256_and_si256(_mm256_srai_epi32(_mm256_shuffle_epi8(c, lo_ctrl), 4), mask);
-        const __m256i b = _mm256_and_si256(_mm256_srai_epi32(_mm256_shuffle_epi8(c, hi_ctrl), 4), mask);
-        lo = _mm256_mul_ps(_mm256_castsi256_ps(a), pow120);
-        hi = _mm256_mul_ps(_mm256_castsi256_ps(b), pow120);
-    }
-};
-
 // Four partial sums per row over k % 4 (the contract in matmul_quant.h): eight independent fma
 // chains instead of two keep the FMA units busy rather than waiting on one chain's latency.
 void fp8_panel(const QuantArgs& a, const uint8_t* panel, int64_t t, float* y, int64_t j0, int64_t j1) {
     const int64_t cols = a.cols;
     const float* x = a.x + t * cols;
     const uint8_t* qs = panel + 64;
-    const E4m3x16 dec;
+    const avx2::E4m3x16 dec;
     __m256 lo[4], hi[4];
     for (int i = 0; i < 4; ++i) lo[i] = hi[i] = _mm256_setzero_ps();
     int64_t k = 0;

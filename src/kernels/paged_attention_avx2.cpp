@@ -11,6 +11,7 @@
 // scalar kernel only by fma's single rounding). Tails (dim % 8) go through a zero-padded buffer.
 #include <immintrin.h>
 
+#include "kernels/fp8_avx2.h"
 #include "kernels/paged_attention_internal.h"
 
 namespace warden::kernels::detail {
@@ -152,11 +153,8 @@ void dequant(const uint8_t* row, int64_t dim, float* out) {
     }
 }
 
-// e4m3 rows, fast path: 16 codes per step with one load and, per 8 values, vpshufb (each code to
-// the top byte of its 32-bit lane), an arithmetic shift right by 4 and a mask, which leaves
-// sign | e.mmm << 20, the value times 2^-120 (e4m3 subnormals become f32 subnormals), then one
-// exact multiply by 2^120: 4 ops per 8 values instead of LdE4M3's ~11 (the weight kernel's
-// widening, matmul_quant_avx2.cpp). It would read the NaN codes (x.1111.111) as +-480, so each
+// e4m3 rows, fast path: the weight kernel's widening (kernels/fp8_avx2.h), 4 ops per 8 values
+// instead of LdE4M3's ~11. It would read the NaN codes (x.1111.111) as +-480, so each
 // row is scanned for them first (3 ops per 32 codes) and a row holding one takes the LdE4M3
 // path: NaN stays NaN, bit-exact with the scalar reference.
 void dequant_e4m3(const uint8_t* row, int64_t dim, float* out) {
@@ -173,21 +171,13 @@ void dequant_e4m3(const uint8_t* row, int64_t dim, float* out) {
         dequant<LdE4M3>(row, dim, out);
         return;
     }
-    const __m256i lo_ctrl = _mm256_setr_epi8(-128, -128, -128, 0, -128, -128, -128, 1, -128, -128, -128, 2, -128, -128,
-                                             -128, 3, -128, -128, -128, 4, -128, -128, -128, 5, -128, -128, -128, 6,
-                                             -128, -128, -128, 7);
-    const __m256i hi_ctrl = _mm256_setr_epi8(-128, -128, -128, 8, -128, -128, -128, 9, -128, -128, -128, 10, -128, -128,
-                                             -128, 11, -128, -128, -128, 12, -128, -128, -128, 13, -128, -128, -128,
-                                             14, -128, -128, -128, 15);
-    const __m256i mask = _mm256_set1_epi32(static_cast<int32_t>(0x87f00000u));
-    const __m256 pow120 = _mm256_set1_ps(1.329227995784916e36f);  // 2^120
+    const avx2::E4m3x16 dec;
     i = 0;
     for (; i + 16 <= dim; i += 16) {
-        const __m256i c = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + i)));
-        const __m256i a = _mm256_and_si256(_mm256_srai_epi32(_mm256_shuffle_epi8(c, lo_ctrl), 4), mask);
-        const __m256i b = _mm256_and_si256(_mm256_srai_epi32(_mm256_shuffle_epi8(c, hi_ctrl), 4), mask);
-        _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_castsi256_ps(a), pow120));
-        _mm256_storeu_ps(out + i + 8, _mm256_mul_ps(_mm256_castsi256_ps(b), pow120));
+        __m256 lo, hi;
+        dec(row + i, lo, hi);
+        _mm256_storeu_ps(out + i, lo);
+        _mm256_storeu_ps(out + i + 8, hi);
     }
     if (i < dim) dequant<LdE4M3>(row + i, dim - i, out + i);
 }

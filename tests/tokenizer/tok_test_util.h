@@ -1,16 +1,57 @@
 #pragma once
 // Helpers shared by the tokenizer tests.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "util/error.h"
+
 namespace warden::tokenizer::testing {
 
 inline std::string shared_dir() { return WARDEN_SHARED_DIR; }
+
+// Expects `fn` to throw util::Error whose message contains `needle`.
+template <typename Fn>
+void expect_error(Fn&& fn, const std::string& needle) {
+    try {
+        fn();
+        ADD_FAILURE() << "no error; expected one mentioning '" << needle << "'";
+    } catch (const util::Error& e) {
+        EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << "message: " << e.what();
+    }
+}
+
+// A fresh directory under the system temp dir, removed with everything in it on destruction.
+class TempDir {
+public:
+    TempDir() {
+        path_ = std::filesystem::temp_directory_path() /
+                ("warden_tok_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter_++));
+        std::filesystem::create_directories(path_);
+    }
+    ~TempDir() {
+        std::error_code ec;
+        std::filesystem::remove_all(path_, ec);
+    }
+    TempDir(const TempDir&) = delete;
+    TempDir& operator=(const TempDir&) = delete;
+    void write(const std::string& name, const std::string& content) const {
+        std::ofstream(path_ / name, std::ios::binary) << content;
+    }
+    std::string str() const { return path_.string(); }
+
+private:
+    static inline int counter_ = 0;
+    std::filesystem::path path_;
+};
 inline std::string source_dir() { return WARDEN_SOURCE_DIR; }
 
 inline bool read_file(const std::string& path, std::string& out) {

@@ -1,9 +1,5 @@
 // Bad input: every problem is a util::Error whose message names it; nothing crashes.
 #include <gtest/gtest.h>
-#include <unistd.h>
-
-#include <filesystem>
-#include <fstream>
 
 #include "model/gguf_file.h"
 #include "tok_test_util.h"
@@ -13,18 +9,9 @@
 namespace warden::tokenizer {
 namespace {
 
+using testing::expect_error;
 using testing::GgufBuilder;
-
-// Expects `fn` to throw util::Error whose message contains `needle`.
-template <typename Fn>
-void expect_error(Fn&& fn, const std::string& needle) {
-    try {
-        fn();
-        ADD_FAILURE() << "no error; expected one mentioning '" << needle << "'";
-    } catch (const util::Error& e) {
-        EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << "message: " << e.what();
-    }
-}
+using testing::TempDir;
 
 GgufBuilder tiny_bpe(const std::string& pre = "gpt-2") {
     GgufBuilder b;
@@ -121,27 +108,6 @@ TEST(TokenizerErrors, DecodeOutOfRange) {
     EXPECT_FALSE(tok->is_special(-1));
     EXPECT_FALSE(tok->is_special(1 << 30));
 }
-
-class TempDir {
-public:
-    TempDir() {
-        path_ = std::filesystem::temp_directory_path() /
-                ("warden_tok_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter_++));
-        std::filesystem::create_directories(path_);
-    }
-    ~TempDir() {
-        std::error_code ec;
-        std::filesystem::remove_all(path_, ec);
-    }
-    void write(const std::string& name, const std::string& content) const {
-        std::ofstream(path_ / name, std::ios::binary) << content;
-    }
-    std::string str() const { return path_.string(); }
-
-private:
-    static inline int counter_ = 0;
-    std::filesystem::path path_;
-};
 
 std::string hf_json(const std::string& model, const std::string& pre = R"({"type":"ByteLevel"})") {
     return R"({"added_tokens":[{"id":3,"content":"<|end|>","special":true}],"normalizer":null,"pre_tokenizer":)" + pre +

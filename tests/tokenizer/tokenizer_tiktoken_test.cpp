@@ -2,10 +2,6 @@
 // rank BPE on hand-checked cases, Kimi's pre-tokenizer and long-run splitting, round trips.
 // The comparison with the tiktoken package itself is tests/python/test_tiktoken.py.
 #include <gtest/gtest.h>
-#include <unistd.h>
-
-#include <filesystem>
-#include <fstream>
 
 #include "tok_test_util.h"
 #include "tokenizer/regex_split.h"
@@ -16,15 +12,8 @@
 namespace warden::tokenizer {
 namespace {
 
-template <typename Fn>
-void expect_error(Fn&& fn, const std::string& needle) {
-    try {
-        fn();
-        ADD_FAILURE() << "no error; expected one mentioning '" << needle << "'";
-    } catch (const util::Error& e) {
-        EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << "message: " << e.what();
-    }
-}
+using testing::expect_error;
+using testing::TempDir;
 
 std::string b64(const std::string& in) {
     static const char* tbl = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -56,27 +45,6 @@ std::string model_text(const std::vector<std::string>& extra) {
     for (size_t i = 0; i < extra.size(); ++i) s += b64(extra[i]) + " " + std::to_string(256 + i) + "\n";
     return s;
 }
-
-class TempDir {
-public:
-    TempDir() {
-        path_ = std::filesystem::temp_directory_path() /
-                ("warden_tik_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter_++));
-        std::filesystem::create_directories(path_);
-    }
-    ~TempDir() {
-        std::error_code ec;
-        std::filesystem::remove_all(path_, ec);
-    }
-    void write(const std::string& name, const std::string& content) const {
-        std::ofstream(path_ / name, std::ios::binary) << content;
-    }
-    std::string str() const { return path_.string(); }
-
-private:
-    static inline int counter_ = 0;
-    std::filesystem::path path_;
-};
 
 const std::vector<std::string> kExtra = {"ab", "bc", "abc", "he", "ll", "hell", "hello", " w", "or", " wor", " world"};
 constexpr int32_t kRanks = 256 + 11;
