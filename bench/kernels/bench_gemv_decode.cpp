@@ -1,12 +1,13 @@
 // Batch-1 decode GEMV throughput of one weight format on the Llama-3.2-1B layer shapes (16 layers of
 // q/k/v/o/gate/up/down, optional 32000-row head), without the rest of the model: measures how
 // close the matmul kernels + thread dispatch get to the memory roofline.
-//   bench_gemv_decode FORMAT THREADS REPS [fused|separate] [head]
+//   bench_gemv_decode FORMAT THREADS REPS [fused|separate] [head|nohead] [N]
+// N (default 1, at most 64): tokens per step, for the batched-decode / prefill GEMM.
 // FORMAT: a --weights name (int4, int4-g128, int8, ...) or bf16. Weight bytes are random codes
 // with valid scales (values do not matter for speed). Prints bytes per token, best and median
 // ms per token over REPS passes, and GB/s.
 // Build (not part of the CMake build):
-//   g++ -O3 -std=c++20 -I src bench/kernels/bench_gemv_decode.cpp build-int4/libwarden_core.a -lpthread -o /tmp/bench_gemv_decode
+//   g++ -O3 -std=c++20 -I src bench/kernels/bench_gemv_decode.cpp build-me/libwarden_core.a -lpthread -o /tmp/bench_gemv_decode
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -60,7 +61,7 @@ static Mat make(const std::string& fmt, int64_t rows, int64_t cols, std::mt19937
         }
     }
     m.w.data = m.buf.data();
-    m.y.resize(static_cast<size_t>(rows));
+    m.y.resize(static_cast<size_t>(rows) * 64);
     return m;
 }
 
@@ -73,10 +74,16 @@ int main(int argc, char** argv) {
     const int threads = std::atoi(argv[2]), reps = std::atoi(argv[3]);
     const bool fused = argc <= 4 || std::string(argv[4]) == "fused";
     const bool head = argc > 5 && std::string(argv[5]) == "head";
+    // Tokens per step (n > 1: the prefill / batched-decode GEMM; throughput reported per token).
+    const int64_t ntok = argc > 6 ? std::atoll(argv[6]) : 1;
+    if (ntok < 1 || ntok > 64) {
+        std::fprintf(stderr, "N must be in [1, 64]\n");
+        return 2;
+    }
     const int64_t d = 2048, ff = 8192, kv = 512, layers = 16, vocab = 32000;
     std::mt19937 rng(1);
     std::vector<std::vector<Mat>> L(layers);
-    int64_t bytes = 0;
+    int64_t bytes = 0, params = 0;
     for (int64_t l = 0; l < layers; ++l) {
         L[l].push_back(make(fmt, d, d, rng));
         L[l].push_back(make(fmt, kv, d, rng));
@@ -85,14 +92,18 @@ int main(int argc, char** argv) {
         L[l].push_back(make(fmt, ff, d, rng));
         L[l].push_back(make(fmt, ff, d, rng));
         L[l].push_back(make(fmt, d, ff, rng));
-        for (auto& m : L[l]) bytes += static_cast<int64_t>(m.buf.size());
+        for (auto& m : L[l]) {
+            bytes += static_cast<int64_t>(m.buf.size());
+            params += m.w.rows * m.w.cols;
+        }
     }
     Mat H;
     if (head) {
         H = make(fmt, vocab, d, rng);
         bytes += static_cast<int64_t>(H.buf.size());
+        params += H.w.rows * H.w.cols;
     }
-    std::vector<float> x(static_cast<size_t>(ff));
+    std::vector<float> x(static_cast<size_t>(ff * ntok));
     std::uniform_real_distribution<float> u(-1.0f, 1.0f);
     for (auto& v : x) v = u(rng);
     util::ThreadPool pool(threads);
@@ -101,9 +112,9 @@ int main(int argc, char** argv) {
             kernels::MatmulOut o[3];
             size_t k = 0;
             for (Mat* m : ms) o[k++] = {&m->w, m->y.data()};
-            kernels::matmul_multi(std::span<const kernels::MatmulOut>(o, k), in, 1, pool);
+            kernels::matmul_multi(std::span<const kernels::MatmulOut>(o, k), in, ntok, pool);
         } else {
-            for (Mat* m : ms) kernels::matmul(m->w, in, 1, m->y.data(), pool);
+            for (Mat* m : ms) kernels::matmul(m->w, in, ntok, m->y.data(), pool);
         }
     };
     std::vector<double> ms;
@@ -122,8 +133,9 @@ int main(int argc, char** argv) {
     std::sort(ms.begin(), ms.end());
     const double best = ms.front(), med = ms[ms.size() / 2];
     std::printf("format=%s threads=%d mode=%s head=%d bytes_per_token=%.1fMB best_ms=%.2f median_ms=%.2f best_GBps=%.2f "
-                "best_tok_s=%.2f\n",
+                "best_tok_s=%.2f n=%lld best_GMACps=%.1f\n",
                 fmt.c_str(), threads, fused ? "fused" : "separate", head ? 1 : 0, bytes / 1e6, best, med,
-                bytes / best / 1e6, 1000.0 / best);
+                bytes / best / 1e6, 1000.0 * static_cast<double>(ntok) / best, static_cast<long long>(ntok),
+                static_cast<double>(params) * static_cast<double>(ntok) / best / 1e6);
     return 0;
 }

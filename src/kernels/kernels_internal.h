@@ -18,6 +18,9 @@ struct OpsTable {
     void (*rmsnorm)(const float* x, const float* w, float* y, int64_t n, float eps);
     void (*silu_mul)(const float* gate, const float* up, float* out, int64_t n);
     void (*softmax)(float* x, int64_t n);
+    // softmax, also returning the max and the sum of exp(x - max) it normalized by (what
+    // split-context attention needs to merge the softmaxes of context chunks).
+    void (*softmax_stats)(float* x, int64_t n, float* max_out, float* sum_out);
     float (*dot_f32)(const float* a, const float* b, int64_t n);
     float (*dot_bf16)(const float* a, const bf16* b, int64_t n);
     void (*axpy_f32)(float a, const float* x, float* y, int64_t n);

@@ -113,7 +113,9 @@ void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
     for (; i < n; ++i) out[i] = gate[i] / (1.0f + exp_s(-gate[i])) * up[i];
 }
 
-void softmax(float* x, int64_t n) {
+void softmax_stats(float* x, int64_t n, float* max_out, float* sum_out) {
+    *max_out = 0.0f;
+    *sum_out = 0.0f;
     if (n <= 0) return;
     int64_t i = 0;
     __m256 vm = _mm256_set1_ps(x[0]);
@@ -133,11 +135,18 @@ void softmax(float* x, int64_t n) {
         x[i] = exp_s(x[i] - mx);
         sum += x[i];
     }
+    *max_out = mx;
+    *sum_out = sum;
     const float inv = 1.0f / sum;
     const __m256 vi = _mm256_set1_ps(inv);
     i = 0;
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), vi));
     for (; i < n; ++i) x[i] *= inv;
+}
+
+void softmax(float* x, int64_t n) {
+    float mx, sum;
+    softmax_stats(x, n, &mx, &sum);
 }
 
 float dot_f32(const float* a, const float* b, int64_t n) {
@@ -219,8 +228,8 @@ void bf16_to_f32_row(const bf16* x, float* y, int64_t n) {
 }  // namespace
 
 const OpsTable& ops_avx2() {
-    static const OpsTable t{rmsnorm,  silu_mul,  softmax,         dot_f32,        dot_bf16,
-                            axpy_f32, axpy_bf16, f32_to_bf16_row, bf16_to_f32_row};
+    static const OpsTable t{rmsnorm,  silu_mul,  softmax,         softmax_stats,   dot_f32,
+                            dot_bf16, axpy_f32, axpy_bf16, f32_to_bf16_row, bf16_to_f32_row};
     return t;
 }
 

@@ -98,7 +98,9 @@ void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
     for (; i < n; ++i) out[i] = gate[i] / (1.0f + exp_s(-gate[i])) * up[i];
 }
 
-void softmax(float* x, int64_t n) {
+void softmax_stats(float* x, int64_t n, float* max_out, float* sum_out) {
+    *max_out = 0.0f;
+    *sum_out = 0.0f;
     if (n <= 0) return;
     int64_t i = 0;
     __m512 vm = _mm512_set1_ps(x[0]);
@@ -118,11 +120,18 @@ void softmax(float* x, int64_t n) {
         x[i] = exp_s(x[i] - mx);
         sum += x[i];
     }
+    *max_out = mx;
+    *sum_out = sum;
     const float inv = 1.0f / sum;
     const __m512 vi = _mm512_set1_ps(inv);
     i = 0;
     for (; i + 16 <= n; i += 16) _mm512_storeu_ps(x + i, _mm512_mul_ps(_mm512_loadu_ps(x + i), vi));
     for (; i < n; ++i) x[i] *= inv;
+}
+
+void softmax(float* x, int64_t n) {
+    float mx, sum;
+    softmax_stats(x, n, &mx, &sum);
 }
 
 float dot_f32(const float* a, const float* b, int64_t n) {
@@ -194,8 +203,8 @@ void bf16_to_f32_row(const bf16* x, float* y, int64_t n) {
 }  // namespace
 
 const OpsTable& ops_avx512() {
-    static const OpsTable t{rmsnorm,  silu_mul,  softmax,         dot_f32,        dot_bf16,
-                            axpy_f32, axpy_bf16, f32_to_bf16_row, bf16_to_f32_row};
+    static const OpsTable t{rmsnorm,  silu_mul,  softmax,         softmax_stats,   dot_f32,
+                            dot_bf16, axpy_f32, axpy_bf16, f32_to_bf16_row, bf16_to_f32_row};
     return t;
 }
 

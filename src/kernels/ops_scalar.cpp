@@ -24,7 +24,9 @@ void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
     }
 }
 
-void softmax(float* x, int64_t n) {
+void softmax_stats(float* x, int64_t n, float* max_out, float* sum_out) {
+    *max_out = 0.0f;
+    *sum_out = 0.0f;
     if (n <= 0) return;
     float mx = x[0];
     for (int64_t i = 1; i < n; ++i) mx = x[i] > mx ? x[i] : mx;
@@ -33,8 +35,15 @@ void softmax(float* x, int64_t n) {
         x[i] = std::exp(x[i] - mx);
         sum += x[i];
     }
+    *max_out = mx;
+    *sum_out = static_cast<float>(sum);
     const float inv = static_cast<float>(1.0 / sum);
     for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+void softmax(float* x, int64_t n) {
+    float mx, sum;
+    softmax_stats(x, n, &mx, &sum);
 }
 
 float dot_f32(const float* a, const float* b, int64_t n) {
@@ -68,8 +77,8 @@ void bf16_to_f32_row(const bf16* x, float* y, int64_t n) {
 }  // namespace
 
 const OpsTable& ops_scalar() {
-    static const OpsTable t{rmsnorm,  silu_mul,  softmax,         dot_f32,        dot_bf16,
-                            axpy_f32, axpy_bf16, f32_to_bf16_row, bf16_to_f32_row};
+    static const OpsTable t{rmsnorm,  silu_mul,  softmax,         softmax_stats,   dot_f32,
+                            dot_bf16, axpy_f32, axpy_bf16, f32_to_bf16_row, bf16_to_f32_row};
     return t;
 }
 

@@ -43,6 +43,17 @@ const detail::KvReadKernels& read_kernels(KvType t) {
     return tab.by_type[static_cast<int>(t)];
 }
 
+// A software prefetch of one cache line that the compiler keeps: GCC 12 deletes a loop of
+// __builtin_prefetch calls here as if it had no effect (checked in the disassembly: not one
+// prefetch instruction was left in this file), so the page-ahead prefetch below never ran.
+inline void prefetch_line(const uint8_t* p) {
+#if defined(__x86_64__) || defined(__i386__)
+    asm volatile("prefetcht0 %0" : : "m"(*p));
+#else
+    __builtin_prefetch(p);
+#endif
+}
+
 // Smallest bf16 >= x (x finite, >= 0).
 uint16_t bf16_round_up(float x) {
     uint32_t u = std::bit_cast<uint32_t>(x);
@@ -98,6 +109,9 @@ uint16_t store_row(const PagedKvLayer& kv, const float* x, uint8_t* codes, const
     return sbits;
 }
 
+// Context positions per attention work item (see paged_attention).
+constexpr int64_t kChunkPositions = 1024;
+
 struct Scratch {
     std::vector<float> scores;  // [heads of one item][n_ctx]
     std::vector<float> w;       // [page_size] per-row multipliers of one page
@@ -105,58 +119,70 @@ struct Scratch {
 };
 
 // Attention of query token t for the n_h consecutive query heads starting at h0, all of kv head
-// g (a GQA group or part of one); q and o point at head h0's row, heads `dim` floats apart.
+// g (a GQA group or part of one), over the context positions [c0, c1) (one chunk of the
+// visible context, see paged_attention); q points at head h0's row, heads `dim` floats apart.
+// Writes each head's softmax-weighted sum over the chunk, normalized by the chunk's own softmax,
+// to o + h * o_stride, and (when ml is not null) the chunk's score max and exp sum to
+// ml[h * ml_stride] and ml[h * ml_stride + 1] so chunks can be merged.
 // With several heads, each page's K and V rows of head g are decoded once into `rows` (exact:
 // the decoded values are the codes' values) and every head reads them there through the f32
 // kernels: a group of G heads decodes each code once instead of G times, which is what makes
 // the 1-byte formats cheaper than bf16 per token rather than dearer. Rows are decoded even for
 // a single head, so a head's result never depends on how many heads share its item (which
 // depends on the batch): batching stays invisible to the outputs.
-void attend_heads(const detail::KvReadKernels& rk, const detail::KvReadKernels& rk32, const detail::OpsTable& ops,
+void attend_chunk(const detail::KvReadKernels& rk, const detail::KvReadKernels& rk32, const detail::OpsTable& ops,
                   const PagedKvLayer& kv, const PagedAttentionSeq& s, int64_t t, int64_t g, int64_t n_h,
-                  const float* q, float* o, float scale, int64_t ctx_stride, Scratch& sc) {
+                  const float* q, float* o, int64_t o_stride, float* ml, int64_t ml_stride, float scale, int64_t c0,
+                  int64_t c1, int64_t ctx_stride, Scratch& sc) {
     const int64_t dim = kv.head_dim;
     const int64_t row = kv.n_kv_heads * dim;
     const int64_t eb = kv_elem_bytes(kv.type);
-    const int64_t row_bytes = row * eb;
+    const int64_t row_bytes = dim * eb;          // a head's rows are contiguous in its page block
+    const int64_t head_bytes = kv.page_size * row_bytes;
     const int64_t n_ctx = s.pos0 + t + 1;
     int64_t fresh_begin = n_ctx;  // positions [fresh_begin, n_ctx) come from k_new/v_new
     if (s.k_new && s.v_new) {
         if (s.fresh == FreshKv::Self) fresh_begin = n_ctx - 1;
         else if (s.fresh == FreshKv::Chunk) fresh_begin = s.pos0;
     }
-    const int64_t n_pages = (fresh_begin + kv.page_size - 1) / kv.page_size;
+    const int64_t paged_end = std::min(fresh_begin, c1);  // positions [c0, paged_end) come from pages
+    const int64_t p_begin = c0 / kv.page_size;
+    const int64_t p_end = paged_end > c0 ? (paged_end + kv.page_size - 1) / kv.page_size : p_begin;
+    const int64_t fresh0 = std::max(fresh_begin, c0);
     const bool per_row = kv.has_scale_array();
     const float fixed = kv_type_scaled(kv.type) ? kv.tensor_scale : 1.0f;
     const bool decode = kv.type != KvType::F32;  // f32 rows are read in place
     float* w = sc.w.data();
     float* rows = sc.rows.data();
+    // Page p's positions inside this chunk: [j0, j0 + cnt) (chunks start on a page boundary).
+    auto page_span = [&](int64_t p) {
+        const int64_t j0 = p * kv.page_size;
+        return std::pair<int64_t, int64_t>{j0, std::min(paged_end, j0 + kv.page_size) - j0};
+    };
     // The rows of kv head g on page `page` at block offset `off`, as (pointer, stride, kernels):
     // decoded into `rows`, or in place for f32.
     auto page_rows = [&](const uint8_t* page, int64_t off, int64_t cnt) {
-        const uint8_t* src = page + off + g * dim * eb;
+        const uint8_t* src = page + off + g * head_bytes;
         if (!decode) return std::tuple<const uint8_t*, int64_t, const detail::KvReadKernels*>{src, row_bytes, &rk};
-        for (int64_t i = 0; i < cnt; ++i) rk.dequant(src + i * row_bytes, dim, rows + i * dim);
+        rk.dequant(src, cnt * dim, rows);  // the head's cnt rows are one contiguous run
         return std::tuple<const uint8_t*, int64_t, const detail::KvReadKernels*>{
             reinterpret_cast<const uint8_t*>(rows), dim * 4, &rk32};
     };
 
-    // Asks for the next page's rows of head g before they are needed. Pages lie far apart (a page
-    // holds every layer), so the hardware prefetchers, which follow the rows within a page, stall
-    // at each page change; without this, decoding the first row of a page waits on DRAM.
-    const int64_t line_bytes = dim * eb;
+    // Asks for the next page's rows of head g (one contiguous run) before they are needed. Pages
+    // lie far apart (a page holds every layer), so the hardware prefetchers stall at each page
+    // change; without this, decoding the first row of a page waits on DRAM.
     auto prefetch_page = [&](int64_t p, int64_t off) {
-        if (p >= n_pages) return;
-        const uint8_t* src = kv.base + static_cast<int64_t>(s.page_ids[p]) * kv.page_stride + off + g * dim * eb;
-        const int64_t cnt = std::min(fresh_begin, (p + 1) * kv.page_size) - p * kv.page_size;
-        for (int64_t i = 0; i < cnt; ++i)
-            for (int64_t b = 0; b < line_bytes; b += 64) __builtin_prefetch(src + i * row_bytes + b);
+        if (p >= p_end) return;
+        const uint8_t* src = kv.base + static_cast<int64_t>(s.page_ids[p]) * kv.page_stride + off + g * head_bytes;
+        const int64_t bytes = page_span(p).second * row_bytes;
+        for (int64_t b = 0; b < bytes; b += 64) prefetch_line(src + b);
     };
 
-    prefetch_page(0, kv.k_offset);
-    for (int64_t p = 0; p < n_pages; ++p) {
+    prefetch_page(p_begin, kv.k_offset);
+    for (int64_t p = p_begin; p < p_end; ++p) {
         const uint8_t* page = kv.base + static_cast<int64_t>(s.page_ids[p]) * kv.page_stride;
-        const int64_t j0 = p * kv.page_size, cnt = std::min(fresh_begin, j0 + kv.page_size) - j0;
+        const auto [j0, cnt] = page_span(p);
         prefetch_page(p + 1, kv.k_offset);
         if (per_row) {
             const auto* sk = reinterpret_cast<const uint16_t*>(page + kv.k_scale_offset) + g;
@@ -165,38 +191,44 @@ void attend_heads(const detail::KvReadKernels& rk, const detail::KvReadKernels& 
             std::fill(w, w + cnt, scale * fixed);
         }
         const auto [src, stride, k] = page_rows(page, kv.k_offset, cnt);
-        for (int64_t h = 0; h < n_h; ++h) k->scores(q + h * dim, src, stride, cnt, dim, w, sc.scores.data() + h * ctx_stride + j0);
+        for (int64_t h = 0; h < n_h; ++h)
+            k->scores(q + h * dim, src, stride, cnt, dim, w, sc.scores.data() + h * ctx_stride + (j0 - c0));
     }
     for (int64_t h = 0; h < n_h; ++h) {
-        float* scores = sc.scores.data() + h * ctx_stride;
-        for (int64_t j = fresh_begin; j < n_ctx; ++j)
+        float* scores = sc.scores.data() + h * ctx_stride - c0;  // indexed by position
+        for (int64_t j = fresh0; j < c1; ++j)
             scores[j] = scale * ops.dot_f32(q + h * dim, s.k_new + (j - s.pos0) * row + g * dim, dim);
-        ops.softmax(scores, n_ctx);
-        std::fill(o + h * dim, o + (h + 1) * dim, 0.0f);
+        float mx, sum;
+        ops.softmax_stats(scores + c0, c1 - c0, &mx, &sum);
+        if (ml) {
+            ml[h * ml_stride] = mx;
+            ml[h * ml_stride + 1] = sum;
+        }
+        std::fill(o + h * o_stride, o + h * o_stride + dim, 0.0f);
     }
-    prefetch_page(0, kv.v_offset);
-    for (int64_t p = 0; p < n_pages; ++p) {
+    prefetch_page(p_begin, kv.v_offset);
+    for (int64_t p = p_begin; p < p_end; ++p) {
         const uint8_t* page = kv.base + static_cast<int64_t>(s.page_ids[p]) * kv.page_stride;
-        const int64_t j0 = p * kv.page_size, cnt = std::min(fresh_begin, j0 + kv.page_size) - j0;
+        const auto [j0, cnt] = page_span(p);
         prefetch_page(p + 1, kv.v_offset);
         const auto [src, stride, k] = page_rows(page, kv.v_offset, cnt);
         const auto* sv = reinterpret_cast<const uint16_t*>(page + kv.v_scale_offset) + g;
         for (int64_t h = 0; h < n_h; ++h) {
-            const float* scores = sc.scores.data() + h * ctx_stride;
+            const float* scores = sc.scores.data() + h * ctx_stride + (j0 - c0);
             if (per_row) {
-                for (int64_t i = 0; i < cnt; ++i) w[i] = scores[j0 + i] * tensor::bf16_to_f32(sv[i * kv.n_kv_heads]);
+                for (int64_t i = 0; i < cnt; ++i) w[i] = scores[i] * tensor::bf16_to_f32(sv[i * kv.n_kv_heads]);
             } else if (fixed != 1.0f) {
-                for (int64_t i = 0; i < cnt; ++i) w[i] = scores[j0 + i] * fixed;
+                for (int64_t i = 0; i < cnt; ++i) w[i] = scores[i] * fixed;
             } else {
-                std::copy(scores + j0, scores + j0 + cnt, w);
+                std::copy(scores, scores + cnt, w);
             }
-            k->accum(w, src, stride, cnt, dim, o + h * dim);
+            k->accum(w, src, stride, cnt, dim, o + h * o_stride);
         }
     }
     for (int64_t h = 0; h < n_h; ++h) {
-        const float* scores = sc.scores.data() + h * ctx_stride;
-        for (int64_t j = fresh_begin; j < n_ctx; ++j)
-            ops.axpy_f32(scores[j], s.v_new + (j - s.pos0) * row + g * dim, o + h * dim, dim);
+        const float* scores = sc.scores.data() + h * ctx_stride - c0;
+        for (int64_t j = fresh0; j < c1; ++j)
+            ops.axpy_f32(scores[j], s.v_new + (j - s.pos0) * row + g * dim, o + h * o_stride, dim);
     }
 }
 
@@ -220,7 +252,7 @@ void write_kv(const PagedKvLayer& kv, const int32_t* page_ids, int64_t pos0, int
         uint8_t* page = kv.base + static_cast<int64_t>(page_ids[pos / kv.page_size]) * kv.page_stride;
         const int64_t slot = pos % kv.page_size;
         for (int64_t g = 0; g < kv.n_kv_heads; ++g) {
-            const int64_t at = (slot * row + g * dim) * eb;
+            const int64_t at = (g * kv.page_size + slot) * dim * eb;
             const uint16_t ks = store_row(kv, k + t * row + g * dim, page + kv.k_offset + at, ops);
             const uint16_t vs = store_row(kv, v + t * row + g * dim, page + kv.v_offset + at, ops);
             if (per_row) {
@@ -237,7 +269,7 @@ void read_kv_row(const PagedKvLayer& kv, const int32_t* page_ids, int64_t pos, i
     const int64_t dim = kv.head_dim, eb = kv_elem_bytes(kv.type);
     const uint8_t* page = kv.base + static_cast<int64_t>(page_ids[pos / kv.page_size]) * kv.page_stride;
     const int64_t slot = pos % kv.page_size;
-    const uint8_t* codes = page + (value ? kv.v_offset : kv.k_offset) + (slot * kv.n_kv_heads + kv_head) * dim * eb;
+    const uint8_t* codes = page + (value ? kv.v_offset : kv.k_offset) + (kv_head * kv.page_size + slot) * dim * eb;
     detail::kv_kernels_scalar().by_type[static_cast<int>(kv.type)].dequant(codes, dim, out);
     float s = kv_type_scaled(kv.type) ? kv.tensor_scale : 1.0f;
     if (kv.has_scale_array()) {
@@ -267,35 +299,97 @@ void paged_attention(std::span<const PagedAttentionSeq> seqs, int64_t n_heads, c
     const detail::KvReadKernels& rk = read_kernels(kv.type);
     const detail::KvReadKernels& rk32 = read_kernels(KvType::F32);
     const int64_t w_len = std::min(max_ctx, kv.page_size);
-    // Work items are (sequence, token, part of a GQA group); items [ifirst[i], ifirst[i+1])
-    // belong to sequence i. Whole groups share their decoded rows, but a group is split into
-    // parts while there are fewer than 4 items per thread (a batch-1 decode step of a model with
-    // few kv heads), so every thread stays busy. Results do not depend on the split.
-    const int64_t enough = 4 * static_cast<int64_t>(pool.size()), groups = n_tokens * kv.n_kv_heads;
+    // Long contexts are split into chunks of kChunkPositions (rounded to whole pages), each its
+    // own work item with its own softmax, merged afterwards (below): a batch-1 decode step at 8k
+    // context then keeps every thread busy while reading each kv head's pages once. The split
+    // depends only on the query's context length and the page size, never on the batch or the
+    // thread count, so a token's output is the same in prefill and decode and in any batch; a
+    // context of one chunk is computed exactly as without chunking.
+    const int64_t chunk_len = kv.page_size * std::max<int64_t>(1, kChunkPositions / kv.page_size);
+    auto n_chunks = [&](int64_t n_ctx) { return (n_ctx + chunk_len - 1) / chunk_len; };
+    // Work items are (sequence, token, part of a GQA group, chunk). Whole groups share their
+    // decoded rows, but a group is split into parts while there are fewer than 4 items per
+    // thread (a batch-1 decode step of a model with few kv heads at short context), so every
+    // thread stays busy. Results do not depend on the split.
+    int64_t groups = 0;
+    for (const PagedAttentionSeq& s : seqs)
+        for (int64_t t = 0; t < s.n_q; ++t) groups += kv.n_kv_heads * n_chunks(s.pos0 + t + 1);
+    const int64_t enough = 4 * static_cast<int64_t>(pool.size());
     int64_t parts = 1;
     while (parts < group && group % (parts * 2) == 0 && groups * parts < enough) parts *= 2;
     if (groups * parts < enough) parts = group;  // group sizes that do not halve: one head per item
     const int64_t per_part = group / parts;
-    const int64_t per_seq_token = kv.n_kv_heads * parts;  // items per (sequence, token)
-    std::vector<int64_t> ifirst(seqs.size() + 1, 0);
-    for (size_t i = 0; i < seqs.size(); ++i) ifirst[i + 1] = ifirst[i] + seqs[i].n_q * per_seq_token;
-    const int64_t total = ifirst.back();
+    const int64_t per_token = kv.n_kv_heads * parts;  // items per (sequence, token, chunk)
+    struct Tok {
+        int64_t seq, t, nc, item0, part0;  // part0: first partial (head, chunk) slot when nc > 1
+    };
+    thread_local std::vector<Tok> toks;
+    toks.clear();
+    int64_t total = 0, n_partial = 0;
+    for (size_t i = 0; i < seqs.size(); ++i)
+        for (int64_t t = 0; t < seqs[i].n_q; ++t) {
+            const int64_t nc = n_chunks(seqs[i].pos0 + t + 1);
+            toks.push_back({static_cast<int64_t>(i), t, nc, total, n_partial});
+            total += per_token * nc;
+            if (nc > 1) n_partial += n_heads * nc;
+        }
+    // Chunk results of multi-chunk tokens: [head][chunk] rows of dim, and (max, sum) pairs.
+    thread_local std::vector<float> part_o, part_ml;
+    if (static_cast<int64_t>(part_o.size()) < n_partial * dim) part_o.resize(static_cast<size_t>(n_partial * dim));
+    if (static_cast<int64_t>(part_ml.size()) < n_partial * 2) part_ml.resize(static_cast<size_t>(n_partial * 2));
+    float* const po = part_o.data();
+    float* const pml = part_ml.data();
+    const Tok* const tk = toks.data();
+    const int64_t ctx_len = std::min(max_ctx, chunk_len);
 
     pool.run([&](int tid, int nthreads) {
         thread_local Scratch sc;
-        if (static_cast<int64_t>(sc.scores.size()) < max_ctx * per_part)
-            sc.scores.resize(static_cast<size_t>(max_ctx * per_part));
+        if (static_cast<int64_t>(sc.scores.size()) < ctx_len * per_part)
+            sc.scores.resize(static_cast<size_t>(ctx_len * per_part));
         if (static_cast<int64_t>(sc.w.size()) < w_len) sc.w.resize(static_cast<size_t>(w_len));
         if (static_cast<int64_t>(sc.rows.size()) < w_len * dim) sc.rows.resize(static_cast<size_t>(w_len * dim));
-        size_t si = 0;
+        size_t ti = 0;
         for (int64_t item = tid; item < total; item += nthreads) {
-            while (item >= ifirst[si + 1]) ++si;
-            const PagedAttentionSeq& s = seqs[si];
-            const int64_t local = item - ifirst[si];
-            const int64_t t = local / per_seq_token, part = local % per_seq_token;
+            while (item >= tk[ti].item0 + per_token * tk[ti].nc) ++ti;
+            const Tok& k = tk[ti];
+            const PagedAttentionSeq& s = seqs[static_cast<size_t>(k.seq)];
+            const int64_t local = item - k.item0;
+            const int64_t chunk = local % k.nc, part = local / k.nc;
             const int64_t h0 = part * per_part, g = h0 / group;
-            const int64_t at = (t * n_heads + h0) * dim;
-            attend_heads(rk, rk32, ops, kv, s, t, g, per_part, s.q + at, s.out + at, scale, max_ctx, sc);
+            const int64_t at = (k.t * n_heads + h0) * dim;
+            const int64_t c0 = chunk * chunk_len, c1 = std::min(s.pos0 + k.t + 1, c0 + chunk_len);
+            if (k.nc == 1) {
+                attend_chunk(rk, rk32, ops, kv, s, k.t, g, per_part, s.q + at, s.out + at, dim, nullptr, 0, scale, c0,
+                             c1, ctx_len, sc);
+            } else {
+                const int64_t slot = k.part0 + h0 * k.nc + chunk;  // head h0 + h at slot + h * nc
+                attend_chunk(rk, rk32, ops, kv, s, k.t, g, per_part, s.q + at, po + slot * dim, k.nc * dim,
+                             pml + 2 * slot, 2 * k.nc, scale, c0, c1, ctx_len, sc);
+            }
+        }
+    });
+    if (n_partial == 0) return;
+    // Merge the chunks of each (token, head): weights sum_c * exp(max_c - max), chunks in order.
+    const int64_t n_tok = static_cast<int64_t>(toks.size());
+    pool.run([&](int tid, int nthreads) {
+        for (int64_t x = tid; x < n_tok * n_heads; x += nthreads) {
+            const Tok& k = tk[x / n_heads];
+            if (k.nc == 1) continue;
+            const int64_t h = x % n_heads;
+            const int64_t slot = k.part0 + h * k.nc;
+            const float* ml = pml + 2 * slot;  // chunk c: (max, sum) at ml[2c], ml[2c + 1]
+            float mx = ml[0];
+            for (int64_t c = 1; c < k.nc; ++c) mx = std::max(mx, ml[2 * c]);
+            auto weight = [&](int64_t c) { return ml[2 * c + 1] * std::exp(ml[2 * c] - mx); };
+            float wsum = 0.0f;
+            for (int64_t c = 0; c < k.nc; ++c) wsum += weight(c);
+            float* out = seqs[static_cast<size_t>(k.seq)].out + (k.t * n_heads + h) * dim;
+            const float* oc = po + slot * dim;
+            std::fill(out, out + dim, 0.0f);
+            for (int64_t c = 0; c < k.nc; ++c) {
+                const float a = weight(c) / wsum;
+                for (int64_t d = 0; d < dim; ++d) out[d] += a * oc[c * dim + d];
+            }
         }
     });
 }

@@ -37,7 +37,7 @@ struct PagedKvLayer {
     uint8_t* base = nullptr;        // page 0's first byte
     int64_t page_stride = 0;        // bytes from one page to the next
     int64_t k_offset = 0;           // bytes from a page's start to this layer's K values
-    int64_t v_offset = 0;           // ... and V values; each [page_size, n_kv_heads, head_dim] of `type`
+    int64_t v_offset = 0;           // ... and V values; each [n_kv_heads, page_size, head_dim] of `type`
     int64_t page_size = 0;
     int64_t n_kv_heads = 0;
     int64_t head_dim = 0;
@@ -50,7 +50,8 @@ struct PagedKvLayer {
 };
 
 // The whole KV storage: page p holds, for every layer l, a K block then a V block. A block is
-// the values [page_size, n_kv_heads, head_dim] of `type`, then (scaled types with TokenHead
+// the values [n_kv_heads, page_size, head_dim] of `type` (a kv head's rows are one contiguous run,
+// what the attention reads per head), then (scaled types with TokenHead
 // scales) the scales [page_size, n_kv_heads] as bf16; each part is padded to 16 bytes.
 struct PagedKvStorage {
     KvType type = KvType::BF16;

@@ -83,31 +83,69 @@ inline __m256 load_tail_f32(const float* x, int64_t i, int64_t dim) {
     return _mm256_load_ps(buf);
 }
 
+// Eight rows at a time: each row's dot product runs in its own accumulator (two 8-wide fma
+// chains per row over the 16-element halves of each 16-block, as in the one-row loop), then the
+// eight accumulators are reduced together by a transpose (hadd) tree, one vector of 8 scores,
+// instead of a horizontal sum per row. A row's result depends only on its own data (the same
+// operations in the same order wherever it sits), so scores do not depend on batch or split.
+template <typename L>
+inline __m256 dot_row(const float* q, const uint8_t* r, int64_t dim) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= dim; i += 16) {
+        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), L::load8(r + i * L::kBytes), a0);
+        a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i + 8), L::load8(r + (i + 8) * L::kBytes), a1);
+    }
+    if (i + 8 <= dim) {
+        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), L::load8(r + i * L::kBytes), a0);
+        i += 8;
+    }
+    if (i < dim) a1 = _mm256_fmadd_ps(load_tail_f32(q, i, dim), load_tail<L>(r, i, dim), a1);
+    return _mm256_add_ps(a0, a1);
+}
+
+// Lane k of the result = the sum of the 8 lanes of v[k] (a fixed tree per row).
+inline __m256 reduce8(const __m256* v) {
+    const __m256 t0 = _mm256_hadd_ps(v[0], v[1]), t1 = _mm256_hadd_ps(v[2], v[3]);
+    const __m256 t2 = _mm256_hadd_ps(v[4], v[5]), t3 = _mm256_hadd_ps(v[6], v[7]);
+    const __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
+    // u0 = [r0 r1 r2 r3 | r0 r1 r2 r3] halves (low 128 = lanes 0-3 partial, high = lanes 4-7 partial)
+    return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+}
+
 template <typename L>
 void scores(const float* q, const uint8_t* rows, int64_t stride, int64_t n, int64_t dim, const float* mult, float* s) {
-    const int64_t main = dim / 8 * 8;
-    __m256 qtail = _mm256_setzero_ps();
-    if (main < dim) qtail = load_tail_f32(q, main, dim);
-    for (int64_t j = 0; j < n; ++j) {
-        const uint8_t* r = rows + j * stride;
-        __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
-        int64_t i = 0;
-        for (; i + 16 <= dim; i += 16) {
-            a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), L::load8(r + i * L::kBytes), a0);
-            a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i + 8), L::load8(r + (i + 8) * L::kBytes), a1);
-        }
-        if (i + 8 <= dim) {
-            a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), L::load8(r + i * L::kBytes), a0);
-            i += 8;
-        }
-        if (i < dim) a1 = _mm256_fmadd_ps(qtail, load_tail<L>(r, i, dim), a1);
-        s[j] = hsum(_mm256_add_ps(a0, a1)) * L::kMul * mult[j];
+    const __m256 kmul = _mm256_set1_ps(L::kMul);
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        __m256 acc[8];
+        for (int r = 0; r < 8; ++r) acc[r] = dot_row<L>(q, rows + (j + r) * stride, dim);
+        _mm256_storeu_ps(s + j, _mm256_mul_ps(_mm256_mul_ps(reduce8(acc), kmul), _mm256_loadu_ps(mult + j)));
+    }
+    if (j < n) {
+        __m256 acc[8];
+        for (int r = 0; r < 8; ++r) acc[r] = j + r < n ? dot_row<L>(q, rows + (j + r) * stride, dim) : _mm256_setzero_ps();
+        alignas(32) float out[8];
+        _mm256_store_ps(out, _mm256_mul_ps(reduce8(acc), kmul));
+        for (int64_t r = 0; r < n - j; ++r) s[j + r] = out[r] * mult[j + r];
     }
 }
 
 template <typename L>
 void accum(const float* w, const uint8_t* rows, int64_t stride, int64_t n, int64_t dim, float* out) {
     int64_t d = 0;
+    // 64 outputs at once: eight independent fma chains (one per 8 outputs) keep both FMA units
+    // busy, where four chains wait on the fma latency. Each output still adds its rows in order.
+    for (; d + 64 <= dim; d += 64) {
+        __m256 o[8];
+        for (int k = 0; k < 8; ++k) o[k] = _mm256_loadu_ps(out + d + 8 * k);
+        const uint8_t* r = rows + d * L::kBytes;
+        for (int64_t j = 0; j < n; ++j, r += stride) {
+            const __m256 wj = _mm256_set1_ps(w[j] * L::kMul);
+            for (int k = 0; k < 8; ++k) o[k] = _mm256_fmadd_ps(wj, L::load8(r + 8 * k * L::kBytes), o[k]);
+        }
+        for (int k = 0; k < 8; ++k) _mm256_storeu_ps(out + d + 8 * k, o[k]);
+    }
     for (; d + 32 <= dim; d += 32) {
         __m256 o0 = _mm256_loadu_ps(out + d), o1 = _mm256_loadu_ps(out + d + 8);
         __m256 o2 = _mm256_loadu_ps(out + d + 16), o3 = _mm256_loadu_ps(out + d + 24);

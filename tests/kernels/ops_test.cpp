@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 
+#include "kernels/kernels_internal.h"
 #include "kernels_test_util.h"
 
 namespace warden::kernels {
@@ -142,6 +143,29 @@ TEST_P(KernelsOps, SoftmaxMatchesScalar) {
             sum += o[i];
         }
         EXPECT_NEAR(sum, 1.0, 1e-5);
+    }
+}
+
+// softmax_stats (the chunk softmax of split-context attention) is softmax, bit for bit, plus the
+// max it shifted by and the sum of exp(x - max) it divided by: checked against the input (the max
+// exactly) and a double-precision sum of exp.
+TEST_P(KernelsOps, SoftmaxStatsIsSoftmaxWithItsMaxAndSum) {
+    const Isa isa = GetParam();
+    const auto& ops = detail::ops_table(isa);
+    for (int64_t n : kSizes) {
+        if (n == 0) continue;
+        auto x = random_floats(n, 70 + n, -20.0f, 20.0f);
+        auto a = x, b = x;
+        ops.softmax(a.data(), n);
+        float mx = NAN, sum = NAN;
+        ops.softmax_stats(b.data(), n, &mx, &sum);
+        for (int64_t i = 0; i < n; ++i) ASSERT_EQ(std::bit_cast<uint32_t>(a[i]), std::bit_cast<uint32_t>(b[i])) << n;
+        float want_mx = x[0];
+        for (float v : x) want_mx = std::max(want_mx, v);
+        EXPECT_EQ(mx, want_mx) << "n=" << n;
+        double want_sum = 0.0;
+        for (float v : x) want_sum += std::exp(static_cast<double>(v) - want_mx);
+        EXPECT_NEAR(sum, want_sum, (n + 16) * kEps * want_sum) << "n=" << n;
     }
 }
 

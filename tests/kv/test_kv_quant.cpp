@@ -57,6 +57,47 @@ struct Store {
 
 }  // namespace
 
+// The page block layout the attention relies on (kernels/paged_attention.h): values
+// [n_kv_heads, page_size, head_dim], so one kv head's rows on a page are one contiguous run, then
+// the scales [page_size, n_kv_heads]. Checked on the raw bytes, independently of read_kv_row.
+TEST(KvQuant, PageBlockIsHeadMajor) {
+    const int64_t dim = 8, n_kv = 3, ps = 4;
+    for (KvType t : {KvType::BF16, KvType::INT8}) {
+        Store s(t, ps, n_kv, dim, 2);
+        std::vector<float> k(static_cast<size_t>(ps * n_kv * dim)), v(k.size());
+        for (int64_t slot = 0; slot < ps; ++slot)
+            for (int64_t g = 0; g < n_kv; ++g)
+                for (int64_t i = 0; i < dim; ++i) {
+                    // Small integers: exact in bf16 and, with amax 127 per row, in int8 at scale 1.
+                    const float x = static_cast<float>(slot * 30 + g * 10 + i);
+                    k[static_cast<size_t>((slot * n_kv + g) * dim + i)] = i == dim - 1 ? 127.0f : x;
+                    v[static_cast<size_t>((slot * n_kv + g) * dim + i)] = -k[static_cast<size_t>((slot * n_kv + g) * dim + i)];
+                }
+        const int32_t page = 1;
+        const auto L = s.st.layer(0);
+        kernels::write_kv(L, &page, 0, ps, k.data(), v.data());
+        const uint8_t* blk = s.buf.data() + page * s.st.page_stride + L.k_offset;
+        const int64_t eb = kernels::kv_elem_bytes(t);
+        for (int64_t g = 0; g < n_kv; ++g)
+            for (int64_t slot = 0; slot < ps; ++slot)
+                for (int64_t i = 0; i < dim; ++i) {
+                    const uint8_t* p = blk + ((g * ps + slot) * dim + i) * eb;
+                    const float want = k[static_cast<size_t>((slot * n_kv + g) * dim + i)];
+                    float got;
+                    if (t == KvType::BF16) {
+                        uint16_t h;
+                        std::memcpy(&h, p, 2);
+                        got = tensor::bf16_to_f32(h);
+                    } else {
+                        uint16_t sb;  // scale of (slot, g): [page_size, n_kv_heads]
+                        std::memcpy(&sb, s.buf.data() + page * s.st.page_stride + L.k_scale_offset + (slot * n_kv + g) * 2, 2);
+                        got = static_cast<float>(static_cast<int8_t>(*p)) * tensor::bf16_to_f32(sb);
+                    }
+                    ASSERT_EQ(got, want) << kernels::kv_type_name(t) << " g " << g << " slot " << slot << " i " << i;
+                }
+    }
+}
+
 // Every stored row reads back within the format's rounding bound, with a bf16 scale that is
 // >= amax/qmax and less than one bf16 step above it; NaN and inf inputs stay NaN-safe.
 TEST(KvQuant, WriteReadRoundTripBounds) {
@@ -242,12 +283,17 @@ TEST(KvQuant, SimdKernelsMatchScalar) {
 // Paged attention over quantized pages equals a double-precision attention over the values the
 // pages hold (read back with read_kv_row), with the step's own positions taken from the f32
 // inputs as FreshKv says; every format, both scale modes (per-token-head and one tensor scale,
-// whose codes saturate here for the larger values), every ISA, ragged page use.
-TEST(KvQuant, PagedAttentionMatchesReferenceOnStoredValues) {
+// whose codes saturate here for the larger values), every ISA, ragged page use. The long
+// configuration's queries see 2047-2050 positions: one, two and three context chunks of the
+// split-context path (kChunkPositions = 1024), merged.
+static void paged_attention_matches_reference(int64_t ctx, int64_t ps, int64_t n_q) {
     util::ThreadPool pool(2);
-    const int64_t n_kv = 2, n_heads = 6, dim = 40, ps = 5, ctx = 23, n_q = 4, pos0 = ctx - n_q;
+    const int64_t n_kv = 2, n_heads = 6, dim = 40, pos0 = ctx - n_q;
     auto k = randn(ctx * n_kv * dim, 21, 2.0f), v = randn(ctx * n_kv * dim, 22), q = randn(n_q * n_heads * dim, 23, 0.5f);
-    const std::vector<int32_t> pages = {4, 1, 3, 0, 2};
+    const int64_t n_pages = (ctx + ps - 1) / ps;
+    std::vector<int32_t> pages(static_cast<size_t>(n_pages));
+    for (int64_t i = 0; i < n_pages; ++i) pages[static_cast<size_t>(i)] = static_cast<int32_t>((i * 3 + 1) % n_pages);
+    if (n_pages == 5) pages = {4, 1, 3, 0, 2};
     struct Mode { KvType t; kernels::KvScales sc; float tensor_scale; };
     std::vector<Mode> modes;
     for (KvType t : kAll) modes.push_back({t, kernels::KvScales::TokenHead, 1.0f});
@@ -258,7 +304,7 @@ TEST(KvQuant, PagedAttentionMatchesReferenceOnStoredValues) {
     for (const Mode& m : modes)
         for (auto fresh : {kernels::FreshKv::None, kernels::FreshKv::Self, kernels::FreshKv::Chunk}) {
             const KvType t = m.t;
-            Store s(t, ps, n_kv, dim, 5, m.sc);
+            Store s(t, ps, n_kv, dim, n_pages, m.sc);
             s.st.tensor_scale = m.tensor_scale;
             const auto L = s.st.layer(0);
             kernels::write_kv(L, pages.data(), 0, ctx, k.data(), v.data());
@@ -303,10 +349,14 @@ TEST(KvQuant, PagedAttentionMatchesReferenceOnStoredValues) {
                 for (size_t i = 0; i < out.size(); ++i)
                     ASSERT_NEAR(out[i], want[i], 2e-5) << kernels::kv_type_name(t) << " " << kernels::kv_scales_name(m.sc)
                                                        << " " << m.tensor_scale << " " << kernels::isa_name(isa)
-                                                       << " fresh " << kernels::fresh_kv_name(fresh) << " i " << i;
+                                                       << " fresh " << kernels::fresh_kv_name(fresh) << " ctx " << ctx
+                                                       << " i " << i;
             }
         }
 }
+
+TEST(KvQuant, PagedAttentionMatchesReferenceOnStoredValues) { paged_attention_matches_reference(23, 5, 4); }
+TEST(KvQuant, PagedAttentionMatchesReferenceAcrossContextChunks) { paged_attention_matches_reference(2050, 16, 4); }
 
 // A sequence's attention output does not depend on its batch mates: alone, its GQA groups are
 // split across items (few items per thread), in a batch of eight they are not; the outputs are
