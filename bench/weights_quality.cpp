@@ -4,6 +4,7 @@
 //
 // Usage: bench_weights_quality -m MODEL --text FILE [--tokens N] [--ctx 512] [-t 2]
 //          [--ref bf16] --formats int4,int4-g128,int8,fp8 [--extra NAME=GGUF:FORMAT ...]
+// A format may carry "+head=FORMAT" (--head-weights), e.g. int4+head=int8.
 // --extra loads another file (e.g. llama.cpp's Q4_0 of the same source, as int4) and scores it
 // against the same reference: "the same way".
 #include <algorithm>
@@ -35,8 +36,14 @@ struct Cand {
     int64_t top1 = 0;
 };
 
-std::unique_ptr<model::Model> load(const std::string& path, const std::string& fmt, util::ThreadPool& pool) {
+// fmt: a --weights name, optionally "+head=FORMAT" for --head-weights (e.g. int4+head=int8).
+std::unique_ptr<model::Model> load(const std::string& path, const std::string& spec, util::ThreadPool& pool) {
     model::LoadOptions o;
+    std::string fmt = spec;
+    if (const auto h = spec.find("+head="); h != std::string::npos) {
+        fmt = spec.substr(0, h);
+        o.head_weights = quant::parse_weight_format(spec.substr(h + 6));
+    }
     o.weights = quant::parse_weight_format(fmt);
     if (o.weights->type == kernels::WeightType::F32) o.dtype = model::RuntimeDType::F32;
     o.load_tokenizer = true;

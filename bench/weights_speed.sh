@@ -38,6 +38,8 @@ for q in $LLAMA_TYPES; do
 done
 # The file warden loads for a format, written by `warden quantize` when missing.
 warden_file() {
+  # FORMAT[+qe|+h8]: +qe = --quantize-embeddings (written into the file), +h8 = --head-weights int8
+  # (at load, from the plain FORMAT file).
   local fmt="${1%%+*}" qe=""
   [[ "$1" == *+qe ]] && qe="-qe"
   [[ "$fmt" == bf16 && -z "$qe" ]] && { echo "$MODEL"; return; }
@@ -60,6 +62,7 @@ for round in $(seq 1 "$ROUNDS"); do
   for fmt in $FORMATS; do
     args=(--weights "${fmt%%+*}")
     [[ "$fmt" == *+qe ]] && args+=(--quantize-embeddings)
+    [[ "$fmt" == *+h8 ]] && args+=(--head-weights int8)
     log "round $round warden $fmt"
     "$WARDEN_BIN" run -m "${files[$fmt]}" -p "$PROMPT" -n "$TG" --threads "$THREADS" --ignore-eos --temp 0 "${args[@]}" \
       > /dev/null 2> "$OUT_DIR/warden-$fmt-$round.log" || { log "warden $fmt failed"; continue; }

@@ -36,6 +36,9 @@ void add_dtype_option(CLI::App& app, CommonOptions& o) {
                    "keep a bf16|fp8 copy of quantized matrices for prefill rows");
     app.add_flag("--quantize-embeddings", o.quantize_embeddings,
                  "quantize token embeddings and the output head too (default: keep --dtype)");
+    app.add_option("--head-weights", o.head_weights,
+                   "format of the token embeddings and output head, e.g. int8 (default: --dtype, or "
+                   "--weights with --quantize-embeddings)");
 }
 
 model::RuntimeDType parse_dtype(const std::string& s) {
@@ -59,6 +62,11 @@ std::unique_ptr<model::Model> load(const CommonOptions& o, bool weights, util::T
             throw util::Error("--prefill-weights must be bf16 or fp8, got '" + o.prefill_weights + "'");
     }
     lo.quantize_embeddings = o.quantize_embeddings;
+    if (!o.head_weights.empty()) {
+        if (o.quantize_embeddings)
+            throw util::Error("--head-weights and --quantize-embeddings both set the head's format; use one");
+        lo.head_weights = quant::parse_weight_format(o.head_weights);
+    }
     auto m = model::load_model(o.model_path, lo, pool);
     if (weights && (lo.weights || lo.prefill_weights)) {  // memory of the chosen formats
         const auto& wm = m->weight_memory;

@@ -16,6 +16,7 @@ struct CommonOptions {
     std::string weights;           // --weights (empty: --dtype)
     std::string prefill_weights;   // --prefill-weights (empty: none)
     bool quantize_embeddings = false;
+    std::string head_weights;      // --head-weights (empty: see --quantize-embeddings)
 };
 
 void add_model_option(CLI::App& app, CommonOptions& o);

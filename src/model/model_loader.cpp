@@ -152,7 +152,9 @@ public:
         const bool embd = layer < 0;
         quant::WeightFormat hi;
         hi.type = opts_.dtype == RuntimeDType::BF16 ? kernels::WeightType::BF16 : kernels::WeightType::F32;
-        const quant::WeightFormat f = (!opts_.weights || (embd && !opts_.quantize_embeddings)) ? hi : *opts_.weights;
+        const quant::WeightFormat f = embd && opts_.head_weights ? *opts_.head_weights
+                                      : (!opts_.weights || (embd && !opts_.quantize_embeddings)) ? hi
+                                                                                                  : *opts_.weights;
         Matrix m = build_matrix(t, f, rows, cols);
         (embd ? m_.weight_memory.embeddings : m_.weight_memory.layers) += m.bytes();
         if (!embd && opts_.prefill_weights && f.quantized() && opts_.prefill_weights->type != f.type) {

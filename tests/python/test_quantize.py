@@ -6,6 +6,7 @@
   name) fails with a clear message and exit code, never a crash."""
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -69,6 +70,11 @@ def test_bad_inputs_fail_cleanly(tmp_path: Path):
     assert p.returncode == 1 and "does not divide the row length 64" in p.stderr
     p = run("logits", "-m", str(TINY), "--tokens", "1,2", "--weights", "int4", "--prefill-weights", "int8")
     assert p.returncode == 1 and "--prefill-weights must be bf16 or fp8" in p.stderr
+    p = run("logits", "-m", str(TINY), "--tokens", "1,2", "--weights", "int4", "--head-weights", "int7")
+    assert p.returncode != 0 and "unknown weight format 'int7'" in p.stderr
+    p = run("logits", "-m", str(TINY), "--tokens", "1,2", "--weights", "int4", "--head-weights", "int8",
+            "--quantize-embeddings")
+    assert p.returncode == 1 and "use one" in p.stderr
     p = run("quantize", "-m", str(TINY), "-o", str(tmp_path / "x.gguf"), "--weights", "fp8")
     assert p.returncode == 1 and "GGUF output needs an int4 or int8 format" in p.stderr
     p = run("quantize", "-m", str(TINY), "-o", str(tmp_path / "x.bin"), "--weights", "int4")
@@ -90,6 +96,18 @@ def test_bad_inputs_fail_cleanly(tmp_path: Path):
     (tmp_path / "trunc.gguf").write_bytes(bytes(data[: len(data) // 2]))
     p = run("logits", "-m", str(tmp_path / "trunc.gguf"), "--tokens", "1,2", "--weights", "int4")
     assert p.returncode == 1 and "error" in p.stderr and "internal" not in p.stderr
+
+
+def test_head_weights_int8_reports_its_memory():
+    def head_mib(*args):
+        p = run("logits", "-m", str(TINY), "--tokens", TOKENS, "--top", "5", "--weights", "int4", *args)
+        assert p.returncode == 0, p.stderr
+        m = re.search(r"embeddings/head (\d+) MiB", p.stderr)
+        assert m, p.stderr
+        return p.stdout, int(m.group(1))
+    out_bf16, _ = head_mib()
+    out_q8, _ = head_mib("--head-weights", "int8")
+    assert out_q8 != out_bf16  # the head (and embeddings) really are int8 now
 
 
 def test_prefill_weights_and_memory_report():

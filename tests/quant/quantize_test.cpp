@@ -18,7 +18,9 @@
 #include "../test_paths.h"
 #include "kernels/matmul_quant.h"
 #include "model/gguf_file.h"
+#include "model/kv_cache.h"
 #include "model/model.h"
+#include "model/transformer.h"
 #include "quant/quantize_model.h"
 #include "quant/quantizer.h"
 #include "quant/weight_format.h"
@@ -193,6 +195,56 @@ TEST(QuantGguf, QuantizeSaveLoadBitExact) {
     }
     EXPECT_THROW(load(src, "int4-g128", pool), util::Error);
     EXPECT_THROW(quantize_gguf(src, tmp_path("fp8.gguf"), parse_weight_format("fp8"), false, pool), util::Error);
+}
+
+// --head-weights int8: the embeddings / head load as int8 per channel (a quarter of bf16's
+// bytes, accounted as embeddings) while the layers stay int4, and every head row is the bf16
+// row within int8 rounding (squared error no more than plain max/127 rounding's bound).
+TEST(QuantGguf, HeadWeightsInt8) {
+    util::ThreadPool pool(2);
+    const std::string src = test::golden_model("tiny-llama.gguf");
+    model::LoadOptions o;
+    o.weights = parse_weight_format("int4");
+    o.load_tokenizer = false;
+    const auto base = model::load_model(src, o, pool);
+    o.head_weights = parse_weight_format("int8");
+    const auto q8 = model::load_model(src, o, pool);
+    EXPECT_EQ(base->weights.output.view().type, kernels::WeightType::BF16);
+    EXPECT_EQ(q8->weights.output.view().type, kernels::WeightType::Q8);
+    EXPECT_EQ(q8->weights.token_embd.view().type, kernels::WeightType::Q8);
+    EXPECT_EQ(q8->weights.layers[0].wq.view().type, kernels::WeightType::Q4);
+    EXPECT_EQ(q8->weight_memory.layers, base->weight_memory.layers);
+    EXPECT_LT(q8->weight_memory.embeddings * 3, base->weight_memory.embeddings * 2);  // int8 + scales vs bf16
+    // Every head row is the bf16 row within its int8 rounding (scale = max|row| / 127, f16).
+    const auto& hb = base->weights.output.view();
+    const auto& hq = q8->weights.output.view();
+    const int64_t d = hb.cols;
+    std::vector<float> rb(static_cast<size_t>(d)), rq(rb.size());
+    double worst = 0;
+    for (int64_t r = 0; r < hb.rows; ++r) {
+        kernels::unpack_weight_row(hb, r, rb.data());
+        kernels::unpack_weight_row(hq, r, rq.data());
+        float mx = 0;
+        for (float v : rb) mx = std::max(mx, std::fabs(v));
+        // The quantizer's clip search minimizes the row's squared error, so it is at most that of
+        // plain max/127 rounding: every element within half a step (step rounded to f16).
+        double sq = 0;
+        for (int64_t i = 0; i < d; ++i) {
+            const double err = std::fabs(static_cast<double>(rb[static_cast<size_t>(i)]) - rq[static_cast<size_t>(i)]);
+            sq += err * err;
+            worst = std::max(worst, err);
+        }
+        const double half_step = mx / 127.0 * 0.5 * 1.001;
+        ASSERT_LE(sq, d * half_step * half_step) << "row " << r;
+    }
+    EXPECT_GT(worst, 0.0);  // it did change the head
+    // The model runs with it.
+    model::Transformer tf(*q8, pool);
+    model::ContiguousKvCache cache(q8->config, 8, kernels::KvType::F32);
+    const std::vector<int32_t> toks = {1, 15, 27};
+    std::vector<float> logits(static_cast<size_t>(q8->config.vocab_size));
+    tf.forward(toks.data(), 3, cache, logits.data(), false);
+    for (float v : logits) ASSERT_TRUE(std::isfinite(v));
 }
 
 // A Q4_0 tensor with a NaN block scale: loading it as int4 fails with a clear error.
