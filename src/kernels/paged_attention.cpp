@@ -12,6 +12,7 @@
 #include "kernels/paged_attention.h"
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -111,6 +112,9 @@ uint16_t store_row(const PagedKvLayer& kv, const float* x, uint8_t* codes, const
 
 // Context positions per attention work item (see paged_attention).
 constexpr int64_t kChunkPositions = 1024;
+// Floats of chunk results held at once (16 MiB; see paged_attention); tests lower it to force
+// several token batches (detail::set_max_partial_floats).
+std::atomic<int64_t> g_max_partial_floats{int64_t{4} << 20};
 
 struct Scratch {
     std::vector<float> scores;  // [heads of one item][n_ctx]
@@ -325,73 +329,88 @@ void paged_attention(std::span<const PagedAttentionSeq> seqs, int64_t n_heads, c
     };
     thread_local std::vector<Tok> toks;
     toks.clear();
-    int64_t total = 0, n_partial = 0;
     for (size_t i = 0; i < seqs.size(); ++i)
-        for (int64_t t = 0; t < seqs[i].n_q; ++t) {
-            const int64_t nc = n_chunks(seqs[i].pos0 + t + 1);
-            toks.push_back({static_cast<int64_t>(i), t, nc, total, n_partial});
-            total += per_token * nc;
-            if (nc > 1) n_partial += n_heads * nc;
-        }
-    // Chunk results of multi-chunk tokens: [head][chunk] rows of dim, and (max, sum) pairs.
-    thread_local std::vector<float> part_o, part_ml;
-    if (static_cast<int64_t>(part_o.size()) < n_partial * dim) part_o.resize(static_cast<size_t>(n_partial * dim));
-    if (static_cast<int64_t>(part_ml.size()) < n_partial * 2) part_ml.resize(static_cast<size_t>(n_partial * 2));
-    float* const po = part_o.data();
-    float* const pml = part_ml.data();
-    const Tok* const tk = toks.data();
+        for (int64_t t = 0; t < seqs[i].n_q; ++t) toks.push_back({static_cast<int64_t>(i), t, n_chunks(seqs[i].pos0 + t + 1), 0, 0});
     const int64_t ctx_len = std::min(max_ctx, chunk_len);
+    // Chunk results of multi-chunk tokens: [head][chunk] rows of dim, and (max, sum) pairs. A long
+    // prefill chunk of a wide model would need hundreds of MB for all its tokens at once, so the
+    // tokens go in batches whose results fit g_max_partial_floats (at least one token per batch).
+    thread_local std::vector<float> part_o, part_ml;
+    const int64_t cap = g_max_partial_floats.load(std::memory_order_relaxed);
+    for (size_t b0 = 0; b0 < toks.size();) {
+        int64_t total = 0, n_partial = 0;
+        size_t b1 = b0;
+        for (; b1 < toks.size(); ++b1) {
+            Tok& k = toks[b1];
+            const int64_t add = k.nc > 1 ? n_heads * k.nc : 0;
+            if (b1 > b0 && (n_partial + add) * (dim + 2) > cap) break;
+            k.item0 = total;
+            k.part0 = n_partial;
+            total += per_token * k.nc;
+            n_partial += add;
+        }
+        if (static_cast<int64_t>(part_o.size()) < n_partial * dim) part_o.resize(static_cast<size_t>(n_partial * dim));
+        if (static_cast<int64_t>(part_ml.size()) < n_partial * 2) part_ml.resize(static_cast<size_t>(n_partial * 2));
+        float* const po = part_o.data();
+        float* const pml = part_ml.data();
+        const Tok* const tk = toks.data() + b0;
+        const int64_t n_tok = static_cast<int64_t>(b1 - b0);
+        b0 = b1;
 
-    pool.run([&](int tid, int nthreads) {
-        thread_local Scratch sc;
-        if (static_cast<int64_t>(sc.scores.size()) < ctx_len * per_part)
-            sc.scores.resize(static_cast<size_t>(ctx_len * per_part));
-        if (static_cast<int64_t>(sc.w.size()) < w_len) sc.w.resize(static_cast<size_t>(w_len));
-        if (static_cast<int64_t>(sc.rows.size()) < w_len * dim) sc.rows.resize(static_cast<size_t>(w_len * dim));
-        size_t ti = 0;
-        for (int64_t item = tid; item < total; item += nthreads) {
-            while (item >= tk[ti].item0 + per_token * tk[ti].nc) ++ti;
-            const Tok& k = tk[ti];
-            const PagedAttentionSeq& s = seqs[static_cast<size_t>(k.seq)];
-            const int64_t local = item - k.item0;
-            const int64_t chunk = local % k.nc, part = local / k.nc;
-            const int64_t h0 = part * per_part, g = h0 / group;
-            const int64_t at = (k.t * n_heads + h0) * dim;
-            const int64_t c0 = chunk * chunk_len, c1 = std::min(s.pos0 + k.t + 1, c0 + chunk_len);
-            if (k.nc == 1) {
-                attend_chunk(rk, rk32, ops, kv, s, k.t, g, per_part, s.q + at, s.out + at, dim, nullptr, 0, scale, c0,
-                             c1, ctx_len, sc);
-            } else {
-                const int64_t slot = k.part0 + h0 * k.nc + chunk;  // head h0 + h at slot + h * nc
-                attend_chunk(rk, rk32, ops, kv, s, k.t, g, per_part, s.q + at, po + slot * dim, k.nc * dim,
-                             pml + 2 * slot, 2 * k.nc, scale, c0, c1, ctx_len, sc);
+        pool.run([&](int tid, int nthreads) {
+            thread_local Scratch sc;
+            if (static_cast<int64_t>(sc.scores.size()) < ctx_len * per_part)
+                sc.scores.resize(static_cast<size_t>(ctx_len * per_part));
+            if (static_cast<int64_t>(sc.w.size()) < w_len) sc.w.resize(static_cast<size_t>(w_len));
+            if (static_cast<int64_t>(sc.rows.size()) < w_len * dim) sc.rows.resize(static_cast<size_t>(w_len * dim));
+            int64_t ti = 0;
+            for (int64_t item = tid; item < total; item += nthreads) {
+                while (item >= tk[ti].item0 + per_token * tk[ti].nc) ++ti;
+                const Tok& k = tk[ti];
+                const PagedAttentionSeq& s = seqs[static_cast<size_t>(k.seq)];
+                const int64_t local = item - k.item0;
+                const int64_t chunk = local % k.nc, part = local / k.nc;
+                const int64_t h0 = part * per_part, g = h0 / group;
+                const int64_t at = (k.t * n_heads + h0) * dim;
+                const int64_t c0 = chunk * chunk_len, c1 = std::min(s.pos0 + k.t + 1, c0 + chunk_len);
+                if (k.nc == 1) {
+                    attend_chunk(rk, rk32, ops, kv, s, k.t, g, per_part, s.q + at, s.out + at, dim, nullptr, 0, scale,
+                                 c0, c1, ctx_len, sc);
+                } else {
+                    const int64_t slot = k.part0 + h0 * k.nc + chunk;  // head h0 + h at slot + h * nc
+                    attend_chunk(rk, rk32, ops, kv, s, k.t, g, per_part, s.q + at, po + slot * dim, k.nc * dim,
+                                 pml + 2 * slot, 2 * k.nc, scale, c0, c1, ctx_len, sc);
+                }
             }
-        }
-    });
-    if (n_partial == 0) return;
-    // Merge the chunks of each (token, head): weights sum_c * exp(max_c - max), chunks in order.
-    const int64_t n_tok = static_cast<int64_t>(toks.size());
-    pool.run([&](int tid, int nthreads) {
-        for (int64_t x = tid; x < n_tok * n_heads; x += nthreads) {
-            const Tok& k = tk[x / n_heads];
-            if (k.nc == 1) continue;
-            const int64_t h = x % n_heads;
-            const int64_t slot = k.part0 + h * k.nc;
-            const float* ml = pml + 2 * slot;  // chunk c: (max, sum) at ml[2c], ml[2c + 1]
-            float mx = ml[0];
-            for (int64_t c = 1; c < k.nc; ++c) mx = std::max(mx, ml[2 * c]);
-            auto weight = [&](int64_t c) { return ml[2 * c + 1] * std::exp(ml[2 * c] - mx); };
-            float wsum = 0.0f;
-            for (int64_t c = 0; c < k.nc; ++c) wsum += weight(c);
-            float* out = seqs[static_cast<size_t>(k.seq)].out + (k.t * n_heads + h) * dim;
-            const float* oc = po + slot * dim;
-            std::fill(out, out + dim, 0.0f);
-            for (int64_t c = 0; c < k.nc; ++c) {
-                const float a = weight(c) / wsum;
-                for (int64_t d = 0; d < dim; ++d) out[d] += a * oc[c * dim + d];
+        });
+        if (n_partial == 0) continue;
+        // Merge the chunks of each (token, head): weights sum_c * exp(max_c - max), chunks in order.
+        pool.run([&](int tid, int nthreads) {
+            for (int64_t x = tid; x < n_tok * n_heads; x += nthreads) {
+                const Tok& k = tk[x / n_heads];
+                if (k.nc == 1) continue;
+                const int64_t h = x % n_heads;
+                const int64_t slot = k.part0 + h * k.nc;
+                const float* ml = pml + 2 * slot;  // chunk c: (max, sum) at ml[2c], ml[2c + 1]
+                float mx = ml[0];
+                for (int64_t c = 1; c < k.nc; ++c) mx = std::max(mx, ml[2 * c]);
+                auto weight = [&](int64_t c) { return ml[2 * c + 1] * std::exp(ml[2 * c] - mx); };
+                float wsum = 0.0f;
+                for (int64_t c = 0; c < k.nc; ++c) wsum += weight(c);
+                float* out = seqs[static_cast<size_t>(k.seq)].out + (k.t * n_heads + h) * dim;
+                const float* oc = po + slot * dim;
+                std::fill(out, out + dim, 0.0f);
+                for (int64_t c = 0; c < k.nc; ++c) {
+                    const float a = weight(c) / wsum;
+                    for (int64_t d = 0; d < dim; ++d) out[d] += a * oc[c * dim + d];
+                }
             }
-        }
-    });
+        });
+    }
 }
+
+namespace detail {
+void set_max_partial_floats(int64_t n) { g_max_partial_floats.store(n, std::memory_order_relaxed); }
+}  // namespace detail
 
 }  // namespace warden::kernels

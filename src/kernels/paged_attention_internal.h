@@ -25,6 +25,9 @@ struct KvKernelTable {
 };
 
 const KvKernelTable& kv_kernels_scalar();
+// Tests: the most floats of chunk results paged_attention holds at once (default 4M); a small
+// value makes it run a long context's tokens in several batches.
+void set_max_partial_floats(int64_t n);
 const KvKernelTable& kv_kernels_avx2();
 
 }  // namespace warden::kernels::detail

@@ -345,6 +345,15 @@ static void paged_attention_matches_reference(int64_t ctx, int64_t ps, int64_t n
                 kernels::PagedAttentionSeq seq{q.data(), out.data(), n_q, pos0, pages.data(),
                                                k.data() + pos0 * n_kv * dim, v.data() + pos0 * n_kv * dim, fresh};
                 kernels::paged_attention(std::span<const kernels::PagedAttentionSeq>(&seq, 1), n_heads, L, scale, pool);
+                // Chunk results held one token at a time (several token batches): the same bits.
+                std::vector<float> out1(q.size(), NAN);
+                kernels::detail::set_max_partial_floats(1);
+                kernels::PagedAttentionSeq seq1 = seq;
+                seq1.out = out1.data();
+                kernels::paged_attention(std::span<const kernels::PagedAttentionSeq>(&seq1, 1), n_heads, L, scale, pool);
+                kernels::detail::set_max_partial_floats(int64_t{4} << 20);
+                for (size_t i = 0; i < out.size(); ++i)
+                    ASSERT_EQ(std::bit_cast<uint32_t>(out1[i]), std::bit_cast<uint32_t>(out[i])) << "token batches, i " << i;
                 kernels::set_active_isa(saved);
                 for (size_t i = 0; i < out.size(); ++i)
                     ASSERT_NEAR(out[i], want[i], 2e-5) << kernels::kv_type_name(t) << " " << kernels::kv_scales_name(m.sc)
