@@ -63,13 +63,6 @@ struct LdI8 {
     }
 };
 
-inline float hsum(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
 // Loads elements [i, dim) (fewer than 8) of a row, zero-padded.
 template <typename L>
 inline __m256 load_tail(const uint8_t* row, int64_t i, int64_t dim) {
