@@ -399,13 +399,28 @@ std::unique_ptr<Model> load_hf_dir(const std::string& dir, const LoadOptions& op
     m->safetensors = std::make_shared<SafetensorsModel>(SafetensorsModel::open_dir(dir));
     const SafetensorsModel& st = *m->safetensors;
     std::vector<SourceTensor> all;
+    auto ends_with = [](const std::string& s, const std::string& suf) {
+        return s.size() > suf.size() && s.compare(s.size() - suf.size(), suf.size(), suf) == 0;
+    };
     for (const auto& t : st.tensors()) {
-        // Count every tensor, even of dtypes the loader cannot convert.
+        // Count every tensor, even of dtypes the loader cannot convert. A compressed-tensors
+        // Linear counts as its logical [rows, cols] weight: its packed int32 words hold 8 (or 4)
+        // parameters each, and its scale / zero-point / shape tensors are quantization metadata.
         SourceTensor s;
         s.name = t.name;
         s.dims = t.shape.empty() ? std::vector<int64_t>{1} : t.shape;
         s.is_ggml = false;
         s.st_dtype = t.dtype;
+        if (ct) {
+            static const std::string kPacked = ".weight_packed";
+            if (ends_with(t.name, kPacked)) {
+                if (auto w = ct_find(st, *ct, t.name.substr(0, t.name.size() - kPacked.size()) + ".weight")) s.dims = w->dims;
+            } else if (ends_with(t.name, ".weight_scale") || ends_with(t.name, ".weight_zero_point") ||
+                       ends_with(t.name, ".weight_shape") || ends_with(t.name, ".weight_g_idx")) {
+                const std::string module = t.name.substr(0, t.name.rfind(".weight_"));
+                if (st.find(module + ".weight_packed")) continue;
+            }
+        }
         all.push_back(s);
     }
     count_params(*m, all);

@@ -235,3 +235,38 @@ def test_quantize_bad_requests(tmp_path: Path):
     p = warden("quantize", "-m", GOLDEN / "tiny-llama", "-o", tmp_path / "o3", "--weights", "int4-g128",
                check=False)
     assert p.returncode == 1 and "does not divide" in p.stderr, p.stderr
+
+
+def safetensors_param_count(model_dir: Path) -> int:
+    """Elements of every tensor of a safetensors directory, read from the file headers (8-byte
+    length + JSON), independently of warden."""
+    n = 0
+    for f in sorted(model_dir.glob("*.safetensors")):
+        with f.open("rb") as fh:
+            size = int.from_bytes(fh.read(8), "little")
+            header = json.loads(fh.read(size))
+        for name, t in header.items():
+            if name == "__metadata__":
+                continue
+            count = 1
+            for d in t["shape"]:
+                count *= d
+            n += count
+    return n
+
+
+@pytest.mark.parametrize("name,source", [("tiny-llama-ct-int4", "tiny-llama"),
+                                         ("tiny-llama-ct-int4-asym", "tiny-llama"),
+                                         ("tiny-qwen3-moe-ct-int4", "tiny-qwen3-moe")])
+def test_info_counts_packed_weights_as_their_parameters(name: str, source: str):
+    """`warden info` on a pack-quantized checkpoint reports the parameters of the model it was
+    quantized from (each int32 word of `weight_packed` holds 8 int4 weights; scales, zero points
+    and shapes are not parameters), not the element count of its stored tensors."""
+    ct_dir, src_dir = GOLDEN / name, GOLDEN / source
+    if not ct_dir.is_dir() or not src_dir.is_dir():
+        pytest.skip("golden model missing")
+    p = warden("info", "-m", ct_dir)
+    line = next(ln for ln in (p.stdout + p.stderr).splitlines() if ln.startswith("parameters:"))
+    got = int(line.split()[1])
+    assert got == safetensors_param_count(src_dir)
+    assert got != safetensors_param_count(ct_dir)  # the stored element count is not the answer
