@@ -23,9 +23,11 @@ namespace {
 
 constexpr int64_t kNr = 16;
 // Software prefetch distance (bytes ahead in the panel stream) of the W4A8 kernel; a macro so
-// bench/kernels/bench_gemv_decode.cpp can try other values (-DWARDEN_Q4_PREFETCH=...).
+// bench/kernels/bench_gemv_decode.cpp can try other values (-DWARDEN_Q4_PREFETCH=...). 2048 beat
+// 1024 in 9 of 11 alternating rounds of batch-1 decode (best-of-15 ms per token, 4% on average;
+// 3072 was slower): docs/WEIGHT_QUANT.md.
 #ifndef WARDEN_Q4_PREFETCH
-#define WARDEN_Q4_PREFETCH 1024
+#define WARDEN_Q4_PREFETCH 2048
 #endif
 constexpr int64_t kQ4Prefetch = WARDEN_Q4_PREFETCH;
 
