@@ -315,22 +315,23 @@ void paged_attention(std::span<const PagedAttentionSeq> seqs, int64_t n_heads, c
     // decoded rows, but a group is split into parts while there are fewer than 4 items per
     // thread (a batch-1 decode step of a model with few kv heads at short context), so every
     // thread stays busy. Results do not depend on the split.
-    int64_t groups = 0;
-    for (const PagedAttentionSeq& s : seqs)
-        for (int64_t t = 0; t < s.n_q; ++t) groups += kv.n_kv_heads * n_chunks(s.pos0 + t + 1);
+    struct Tok {
+        int64_t seq, t, nc, item0, part0;  // part0: first partial (head, chunk) slot when nc > 1
+    };
+    thread_local std::vector<Tok> toks;
+    toks.clear();
+    int64_t groups = 0;  // (token, kv head, chunk) triples
+    for (size_t i = 0; i < seqs.size(); ++i)
+        for (int64_t t = 0; t < seqs[i].n_q; ++t) {
+            toks.push_back({static_cast<int64_t>(i), t, n_chunks(seqs[i].pos0 + t + 1), 0, 0});
+            groups += kv.n_kv_heads * toks.back().nc;
+        }
     const int64_t enough = 4 * static_cast<int64_t>(pool.size());
     int64_t parts = 1;
     while (parts < group && group % (parts * 2) == 0 && groups * parts < enough) parts *= 2;
     if (groups * parts < enough) parts = group;  // group sizes that do not halve: one head per item
     const int64_t per_part = group / parts;
     const int64_t per_token = kv.n_kv_heads * parts;  // items per (sequence, token, chunk)
-    struct Tok {
-        int64_t seq, t, nc, item0, part0;  // part0: first partial (head, chunk) slot when nc > 1
-    };
-    thread_local std::vector<Tok> toks;
-    toks.clear();
-    for (size_t i = 0; i < seqs.size(); ++i)
-        for (int64_t t = 0; t < seqs[i].n_q; ++t) toks.push_back({static_cast<int64_t>(i), t, n_chunks(seqs[i].pos0 + t + 1), 0, 0});
     const int64_t ctx_len = std::min(max_ctx, chunk_len);
     // Chunk results of multi-chunk tokens: [head][chunk] rows of dim, and (max, sum) pairs. A long
     // prefill chunk of a wide model would need hundreds of MB for all its tokens at once, so the

@@ -82,7 +82,7 @@ inline __m256 load_tail_f32(const float* x, int64_t i, int64_t dim) {
 // instead of a horizontal sum per row. A row's result depends only on its own data (the same
 // operations in the same order wherever it sits), so scores do not depend on batch or split.
 template <typename L>
-inline __m256 dot_row(const float* q, const uint8_t* r, int64_t dim) {
+inline __m256 dot_row(const float* q, __m256 qtail, const uint8_t* r, int64_t dim) {
     __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
     int64_t i = 0;
     for (; i + 16 <= dim; i += 16) {
@@ -93,7 +93,7 @@ inline __m256 dot_row(const float* q, const uint8_t* r, int64_t dim) {
         a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), L::load8(r + i * L::kBytes), a0);
         i += 8;
     }
-    if (i < dim) a1 = _mm256_fmadd_ps(load_tail_f32(q, i, dim), load_tail<L>(r, i, dim), a1);
+    if (i < dim) a1 = _mm256_fmadd_ps(qtail, load_tail<L>(r, i, dim), a1);
     return _mm256_add_ps(a0, a1);
 }
 
@@ -109,58 +109,43 @@ inline __m256 reduce8(const __m256* v) {
 template <typename L>
 void scores(const float* q, const uint8_t* rows, int64_t stride, int64_t n, int64_t dim, const float* mult, float* s) {
     const __m256 kmul = _mm256_set1_ps(L::kMul);
+    // q's last dim % 8 elements, zero-padded (used only when dim is not a multiple of 8).
+    const __m256 qtail = dim % 8 ? load_tail_f32(q, dim / 8 * 8, dim) : _mm256_setzero_ps();
     int64_t j = 0;
     for (; j + 8 <= n; j += 8) {
         __m256 acc[8];
-        for (int r = 0; r < 8; ++r) acc[r] = dot_row<L>(q, rows + (j + r) * stride, dim);
+        for (int r = 0; r < 8; ++r) acc[r] = dot_row<L>(q, qtail, rows + (j + r) * stride, dim);
         _mm256_storeu_ps(s + j, _mm256_mul_ps(_mm256_mul_ps(reduce8(acc), kmul), _mm256_loadu_ps(mult + j)));
     }
     if (j < n) {
         __m256 acc[8];
-        for (int r = 0; r < 8; ++r) acc[r] = j + r < n ? dot_row<L>(q, rows + (j + r) * stride, dim) : _mm256_setzero_ps();
+        for (int r = 0; r < 8; ++r) acc[r] = j + r < n ? dot_row<L>(q, qtail, rows + (j + r) * stride, dim) : _mm256_setzero_ps();
         alignas(32) float out[8];
         _mm256_store_ps(out, _mm256_mul_ps(reduce8(acc), kmul));
         for (int64_t r = 0; r < n - j; ++r) s[j + r] = out[r] * mult[j + r];
     }
 }
 
+// out[0, 8K) += sum_j w[j] * decode(row_j)[0, 8K): K independent fma chains over the rows.
+template <typename L, int K>
+inline void accum_cols(const float* w, const uint8_t* rows, int64_t stride, int64_t n, float* out) {
+    __m256 o[K];
+    for (int k = 0; k < K; ++k) o[k] = _mm256_loadu_ps(out + 8 * k);
+    for (int64_t j = 0; j < n; ++j, rows += stride) {
+        const __m256 wj = _mm256_set1_ps(w[j] * L::kMul);
+        for (int k = 0; k < K; ++k) o[k] = _mm256_fmadd_ps(wj, L::load8(rows + 8 * k * L::kBytes), o[k]);
+    }
+    for (int k = 0; k < K; ++k) _mm256_storeu_ps(out + 8 * k, o[k]);
+}
+
 template <typename L>
 void accum(const float* w, const uint8_t* rows, int64_t stride, int64_t n, int64_t dim, float* out) {
+    // 64 outputs at a time (eight independent fma chains keep both FMA units busy, where four wait
+    // on the fma latency), then 32, then 8. Each output adds its rows in order whatever the width.
     int64_t d = 0;
-    // 64 outputs at once: eight independent fma chains (one per 8 outputs) keep both FMA units
-    // busy, where four chains wait on the fma latency. Each output still adds its rows in order.
-    for (; d + 64 <= dim; d += 64) {
-        __m256 o[8];
-        for (int k = 0; k < 8; ++k) o[k] = _mm256_loadu_ps(out + d + 8 * k);
-        const uint8_t* r = rows + d * L::kBytes;
-        for (int64_t j = 0; j < n; ++j, r += stride) {
-            const __m256 wj = _mm256_set1_ps(w[j] * L::kMul);
-            for (int k = 0; k < 8; ++k) o[k] = _mm256_fmadd_ps(wj, L::load8(r + 8 * k * L::kBytes), o[k]);
-        }
-        for (int k = 0; k < 8; ++k) _mm256_storeu_ps(out + d + 8 * k, o[k]);
-    }
-    for (; d + 32 <= dim; d += 32) {
-        __m256 o0 = _mm256_loadu_ps(out + d), o1 = _mm256_loadu_ps(out + d + 8);
-        __m256 o2 = _mm256_loadu_ps(out + d + 16), o3 = _mm256_loadu_ps(out + d + 24);
-        const uint8_t* r = rows + d * L::kBytes;
-        for (int64_t j = 0; j < n; ++j, r += stride) {
-            const __m256 wj = _mm256_set1_ps(w[j] * L::kMul);
-            o0 = _mm256_fmadd_ps(wj, L::load8(r), o0);
-            o1 = _mm256_fmadd_ps(wj, L::load8(r + 8 * L::kBytes), o1);
-            o2 = _mm256_fmadd_ps(wj, L::load8(r + 16 * L::kBytes), o2);
-            o3 = _mm256_fmadd_ps(wj, L::load8(r + 24 * L::kBytes), o3);
-        }
-        _mm256_storeu_ps(out + d, o0);
-        _mm256_storeu_ps(out + d + 8, o1);
-        _mm256_storeu_ps(out + d + 16, o2);
-        _mm256_storeu_ps(out + d + 24, o3);
-    }
-    for (; d + 8 <= dim; d += 8) {
-        __m256 o0 = _mm256_loadu_ps(out + d);
-        const uint8_t* r = rows + d * L::kBytes;
-        for (int64_t j = 0; j < n; ++j, r += stride) o0 = _mm256_fmadd_ps(_mm256_set1_ps(w[j] * L::kMul), L::load8(r), o0);
-        _mm256_storeu_ps(out + d, o0);
-    }
+    for (; d + 64 <= dim; d += 64) accum_cols<L, 8>(w, rows + d * L::kBytes, stride, n, out + d);
+    for (; d + 32 <= dim; d += 32) accum_cols<L, 4>(w, rows + d * L::kBytes, stride, n, out + d);
+    for (; d + 8 <= dim; d += 8) accum_cols<L, 1>(w, rows + d * L::kBytes, stride, n, out + d);
     if (d < dim) {
         alignas(32) float buf[8] = {};
         for (int64_t k = 0; k < dim - d; ++k) buf[k] = out[d + k];
@@ -185,9 +170,10 @@ void dequant(const uint8_t* row, int64_t dim, float* out) {
 }
 
 // e4m3 rows, fast path: the weight kernel's widening (kernels/fp8_avx2.h), 4 ops per 8 values
-// instead of LdE4M3's ~11. It would read the NaN codes (x.1111.111) as +-480, so each
-// row is scanned for them first (3 ops per 32 codes) and a row holding one takes the LdE4M3
-// path: NaN stays NaN, bit-exact with the scalar reference.
+// instead of LdE4M3's ~11. It would read the NaN codes (x.1111.111) as +-480, so the run it is
+// given (the attention passes one kv head's rows of a page at once) is scanned for them first
+// (3 ops per 32 codes) and a run holding one takes the LdE4M3 path: NaN stays NaN, bit-exact
+// with the scalar reference.
 void dequant_e4m3(const uint8_t* row, int64_t dim, float* out) {
     const __m256i m7f = _mm256_set1_epi8(0x7f);
     __m256i nan = _mm256_setzero_si256();

@@ -399,9 +399,6 @@ std::unique_ptr<Model> load_hf_dir(const std::string& dir, const LoadOptions& op
     m->safetensors = std::make_shared<SafetensorsModel>(SafetensorsModel::open_dir(dir));
     const SafetensorsModel& st = *m->safetensors;
     std::vector<SourceTensor> all;
-    auto ends_with = [](const std::string& s, const std::string& suf) {
-        return s.size() > suf.size() && s.compare(s.size() - suf.size(), suf.size(), suf) == 0;
-    };
     for (const auto& t : st.tensors()) {
         // Count every tensor, even of dtypes the loader cannot convert. A compressed-tensors
         // Linear counts as its logical [rows, cols] weight: its packed int32 words hold 8 (or 4)
@@ -413,10 +410,10 @@ std::unique_ptr<Model> load_hf_dir(const std::string& dir, const LoadOptions& op
         s.st_dtype = t.dtype;
         if (ct) {
             static const std::string kPacked = ".weight_packed";
-            if (ends_with(t.name, kPacked)) {
+            if (t.name.ends_with(kPacked)) {
                 if (auto w = ct_find(st, *ct, t.name.substr(0, t.name.size() - kPacked.size()) + ".weight")) s.dims = w->dims;
-            } else if (ends_with(t.name, ".weight_scale") || ends_with(t.name, ".weight_zero_point") ||
-                       ends_with(t.name, ".weight_shape") || ends_with(t.name, ".weight_g_idx")) {
+            } else if (t.name.ends_with(".weight_scale") || t.name.ends_with(".weight_zero_point") ||
+                       t.name.ends_with(".weight_shape") || t.name.ends_with(".weight_g_idx")) {
                 const std::string module = t.name.substr(0, t.name.rfind(".weight_"));
                 if (st.find(module + ".weight_packed")) continue;
             }
@@ -436,9 +433,7 @@ std::unique_ptr<Model> load_hf_dir(const std::string& dir, const LoadOptions& op
     if (ct && !opts.weights && opts.load_weights) {
         for (const auto& t : st.tensors()) {
             static const std::string kPacked = ".weight_packed";
-            if (t.name.size() <= kPacked.size() ||
-                t.name.compare(t.name.size() - kPacked.size(), kPacked.size(), kPacked) != 0)
-                continue;
+            if (t.name.size() <= kPacked.size() || !t.name.ends_with(kPacked)) continue;
             const auto src = ct_find(st, *ct, t.name.substr(0, t.name.size() - kPacked.size()) + ".weight");
             const auto& grp = ct->group_for(t.name.substr(0, t.name.size() - kPacked.size()));
             if (auto f = ct_native_format(grp.weights, src->ct->scale_dtype)) {

@@ -2,8 +2,9 @@
 // its bytes_to_unicode character, then apply merges lowest rank first (leftmost on ties).
 #include <array>
 #include <cstring>
-#include <queue>
+#include <optional>
 
+#include "tokenizer/bpe_merge.h"
 #include "tokenizer/regex_split.h"
 #include "tokenizer/unicode.h"
 #include "tokenizer/vocab.h"
@@ -64,18 +65,6 @@ protected:
     }
 
 private:
-    struct Symbol {
-        int32_t id;
-        int32_t prev, next;
-        uint32_t start, len;  // bytes of the original piece
-    };
-    struct Candidate {
-        int32_t rank;
-        int32_t left;
-        int32_t left_id, right_id;
-        bool operator>(const Candidate& o) const { return rank != o.rank ? rank > o.rank : left > o.left; }
-    };
-
     // Bytes without a token are dropped, as llama.cpp and HF tokenizers (BPE without
     // unk_token) do. No <unk> fallback: in byte-level vocabularies it is often the EOS token
     // (gpt-neox/mpt). Only rare bytes lack a token (falcon: some C0 controls and bytes that
@@ -103,36 +92,15 @@ private:
                 return;
             }
         }
-        const auto n = static_cast<int32_t>(piece.size());
-        std::vector<Symbol> syms(static_cast<size_t>(n));
-        for (int32_t i = 0; i < n; ++i) {
-            syms[i] = {byte_token_[static_cast<uint8_t>(piece[i])], i - 1, i + 1 < n ? i + 1 : -1,
-                       static_cast<uint32_t>(i), 1};
-        }
-        std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> queue;
-        auto consider = [&](int32_t l) {
-            if (l < 0) return;
-            const int32_t r = syms[l].next;
-            if (r < 0 || syms[l].id < 0 || syms[r].id < 0) return;
-            auto it = merges_.find(merge_key(syms[l].id, syms[r].id));
-            if (it != merges_.end()) queue.push({it->second.rank, l, syms[l].id, syms[r].id});
-        };
-        for (int32_t i = 0; i + 1 < n; ++i) consider(i);
-        while (!queue.empty()) {
-            const Candidate c = queue.top();
-            queue.pop();
-            Symbol& left = syms[c.left];
-            if (left.len == 0 || left.id != c.left_id || left.next < 0) continue;
-            Symbol& right = syms[left.next];
-            if (right.id != c.right_id) continue;
-            left.id = merges_.at(merge_key(c.left_id, c.right_id)).result;
-            left.len += right.len;
-            right.len = 0;
-            left.next = right.next;
-            if (left.next >= 0) syms[left.next].prev = c.left;
-            consider(left.prev);
-            consider(c.left);
-        }
+        std::vector<MergePart> syms = byte_parts(static_cast<int32_t>(piece.size()), [&](int32_t i) {
+            return byte_token_[static_cast<uint8_t>(piece[static_cast<size_t>(i)])];
+        });
+        merge_lowest_rank(syms, [&](const MergePart& l, const MergePart& r) -> std::optional<Merge> {
+            if (l.id < 0 || r.id < 0) return std::nullopt;  // a byte without a token never merges
+            const auto it = merges_.find(merge_key(l.id, r.id));
+            if (it == merges_.end()) return std::nullopt;
+            return Merge{it->second.rank, it->second.result};
+        });
         for (int32_t i = 0; i >= 0; i = syms[i].next) {
             if (syms[i].id >= 0) {
                 out.push_back(syms[i].id);

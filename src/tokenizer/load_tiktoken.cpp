@@ -20,10 +20,11 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <queue>
+#include <optional>
 #include <sstream>
 #include <unordered_map>
 
+#include "tokenizer/bpe_merge.h"
 #include "tokenizer/regex_split.h"
 #include "tokenizer/tiktoken.h"
 #include "tokenizer/unicode.h"
@@ -209,18 +210,6 @@ protected:
     }
 
 private:
-    struct Part {
-        int32_t id;           // rank of the bytes [start, start + len)
-        int32_t prev, next;   // neighbours in the current segmentation (-1: none)
-        uint32_t start, len;  // len 0: merged into its left neighbour
-    };
-    struct Candidate {
-        int32_t rank;
-        int32_t left;            // part index (= byte offset of its start: order of position)
-        uint32_t left_len, right_len;  // lengths when queued; a change means the entry is stale
-        bool operator>(const Candidate& o) const { return rank != o.rank ? rank > o.rank : left > o.left; }
-    };
-
     int32_t rank_of(std::string_view bytes) const {
         const int32_t id = vocab_.find(bytes);
         return id >= 0 && id < n_ranks_ ? id : -1;
@@ -232,37 +221,15 @@ private:
             out.push_back(whole);
             return;
         }
-        const auto n = static_cast<int32_t>(piece.size());
-        std::vector<Part> parts(static_cast<size_t>(n));
-        for (int32_t i = 0; i < n; ++i) {
-            // Every byte has a rank (checked at load).
-            parts[i] = {rank_of(piece.substr(static_cast<size_t>(i), 1)), i - 1, i + 1 < n ? i + 1 : -1,
-                        static_cast<uint32_t>(i), 1};
-        }
-        std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> queue;
-        auto consider = [&](int32_t l) {
-            if (l < 0) return;
-            const int32_t r = parts[l].next;
-            if (r < 0) return;
-            const int32_t rank = rank_of(piece.substr(parts[l].start, parts[l].len + parts[r].len));
-            if (rank >= 0) queue.push({rank, l, parts[l].len, parts[r].len});
-        };
-        for (int32_t i = 0; i + 1 < n; ++i) consider(i);
-        while (!queue.empty()) {
-            const Candidate c = queue.top();
-            queue.pop();
-            Part& left = parts[c.left];
-            if (left.len != c.left_len || left.next < 0) continue;
-            Part& right = parts[left.next];
-            if (right.len != c.right_len) continue;
-            left.id = c.rank;
-            left.len += right.len;
-            right.len = 0;
-            left.next = right.next;
-            if (left.next >= 0) parts[left.next].prev = c.left;
-            consider(left.prev);
-            consider(c.left);
-        }
+        // Every byte has a rank (checked at load).
+        std::vector<MergePart> parts = byte_parts(static_cast<int32_t>(piece.size()), [&](int32_t i) {
+            return rank_of(piece.substr(static_cast<size_t>(i), 1));
+        });
+        merge_lowest_rank(parts, [&](const MergePart& l, const MergePart& r) -> std::optional<Merge> {
+            const int32_t rank = rank_of(piece.substr(l.start, l.len + r.len));  // tiktoken: rank == token
+            if (rank < 0) return std::nullopt;
+            return Merge{rank, rank};
+        });
         for (int32_t i = 0; i >= 0; i = parts[i].next) out.push_back(parts[i].id);
     }
 
