@@ -9,7 +9,8 @@
 #   CONFIGS      space-separated configurations, each KEY=VAL,... with keys weights, kv,
 #                integrity [weights=bf16,kv=bf16,integrity=step weights=int4,kv=bf16,integrity=step
 #                weights=bf16,kv=fp8_e4m3,integrity=step weights=int4,kv=fp8_e4m3,integrity=step
-#                weights=bf16,kv=bf16,integrity=off]; a config whose flag `warden serve --help`
+#                weights=bf16,kv=bf16,integrity=off]; optional key head (--head-weights, e.g.
+#                head=int8); a config whose flag `warden serve --help`
 #                does not list is skipped with a note
 #   CONCURRENCY  levels [1,8,32]       REQUESTS  per level [32]
 #   INPUT_LEN    prompt tokens [170]   OUTPUT_LEN  max_tokens [64]
@@ -100,6 +101,7 @@ for cfg in $CONFIGS_RUN; do
       weights) if has_flag "--weights"; then args+=(--weights "$v"); elif [[ "$v" =~ ^(bf16|f32)$ ]]; then args+=(--dtype "$v"); else ok=0; fi ;;
       kv) if has_flag "--kv-dtype"; then args+=(--kv-dtype "$v"); elif [ "$v" != bf16 ]; then ok=0; fi ;;
       integrity) if has_flag "--kv-integrity"; then args+=(--kv-integrity "$v"); else ok=0; fi ;;
+      head) if has_flag "--head-weights"; then args+=(--head-weights "$v"); else ok=0; fi ;;
       *) note "unknown key $k in $cfg"; ok=0 ;;
     esac
   done

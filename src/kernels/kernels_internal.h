@@ -36,7 +36,7 @@ struct OpsTable {
 // are written. Every output is ONE sequential fma chain over k = 0..cols-1 starting from
 // 0.0f (the bit-exactness contract of matmul.h), for any n and any row range. Kernels read
 // the packed panels in place and need no scratch memory.
-// A quantized matmul call (layouts and arithmetic: kernels/matmul_quant.h). xq/xd/xs are the
+// A quantized matmul call (layouts and arithmetic: kernels/matmul_quant.h). xq/xd/xs/xz are the
 // per-token activation blocks (W4A8 / W8A8), x the f32 activations (W4A16 / FP8).
 struct QuantArgs {
     int kind;  // 0 = Q4, 1 = Q8, 2 = FP8
@@ -48,6 +48,7 @@ struct QuantArgs {
     const int8_t* xq;
     const float* xd;
     const int32_t* xs;
+    const int32_t* xz;
     int64_t n;
     float* y;
     int64_t ldy;

@@ -42,21 +42,23 @@ struct QuantizedActs {
     const int8_t* xq = nullptr;
     const float* xd = nullptr;
     const int32_t* xs = nullptr;
+    const int32_t* xz = nullptr;
 };
 // Quantizes x [n, cols] into per-thread scratch that is reused, so decode does no heap
 // allocation after the first call. Valid until the calling thread's next call.
 QuantizedActs quantize_to_scratch(const float* x, int64_t n, int64_t cols) {
     thread_local std::vector<int8_t> xq;
     thread_local std::vector<float> xd;
-    thread_local std::vector<int32_t> xs;
+    thread_local std::vector<int32_t> xs, xz;
     const auto nq = static_cast<size_t>(n * cols), nb = static_cast<size_t>(n * cols / kActBlock);
     if (xq.size() < nq) xq.resize(nq);
     if (xd.size() < nb) {
         xd.resize(nb);
         xs.resize(nb);
+        xz.resize(nb);
     }
-    quantize_acts(x, n, cols, xq.data(), xd.data(), xs.data());
-    return {xq.data(), xd.data(), xs.data()};
+    quantize_acts(x, n, cols, xq.data(), xd.data(), xs.data(), xz.data());
+    return {xq.data(), xd.data(), xs.data(), xz.data()};
 }
 
 // Per-call arguments of a quantized matmul (acts: the quantized x when int_acts(w)).
@@ -77,6 +79,7 @@ detail::QuantArgs quant_args(const WeightMatrix& w, const float* x, int64_t n, f
     a.xq = acts.xq;
     a.xd = acts.xd;
     a.xs = acts.xs;
+    a.xz = acts.xz;
     return a;
 }
 

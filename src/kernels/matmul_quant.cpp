@@ -143,11 +143,11 @@ void dequant_row(const WeightMatrix& w, int64_t r, float* out) {
 namespace detail {
 // matmul_quant_avx2.cpp (declared here: the AVX2 TU includes no shared header but
 // kernels_internal.h, see the ODR note there).
-void quantize_acts_avx2(const float* x, int64_t n, int64_t cols, int8_t* xq, float* xd, int32_t* xs);
+void quantize_acts_avx2(const float* x, int64_t n, int64_t cols, int8_t* xq, float* xd, int32_t* xs, int32_t* xz);
 }  // namespace detail
 
 namespace {
-void quantize_acts_scalar(const float* x, int64_t n, int64_t cols, int8_t* xq, float* xd, int32_t* xs) {
+void quantize_acts_scalar(const float* x, int64_t n, int64_t cols, int8_t* xq, float* xd, int32_t* xs, int32_t* xz) {
     const int64_t nb = cols / kActBlock;
     for (int64_t t = 0; t < n; ++t)
         for (int64_t b = 0; b < nb; ++b) {
@@ -167,20 +167,29 @@ void quantize_acts_scalar(const float* x, int64_t n, int64_t cols, int8_t* xq, f
             }
             xd[t * nb + b] = d;
             xs[t * nb + b] = s;
+            if (xz) xz[t * nb + b] = zero_point_pairs(q);
         }
 }
 }  // namespace
 
-void quantize_acts_isa(Isa isa, const float* x, int64_t n, int64_t cols, int8_t* xq, float* xd, int32_t* xs) {
-    if (isa != Isa::Scalar && isa_supported(isa)) {  // AVX-512 machines use the AVX2 variant
-        detail::quantize_acts_avx2(x, n, cols, xq, xd, xs);
-        return;
-    }
-    quantize_acts_scalar(x, n, cols, xq, xd, xs);
+int32_t zero_point_pairs(const int8_t* q) {
+    int32_t lo = 0, hi = 0;
+    for (int64_t i = 0; i < kActBlock; ++i) (i % 4 < 2 ? lo : hi) += q[i];
+    const auto h16 = [](int32_t sum) { return static_cast<uint32_t>(static_cast<uint16_t>(static_cast<int16_t>(-8 * sum))); };
+    return static_cast<int32_t>(h16(lo) | h16(hi) << 16);
 }
 
-void quantize_acts(const float* x, int64_t n, int64_t cols, int8_t* xq, float* xd, int32_t* xs) {
-    quantize_acts_isa(active_isa(), x, n, cols, xq, xd, xs);
+void quantize_acts_isa(Isa isa, const float* x, int64_t n, int64_t cols, int8_t* xq, float* xd, int32_t* xs,
+                       int32_t* xz) {
+    if (isa != Isa::Scalar && isa_supported(isa)) {  // AVX-512 machines use the AVX2 variant
+        detail::quantize_acts_avx2(x, n, cols, xq, xd, xs, xz);
+        return;
+    }
+    quantize_acts_scalar(x, n, cols, xq, xd, xs, xz);
+}
+
+void quantize_acts(const float* x, int64_t n, int64_t cols, int8_t* xq, float* xd, int32_t* xs, int32_t* xz) {
+    quantize_acts_isa(active_isa(), x, n, cols, xq, xd, xs, xz);
 }
 
 

@@ -22,6 +22,9 @@
 //   activations for W4A8/W8A8 are quantized per token row in blocks of 32 (quantize_acts):
 //     a = max|x| over the block, xd = a / 127, xq = nearbyint(x * (127 / a)) (0 when a == 0),
 //     xs = sum of the block's xq.
+//     xz (optional, for the AVX2 W4A8 kernel) = the block's zero-point correction as two int16
+//     halves: low = -8 * sum of xq[k] with k % 4 in {0, 1}, high = -8 * the sum over k % 4 in
+//     {2, 3} (each within +-16256). Their sum is -8 * xs, so it changes no result.
 //   Q4 W4A8: acc = 0; for each 32-block b (in k order), with the block's group scale d (and m):
 //     i = sum_k q*xq - 8*xs (sym) or sum_k q*xq (asym)          (exact int32)
 //     acc = fma(float(i), d*xd, acc); asym: acc = fma(float(xs), m*xd, acc)
@@ -65,9 +68,13 @@ void dequant_row(const WeightMatrix& w, int64_t r, float* out);
 float quant_scale_to_f32(const WeightMatrix& w, uint16_t bits);
 
 // Activation quantization of n rows of `cols` (cols % 32 == 0), see the contract above.
-// Runs the active ISA's variant; every variant gives identical bytes (tested).
-void quantize_acts(const float* x, int64_t n, int64_t cols, int8_t* xq, float* xd, int32_t* xs);
-void quantize_acts_isa(Isa isa, const float* x, int64_t n, int64_t cols, int8_t* xq, float* xd, int32_t* xs);
+// Runs the active ISA's variant; every variant gives identical bytes (tested). xz may be null.
+void quantize_acts(const float* x, int64_t n, int64_t cols, int8_t* xq, float* xd, int32_t* xs,
+                   int32_t* xz = nullptr);
+void quantize_acts_isa(Isa isa, const float* x, int64_t n, int64_t cols, int8_t* xq, float* xd, int32_t* xs,
+                       int32_t* xz = nullptr);
+// The xz word of one block from its 32 codes (the definition above; the scalar reference).
+int32_t zero_point_pairs(const int8_t* xq_block);
 
 
 }  // namespace warden::kernels

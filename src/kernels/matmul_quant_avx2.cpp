@@ -7,7 +7,10 @@
 // holds 4 consecutive k of 16 rows as nibbles; (v & 0xf) is rows 0-7 and (v >> 4 & 0xf) rows
 // 8-15, each 32-bit lane one row's 4 codes. _mm256_maddubs_epi16 against the broadcast 4
 // activation bytes gives per-row pair sums (<= 2*15*127, exact); 8 quads (one 32-block) are
-// summed in int16 (<= 30480, exact) and widened once with _mm256_madd_epi16.
+// summed in int16 and widened once with _mm256_madd_epi16. Symmetric weights start each int16
+// sum at its half of the zero-point correction (xz: -8 * the activations it will meet), so no
+// per-block subtract of 8 * xs is left to do. Exact: at every point the sum is, per k of its 16,
+// either (q - 8) * x (added) or -8 * x (not yet), each within +-1016, so within +-16256.
 // Tokens are processed panel by panel (all tokens of a panel while it is in L1/L2), so decode
 // reads each weight byte once and prefill reuses each panel across the batch.
 //
@@ -81,7 +84,8 @@ void q4_a8_panel(const QuantArgs& a, const uint8_t* panel, int64_t t, float* y, 
                 for (int pf = 0; pf < 4; ++pf)
                     _mm_prefetch(reinterpret_cast<const char*>(qq) + kQ4Prefetch + pf * 64, _MM_HINT_T0);
             __m256i s0[NT], s1[NT];
-            for (int i = 0; i < NT; ++i) s0[i] = s1[i] = _mm256_setzero_si256();
+            for (int i = 0; i < NT; ++i)
+                s0[i] = s1[i] = kAsym ? _mm256_setzero_si256() : _mm256_set1_epi32(a.xz[(t + i) * nb + b]);
 #pragma GCC unroll 8
             for (int j = 0; j < 8; ++j) {
                 const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qq + j * 32));
@@ -97,12 +101,7 @@ void q4_a8_panel(const QuantArgs& a, const uint8_t* panel, int64_t t, float* y, 
             }
             for (int i = 0; i < NT; ++i) {
                 const int64_t xb = (t + i) * nb + b;
-                __m256i i0 = _mm256_madd_epi16(s0[i], ones), i1 = _mm256_madd_epi16(s1[i], ones);
-                if (!kAsym) {
-                    const __m256i c = _mm256_set1_epi32(8 * a.xs[xb]);
-                    i0 = _mm256_sub_epi32(i0, c);
-                    i1 = _mm256_sub_epi32(i1, c);
-                }
+                const __m256i i0 = _mm256_madd_epi16(s0[i], ones), i1 = _mm256_madd_epi16(s1[i], ones);
                 const __m256 xdv = _mm256_set1_ps(a.xd[xb]);
                 acc0[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i0), _mm256_mul_ps(d0, xdv), acc0[i]);
                 acc1[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i1), _mm256_mul_ps(d1, xdv), acc1[i]);
@@ -229,7 +228,7 @@ void fp8_panel(const QuantArgs& a, const uint8_t* panel, int64_t t, float* y, in
 // _mm256_max_ps returns its second operand when one is NaN), d and 127/a are the same scalar
 // divisions, v * id is one f32 multiply, _mm256_round_ps(nearest) is nearbyint under the
 // default rounding mode, NaN -> 0 before the clamp, and the block sum is an exact int32 sum.
-void quantize_acts_avx2(const float* x, int64_t n, int64_t cols, int8_t* xq, float* xd, int32_t* xs) {
+void quantize_acts_avx2(const float* x, int64_t n, int64_t cols, int8_t* xq, float* xd, int32_t* xs, int32_t* xz) {
     const int64_t nb = cols / 32;
     const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
     const __m256 hi = _mm256_set1_ps(127.0f), lo = _mm256_set1_ps(-127.0f);
@@ -257,6 +256,13 @@ void quantize_acts_avx2(const float* x, int64_t n, int64_t cols, int8_t* xq, flo
             }
             const __m256i s32 = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
             __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s32), _mm256_extracti128_si256(s32, 1));
+            // xz: the word zero_point_pairs (matmul_quant.cpp) makes, not shared per the ODR note.
+            // Lane j of s4 sums k % 8 in {j, j + 4}, so k % 4 in {0, 1} is lanes 0 + 1.
+            if (xz) {
+                const __m128i pairs = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
+                const auto h16 = [](int32_t sum) { return static_cast<uint32_t>(static_cast<uint16_t>(static_cast<int16_t>(-8 * sum))); };
+                xz[t * nb + b] = static_cast<int32_t>(h16(_mm_cvtsi128_si32(pairs)) | h16(_mm_extract_epi32(pairs, 2)) << 16);
+            }
             s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
             s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
             // packs work per 128-bit lane: (q0 q1) -> 16-bit [q0l q1l q0h q1h], then with (q2 q3)
@@ -289,15 +295,22 @@ void mm_quant_avx2(const QuantArgs& a, int64_t r0, int64_t r1) {
                 if (a.asym) q4_a8_panel<true, 4>(a, panel, t, y, j0, j1);
                 else q4_a8_panel<false, 4>(a, panel, t, y, j0, j1);
             }
-            for (; t + 2 <= a.n; t += 2) {
-                float* y = a.y + t * a.ldy + base;
-                if (a.asym) q4_a8_panel<true, 2>(a, panel, t, y, j0, j1);
-                else q4_a8_panel<false, 2>(a, panel, t, y, j0, j1);
-            }
-            if (t < a.n) {
-                float* y = a.y + t * a.ldy + base;
-                if (a.asym) q4_a8_panel<true, 1>(a, panel, t, y, j0, j1);
-                else q4_a8_panel<false, 1>(a, panel, t, y, j0, j1);
+            // The remainder in one pass over the panel (each pass streams its weights again).
+            float* y = a.y + t * a.ldy + base;
+            switch (a.n - t) {
+                case 3:
+                    if (a.asym) q4_a8_panel<true, 3>(a, panel, t, y, j0, j1);
+                    else q4_a8_panel<false, 3>(a, panel, t, y, j0, j1);
+                    break;
+                case 2:
+                    if (a.asym) q4_a8_panel<true, 2>(a, panel, t, y, j0, j1);
+                    else q4_a8_panel<false, 2>(a, panel, t, y, j0, j1);
+                    break;
+                case 1:
+                    if (a.asym) q4_a8_panel<true, 1>(a, panel, t, y, j0, j1);
+                    else q4_a8_panel<false, 1>(a, panel, t, y, j0, j1);
+                    break;
+                default: break;
             }
             continue;
         }

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "server/choice.h"
+#include "server/listen_backlog.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
 #include "util/log.h"
@@ -197,6 +198,10 @@ int Server::bind() {
         util::check(http_->bind_to_port(cfg_.host, cfg_.port),
                     "cannot bind " + cfg_.host + ":" + std::to_string(cfg_.port) + " (in use or not an address of this host)");
     }
+    // Room for a burst of connections while the accept thread waits for a busy CPU
+    // (server/listen_backlog.h); without it the server still works, with httplib's 5.
+    if (!raise_listen_backlog(cfg_.port, 1024))
+        spdlog::warn("could not raise the listen backlog of port {}", cfg_.port);
     return cfg_.port;
 }
 

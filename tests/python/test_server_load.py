@@ -262,3 +262,48 @@ def test_per_tenant_concurrency_limit(tmp_path):
         assert sum(v for k, v in m.items() if 'tenant="alpha"' in k and "tenant_concurrency_limit" in k) >= 1
     finally:
         s.stop()
+
+
+def test_listen_backlog_holds_a_burst_of_connections():
+    """64 clients connecting while the server cannot accept (stopped with SIGSTOP, as a saturated
+    machine delays its accept thread) all complete the TCP handshake: the listen backlog queues
+    them. With cpp-httplib's default backlog of 5 the kernel drops all but ~6 handshakes, and the
+    clients retry after 1, 2, 4 s or fail ("transport error: Read" in `warden bench` at
+    concurrency 32). Afterwards every one of them gets its answer."""
+    import os
+    import select
+
+    s = WardenServer()
+    socks: list[socket.socket] = []
+    try:
+        os.kill(s.proc.pid, signal.SIGSTOP)
+        try:
+            for _ in range(64):
+                c = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                c.setblocking(False)
+                c.connect_ex(("127.0.0.1", s.port))
+                socks.append(c)
+            pending, established = set(socks), 0
+            deadline = time.time() + 3.0  # loopback handshakes complete at once when queued
+            while pending and time.time() < deadline:
+                _, writable, _ = select.select([], list(pending), [], max(0.0, deadline - time.time()))
+                for c in writable:
+                    pending.discard(c)
+                    if c.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == 0:
+                        established += 1
+        finally:
+            os.kill(s.proc.pid, signal.SIGCONT)
+        assert established == 64, f"only {established} of 64 connections were queued"
+        for c in socks:
+            c.setblocking(True)
+            c.settimeout(30)
+            c.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        for c in socks:
+            data = b""
+            while chunk := c.recv(4096):
+                data += chunk
+            assert data.startswith(b"HTTP/1.1 200"), data[:200]
+    finally:
+        for c in socks:
+            c.close()
+        assert s.stop() == 0, "".join(s.stderr_lines)[-2000:]

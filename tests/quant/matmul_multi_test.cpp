@@ -42,13 +42,20 @@ TEST(QuantActs, Avx2BytesEqualScalar) {
     const int64_t nb = n * cols / 32;
     std::vector<int8_t> q0(static_cast<size_t>(n * cols)), q1(q0.size());
     std::vector<float> d0(static_cast<size_t>(nb)), d1(d0.size());
-    std::vector<int32_t> s0(static_cast<size_t>(nb)), s1(s0.size());
-    quantize_acts_isa(Isa::Scalar, x.data(), n, cols, q0.data(), d0.data(), s0.data());
-    quantize_acts_isa(Isa::AVX2, x.data(), n, cols, q1.data(), d1.data(), s1.data());
+    std::vector<int32_t> s0(static_cast<size_t>(nb)), s1(s0.size()), z0(s0.size()), z1(s0.size());
+    quantize_acts_isa(Isa::Scalar, x.data(), n, cols, q0.data(), d0.data(), s0.data(), z0.data());
+    quantize_acts_isa(Isa::AVX2, x.data(), n, cols, q1.data(), d1.data(), s1.data(), z1.data());
     for (size_t i = 0; i < q0.size(); ++i) ASSERT_EQ(q0[i], q1[i]) << "code " << i;
     for (size_t b = 0; b < d0.size(); ++b) {
         ASSERT_EQ(std::bit_cast<uint32_t>(d0[b]), std::bit_cast<uint32_t>(d1[b])) << "scale " << b;
         ASSERT_EQ(s0[b], s1[b]) << "sum " << b;
+        ASSERT_EQ(z0[b], z1[b]) << "zero-point pairs " << b;
+        // The xz word, from the codes independently: two int16 halves that sum to -8 * xs.
+        int32_t lo = 0, hi = 0;
+        for (int64_t i = 0; i < 32; ++i) (i % 4 < 2 ? lo : hi) += q0[b * 32 + static_cast<size_t>(i)];
+        ASSERT_EQ(static_cast<int16_t>(z0[b] & 0xffff), -8 * lo) << "low half " << b;
+        ASSERT_EQ(static_cast<int16_t>(static_cast<uint32_t>(z0[b]) >> 16), -8 * hi) << "high half " << b;
+        ASSERT_EQ(-8 * (lo + hi), -8 * s0[b]) << b;
     }
     // The hand-made blocks mean what they should (the scalar definition, independently).
     EXPECT_EQ(q0[1], -14);  // -14.5 ties to even

@@ -66,7 +66,7 @@ TEST(QuantMatmul, Avx2BitExactVsScalarBatchAndThreadInvariant) {
         for (int64_t rows : {1, 17, 40})
             for (int64_t cols : {128, 384}) {
                 const QMat m = make_qmat(fmt, rows, cols, seed++);
-                for (int64_t n : {1, 3, 7, 9}) {
+                for (int64_t n : {1, 3, 6, 7, 9}) {  // token tiles 1, 3, 4+2, 4+3, 4+4+1
                     auto xb = random_floats(static_cast<size_t>(n * cols + 1), seed++, -2.0f, 2.0f);
                     const float* x = xb.data() + 1;
                     const std::string what = std::string(fmt) + " rows=" + std::to_string(rows) +
@@ -100,6 +100,32 @@ TEST(QuantMatmul, Avx2BitExactVsScalarBatchAndThreadInvariant) {
                     }
                 }
             }
+}
+
+// The AVX2 W4A8 kernel starts each block's int16 pair sums at the activations' zero-point
+// correction (xz) instead of subtracting 8 * xs after widening. Blocks built so that one int16
+// half of every row meets its largest products (q = 15 against +127) while the other half's
+// activations are all -127: the sums the kernel forms reach the int16 limits only if the two
+// correction halves were exchanged or mis-signed. The expected value is exact in f32:
+// per block 16 * (15 - 8) * 127 + 16 * (0 - 8) * (-127) = 30480, with d = xd = 1.
+TEST(QuantMatmul, W4A8ExtremeBlocksMatchExactValue) {
+    const int64_t rows = 16, cols = 128, n = 5;
+    WeightMatrix w = quant::parse_weight_format("int4").layout(rows, cols);
+    std::vector<uint8_t> buf(static_cast<size_t>(quant_packed_bytes(w)), 0);
+    QuantRow row;
+    row.q.resize(static_cast<size_t>(cols));
+    for (int64_t k = 0; k < cols; ++k) row.q[static_cast<size_t>(k)] = k % 4 < 2 ? 15 : 0;
+    row.d.assign(static_cast<size_t>(cols / w.group), 0x3c00);  // f16 1.0
+    for (int64_t r = 0; r < rows; ++r) pack_quant_row(w, r, row, buf.data());
+    w.data = buf.data();
+    std::vector<float> x(static_cast<size_t>(n * cols));
+    for (int64_t i = 0; i < n * cols; ++i) x[static_cast<size_t>(i)] = i % 4 < 2 ? 127.0f : -127.0f;
+    const float want = 30480.0f * static_cast<float>(cols / 32);
+    for (Isa isa : {Isa::Scalar, Isa::AVX2}) {
+        if (!isa_supported(isa)) continue;
+        const auto y = run(isa, w, x.data(), n);
+        for (size_t i = 0; i < y.size(); ++i) ASSERT_EQ(y[i], want) << isa_name(isa) << " output " << i;
+    }
 }
 
 // W4A16 is exactly the f32 kernel run on the dequantized matrix (same chain, exact dequant).
