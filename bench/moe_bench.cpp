@@ -44,12 +44,17 @@ float rnd() {  // xorshift, uniform in [-1, 1)
     return static_cast<float>(g_state >> 40) / static_cast<float>(1 << 23) - 1.0f;
 }
 
+// One row of a random matrix, scaled so that a row's dot with a unit-variance input is O(1).
+void random_row(std::vector<float>& row) {
+    const float s = 1.0f / std::sqrt(static_cast<float>(row.size()));
+    for (auto& v : row) v = rnd() * s * 1.7f;
+}
+
 model::Matrix rand_matrix(int64_t rows, int64_t cols, kernels::WeightType t = kernels::WeightType::BF16) {
     auto m = model::Matrix::owned(t, rows, cols);
     std::vector<float> row(static_cast<size_t>(cols));
-    const float s = 1.0f / std::sqrt(static_cast<float>(cols));
     for (int64_t r = 0; r < rows; ++r) {
-        for (auto& v : row) v = rnd() * s * 1.7f;
+        random_row(row);
         m.pack_row(r, row.data());
     }
     return m;
@@ -62,9 +67,8 @@ model::Matrix rand_matrix_as(int64_t rows, int64_t cols, const quant::WeightForm
     const kernels::WeightMatrix layout = f.layout(rows, cols);
     auto m = model::Matrix::quantized(layout);
     std::vector<float> row(static_cast<size_t>(cols));
-    const float s = 1.0f / std::sqrt(static_cast<float>(cols));
     for (int64_t r = 0; r < rows; ++r) {
-        for (auto& v : row) v = rnd() * s * 1.7f;
+        random_row(row);
         m.pack_quant_row(r, quant::default_quantizer().quantize_row(layout, row.data(), nullptr));
     }
     return m;
