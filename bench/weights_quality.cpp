@@ -36,7 +36,7 @@ struct Cand {
     int64_t top1 = 0;
 };
 
-// fmt: a --weights name, optionally "+head=FORMAT" for --head-weights (e.g. int4+head=int8).
+// spec: a --weights name, optionally "+head=FORMAT" for --head-weights (e.g. int4+head=int8).
 std::unique_ptr<model::Model> load(const std::string& path, const std::string& spec, util::ThreadPool& pool) {
     model::LoadOptions o;
     std::string fmt = spec;

@@ -147,6 +147,14 @@ void quantize_acts_avx2(const float* x, int64_t n, int64_t cols, int8_t* xq, flo
 }  // namespace detail
 
 namespace {
+// The xz word of one 32-block from its codes (matmul_quant.h).
+int32_t zero_point_pairs(const int8_t* q) {
+    int32_t lo = 0, hi = 0;
+    for (int64_t i = 0; i < kActBlock; ++i) (i % 4 < 2 ? lo : hi) += q[i];
+    const auto h16 = [](int32_t sum) { return static_cast<uint32_t>(static_cast<uint16_t>(static_cast<int16_t>(-8 * sum))); };
+    return static_cast<int32_t>(h16(lo) | h16(hi) << 16);
+}
+
 void quantize_acts_scalar(const float* x, int64_t n, int64_t cols, int8_t* xq, float* xd, int32_t* xs, int32_t* xz) {
     const int64_t nb = cols / kActBlock;
     for (int64_t t = 0; t < n; ++t)
@@ -171,13 +179,6 @@ void quantize_acts_scalar(const float* x, int64_t n, int64_t cols, int8_t* xq, f
         }
 }
 }  // namespace
-
-int32_t zero_point_pairs(const int8_t* q) {
-    int32_t lo = 0, hi = 0;
-    for (int64_t i = 0; i < kActBlock; ++i) (i % 4 < 2 ? lo : hi) += q[i];
-    const auto h16 = [](int32_t sum) { return static_cast<uint32_t>(static_cast<uint16_t>(static_cast<int16_t>(-8 * sum))); };
-    return static_cast<int32_t>(h16(lo) | h16(hi) << 16);
-}
 
 void quantize_acts_isa(Isa isa, const float* x, int64_t n, int64_t cols, int8_t* xq, float* xd, int32_t* xs,
                        int32_t* xz) {

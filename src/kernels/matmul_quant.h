@@ -73,8 +73,6 @@ void quantize_acts(const float* x, int64_t n, int64_t cols, int8_t* xq, float* x
                    int32_t* xz = nullptr);
 void quantize_acts_isa(Isa isa, const float* x, int64_t n, int64_t cols, int8_t* xq, float* xd, int32_t* xs,
                        int32_t* xz = nullptr);
-// The xz word of one block from its 32 codes (the definition above; the scalar reference).
-int32_t zero_point_pairs(const int8_t* xq_block);
 
 
 }  // namespace warden::kernels

@@ -256,7 +256,7 @@ void quantize_acts_avx2(const float* x, int64_t n, int64_t cols, int8_t* xq, flo
             }
             const __m256i s32 = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
             __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s32), _mm256_extracti128_si256(s32, 1));
-            // xz: the word zero_point_pairs (matmul_quant.cpp) makes, not shared per the ODR note.
+            // xz: the word zero_point_pairs in matmul_quant.cpp makes (not shared: the ODR note).
             // Lane j of s4 sums k % 8 in {j, j + 4}, so k % 4 in {0, 1} is lanes 0 + 1.
             if (xz) {
                 const __m128i pairs = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
@@ -289,27 +289,19 @@ void mm_quant_avx2(const QuantArgs& a, int64_t r0, int64_t r1) {
         const int64_t j0 = r0 > base ? r0 - base : 0;
         const int64_t j1 = r1 - base < kNr ? r1 - base : kNr;
         if (a.kind == 0 && !a.act_f32) {  // W4A8: tokens in fours share the weight unpacking
-            int64_t t = 0;
-            for (; t + 4 <= a.n; t += 4) {
+            // Tokens [t, t + NT) in one pass over the panel.
+            const auto tile = [&]<int NT>(int64_t t) {
                 float* y = a.y + t * a.ldy + base;
-                if (a.asym) q4_a8_panel<true, 4>(a, panel, t, y, j0, j1);
-                else q4_a8_panel<false, 4>(a, panel, t, y, j0, j1);
-            }
-            // The remainder in one pass over the panel (each pass streams its weights again).
-            float* y = a.y + t * a.ldy + base;
+                if (a.asym) q4_a8_panel<true, NT>(a, panel, t, y, j0, j1);
+                else q4_a8_panel<false, NT>(a, panel, t, y, j0, j1);
+            };
+            int64_t t = 0;
+            for (; t + 4 <= a.n; t += 4) tile.template operator()<4>(t);
+            // The remainder in one pass too (each pass streams the panel's weights again).
             switch (a.n - t) {
-                case 3:
-                    if (a.asym) q4_a8_panel<true, 3>(a, panel, t, y, j0, j1);
-                    else q4_a8_panel<false, 3>(a, panel, t, y, j0, j1);
-                    break;
-                case 2:
-                    if (a.asym) q4_a8_panel<true, 2>(a, panel, t, y, j0, j1);
-                    else q4_a8_panel<false, 2>(a, panel, t, y, j0, j1);
-                    break;
-                case 1:
-                    if (a.asym) q4_a8_panel<true, 1>(a, panel, t, y, j0, j1);
-                    else q4_a8_panel<false, 1>(a, panel, t, y, j0, j1);
-                    break;
+                case 3: tile.template operator()<3>(t); break;
+                case 2: tile.template operator()<2>(t); break;
+                case 1: tile.template operator()<1>(t); break;
                 default: break;
             }
             continue;

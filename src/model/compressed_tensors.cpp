@@ -257,6 +257,14 @@ std::vector<uint32_t> ct_pack_codes(const uint8_t* codes, int64_t n, int num_bit
     return out;
 }
 
+std::optional<std::string> ct_logical_name(const SafetensorsModel& st, const std::string& name) {
+    static const std::string kPacked = ".weight_packed";
+    if (name.size() > kPacked.size() && name.ends_with(kPacked)) return name.substr(0, name.size() - kPacked.size()) + ".weight";
+    for (const char* meta : {".weight_scale", ".weight_zero_point", ".weight_shape", ".weight_g_idx"})
+        if (name.ends_with(meta) && st.find(name.substr(0, name.rfind(".weight_")) + kPacked)) return std::nullopt;
+    return name;
+}
+
 std::optional<SourceTensor> ct_find(const SafetensorsModel& st, const CtConfig& cfg, const std::string& name) {
     static const std::string kSuffix = ".weight";
     if (name.size() <= kSuffix.size() || name.compare(name.size() - kSuffix.size(), kSuffix.size(), kSuffix) != 0)

@@ -79,6 +79,12 @@ struct CtPacked {
     void dequant_row(int64_t r, float* out) const;
 };
 
+// The logical tensor a stored tensor of a compressed-tensors checkpoint stands for:
+// "<m>.weight" for "<m>.weight_packed"; nullopt for the quantization metadata of a packed module
+// ("<m>.weight_scale", _zero_point, _shape, _g_idx when "<m>.weight_packed" exists), which folds
+// into that weight; the name itself for every other tensor.
+std::optional<std::string> ct_logical_name(const SafetensorsModel& st, const std::string& name);
+
 // Looks up "<m>.weight" as a compressed-tensors packed weight: nullopt when the file has no
 // "<m>.weight_packed"; a SourceTensor with `ct` set otherwise. Validates shapes and dtypes
 // against `cfg` (util::Error naming the tensor and the field).

@@ -409,14 +409,10 @@ std::unique_ptr<Model> load_hf_dir(const std::string& dir, const LoadOptions& op
         s.is_ggml = false;
         s.st_dtype = t.dtype;
         if (ct) {
-            static const std::string kPacked = ".weight_packed";
-            if (t.name.ends_with(kPacked)) {
-                if (auto w = ct_find(st, *ct, t.name.substr(0, t.name.size() - kPacked.size()) + ".weight")) s.dims = w->dims;
-            } else if (t.name.ends_with(".weight_scale") || t.name.ends_with(".weight_zero_point") ||
-                       t.name.ends_with(".weight_shape") || t.name.ends_with(".weight_g_idx")) {
-                const std::string module = t.name.substr(0, t.name.rfind(".weight_"));
-                if (st.find(module + ".weight_packed")) continue;
-            }
+            const auto logical = ct_logical_name(st, t.name);
+            if (!logical) continue;
+            if (*logical != t.name)
+                if (auto w = ct_find(st, *ct, *logical)) s.dims = w->dims;
         }
         all.push_back(s);
     }

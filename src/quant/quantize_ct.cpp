@@ -24,10 +24,6 @@ using util::Error;
 
 namespace {
 
-bool ends_with(const std::string& s, const std::string& suf) {
-    return s.size() >= suf.size() && s.compare(s.size() - suf.size(), suf.size(), suf) == 0;
-}
-
 void write_text(const std::string& path, const std::string& text) {
     std::ofstream f(path, std::ios::binary | std::ios::trunc);
     if (!f) throw Error("cannot create '" + path + "'");
@@ -40,7 +36,7 @@ void write_text(const std::string& path, const std::string& text) {
 // --weights. MLA's kv_b_proj is split per head at load and kept in the runtime dtype, so it
 // stays dense here too (and loading the output matches quantizing the source at load).
 bool is_layer_linear(const std::string& n) {
-    return n.rfind("model.layers.", 0) == 0 && ends_with(n, "_proj.weight") && !ends_with(n, ".kv_b_proj.weight");
+    return n.rfind("model.layers.", 0) == 0 && n.ends_with("_proj.weight") && !n.ends_with(".kv_b_proj.weight");
 }
 
 std::vector<uint8_t> f32_bytes(const model::SourceTensor& t) {
@@ -74,7 +70,7 @@ QuantizeStats quantize_hf_compressed_tensors(const std::string& in_dir, const st
 
     // Output paths.
     std::string out_file, out_dir;
-    if (ends_with(out, ".safetensors")) {
+    if (out.ends_with(".safetensors")) {
         out_file = out;
         out_dir = fs::path(out).parent_path().string();
         if (out_dir.empty()) out_dir = ".";
@@ -112,13 +108,12 @@ QuantizeStats quantize_hf_compressed_tensors(const std::string& in_dir, const st
     std::set<std::string> seen;
     for (const auto& t : st.tensors()) {
         std::string n = t.name;
-        if (ct && ends_with(n, ".weight_packed")) {
-            n = n.substr(0, n.size() - 7);  // ".weight"
-        } else if (ct && (ends_with(n, ".weight_scale") || ends_with(n, ".weight_shape") ||
-                          ends_with(n, ".weight_zero_point") || ends_with(n, ".weight_g_idx"))) {
-            const std::string base = n.substr(0, n.rfind(".weight_")) + ".weight_packed";
-            if (st.find(base)) continue;
-        } else if (ends_with(n, "_scale_inv")) {
+        if (ct) {
+            const auto logical = model::ct_logical_name(st, n);
+            if (!logical) continue;
+            n = *logical;
+        }
+        if (n.ends_with("_scale_inv")) {  // (a packed weight's logical name ends in ".weight")
             const auto* w = st.find(n.substr(0, n.size() - 10));
             if (w && w->dtype == "F8_E4M3") continue;
         }
@@ -145,7 +140,7 @@ QuantizeStats quantize_hf_compressed_tensors(const std::string& in_dir, const st
             }
         }
         if (!quantize) {
-            if (t.dims.size() == 2 && ends_with(n, ".weight") && n != "model.embed_tokens.weight")
+            if (t.dims.size() == 2 && n.ends_with(".weight") && n != "model.embed_tokens.weight")
                 ignore.push_back(n.substr(0, n.size() - 7));
             const auto* raw = st.find(n);
             if (raw && !t.ct && raw->dtype == t.st_dtype) {
