@@ -61,11 +61,12 @@ std::unique_ptr<model::Model> load(const CommonOptions& o, bool weights, util::T
         if (t != kernels::WeightType::BF16 && t != kernels::WeightType::FP8)
             throw util::Error("--prefill-weights must be bf16 or fp8, got '" + o.prefill_weights + "'");
     }
-    lo.quantize_embeddings = o.quantize_embeddings;
     if (!o.head_weights.empty()) {
         if (o.quantize_embeddings)
             throw util::Error("--head-weights and --quantize-embeddings both set the head's format; use one");
         lo.head_weights = quant::parse_weight_format(o.head_weights);
+    } else if (o.quantize_embeddings) {
+        lo.head_weights = lo.weights;  // the layers' format (none without --weights: --dtype)
     }
     auto m = model::load_model(o.model_path, lo, pool);
     if (weights && (lo.weights || lo.prefill_weights)) {  // memory of the chosen formats

@@ -27,9 +27,8 @@ struct LoadOptions {
     std::optional<quant::WeightFormat> weights;
     // Higher-precision copy for prefill rows (--prefill-weights bf16|fp8); unset: none.
     std::optional<quant::WeightFormat> prefill_weights;
-    bool quantize_embeddings = false;  // also quantize token_embd / output (default: dtype)
     // Format of token_embd / output (--head-weights, e.g. int8: a quarter of bf16's bytes for the
-    // head without int4's quality loss); unset: `weights` with quantize_embeddings, else dtype.
+    // head without int4's quality loss; --quantize-embeddings sets it to `weights`); unset: dtype.
     std::optional<quant::WeightFormat> head_weights;
 };
 

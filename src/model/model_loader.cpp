@@ -143,8 +143,8 @@ public:
                         ", expected " + shape_str(want));
     }
 
-    // Runtime format of a matrix (--weights; embeddings/output stay at --dtype unless
-    // quantize_embeddings), plus the optional prefill copy (--prefill-weights). Weight memory
+    // Runtime format of a matrix (--weights for the layers, head_weights for embeddings/output,
+    // --dtype where unset), plus the optional prefill copy (--prefill-weights). Weight memory
     // is accounted per role in Model::weight_memory.
     Matrix matrix(const std::string& role, int layer, int64_t rows, int64_t cols) const {
         const SourceTensor t = get(role, layer);
@@ -152,9 +152,7 @@ public:
         const bool embd = layer < 0;
         quant::WeightFormat hi;
         hi.type = opts_.dtype == RuntimeDType::BF16 ? kernels::WeightType::BF16 : kernels::WeightType::F32;
-        const quant::WeightFormat f = embd && opts_.head_weights ? *opts_.head_weights
-                                      : (!opts_.weights || (embd && !opts_.quantize_embeddings)) ? hi
-                                                                                                  : *opts_.weights;
+        const quant::WeightFormat f = (embd ? opts_.head_weights : opts_.weights).value_or(hi);
         Matrix m = build_matrix(t, f, rows, cols);
         (embd ? m_.weight_memory.embeddings : m_.weight_memory.layers) += m.bytes();
         if (!embd && opts_.prefill_weights && f.quantized() && opts_.prefill_weights->type != f.type) {

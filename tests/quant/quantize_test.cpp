@@ -140,7 +140,7 @@ std::unique_ptr<model::Model> load(const std::string& path, const std::string& f
                                    bool embeddings = false) {
     model::LoadOptions o;
     if (!fmt.empty()) o.weights = parse_weight_format(fmt);
-    o.quantize_embeddings = embeddings;
+    if (embeddings) o.head_weights = o.weights;
     o.load_tokenizer = false;
     return model::load_model(path, o, pool);
 }
