@@ -83,10 +83,26 @@ detail::QuantArgs quant_args(const WeightMatrix& w, const float* x, int64_t n, f
     return a;
 }
 
+// The calling thread's W4A8 unpack scratch (detail::QuantArgs::unpack) for `cols` columns: grown,
+// never shrunk, so steady-state steps allocate nothing.
+uint8_t* unpack_scratch(int64_t cols) {
+    thread_local std::vector<uint8_t> buf;
+    const auto need = static_cast<size_t>(cols * kPanelRows) + 32;
+    if (buf.size() < need) buf.resize(need);
+    const auto addr = reinterpret_cast<uintptr_t>(buf.data());
+    return buf.data() + ((32 - addr % 32) % 32);
+}
+
 // Rows [r0, r1) of one matrix; qa: its quant_args when it is quantized.
 void run_rows(const detail::MatmulTable& t, const WeightMatrix& w, const float* x, int64_t n, float* y,
               int64_t r0, int64_t r1, const detail::QuantArgs& qa) {
     if (is_quant(w)) {
+        if (qa.kind == 0 && !qa.act_f32 && n >= detail::kQ4UnpackMinTokens) {
+            detail::QuantArgs q = qa;
+            q.unpack = unpack_scratch(w.cols);
+            t.quant(q, r0, r1);
+            return;
+        }
         t.quant(qa, r0, r1);
     } else if (w.type == WeightType::BF16) {
         t.bf16(static_cast<const detail::bf16*>(w.data), w.cols, x, n, y, w.rows, r0, r1);

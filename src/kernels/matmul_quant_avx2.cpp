@@ -12,7 +12,12 @@
 // per-block subtract of 8 * xs is left to do. Exact: at every point the sum is, per k of its 16,
 // either (q - 8) * x (added) or -8 * x (not yet), each within +-1016, so within +-16256.
 // Tokens are processed panel by panel (all tokens of a panel while it is in L1/L2), so decode
-// reads each weight byte once and prefill reuses each panel across the batch.
+// reads each weight byte once and prefill reuses each panel across the batch. With 8 or more
+// tokens the first 4-token pass also stores the panel's codes unpacked to bytes
+// (QuantArgs::unpack) and every later pass loads them ready to multiply. A pass is issue-bound
+// (16 maddubs + 16 adds per token and 32-block cannot shrink without VNNI) and the unpacking
+// (and, shift, and per 32-byte load, shared by 4 tokens) was 6 of its ~46 vector instructions
+// per token and block; a 512-token GEMM runs 10-19% faster without them (docs/WEIGHT_QUANT.md).
 //
 // ODR: helpers live in the anonymous namespace; only <immintrin.h> and kernels_internal.h.
 #include <immintrin.h>
@@ -64,8 +69,17 @@ inline __m256i bcast4(const int8_t* p) {
 // once (load, and, shift, and) and used by every token, which is what prefill spends most of its
 // time on. Each token's own arithmetic is the NT = 1 sequence unchanged, so results are
 // bit-identical whatever the blocking. Token t+i's outputs are at y + i * a.ldy.
-template <bool kAsym, int NT>
-void q4_a8_panel(const QuantArgs& a, const uint8_t* panel, int64_t t, float* y, int64_t j0, int64_t j1) {
+// Src: where the codes come from. With many tokens the first pass reads the nibbles and also
+// stores them unpacked to ub (Src::NibblesUnpack: for 32-block b and quad j, rows 0-7 at
+// ub + b * 512 + j * 64, rows 8-15 32 bytes after), and every later pass loads them from there
+// (Src::Unpacked). The unpacking rides on the first pass rather than a pass of its own because
+// that pass is the one streaming the panel from DRAM: alone, the copy would wait on memory with
+// nothing to overlap (batched decode was 6-8% slower that way). Same bytes, same results.
+enum class Src { Nibbles, NibblesUnpack, Unpacked };
+
+template <bool kAsym, int NT, Src kSrc>
+void q4_a8_panel(const QuantArgs& a, const uint8_t* panel, uint8_t* ub, int64_t t, float* y, int64_t j0,
+                 int64_t j1) {
     const int64_t cols = a.cols, G = a.group, gb = 32 + (kAsym ? 32 : 0) + G * 8, ng = cols / G, spg = G / 32;
     const int64_t nb = cols / 32;
     const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
@@ -80,7 +94,8 @@ void q4_a8_panel(const QuantArgs& a, const uint8_t* panel, int64_t t, float* y, 
         for (int64_t sb = 0; sb < spg; ++sb) {
             const int64_t b = g * spg + sb;
             const uint8_t* qq = qs + sb * 256;
-            if (kQ4Prefetch > 0)
+            uint8_t* uq = kSrc != Src::Nibbles ? ub + b * 512 : nullptr;
+            if (kQ4Prefetch > 0 && kSrc != Src::Unpacked)
                 for (int pf = 0; pf < 4; ++pf)
                     _mm_prefetch(reinterpret_cast<const char*>(qq) + kQ4Prefetch + pf * 64, _MM_HINT_T0);
             __m256i s0[NT], s1[NT];
@@ -88,9 +103,19 @@ void q4_a8_panel(const QuantArgs& a, const uint8_t* panel, int64_t t, float* y, 
                 s0[i] = s1[i] = kAsym ? _mm256_setzero_si256() : _mm256_set1_epi32(a.xz[(t + i) * nb + b]);
 #pragma GCC unroll 8
             for (int j = 0; j < 8; ++j) {
-                const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qq + j * 32));
-                const __m256i lo = _mm256_and_si256(v, m4);
-                const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+                __m256i lo, hi;
+                if constexpr (kSrc == Src::Unpacked) {
+                    lo = _mm256_load_si256(reinterpret_cast<const __m256i*>(uq + j * 64));
+                    hi = _mm256_load_si256(reinterpret_cast<const __m256i*>(uq + j * 64 + 32));
+                } else {
+                    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qq + j * 32));
+                    lo = _mm256_and_si256(v, m4);
+                    hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+                    if constexpr (kSrc == Src::NibblesUnpack) {
+                        _mm256_store_si256(reinterpret_cast<__m256i*>(uq + j * 64), lo);
+                        _mm256_store_si256(reinterpret_cast<__m256i*>(uq + j * 64 + 32), hi);
+                    }
+                }
                 for (int i = 0; i < NT; ++i) {
                     const __m256i xv = bcast4(a.xq + (t + i) * cols + b * 32 + 4 * j);
                     s0[i] = _mm256_add_epi16(s0[i], _mm256_maddubs_epi16(lo, xv));
@@ -289,11 +314,17 @@ void mm_quant_avx2(const QuantArgs& a, int64_t r0, int64_t r1) {
         const int64_t j0 = r0 > base ? r0 - base : 0;
         const int64_t j1 = r1 - base < kNr ? r1 - base : kNr;
         if (a.kind == 0 && !a.act_f32) {  // W4A8: tokens in fours share the weight unpacking
-            // Tokens [t, t + NT) in one pass over the panel.
+            const bool unpack = a.unpack != nullptr && a.n >= kQ4UnpackMinTokens;
+            // Tokens [t, t + NT) in one pass over the panel (the first pass unpacks, when unpacking).
             const auto tile = [&]<int NT>(int64_t t) {
                 float* y = a.y + t * a.ldy + base;
-                if (a.asym) q4_a8_panel<true, NT>(a, panel, t, y, j0, j1);
-                else q4_a8_panel<false, NT>(a, panel, t, y, j0, j1);
+                const auto pass = [&]<Src kSrc>() {
+                    if (a.asym) q4_a8_panel<true, NT, kSrc>(a, panel, a.unpack, t, y, j0, j1);
+                    else q4_a8_panel<false, NT, kSrc>(a, panel, a.unpack, t, y, j0, j1);
+                };
+                if (!unpack) pass.template operator()<Src::Nibbles>();
+                else if (t == 0) pass.template operator()<Src::NibblesUnpack>();
+                else pass.template operator()<Src::Unpacked>();
             };
             int64_t t = 0;
             for (; t + 4 <= a.n; t += 4) tile.template operator()<4>(t);

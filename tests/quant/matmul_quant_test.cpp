@@ -66,7 +66,7 @@ TEST(QuantMatmul, Avx2BitExactVsScalarBatchAndThreadInvariant) {
         for (int64_t rows : {1, 17, 40})
             for (int64_t cols : {128, 384}) {
                 const QMat m = make_qmat(fmt, rows, cols, seed++);
-                for (int64_t n : {1, 3, 6, 7, 9}) {  // token tiles 1, 3, 4+2, 4+3, 4+4+1
+                for (int64_t n : {1, 3, 6, 7, 9, 14}) {  // token tiles 1, 3, 4+2, 4+3; unpacked panels: 4+4+1, 4+4+4+2
                     auto xb = random_floats(static_cast<size_t>(n * cols + 1), seed++, -2.0f, 2.0f);
                     const float* x = xb.data() + 1;
                     const std::string what = std::string(fmt) + " rows=" + std::to_string(rows) +
@@ -109,7 +109,7 @@ TEST(QuantMatmul, Avx2BitExactVsScalarBatchAndThreadInvariant) {
 // correction halves were exchanged or mis-signed. The expected value is exact in f32:
 // per block 16 * (15 - 8) * 127 + 16 * (0 - 8) * (-127) = 30480, with d = xd = 1.
 TEST(QuantMatmul, W4A8ExtremeBlocksMatchExactValue) {
-    const int64_t rows = 16, cols = 128, n = 5;
+    const int64_t rows = 16, cols = 128, n = 9;  // 9: the unpacked-panel passes and a nibble remainder
     WeightMatrix w = quant::parse_weight_format("int4").layout(rows, cols);
     std::vector<uint8_t> buf(static_cast<size_t>(quant_packed_bytes(w)), 0);
     QuantRow row;
