@@ -2,7 +2,8 @@
 // q/k/v/o/gate/up/down, optional 32000-row head), without the rest of the model: measures how
 // close the matmul kernels + thread dispatch get to the memory roofline.
 //   bench_gemv_decode FORMAT THREADS REPS [fused|separate] [head|nohead] [N]
-// N (default 1, at most 64): tokens per step, for the batched-decode / prefill GEMM.
+// N (default 1, at most 512, the engine's default step budget): tokens per step, for the
+// batched-decode / prefill GEMM.
 // FORMAT: a --weights name (int4, int4-g128, int8, ...) or bf16. Weight bytes are random codes
 // with valid scales (values do not matter for speed). Prints bytes per token, best and median
 // ms per token over REPS passes, and GB/s.
@@ -30,7 +31,9 @@ struct Mat {
     std::vector<float> y;
 };
 
-static Mat make(const std::string& fmt, int64_t rows, int64_t cols, std::mt19937& rng) {
+static constexpr int64_t kMaxTokens = 512;
+
+static Mat make(const std::string& fmt, int64_t rows, int64_t cols, int64_t ntok, std::mt19937& rng) {
     Mat m;
     if (fmt == "bf16") {
         m.w = kernels::WeightMatrix{kernels::WeightType::BF16, rows, cols, nullptr};
@@ -61,7 +64,7 @@ static Mat make(const std::string& fmt, int64_t rows, int64_t cols, std::mt19937
         }
     }
     m.w.data = m.buf.data();
-    m.y.resize(static_cast<size_t>(rows) * 64);
+    m.y.resize(static_cast<size_t>(rows * ntok));
     return m;
 }
 
@@ -76,8 +79,8 @@ int main(int argc, char** argv) {
     const bool head = argc > 5 && std::string(argv[5]) == "head";
     // Tokens per step (n > 1: the prefill / batched-decode GEMM; throughput reported per token).
     const int64_t ntok = argc > 6 ? std::atoll(argv[6]) : 1;
-    if (ntok < 1 || ntok > 64) {
-        std::fprintf(stderr, "N must be in [1, 64]\n");
+    if (ntok < 1 || ntok > kMaxTokens) {
+        std::fprintf(stderr, "N must be in [1, %lld]\n", static_cast<long long>(kMaxTokens));
         return 2;
     }
     const int64_t d = 2048, ff = 8192, kv = 512, layers = 16, vocab = 32000;
@@ -85,13 +88,13 @@ int main(int argc, char** argv) {
     std::vector<std::vector<Mat>> L(layers);
     int64_t bytes = 0, params = 0;
     for (int64_t l = 0; l < layers; ++l) {
-        L[l].push_back(make(fmt, d, d, rng));
-        L[l].push_back(make(fmt, kv, d, rng));
-        L[l].push_back(make(fmt, kv, d, rng));
-        L[l].push_back(make(fmt, d, d, rng));
-        L[l].push_back(make(fmt, ff, d, rng));
-        L[l].push_back(make(fmt, ff, d, rng));
-        L[l].push_back(make(fmt, d, ff, rng));
+        L[l].push_back(make(fmt, d, d, ntok, rng));
+        L[l].push_back(make(fmt, kv, d, ntok, rng));
+        L[l].push_back(make(fmt, kv, d, ntok, rng));
+        L[l].push_back(make(fmt, d, d, ntok, rng));
+        L[l].push_back(make(fmt, ff, d, ntok, rng));
+        L[l].push_back(make(fmt, ff, d, ntok, rng));
+        L[l].push_back(make(fmt, d, ff, ntok, rng));
         for (auto& m : L[l]) {
             bytes += static_cast<int64_t>(m.buf.size());
             params += m.w.rows * m.w.cols;
@@ -99,7 +102,7 @@ int main(int argc, char** argv) {
     }
     Mat H;
     if (head) {
-        H = make(fmt, vocab, d, rng);
+        H = make(fmt, vocab, d, ntok, rng);
         bytes += static_cast<int64_t>(H.buf.size());
         params += H.w.rows * H.w.cols;
     }
