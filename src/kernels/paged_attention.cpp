@@ -392,17 +392,21 @@ void paged_attention(std::span<const PagedAttentionSeq> seqs, int64_t n_heads, c
                 if (k.nc == 1) continue;
                 const int64_t h = x % n_heads;
                 const int64_t slot = k.part0 + h * k.nc;
-                const float* ml = pml + 2 * slot;  // chunk c: (max, sum) at ml[2c], ml[2c + 1]
+                float* ml = pml + 2 * slot;  // chunk c: (max, sum) at ml[2c], ml[2c + 1]
                 float mx = ml[0];
                 for (int64_t c = 1; c < k.nc; ++c) mx = std::max(mx, ml[2 * c]);
-                auto weight = [&](int64_t c) { return ml[2 * c + 1] * std::exp(ml[2 * c] - mx); };
+                // Each chunk's weight replaces its sum (this (token, head)'s slots are this
+                // thread's alone), so exp runs once per chunk.
                 float wsum = 0.0f;
-                for (int64_t c = 0; c < k.nc; ++c) wsum += weight(c);
+                for (int64_t c = 0; c < k.nc; ++c) {
+                    ml[2 * c + 1] *= std::exp(ml[2 * c] - mx);
+                    wsum += ml[2 * c + 1];
+                }
                 float* out = seqs[static_cast<size_t>(k.seq)].out + (k.t * n_heads + h) * dim;
                 const float* oc = po + slot * dim;
                 std::fill(out, out + dim, 0.0f);
                 for (int64_t c = 0; c < k.nc; ++c) {
-                    const float a = weight(c) / wsum;
+                    const float a = ml[2 * c + 1] / wsum;
                     for (int64_t d = 0; d < dim; ++d) out[d] += a * oc[c * dim + d];
                 }
             }
