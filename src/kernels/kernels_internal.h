@@ -52,14 +52,11 @@ struct QuantArgs {
     int64_t n;
     float* y;
     int64_t ldy;
-    // W4A8 with n >= kQ4UnpackMinTokens: the calling thread's scratch of 16 * cols bytes (32-byte
-    // aligned), where a kernel may unpack each panel's codes to bytes once for all its token
-    // passes; null: read the nibbles in place. Never shared between threads.
+    // W4A8 only: the calling thread's scratch of 16 * cols bytes (32-byte aligned), where the
+    // kernel unpacks each panel's codes to bytes once for all its token passes; null: read the
+    // nibbles in place. Never shared between threads. Set by matmul.cpp's run_rows when it pays.
     uint8_t* unpack = nullptr;
 };
-// Fewest tokens for which a W4A8 panel is unpacked to QuantArgs::unpack: two 4-token passes, so
-// at least one pass reads the unpacked codes.
-constexpr int64_t kQ4UnpackMinTokens = 8;
 
 struct MatmulTable {
     void (*f32)(const float* w, int64_t cols, const float* x, int64_t n, float* y, int64_t ldy,

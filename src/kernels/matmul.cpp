@@ -83,6 +83,10 @@ detail::QuantArgs quant_args(const WeightMatrix& w, const float* x, int64_t n, f
     return a;
 }
 
+// Fewest tokens for which a W4A8 call gets unpack scratch: two 4-token passes, so at least one
+// pass reads the unpacked codes.
+constexpr int64_t kQ4UnpackMinTokens = 8;
+
 // The calling thread's W4A8 unpack scratch (detail::QuantArgs::unpack) for `cols` columns: grown,
 // never shrunk, so steady-state steps allocate nothing.
 uint8_t* unpack_scratch(int64_t cols) {
@@ -97,7 +101,7 @@ uint8_t* unpack_scratch(int64_t cols) {
 void run_rows(const detail::MatmulTable& t, const WeightMatrix& w, const float* x, int64_t n, float* y,
               int64_t r0, int64_t r1, const detail::QuantArgs& qa) {
     if (is_quant(w)) {
-        if (qa.kind == 0 && !qa.act_f32 && n >= detail::kQ4UnpackMinTokens) {
+        if (qa.kind == 0 && !qa.act_f32 && n >= kQ4UnpackMinTokens) {
             detail::QuantArgs q = qa;
             q.unpack = unpack_scratch(w.cols);
             t.quant(q, r0, r1);

@@ -17,7 +17,8 @@
 // (QuantArgs::unpack) and every later pass loads them ready to multiply. A pass is issue-bound
 // (16 maddubs + 16 adds per token and 32-block cannot shrink without VNNI) and the unpacking
 // (and, shift, and per 32-byte load, shared by 4 tokens) was 6 of its ~46 vector instructions
-// per token and block; a 512-token GEMM runs 10-19% faster without them (docs/WEIGHT_QUANT.md).
+// per token and block. Without them a 512-token GEMM on one matrix runs 10-19% faster, on a
+// model's 16 layers of weights streamed from DRAM 5.6% (docs/WEIGHT_QUANT.md).
 //
 // ODR: helpers live in the anonymous namespace; only <immintrin.h> and kernels_internal.h.
 #include <immintrin.h>
@@ -74,7 +75,7 @@ inline __m256i bcast4(const int8_t* p) {
 // ub + b * 512 + j * 64, rows 8-15 32 bytes after), and every later pass loads them from there
 // (Src::Unpacked). The unpacking rides on the first pass rather than a pass of its own because
 // that pass is the one streaming the panel from DRAM: alone, the copy would wait on memory with
-// nothing to overlap (batched decode was 6-8% slower that way). Same bytes, same results.
+// nothing to overlap (batched decode was 6-9% slower that way). Same bytes, same results.
 enum class Src { Nibbles, NibblesUnpack, Unpacked };
 
 template <bool kAsym, int NT, Src kSrc>
@@ -314,7 +315,7 @@ void mm_quant_avx2(const QuantArgs& a, int64_t r0, int64_t r1) {
         const int64_t j0 = r0 > base ? r0 - base : 0;
         const int64_t j1 = r1 - base < kNr ? r1 - base : kNr;
         if (a.kind == 0 && !a.act_f32) {  // W4A8: tokens in fours share the weight unpacking
-            const bool unpack = a.unpack != nullptr && a.n >= kQ4UnpackMinTokens;
+            const bool unpack = a.unpack != nullptr;  // the caller decides when it pays (matmul.cpp)
             // Tokens [t, t + NT) in one pass over the panel (the first pass unpacks, when unpacking).
             const auto tile = [&]<int NT>(int64_t t) {
                 float* y = a.y + t * a.ldy + base;

@@ -109,7 +109,7 @@ TEST(QuantMatmul, Avx2BitExactVsScalarBatchAndThreadInvariant) {
 // correction halves were exchanged or mis-signed. The expected value is exact in f32:
 // per block 16 * (15 - 8) * 127 + 16 * (0 - 8) * (-127) = 30480, with d = xd = 1.
 TEST(QuantMatmul, W4A8ExtremeBlocksMatchExactValue) {
-    const int64_t rows = 16, cols = 128, n = 9;  // 9: the unpacked-panel passes and a nibble remainder
+    const int64_t rows = 16, cols = 128, n = 9;
     WeightMatrix w = quant::parse_weight_format("int4").layout(rows, cols);
     std::vector<uint8_t> buf(static_cast<size_t>(quant_packed_bytes(w)), 0);
     QuantRow row;
@@ -123,8 +123,13 @@ TEST(QuantMatmul, W4A8ExtremeBlocksMatchExactValue) {
     const float want = 30480.0f * static_cast<float>(cols / 32);
     for (Isa isa : {Isa::Scalar, Isa::AVX2}) {
         if (!isa_supported(isa)) continue;
-        const auto y = run(isa, w, x.data(), n);
-        for (size_t i = 0; i < y.size(); ++i) ASSERT_EQ(y[i], want) << isa_name(isa) << " output " << i;
+        // 5 tokens: passes of 4 + 1 over the nibbles; 9: the first pass also unpacks, the passes
+        // of 4 + 1 after it read the unpacked codes.
+        for (int64_t nt : {int64_t{5}, n}) {
+            const auto y = run(isa, w, x.data(), nt);
+            for (size_t i = 0; i < y.size(); ++i)
+                ASSERT_EQ(y[i], want) << isa_name(isa) << " n=" << nt << " output " << i;
+        }
     }
 }
 
