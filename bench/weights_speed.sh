@@ -10,18 +10,24 @@
 # at load, so loading skips the slow load-time quantization; decode reads the same packed bytes
 # as `--weights X` on the bf16 file).
 #
+# Every round also measures the read bandwidth (bench/membw.cpp, built into OUT_DIR when
+# missing), so the roofline is taken in the same minutes as the decode figures: the summary uses
+# the highest bandwidth any round saw (the strictest roofline).
+#
 # Env: MODEL [/work/bench-models/llama-1b-bf16.gguf], THREADS [2], TG [32], ROUNDS [5],
-#      FORMATS ["bf16 fp8 int8 int4-g32 int4-g128 int4-g32+qe"] (+qe: --quantize-embeddings, i.e. int4
-#      output head), LLAMA_TYPES ["Q4_0 Q8_0 BF16"], PROMPT ["Once upon a time"],
+#      FORMATS ["bf16 fp8 int8 int4-g32 int4-g128 int4-g32+hb int4-g32+qe"] (+qe: --quantize-embeddings,
+#      i.e. int4 output head; +h8: --head-weights int8; +hb: --head-weights bf16, int4's old default),
+#      LLAMA_TYPES ["Q4_0 Q8_0 BF16"], PROMPT ["Once upon a time"],
 #      WARDEN_BIN [build-int4/warden], LLAMA_BIN [/work/llama.cpp/build/bin],
-#      OUT_DIR [bench/out/weights], MEMBW_JSON [bench/out/membw.json]
+#      OUT_DIR [bench/out/weights], MEMBW_JSON [bench/out/membw.json] (used only when no round
+#      measured the bandwidth)
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 MODEL="${MODEL:-/work/bench-models/llama-1b-bf16.gguf}"
 THREADS="${THREADS:-2}"
 TG="${TG:-32}"
 ROUNDS="${ROUNDS:-5}"
-FORMATS="${FORMATS:-bf16 fp8 int8 int4-g32 int4-g128 int4-g32+qe}"
+FORMATS="${FORMATS:-bf16 fp8 int8 int4-g32 int4-g128 int4-g32+hb int4-g32+qe}"
 LLAMA_TYPES="${LLAMA_TYPES:-Q4_0 Q8_0 BF16}"
 PROMPT="${PROMPT:-Once upon a time}"
 WARDEN_BIN="${WARDEN_BIN:-$REPO/build-int4/warden}"
@@ -38,8 +44,8 @@ for q in $LLAMA_TYPES; do
 done
 # The file warden loads for a format, written by `warden quantize` when missing.
 warden_file() {
-  # FORMAT[+qe|+h8]: +qe = --quantize-embeddings (written into the file), +h8 = --head-weights int8
-  # (at load, from the plain FORMAT file).
+  # FORMAT[+qe|+h8|+hb]: +qe = --quantize-embeddings (written into the file), +h8 / +hb =
+  # --head-weights int8 / bf16 (at load, from the plain FORMAT file).
   local fmt="${1%%+*}" qe=""
   [[ "$1" == *+qe ]] && qe="-qe"
   [[ "$fmt" == bf16 && -z "$qe" ]] && { echo "$MODEL"; return; }
@@ -56,13 +62,18 @@ warden_file() {
 }
 declare -A files
 for fmt in $FORMATS; do files[$fmt]="$(warden_file "$fmt")"; done
+membw="$OUT_DIR/membw"
+[[ -x "$membw" ]] || g++ -O3 -march=native -pthread -o "$membw" "$REPO/bench/membw.cpp"
 results="$OUT_DIR/results.tsv"
 : > "$results"
 for round in $(seq 1 "$ROUNDS"); do
+  log "round $round membw"
+  printf 'membw\t%s\t%s\n' "$round" "$("$membw" --threads "$THREADS" --reps 3 --json 2>/dev/null | head -1)" >> "$results"
   for fmt in $FORMATS; do
     args=(--weights "${fmt%%+*}")
     [[ "$fmt" == *+qe ]] && args+=(--quantize-embeddings)
     [[ "$fmt" == *+h8 ]] && args+=(--head-weights int8)
+    [[ "$fmt" == *+hb ]] && args+=(--head-weights bf16)
     log "round $round warden $fmt"
     "$WARDEN_BIN" run -m "${files[$fmt]}" -p "$PROMPT" -n "$TG" --threads "$THREADS" --ignore-eos --temp 0 "${args[@]}" \
       > /dev/null 2> "$OUT_DIR/warden-$fmt-$round.log" || { log "warden $fmt failed"; continue; }

@@ -60,6 +60,8 @@ def logits(model: Path, ids: list[int], vocab: int, weights: str | None) -> tupl
     args = ["logits", "-m", model, "--tokens", ",".join(map(str, ids)), "--dtype", "f32", "--top", vocab]
     if weights:
         args += ["--weights", weights]
+        if weights.startswith("int4"):  # int4 defaults to an int8 head; these compare the layers only
+            args += ["--head-weights", "f32"]
     p = warden(*args)
     rows = {}
     for line in p.stdout.splitlines():

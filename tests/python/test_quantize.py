@@ -101,22 +101,32 @@ def test_bad_inputs_fail_cleanly(tmp_path: Path):
 def test_head_weights_int8_changes_the_head_and_reports_memory():
     """--head-weights int8 changes the logits (the head really is int8) and the load still prints
     its memory line. The tiny model's head rounds to 0 MiB either way, so the byte counts are
-    asserted in QuantGguf.HeadWeightsInt8 (weight_memory.embeddings), not here."""
-    def head_mib(*args):
-        p = run("logits", "-m", str(TINY), "--tokens", TOKENS, "--top", "5", "--weights", "int4", *args)
+    asserted in QuantGguf.HeadWeightsInt8 (weight_memory.embeddings), not here.
+    int4 layers default to an int8 head (as llama.cpp's Q4_0 files get a Q6_K one); every other
+    --weights keeps the head at --dtype, and --head-weights bf16 restores that for int4."""
+    def head_mib(weights, *args):
+        p = run("logits", "-m", str(TINY), "--tokens", TOKENS, "--top", "5", "--weights", weights, *args)
         assert p.returncode == 0, p.stderr
         m = re.search(r"embeddings/head (\d+) MiB", p.stderr)
         assert m, p.stderr
         return p.stdout, int(m.group(1))
-    out_bf16, _ = head_mib()
-    out_q8, _ = head_mib("--head-weights", "int8")
+    out_default, _ = head_mib("int4")
+    out_q8, _ = head_mib("int4", "--head-weights", "int8")
+    out_bf16, _ = head_mib("int4", "--head-weights", "bf16")
     assert out_q8 != out_bf16  # the head (and embeddings) really are int8 now
+    assert out_default == out_q8  # ... and that is int4's default
+    assert head_mib("int4-g32-asym")[0] == head_mib("int4-g32-asym", "--head-weights", "int8")[0]
+    # Not for int8 layers: their head stays at --dtype unless asked.
+    assert head_mib("int8")[0] == head_mib("int8", "--head-weights", "bf16")[0]
+    assert head_mib("int8")[0] != head_mib("int8", "--head-weights", "int8")[0]
 
 
 def test_prefill_weights_and_memory_report():
-    p = run("logits", "-m", str(TINY), "--tokens", TOKENS, "--top", "5", "--weights", "int4", "--prefill-weights", "bf16")
+    p = run("logits", "-m", str(TINY), "--tokens", TOKENS, "--top", "5", "--weights", "int4", "--prefill-weights", "bf16",
+            "--head-weights", "bf16")
     assert p.returncode == 0, p.stderr
     assert "weights int4-g32" in p.stderr and "prefill copy" in p.stderr
-    # Prefill rows use the bf16 copy: the logits equal a pure bf16 run on the prefill positions.
+    # Prefill rows use the bf16 copy: the logits equal a pure bf16 run on the prefill positions
+    # (the head, which has no prefill copy, at bf16 too: int4's default head is int8).
     assert p.stdout == logits(TINY, "--weights", "bf16")
     assert p.stdout != logits(TINY, "--weights", "int4")
