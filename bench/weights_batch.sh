@@ -5,9 +5,9 @@
 #            prefill_tok_s of its timings line;
 #   decode at batch B (BATCHES, default 8 and 32): `warden batch` on B copies of a short prompt,
 #            TG tokens each, output_tok_s of its summary line (the 5-token prefill is included).
-# Files: the warden-quantized copies bench/weights_speed.sh writes (run it first), or quantized
-# at load from MODEL. FORMAT@P loads MODEL itself, so that the prefill copy holds the source's
-# values rather than the int4 file's.
+# Files: the warden-quantized copies in OUT_DIR (bench/weights_files.sh, shared with
+# bench/weights_speed.sh: written once when missing). FORMAT@P loads MODEL itself, so that the
+# prefill copy holds the source's values rather than the int4 file's.
 #
 # Env: MODEL [/work/bench-models/llama-1b-bf16.gguf], THREADS [2], TG [64], ROUNDS [2],
 #      BATCHES ["8 32"], CONFIGS ["bf16 fp8 int8 int4-g32 int4-g128 int4-g32@bf16 int4-g32@fp8"]
@@ -24,24 +24,23 @@ WARDEN_BIN="${WARDEN_BIN:-$REPO/build/warden}"
 OUT_DIR="${OUT_DIR:-$REPO/bench/out/weights}"
 mkdir -p "$OUT_DIR"
 log() { printf '[weights-batch %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
-base="$(basename "$MODEL" .gguf)"
 prompt="$(head -c 1800 "$REPO/data/eval/text.txt")"
 for b in $BATCHES; do
   for _ in $(seq 1 "$b"); do echo '{"prompt": "Once upon a time"}'; done > "$OUT_DIR/batch-$b.jsonl"
 done
-file_for() {
-  local fmt="$1" f="$OUT_DIR/$base-warden-$1.gguf"
-  if [[ "$fmt" == bf16 || "$fmt" == fp8 || ! -f "$f" ]]; then echo "$MODEL"; else echo "$f"; fi
-}
+source "$REPO/bench/weights_files.sh"
 results="$OUT_DIR/batch-results.tsv"
 : > "$results"
 for round in $(seq 1 "$ROUNDS"); do
   for cfg in $CONFIGS; do
     fmt="${cfg%%@*}"
     args=(--weights "$fmt" --threads "$THREADS")
-    [[ "$cfg" == *@* ]] && args+=(--prefill-weights "${cfg#*@}")
-    f="$(file_for "$fmt")"
-    [[ "$cfg" == *@* ]] && f="$MODEL"
+    if [[ "$cfg" == *@* ]]; then
+      args+=(--prefill-weights "${cfg#*@}")
+      f="$MODEL"
+    else
+      f="$(warden_file "$fmt")"
+    fi
     log "round $round $cfg prefill"
     pf="$("$WARDEN_BIN" run -m "$f" "${args[@]}" -p "$prompt" -n 1 --temp 0 2>&1 >/dev/null | grep '^timings:' || true)"
     pf="$(grep -o 'prefill_tok_s=[0-9.]*' <<< "$pf" | cut -d= -f2)"

@@ -42,24 +42,8 @@ for q in $LLAMA_TYPES; do
   f="$OUT_DIR/$base-$q.gguf"
   [[ -f "$f" ]] || { log "llama-quantize $q"; "$LLAMA_BIN/llama-quantize" "$MODEL" "$f" "$q" > "$OUT_DIR/quantize-$q.log" 2>&1; }
 done
-# The file warden loads for a format, written by `warden quantize` when missing.
-warden_file() {
-  # FORMAT[+qe|+h8|+hb]: +qe = --quantize-embeddings (written into the file), +h8 / +hb =
-  # --head-weights int8 / bf16 (at load, from the plain FORMAT file).
-  local fmt="${1%%+*}" qe=""
-  [[ "$1" == *+qe ]] && qe="-qe"
-  [[ "$fmt" == bf16 && -z "$qe" ]] && { echo "$MODEL"; return; }
-  # fp8 has no GGUF type to write: it is quantized at load from the bf16 file (slower start,
-  # the same packed bytes at decode).
-  [[ "$fmt" == fp8 ]] && { echo "$MODEL"; return; }
-  local f="$OUT_DIR/$base-warden-$fmt$qe.gguf"
-  if [[ ! -f "$f" ]]; then
-    log "warden quantize $1"
-    "$WARDEN_BIN" quantize -m "$MODEL" -o "$f" --weights "$fmt" ${qe:+--quantize-embeddings} -t "$THREADS" \
-      > "$OUT_DIR/warden-quantize-$fmt$qe.log" 2>&1
-  fi
-  echo "$f"
-}
+# warden_file FORMAT: the file to load (written by `warden quantize` when missing).
+source "$REPO/bench/weights_files.sh"
 declare -A files
 for fmt in $FORMATS; do files[$fmt]="$(warden_file "$fmt")"; done
 membw="$OUT_DIR/membw"

@@ -50,7 +50,7 @@ def main() -> int:
             try:
                 round_bw.append(json.loads(f[2])["read_gbps"][str(threads)] * 1e9)
             except (ValueError, KeyError, IndexError):
-                pass
+                print(f"warning: round {f[1]}: unreadable membw reading, not used", file=sys.stderr)
         elif f[0] == "warden":
             _, rnd, fmt, tim, mem, path = f[:6]
             m = re.search(r"decode_tok_s=([\d.]+)", tim)

@@ -1,0 +1,22 @@
+# Sourced by bench/weights_speed.sh and bench/weights_batch.sh (not run on its own).
+# warden_file FORMAT[+qe|+h8|+hb]: the file warden loads for a format, written once by
+# `warden quantize` into OUT_DIR when missing (imported bit-exactly at load, so loading skips the
+# slow load-time quantization; decode reads the same packed bytes as `--weights X` on MODEL).
+# +qe = --quantize-embeddings (written into the file); +h8 / +hb = --head-weights int8 / bf16
+# (at load, from the plain FORMAT file). Needs MODEL, OUT_DIR, WARDEN_BIN, THREADS and log().
+warden_file() {
+  local fmt="${1%%+*}" qe="" base
+  base="$(basename "$MODEL" .gguf)"
+  [[ "$1" == *+qe ]] && qe="-qe"
+  [[ "$fmt" == bf16 && -z "$qe" ]] && { echo "$MODEL"; return; }
+  # fp8 has no GGUF type to write: it is quantized at load from the bf16 file (slower start,
+  # the same packed bytes at decode).
+  [[ "$fmt" == fp8 ]] && { echo "$MODEL"; return; }
+  local f="$OUT_DIR/$base-warden-$fmt$qe.gguf"
+  if [[ ! -f "$f" ]]; then
+    log "warden quantize $1"
+    "$WARDEN_BIN" quantize -m "$MODEL" -o "$f" --weights "$fmt" ${qe:+--quantize-embeddings} -t "$THREADS" \
+      > "$OUT_DIR/warden-quantize-$fmt$qe.log" 2>&1
+  fi
+  echo "$f"
+}
