@@ -1,9 +1,14 @@
 #include "quant/quantizer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <limits>
+
+#if defined(__SSE2__)
+#include <immintrin.h>
+#endif
 
 #include "tensor/float_convert.h"
 #include "tensor/fp8.h"
@@ -17,6 +22,7 @@ using kernels::WeightType;
 
 namespace {
 
+constexpr int64_t kMaxGroup = 128;  // the largest int4 group (check_quant_shape)
 constexpr float kClip4[] = {1.0f, 0.95f, 0.9f, 0.85f, 0.8f, 0.75f, 0.7f};
 constexpr float kClip8[] = {1.0f, 0.98f, 0.96f, 0.94f, 0.92f, 0.9f};
 
@@ -27,6 +33,94 @@ float from_scale(const WeightMatrix& w, uint16_t b) { return kernels::quant_scal
 
 float imp_at(const float* imp, int64_t k) { return imp ? imp[k] : 1.0f; }
 
+// The int4 candidate loops, 8 lanes at a time (G is a multiple of 32). Per lane: v = clamp(x * is,
+// -8, 7), r = nearbyint(v) (round half to even: adding and subtracting 1.5 * 2^23 leaves exactly
+// the rounded integer for |v| < 2^22), then the lane's running sums. SSE2 (the x86-64 baseline) and
+// the portable loop do the same operations in the same order per lane, so both give the same bits.
+constexpr float kRoundMagic = 12582912.0f;
+
+// Weighted squared error of group x[0..G) with scale d (codes -8..7 left in l, as floats).
+float group_error(const float* x, const float* wt, int64_t G, float d, float* l) {
+    const float id = 1.0f / d;
+    float acc[8];
+#if defined(__SSE2__)
+    const __m128 vid = _mm_set1_ps(id), vd = _mm_set1_ps(d), lo = _mm_set1_ps(-8.0f), hi = _mm_set1_ps(7.0f),
+                 mg = _mm_set1_ps(kRoundMagic);
+    __m128 a0 = _mm_setzero_ps(), a1 = a0;
+    for (int64_t i = 0; i < G; i += 8) {
+        const __m128 x0 = _mm_loadu_ps(x + i), x1 = _mm_loadu_ps(x + i + 4);
+        const __m128 r0 = _mm_sub_ps(_mm_add_ps(_mm_min_ps(hi, _mm_max_ps(lo, _mm_mul_ps(x0, vid))), mg), mg);
+        const __m128 r1 = _mm_sub_ps(_mm_add_ps(_mm_min_ps(hi, _mm_max_ps(lo, _mm_mul_ps(x1, vid))), mg), mg);
+        _mm_storeu_ps(l + i, r0);
+        _mm_storeu_ps(l + i + 4, r1);
+        const __m128 e0 = _mm_sub_ps(x0, _mm_mul_ps(r0, vd)), e1 = _mm_sub_ps(x1, _mm_mul_ps(r1, vd));
+        a0 = _mm_add_ps(a0, _mm_mul_ps(_mm_mul_ps(_mm_loadu_ps(wt + i), e0), e0));
+        a1 = _mm_add_ps(a1, _mm_mul_ps(_mm_mul_ps(_mm_loadu_ps(wt + i + 4), e1), e1));
+    }
+    _mm_storeu_ps(acc, a0);
+    _mm_storeu_ps(acc + 4, a1);
+#else
+    for (float& v : acc) v = 0.0f;
+    for (int64_t i = 0; i < G; i += 8)
+        for (int k = 0; k < 8; ++k) {
+            const float r = (std::min(7.0f, std::max(-8.0f, x[i + k] * id)) + kRoundMagic) - kRoundMagic;
+            l[i + k] = r;
+            const float e = x[i + k] - r * d;
+            acc[k] += wt[i + k] * e * e;
+        }
+#endif
+    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+// Weighted least-squares scale for the codes that inverse scale `is` gives: sum w x r / sum w r^2
+// (0 when every code is 0).
+float refit_scale(const float* x, const float* wt, int64_t G, float is) {
+    float sxl[8], sll[8];
+#if defined(__SSE2__)
+    const __m128 vis = _mm_set1_ps(is), lo = _mm_set1_ps(-8.0f), hi = _mm_set1_ps(7.0f),
+                 mg = _mm_set1_ps(kRoundMagic);
+    __m128 p0 = _mm_setzero_ps(), p1 = p0, q0 = p0, q1 = p0;
+    for (int64_t i = 0; i < G; i += 8) {
+        const __m128 x0 = _mm_loadu_ps(x + i), x1 = _mm_loadu_ps(x + i + 4);
+        const __m128 w0 = _mm_loadu_ps(wt + i), w1 = _mm_loadu_ps(wt + i + 4);
+        const __m128 r0 = _mm_sub_ps(_mm_add_ps(_mm_min_ps(hi, _mm_max_ps(lo, _mm_mul_ps(x0, vis))), mg), mg);
+        const __m128 r1 = _mm_sub_ps(_mm_add_ps(_mm_min_ps(hi, _mm_max_ps(lo, _mm_mul_ps(x1, vis))), mg), mg);
+        p0 = _mm_add_ps(p0, _mm_mul_ps(_mm_mul_ps(w0, x0), r0));
+        p1 = _mm_add_ps(p1, _mm_mul_ps(_mm_mul_ps(w1, x1), r1));
+        q0 = _mm_add_ps(q0, _mm_mul_ps(_mm_mul_ps(w0, r0), r0));
+        q1 = _mm_add_ps(q1, _mm_mul_ps(_mm_mul_ps(w1, r1), r1));
+    }
+    _mm_storeu_ps(sxl, p0);
+    _mm_storeu_ps(sxl + 4, p1);
+    _mm_storeu_ps(sll, q0);
+    _mm_storeu_ps(sll + 4, q1);
+#else
+    for (int k = 0; k < 8; ++k) sxl[k] = sll[k] = 0.0f;
+    for (int64_t i = 0; i < G; i += 8)
+        for (int k = 0; k < 8; ++k) {
+            const float r = (std::min(7.0f, std::max(-8.0f, x[i + k] * is)) + kRoundMagic) - kRoundMagic;
+            sxl[k] += wt[i + k] * x[i + k] * r;
+            sll[k] += wt[i + k] * r * r;
+        }
+#endif
+    float a = 0.0f, b = 0.0f;
+    for (int k = 0; k < 8; ++k) {
+        a += sxl[k];
+        b += sll[k];
+    }
+    return b > 0.0f ? a / b : 0.0f;
+}
+
+// Symmetric int4: a weighted least-squares scale search, the approach of llama.cpp's k-quants
+// (make_qx_quants) applied to our Q4_0-shaped groups. The error of element i is weighted by
+// importance[i] * sqrt(sigma^2 + x_i^2) (sigma^2 = the group's mean square): large weights, which
+// a plain squared-error search readily clips, count for more. Candidates: llama.cpp's Q4_0 rule
+// d = max / -8 itself (so the search can only beat it on this error), then 19 inverse scales
+// -(8 + 0.1 * s) / max (s = -9..9), each also refit by weighted least squares to the codes it
+// gives (d = sum w x l / sum w l^2). Every candidate is rounded to the stored scale dtype before
+// its codes are chosen. On SmolLM2 (20,400 tokens) this took KL to bf16 from 0.296 (the former
+// clip-ratio search on plain squared error) to 0.265 and ppl from 22.20 to 20.71, against 0.295 /
+// 21.81 for llama.cpp's Q4_0 (docs/WEIGHT_QUANT.md).
 void quant4_sym(const WeightMatrix& w, const float* x, const float* imp, int64_t k0, QuantRow& out, size_t g) {
     const int64_t G = w.group;
     float amax = 0.0f, vmax = 0.0f;
@@ -41,29 +135,34 @@ void quant4_sym(const WeightMatrix& w, const float* x, const float* imp, int64_t
         std::memset(q, 8, static_cast<size_t>(G));
         return;
     }
-    double best = std::numeric_limits<double>::infinity();
-    uint8_t cand[128];
-    for (float c : kClip4) {
-        const uint16_t dh = to_scale(w, vmax * c / -8.0f);
+    float wt[kMaxGroup], l[kMaxGroup], best_l[kMaxGroup];
+    double sum_x2 = 0.0;
+    for (int64_t i = 0; i < G; ++i) sum_x2 += static_cast<double>(x[i]) * x[i];
+    const float sigma2 = static_cast<float>(sum_x2 / static_cast<double>(G));
+    for (int64_t i = 0; i < G; ++i) wt[i] = imp_at(imp, k0 + i) * std::sqrt(sigma2 + x[i] * x[i]);
+
+    float best = std::numeric_limits<float>::infinity();
+    const auto consider = [&](float scale) {
+        const uint16_t dh = to_scale(w, scale);
         const float d = from_scale(w, dh);
-        if (!(d != 0.0f) || !std::isfinite(d)) continue;
-        const float id = 1.0f / d;
-        double err = 0.0;
-        for (int64_t i = 0; i < G; ++i) {
-            float r = std::nearbyint(x[i] * id) + 8.0f;
-            r = r < 0.0f ? 0.0f : (r > 15.0f ? 15.0f : r);
-            cand[i] = static_cast<uint8_t>(r);
-            const double e = static_cast<double>(x[i]) - (r - 8.0f) * d;
-            err += e * e * imp_at(imp, k0 + i);
-        }
+        if (!(d != 0.0f) || !std::isfinite(d) || !std::isfinite(1.0f / d)) return;
+        const float err = group_error(x, wt, G, d, l);
         if (err < best) {
             best = err;
             out.d[g] = dh;
-            std::memcpy(q, cand, static_cast<size_t>(G));
+            std::memcpy(best_l, l, sizeof(float) * static_cast<size_t>(G));
         }
+    };
+    consider(vmax / -8.0f);
+    for (int s = -9; s <= 9; ++s) {
+        const float iscale = -(8.0f + 0.1f * static_cast<float>(s)) / vmax;
+        consider(1.0f / iscale);
+        const float refit = refit_scale(x, wt, G, iscale);
+        if (refit != 0.0f) consider(refit);
     }
-    if (best == std::numeric_limits<double>::infinity())
+    if (best == std::numeric_limits<float>::infinity())
         throw util::Error("int4 quantization: group scale out of range of the scale dtype");
+    for (int64_t i = 0; i < G; ++i) q[i] = static_cast<uint8_t>(static_cast<int>(best_l[i]) + 8);
 }
 
 void quant4_asym(const WeightMatrix& w, const float* x, const float* imp, int64_t k0, QuantRow& out, size_t g) {

@@ -1,9 +1,14 @@
 #pragma once
 // Weight quantizers: f32 row -> codes + scales (kernels::QuantRow) for a quantized layout.
-// The default is round-to-nearest with a per-group clip-ratio search: for each group (int4),
-// row (int8) the scale is tried at several clip ratios of the group's range and the one with
-// the smallest (importance-weighted) squared error is kept. Scales are rounded to their stored
-// dtype (f16/bf16) BEFORE the codes are chosen, so the error is the error of what is stored.
+// The default is round-to-nearest with a scale search per group (int4) or row (int8), keeping the
+// scale with the smallest weighted squared error:
+//  - symmetric int4: the error of element i is weighted by importance[i] * sqrt(sigma^2 + x_i^2)
+//    (sigma^2 = the group's mean square, as llama.cpp's k-quants do), and the candidates are
+//    llama.cpp's Q4_0 scale max / -8 plus a grid of 19 inverse scales, each also refit by weighted
+//    least squares to the codes it gives (quantizer.cpp);
+//  - asymmetric int4 and int8: clip ratios of the range, error weighted by importance alone.
+// Scales are rounded to their stored dtype (f16/bf16) BEFORE the codes are chosen, so the error
+// is the error of what is stored.
 //
 // Calibration-based methods (AWQ-style per-channel importance, GPTQ-style error feedback)
 // plug in through the same interface: `importance` is a per-input-channel weight (e.g. the
@@ -31,7 +36,7 @@ public:
 
 class RtnQuantizer final : public Quantizer {
 public:
-    std::string name() const override { return "rtn-clip"; }
+    std::string name() const override { return "rtn-search"; }
     kernels::QuantRow quantize_row(const kernels::WeightMatrix& layout, const float* row,
                                    const float* importance) const override;
 };

@@ -9,6 +9,7 @@
 #include <bit>
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../kernels/kernels_test_util.h"
@@ -63,7 +64,7 @@ TEST(QuantMatmul, Avx2BitExactVsScalarBatchAndThreadInvariant) {
     util::ThreadPool pool3(3);
     uint32_t seed = 7;
     for (const char* fmt : kFormats)
-        for (int64_t rows : {1, 17, 40})
+        for (int64_t rows : {1, 17, 40, 80})  // 80: batch-1 int4 takes panels in pairs (0-1, 2-3, then 4)
             for (int64_t cols : {128, 384}) {
                 const QMat m = make_qmat(fmt, rows, cols, seed++);
                 for (int64_t n : {1, 3, 6, 7, 9, 14}) {  // token tiles 1, 3, 4+2, 4+3; unpacked panels: 4+4+1, 4+4+4+2
@@ -86,16 +87,18 @@ TEST(QuantMatmul, Avx2BitExactVsScalarBatchAndThreadInvariant) {
                                     "batch invariance t=" + std::to_string(t) + " " + what);
                         if (HasFatalFailure()) return;
                     }
-                    // Partial row ranges write only their rows and match.
-                    if (rows > 9) {
+                    // Partial row ranges write only their rows and match (20..rows: a partial panel,
+                    // then a pair of full ones, then a single one).
+                    for (const auto& [r0, r1] : {std::pair<int64_t, int64_t>{3, 9}, {20, rows}}) {
+                        if (rows < 40) continue;
                         std::vector<float> y(static_cast<size_t>(n * rows), 123.0f);
-                        matmul_rows(Isa::AVX2, m.w, x, n, y.data(), 3, 9);
+                        matmul_rows(Isa::AVX2, m.w, x, n, y.data(), r0, r1);
                         for (int64_t t = 0; t < n; ++t)
                             for (int64_t r = 0; r < rows; ++r) {
-                                const float want = (r >= 3 && r < 9) ? ref[static_cast<size_t>(t * rows + r)] : 123.0f;
+                                const float want = (r >= r0 && r < r1) ? ref[static_cast<size_t>(t * rows + r)] : 123.0f;
                                 ASSERT_EQ(std::bit_cast<uint32_t>(y[static_cast<size_t>(t * rows + r)]),
                                           std::bit_cast<uint32_t>(want))
-                                    << "row range " << what;
+                                    << "row range " << r0 << ".." << r1 << " " << what;
                             }
                     }
                 }
