@@ -208,8 +208,9 @@ void quant4_asym(const WeightMatrix& w, const float* x, const float* imp, int64_
 }
 
 void quant8(const WeightMatrix& w, const float* x, const float* imp, QuantRow& out) {
+    // The row is finite (checked by the caller), so a plain compare is std::fmax without its call.
     float amax = 0.0f;
-    for (int64_t i = 0; i < w.cols; ++i) amax = std::fmax(amax, std::fabs(x[i]));
+    for (int64_t i = 0; i < w.cols; ++i) amax = std::fabs(x[i]) > amax ? std::fabs(x[i]) : amax;
     out.d.assign(1, 0);
     if (amax == 0.0f) return;  // codes already 0
     double best = std::numeric_limits<double>::infinity();
@@ -221,8 +222,10 @@ void quant8(const WeightMatrix& w, const float* x, const float* imp, QuantRow& o
         const float id = 1.0f / d;
         double err = 0.0;
         for (int64_t i = 0; i < w.cols; ++i) {
-            float r = std::nearbyint(x[i] * id);
-            r = r < -127.0f ? -127.0f : (r > 127.0f ? 127.0f : r);
+            // Clamp, then round half to even with the magic number: the same code as nearbyint
+            // followed by the clamp (rounding is monotone and +-127 are integers), without a libm
+            // call per element. This is what --weights int4 pays at every load for its int8 head.
+            const float r = (std::min(127.0f, std::max(-127.0f, x[i] * id)) + kRoundMagic) - kRoundMagic;
             cand[static_cast<size_t>(i)] = static_cast<uint8_t>(static_cast<int8_t>(r));
             const double e = static_cast<double>(x[i]) - r * d;
             err += e * e * imp_at(imp, i);
