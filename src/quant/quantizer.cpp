@@ -39,18 +39,29 @@ float imp_at(const float* imp, int64_t k) { return imp ? imp[k] : 1.0f; }
 // the portable loop do the same operations in the same order per lane, so both give the same bits.
 constexpr float kRoundMagic = 12582912.0f;
 
+// nearbyint(clamp(v, lo, hi)) for integer lo, hi with |lo|, |hi| < 2^22: the same code as rounding
+// first and clamping after (rounding is monotone), without a libm call.
+inline float round_clamped(float v, float lo, float hi) {
+    return (std::min(hi, std::max(lo, v)) + kRoundMagic) - kRoundMagic;
+}
+#if defined(__SSE2__)
+inline __m128 round_clamped_ps(__m128 v, __m128 lo, __m128 hi) {
+    const __m128 mg = _mm_set1_ps(kRoundMagic);
+    return _mm_sub_ps(_mm_add_ps(_mm_min_ps(hi, _mm_max_ps(lo, v)), mg), mg);
+}
+#endif
+
 // Weighted squared error of group x[0..G) with scale d (codes -8..7 left in l, as floats).
 float group_error(const float* x, const float* wt, int64_t G, float d, float* l) {
     const float id = 1.0f / d;
     float acc[8];
 #if defined(__SSE2__)
-    const __m128 vid = _mm_set1_ps(id), vd = _mm_set1_ps(d), lo = _mm_set1_ps(-8.0f), hi = _mm_set1_ps(7.0f),
-                 mg = _mm_set1_ps(kRoundMagic);
+    const __m128 vid = _mm_set1_ps(id), vd = _mm_set1_ps(d), lo = _mm_set1_ps(-8.0f), hi = _mm_set1_ps(7.0f);
     __m128 a0 = _mm_setzero_ps(), a1 = a0;
     for (int64_t i = 0; i < G; i += 8) {
         const __m128 x0 = _mm_loadu_ps(x + i), x1 = _mm_loadu_ps(x + i + 4);
-        const __m128 r0 = _mm_sub_ps(_mm_add_ps(_mm_min_ps(hi, _mm_max_ps(lo, _mm_mul_ps(x0, vid))), mg), mg);
-        const __m128 r1 = _mm_sub_ps(_mm_add_ps(_mm_min_ps(hi, _mm_max_ps(lo, _mm_mul_ps(x1, vid))), mg), mg);
+        const __m128 r0 = round_clamped_ps(_mm_mul_ps(x0, vid), lo, hi);
+        const __m128 r1 = round_clamped_ps(_mm_mul_ps(x1, vid), lo, hi);
         _mm_storeu_ps(l + i, r0);
         _mm_storeu_ps(l + i + 4, r1);
         const __m128 e0 = _mm_sub_ps(x0, _mm_mul_ps(r0, vd)), e1 = _mm_sub_ps(x1, _mm_mul_ps(r1, vd));
@@ -63,7 +74,7 @@ float group_error(const float* x, const float* wt, int64_t G, float d, float* l)
     for (float& v : acc) v = 0.0f;
     for (int64_t i = 0; i < G; i += 8)
         for (int k = 0; k < 8; ++k) {
-            const float r = (std::min(7.0f, std::max(-8.0f, x[i + k] * id)) + kRoundMagic) - kRoundMagic;
+            const float r = round_clamped(x[i + k] * id, -8.0f, 7.0f);
             l[i + k] = r;
             const float e = x[i + k] - r * d;
             acc[k] += wt[i + k] * e * e;
@@ -77,14 +88,13 @@ float group_error(const float* x, const float* wt, int64_t G, float d, float* l)
 float refit_scale(const float* x, const float* wt, int64_t G, float is) {
     float sxl[8], sll[8];
 #if defined(__SSE2__)
-    const __m128 vis = _mm_set1_ps(is), lo = _mm_set1_ps(-8.0f), hi = _mm_set1_ps(7.0f),
-                 mg = _mm_set1_ps(kRoundMagic);
+    const __m128 vis = _mm_set1_ps(is), lo = _mm_set1_ps(-8.0f), hi = _mm_set1_ps(7.0f);
     __m128 p0 = _mm_setzero_ps(), p1 = p0, q0 = p0, q1 = p0;
     for (int64_t i = 0; i < G; i += 8) {
         const __m128 x0 = _mm_loadu_ps(x + i), x1 = _mm_loadu_ps(x + i + 4);
         const __m128 w0 = _mm_loadu_ps(wt + i), w1 = _mm_loadu_ps(wt + i + 4);
-        const __m128 r0 = _mm_sub_ps(_mm_add_ps(_mm_min_ps(hi, _mm_max_ps(lo, _mm_mul_ps(x0, vis))), mg), mg);
-        const __m128 r1 = _mm_sub_ps(_mm_add_ps(_mm_min_ps(hi, _mm_max_ps(lo, _mm_mul_ps(x1, vis))), mg), mg);
+        const __m128 r0 = round_clamped_ps(_mm_mul_ps(x0, vis), lo, hi);
+        const __m128 r1 = round_clamped_ps(_mm_mul_ps(x1, vis), lo, hi);
         p0 = _mm_add_ps(p0, _mm_mul_ps(_mm_mul_ps(w0, x0), r0));
         p1 = _mm_add_ps(p1, _mm_mul_ps(_mm_mul_ps(w1, x1), r1));
         q0 = _mm_add_ps(q0, _mm_mul_ps(_mm_mul_ps(w0, r0), r0));
@@ -98,7 +108,7 @@ float refit_scale(const float* x, const float* wt, int64_t G, float is) {
     for (int k = 0; k < 8; ++k) sxl[k] = sll[k] = 0.0f;
     for (int64_t i = 0; i < G; i += 8)
         for (int k = 0; k < 8; ++k) {
-            const float r = (std::min(7.0f, std::max(-8.0f, x[i + k] * is)) + kRoundMagic) - kRoundMagic;
+            const float r = round_clamped(x[i + k] * is, -8.0f, 7.0f);
             sxl[k] += wt[i + k] * x[i + k] * r;
             sll[k] += wt[i + k] * r * r;
         }
@@ -222,10 +232,8 @@ void quant8(const WeightMatrix& w, const float* x, const float* imp, QuantRow& o
         const float id = 1.0f / d;
         double err = 0.0;
         for (int64_t i = 0; i < w.cols; ++i) {
-            // Clamp, then round half to even with the magic number: the same code as nearbyint
-            // followed by the clamp (rounding is monotone and +-127 are integers), without a libm
-            // call per element. This is what --weights int4 pays at every load for its int8 head.
-            const float r = (std::min(127.0f, std::max(-127.0f, x[i] * id)) + kRoundMagic) - kRoundMagic;
+            // No libm call per element: --weights int4 pays this at every load for its int8 head.
+            const float r = round_clamped(x[i] * id, -127.0f, 127.0f);
             cand[static_cast<size_t>(i)] = static_cast<uint8_t>(static_cast<int8_t>(r));
             const double e = static_cast<double>(x[i]) - r * d;
             err += e * e * imp_at(imp, i);
