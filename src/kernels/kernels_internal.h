@@ -71,13 +71,15 @@ struct MatmulTable {
 };
 
 void mm_quant_avx2(const QuantArgs& a, int64_t row_begin, int64_t row_end);  // matmul_quant_avx2.cpp
+// AVX-512 VNNI for W4A8 and W8A8, the AVX2 kernels otherwise (matmul_quant_avx512.cpp).
+void mm_quant_avx512(const QuantArgs& a, int64_t row_begin, int64_t row_end);
 
 const OpsTable& ops_scalar();
 const OpsTable& ops_avx2();
 const OpsTable& ops_avx512();
 const MatmulTable& matmul_scalar();
 const MatmulTable& matmul_avx2();
-// No matmul_avx512(): the AVX-512 dispatch reuses matmul_avx2() (see matmul.cpp).
+// AVX-512: matmul_avx2()'s f32/bf16 kernels with mm_quant_avx512 (see matmul.cpp).
 
 }  // namespace warden::kernels::detail
 

@@ -19,10 +19,15 @@ namespace {
 const detail::MatmulTable& table(Isa isa) {
     if (!isa_supported(isa)) isa = Isa::Scalar;  // never run instructions the CPU lacks
     switch (isa) {
-        // AVX-512 deliberately reuses the AVX2 kernels: no AVX-512 machine is available to
-        // test a dedicated variant, AVX2+FMA instructions run on every AVX-512 CPU, and by the
-        // bit-exactness contract (one fma chain per output) the results would be identical.
-        case Isa::AVX512:
+        // AVX-512 adds VNNI kernels for int4/int8 weights with int8 activations, where AVX2
+        // needs three instructions per multiply-add; f32/bf16 weights keep the AVX2 kernels
+        // (memory-bound at batch 1; AVX2+FMA runs on every AVX-512 CPU). By the contract in
+        // matmul.h / matmul_quant.h the results are identical in every ISA.
+        case Isa::AVX512: {
+            static const detail::MatmulTable t{detail::matmul_avx2().f32, detail::matmul_avx2().bf16,
+                                               detail::matmul_avx2().row_tile, detail::mm_quant_avx512};
+            return t;
+        }
         case Isa::AVX2: return detail::matmul_avx2();
         case Isa::Scalar: break;
     }

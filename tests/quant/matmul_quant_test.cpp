@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "../kernels/kernels_test_util.h"
+#include "kernels/kernels_internal.h"
 #include "kernels/matmul.h"
 #include "kernels/matmul_quant.h"
 #include "quant/quantizer.h"
@@ -21,6 +22,10 @@
 #include "util/thread_pool.h"
 
 namespace warden::kernels {
+namespace detail {
+// tests/quant/matmul_quant_avx512_emulated.cpp: the AVX-512 VNNI kernels on SIMDe.
+void mm_quant_avx512_emulated(const QuantArgs& a, int64_t row_begin, int64_t row_end);
+}  // namespace detail
 namespace {
 
 using testing::random_floats;
@@ -74,6 +79,8 @@ TEST(QuantMatmul, Avx2BitExactVsScalarBatchAndThreadInvariant) {
                                              " cols=" + std::to_string(cols) + " n=" + std::to_string(n);
                     const auto ref = run(Isa::Scalar, m.w, x, n);
                     expect_bits(run(Isa::AVX2, m.w, x, n), ref, "avx2 vs scalar " + what);
+                    if (isa_supported(Isa::AVX512))  // the VNNI kernels, natively
+                        expect_bits(run(Isa::AVX512, m.w, x, n), ref, "avx512 vs scalar " + what);
                     if (HasFatalFailure()) return;
                     std::vector<float> yt(ref.size());
                     {
@@ -105,6 +112,85 @@ TEST(QuantMatmul, Avx2BitExactVsScalarBatchAndThreadInvariant) {
             }
 }
 
+// The AVX-512 VNNI entry (kernels/matmul_quant_avx512.cpp) on SIMDe, called as matmul.cpp's
+// run_rows calls a kernel table: activations quantized per token, rows [r0, r1) of y written,
+// unpack scratch (zero-filled 16 x cols bytes, deliberately not 64-byte aligned) when `unpack`.
+std::vector<float> run_vnni_emulated(const WeightMatrix& w, const float* x, int64_t n, int64_t r0, int64_t r1,
+                                     bool unpack, float fill = -1.0f) {
+    const int64_t cols = w.cols, nb = cols / 32;
+    std::vector<int8_t> xq(static_cast<size_t>(n * cols));
+    std::vector<float> xd(static_cast<size_t>(n * nb));
+    std::vector<int32_t> xs(static_cast<size_t>(n * nb)), xz(static_cast<size_t>(n * nb));
+    quantize_acts(x, n, cols, xq.data(), xd.data(), xs.data(), xz.data());
+    std::vector<float> y(static_cast<size_t>(n * w.rows), fill);
+    std::vector<uint8_t> scratch(static_cast<size_t>(16 * cols + 64), 0);
+    detail::QuantArgs a{};
+    a.kind = w.type == WeightType::Q4 ? 0 : (w.type == WeightType::Q8 ? 1 : 2);
+    a.rows = w.rows;
+    a.cols = cols;
+    a.data = static_cast<const uint8_t*>(w.data);
+    a.group = w.group;
+    a.asym = w.asym;
+    a.bf16_scales = w.bf16_scales;
+    a.act_f32 = w.act_f32;
+    a.x = x;
+    a.xq = xq.data();
+    a.xd = xd.data();
+    a.xs = xs.data();
+    a.xz = xz.data();
+    a.n = n;
+    a.y = y.data();
+    a.ldy = w.rows;
+    a.unpack = unpack ? scratch.data() + 32 : nullptr;
+    detail::mm_quant_avx512_emulated(a, r0, r1);
+    return y;
+}
+
+// The VNNI kernels (int4 W4A8 sym/asym, f16/bf16 scales, groups 32/128; int8 W8A8) equal the
+// scalar kernels bit for bit: every token blocking (4s and the 1-3 remainder), reading the nibbles
+// or the unpacked scratch, full and partial panels, row ranges that cut panels. They run under
+// SIMDe here, so this holds on any CPU; on AVX-512 machines the same source runs natively and
+// Avx2BitExactVsScalarBatchAndThreadInvariant also compares Isa::AVX512.
+TEST(QuantMatmul, Avx512VnniEmulatedBitExactVsScalar) {
+    uint32_t seed = 101;
+    for (const char* fmt : {"int4", "int4-asym", "int4-bf16s", "int4-g128", "int4-g128-asym-bf16s", "int8", "int8-bf16s"})
+        for (int64_t rows : {1, 17, 40})
+            for (int64_t cols : {128, 384}) {
+                const QMat m = make_qmat(fmt, rows, cols, seed++);
+                for (int64_t n : {1, 2, 3, 4, 7, 9, 14}) {
+                    auto xb = random_floats(static_cast<size_t>(n * cols + 1), seed++, -2.0f, 2.0f);
+                    const float* x = xb.data() + 1;
+                    const auto ref = run(Isa::Scalar, m.w, x, n);
+                    for (bool unpack : {false, true}) {
+                        if (unpack && (n < 8 || m.w.type != WeightType::Q4)) continue;
+                        const std::string what = std::string(fmt) + " rows=" + std::to_string(rows) + " cols=" +
+                                                 std::to_string(cols) + " n=" + std::to_string(n) +
+                                                 (unpack ? " unpacked" : "");
+                        expect_bits(run_vnni_emulated(m.w, x, n, 0, rows, unpack), ref, "vnni vs scalar " + what);
+                        if (HasFatalFailure()) return;
+                        for (const auto& [r0, r1] : {std::pair<int64_t, int64_t>{3, 9}, {20, rows}}) {
+                            if (rows <= 9 || r0 >= rows) continue;
+                            const auto y = run_vnni_emulated(m.w, x, n, r0, r1, unpack, 123.0f);
+                            for (int64_t t = 0; t < n; ++t)
+                                for (int64_t r = 0; r < rows; ++r) {
+                                    const size_t i = static_cast<size_t>(t * rows + r);
+                                    const float want = (r >= r0 && r < r1) ? ref[i] : 123.0f;
+                                    ASSERT_EQ(std::bit_cast<uint32_t>(y[i]), std::bit_cast<uint32_t>(want))
+                                        << "row range " << r0 << ".." << r1 << " " << what;
+                                }
+                        }
+                    }
+                }
+            }
+    // Formats without a VNNI kernel (W4A16, fp8) go to the AVX2 kernels unchanged.
+    if (!isa_supported(Isa::AVX2)) return;
+    for (const char* fmt : {"int4-a16", "fp8"}) {
+        const QMat m = make_qmat(fmt, 17, 128, seed++);
+        const auto x = random_floats(static_cast<size_t>(3 * 128), seed++);
+        expect_bits(run_vnni_emulated(m.w, x.data(), 3, 0, 17, false), run(Isa::Scalar, m.w, x.data(), 3), fmt);
+    }
+}
+
 // The AVX2 W4A8 kernel starts each block's int16 pair sums at the activations' zero-point
 // correction (xz) instead of subtracting 8 * xs after widening. Blocks built so that one int16
 // half of every row meets its largest products (q = 15 against +127) while the other half's
@@ -124,7 +210,7 @@ TEST(QuantMatmul, W4A8ExtremeBlocksMatchExactValue) {
     std::vector<float> x(static_cast<size_t>(n * cols));
     for (int64_t i = 0; i < n * cols; ++i) x[static_cast<size_t>(i)] = i % 4 < 2 ? 127.0f : -127.0f;
     const float want = 30480.0f * static_cast<float>(cols / 32);
-    for (Isa isa : {Isa::Scalar, Isa::AVX2}) {
+    for (Isa isa : {Isa::Scalar, Isa::AVX2, Isa::AVX512}) {
         if (!isa_supported(isa)) continue;
         // 5 tokens: passes of 4 + 1 over the nibbles; 9: the first pass also unpacks, the passes
         // of 4 + 1 after it read the unpacked codes.
@@ -133,6 +219,10 @@ TEST(QuantMatmul, W4A8ExtremeBlocksMatchExactValue) {
             for (size_t i = 0; i < y.size(); ++i)
                 ASSERT_EQ(y[i], want) << isa_name(isa) << " n=" << nt << " output " << i;
         }
+    }
+    for (int64_t nt : {int64_t{5}, n}) {
+        const auto y = run_vnni_emulated(w, x.data(), nt, 0, rows, nt >= 8);
+        for (size_t i = 0; i < y.size(); ++i) ASSERT_EQ(y[i], want) << "vnni emulated n=" << nt << " output " << i;
     }
 }
 

@@ -1,0 +1,304 @@
+// AVX-512 VNNI kernels for int4 (W4A8) and int8 (W8A8) weights (layouts and the arithmetic
+// contract: kernels/matmul_quant.h); every other quantized case runs the AVX2 kernels. Bit-exact
+// with the scalar reference: the integer block dots are exact whatever the summation order, and
+// the float steps per output are the contract's, in its order.
+//
+// Why VNNI: on AVX2 each 32-byte load of int4 weights costs about 9 vector instructions per token
+// (and, shift, and to unpack; two vpmaddubsw and two vpaddw; a broadcast; a share of the block's
+// int16 widening), which makes batch-1 decode issue-bound on small machines (docs/WEIGHT_QUANT.md).
+// vpdpbusd multiplies u8 x s8 and adds four products into an int32 lane in one instruction, with
+// no saturation and no widening step: each 64-byte load here costs one and, and per token one
+// activation permute and two vpdpbusd.
+//
+// W4A8, one 64-byte load v = quads 2jj and 2jj+1 of a 32-block, two quads of 16 rows as
+// nibbles: dword lane r of each 32-byte half holds row r in its low nibbles and row r+8 in its
+// high nibbles. vpdpbusd has no saturation, so it can take the whole bytes: on v it sums
+// (lo + 16 * hi) * x, on v & 0xf0 it sums 16 * hi * x; their difference is rows 0-7 and the
+// second divided by 16 (exactly, an arithmetic shift) rows 8-15. That is one and per load instead
+// of and, shift, and. The activations the two quads meet are dword 2jj of the block (x[8jj..8jj+3])
+// in lanes 0-7 and dword 2jj+1 in lanes 8-15: one vpermd of the block's 32 activation bytes. At
+// block end the two lane halves are added (two shuffles and an add give rows 0-15 in one
+// register), then the contract's float step: acc = fma(float(i), d * xd, acc). Symmetric weights
+// start the sums at the zero-point correction, so i = sum q * xq - 8 * xs as the contract says.
+// W8A8: one 64-byte load = 4 k x 16 rows (dword = row); signed codes become unsigned by
+// q ^ 0x80 = q + 128, and each block's sum starts at -128 * xs to take that back.
+//
+// Tested on CPUs without AVX-512 too: tests/quant/matmul_quant_avx512_emulated.cpp compiles
+// this file against SIMDe (portable implementations of the same intrinsics) and compares it
+// with the scalar kernels bit for bit. Only the helpers in the WARDEN_AVX512_EMULATE branches
+// below differ between the two builds (SIMDe 0.7.4 lacks those intrinsics, and its portable
+// fmadd rounds twice).
+//
+// ODR: helpers live in the anonymous namespace; only intrinsics headers and kernels_internal.h.
+#if defined(__GNUC__) && !defined(__clang__)
+// GCC 12 reports false -Wmaybe-uninitialized inside avx512fintrin.h for intrinsics built on
+// _mm512_undefined_* (GCC bug 105593), pointing into the system header: silenced for the file.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+#include "kernels/kernels_internal.h"
+
+#ifdef WARDEN_AVX512_EMULATE
+// (-Wno-psabi for this build: see CMakeLists.txt.)
+#include <simde/x86/avx512.h>
+#include <simde/x86/f16c.h>
+#define WZ(name) simde_##name
+#else
+#include <immintrin.h>
+#define WZ(name) _##name
+#endif
+
+#ifndef WARDEN_AVX512_ENTRY
+#define WARDEN_AVX512_ENTRY mm_quant_avx512
+#endif
+
+namespace warden::kernels::detail {
+namespace {
+
+#ifdef WARDEN_AVX512_EMULATE
+using zi = simde__m512i;
+using zf = simde__m512;
+using yi = simde__m256i;
+#else
+using zi = __m512i;
+using zf = __m512;
+using yi = __m256i;
+#endif
+
+constexpr int64_t kNr = 16;
+constexpr int64_t kQ4Prefetch = 2048;  // as the AVX2 kernel (bytes ahead in the panel stream)
+
+inline zi load_bytes(const void* p) {
+    return WZ(mm512_loadu_si512)(p);
+}
+inline void prefetch(const uint8_t* p) {
+    __builtin_prefetch(p, 0, 3);
+}  // prefetcht0
+
+// 16 u16 scales (f16 or bf16 bits) -> 16 f32, row r in lane r.
+inline zf load_scales16(const uint8_t* p, bool bf16) {
+#ifdef WARDEN_AVX512_EMULATE
+    alignas(64) float f[kNr];
+    for (int r = 0; r < kNr; ++r) {
+        uint16_t h;
+        __builtin_memcpy(&h, p + 2 * r, 2);
+        if (bf16) {
+            const uint32_t u = static_cast<uint32_t>(h) << 16;
+            __builtin_memcpy(&f[r], &u, 4);
+        }
+    }
+    if (!bf16) {
+        WZ(mm256_store_ps)(f, WZ(mm256_cvtph_ps)(WZ(mm_loadu_si128)(p)));
+        WZ(mm256_store_ps)(f + 8, WZ(mm256_cvtph_ps)(WZ(mm_loadu_si128)(p + 16)));
+    }
+    return WZ(mm512_load_ps)(f);
+#else
+    const __m256i s = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    if (bf16) return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(s), 16));
+    return _mm512_cvtph_ps(s);
+#endif
+}
+
+inline zf i32_to_f32(zi v) {
+#ifdef WARDEN_AVX512_EMULATE
+    alignas(64) int32_t i[kNr];
+    alignas(64) float f[kNr];
+    WZ(mm512_store_si512)(i, v);
+    for (int r = 0; r < kNr; ++r) f[r] = static_cast<float>(i[r]);
+    return WZ(mm512_load_ps)(f);
+#else
+    return _mm512_cvtepi32_ps(v);
+#endif
+}
+
+// v / 16 for lanes that are multiples of 16 (an arithmetic shift; exact).
+inline zi div16_exact(zi v) {
+#ifdef WARDEN_AVX512_EMULATE
+    alignas(64) int32_t i[kNr];
+    WZ(mm512_store_si512)(i, v);
+    for (int r = 0; r < kNr; ++r) i[r] >>= 4;
+    return WZ(mm512_load_si512)(i);
+#else
+    return _mm512_srai_epi32(v, 4);
+#endif
+}
+
+// a * b + c with one rounding (the contract's fma; SIMDe's portable fmadd rounds twice).
+inline zf fmadd(zf a, zf b, zf c) {
+#ifdef WARDEN_AVX512_EMULATE
+    alignas(64) float fa[kNr], fb[kNr], fc[kNr];
+    WZ(mm512_store_ps)(fa, a);
+    WZ(mm512_store_ps)(fb, b);
+    WZ(mm512_store_ps)(fc, c);
+    for (int r = 0; r < kNr; ++r) fc[r] = __builtin_fmaf(fa[r], fb[r], fc[r]);
+    return WZ(mm512_load_ps)(fc);
+#else
+    return _mm512_fmadd_ps(a, b, c);
+#endif
+}
+
+// Writes the panel's 16 results to y[0..16), only rows [j0, j1).
+inline void store_rows(zf v, float* y, int64_t j0, int64_t j1) {
+    if (j0 == 0 && j1 == kNr) {
+        WZ(mm512_storeu_ps)(y, v);
+        return;
+    }
+    alignas(64) float tmp[kNr];
+    WZ(mm512_store_ps)(tmp, v);
+    for (int64_t j = j0; j < j1; ++j) y[j] = tmp[j];
+}
+
+inline int32_t load4(const int8_t* p) {
+    int32_t v;
+    __builtin_memcpy(&v, p, 4);
+    return v;
+}
+
+// vpermd indices for load jj: dword 2jj of the activation block in lanes 0-7, 2jj+1 in 8-15.
+inline zi quad_pair_index(int jj) {
+    alignas(64) int32_t idx[kNr];
+    for (int r = 0; r < kNr; ++r) idx[r] = 2 * jj + (r < 8 ? 0 : 1);
+    return WZ(mm512_load_si512)(idx);
+}
+
+// Pins v to a register at this point (see the AVX2 kernel: keeps GCC from re-associating the
+// accumulator chains into trees that need more registers than there are).
+#ifdef WARDEN_AVX512_EMULATE
+#define WARDEN_KEEP_IN_REG(v) ((void)0)
+#else
+#define WARDEN_KEEP_IN_REG(v) asm("" : "+v"(v))
+#endif
+
+// NT tokens (t .. t+NT-1) share each load of the panel's weights; each token's arithmetic is the
+// NT = 1 sequence, so results do not depend on the blocking.
+template <bool kAsym, int NT>
+void q4_vnni_panel(const QuantArgs& a, const uint8_t* panel, int64_t t, float* y, int64_t j0,
+                   int64_t j1) {
+    const int64_t cols = a.cols, G = a.group, gb = 32 + (kAsym ? 32 : 0) + G * 8, ng = cols / G,
+                  spg = G / 32;
+    const int64_t nb = cols / 32;
+    const zi mhi = WZ(mm512_set1_epi8)(static_cast<char>(0xf0));
+    const zi perm[4] = {quad_pair_index(0), quad_pair_index(1), quad_pair_index(2),
+                        quad_pair_index(3)};
+    zf acc[NT];
+    for (int i = 0; i < NT; ++i) acc[i] = WZ(mm512_setzero_ps)();
+    for (int64_t g = 0; g < ng; ++g) {
+        const uint8_t* blk = panel + g * gb;
+        const zf d = load_scales16(blk, a.bf16_scales);
+        const zf m = kAsym ? load_scales16(blk + 32, a.bf16_scales) : WZ(mm512_setzero_ps)();
+        const uint8_t* qs = blk + (kAsym ? 64 : 32);
+        for (int64_t sb = 0; sb < spg; ++sb) {
+            const int64_t b = g * spg + sb;
+            const uint8_t* qq = qs + sb * 256;
+            for (int pf = 0; pf < 4; ++pf) prefetch(qq + kQ4Prefetch + pf * 64);
+            zi sv[NT], sh[NT], xblk[NT];
+            for (int i = 0; i < NT; ++i) {
+                // Symmetric: rows 0-7 come out as sv - sh, rows 8-15 as sh / 16, so starting sh at
+                // -128 * xs and sv at -136 * xs gives each -8 * xs. Only lanes 0-7 carry it: the
+                // lanes of the two quads are added once at block end.
+                const int32_t xs = kAsym ? 0 : a.xs[(t + i) * nb + b];
+                sv[i] = WZ(mm512_maskz_set1_epi32)(0x00ff, -136 * xs);
+                sh[i] = WZ(mm512_maskz_set1_epi32)(0x00ff, -128 * xs);
+                xblk[i] = WZ(mm512_castsi256_si512)(WZ(mm256_loadu_si256)(
+                    reinterpret_cast<const yi*>(a.xq + (t + i) * cols + b * 32)));
+            }
+#pragma GCC unroll 4
+            for (int jj = 0; jj < 4; ++jj) {
+                const zi v = load_bytes(qq + jj * 64);
+                const zi h = WZ(mm512_and_si512)(v, mhi);  // 16 * (rows 8-15 codes)
+                for (int i = 0; i < NT; ++i) {
+                    const zi xv = WZ(mm512_permutexvar_epi32)(perm[jj], xblk[i]);
+                    sv[i] = WZ(mm512_dpbusd_epi32)(sv[i], v, xv);  // rows 0-7 + 16 * rows 8-15
+                    sh[i] = WZ(mm512_dpbusd_epi32)(sh[i], h, xv);  // 16 * rows 8-15
+                    WARDEN_KEEP_IN_REG(sv[i]);
+                    WARDEN_KEEP_IN_REG(sh[i]);
+                }
+            }
+            for (int i = 0; i < NT; ++i) {
+                const int64_t xb = (t + i) * nb + b;
+                const zi lo = WZ(mm512_sub_epi32)(sv[i], sh[i]);  // rows 0-7
+                const zi hi = div16_exact(sh[i]);                 // rows 8-15
+                // Lanes 0-7 + lanes 8-15 of lo = rows 0-7; the same of hi = rows 8-15.
+                const zi sum = WZ(mm512_add_epi32)(WZ(mm512_shuffle_i64x2)(lo, hi, 0x44),
+                                                   WZ(mm512_shuffle_i64x2)(lo, hi, 0xee));
+                const zf xdv = WZ(mm512_set1_ps)(a.xd[xb]);
+                acc[i] = fmadd(i32_to_f32(sum), WZ(mm512_mul_ps)(d, xdv), acc[i]);
+                if (kAsym) {
+                    const zf xsv = WZ(mm512_set1_ps)(static_cast<float>(a.xs[xb]));
+                    acc[i] = fmadd(xsv, WZ(mm512_mul_ps)(m, xdv), acc[i]);
+                }
+            }
+        }
+    }
+    for (int i = 0; i < NT; ++i) store_rows(acc[i], y + i * a.ldy, j0, j1);
+}
+
+void q8_vnni_panel(const QuantArgs& a, const uint8_t* panel, int64_t t, float* y, int64_t j0,
+                   int64_t j1) {
+    const int64_t cols = a.cols, nb = cols / 32;
+    const int8_t* xq = a.xq + t * cols;
+    const zi flip = WZ(mm512_set1_epi8)(static_cast<char>(0x80));
+    zf acc = WZ(mm512_setzero_ps)();
+    const uint8_t* qs = panel + 32;
+    for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t* qq = qs + b * 512;
+        for (int pf = 0; pf < 8; ++pf) prefetch(qq + 1024 + pf * 64);
+        zi s = WZ(mm512_set1_epi32)(-128 * a.xs[t * nb + b]);
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; ++j) {
+            const zi v = WZ(mm512_xor_si512)(load_bytes(qq + j * 64), flip);
+            s = WZ(mm512_dpbusd_epi32)(s, v, WZ(mm512_set1_epi32)(load4(xq + b * 32 + 4 * j)));
+        }
+        acc = fmadd(i32_to_f32(s), WZ(mm512_set1_ps)(a.xd[t * nb + b]), acc);
+    }
+    store_rows(WZ(mm512_mul_ps)(acc, load_scales16(panel, a.bf16_scales)), y, j0, j1);
+}
+
+}  // namespace
+
+void WARDEN_AVX512_ENTRY(const QuantArgs& a, int64_t r0, int64_t r1) {
+    const bool w4a8 = a.kind == 0 && !a.act_f32;
+    if (!w4a8 && a.kind != 1) {  // W4A16 and FP8: the AVX2 kernels
+        mm_quant_avx2(a, r0, r1);
+        return;
+    }
+    const int64_t pb =
+        w4a8 ? a.cols / a.group * (32 + (a.asym ? 32 : 0) + a.group * 8) : 32 + a.cols * 16;
+    for (int64_t p = r0 / kNr; p * kNr < r1; ++p) {
+        const uint8_t* panel = a.data + p * pb;
+        const int64_t base = p * kNr;
+        const int64_t j0 = r0 > base ? r0 - base : 0;
+        const int64_t j1 = r1 - base < kNr ? r1 - base : kNr;
+        if (!w4a8) {
+            for (int64_t t = 0; t < a.n; ++t)
+                q8_vnni_panel(a, panel, t, a.y + t * a.ldy + base, j0, j1);
+            continue;
+        }
+        // a.unpack is not used: unpacking is one and per 64 bytes here, less than a scratch round
+        // trip.
+        const auto tile = [&]<int NT>(int64_t t) {
+            float* y = a.y + t * a.ldy + base;
+            if (a.asym)
+                q4_vnni_panel<true, NT>(a, panel, t, y, j0, j1);
+            else
+                q4_vnni_panel<false, NT>(a, panel, t, y, j0, j1);
+        };
+        int64_t t = 0;
+        for (; t + 4 <= a.n; t += 4) tile.template operator()<4>(t);
+        switch (a.n - t) {
+            case 3:
+                tile.template operator()<3>(t);
+                break;
+            case 2:
+                tile.template operator()<2>(t);
+                break;
+            case 1:
+                tile.template operator()<1>(t);
+                break;
+            default:
+                break;
+        }
+    }
+}
+
+}  // namespace warden::kernels::detail
