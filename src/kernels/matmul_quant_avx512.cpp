@@ -25,9 +25,8 @@
 //
 // Tested on CPUs without AVX-512 too: tests/quant/matmul_quant_avx512_emulated.cpp compiles
 // this file against SIMDe (portable implementations of the same intrinsics) and compares it
-// with the scalar kernels bit for bit. Only the helpers in the WARDEN_AVX512_EMULATE branches
-// below differ between the two builds (SIMDe 0.7.4 lacks those intrinsics, and its portable
-// fmadd rounds twice).
+// with the scalar kernels bit for bit. Only the helpers with WARDEN_AVX512_EMULATE branches (here
+// and in kernels/avx512_compat.h) differ between the two builds.
 //
 // ODR: helpers live in the anonymous namespace; only intrinsics headers and kernels_internal.h.
 #if defined(__GNUC__) && !defined(__clang__)
@@ -36,17 +35,8 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
+#include "kernels/avx512_compat.h"
 #include "kernels/kernels_internal.h"
-
-#ifdef WARDEN_AVX512_EMULATE
-// (-Wno-psabi for this build: see CMakeLists.txt.)
-#include <simde/x86/avx512.h>
-#include <simde/x86/f16c.h>
-#define WZ(name) simde_##name
-#else
-#include <immintrin.h>
-#define WZ(name) _##name
-#endif
 
 #ifndef WARDEN_AVX512_ENTRY
 #define WARDEN_AVX512_ENTRY mm_quant_avx512
@@ -55,63 +45,24 @@
 namespace warden::kernels::detail {
 namespace {
 
-#ifdef WARDEN_AVX512_EMULATE
-using zi = simde__m512i;
-using zf = simde__m512;
-using yi = simde__m256i;
-#else
-using zi = __m512i;
-using zf = __m512;
-using yi = __m256i;
-#endif
-
 constexpr int64_t kNr = 16;
 constexpr int64_t kQ4Prefetch = 2048;  // as the AVX2 kernel (bytes ahead in the panel stream)
 
 inline zi load_bytes(const void* p) {
     return WZ(mm512_loadu_si512)(p);
 }
+
 inline void prefetch(const uint8_t* p) {
     __builtin_prefetch(p, 0, 3);
 }  // prefetcht0
 
 // 16 u16 scales (f16 or bf16 bits) -> 16 f32, row r in lane r.
 inline zf load_scales16(const uint8_t* p, bool bf16) {
-#ifdef WARDEN_AVX512_EMULATE
-    alignas(64) float f[kNr];
-    for (int r = 0; r < kNr; ++r) {
-        uint16_t h;
-        __builtin_memcpy(&h, p + 2 * r, 2);
-        if (bf16) {
-            const uint32_t u = static_cast<uint32_t>(h) << 16;
-            __builtin_memcpy(&f[r], &u, 4);
-        }
-    }
-    if (!bf16) {
-        WZ(mm256_store_ps)(f, WZ(mm256_cvtph_ps)(WZ(mm_loadu_si128)(p)));
-        WZ(mm256_store_ps)(f + 8, WZ(mm256_cvtph_ps)(WZ(mm_loadu_si128)(p + 16)));
-    }
-    return WZ(mm512_load_ps)(f);
-#else
-    const __m256i s = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-    if (bf16) return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(s), 16));
-    return _mm512_cvtph_ps(s);
-#endif
+    return bf16 ? bf16x16_to_f32(p) : f16x16_to_f32(p);
 }
 
-inline zf i32_to_f32(zi v) {
-#ifdef WARDEN_AVX512_EMULATE
-    alignas(64) int32_t i[kNr];
-    alignas(64) float f[kNr];
-    WZ(mm512_store_si512)(i, v);
-    for (int r = 0; r < kNr; ++r) f[r] = static_cast<float>(i[r]);
-    return WZ(mm512_load_ps)(f);
-#else
-    return _mm512_cvtepi32_ps(v);
-#endif
-}
-
-// v / 16 for lanes that are multiples of 16 (an arithmetic shift; exact).
+// v / 16 for lanes that are multiples of 16 (an arithmetic shift; exact). SIMDe 0.7.4 has no
+// 512-bit srai_epi32, so the emulated build shifts lane by lane.
 inline zi div16_exact(zi v) {
 #ifdef WARDEN_AVX512_EMULATE
     alignas(64) int32_t i[kNr];
@@ -121,31 +72,6 @@ inline zi div16_exact(zi v) {
 #else
     return _mm512_srai_epi32(v, 4);
 #endif
-}
-
-// a * b + c with one rounding (the contract's fma; SIMDe's portable fmadd rounds twice).
-inline zf fmadd(zf a, zf b, zf c) {
-#ifdef WARDEN_AVX512_EMULATE
-    alignas(64) float fa[kNr], fb[kNr], fc[kNr];
-    WZ(mm512_store_ps)(fa, a);
-    WZ(mm512_store_ps)(fb, b);
-    WZ(mm512_store_ps)(fc, c);
-    for (int r = 0; r < kNr; ++r) fc[r] = __builtin_fmaf(fa[r], fb[r], fc[r]);
-    return WZ(mm512_load_ps)(fc);
-#else
-    return _mm512_fmadd_ps(a, b, c);
-#endif
-}
-
-// Writes the panel's 16 results to y[0..16), only rows [j0, j1).
-inline void store_rows(zf v, float* y, int64_t j0, int64_t j1) {
-    if (j0 == 0 && j1 == kNr) {
-        WZ(mm512_storeu_ps)(y, v);
-        return;
-    }
-    alignas(64) float tmp[kNr];
-    WZ(mm512_store_ps)(tmp, v);
-    for (int64_t j = j0; j < j1; ++j) y[j] = tmp[j];
 }
 
 inline int32_t load4(const int8_t* p) {
@@ -230,7 +156,7 @@ void q4_vnni_panel(const QuantArgs& a, const uint8_t* panel, int64_t t, float* y
             }
         }
     }
-    for (int i = 0; i < NT; ++i) store_rows(acc[i], y + i * a.ldy, j0, j1);
+    for (int i = 0; i < NT; ++i) store_lanes(acc[i], y + i * a.ldy, j0, j1);
 }
 
 void q8_vnni_panel(const QuantArgs& a, const uint8_t* panel, int64_t t, float* y, int64_t j0,
@@ -251,7 +177,7 @@ void q8_vnni_panel(const QuantArgs& a, const uint8_t* panel, int64_t t, float* y
         }
         acc = fmadd(i32_to_f32(s), WZ(mm512_set1_ps)(a.xd[t * nb + b]), acc);
     }
-    store_rows(WZ(mm512_mul_ps)(acc, load_scales16(panel, a.bf16_scales)), y, j0, j1);
+    store_lanes(WZ(mm512_mul_ps)(acc, load_scales16(panel, a.bf16_scales)), y, j0, j1);
 }
 
 }  // namespace

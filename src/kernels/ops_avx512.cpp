@@ -2,7 +2,9 @@
 // algorithms as ops_avx2.cpp (same exp polynomial, same integer RNE for bf16) so results are
 // comparable with the same tolerances. Not using vcvtneps2bf16 for f32->bf16: it flushes
 // denormal inputs to zero, which would break bit-exactness with tensor::f32_to_bf16.
-// NOTE: compiled everywhere but only exercised on machines with AVX-512 (see tests).
+// Tested on every machine: tests/kernels/ops_avx512_emulated.cpp compiles this file against
+// SIMDe's portable intrinsics (kernels/avx512_compat.h) and tests/kernels/ops_test.cpp compares
+// that table with the scalar one, as it does the native table on AVX-512 machines.
 #if defined(__GNUC__) && !defined(__clang__)
 // GCC 12 reports false -Wmaybe-uninitialized inside avx512fintrin.h for intrinsics built on
 // _mm512_undefined_* (GCC bug 105593); the diagnostic points into the system header, so it
@@ -10,11 +12,14 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
-#include <immintrin.h>
-
 #include <cstring>
 
+#include "kernels/avx512_compat.h"
 #include "kernels/kernels_internal.h"
+
+#ifndef WARDEN_OPS_AVX512_ENTRY
+#define WARDEN_OPS_AVX512_ENTRY ops_avx512
+#endif
 
 namespace warden::kernels::detail {
 namespace {
@@ -34,66 +39,68 @@ inline bf16 f32_to_bf16_s(float f) {
     return static_cast<bf16>(u >> 16);
 }
 
-inline __m512 load_bf16(const bf16* p) {
-    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+inline zf load_bf16(const bf16* p) {
+    return bf16x16_to_f32(p);
 }
 
 // See exp_ps in ops_avx2.cpp for the derivation and range handling.
-inline __m512 exp_ps(__m512 x) {
-    const __m512 xc = _mm512_max_ps(_mm512_min_ps(x, _mm512_set1_ps(88.0f)),
-                                    _mm512_set1_ps(-87.3f));
-    const __m512 fx = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(1.44269504088896341f)),
-                                           _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(fx, _mm512_set1_ps(0.693359375f), xc);
-    r = _mm512_fnmadd_ps(fx, _mm512_set1_ps(-2.12194440e-4f), r);
-    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-    const __m512 r2 = _mm512_mul_ps(r, r);
-    p = _mm512_add_ps(_mm512_fmadd_ps(p, r2, r), _mm512_set1_ps(1.0f));
-    const __m512i e = _mm512_slli_epi32(
-        _mm512_add_epi32(_mm512_cvtps_epi32(fx), _mm512_set1_epi32(127)), 23);
-    const __m512 res = _mm512_mul_ps(p, _mm512_castsi512_ps(e));
-    const __mmask16 keep = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.3f), _CMP_GE_OQ);
-    return _mm512_maskz_mov_ps(keep, res);
+inline zf exp_ps(zf x) {
+    const zf xc =
+        WZ(mm512_max_ps)(WZ(mm512_min_ps)(x, WZ(mm512_set1_ps)(88.0f)), WZ(mm512_set1_ps)(-87.3f));
+    const zf fx =
+        WZ(mm512_roundscale_ps)(WZ(mm512_mul_ps)(xc, WZ(mm512_set1_ps)(1.44269504088896341f)),
+                                WZC(_MM_FROUND_TO_NEAREST_INT) | WZC(_MM_FROUND_NO_EXC));
+    zf r = fnmadd(fx, WZ(mm512_set1_ps)(0.693359375f), xc);
+    r = fnmadd(fx, WZ(mm512_set1_ps)(-2.12194440e-4f), r);
+    zf p = WZ(mm512_set1_ps)(1.9875691500e-4f);
+    p = fmadd(p, r, WZ(mm512_set1_ps)(1.3981999507e-3f));
+    p = fmadd(p, r, WZ(mm512_set1_ps)(8.3334519073e-3f));
+    p = fmadd(p, r, WZ(mm512_set1_ps)(4.1665795894e-2f));
+    p = fmadd(p, r, WZ(mm512_set1_ps)(1.6666665459e-1f));
+    p = fmadd(p, r, WZ(mm512_set1_ps)(5.0000001201e-1f));
+    const zf r2 = WZ(mm512_mul_ps)(r, r);
+    p = WZ(mm512_add_ps)(fmadd(p, r2, r), WZ(mm512_set1_ps)(1.0f));
+    const zi e =
+        WZ(mm512_slli_epi32)(WZ(mm512_add_epi32)(f32_to_i32(fx), WZ(mm512_set1_epi32)(127)), 23);
+    const zf res = WZ(mm512_mul_ps)(p, WZ(mm512_castsi512_ps)(e));
+    const mask16 keep = WZ(mm512_cmp_ps_mask)(x, WZ(mm512_set1_ps)(-87.3f), WZC(_CMP_GE_OQ));
+    return WZ(mm512_maskz_mov_ps)(keep, res);
 }
 
-inline float exp_s(float x) { return _mm512_cvtss_f32(exp_ps(_mm512_set1_ps(x))); }
+inline float exp_s(float x) {
+    return WZ(mm_cvtss_f32)(WZ(mm512_castps512_ps128)(exp_ps(WZ(mm512_set1_ps)(x))));
+}
 
 void rmsnorm(const float* x, const float* w, float* y, int64_t n, float eps) {
-    __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+    zf a0 = WZ(mm512_setzero_ps)(), a1 = WZ(mm512_setzero_ps)();
     int64_t i = 0;
     for (; i + 32 <= n; i += 32) {
-        const __m512 v0 = _mm512_loadu_ps(x + i), v1 = _mm512_loadu_ps(x + i + 16);
-        a0 = _mm512_fmadd_ps(v0, v0, a0);
-        a1 = _mm512_fmadd_ps(v1, v1, a1);
+        const zf v0 = WZ(mm512_loadu_ps)(x + i), v1 = WZ(mm512_loadu_ps)(x + i + 16);
+        a0 = fmadd(v0, v0, a0);
+        a1 = fmadd(v1, v1, a1);
     }
-    float ss = _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
+    float ss = reduce_add(WZ(mm512_add_ps)(a0, a1));
     for (; i < n; ++i) ss += x[i] * x[i];
     if (n <= 0) return;
     const float inv = 1.0f / __builtin_sqrtf(ss / static_cast<float>(n) + eps);
-    const __m512 vi = _mm512_set1_ps(inv);
+    const zf vi = WZ(mm512_set1_ps)(inv);
     i = 0;
     for (; i + 16 <= n; i += 16) {
-        __m512 v = _mm512_mul_ps(_mm512_loadu_ps(x + i), vi);
-        if (w) v = _mm512_mul_ps(v, _mm512_loadu_ps(w + i));
-        _mm512_storeu_ps(y + i, v);
+        zf v = WZ(mm512_mul_ps)(WZ(mm512_loadu_ps)(x + i), vi);
+        if (w) v = WZ(mm512_mul_ps)(v, WZ(mm512_loadu_ps)(w + i));
+        WZ(mm512_storeu_ps)(y + i, v);
     }
     for (; i < n; ++i) y[i] = x[i] * inv * (w ? w[i] : 1.0f);
 }
 
 void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
-    const __m512 one = _mm512_set1_ps(1.0f);
+    const zf one = WZ(mm512_set1_ps)(1.0f);
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) {
-        const __m512 g = _mm512_loadu_ps(gate + i);
-        const __m512 e = exp_ps(_mm512_sub_ps(_mm512_setzero_ps(), g));
-        const __m512 s = _mm512_div_ps(g, _mm512_add_ps(one, e));
-        _mm512_storeu_ps(out + i, _mm512_mul_ps(s, _mm512_loadu_ps(up + i)));
+        const zf g = WZ(mm512_loadu_ps)(gate + i);
+        const zf e = exp_ps(WZ(mm512_sub_ps)(WZ(mm512_setzero_ps)(), g));
+        const zf s = WZ(mm512_div_ps)(g, WZ(mm512_add_ps)(one, e));
+        WZ(mm512_storeu_ps)(out + i, WZ(mm512_mul_ps)(s, WZ(mm512_loadu_ps)(up + i)));
     }
     for (; i < n; ++i) out[i] = gate[i] / (1.0f + exp_s(-gate[i])) * up[i];
 }
@@ -103,19 +110,19 @@ void softmax_stats(float* x, int64_t n, float* max_out, float* sum_out) {
     *sum_out = 0.0f;
     if (n <= 0) return;
     int64_t i = 0;
-    __m512 vm = _mm512_set1_ps(x[0]);
-    for (; i + 16 <= n; i += 16) vm = _mm512_max_ps(vm, _mm512_loadu_ps(x + i));
-    float mx = _mm512_reduce_max_ps(vm);
+    zf vm = WZ(mm512_set1_ps)(x[0]);
+    for (; i + 16 <= n; i += 16) vm = WZ(mm512_max_ps)(vm, WZ(mm512_loadu_ps)(x + i));
+    float mx = reduce_max(vm);
     for (; i < n; ++i) mx = x[i] > mx ? x[i] : mx;
-    const __m512 m = _mm512_set1_ps(mx);
-    __m512 vs = _mm512_setzero_ps();
+    const zf m = WZ(mm512_set1_ps)(mx);
+    zf vs = WZ(mm512_setzero_ps)();
     i = 0;
     for (; i + 16 <= n; i += 16) {
-        const __m512 e = exp_ps(_mm512_sub_ps(_mm512_loadu_ps(x + i), m));
-        _mm512_storeu_ps(x + i, e);
-        vs = _mm512_add_ps(vs, e);
+        const zf e = exp_ps(WZ(mm512_sub_ps)(WZ(mm512_loadu_ps)(x + i), m));
+        WZ(mm512_storeu_ps)(x + i, e);
+        vs = WZ(mm512_add_ps)(vs, e);
     }
-    float sum = _mm512_reduce_add_ps(vs);
+    float sum = reduce_add(vs);
     for (; i < n; ++i) {
         x[i] = exp_s(x[i] - mx);
         sum += x[i];
@@ -123,9 +130,10 @@ void softmax_stats(float* x, int64_t n, float* max_out, float* sum_out) {
     *max_out = mx;
     *sum_out = sum;
     const float inv = 1.0f / sum;
-    const __m512 vi = _mm512_set1_ps(inv);
+    const zf vi = WZ(mm512_set1_ps)(inv);
     i = 0;
-    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(x + i, _mm512_mul_ps(_mm512_loadu_ps(x + i), vi));
+    for (; i + 16 <= n; i += 16)
+        WZ(mm512_storeu_ps)(x + i, WZ(mm512_mul_ps)(WZ(mm512_loadu_ps)(x + i), vi));
     for (; i < n; ++i) x[i] *= inv;
 }
 
@@ -135,75 +143,76 @@ void softmax(float* x, int64_t n) {
 }
 
 float dot_f32(const float* a, const float* b, int64_t n) {
-    __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
+    zf s0 = WZ(mm512_setzero_ps)(), s1 = WZ(mm512_setzero_ps)();
     int64_t i = 0;
     for (; i + 32 <= n; i += 32) {
-        s0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), s0);
-        s1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16), _mm512_loadu_ps(b + i + 16), s1);
+        s0 = fmadd(WZ(mm512_loadu_ps)(a + i), WZ(mm512_loadu_ps)(b + i), s0);
+        s1 = fmadd(WZ(mm512_loadu_ps)(a + i + 16), WZ(mm512_loadu_ps)(b + i + 16), s1);
     }
     for (; i + 16 <= n; i += 16)
-        s0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), s0);
-    float s = _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
+        s0 = fmadd(WZ(mm512_loadu_ps)(a + i), WZ(mm512_loadu_ps)(b + i), s0);
+    float s = reduce_add(WZ(mm512_add_ps)(s0, s1));
     for (; i < n; ++i) s += a[i] * b[i];
     return s;
 }
 
 float dot_bf16(const float* a, const bf16* b, int64_t n) {
-    __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
+    zf s0 = WZ(mm512_setzero_ps)(), s1 = WZ(mm512_setzero_ps)();
     int64_t i = 0;
     for (; i + 32 <= n; i += 32) {
-        s0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), load_bf16(b + i), s0);
-        s1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16), load_bf16(b + i + 16), s1);
+        s0 = fmadd(WZ(mm512_loadu_ps)(a + i), load_bf16(b + i), s0);
+        s1 = fmadd(WZ(mm512_loadu_ps)(a + i + 16), load_bf16(b + i + 16), s1);
     }
-    for (; i + 16 <= n; i += 16) s0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), load_bf16(b + i), s0);
-    float s = _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
+    for (; i + 16 <= n; i += 16) s0 = fmadd(WZ(mm512_loadu_ps)(a + i), load_bf16(b + i), s0);
+    float s = reduce_add(WZ(mm512_add_ps)(s0, s1));
     for (; i < n; ++i) s += a[i] * bf16_to_f32_s(b[i]);
     return s;
 }
 
 void axpy_f32(float a, const float* x, float* y, int64_t n) {
-    const __m512 va = _mm512_set1_ps(a);
+    const zf va = WZ(mm512_set1_ps)(a);
     int64_t i = 0;
     for (; i + 16 <= n; i += 16)
-        _mm512_storeu_ps(y + i, _mm512_fmadd_ps(va, _mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i)));
+        WZ(mm512_storeu_ps)(y + i, fmadd(va, WZ(mm512_loadu_ps)(x + i), WZ(mm512_loadu_ps)(y + i)));
     for (; i < n; ++i) y[i] += a * x[i];
 }
 
 void axpy_bf16(float a, const bf16* x, float* y, int64_t n) {
-    const __m512 va = _mm512_set1_ps(a);
+    const zf va = WZ(mm512_set1_ps)(a);
     int64_t i = 0;
     for (; i + 16 <= n; i += 16)
-        _mm512_storeu_ps(y + i, _mm512_fmadd_ps(va, load_bf16(x + i), _mm512_loadu_ps(y + i)));
+        WZ(mm512_storeu_ps)(y + i, fmadd(va, load_bf16(x + i), WZ(mm512_loadu_ps)(y + i)));
     for (; i < n; ++i) y[i] += a * bf16_to_f32_s(x[i]);
 }
 
 void f32_to_bf16_row(const float* x, bf16* y, int64_t n) {
-    const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
-    const __m512i bias = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1),
-                  quiet = _mm512_set1_epi32(0x40);
+    const zi abs_mask = WZ(mm512_set1_epi32)(0x7fffffff), inf = WZ(mm512_set1_epi32)(0x7f800000);
+    const zi bias = WZ(mm512_set1_epi32)(0x7fff), one = WZ(mm512_set1_epi32)(1),
+             quiet = WZ(mm512_set1_epi32)(0x40);
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) {
-        const __m512i u = _mm512_loadu_si512(x + i);
-        const __mmask16 is_nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, abs_mask), inf);
-        const __m512i hi = _mm512_srli_epi32(u, 16);
-        const __m512i lsb = _mm512_and_si512(hi, one);
-        const __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(bias, lsb)), 16);
-        const __m512i r = _mm512_mask_blend_epi32(is_nan, rounded, _mm512_or_si512(hi, quiet));
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + i), _mm512_cvtepi32_epi16(r));
+        const zi u = WZ(mm512_loadu_si512)(x + i);
+        const mask16 is_nan = WZ(mm512_cmpgt_epi32_mask)(WZ(mm512_and_si512)(u, abs_mask), inf);
+        const zi hi = WZ(mm512_srli_epi32)(u, 16);
+        const zi lsb = WZ(mm512_and_si512)(hi, one);
+        const zi rounded =
+            WZ(mm512_srli_epi32)(WZ(mm512_add_epi32)(u, WZ(mm512_add_epi32)(bias, lsb)), 16);
+        const zi r = WZ(mm512_mask_blend_epi32)(is_nan, rounded, WZ(mm512_or_si512)(hi, quiet));
+        store_low16(y + i, r);
     }
     for (; i < n; ++i) y[i] = f32_to_bf16_s(x[i]);
 }
 
 void bf16_to_f32_row(const bf16* x, float* y, int64_t n) {
     int64_t i = 0;
-    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, load_bf16(x + i));
+    for (; i + 16 <= n; i += 16) WZ(mm512_storeu_ps)(y + i, load_bf16(x + i));
     for (; i < n; ++i) y[i] = bf16_to_f32_s(x[i]);
 }
 
 }  // namespace
 
-const OpsTable& ops_avx512() {
-    static const OpsTable t{rmsnorm,  silu_mul,  softmax,         softmax_stats,   dot_f32,
+const OpsTable& WARDEN_OPS_AVX512_ENTRY() {
+    static const OpsTable t{rmsnorm,  silu_mul, softmax,   softmax_stats,   dot_f32,
                             dot_bf16, axpy_f32, axpy_bf16, f32_to_bf16_row, bf16_to_f32_row};
     return t;
 }

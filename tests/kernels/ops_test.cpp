@@ -20,9 +20,27 @@ using testing::random_floats;
 constexpr int64_t kSizes[] = {0, 1, 3, 7, 8, 9, 15, 16, 17, 31, 33, 64, 100, 257, 1000, 4099};
 constexpr float kEps = 5.96e-8f;  // 2^-24, f32 unit roundoff
 
-class KernelsOps : public ::testing::TestWithParam<Isa> {
+}  // namespace
+namespace detail {
+// tests/kernels/ops_avx512_emulated.cpp: ops_avx512.cpp compiled against SIMDe.
+const OpsTable& ops_avx512_emulated();
+}  // namespace detail
+namespace {
+
+// A kernel table under test and the ISA the CPU needs to run it (Scalar: any CPU).
+struct OpsVariant {
+    const char* name;
+    Isa needs;
+    const detail::OpsTable& (*table)();
+};
+
+const detail::OpsTable& scalar_ops() { return detail::ops_scalar(); }
+
+std::string variant_name(const ::testing::TestParamInfo<OpsVariant>& p) { return p.param.name; }
+
+class KernelsOps : public ::testing::TestWithParam<OpsVariant> {
 protected:
-    void SetUp() override { WARDEN_REQUIRE_ISA(GetParam()); }
+    void SetUp() override { WARDEN_REQUIRE_ISA(GetParam().needs); }
 };
 
 // Dot products: the SIMD versions sum in f32 over several lanes/chains, the reference in
@@ -30,7 +48,7 @@ protected:
 // longest chain here is < n, so n*u*sum|ab| (+ a denormal floor) is a rigorous bound that
 // still catches a lost or doubled term (error ~ |a_i b_i| ~ sum/n).
 TEST_P(KernelsOps, DotMatchesScalar) {
-    const Isa isa = GetParam();
+    const detail::OpsTable& ops = GetParam().table();
     for (int64_t n : kSizes) {
         auto a = random_floats(n + 1, 1 + n), b = random_floats(n + 1, 2 + n);
         auto bh = random_bf16(n + 1, 3 + n);
@@ -40,11 +58,11 @@ TEST_P(KernelsOps, DotMatchesScalar) {
             magh += std::fabs(a[i + 1] * tensor::bf16_to_f32(bh[i + 1]));
         }
         // +1 offsets: unaligned pointers on purpose.
-        const float ref = dot_f32_isa(Isa::Scalar, a.data() + 1, b.data() + 1, n);
-        const float got = dot_f32_isa(isa, a.data() + 1, b.data() + 1, n);
+        const float ref = scalar_ops().dot_f32(a.data() + 1, b.data() + 1, n);
+        const float got = ops.dot_f32(a.data() + 1, b.data() + 1, n);
         EXPECT_NEAR(got, ref, (n + 1) * kEps * mag + 1e-30) << "n=" << n;
-        const float refh = dot_bf16_isa(Isa::Scalar, a.data() + 1, bh.data() + 1, n);
-        const float goth = dot_bf16_isa(isa, a.data() + 1, bh.data() + 1, n);
+        const float refh = scalar_ops().dot_bf16(a.data() + 1, bh.data() + 1, n);
+        const float goth = ops.dot_bf16(a.data() + 1, bh.data() + 1, n);
         EXPECT_NEAR(goth, refh, (n + 1) * kEps * magh + 1e-30) << "n=" << n;
     }
 }
@@ -52,7 +70,7 @@ TEST_P(KernelsOps, DotMatchesScalar) {
 // axpy: the reference rounds a*x then y+a*x (two roundings), SIMD uses one fused FMA, so
 // they may differ by ~1 ulp of |y| + |a*x|.
 TEST_P(KernelsOps, AxpyMatchesScalar) {
-    const Isa isa = GetParam();
+    const detail::OpsTable& ops = GetParam().table();
     const float a = 0.7351f;
     for (int64_t n : kSizes) {
         auto x = random_floats(n + 1, 10 + n), y0 = random_floats(n + 1, 11 + n);
@@ -60,11 +78,11 @@ TEST_P(KernelsOps, AxpyMatchesScalar) {
         for (int bf = 0; bf < 2; ++bf) {
             auto yr = y0, yg = y0;
             if (bf) {
-                axpy_bf16_isa(Isa::Scalar, a, xh.data() + 1, yr.data() + 1, n);
-                axpy_bf16_isa(isa, a, xh.data() + 1, yg.data() + 1, n);
+                scalar_ops().axpy_bf16(a, xh.data() + 1, yr.data() + 1, n);
+                ops.axpy_bf16(a, xh.data() + 1, yg.data() + 1, n);
             } else {
-                axpy_f32_isa(Isa::Scalar, a, x.data() + 1, yr.data() + 1, n);
-                axpy_f32_isa(isa, a, x.data() + 1, yg.data() + 1, n);
+                scalar_ops().axpy_f32(a, x.data() + 1, yr.data() + 1, n);
+                ops.axpy_f32(a, x.data() + 1, yg.data() + 1, n);
             }
             for (int64_t i = 0; i <= n; ++i) {
                 const float xi = bf ? tensor::bf16_to_f32(xh[i]) : x[i];
@@ -78,23 +96,23 @@ TEST_P(KernelsOps, AxpyMatchesScalar) {
 // rmsnorm: the scale 1/sqrt(mean+eps) comes from an f32 sum of squares (rel. error <= n*u,
 // all terms positive) vs double in the reference; each output is then 2-3 roundings more.
 TEST_P(KernelsOps, RmsnormMatchesScalar) {
-    const Isa isa = GetParam();
+    const detail::OpsTable& ops = GetParam().table();
     for (int64_t n : kSizes) {
         if (n == 0) continue;
         auto x = random_floats(n, 20 + n, -3.0f, 3.0f), w = random_floats(n, 21 + n, 0.5f, 1.5f);
         std::vector<float> yr(n), yg(n);
         for (int gain = 0; gain < 2; ++gain) {
             const float* wp = gain ? w.data() : nullptr;
-            rmsnorm_isa(Isa::Scalar, x.data(), wp, yr.data(), n, 1e-6f);
-            rmsnorm_isa(isa, x.data(), wp, yg.data(), n, 1e-6f);
+            scalar_ops().rmsnorm(x.data(), wp, yr.data(), n, 1e-6f);
+            ops.rmsnorm(x.data(), wp, yg.data(), n, 1e-6f);
             for (int64_t i = 0; i < n; ++i)
                 EXPECT_NEAR(yg[i], yr[i], (n / 2.0 + 4) * kEps * std::fabs(yr[i]) + 1e-30)
                     << "n=" << n << " i=" << i;
         }
         // In place (x and y alias).
         auto xi = x;
-        rmsnorm_isa(isa, xi.data(), w.data(), xi.data(), n, 1e-6f);
-        rmsnorm_isa(Isa::Scalar, x.data(), w.data(), yr.data(), n, 1e-6f);
+        ops.rmsnorm(xi.data(), w.data(), xi.data(), n, 1e-6f);
+        scalar_ops().rmsnorm(x.data(), w.data(), yr.data(), n, 1e-6f);
         for (int64_t i = 0; i < n; ++i)
             EXPECT_NEAR(xi[i], yr[i], (n / 2.0 + 4) * kEps * std::fabs(yr[i]) + 1e-30);
     }
@@ -105,7 +123,7 @@ TEST_P(KernelsOps, RmsnormMatchesScalar) {
 // enough to catch a wrong polynomial (which is off by >1e-4). Extreme inputs (|g| > 87)
 // are flushed/saturated differently and only need to agree in absolute terms.
 TEST_P(KernelsOps, SiluMulMatchesScalar) {
-    const Isa isa = GetParam();
+    const detail::OpsTable& ops = GetParam().table();
     for (int64_t n : kSizes) {
         auto g = random_floats(n, 30 + n, -20.0f, 20.0f), u = random_floats(n, 31 + n, -2.0f, 2.0f);
         if (n > 4) {
@@ -115,12 +133,12 @@ TEST_P(KernelsOps, SiluMulMatchesScalar) {
             g[3] = -87.5f;
         }
         std::vector<float> r(n), o(n);
-        silu_mul_isa(Isa::Scalar, g.data(), u.data(), r.data(), n);
-        silu_mul_isa(isa, g.data(), u.data(), o.data(), n);
+        scalar_ops().silu_mul(g.data(), u.data(), r.data(), n);
+        ops.silu_mul(g.data(), u.data(), o.data(), n);
         for (int64_t i = 0; i < n; ++i)
             EXPECT_NEAR(o[i], r[i], 16 * kEps * std::fabs(r[i]) + 1e-30) << "n=" << n << " i=" << i;
         auto in_place = g;
-        silu_mul_isa(isa, in_place.data(), u.data(), in_place.data(), n);
+        ops.silu_mul(in_place.data(), u.data(), in_place.data(), n);
         for (int64_t i = 0; i < n; ++i) EXPECT_EQ(in_place[i], o[i]);
     }
 }
@@ -129,14 +147,14 @@ TEST_P(KernelsOps, SiluMulMatchesScalar) {
 // within n*u relative, so p_i is within (n + 8)*u relative; entries whose true value is
 // below ~1e-38 may be flushed to 0 (absolute floor).
 TEST_P(KernelsOps, SoftmaxMatchesScalar) {
-    const Isa isa = GetParam();
+    const detail::OpsTable& ops = GetParam().table();
     for (int64_t n : kSizes) {
         if (n == 0) continue;
         auto x = random_floats(n, 40 + n, -30.0f, 30.0f);
         if (n > 3) x[1] = -1000.0f;  // underflows to 0
         auto r = x, o = x;
-        softmax_isa(Isa::Scalar, r.data(), n);
-        softmax_isa(isa, o.data(), n);
+        scalar_ops().softmax(r.data(), n);
+        ops.softmax(o.data(), n);
         double sum = 0.0;
         for (int64_t i = 0; i < n; ++i) {
             EXPECT_NEAR(o[i], r[i], (n + 16) * kEps * r[i] + 1e-37) << "n=" << n << " i=" << i;
@@ -150,8 +168,7 @@ TEST_P(KernelsOps, SoftmaxMatchesScalar) {
 // max it shifted by and the sum of exp(x - max) it divided by: checked against the input (the max
 // exactly) and a double-precision sum of exp.
 TEST_P(KernelsOps, SoftmaxStatsIsSoftmaxWithItsMaxAndSum) {
-    const Isa isa = GetParam();
-    const auto& ops = detail::ops_table(isa);
+    const detail::OpsTable& ops = GetParam().table();
     for (int64_t n : kSizes) {
         if (n == 0) continue;
         auto x = random_floats(n, 70 + n, -20.0f, 20.0f);
@@ -170,7 +187,7 @@ TEST_P(KernelsOps, SoftmaxStatsIsSoftmaxWithItsMaxAndSum) {
 }
 
 TEST_P(KernelsOps, Bf16RowConversionBitExact) {
-    const Isa isa = GetParam();
+    const detail::OpsTable& ops = GetParam().table();
     // Specials: +-0, +-Inf, quiet/signalling NaNs with payloads (including ones whose upper
     // bits alone would look like Inf), the largest finite (rounds to Inf), denormals, and
     // exact ties on both even and odd mantissas (RNE must pick the even neighbour).
@@ -187,7 +204,7 @@ TEST_P(KernelsOps, Bf16RowConversionBitExact) {
         for (int64_t off = 0; off < 2; ++off) {  // also starting at an odd element (unaligned)
             if (n + off > static_cast<int64_t>(x.size())) continue;
             std::vector<uint16_t> got(n + 1, 0xdead);
-            f32_to_bf16_row_isa(isa, x.data() + off, got.data(), n);
+            ops.f32_to_bf16_row(x.data() + off, got.data(), n);
             for (int64_t i = 0; i < n; ++i)
                 ASSERT_EQ(got[i], tensor::f32_to_bf16(x[off + i]))
                     << std::hex << "bits=0x" << bits[off + i] << " n=" << std::dec << n;
@@ -198,19 +215,24 @@ TEST_P(KernelsOps, Bf16RowConversionBitExact) {
     std::vector<uint16_t> all(65536);
     for (uint32_t i = 0; i < 65536; ++i) all[i] = static_cast<uint16_t>(i);
     std::vector<float> f(65536);
-    bf16_to_f32_row_isa(isa, all.data(), f.data(), 65536);
+    ops.bf16_to_f32_row(all.data(), f.data(), 65536);
     for (uint32_t i = 0; i < 65536; ++i)
         ASSERT_EQ(std::bit_cast<uint32_t>(f[i]), i << 16) << i;
 }
 
-INSTANTIATE_TEST_SUITE_P(KernelsSimd, KernelsOps, ::testing::Values(Isa::AVX2, Isa::AVX512),
-                         testing::isa_param_name);
+// avx512_emulated runs on every CPU: the AVX-512 source on SIMDe (kernels/avx512_compat.h).
+INSTANTIATE_TEST_SUITE_P(KernelsSimd, KernelsOps,
+                         ::testing::Values(OpsVariant{"avx2", Isa::AVX2, detail::ops_avx2},
+                                           OpsVariant{"avx512", Isa::AVX512, detail::ops_avx512},
+                                           OpsVariant{"avx512_emulated", Isa::Scalar,
+                                                      detail::ops_avx512_emulated}),
+                         variant_name);
 
 TEST(KernelsOpsDispatch, PublicEntryPointsFollowActiveIsa) {
     // The dispatching entry points must give the scalar answer when scalar is active.
     testing::ActiveIsaGuard guard(Isa::Scalar);
     auto a = random_floats(33, 50), b = random_floats(33, 51);
-    EXPECT_EQ(dot_f32(a.data(), b.data(), 33), dot_f32_isa(Isa::Scalar, a.data(), b.data(), 33));
+    EXPECT_EQ(dot_f32(a.data(), b.data(), 33), scalar_ops().dot_f32(a.data(), b.data(), 33));
     std::vector<uint16_t> h(33), hr(33);
     f32_to_bf16_row(a.data(), h.data(), 33);
     for (int i = 0; i < 33; ++i) EXPECT_EQ(h[i], tensor::f32_to_bf16(a[i]));
