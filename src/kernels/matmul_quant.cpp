@@ -71,18 +71,23 @@ void pack_quant_row(const WeightMatrix& w, int64_t r, const QuantRow& row, uint8
             std::memcpy(b + lr * 2, &row.d[static_cast<size_t>(g)], 2);
             if (w.asym) std::memcpy(b + 32 + lr * 2, &row.m[static_cast<size_t>(g)], 2);
             uint8_t* qs = b + (w.asym ? 64 : 32);
-            for (int64_t i = 0; i < w.group; ++i) {
-                const uint8_t q = row.q[static_cast<size_t>(g * w.group + i)] & 0x0f;
-                uint8_t& byte = qs[(i / 4) * 32 + lane * 4 + i % 4];
-                byte = high ? static_cast<uint8_t>((byte & 0x0f) | (q << 4)) : static_cast<uint8_t>((byte & 0xf0) | q);
+            // A quad's 4 codes of this row are 4 consecutive bytes (one nibble each): merge them as
+            // one 32-bit word (loading a model packs every row, so this loop is on its load path).
+            const uint8_t* src = row.q.data() + g * w.group;
+            for (int64_t j = 0; j < w.group / 4; ++j) {
+                uint32_t q, word;
+                std::memcpy(&q, src + 4 * j, 4);
+                std::memcpy(&word, qs + j * 32 + lane * 4, 4);
+                q &= 0x0f0f0f0fu;
+                word = high ? (word & 0x0f0f0f0fu) | (q << 4) : (word & 0xf0f0f0f0u) | q;
+                std::memcpy(qs + j * 32 + lane * 4, &word, 4);
             }
         }
     } else if (w.type == WeightType::Q8) {
         util::check(row.d.size() == 1, "pack_quant_row: int8 rows have one scale");
         std::memcpy(p + lr * 2, &row.d[0], 2);
-        uint8_t* qs = p + 32;
-        for (int64_t k = 0; k < w.cols; ++k)
-            qs[(k / 4) * 64 + (high ? 32 : 0) + lane * 4 + k % 4] = row.q[static_cast<size_t>(k)];
+        uint8_t* qs = p + 32 + (high ? 32 : 0) + lane * 4;
+        for (int64_t j = 0; j < w.cols / 4; ++j) std::memcpy(qs + j * 64, row.q.data() + 4 * j, 4);
     } else {
         std::memcpy(p + lr * 4, &row.scale, 4);
         uint8_t* qs = p + 64;
