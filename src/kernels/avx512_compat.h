@@ -132,7 +132,10 @@ inline zf fmadd(zf a, zf b, zf c) {
 }
 
 inline zf fnmadd(zf a, zf b, zf c) {
-    return fmadd(WZ(mm512_sub_ps)(WZ(mm512_setzero_ps)(), a), b, c);  // -a is exact
+    // -a by flipping the sign bit (exact, and -(+0) = -0 as vfnmadd would give; 0 - a would not).
+    const zf neg_a = WZ(mm512_castsi512_ps)(WZ(mm512_xor_si512)(WZ(mm512_castps_si512)(a),
+                                                                 WZ(mm512_set1_epi32)(INT32_MIN)));
+    return fmadd(neg_a, b, c);
 }
 
 // Horizontal sum and max of 16 lanes, as a fixed tree (the two 256-bit halves, then the 128-bit

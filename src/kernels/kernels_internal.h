@@ -68,6 +68,9 @@ struct MatmulTable {
     int64_t row_tile;
     // Quantized weights, rows [row_begin, row_end) for all n tokens.
     void (*quant)(const QuantArgs& a, int64_t row_begin, int64_t row_end);
+    // Whether `quant` reads QuantArgs::unpack (multi-token W4A8 codes unpacked once per panel):
+    // only the AVX2 kernel does, so the others are not handed a scratch buffer they ignore.
+    bool quant_uses_unpack;
 };
 
 void mm_quant_avx2(const QuantArgs& a, int64_t row_begin, int64_t row_end);  // matmul_quant_avx2.cpp

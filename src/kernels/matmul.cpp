@@ -25,7 +25,7 @@ const detail::MatmulTable& table(Isa isa) {
         // matmul.h / matmul_quant.h the results are identical in every ISA.
         case Isa::AVX512: {
             static const detail::MatmulTable t{detail::matmul_avx2().f32, detail::matmul_avx2().bf16,
-                                               detail::matmul_avx2().row_tile, detail::mm_quant_avx512};
+                                               detail::matmul_avx2().row_tile, detail::mm_quant_avx512, false};
             return t;
         }
         case Isa::AVX2: return detail::matmul_avx2();
@@ -106,7 +106,7 @@ uint8_t* unpack_scratch(int64_t cols) {
 void run_rows(const detail::MatmulTable& t, const WeightMatrix& w, const float* x, int64_t n, float* y,
               int64_t r0, int64_t r1, const detail::QuantArgs& qa) {
     if (is_quant(w)) {
-        if (qa.kind == 0 && !qa.act_f32 && n >= kQ4UnpackMinTokens) {
+        if (t.quant_uses_unpack && qa.kind == 0 && !qa.act_f32 && n >= kQ4UnpackMinTokens) {
             detail::QuantArgs q = qa;
             q.unpack = unpack_scratch(w.cols);
             t.quant(q, r0, r1);

@@ -63,6 +63,8 @@ void pack_quant_row(const WeightMatrix& w, int64_t r, const QuantRow& row, uint8
     const int64_t lr = r % kPanelRows, lane = lr % 8;
     const bool high = lr >= 8;
     if (w.type == WeightType::Q4) {
+        // The word-at-a-time packing below needs whole quads: a group of 32 or 128 dividing the row.
+        util::check((w.group == 32 || w.group == 128) && w.cols % w.group == 0, "pack_quant_row: bad int4 shape");
         const int64_t ng = w.cols / w.group, gb = q4_group_bytes(w);
         util::check(static_cast<int64_t>(row.d.size()) == ng && (!w.asym || static_cast<int64_t>(row.m.size()) == ng),
                     "pack_quant_row: wrong scale count");
@@ -85,6 +87,7 @@ void pack_quant_row(const WeightMatrix& w, int64_t r, const QuantRow& row, uint8
         }
     } else if (w.type == WeightType::Q8) {
         util::check(row.d.size() == 1, "pack_quant_row: int8 rows have one scale");
+        util::check(w.cols % 4 == 0, "pack_quant_row: int8 row length must be a multiple of 4");
         std::memcpy(p + lr * 2, &row.d[0], 2);
         uint8_t* qs = p + 32 + (high ? 32 : 0) + lane * 4;
         for (int64_t j = 0; j < w.cols / 4; ++j) std::memcpy(qs + j * 64, row.q.data() + 4 * j, 4);
