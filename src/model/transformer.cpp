@@ -1,5 +1,6 @@
 #include "model/transformer.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstring>
@@ -11,6 +12,14 @@
 #include "util/error.h"
 
 namespace warden::model {
+
+namespace {
+// How much of the next matrix idle workers prefetch between matmuls. Most gaps end before a
+// worker gets through this much (the next job interrupts it); 0.5, 1 and 2 MiB all sped up
+// batch-1 int4 decode of a 1B-shaped model by a few percent, 2 MiB the most
+// (docs/WEIGHT_QUANT.md, "Prefetching the next matrix between matmuls"). Within a shared L3.
+constexpr int64_t kPrefetchAheadBytes = int64_t{2} << 20;
+}  // namespace
 
 Transformer::Transformer(const Model& model, util::ThreadPool& pool) : model_(model), pool_(pool) {}
 
@@ -140,10 +149,18 @@ std::vector<char> Transformer::step(std::span<const SeqInput> seqs, const kernel
         }
         kernels::matmul_multi(std::span<const kernels::MatmulOut>(o.data(), k), xin, n, pool_);
     };
+    // While this thread does the serial work between two matmuls (norms, RoPE, attention), the
+    // pool's idle workers prefetch the start of the next matrix (util::ThreadPool::
+    // prefetch_while_idle), so weight bytes keep streaming between matmuls at decode.
+    auto prefetch_next = [&](const Matrix& M) {
+        pool_.prefetch_while_idle(M.view().data,
+                                  static_cast<size_t>(std::min(M.bytes(), kPrefetchAheadBytes)));
+    };
     std::vector<kernels::PagedAttentionSeq> att_seqs;
     att_seqs.reserve(seqs.size());
     std::vector<MlaSeq> mla_seqs;
 
+    if (!w.layers.empty() && !w.layers[0].mla) prefetch_next(w.layers[0].wq);
     for (int64_t l = 0; l < c.n_layers; ++l) {
         const LayerWeights& L = w.layers[static_cast<size_t>(l)];
         for (int64_t t = 0; t < n; ++t)
@@ -157,6 +174,7 @@ std::vector<char> Transformer::step(std::span<const SeqInput> seqs, const kernel
             mla_.forward(c, *L.mla, xb_.data(), n, rope_cs_.data(), mla_seqs, kv.layer(l), kv.fresh, proj_.data(), pool_);
         } else {  // GQA attention (the lines below keep their indentation)
         mm_shared({{&L.wq, q_.data()}, {&L.wk, k_.data()}, {&L.wv, v_.data()}}, xb_.data());
+        prefetch_next(L.wo);
         add_bias(q_.data(), L.bq);
         add_bias(k_.data(), L.bk);
         add_bias(v_.data(), L.bv);
@@ -187,6 +205,7 @@ std::vector<char> Transformer::step(std::span<const SeqInput> seqs, const kernel
         }
         kernels::paged_attention(att_seqs, c.n_heads, layer, att_scale, pool_);
         mm(L.wo, att_.data(), proj_.data());
+        if (!L.moe) prefetch_next(L.w_gate);
         }  // GQA attention
         for (int64_t i = 0; i < n * d; ++i) x_[static_cast<size_t>(i)] += proj_[static_cast<size_t>(i)];
 
@@ -196,8 +215,15 @@ std::vector<char> Transformer::step(std::span<const SeqInput> seqs, const kernel
             moe_.forward(c, *L.moe, xb_.data(), n, proj_.data(), pool_);
         } else {
             mm_shared({{&L.w_gate, gate_.data()}, {&L.w_up, up_.data()}}, xb_.data());
+            prefetch_next(L.w_down);
             kernels::silu_mul(gate_.data(), up_.data(), gate_.data(), n * c.d_ff);
             mm(L.w_down, gate_.data(), proj_.data());
+            if (l + 1 < c.n_layers) {
+                const LayerWeights& next = w.layers[static_cast<size_t>(l + 1)];
+                if (!next.mla) prefetch_next(next.wq);
+            } else {
+                prefetch_next(w.output);
+            }
         }
         for (int64_t i = 0; i < n * d; ++i) x_[static_cast<size_t>(i)] += proj_[static_cast<size_t>(i)];
     }

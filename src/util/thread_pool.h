@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -32,6 +33,18 @@ public:
     // one chunk per thread, and calls fn(begin, end) for each non-empty chunk.
     void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
+    // A hint for the idle time between run() calls: workers that would otherwise spin waiting
+    // for the next job issue software prefetches over [data, data + bytes) instead, each worker
+    // its own contiguous slice. Decode calls it with the start of the next weight matrix before
+    // the serial work between two matmuls (norms, attention), so the memory system streams
+    // weights while it would otherwise sit idle. The hint stays until the next call replaces it
+    // (a run() in between does not clear it: workers resume their slice when they spin again).
+    // Nothing is read: a prefetch never faults, and results do not depend on it.
+    void prefetch_while_idle(const void* data, size_t bytes);
+    // Bytes whose prefetch the workers have finished, summed over every range so far: a worker
+    // adds its slice when it has issued all of it (a replaced, unfinished slice adds nothing).
+    uint64_t prefetched_bytes() const { return pf_done_bytes_.load(std::memory_order_relaxed); }
+
     static int default_threads();
 
 private:
@@ -46,6 +59,13 @@ private:
     std::atomic<bool> stop_{false};
     std::exception_ptr error_;  // first exception thrown by a worker during run()
     std::atomic<bool> has_error_{false};
+    // prefetch_while_idle's range, under pf_mu_; pf_seq_ changes with it, so a worker takes the
+    // lock only when there is a new range to read.
+    std::mutex pf_mu_;
+    const char* pf_data_ = nullptr;
+    size_t pf_bytes_ = 0;
+    std::atomic<uint64_t> pf_seq_{0};
+    std::atomic<uint64_t> pf_done_bytes_{0};
 };
 
 }  // namespace warden::util

@@ -135,6 +135,38 @@ TEST(ThreadPool, ParallelForSumsRepeatedly) {
     }
 }
 
+// prefetch_while_idle: the workers' slices cover the range exactly once (odd sizes, 1-4 workers),
+// a new range replaces the old one, jobs run normally meanwhile, and a null range is a no-op.
+TEST(ThreadPool, PrefetchWhileIdleCoversRangeOnce) {
+    Watchdog dog("PrefetchWhileIdleCoversRangeOnce", std::chrono::seconds(120));
+    std::vector<char> buf(3 * 1000 * 1000 + 77);
+    for (int threads = 2; threads <= 5; ++threads) {
+        ThreadPool pool(threads);
+        uint64_t want = 0;
+        for (const size_t n : {buf.size(), size_t{1}, size_t{64}, size_t{65}, size_t{4096 * 3 + 5}}) {
+            pool.prefetch_while_idle(buf.data() + 3, n - 3 * (n > 3));
+            want += n - 3 * (n > 3);
+            // Workers pick a range up while spinning between jobs; a job wakes any that slept.
+            const auto t0 = std::chrono::steady_clock::now();
+            while (pool.prefetched_bytes() < want && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60)) {
+                std::atomic<int> ran{0};
+                pool.run([&](int, int) { ran.fetch_add(1); });
+                ASSERT_EQ(ran.load(), threads);
+                std::this_thread::sleep_for(std::chrono::microseconds(100));
+            }
+            ASSERT_EQ(pool.prefetched_bytes(), want) << threads << " threads, range " << n;
+        }
+        pool.prefetch_while_idle(nullptr, 12345);  // no range: nothing more is counted
+        std::atomic<int> ran{0};
+        pool.run([&](int, int) { ran.fetch_add(1); });
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        EXPECT_EQ(pool.prefetched_bytes(), want);
+    }
+    ThreadPool one(1);  // no workers: the hint is ignored
+    one.prefetch_while_idle(buf.data(), buf.size());
+    EXPECT_EQ(one.prefetched_bytes(), 0u);
+}
+
 TEST(ThreadPool, ConstructAndDestroyRepeatedly) {
     Watchdog dog("ConstructAndDestroyRepeatedly", std::chrono::seconds(120));
     for (int it = 0; it < 100; ++it) {
