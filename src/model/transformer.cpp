@@ -149,9 +149,11 @@ std::vector<char> Transformer::step(std::span<const SeqInput> seqs, const kernel
         }
         kernels::matmul_multi(std::span<const kernels::MatmulOut>(o.data(), k), xin, n, pool_);
     };
-    // While this thread does the serial work between two matmuls (norms, RoPE, attention), the
-    // pool's idle workers prefetch the start of the next matrix (util::ThreadPool::
-    // prefetch_while_idle), so weight bytes keep streaming between matmuls at decode.
+    // While this thread does the serial work between two pool jobs (norms, RoPE, KV writes; the
+    // attention is itself a pool job), the pool's idle workers prefetch the start of the next
+    // matrix (util::ThreadPool::prefetch_while_idle), so weight bytes keep streaming between
+    // matmuls at decode. For a q/k/v or gate/up group that is its first matrix (q, gate). Dense
+    // GQA layers only: MoE experts and MLA projections are not named here.
     auto prefetch_next = [&](const Matrix& M) {
         pool_.prefetch_while_idle(M.view().data,
                                   static_cast<size_t>(std::min(M.bytes(), kPrefetchAheadBytes)));

@@ -22,21 +22,26 @@ constexpr size_t kLine = 64;
 constexpr int kPrefetchLinesPerTurn = 8;
 
 inline void prefetch_line(const char* p) {
-#if defined(__x86_64__)
-    // T1 (L2 and below): the range is larger than L1, and on Zen-class cores lines that leave
-    // L2 land in the shared L3, where the next job's loads still find them.
-    _mm_prefetch(p, _MM_HINT_T1);
-#else
-    (void)p;
-#endif
+    // Locality 2 (x86: prefetcht1, into L2 and below): the range is larger than L1, and on
+    // Zen-class cores lines that leave L2 land in the shared L3, where the next job still finds
+    // them.
+    __builtin_prefetch(p, 0, 2);
 }
 }  // namespace
+
+std::pair<size_t, size_t> ThreadPool::prefetch_slice(size_t n, size_t workers, size_t w) {
+    if (workers == 0 || w >= workers) return {n, n};
+    n = std::min(n, kMaxPrefetchBytes);  // keeps the sums below from wrapping
+    const size_t per = ((n + workers - 1) / workers + kLine - 1) / kLine * kLine;  // whole lines
+    const size_t b = std::min(n, per * w);
+    return {b, std::min(n, b + per)};
+}
 
 void ThreadPool::prefetch_while_idle(const void* data, size_t bytes) {
     if (n_threads_ == 1) return;
     const std::lock_guard<std::mutex> lock(pf_mu_);
     pf_data_ = static_cast<const char*>(data);
-    pf_bytes_ = data == nullptr ? 0 : bytes;
+    pf_bytes_ = data == nullptr ? 0 : std::min(bytes, kMaxPrefetchBytes);
     pf_seq_.fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -68,17 +73,21 @@ void ThreadPool::worker(int index) {
         int spins = 0;
         while (generation_.load(std::memory_order_acquire) == seen && spins < kSpinIterations) {
             if (pf_seq_.load(std::memory_order_relaxed) != pf_seen) {
-                const std::lock_guard<std::mutex> lock(pf_mu_);
+                // try_lock: a worker that would block here (the caller is storing a new range, or
+                // another worker is reading it) spins instead, so it keeps watching for a job.
+                std::unique_lock<std::mutex> lock(pf_mu_, std::try_to_lock);
+                if (!lock.owns_lock()) {
+                    cpu_relax();
+                    ++spins;
+                    continue;
+                }
                 pf_seen = pf_seq_.load(std::memory_order_relaxed);
                 const char* d = pf_data_;
-                const size_t n = pf_bytes_;
-                const auto workers = static_cast<size_t>(n_threads_ - 1);
-                const size_t per =
-                    ((n + workers - 1) / workers + kLine - 1) / kLine * kLine;  // whole lines
-                const size_t b = std::min(n, per * static_cast<size_t>(index - 1));
+                const auto [b, e] = prefetch_slice(pf_bytes_, static_cast<size_t>(n_threads_ - 1),
+                                                   static_cast<size_t>(index - 1));
                 pf_cur = d == nullptr ? nullptr : d + b;
-                pf_end = d == nullptr ? nullptr : d + std::min(n, b + per);
-                pf_slice = static_cast<size_t>(pf_end - pf_cur);
+                pf_end = d == nullptr ? nullptr : d + e;
+                pf_slice = e - b;
             }
             if (pf_cur < pf_end) {
                 for (int i = 0; i < kPrefetchLinesPerTurn && pf_cur < pf_end; ++i) {

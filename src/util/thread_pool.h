@@ -9,6 +9,7 @@
 #include <exception>
 #include <functional>
 #include <mutex>
+#include <utility>
 #include <thread>
 #include <vector>
 
@@ -35,12 +36,19 @@ public:
 
     // A hint for the idle time between run() calls: workers that would otherwise spin waiting
     // for the next job issue software prefetches over [data, data + bytes) instead, each worker
-    // its own contiguous slice. Decode calls it with the start of the next weight matrix before
-    // the serial work between two matmuls (norms, attention), so the memory system streams
-    // weights while it would otherwise sit idle. The hint stays until the next call replaces it
-    // (a run() in between does not clear it: workers resume their slice when they spin again).
-    // Nothing is read: a prefetch never faults, and results do not depend on it.
+    // its own contiguous slice (prefetch_slice), checking for a new job every 8 lines. Decode
+    // calls it with the start of the next weight matrix before the calling thread's serial work
+    // between two pool jobs (norms, RoPE, KV writes), so the memory system streams weights while
+    // it would otherwise sit idle. The hint stays until the next call replaces it (a run() in
+    // between does not clear it: workers resume their slice when they spin again), and the
+    // range need not stay valid: nothing is read, and a prefetch never faults. Sleeping
+    // workers are not woken for it. Ranges are capped at kMaxPrefetchBytes.
     void prefetch_while_idle(const void* data, size_t bytes);
+    static constexpr size_t kMaxPrefetchBytes = size_t{1} << 30;
+    // Worker w's slice [begin, end) of a range of n bytes shared by `workers` workers (w in
+    // [0, workers)): contiguous, whole 64-byte lines except at the end, together covering [0, n)
+    // exactly once.
+    static std::pair<size_t, size_t> prefetch_slice(size_t n, size_t workers, size_t w);
     // Bytes whose prefetch the workers have finished, summed over every range so far: a worker
     // adds its slice when it has issued all of it (a replaced, unfinished slice adds nothing).
     uint64_t prefetched_bytes() const { return pf_done_bytes_.load(std::memory_order_relaxed); }

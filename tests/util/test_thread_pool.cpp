@@ -6,13 +6,16 @@
 // free cores one run() can cost a scheduler time slice rather than microseconds.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "util/thread_pool.h"
@@ -135,8 +138,38 @@ TEST(ThreadPool, ParallelForSumsRepeatedly) {
     }
 }
 
-// prefetch_while_idle: the workers' slices cover the range exactly once (odd sizes, 1-4 workers),
-// a new range replaces the old one, jobs run normally meanwhile, and a null range is a no-op.
+// prefetch_slice: for any size and worker count the slices are contiguous, in order, in whole
+// 64-byte lines (but the last), and cover [0, min(n, cap)) exactly once.
+TEST(ThreadPool, PrefetchSlicesTileTheRange) {
+    const size_t cap = ThreadPool::kMaxPrefetchBytes;
+    for (const size_t n : {size_t{0}, size_t{1}, size_t{63}, size_t{64}, size_t{65}, size_t{1000}, size_t{4095},
+                           size_t{2} << 20, (size_t{2} << 20) + 7, cap - 1, cap, cap + 1, SIZE_MAX}) {
+        for (size_t workers = 1; workers <= 17; ++workers) {
+            const size_t want = std::min(n, cap);
+            size_t next = 0;
+            for (size_t w = 0; w < workers; ++w) {
+                const auto [b, e] = ThreadPool::prefetch_slice(n, workers, w);
+                ASSERT_EQ(b, next) << "n=" << n << " workers=" << workers << " w=" << w;
+                ASSERT_LE(b, e);
+                ASSERT_LE(e, want);
+                if (e < want) {
+                    ASSERT_EQ(e % 64, 0u) << "n=" << n << " workers=" << workers << " w=" << w;
+                }
+                next = e;
+            }
+            ASSERT_EQ(next, want) << "n=" << n << " workers=" << workers;
+            // No worker idles while another has more than its share plus a line.
+            const auto [b0, e0] = ThreadPool::prefetch_slice(n, workers, 0);
+            EXPECT_LE(e0 - b0, (want + workers - 1) / workers + 64) << "n=" << n << " workers=" << workers;
+        }
+    }
+    EXPECT_EQ(ThreadPool::prefetch_slice(100, 0, 0), (std::pair<size_t, size_t>{100, 100}));
+    EXPECT_EQ(ThreadPool::prefetch_slice(100, 2, 2), (std::pair<size_t, size_t>{100, 100}));
+}
+
+// prefetch_while_idle in a running pool: every worker finishes its slice of each range (the
+// finished slices add up to the range, so none is skipped or issued twice), a new range replaces
+// the old one, and jobs run normally meanwhile.
 TEST(ThreadPool, PrefetchWhileIdleCoversRangeOnce) {
     Watchdog dog("PrefetchWhileIdleCoversRangeOnce", std::chrono::seconds(120));
     std::vector<char> buf(3 * 1000 * 1000 + 77);
@@ -156,11 +189,10 @@ TEST(ThreadPool, PrefetchWhileIdleCoversRangeOnce) {
             }
             ASSERT_EQ(pool.prefetched_bytes(), want) << threads << " threads, range " << n;
         }
-        pool.prefetch_while_idle(nullptr, 12345);  // no range: nothing more is counted
+        pool.prefetch_while_idle(nullptr, 12345);  // no range (a null hint must not crash a worker)
         std::atomic<int> ran{0};
         pool.run([&](int, int) { ran.fetch_add(1); });
-        std::this_thread::sleep_for(std::chrono::milliseconds(2));
-        EXPECT_EQ(pool.prefetched_bytes(), want);
+        EXPECT_EQ(ran.load(), threads);
     }
     ThreadPool one(1);  // no workers: the hint is ignored
     one.prefetch_while_idle(buf.data(), buf.size());
