@@ -22,19 +22,19 @@ int64_t q4_group_bytes(const WeightMatrix& w) { return 32 + (w.asym ? 32 : 0) + 
 
 void check_quant_shape(const WeightMatrix& w) {
     util::check(w.rows >= 0 && w.cols >= 0, "quantized matrix: negative shape");
-    std::string shp = "[";
-    shp.append(std::to_string(w.rows)).append(", ").append(std::to_string(w.cols)).append("]");
+    // Built only for an error message: every matmul call and every packed row checks the shape.
+    auto shp = [&] { return "[" + std::to_string(w.rows) + ", " + std::to_string(w.cols) + "]"; };
     switch (w.type) {
         case WeightType::Q4:
             if (w.group != 32 && w.group != 128)
                 throw util::Error("int4 group size must be 32 or 128, got " + std::to_string(w.group));
             if (w.cols % w.group != 0)
                 throw util::Error("int4 group size " + std::to_string(w.group) + " does not divide the row length " +
-                                  std::to_string(w.cols) + " of a " + shp + " matrix");
+                                  std::to_string(w.cols) + " of a " + shp() + " matrix");
             break;
         case WeightType::Q8:
             if (w.cols % kActBlock != 0)
-                throw util::Error("int8 weights need a row length divisible by 32, got " + shp);
+                throw util::Error("int8 weights need a row length divisible by 32, got " + shp());
             break;
         case WeightType::FP8: break;
         default: throw util::Error("check_quant_shape: not a quantized weight type");
@@ -59,12 +59,12 @@ float quant_scale_to_f32(const WeightMatrix& w, uint16_t bits) {
 void pack_quant_row(const WeightMatrix& w, int64_t r, const QuantRow& row, uint8_t* packed) {
     util::check(r >= 0 && r < w.rows, "pack_quant_row: row out of bounds");
     util::check(static_cast<int64_t>(row.q.size()) == w.cols, "pack_quant_row: wrong code count");
+    // The word-at-a-time packing below needs whole quads of codes, which a valid shape guarantees.
+    check_quant_shape(w);
     uint8_t* p = packed + (r / kPanelRows) * quant_panel_bytes(w);
     const int64_t lr = r % kPanelRows, lane = lr % 8;
     const bool high = lr >= 8;
     if (w.type == WeightType::Q4) {
-        // The word-at-a-time packing below needs whole quads: a group of 32 or 128 dividing the row.
-        util::check((w.group == 32 || w.group == 128) && w.cols % w.group == 0, "pack_quant_row: bad int4 shape");
         const int64_t ng = w.cols / w.group, gb = q4_group_bytes(w);
         util::check(static_cast<int64_t>(row.d.size()) == ng && (!w.asym || static_cast<int64_t>(row.m.size()) == ng),
                     "pack_quant_row: wrong scale count");
@@ -87,7 +87,6 @@ void pack_quant_row(const WeightMatrix& w, int64_t r, const QuantRow& row, uint8
         }
     } else if (w.type == WeightType::Q8) {
         util::check(row.d.size() == 1, "pack_quant_row: int8 rows have one scale");
-        util::check(w.cols % 4 == 0, "pack_quant_row: int8 row length must be a multiple of 4");
         std::memcpy(p + lr * 2, &row.d[0], 2);
         uint8_t* qs = p + 32 + (high ? 32 : 0) + lane * 4;
         for (int64_t j = 0; j < w.cols / 4; ++j) std::memcpy(qs + j * 64, row.q.data() + 4 * j, 4);

@@ -9,8 +9,8 @@
 #include <exception>
 #include <functional>
 #include <mutex>
-#include <utility>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace warden::util {

@@ -8,9 +8,9 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdint>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
@@ -167,18 +167,19 @@ TEST(ThreadPool, PrefetchSlicesTileTheRange) {
     EXPECT_EQ(ThreadPool::prefetch_slice(100, 2, 2), (std::pair<size_t, size_t>{100, 100}));
 }
 
-// prefetch_while_idle in a running pool: every worker finishes its slice of each range (the
-// finished slices add up to the range, so none is skipped or issued twice), a new range replaces
-// the old one, and jobs run normally meanwhile.
+// prefetch_while_idle in a running pool: the slices the workers finish add up to each range (how
+// the slices tile it is PrefetchSlicesTileTheRange's job), a new range replaces the old one, and
+// jobs run normally meanwhile.
 TEST(ThreadPool, PrefetchWhileIdleCoversRangeOnce) {
     Watchdog dog("PrefetchWhileIdleCoversRangeOnce", std::chrono::seconds(120));
     std::vector<char> buf(3 * 1000 * 1000 + 77);
     for (int threads = 2; threads <= 5; ++threads) {
         ThreadPool pool(threads);
         uint64_t want = 0;
-        for (const size_t n : {buf.size(), size_t{1}, size_t{64}, size_t{65}, size_t{4096 * 3 + 5}}) {
-            pool.prefetch_while_idle(buf.data() + 3, n - 3 * (n > 3));
-            want += n - 3 * (n > 3);
+        // Ranges start 3 bytes into the buffer: not line-aligned.
+        for (const size_t n : {buf.size() - 3, size_t{1}, size_t{61}, size_t{62}, size_t{4096 * 3 + 2}}) {
+            pool.prefetch_while_idle(buf.data() + 3, n);
+            want += n;
             // Workers pick a range up while spinning between jobs; a job wakes any that slept.
             const auto t0 = std::chrono::steady_clock::now();
             while (pool.prefetched_bytes() < want && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60)) {
