@@ -5,7 +5,13 @@
 // Build (standalone, nothing from warden):
 //   g++ -O3 -march=native -pthread -o bench/out/membw bench/membw.cpp
 // Run:
-//   bench/out/membw [--mib 1024] [--reps 7] [--threads 1,2] [--json]
+//   bench/out/membw [--mib 1024] [--reps 7] [--threads 1,2] [--streams 1] [--block 18432] [--json]
+//
+// --streams S (S > 1) reads each thread's slice as S interleaved streams instead of one: the
+// slice is cut into blocks of --block bytes (default: one 16-row panel of a 2048-column int4-g32
+// matrix) and S consecutive blocks are read a cache line from each in turn, the access pattern
+// of a kernel that works on S weight panels at once. On this project's 2-core VM two streams
+// read at ~80% of one (docs/WEIGHT_QUANT.md, "One stream per thread").
 //
 // Each thread streams over its own contiguous slice of one buffer (default 1 GiB,
 // far beyond the LLC), summing 64-bit words with 4 independent accumulators so
@@ -33,11 +39,13 @@ struct Options {
   std::size_t mib = 1024;
   int reps = 7;
   std::vector<int> threads = {1, 2};
+  std::size_t streams = 1;
+  std::size_t block = 18432;
   bool json = false;
 };
 
 [[noreturn]] void usage() {
-  std::fprintf(stderr, "usage: membw [--mib N] [--reps N] [--threads 1,2,...] [--json]\n");
+  std::fprintf(stderr, "usage: membw [--mib N] [--reps N] [--threads 1,2,...] [--streams S] [--block BYTES] [--json]\n");
   std::exit(2);
 }
 
@@ -63,13 +71,19 @@ Options parse(int argc, char** argv) {
         o.threads.push_back(std::stoi(s.substr(pos, comma - pos)));
         pos = comma + 1;
       }
+    } else if (a == "--streams") {
+      o.streams = std::stoul(next());
+    } else if (a == "--block") {
+      o.block = std::stoul(next());
     } else if (a == "--json") {
       o.json = true;
     } else {
       usage();
     }
   }
-  if (o.mib == 0 || o.reps <= 0 || o.threads.empty()) usage();
+  if (o.mib == 0 || o.reps <= 0 || o.threads.empty() || o.streams == 0 || o.streams > 16 || o.block < 64 ||
+      o.block % 64 != 0)
+    usage();
   return o;
 }
 
@@ -87,8 +101,32 @@ __attribute__((noinline)) std::uint64_t read_sum(const std::uint64_t* p, std::si
   return s0 + s1 + s2 + s3;
 }
 
+// The same sum, read as `streams` interleaved streams: groups of `streams` consecutive blocks of
+// `block_words` words, one 64-byte line of each block in turn (a tail shorter than a group is read
+// linearly). Two 32-byte vector adds per line, as read_sum compiles to, so the loop stays
+// load-bound.
+using Words4 = std::uint64_t __attribute__((vector_size(32)));
+__attribute__((noinline)) std::uint64_t read_sum_interleaved(const std::uint64_t* p, std::size_t n,
+                                                             std::size_t streams, std::size_t block_words) {
+  Words4 a = {0, 0, 0, 0}, b = a;
+  const std::size_t group = streams * block_words;
+  std::size_t g = 0;
+  for (; g + group <= n; g += group)
+    for (std::size_t i = 0; i < block_words; i += 8)
+      for (std::size_t s = 0; s < streams; ++s) {
+        Words4 x, y;
+        std::memcpy(&x, p + g + s * block_words + i, sizeof x);
+        std::memcpy(&y, p + g + s * block_words + i + 4, sizeof y);
+        a += x;
+        b += y;
+      }
+  const Words4 t = a + b;
+  return t[0] + t[1] + t[2] + t[3] + read_sum(p + g, n - g);
+}
+
 // One timed pass with `nt` threads over words[0, n). Returns seconds.
-double timed_pass(const std::uint64_t* words, std::size_t n, int nt, std::uint64_t& sink) {
+double timed_pass(const std::uint64_t* words, std::size_t n, int nt, std::size_t streams, std::size_t block_words,
+                  std::uint64_t& sink) {
   std::atomic<int> ready{0};
   std::atomic<bool> go{false};
   std::vector<std::uint64_t> sums(static_cast<std::size_t>(nt) * 8, 0);  // padded: no false sharing
@@ -101,7 +139,8 @@ double timed_pass(const std::uint64_t* words, std::size_t n, int nt, std::uint64
       ready.fetch_add(1);
       while (!go.load(std::memory_order_acquire)) {
       }
-      sums[static_cast<std::size_t>(t) * 8] = read_sum(words + b, e - b);
+      sums[static_cast<std::size_t>(t) * 8] =
+          streams == 1 ? read_sum(words + b, e - b) : read_sum_interleaved(words + b, e - b, streams, block_words);
     });
   }
   while (ready.load() != nt) {
@@ -131,11 +170,12 @@ int main(int argc, char** argv) {
   if (o.json) std::printf("{\"buffer_mib\": %zu, \"reps\": %d, \"read_gbps\": {", o.mib, o.reps);
   bool first = true;
   for (int nt : o.threads) {
-    timed_pass(words, n, nt, sink);  // warm-up
+    const std::size_t bw = o.block / sizeof(std::uint64_t);
+    timed_pass(words, n, nt, o.streams, bw, sink);  // warm-up
     double best = 1e30;
     double worst = 0;
     for (int r = 0; r < o.reps; ++r) {
-      const double s = timed_pass(words, n, nt, sink);
+      const double s = timed_pass(words, n, nt, o.streams, bw, sink);
       best = std::min(best, s);
       worst = std::max(worst, s);
     }
@@ -144,8 +184,8 @@ int main(int argc, char** argv) {
     if (o.json) {
       std::printf("%s\"%d\": %.3f", first ? "" : ", ", nt, gbps);
     } else {
-      std::printf("threads=%d read_GBps=%.2f (best of %d; worst %.2f) buffer=%zuMiB\n", nt, gbps, o.reps,
-                  gbps_worst, o.mib);
+      std::printf("threads=%d read_GBps=%.2f (best of %d; worst %.2f) buffer=%zuMiB streams=%zu\n", nt, gbps,
+                  o.reps, gbps_worst, o.mib, o.streams);
     }
     first = false;
   }

@@ -12,7 +12,12 @@
 // per-block subtract of 8 * xs is left to do. Exact: at every point the sum is, per k of its 16,
 // either (q - 8) * x (added) or -8 * x (not yet), each within +-1016, so within +-16256.
 // Tokens are processed panel by panel (all tokens of a panel while it is in L1/L2), so decode
-// reads each weight byte once and prefill reuses each panel across the batch. With 8 or more
+// reads each weight byte once and prefill reuses each panel across the batch. A thread reads one
+// panel at a time, so its weights arrive as one sequential stream: a batch-1 variant that took
+// two panels per pass (sharing each activation broadcast over 32 rows) was faster with the
+// weights in cache but read DRAM as two interleaved streams, which this machine serves at ~80% of
+// one stream's bandwidth; removing it made batch-1 decode faster (docs/WEIGHT_QUANT.md, "One
+// stream per thread"). With 8 or more
 // tokens the first 4-token pass also stores the panel's codes unpacked to bytes
 // (QuantArgs::unpack) and every later pass loads them ready to multiply. A pass is issue-bound
 // (16 maddubs + 16 adds per token and 32-block cannot shrink without VNNI) and the unpacking
@@ -140,54 +145,6 @@ void q4_a8_panel(const QuantArgs& a, const uint8_t* panel, uint8_t* ub, int64_t 
         }
     }
     for (int i = 0; i < NT; ++i) avx2::store_panel(acc0[i], acc1[i], y + i * a.ldy, j0, j1);
-}
-
-// Batch-1 symmetric W4A8 over two full panels at once (32 rows): each broadcast of 4 activation
-// bytes (and each block's xz and xd) feeds four maddubs instead of two. Batch-1 decode is issue-
-// bound on this loop when memory is fast (docs/WEIGHT_QUANT.md), so the saved instructions show:
-// a cache-resident 1024 x 1024 int4 GEMV on one core was faster in 14 of 15 alternating runs,
-// median +18%. Per row the arithmetic is q4_a8_panel's with NT = 1, unchanged (bit-identical).
-void q4_a8_pair(const QuantArgs& a, const uint8_t* pa, const uint8_t* pb, float* ya, float* yb) {
-    const int64_t cols = a.cols, G = a.group, gb = 32 + G * 8, ng = cols / G, spg = G / 32;
-    const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, b0 = a0, b1 = a0;
-    for (int64_t g = 0; g < ng; ++g) {
-        __m256 da0, da1, db0, db1;
-        load_scales(pa + g * gb, a.bf16_scales, da0, da1);
-        load_scales(pb + g * gb, a.bf16_scales, db0, db1);
-        for (int64_t sb = 0; sb < spg; ++sb) {
-            const int64_t b = g * spg + sb;
-            const uint8_t* qa = pa + g * gb + 32 + sb * 256;
-            const uint8_t* qb = pb + g * gb + 32 + sb * 256;
-            if (kQ4Prefetch > 0)
-                for (int pf = 0; pf < 4; ++pf) {
-                    _mm_prefetch(reinterpret_cast<const char*>(qa) + kQ4Prefetch + pf * 64, _MM_HINT_T0);
-                    _mm_prefetch(reinterpret_cast<const char*>(qb) + kQ4Prefetch + pf * 64, _MM_HINT_T0);
-                }
-            __m256i sa0 = _mm256_set1_epi32(a.xz[b]), sa1 = sa0, sb0 = sa0, sb1 = sa0;
-#pragma GCC unroll 8
-            for (int j = 0; j < 8; ++j) {
-                const __m256i xv = bcast4(a.xq + b * 32 + 4 * j);
-                const __m256i va = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qa + j * 32));
-                const __m256i vb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qb + j * 32));
-                sa0 = _mm256_add_epi16(sa0, _mm256_maddubs_epi16(_mm256_and_si256(va, m4), xv));
-                sa1 = _mm256_add_epi16(sa1, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(va, 4), m4), xv));
-                sb0 = _mm256_add_epi16(sb0, _mm256_maddubs_epi16(_mm256_and_si256(vb, m4), xv));
-                sb1 = _mm256_add_epi16(sb1, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(vb, 4), m4), xv));
-                WARDEN_KEEP_IN_REG(sa0);
-                WARDEN_KEEP_IN_REG(sa1);
-                WARDEN_KEEP_IN_REG(sb0);
-                WARDEN_KEEP_IN_REG(sb1);
-            }
-            const __m256 xdv = _mm256_set1_ps(a.xd[b]);
-            a0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(sa0, ones)), _mm256_mul_ps(da0, xdv), a0);
-            a1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(sa1, ones)), _mm256_mul_ps(da1, xdv), a1);
-            b0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(sb0, ones)), _mm256_mul_ps(db0, xdv), b0);
-            b1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(sb1, ones)), _mm256_mul_ps(db1, xdv), b1);
-        }
-    }
-    avx2::store_panel(a0, a1, ya, 0, kNr);
-    avx2::store_panel(b0, b1, yb, 0, kNr);
 }
 
 // W4A16: w = (q - 8) * d or fma(q, d, m) in f32, then the plain f32 chain over k.
@@ -362,13 +319,6 @@ void mm_quant_avx2(const QuantArgs& a, int64_t r0, int64_t r1) {
         const int64_t base = p * kNr;
         const int64_t j0 = r0 > base ? r0 - base : 0;
         const int64_t j1 = r1 - base < kNr ? r1 - base : kNr;
-        // Batch-1 symmetric W4A8: two full panels per pass when this thread's range has both.
-        if (a.kind == 0 && !a.act_f32 && !a.asym && a.n == 1 && a.unpack == nullptr && j0 == 0 && j1 == kNr &&
-            (p + 2) * kNr <= r1) {
-            q4_a8_pair(a, panel, panel + pb, a.y + base, a.y + base + kNr);
-            ++p;
-            continue;
-        }
         if (a.kind == 0 && !a.act_f32) {  // W4A8: tokens in fours share the weight unpacking
             const bool unpack = a.unpack != nullptr;  // the caller decides when it pays (matmul.cpp)
             // Tokens [t, t + NT) in one pass over the panel (the first pass unpacks, when unpacking).

@@ -69,7 +69,7 @@ TEST(QuantMatmul, Avx2BitExactVsScalarBatchAndThreadInvariant) {
     util::ThreadPool pool3(3);
     uint32_t seed = 7;
     for (const char* fmt : kFormats)
-        for (int64_t rows : {1, 17, 40, 80})  // 80: batch-1 int4 takes panels in pairs (0-1, 2-3, then 4)
+        for (int64_t rows : {1, 17, 40, 80})  // 80: five full panels
             for (int64_t cols : {128, 384}) {
                 const QMat m = make_qmat(fmt, rows, cols, seed++);
                 for (int64_t n : {1, 3, 6, 7, 9, 14}) {  // token tiles 1, 3, 4+2, 4+3; unpacked panels: 4+4+1, 4+4+4+2
@@ -95,7 +95,7 @@ TEST(QuantMatmul, Avx2BitExactVsScalarBatchAndThreadInvariant) {
                         if (HasFatalFailure()) return;
                     }
                     // Partial row ranges write only their rows and match (20..rows: a partial panel,
-                    // then a pair of full ones, then a single one).
+                    // then full ones).
                     for (const auto& [r0, r1] : {std::pair<int64_t, int64_t>{3, 9}, {20, rows}}) {
                         if (rows <= 9 || r0 >= rows) continue;  // 17 rows: 3..9 only
                         std::vector<float> y(static_cast<size_t>(n * rows), 123.0f);
