@@ -12,7 +12,9 @@ Roofline = read bandwidth / bytes per token. The bandwidth is the highest `membw
 round (weights_speed.sh measures it every round; membw.json only when no round did). membw is a
 plain read loop, and the bf16 GEMV sometimes draws more than it, so a second column gives each
 configuration's bandwidth draw (tok/s x bytes/token) as a fraction of warden bf16's in the same
-round: the roofline as the bf16 kernel shows it on that minute's machine.
+round: the roofline as the bf16 kernel shows it on that minute's machine. A third gives each
+round's draw as a fraction of that round's own membw reading (the bandwidth of this VM moves
+within a run, so the highest reading can come from a minute no decode run saw).
 
 Usage: weights_speed_summary.py results.tsv membw.json THREADS
 """
@@ -43,12 +45,12 @@ def main() -> int:
     results, membw_json, threads = sys.argv[1], sys.argv[2], sys.argv[3]
     tok = defaultdict(dict)  # config -> round -> tok/s
     bpt = {}
-    round_bw = []
+    round_bw = {}  # round -> bytes/s
     for line in open(results):
         f = line.rstrip("\n").split("\t")
         if f[0] == "membw":
             try:
-                round_bw.append(json.loads(f[2])["read_gbps"][str(threads)] * 1e9)
+                round_bw[int(f[1])] = json.loads(f[2])["read_gbps"][str(threads)] * 1e9
             except (ValueError, KeyError, IndexError):
                 print(f"warning: round {f[1]}: unreadable membw reading, not used", file=sys.stderr)
         elif f[0] == "warden":
@@ -71,17 +73,17 @@ def main() -> int:
             if cfg not in bpt:
                 bpt[cfg] = gguf_bytes(path)[0]
     if round_bw:
-        bw = max(round_bw)
-        src = f"highest of {len(round_bw)} rounds (" + " ".join(f"{b / 1e9:.1f}" for b in round_bw) + ")"
+        bw = max(round_bw.values())
+        src = f"highest of {len(round_bw)} rounds (" + " ".join(f"{round_bw[r] / 1e9:.1f}" for r in sorted(round_bw)) + ")"
     else:
         bw = json.load(open(membw_json))["read_gbps"][str(threads)] * 1e9
         src = membw_json
     base = tok.get("warden bf16", {})
     print(f"membw {bw / 1e9:.1f} GB/s ({threads} threads, {src}); best of "
           f"{max((len(v) for v in tok.values()), default=0)} rounds")
-    print("| config | best tok/s | MB/token | roofline tok/s | % of roofline | GB/s drawn / warden bf16's, per round "
-          "| best / warden bf16 best | per-round ratio to warden bf16 |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| config | best tok/s | MB/token | roofline tok/s | % of roofline | % of that round's membw, per round "
+          "| GB/s drawn / warden bf16's, per round | best / warden bf16 best | per-round ratio to warden bf16 |")
+    print("|---|---|---|---|---|---|---|---|---|")
     bbest = max(base.values()) if base else None
     for cfg, rounds in tok.items():
         best = max(rounds.values())
@@ -89,9 +91,10 @@ def main() -> int:
         ratios = " ".join(f"{rounds[r] / base[r]:.2f}" for r in sorted(rounds) if r in base and base[r] > 0)
         draw = " ".join(f"{rounds[r] * bpt[cfg] / (base[r] * bpt['warden bf16']):.2f}" for r in sorted(rounds)
                         if r in base and base[r] > 0) if base else "-"
+        own = " ".join(f"{100 * rounds[r] * bpt[cfg] / round_bw[r]:.0f}" for r in sorted(rounds) if r in round_bw) or "-"
         rel = f"{best / bbest:.2f}" if bbest else "-"
-        print(f"| {cfg} | {best:.2f} | {bpt[cfg] / 1e6:.0f} | {roof:.1f} | {100 * best / roof:.0f}% | {draw} | {rel} "
-              f"| {ratios} |")
+        print(f"| {cfg} | {best:.2f} | {bpt[cfg] / 1e6:.0f} | {roof:.1f} | {100 * best / roof:.0f}% | {own} | {draw} "
+              f"| {rel} | {ratios} |")
     return 0
 
 
