@@ -15,8 +15,8 @@
 // reads each weight byte once and prefill reuses each panel across the batch. A thread reads one
 // panel at a time, so its weights arrive as one sequential stream: a batch-1 variant that took
 // two panels per pass (sharing each activation broadcast over 32 rows) was faster with the
-// weights in cache but read DRAM as two interleaved streams, which this machine serves at ~80% of
-// one stream's bandwidth; removing it made batch-1 decode faster (docs/WEIGHT_QUANT.md, "One
+// weights in cache but read DRAM as two interleaved streams, which one core of this machine reads
+// at 62-87% of one stream's bandwidth; removing it made batch-1 decode faster (docs/WEIGHT_QUANT.md, "One
 // stream per thread"). With 8 or more
 // tokens the first 4-token pass also stores the panel's codes unpacked to bytes
 // (QuantArgs::unpack) and every later pass loads them ready to multiply. A pass is issue-bound

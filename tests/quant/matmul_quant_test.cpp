@@ -94,8 +94,8 @@ TEST(QuantMatmul, Avx2BitExactVsScalarBatchAndThreadInvariant) {
                                     "batch invariance t=" + std::to_string(t) + " " + what);
                         if (HasFatalFailure()) return;
                     }
-                    // Partial row ranges write only their rows and match (20..rows: a partial panel,
-                    // then full ones).
+                    // Partial row ranges write only their rows and match (20..rows: starts mid-panel;
+                    // ends mid-panel at 40 rows, after full panels at 80).
                     for (const auto& [r0, r1] : {std::pair<int64_t, int64_t>{3, 9}, {20, rows}}) {
                         if (rows <= 9 || r0 >= rows) continue;  // 17 rows: 3..9 only
                         std::vector<float> y(static_cast<size_t>(n * rows), 123.0f);
