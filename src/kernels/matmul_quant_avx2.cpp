@@ -252,6 +252,76 @@ void fp8_panel(const QuantArgs& a, const uint8_t* panel, int64_t t, float* y, in
     avx2::store_panel(_mm256_mul_ps(acc0, s0), _mm256_mul_ps(acc1, s1), y, j0, j1);
 }
 
+// FP8 with several tokens (prefill, batched decode, a --prefill-weights fp8 copy): fp8_panel would
+// widen every code once per token, and the widening (shuffle, shift, and, multiply: 8 of its ~10
+// vector instructions per 16 weights) is most of its work. Here each block of kFp8Kc columns of the
+// panel is widened once per tile of up to kFp8Tokens tokens into f32 scratch that stays in L1, and
+// every token of the tile runs its chains over it: two loads, a broadcast and two fmas per 16
+// weights. Each token's four chains (lo/hi[k % 4]) wait in `chains` between blocks and see the
+// same fmas in the same k order as fp8_panel, so the results are bit-identical (kFp8Kc is a
+// multiple of 4, so every block starts at chain 0). Scratch is on the stack (32 KiB): no heap, and
+// no standard-library templates in this -mavx2 file (the ODR note above).
+constexpr int64_t kFp8Kc = 256;
+constexpr int64_t kFp8Tokens = 64;
+
+void fp8_panel_multi(const QuantArgs& a, const uint8_t* panel, int64_t base, int64_t j0, int64_t j1) {
+    const int64_t cols = a.cols;
+    const uint8_t* qs = panel + 64;
+    const avx2::E4m3x16 dec;
+    alignas(32) float wbuf[kFp8Kc * 16];
+    alignas(32) float chains[kFp8Tokens * 64];  // per token: lo[0..3], hi[0..3], 8 floats each
+    const __m256 s0 = _mm256_loadu_ps(reinterpret_cast<const float*>(panel));
+    const __m256 s1 = _mm256_loadu_ps(reinterpret_cast<const float*>(panel) + 8);
+    for (int64_t t0 = 0; t0 < a.n; t0 += kFp8Tokens) {
+        const int64_t tn = a.n - t0 < kFp8Tokens ? a.n - t0 : kFp8Tokens;
+        for (int64_t i = 0; i < tn * 64; i += 8) _mm256_store_ps(chains + i, _mm256_setzero_ps());
+        for (int64_t kb = 0; kb < cols; kb += kFp8Kc) {
+            const int64_t kn = cols - kb < kFp8Kc ? cols - kb : kFp8Kc;
+            for (int64_t k = 0; k < kn; ++k) {
+                if ((k & 3) == 0) _mm_prefetch(reinterpret_cast<const char*>(qs + (kb + k) * 16) + 1024, _MM_HINT_T0);
+                __m256 wl, wh;
+                dec(qs + (kb + k) * 16, wl, wh);
+                _mm256_store_ps(wbuf + k * 16, wl);
+                _mm256_store_ps(wbuf + k * 16 + 8, wh);
+            }
+            for (int64_t t = 0; t < tn; ++t) {
+                float* c = chains + t * 64;
+                __m256 lo[4], hi[4];
+                for (int i = 0; i < 4; ++i) {
+                    lo[i] = _mm256_load_ps(c + i * 8);
+                    hi[i] = _mm256_load_ps(c + 32 + i * 8);
+                }
+                const float* x = a.x + (t0 + t) * cols + kb;
+                int64_t k = 0;
+                for (; k + 4 <= kn; k += 4)
+                    for (int i = 0; i < 4; ++i) {
+                        const __m256 xb = _mm256_broadcast_ss(x + k + i);
+                        lo[i] = _mm256_fmadd_ps(_mm256_load_ps(wbuf + (k + i) * 16), xb, lo[i]);
+                        hi[i] = _mm256_fmadd_ps(_mm256_load_ps(wbuf + (k + i) * 16 + 8), xb, hi[i]);
+                    }
+                for (; k < kn; ++k) {  // the last block's tail: chain (kb + k) % 4 = k % 4
+                    const __m256 xb = _mm256_broadcast_ss(x + k);
+                    lo[k % 4] = _mm256_fmadd_ps(_mm256_load_ps(wbuf + k * 16), xb, lo[k % 4]);
+                    hi[k % 4] = _mm256_fmadd_ps(_mm256_load_ps(wbuf + k * 16 + 8), xb, hi[k % 4]);
+                }
+                for (int i = 0; i < 4; ++i) {
+                    _mm256_store_ps(c + i * 8, lo[i]);
+                    _mm256_store_ps(c + 32 + i * 8, hi[i]);
+                }
+            }
+        }
+        for (int64_t t = 0; t < tn; ++t) {
+            const float* c = chains + t * 64;
+            const __m256 acc0 = _mm256_add_ps(_mm256_add_ps(_mm256_load_ps(c), _mm256_load_ps(c + 8)),
+                                              _mm256_add_ps(_mm256_load_ps(c + 16), _mm256_load_ps(c + 24)));
+            const __m256 acc1 = _mm256_add_ps(_mm256_add_ps(_mm256_load_ps(c + 32), _mm256_load_ps(c + 40)),
+                                              _mm256_add_ps(_mm256_load_ps(c + 48), _mm256_load_ps(c + 56)));
+            avx2::store_panel(_mm256_mul_ps(acc0, s0), _mm256_mul_ps(acc1, s1), a.y + (t0 + t) * a.ldy + base, j0,
+                              j1);
+        }
+    }
+}
+
 }  // namespace
 
 // Activation quantizer of kernels/matmul_quant.h, bit-identical to the scalar definition in
@@ -341,6 +411,10 @@ void mm_quant_avx2(const QuantArgs& a, int64_t r0, int64_t r1) {
                 case 1: tile.template operator()<1>(t); break;
                 default: break;
             }
+            continue;
+        }
+        if (a.kind == 2 && a.n > 1) {
+            fp8_panel_multi(a, panel, base, j0, j1);
             continue;
         }
         for (int64_t t = 0; t < a.n; ++t) {

@@ -112,6 +112,37 @@ TEST(QuantMatmul, Avx2BitExactVsScalarBatchAndThreadInvariant) {
             }
 }
 
+// FP8 with several tokens widens each 256-column block of a panel once per tile of up to 64
+// tokens and carries every token's four chains across blocks (fp8_panel_multi): still bit-exact
+// with the scalar contract when cols is not a multiple of 4 or of the block (tails), when the
+// tokens span several tiles (65, 130), and for a row range that starts and ends mid-panel.
+TEST(QuantMatmul, Fp8MultiTokenBitExactAcrossBlocksAndTokenTiles) {
+    WARDEN_REQUIRE_ISA(Isa::AVX2);
+    uint32_t seed = 91;
+    for (int64_t cols : {5, 259, 517})
+        for (int64_t rows : {16, 37}) {
+            const QMat m = make_qmat("fp8", rows, cols, seed++);
+            for (int64_t n : {2, 5, 65, 130}) {
+                auto xb = random_floats(static_cast<size_t>(n * cols + 1), seed++, -3.0f, 3.0f);
+                const float* x = xb.data() + 1;
+                const std::string what = "cols=" + std::to_string(cols) + " rows=" + std::to_string(rows) +
+                                         " n=" + std::to_string(n);
+                const auto ref = run(Isa::Scalar, m.w, x, n);
+                expect_bits(run(Isa::AVX2, m.w, x, n), ref, "avx2 vs scalar " + what);
+                if (HasFatalFailure()) return;
+                std::vector<float> y(static_cast<size_t>(n * rows), 7.0f);
+                matmul_rows(Isa::AVX2, m.w, x, n, y.data(), 3, rows - 2);
+                for (int64_t t = 0; t < n; ++t)
+                    for (int64_t r = 0; r < rows; ++r) {
+                        const float want = (r >= 3 && r < rows - 2) ? ref[static_cast<size_t>(t * rows + r)] : 7.0f;
+                        ASSERT_EQ(std::bit_cast<uint32_t>(y[static_cast<size_t>(t * rows + r)]),
+                                  std::bit_cast<uint32_t>(want))
+                            << "rows 3.." << rows - 2 << " t=" << t << " " << what;
+                    }
+            }
+        }
+}
+
 // The AVX-512 VNNI entry (kernels/matmul_quant_avx512.cpp) on SIMDe, called as matmul.cpp's
 // run_rows calls a kernel table: activations quantized per token, rows [r0, r1) of y written,
 // unpack scratch (zero-filled 16 x cols bytes, deliberately not 64-byte aligned) when `unpack`.
