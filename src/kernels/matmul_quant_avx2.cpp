@@ -255,7 +255,7 @@ void fp8_panel(const QuantArgs& a, const uint8_t* panel, int64_t t, float* y, in
 // FP8 with several tokens (prefill, batched decode, a --prefill-weights fp8 copy): fp8_panel would
 // widen every code once per token, and the widening (shuffle, shift, and, multiply: 8 of its ~10
 // vector instructions per 16 weights) is most of its work. Here each block of kFp8Kc columns of the
-// panel is widened once per tile of up to kFp8Tokens tokens into f32 scratch that stays in L1, and
+// panel is widened once per tile of up to kFp8Tokens tokens into f32 scratch that stays in L1/L2, and
 // every token of the tile runs its chains over it: two loads, a broadcast and two fmas per 16
 // weights. Each token's four chains (lo/hi[k % 4]) wait in `chains` between blocks and see the
 // same fmas in the same k order as fp8_panel, so the results are bit-identical (kFp8Kc is a
