@@ -171,8 +171,8 @@ int main(int argc, char** argv) {
   std::uint64_t sink = 0;
   if (o.json) std::printf("{\"buffer_mib\": %zu, \"reps\": %d, \"read_gbps\": {", o.mib, o.reps);
   bool first = true;
+  const std::size_t bw = o.block / sizeof(std::uint64_t);
   for (int nt : o.threads) {
-    const std::size_t bw = o.block / sizeof(std::uint64_t);
     timed_pass(words, n, nt, o.streams, bw, sink);  // warm-up
     double best = 1e30;
     double worst = 0;

@@ -16,10 +16,10 @@
 // panel at a time, so its weights arrive as one sequential stream: a batch-1 variant that took
 // two panels per pass (sharing each activation broadcast over 32 rows) was faster with the
 // weights in cache but read DRAM as two interleaved streams, which one core of this machine reads
-// at 62-87% of one stream's bandwidth; removing it made batch-1 decode faster (docs/WEIGHT_QUANT.md, "One
-// stream per thread"). With 8 or more
-// tokens the first 4-token pass also stores the panel's codes unpacked to bytes
-// (QuantArgs::unpack) and every later pass loads them ready to multiply. A pass is issue-bound
+// at 62-87% of one stream's bandwidth; removing it made batch-1 decode faster
+// (docs/WEIGHT_QUANT.md, "One stream per thread"). With 8 or more tokens the first 4-token pass
+// also stores the panel's codes unpacked to bytes (QuantArgs::unpack) and every later pass loads
+// them ready to multiply. A pass is issue-bound
 // (16 maddubs + 16 adds per token and 32-block cannot shrink without VNNI) and the unpacking
 // (and, shift, and per 32-byte load, shared by 4 tokens) was 6 of its ~46 vector instructions
 // per token and block. Without them a 512-token GEMM on one matrix runs 10-19% faster, on a
@@ -218,33 +218,34 @@ void q8_a8_panel(const QuantArgs& a, const uint8_t* panel, int64_t t, float* y, 
     avx2::store_panel(_mm256_mul_ps(acc0, d0), _mm256_mul_ps(acc1, d1), y, j0, j1);
 }
 
-// Four partial sums per row over k % 4 (the contract in matmul_quant.h): eight independent fma
-// chains instead of two keep the FMA units busy rather than waiting on one chain's latency.
-void fp8_panel(const QuantArgs& a, const uint8_t* panel, int64_t t, float* y, int64_t j0, int64_t j1) {
-    const int64_t cols = a.cols;
-    const float* x = a.x + t * cols;
-    const uint8_t* qs = panel + 64;
-    const avx2::E4m3x16 dec;
-    __m256 lo[4], hi[4];
-    for (int i = 0; i < 4; ++i) lo[i] = hi[i] = _mm256_setzero_ps();
+// The FP8 contract's four chains (matmul_quant.h) over columns [0, kn) of a run that starts at a
+// column divisible by 4: chain i takes every k with k % 4 == i, in k order, so eight independent
+// fma chains keep the FMA units busy rather than waiting on one chain's latency. w16(k, lo, hi)
+// yields the panel's 16 weights at column k of the run (rows 0-7, 8-15). Both FP8 kernels go
+// through here, so their results cannot drift apart.
+template <class W16>
+inline void fp8_chains(const W16& w16, const float* x, int64_t kn, __m256 (&lo)[4], __m256 (&hi)[4]) {
     int64_t k = 0;
-    for (; k + 4 <= cols; k += 4) {
-        _mm_prefetch(reinterpret_cast<const char*>(qs + k * 16) + 1024, _MM_HINT_T0);
+    for (; k + 4 <= kn; k += 4)
         for (int i = 0; i < 4; ++i) {
             __m256 wl, wh;
-            dec(qs + (k + i) * 16, wl, wh);
+            w16(k + i, wl, wh);
             const __m256 xb = _mm256_broadcast_ss(x + k + i);
             lo[i] = _mm256_fmadd_ps(wl, xb, lo[i]);
             hi[i] = _mm256_fmadd_ps(wh, xb, hi[i]);
         }
-    }
-    for (; k < cols; ++k) {
+    for (; k < kn; ++k) {
         __m256 wl, wh;
-        dec(qs + k * 16, wl, wh);
+        w16(k, wl, wh);
         const __m256 xb = _mm256_broadcast_ss(x + k);
         lo[k % 4] = _mm256_fmadd_ps(wl, xb, lo[k % 4]);
         hi[k % 4] = _mm256_fmadd_ps(wh, xb, hi[k % 4]);
     }
+}
+
+// y = ((c0 + c1) + (c2 + c3)) * s per row, rows [j0, j1) of the panel.
+inline void fp8_store(const __m256 (&lo)[4], const __m256 (&hi)[4], const uint8_t* panel, float* y, int64_t j0,
+                      int64_t j1) {
     const __m256 acc0 = _mm256_add_ps(_mm256_add_ps(lo[0], lo[1]), _mm256_add_ps(lo[2], lo[3]));
     const __m256 acc1 = _mm256_add_ps(_mm256_add_ps(hi[0], hi[1]), _mm256_add_ps(hi[2], hi[3]));
     const __m256 s0 = _mm256_loadu_ps(reinterpret_cast<const float*>(panel));
@@ -252,14 +253,28 @@ void fp8_panel(const QuantArgs& a, const uint8_t* panel, int64_t t, float* y, in
     avx2::store_panel(_mm256_mul_ps(acc0, s0), _mm256_mul_ps(acc1, s1), y, j0, j1);
 }
 
+// FP8, one token: each code is widened in registers as the chains consume it.
+void fp8_panel(const QuantArgs& a, const uint8_t* panel, int64_t t, float* y, int64_t j0, int64_t j1) {
+    const uint8_t* qs = panel + 64;
+    const avx2::E4m3x16 dec;
+    __m256 lo[4], hi[4];
+    for (int i = 0; i < 4; ++i) lo[i] = hi[i] = _mm256_setzero_ps();
+    fp8_chains(
+        [&](int64_t k, __m256& wl, __m256& wh) {
+            if ((k & 3) == 0) _mm_prefetch(reinterpret_cast<const char*>(qs + k * 16) + 1024, _MM_HINT_T0);
+            dec(qs + k * 16, wl, wh);
+        },
+        a.x + t * a.cols, a.cols, lo, hi);
+    fp8_store(lo, hi, panel, y, j0, j1);
+}
+
 // FP8 with several tokens (prefill, batched decode, a --prefill-weights fp8 copy): fp8_panel would
 // widen every code once per token, and the widening (shuffle, shift, and, multiply: 8 of its ~10
 // vector instructions per 16 weights) is most of its work. Here each block of kFp8Kc columns of the
 // panel is widened once per tile of up to kFp8Tokens tokens into f32 scratch that stays in L1/L2, and
-// every token of the tile runs its chains over it: two loads, a broadcast and two fmas per 16
-// weights. Each token's four chains (lo/hi[k % 4]) wait in `chains` between blocks and see the
-// same fmas in the same k order as fp8_panel, so the results are bit-identical (kFp8Kc is a
-// multiple of 4, so every block starts at chain 0). Scratch is on the stack (32 KiB): no heap, and
+// every token of the tile runs fp8_chains over it: two loads, a broadcast and two fmas per 16
+// weights. Each token's chains wait in `chains` between blocks; since kFp8Kc is a multiple of 4,
+// every block starts at chain 0, and the results are fp8_panel's bit for bit. Scratch is on the stack (32 KiB): no heap, and
 // no standard-library templates in this -mavx2 file (the ODR note above).
 constexpr int64_t kFp8Kc = 256;
 constexpr int64_t kFp8Tokens = 64;
@@ -270,8 +285,10 @@ void fp8_panel_multi(const QuantArgs& a, const uint8_t* panel, int64_t base, int
     const avx2::E4m3x16 dec;
     alignas(32) float wbuf[kFp8Kc * 16];
     alignas(32) float chains[kFp8Tokens * 64];  // per token: lo[0..3], hi[0..3], 8 floats each
-    const __m256 s0 = _mm256_loadu_ps(reinterpret_cast<const float*>(panel));
-    const __m256 s1 = _mm256_loadu_ps(reinterpret_cast<const float*>(panel) + 8);
+    const auto w16 = [&](int64_t k, __m256& wl, __m256& wh) {
+        wl = _mm256_load_ps(wbuf + k * 16);
+        wh = _mm256_load_ps(wbuf + k * 16 + 8);
+    };
     for (int64_t t0 = 0; t0 < a.n; t0 += kFp8Tokens) {
         const int64_t tn = a.n - t0 < kFp8Tokens ? a.n - t0 : kFp8Tokens;
         for (int64_t i = 0; i < tn * 64; i += 8) _mm256_store_ps(chains + i, _mm256_setzero_ps());
@@ -291,33 +308,21 @@ void fp8_panel_multi(const QuantArgs& a, const uint8_t* panel, int64_t base, int
                     lo[i] = _mm256_load_ps(c + i * 8);
                     hi[i] = _mm256_load_ps(c + 32 + i * 8);
                 }
-                const float* x = a.x + (t0 + t) * cols + kb;
-                int64_t k = 0;
-                for (; k + 4 <= kn; k += 4)
-                    for (int i = 0; i < 4; ++i) {
-                        const __m256 xb = _mm256_broadcast_ss(x + k + i);
-                        lo[i] = _mm256_fmadd_ps(_mm256_load_ps(wbuf + (k + i) * 16), xb, lo[i]);
-                        hi[i] = _mm256_fmadd_ps(_mm256_load_ps(wbuf + (k + i) * 16 + 8), xb, hi[i]);
-                    }
-                for (; k < kn; ++k) {  // the last block's tail: chain (kb + k) % 4 = k % 4
-                    const __m256 xb = _mm256_broadcast_ss(x + k);
-                    lo[k % 4] = _mm256_fmadd_ps(_mm256_load_ps(wbuf + k * 16), xb, lo[k % 4]);
-                    hi[k % 4] = _mm256_fmadd_ps(_mm256_load_ps(wbuf + k * 16 + 8), xb, hi[k % 4]);
-                }
+                fp8_chains(w16, a.x + (t0 + t) * cols + kb, kn, lo, hi);
                 for (int i = 0; i < 4; ++i) {
                     _mm256_store_ps(c + i * 8, lo[i]);
                     _mm256_store_ps(c + 32 + i * 8, hi[i]);
                 }
             }
         }
-        for (int64_t t = 0; t < tn; ++t) {
+        for (int64_t t = 0; t < tn; ++t) {  // after the last block (or none, when cols is 0)
             const float* c = chains + t * 64;
-            const __m256 acc0 = _mm256_add_ps(_mm256_add_ps(_mm256_load_ps(c), _mm256_load_ps(c + 8)),
-                                              _mm256_add_ps(_mm256_load_ps(c + 16), _mm256_load_ps(c + 24)));
-            const __m256 acc1 = _mm256_add_ps(_mm256_add_ps(_mm256_load_ps(c + 32), _mm256_load_ps(c + 40)),
-                                              _mm256_add_ps(_mm256_load_ps(c + 48), _mm256_load_ps(c + 56)));
-            avx2::store_panel(_mm256_mul_ps(acc0, s0), _mm256_mul_ps(acc1, s1), a.y + (t0 + t) * a.ldy + base, j0,
-                              j1);
+            __m256 lo[4], hi[4];
+            for (int i = 0; i < 4; ++i) {
+                lo[i] = _mm256_load_ps(c + i * 8);
+                hi[i] = _mm256_load_ps(c + 32 + i * 8);
+            }
+            fp8_store(lo, hi, panel, a.y + (t0 + t) * a.ldy + base, j0, j1);
         }
     }
 }
