@@ -54,6 +54,7 @@ int main(int argc, char** argv) {
     try {
         util::ThreadPool pool(threads);
         model::LoadOptions lo;
+        lo.native_weights = false;  // bf16 weights (no --weights option), as the documented runs used
         lo.load_tokenizer = false;
         auto model = model::load_model(model_path, lo, pool);
         const auto& c = model->config;

@@ -316,6 +316,7 @@ int run_main(int argc, char** argv) {
         const auto t0 = std::chrono::steady_clock::now();
         util::ThreadPool pool(threads);
         model::LoadOptions lo;
+        lo.native_weights = false;  // bf16 weights unless --weights, as the documented runs used
         if (!weights.empty()) lo.weights = quant::parse_weight_format(weights);
         auto model = model::load_model(model_path, lo, pool);
         const auto& c = model->config;

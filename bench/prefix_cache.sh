@@ -8,7 +8,8 @@
 # Env [defaults]: MODEL [models/SmolLM2-135M-Instruct-Q8_0.gguf or the first models/*.gguf],
 #   WARDEN_BIN [build/warden], THREADS [2], CONCURRENCY [1,4,8], REQUESTS [32], TURNS [4],
 #   SYSTEM_WORDS [400], INPUT_LEN [40], OUTPUT_LEN [32], KV_BYTES [256M], ROUNDS [1],
-#   OUT_DIR [bench/out/prefix_cache], PYTHON [.venv/bin/python]
+#   OUT_DIR [bench/out/prefix_cache], PYTHON [.venv/bin/python],
+#   WEIGHTS [bf16: the documented runs; `auto` keeps a Q4_0/Q4_1 file's own format]
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 MODEL="${MODEL:-$(ls "$REPO"/models/*.gguf 2>/dev/null | head -1)}"
@@ -50,7 +51,7 @@ for round in $(seq 1 "$ROUNDS"); do
       flags=(); [ "$mode" = off ] && flags+=(--no-prefix-cache)
       log="$OUT_DIR/server-$mode-c$c-$round.log"
       "$WARDEN_BIN" serve -m "$MODEL" --host 127.0.0.1 --port 0 --threads "$THREADS" --kv-cache-bytes "$KV_BYTES" \
-        "${flags[@]}" > "$log" 2>&1 &
+        --weights "${WEIGHTS:-bf16}" "${flags[@]}" > "$log" 2>&1 &
       SERVER_PID=$!
       url=$(wait_url "$log") || { echo "server ($mode) did not start: $(tail -c 400 "$log")" >&2; exit 1; }
       echo "prefix_cache: round $round concurrency $c cache $mode at $url (load $(cut -d' ' -f1 /proc/loadavg))" >&2

@@ -41,7 +41,7 @@ def default_model() -> str:
 def start_server(args) -> tuple[subprocess.Popen, str, list[str]]:
     cmd = [args.warden, "serve", "-m", args.model, "--host", "127.0.0.1", "--port", "0", "--threads",
            str(args.threads), "--kv-cache-bytes", args.kv_bytes, "--max-queue", str(args.max_queue),
-           "--request-timeout", "120"]
+           "--request-timeout", "120", "--weights", args.weights]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     lines: list[str] = []
     url: list[str] = []
@@ -257,6 +257,7 @@ def main() -> int:
     ap.add_argument("--warden", default=os.environ.get("WARDEN_BIN", str(ROOT / "build" / "warden")))
     ap.add_argument("--model", default=default_model())
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--weights", default="bf16", help="warden --weights (bf16: the documented soak; auto: the file's own)")
     ap.add_argument("--kv-bytes", default="32M")
     ap.add_argument("--max-queue", type=int, default=32)
     ap.add_argument("--duration", type=float, default=600)

@@ -51,6 +51,8 @@ int info(const CommonOptions& o, const EngineOptions& e) {
     std::printf("tensor types:  ");
     for (const auto& [type, count] : m->source_tensor_types) std::printf(" %s x%lld", type.c_str(), static_cast<long long>(count));
     std::printf("\n");
+    std::printf("weights:        %s%s\n", m->weights_format.c_str(),
+                m->weights_note.empty() ? "" : (" (" + m->weights_note + ")").c_str());
     std::printf("layers:         %lld\n", static_cast<long long>(c.n_layers));
     std::printf("hidden size:    %lld (ffn %lld)\n", static_cast<long long>(c.d_model), static_cast<long long>(c.d_ff));
     std::printf("attention:      %lld heads, %lld kv heads, head dim %lld%s%s\n", static_cast<long long>(c.n_heads),

@@ -118,7 +118,9 @@ int serve(const ServeOptions& o) {
     if (!o.no_prefix_cache) {
         kv::PrefixCacheConfig pcc;
         pcc.page_size = cache->page_size();
-        pcc.model_id = std::hash<std::string>{}(o.common.model_path + '\0' + o.common.weights + '\0' + o.common.dtype);
+        // The loaded format, not the flag: without --weights the loader picks it (LoadOptions).
+        pcc.model_id = std::hash<std::string>{}(o.common.model_path + '\0' + model->weights_format + '\0' +
+                                                model::runtime_dtype_name(model->dtype));
         pcc.copy_partial_pages = true;
         pcc.kv_format = static_cast<uint32_t>(cache->storage().type) | static_cast<uint32_t>(cache->storage().scales) << 8;
         prefix = std::make_unique<kv::PrefixCache>(cache->pool(), pcc);

@@ -30,8 +30,10 @@ void add_threads_option(CLI::App& app, CommonOptions& o) {
 void add_dtype_option(CLI::App& app, CommonOptions& o) {
     app.add_option("--dtype", o.dtype, "runtime weight format")->check(CLI::IsMember({"bf16", "f32"}));
     app.add_option("--weights", o.weights,
-                   "linear-layer weight format: bf16|f32|fp8|int8|int4|int4-g32|int4-g128 "
-                   "(int4 suffixes -asym, -bf16s, -a16; see docs/WEIGHT_QUANT.md)");
+                   "linear-layer weight format: auto|bf16|f32|fp8|int8|int4|int4-g32|int4-g128 "
+                   "(int4 suffixes -asym, -bf16s, -a16; see docs/WEIGHT_QUANT.md). Default auto: "
+                   "Q4_0/Q4_1 GGUF layers and compressed-tensors checkpoints keep their own format "
+                   "(bit-exact), others load as --dtype");
     app.add_option("--prefill-weights", o.prefill_weights,
                    "keep a bf16|fp8 copy of quantized matrices for prefill rows");
     app.add_flag("--quantize-embeddings", o.quantize_embeddings,
@@ -51,7 +53,8 @@ std::unique_ptr<model::Model> load(const CommonOptions& o, bool weights, util::T
     model::LoadOptions lo;
     lo.dtype = parse_dtype(o.dtype);
     lo.load_weights = weights;
-    if (!o.weights.empty()) {
+    const bool native = o.weights.empty() || o.weights == "auto";  // the loader picks (LoadOptions)
+    if (!native) {
         lo.weights = quant::parse_weight_format(o.weights);
         if (lo.weights->type == kernels::WeightType::F32) lo.dtype = model::RuntimeDType::F32;
     }
@@ -66,7 +69,10 @@ std::unique_ptr<model::Model> load(const CommonOptions& o, bool weights, util::T
             throw util::Error("--head-weights and --quantize-embeddings both set the head's format; use one");
         lo.head_weights = quant::parse_weight_format(o.head_weights);
     } else if (o.quantize_embeddings) {
-        lo.head_weights = lo.weights;  // the layers' format (none without --weights: --dtype)
+        // The head takes the layers' format, which must be named: the native format is only
+        // known once the file is read, and a head silently left at --dtype would ignore the flag.
+        if (native) throw util::Error("--quantize-embeddings needs --weights FORMAT (the head's format)");
+        lo.head_weights = lo.weights;
     } else if (lo.weights && lo.weights->type == kernels::WeightType::Q4) {
         // int4 layers get an int8 head by default, as llama.cpp's Q4_0 files get a Q6_K one: with a
         // bf16 head the head is ~19% of a 1B model's bytes per decoded token, and int8 costs no
@@ -75,11 +81,13 @@ std::unique_ptr<model::Model> load(const CommonOptions& o, bool weights, util::T
         lo.head_weights = quant::parse_weight_format("int8");
     }
     auto m = model::load_model(o.model_path, lo, pool);
-    if (weights && (lo.weights || lo.prefill_weights)) {  // memory of the chosen formats
+    const bool quantized = m->weights_format != model::runtime_dtype_name(lo.dtype);
+    if (weights && (quantized || lo.prefill_weights || !m->weights_note.empty())) {  // one line: formats, memory
         const auto& wm = m->weight_memory;
         auto mib = [](int64_t b) { return std::to_string(b / (1024 * 1024)) + " MiB"; };
-        std::fprintf(stderr, "warden: weights %s: layers %s, embeddings/head %s, prefill copy %s\n",
-                     m->weights_format.c_str(), mib(wm.layers).c_str(), mib(wm.embeddings).c_str(),
+        const std::string why = m->weights_note.empty() ? "" : " (" + m->weights_note + ")";
+        std::fprintf(stderr, "warden: weights %s%s: layers %s, embeddings/head %s, prefill copy %s\n",
+                     m->weights_format.c_str(), why.c_str(), mib(wm.layers).c_str(), mib(wm.embeddings).c_str(),
                      mib(wm.prefill_copy).c_str());
     }
     return m;

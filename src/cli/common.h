@@ -13,7 +13,7 @@ struct CommonOptions {
     std::string model_path;
     int threads = 0;  // 0: all cores
     std::string dtype = "bf16";
-    std::string weights;           // --weights (empty: --dtype)
+    std::string weights;           // --weights (empty or "auto": the checkpoint's own format, else --dtype)
     std::string prefill_weights;   // --prefill-weights (empty: none)
     bool quantize_embeddings = false;
     std::string head_weights;      // --head-weights (empty: see --quantize-embeddings)

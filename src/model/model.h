@@ -23,8 +23,15 @@ struct LoadOptions {
     RuntimeDType dtype = RuntimeDType::BF16;
     bool load_weights = true;    // false: config, tokenizer and tensor inventory only (info)
     bool load_tokenizer = true;  // HF directories without tokenizer.json load without one
-    // Runtime weight format of the linear layers (--weights). Unset: `dtype`.
+    // Runtime weight format of the linear layers (--weights). Unset: the checkpoint's own format
+    // where one maps onto it without loss (native_weights), else `dtype`.
     std::optional<quant::WeightFormat> weights;
+    // With `weights` unset, load layer matrices stored in a format warden runs natively in that
+    // format: GGUF files whose layer matrices are all Q4_0 / all Q4_1 / all per-channel Q8_0 as
+    // int4-g32 / int4-g32-asym / int8, with their embeddings and head decided one by one
+    // (model/gguf_native_weights.h); compressed-tensors pack-quantized checkpoints in theirs.
+    // false: always `dtype` (the KV benches, whose documented runs used bf16 weights).
+    bool native_weights = true;
     // Higher-precision copy for prefill rows (--prefill-weights bf16|fp8); unset: none.
     std::optional<quant::WeightFormat> prefill_weights;
     // Format of token_embd / output (--head-weights, e.g. int8: a quarter of bf16's bytes for the
@@ -55,6 +62,7 @@ struct Model {
     int64_t n_params = 0;
     std::map<std::string, int64_t> source_tensor_types;  // type name -> tensor count
     std::string weights_format = "bf16";                 // runtime format of the layer matrices
+    std::string weights_note;  // how the loader chose weights_format without --weights; empty otherwise
     WeightMemory weight_memory;
 
     // The mappings that borrowed weights point into.

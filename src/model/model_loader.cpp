@@ -6,10 +6,12 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "model/compressed_tensors.h"
 #include "model/gguf_file.h"
+#include "model/gguf_native_weights.h"
 #include "model/model.h"
 #include "model/fp8_block.h"
 #include "model/mla.h"
@@ -116,8 +118,10 @@ class Loader {
 public:
     Loader(Model& m, const LoadOptions& o, util::ThreadPool& pool,
            std::function<std::optional<SourceTensor>(const std::string&)> find,
-           std::function<std::string(const std::string&, int)> name)
-        : m_(m), opts_(o), pool_(pool), find_(std::move(find)), name_(std::move(name)) {}
+           std::function<std::string(const std::string&, int)> name,
+           std::map<std::string, quant::WeightFormat> native_head = {})
+        : m_(m), opts_(o), pool_(pool), find_(std::move(find)), name_(std::move(name)),
+          native_head_(std::move(native_head)) {}
 
     std::optional<SourceTensor> get_opt(const std::string& role, int layer) const {
         const std::string n = name_(role, layer);
@@ -152,7 +156,10 @@ public:
         const bool embd = layer < 0;
         quant::WeightFormat hi;
         hi.type = opts_.dtype == RuntimeDType::BF16 ? kernels::WeightType::BF16 : kernels::WeightType::F32;
-        const quant::WeightFormat f = (embd ? opts_.head_weights : opts_.weights).value_or(hi);
+        std::optional<quant::WeightFormat> chosen = embd ? opts_.head_weights : opts_.weights;
+        if (embd && !chosen)
+            if (auto it = native_head_.find(role); it != native_head_.end()) chosen = it->second;
+        const quant::WeightFormat f = chosen.value_or(hi);
         Matrix m = build_matrix(t, f, rows, cols);
         (embd ? m_.weight_memory.embeddings : m_.weight_memory.layers) += m.bytes();
         if (!embd && opts_.prefill_weights && f.quantized() && opts_.prefill_weights->type != f.type) {
@@ -313,6 +320,9 @@ private:
     util::ThreadPool& pool_;
     std::function<std::optional<SourceTensor>(const std::string&)> find_;
     std::function<std::string(const std::string&, int)> name_;
+    // "embed" / "output" -> the format the checkpoint's own tensor imports into without loss,
+    // used when no --head-weights is given (model/gguf_native_weights.h).
+    std::map<std::string, quant::WeightFormat> native_head_;
 };
 
 void count_params(Model& m, const std::vector<SourceTensor>& all) {
@@ -360,7 +370,23 @@ std::unique_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
             return "blk." + std::to_string(layer) + ".post_attention_norm.weight";
         return gguf_name(role, layer);
     };
-    Loader loader(*m, opts, pool, find, names);
+    // Without --weights, Q4_0 / Q4_1 layers load in their own format (bit-exact import), and so
+    // do the embeddings and head where theirs maps (model/gguf_native_weights.h).
+    LoadOptions eff = opts;
+    std::map<std::string, quant::WeightFormat> native_head;  // role -> format
+    if (!opts.weights && opts.native_weights) {  // also without load_weights: `warden info` reports it
+        const GgufNativeWeights nw = gguf_native_weights(g, runtime_dtype_name(opts.dtype), opts.load_weights);
+        m->weights_note = nw.note;
+        if (nw.layers) {
+            eff.weights = quant::parse_weight_format(*nw.layers);
+            m->weights_format = *nw.layers;
+        }
+        if (!opts.head_weights) {
+            if (nw.embed) native_head["embed"] = quant::parse_weight_format(*nw.embed);
+            if (nw.output) native_head["output"] = quant::parse_weight_format(*nw.output);
+        }
+    }
+    Loader loader(*m, eff, pool, find, names, native_head);
     // Llama 3 rope scaling: per-dimension frequency divisors stored as a tensor.
     if (auto rf = loader.get_opt("rope_freqs", -1)) {
         const auto factors = loader.vec(*rf, m->config.rope_dim / 2);
@@ -424,7 +450,7 @@ std::unique_ptr<Model> load_hf_dir(const std::string& dir, const LoadOptions& op
     // Without --weights, a pack-quantized checkpoint loads in its own format (bit-exact import)
     // rather than being expanded to the runtime dtype.
     LoadOptions eff = opts;
-    if (ct && !opts.weights && opts.load_weights) {
+    if (ct && !opts.weights && opts.native_weights && opts.load_weights) {
         for (const auto& t : st.tensors()) {
             static const std::string kPacked = ".weight_packed";
             if (t.name.size() <= kPacked.size() || !t.name.ends_with(kPacked)) continue;

@@ -47,9 +47,11 @@ class WardenLogits:
 
 
 @functools.lru_cache(maxsize=None)
-def _run_cached(path: str, ids: tuple[int, ...], dtype: str, top: int, greedy: int) -> WardenLogits:
+def _run_cached(path: str, ids: tuple[int, ...], dtype: str, top: int, greedy: int, weights: str) -> WardenLogits:
+    # --weights defaults to `dtype`: without it a Q4_0/Q4_1 GGUF keeps its own format (int4,
+    # W4A8), and most tests compare the dequantized weights at `dtype` with the reference.
     cmd = [str(WARDEN_BIN), "logits", "-m", path, "--tokens", ",".join(map(str, ids)),
-           "--dtype", dtype, "--top", str(top)]
+           "--dtype", dtype, "--weights", weights, "--top", str(top)]
     if greedy:
         cmd += ["--greedy", str(greedy)]
     try:
@@ -76,9 +78,10 @@ def _run_cached(path: str, ids: tuple[int, ...], dtype: str, top: int, greedy: i
     return WardenLogits([tops[i] for i in range(len(ids))], gen)
 
 
-def run_logits(path: Path | str, ids, dtype: str = "f32", top: int = 8, greedy: int = 0) -> WardenLogits:
+def run_logits(path: Path | str, ids, dtype: str = "f32", top: int = 8, greedy: int = 0,
+               weights: str | None = None) -> WardenLogits:
     require_warden()
-    return _run_cached(str(path), tuple(int(i) for i in ids), dtype, int(top), int(greedy))
+    return _run_cached(str(path), tuple(int(i) for i in ids), dtype, int(top), int(greedy), weights or dtype)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):

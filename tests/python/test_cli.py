@@ -32,8 +32,14 @@ def need_model() -> Path:
 
 
 def assert_clean_error(p: subprocess.CompletedProcess, *needles: str) -> str:
-    """Non-zero exit without a signal, exactly one stderr line naming the problem."""
+    """Non-zero exit without a signal, exactly one stderr line naming the problem. The load report
+    ("warden: weights FORMAT (...): layers ...", printed once a quantized model has loaded) may
+    come before it."""
     err = p.stderr.decode("utf-8", "replace").strip()
+    lines = err.splitlines()
+    while len(lines) > 1 and lines[0].startswith("warden: weights ") and "error" not in lines[0]:
+        lines = lines[1:]
+    err = "\n".join(lines)
     assert p.returncode > 0, f"expected failure, got rc={p.returncode}, stderr={err!r}"
     assert p.returncode < 128, f"killed by a signal? rc={p.returncode} stderr={err!r}"
     assert len(err.splitlines()) == 1, f"error must be one line, got:\n{err}"

@@ -121,6 +121,31 @@ def test_head_weights_int8_changes_the_head_and_reports_memory():
     assert head_mib("int8")[0] != head_mib("int8", "--head-weights", "int8")[0]
 
 
+@pytest.mark.parametrize("fmt,gtype,native", [("int4", "Q4_0", "int4-g32"), ("int4-asym", "Q4_1", "int4-g32-asym"),
+                                               ("int8", "Q8_0", "int8")])
+def test_without_weights_a_quantized_gguf_runs_in_its_own_format(tmp_path: Path, fmt: str, gtype: str, native: str):
+    """No --weights (or --weights auto): a file whose layer matrices are all Q4_0 / Q4_1 / per-channel
+    Q8_0 runs as int4-g32 / int4-g32-asym / int8 -- the same logits, bit for bit, as naming that
+    format -- and says so on load; --weights bf16 still dequantizes; a float file is unchanged;
+    --quantize-embeddings, which needs the layers' format by name, asks for --weights."""
+    out = tmp_path / f"q-{fmt}.gguf"
+    assert run("quantize", "-m", str(TINY), "-o", str(out), "--weights", fmt).returncode == 0
+    p = run("logits", "-m", str(out), "--tokens", TOKENS, "--top", "5")
+    assert p.returncode == 0, p.stderr
+    assert f"weights {native} (auto: layer matrices {gtype}, imported without loss" in p.stderr, p.stderr
+    assert p.stdout == logits(out, "--weights", native)
+    assert p.stdout == logits(out, "--weights", "auto")
+    assert p.stdout != logits(out, "--weights", "bf16")
+    info = run("info", "-m", str(out))
+    assert info.returncode == 0 and f"weights:        {native} (auto:" in info.stdout, info.stdout
+    # The float source: nothing to keep, loads at --dtype with no report line.
+    src = run("logits", "-m", str(TINY), "--tokens", TOKENS, "--top", "5")
+    assert src.returncode == 0 and "auto" not in src.stderr, src.stderr
+    assert src.stdout == logits(TINY, "--weights", "bf16")
+    bad = run("logits", "-m", str(out), "--tokens", TOKENS, "--quantize-embeddings")
+    assert bad.returncode == 1 and "--quantize-embeddings needs --weights" in bad.stderr, bad.stderr
+
+
 def test_prefill_weights_and_memory_report():
     p = run("logits", "-m", str(TINY), "--tokens", TOKENS, "--top", "5", "--weights", "int4", "--prefill-weights", "bf16",
             "--head-weights", "bf16")

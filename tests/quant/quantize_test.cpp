@@ -18,6 +18,7 @@
 #include "../test_paths.h"
 #include "kernels/matmul_quant.h"
 #include "model/gguf_file.h"
+#include "model/gguf_native_weights.h"
 #include "model/kv_cache.h"
 #include "model/model.h"
 #include "model/transformer.h"
@@ -211,6 +212,89 @@ TEST(QuantGguf, QuantizeSaveLoadBitExact) {
     }
     EXPECT_THROW(load(src, "int4-g128", pool), util::Error);
     EXPECT_THROW(quantize_gguf(src, tmp_path("fp8.gguf"), parse_weight_format("fp8"), false, pool), util::Error);
+}
+
+// Without --weights, a file warden can run in its own format loads in it: Q4_0 / Q4_1 / per-
+// channel Q8_0 layers exactly as an explicit --weights int4 / int4-asym / int8 load gives them,
+// the head in its own format when that maps (--quantize-embeddings files) and else int8 beside
+// int4 layers; a float file, or native_weights = false, loads at the dtype.
+TEST(QuantGguf, WithoutWeightsFlagAFileLoadsInItsOwnFormat) {
+    util::ThreadPool pool(2);
+    const std::string src = test::golden_model("tiny-llama.gguf");
+    const auto flt = load(src, "", pool);
+    EXPECT_EQ(flt->weights.layers[0].wq.view().type, kernels::WeightType::BF16);
+    EXPECT_EQ(flt->weights_format, "bf16");
+    EXPECT_TRUE(flt->weights_note.empty()) << flt->weights_note;
+    struct Case {
+        const char* fmt;
+        const char* native;
+        const char* head;  // the head's format without --quantize-embeddings
+    };
+    for (const Case& c : {Case{"int4", "int4-g32", "int8"}, Case{"int4-asym", "int4-g32-asym", "int8"},
+                          Case{"int8", "int8", "bf16"}}) {
+        for (bool emb : {false, true}) {
+            const std::string what = std::string(c.fmt) + (emb ? " +emb" : "");
+            const std::string out = tmp_path(std::string("native_") + c.fmt + (emb ? "_e" : "") + ".gguf");
+            quantize_gguf(src, out, parse_weight_format(c.fmt), emb, pool);
+            const auto native = load(out, "", pool);
+            EXPECT_EQ(native->weights_format, c.native) << what;
+            EXPECT_NE(native->weights_note.find("without loss"), std::string::npos) << native->weights_note;
+            // Layers: the same packed bytes as the explicit format.
+            const auto expl = load(out, c.fmt, pool, emb);
+            for (size_t l = 0; l < native->weights.layers.size(); ++l)
+                expect_same_packed(native->weights.layers[l].w_down, expl->weights.layers[l].w_down, what);
+            expect_same_packed(native->weights.layers[0].wq, expl->weights.layers[0].wq, what);
+            // Head: its own format (bit-exact with an explicit load of it) or the default.
+            model::LoadOptions ho;
+            ho.load_tokenizer = false;
+            ho.weights = parse_weight_format(c.fmt);
+            ho.head_weights = parse_weight_format(emb ? c.native : c.head);
+            const auto head = model::load_model(out, ho, pool);
+            expect_same_packed(native->weights.output, head->weights.output, what + " output");
+            expect_same_packed(native->weights.token_embd, head->weights.token_embd, what + " embd");
+            // Opting out loads at the dtype.
+            model::LoadOptions off;
+            off.load_tokenizer = false;
+            off.native_weights = false;
+            EXPECT_EQ(model::load_model(out, off, pool)->weights.layers[0].wq.view().type, kernels::WeightType::BF16);
+            std::filesystem::remove(out);
+        }
+    }
+}
+
+// Q8_0 is native int8 only when it is per channel: one block with its own scale, or one -128
+// code, anywhere in one layer matrix sends every layer to the dtype, with the types in the note.
+TEST(QuantGguf, Q8_0WithPerBlockScalesIsNotNativeInt8) {
+    util::ThreadPool pool(2);
+    const std::string out = tmp_path("native_q8.gguf");
+    quantize_gguf(test::golden_model("tiny-llama.gguf"), out, parse_weight_format("int8"), false, pool);
+    std::ifstream in(out, std::ios::binary);
+    const std::vector<uint8_t> file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::filesystem::remove(out);
+    {
+        const model::GGUFFile g(file.data(), file.size());
+        const auto nw = model::gguf_native_weights(g, "bf16");
+        ASSERT_EQ(nw.layers, std::optional<std::string>("int8")) << nw.note;
+    }
+    for (int mutation = 0; mutation < 2; ++mutation) {
+        std::vector<uint8_t> buf = file;
+        const model::GGUFFile g0(buf.data(), buf.size());
+        const model::GGUFTensor* t = g0.find_tensor("blk.1.ffn_down.weight");
+        ASSERT_NE(t, nullptr);
+        ASSERT_EQ(t->type, tensor::GgmlType::Q8_0);
+        ASSERT_GE(t->shape[0], 64);
+        auto* row3 = buf.data() + (t->data - buf.data()) + 3 * (t->shape[0] / 32) * 34;
+        if (mutation == 0) {
+            row3[34] ^= 0x01;  // the second block's scale (low byte of an f16): still finite
+        } else {
+            row3[2 + 5] = 0x80;  // code -128
+        }
+        const model::GGUFFile g(buf.data(), buf.size());
+        const auto nw = model::gguf_native_weights(g, "bf16");
+        EXPECT_FALSE(nw.layers.has_value()) << mutation;
+        EXPECT_NE(nw.note.find("Q8_0 x"), std::string::npos) << nw.note;
+        EXPECT_NE(nw.note.find("bf16"), std::string::npos) << nw.note;
+    }
 }
 
 // --head-weights int8: the embeddings / head load as int8 per channel (a quarter of bf16's

@@ -44,7 +44,7 @@ EvalConfig parse_config(const std::string& spec, const std::string& flag) {
         const std::string key = kv.substr(0, eq), val = kv.substr(eq + 1);
         if (key == "weights") {
             try {
-                (void)quant::parse_weight_format(val);
+                if (val != "auto") (void)quant::parse_weight_format(val);  // auto: the file's own (cli::load)
             } catch (const util::Error& e) {
                 throw util::Error(flag + ": weights=" + val + ": " + e.what());
             }
