@@ -32,8 +32,8 @@ void add_dtype_option(CLI::App& app, CommonOptions& o) {
     app.add_option("--weights", o.weights,
                    "linear-layer weight format: auto|bf16|f32|fp8|int8|int4|int4-g32|int4-g128 "
                    "(int4 suffixes -asym, -bf16s, -a16; see docs/WEIGHT_QUANT.md). Default auto: "
-                   "Q4_0/Q4_1 GGUF layers and compressed-tensors checkpoints keep their own format "
-                   "(bit-exact), others load as --dtype");
+                   "Q4_0 / Q4_1 / per-channel Q8_0 GGUF layers and compressed-tensors checkpoints "
+                   "keep their own format (bit-exact), others load as --dtype");
     app.add_option("--prefill-weights", o.prefill_weights,
                    "keep a bf16|fp8 copy of quantized matrices for prefill rows");
     app.add_flag("--quantize-embeddings", o.quantize_embeddings,
@@ -73,12 +73,9 @@ std::unique_ptr<model::Model> load(const CommonOptions& o, bool weights, util::T
         // known once the file is read, and a head silently left at --dtype would ignore the flag.
         if (native) throw util::Error("--quantize-embeddings needs --weights FORMAT (the head's format)");
         lo.head_weights = lo.weights;
-    } else if (lo.weights && lo.weights->type == kernels::WeightType::Q4) {
-        // int4 layers get an int8 head by default, as llama.cpp's Q4_0 files get a Q6_K one: with a
-        // bf16 head the head is ~19% of a 1B model's bytes per decoded token, and int8 costs no
-        // measurable quality (docs/WEIGHT_QUANT.md, "An int8 head by default for int4").
-        // --head-weights bf16 keeps the old default.
-        lo.head_weights = quant::parse_weight_format("int8");
+    } else if (lo.weights) {
+        // int8 beside int4 layers (quant/weight_format.h); --head-weights bf16 keeps a bf16 head.
+        lo.head_weights = quant::default_head_format(*lo.weights);
     }
     auto m = model::load_model(o.model_path, lo, pool);
     const bool quantized = m->weights_format != model::runtime_dtype_name(lo.dtype);

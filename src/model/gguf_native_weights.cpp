@@ -4,15 +4,27 @@
 #include <map>
 #include <vector>
 
+#include "quant/weight_format.h"
+
 namespace warden::model {
 
 namespace {
 
-// The per-layer matrices that --weights applies to: "blk.N.*" tensors of two or more
-// dimensions (stacked experts have three), except MoE routers, which always load in f32.
-bool is_layer_matrix(const GGUFTensor& t) {
-    return t.name.starts_with("blk.") && t.shape.size() >= 2 &&
-           t.name.find(".ffn_gate_inp.") == std::string::npos;
+// The matrices --weights applies to: "blk.N.*" of layers the model runs (N < n_layers: not the
+// MTP / nextn blocks after them) with two or more dimensions (stacked experts have three),
+// except those that always load in f32 or --dtype: MoE routers and MLA's kv_b / k_b / v_b
+// (model/mla.cpp).
+bool is_layer_matrix(const GGUFTensor& t, int64_t n_layers) {
+    if (!t.name.starts_with("blk.") || t.shape.size() < 2) return false;
+    const size_t dot = t.name.find('.', 4);
+    if (dot == std::string::npos) return false;
+    const std::string idx = t.name.substr(4, dot - 4);
+    if (idx.empty() || idx.size() > 9 || idx.find_first_not_of("0123456789") != std::string::npos)
+        return false;
+    if (std::stoll(idx) >= n_layers) return false;
+    for (const char* never : {"ffn_gate_inp", "attn_kv_b", "attn_k_b", "attn_v_b"})
+        if (t.name.find(never) != std::string::npos) return false;
+    return true;
 }
 
 bool is_float(tensor::GgmlType t) {
@@ -20,55 +32,48 @@ bool is_float(tensor::GgmlType t) {
 }
 
 // Q8_0 is int8 per channel when every block of a row has the row's scale and no code is -128
-// (outside int8's symmetric range); import_ggml_row checks the same per row. Checks the first
-// `max_rows` rows (all when negative).
-bool q8_0_is_per_channel(const GGUFTensor& t, int64_t max_rows) {
-    if (t.shape.size() != 2 || t.shape[0] % 32 != 0) return false;
-    const int64_t blocks = t.shape[0] / 32, rows = t.shape[1];
-    if (t.data == nullptr || t.n_bytes < static_cast<uint64_t>(rows * blocks * 34)) return false;
-    for (int64_t r = 0; r < rows && (max_rows < 0 || r < max_rows); ++r) {
-        const uint8_t* row = t.data + r * blocks * 34;
-        for (int64_t b = 0; b < blocks; ++b) {
-            const uint8_t* blk = row + b * 34;
-            if (std::memcmp(blk, row, 2) != 0) return false;
-            if (std::memchr(blk + 2, 0x80, 32) != nullptr) return false;
-        }
+// (outside int8's symmetric range); import_ggml_row checks the same for every row at load.
+// Only the first row here: a file quantized per block shows it there. The parser checked that
+// the data holds every row (model/gguf_file.cpp).
+bool q8_0_first_row_per_channel(const GGUFTensor& t) {
+    if (t.shape.size() != 2 || t.shape[0] % 32 != 0 || t.data == nullptr) return false;
+    const int64_t blocks = t.shape[0] / 32;
+    for (int64_t b = 0; b < blocks; ++b) {
+        const uint8_t* blk = t.data + b * 34;
+        if (std::memcmp(blk, t.data, 2) != 0) return false;
+        if (std::memchr(blk + 2, 0x80, 32) != nullptr) return false;
     }
     return true;
 }
 
 }  // namespace
 
-std::optional<std::string> gguf_tensor_native_format(const GGUFTensor& t, bool read_all) {
+std::optional<std::string> gguf_tensor_native_format(const GGUFTensor& t) {
     if (t.type == tensor::GgmlType::Q4_0) return "int4-g32";
     if (t.type == tensor::GgmlType::Q4_1) return "int4-g32-asym";
-    if (t.type == tensor::GgmlType::Q8_0 && q8_0_is_per_channel(t, read_all ? -1 : 1))
-        return "int8";
+    if (t.type == tensor::GgmlType::Q8_0 && q8_0_first_row_per_channel(t)) return "int8";
     return std::nullopt;
 }
 
-GgufNativeWeights gguf_native_weights(const GGUFFile& g, const std::string& dtype_name,
-                                      bool read_all) {
+GgufNativeWeights gguf_native_weights(const GGUFFile& g, const ModelConfig& c,
+                                      const std::string& dtype_name, bool head_chosen) {
     GgufNativeWeights r;
     std::map<std::string, int> types;  // type name -> layer matrices of it
     bool all_float = true;
     std::vector<const GGUFTensor*> layer;
     for (const auto& t : g.tensors()) {
-        if (!is_layer_matrix(t)) continue;
+        if (!is_layer_matrix(t, c.n_layers)) continue;
         types[tensor::ggml_type_name(t.type)] += 1;
         all_float = all_float && is_float(t.type);
         layer.push_back(&t);
     }
     if (types.empty() || all_float) return r;  // a float checkpoint: --dtype, nothing to report
     if (types.size() == 1) {  // one type: native when every matrix imports (Q8_0: per channel)
-        r.layers = gguf_tensor_native_format(*layer.front(), read_all);
+        r.layers = gguf_tensor_native_format(*layer.front());
         for (size_t i = 1; i < layer.size() && r.layers; ++i)
-            if (gguf_tensor_native_format(*layer[i], read_all) != r.layers) r.layers.reset();
+            if (gguf_tensor_native_format(*layer[i]) != r.layers) r.layers.reset();
     }
-    if (r.layers) {
-        r.note = "auto: layer matrices " + tensor::ggml_type_name(layer.front()->type) +
-                 ", imported without loss";
-    } else {
+    if (!r.layers) {
         std::string list;
         for (const auto& [name, n] : types)
             list += (list.empty() ? "" : ", ") + name + " x" + std::to_string(n);
@@ -76,20 +81,25 @@ GgufNativeWeights gguf_native_weights(const GGUFFile& g, const std::string& dtyp
                  dtype_name + " (--weights int4 or int8 quantizes them at load)";
         return r;  // the embeddings and head stay at --dtype beside --dtype layers
     }
-    // The embeddings and head: their own format where it maps without loss; else, beside int4
-    // layers, int8, as `--weights int4` gives them (cli/common.cpp: ~19% of a 1B model's bytes
-    // per token in bf16, no measurable quality cost in int8); else --dtype.
-    auto head = [&](const char* name, std::optional<std::string>& out) {
-        const GGUFTensor* t = g.find_tensor(std::string(name) + ".weight");
-        if (t == nullptr) return;
-        out = gguf_tensor_native_format(*t, read_all);
-        const bool exact = out.has_value();
-        if (!out && r.layers->starts_with("int4")) out = "int8";
-        r.note += std::string("; ") + name + " " + tensor::ggml_type_name(t->type) + " as " +
-                  out.value_or(dtype_name) + (exact ? " without loss" : "");
-    };
-    head("token_embd", r.embed);
-    head("output", r.output);
+    r.note = "auto: layer matrices " + tensor::ggml_type_name(layer.front()->type) +
+             ", imported without loss";
+    if (!head_chosen) {
+        // The embeddings and head: their own format where it maps without loss, else the default
+        // beside these layers, as `--weights` gives it (quant::default_head_format: int8 beside
+        // int4), else --dtype.
+        const auto fallback = quant::default_head_format(quant::parse_weight_format(*r.layers));
+        auto head = [&](const char* name, std::optional<std::string>& out) {
+            const GGUFTensor* t = g.find_tensor(std::string(name) + ".weight");
+            if (t == nullptr) return;
+            out = gguf_tensor_native_format(*t);
+            const bool exact = out.has_value();
+            if (!out && fallback) out = quant::weight_format_name(*fallback);
+            r.note += std::string("; ") + name + " " + tensor::ggml_type_name(t->type) + " as " +
+                      out.value_or(dtype_name) + (exact ? " without loss" : "");
+        };
+        head("token_embd", r.embed);
+        if (!c.tied_embeddings) head("output", r.output);
+    }
     r.note += "; --weights chooses";
     return r;
 }

@@ -197,6 +197,7 @@ public:
                             m.pack_quant_row(r, *qr);
                             continue;
                         }
+                        if (t.ggml_type == tensor::GgmlType::Q8_0) ggml_requant_rows_ += 1;
                     }
                     if (t.ct) {  // compressed-tensors pack-quantized (model/compressed_tensors.h)
                         if (auto qr = ct_import_row(*t.ct, r, layout)) {
@@ -313,6 +314,9 @@ public:
 
     // Rows of compressed-tensors weights imported bit-exactly / requantized through f32.
     mutable std::atomic<int64_t> ct_exact_rows_{0}, ct_requant_rows_{0};
+    // GGUF Q8_0 rows that are not int8 per channel, requantized (a native int8 load checks only
+    // each tensor's first row: model/gguf_native_weights.h).
+    mutable std::atomic<int64_t> ggml_requant_rows_{0};
 
 private:
     Model& m_;
@@ -375,16 +379,15 @@ std::unique_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
     LoadOptions eff = opts;
     std::map<std::string, quant::WeightFormat> native_head;  // role -> format
     if (!opts.weights && opts.native_weights) {  // also without load_weights: `warden info` reports it
-        const GgufNativeWeights nw = gguf_native_weights(g, runtime_dtype_name(opts.dtype), opts.load_weights);
+        const GgufNativeWeights nw =
+            gguf_native_weights(g, cfg, runtime_dtype_name(opts.dtype), opts.head_weights.has_value());
         m->weights_note = nw.note;
         if (nw.layers) {
             eff.weights = quant::parse_weight_format(*nw.layers);
             m->weights_format = *nw.layers;
         }
-        if (!opts.head_weights) {
-            if (nw.embed) native_head["embed"] = quant::parse_weight_format(*nw.embed);
-            if (nw.output) native_head["output"] = quant::parse_weight_format(*nw.output);
-        }
+        if (nw.embed) native_head["embed"] = quant::parse_weight_format(*nw.embed);
+        if (nw.output) native_head["output"] = quant::parse_weight_format(*nw.output);
     }
     Loader loader(*m, eff, pool, find, names, native_head);
     // Llama 3 rope scaling: per-dimension frequency divisors stored as a tensor.
@@ -399,6 +402,9 @@ std::unique_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
     if (g.has("tokenizer.chat_template")) m->chat_template = g.get_string("tokenizer.chat_template");
     if (opts.load_tokenizer) m->tokenizer = tokenizer::Tokenizer::from_gguf(g);
     if (opts.load_weights) loader.load_all();
+    if (!m->weights_note.empty() && loader.ggml_requant_rows_ > 0)
+        m->weights_note += "; " + std::to_string(loader.ggml_requant_rows_.load()) +
+                           " Q8_0 rows were not int8 per channel (a scale per block or a -128 code) and were requantized";
     return m;
 }
 
@@ -450,7 +456,7 @@ std::unique_ptr<Model> load_hf_dir(const std::string& dir, const LoadOptions& op
     // Without --weights, a pack-quantized checkpoint loads in its own format (bit-exact import)
     // rather than being expanded to the runtime dtype.
     LoadOptions eff = opts;
-    if (ct && !opts.weights && opts.native_weights && opts.load_weights) {
+    if (ct && !opts.weights && opts.native_weights) {  // also without load_weights: `warden info`
         for (const auto& t : st.tensors()) {
             static const std::string kPacked = ".weight_packed";
             if (t.name.size() <= kPacked.size() || !t.name.ends_with(kPacked)) continue;
@@ -459,8 +465,8 @@ std::unique_ptr<Model> load_hf_dir(const std::string& dir, const LoadOptions& op
             if (auto f = ct_native_format(grp.weights, src->ct->scale_dtype)) {
                 eff.weights = quant::parse_weight_format(*f);
                 m->weights_format = *f;
-                std::fprintf(stderr, "warden: compressed-tensors %d-bit checkpoint: layers load as %s (--weights to choose)\n",
-                             grp.weights.num_bits, f->c_str());
+                m->weights_note = "auto: the compressed-tensors " + std::to_string(grp.weights.num_bits) +
+                                  "-bit checkpoint's own format; --weights chooses";
             }
             break;
         }

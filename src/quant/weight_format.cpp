@@ -89,6 +89,11 @@ WeightFormat parse_weight_format(const std::string& s) {
     return f;
 }
 
+std::optional<WeightFormat> default_head_format(const WeightFormat& layers) {
+    if (layers.type != kernels::WeightType::Q4) return std::nullopt;
+    return parse_weight_format("int8");
+}
+
 std::string weight_format_name(const WeightFormat& f) {
     switch (f.type) {
         case kernels::WeightType::BF16: return "bf16";

@@ -104,7 +104,7 @@ def test_load_package_compressed_checkpoint(name: str):
         assert top1 == 1.0 and rel <= REL, (name, rel, top1)
     # Default: the checkpoint's own format (W4A8).
     rel, top1, err = compare(model, g, None)
-    assert f"layers load as {native}" in err, err
+    assert f"weights {native} (auto: the compressed-tensors 4-bit checkpoint's own format" in err, err
     if not exact:
         assert "requantized through f32" in err, err
     record("compressed-tensors load", f"{name} default ({native}, W4A8) top-1", top1)

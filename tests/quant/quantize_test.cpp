@@ -252,6 +252,14 @@ TEST(QuantGguf, WithoutWeightsFlagAFileLoadsInItsOwnFormat) {
             const auto head = model::load_model(out, ho, pool);
             expect_same_packed(native->weights.output, head->weights.output, what + " output");
             expect_same_packed(native->weights.token_embd, head->weights.token_embd, what + " embd");
+            // --head-weights decides the head: the note leaves it out, the layers stay native.
+            model::LoadOptions hw;
+            hw.load_tokenizer = false;
+            hw.head_weights = parse_weight_format("bf16");
+            const auto chosen = model::load_model(out, hw, pool);
+            EXPECT_EQ(chosen->weights_format, c.native) << what;
+            EXPECT_EQ(chosen->weights_note.find("token_embd"), std::string::npos) << chosen->weights_note;
+            EXPECT_EQ(chosen->weights.output.view().type, kernels::WeightType::BF16) << what;
             // Opting out loads at the dtype.
             model::LoadOptions off;
             off.load_tokenizer = false;
@@ -262,38 +270,55 @@ TEST(QuantGguf, WithoutWeightsFlagAFileLoadsInItsOwnFormat) {
     }
 }
 
-// Q8_0 is native int8 only when it is per channel: one block with its own scale, or one -128
-// code, anywhere in one layer matrix sends every layer to the dtype, with the types in the note.
+// Q8_0 is native int8 only when it is per channel. The resolver reads each tensor's first row:
+// one block there with its own scale, or one -128 code, sends every layer to the dtype, with the
+// types in the note. Further down, the load imports every other row exactly, requantizes the odd
+// one and says how many it requantized.
 TEST(QuantGguf, Q8_0WithPerBlockScalesIsNotNativeInt8) {
     util::ThreadPool pool(2);
     const std::string out = tmp_path("native_q8.gguf");
     quantize_gguf(test::golden_model("tiny-llama.gguf"), out, parse_weight_format("int8"), false, pool);
     std::ifstream in(out, std::ios::binary);
     const std::vector<uint8_t> file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    in.close();
     std::filesystem::remove(out);
-    {
-        const model::GGUFFile g(file.data(), file.size());
-        const auto nw = model::gguf_native_weights(g, "bf16");
-        ASSERT_EQ(nw.layers, std::optional<std::string>("int8")) << nw.note;
-    }
-    for (int mutation = 0; mutation < 2; ++mutation) {
-        std::vector<uint8_t> buf = file;
-        const model::GGUFFile g0(buf.data(), buf.size());
-        const model::GGUFTensor* t = g0.find_tensor("blk.1.ffn_down.weight");
-        ASSERT_NE(t, nullptr);
-        ASSERT_EQ(t->type, tensor::GgmlType::Q8_0);
-        ASSERT_GE(t->shape[0], 64);
-        auto* row3 = buf.data() + (t->data - buf.data()) + 3 * (t->shape[0] / 32) * 34;
-        if (mutation == 0) {
-            row3[34] ^= 0x01;  // the second block's scale (low byte of an f16): still finite
-        } else {
-            row3[2 + 5] = 0x80;  // code -128
+    auto resolve = [](const std::vector<uint8_t>& b) {
+        const model::GGUFFile g(b.data(), b.size());
+        return model::gguf_native_weights(g, model::config_from_gguf(g), "bf16", false);
+    };
+    ASSERT_EQ(resolve(file).layers, std::optional<std::string>("int8")) << resolve(file).note;
+    for (int row : {0, 3}) {
+        for (int mutation = 0; mutation < 2; ++mutation) {
+            const std::string what = "row " + std::to_string(row) + " mutation " + std::to_string(mutation);
+            std::vector<uint8_t> buf = file;
+            const model::GGUFFile g0(buf.data(), buf.size());
+            const model::GGUFTensor* t = g0.find_tensor("blk.1.ffn_down.weight");
+            ASSERT_NE(t, nullptr);
+            ASSERT_EQ(t->type, tensor::GgmlType::Q8_0);
+            ASSERT_GE(t->shape[0], 64);
+            auto* r = buf.data() + (t->data - buf.data()) + row * (t->shape[0] / 32) * 34;
+            if (mutation == 0) {
+                r[34] ^= 0x01;  // the second block's scale (low byte of an f16): still finite
+            } else {
+                r[2 + 5] = 0x80;  // code -128
+            }
+            const auto nw = resolve(buf);
+            if (row == 0) {
+                EXPECT_FALSE(nw.layers.has_value()) << what;
+                EXPECT_NE(nw.note.find("Q8_0 x"), std::string::npos) << nw.note;
+                EXPECT_NE(nw.note.find("bf16"), std::string::npos) << nw.note;
+                continue;
+            }
+            ASSERT_EQ(nw.layers, std::optional<std::string>("int8")) << what;
+            const std::string path = tmp_path("native_q8_mut.gguf");
+            std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(buf.data()),
+                                                        static_cast<std::streamsize>(buf.size()));
+            const auto m = load(path, "", pool);
+            std::filesystem::remove(path);
+            EXPECT_EQ(m->weights_format, "int8") << what;
+            EXPECT_NE(m->weights_note.find("; 1 Q8_0 rows were not int8 per channel"), std::string::npos)
+                << m->weights_note;
         }
-        const model::GGUFFile g(buf.data(), buf.size());
-        const auto nw = model::gguf_native_weights(g, "bf16");
-        EXPECT_FALSE(nw.layers.has_value()) << mutation;
-        EXPECT_NE(nw.note.find("Q8_0 x"), std::string::npos) << nw.note;
-        EXPECT_NE(nw.note.find("bf16"), std::string::npos) << nw.note;
     }
 }
 

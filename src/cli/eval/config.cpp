@@ -32,6 +32,7 @@ bool member(const std::vector<std::string>& v, const std::string& x) {
 EvalConfig parse_config(const std::string& spec, const std::string& flag) {
     EvalConfig c;
     c.text = spec;
+    c.common.weights = "bf16";  // not the file's own format: see config.h
     util::check(!spec.empty(), flag + ": empty configuration (e.g. weights=bf16,kv=bf16)");
     size_t i = 0;
     while (i <= spec.size()) {

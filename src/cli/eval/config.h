@@ -14,8 +14,10 @@ struct EvalConfig {
     EngineOptions engine;
 };
 
-// Keys: weights (the runtime weight format), kv (the KV cache format), integrity (KV
-// integrity mode). Throws util::Error naming the bad key or value and what is accepted.
+// Keys: weights (the runtime weight format; bf16 when not named, so that a configuration that
+// names only its KV format compares KV formats alone; `auto` for the checkpoint's own format as
+// the other commands load it), kv (the KV cache format), integrity (KV integrity mode). Throws
+// util::Error naming the bad key or value and what is accepted.
 EvalConfig parse_config(const std::string& spec, const std::string& flag);
 
 }  // namespace warden::cli::eval
