@@ -4,7 +4,9 @@
 #include <map>
 #include <vector>
 
+#include "quant/quantizer.h"
 #include "quant/weight_format.h"
+#include "util/error.h"
 
 namespace warden::model {
 
@@ -46,6 +48,36 @@ bool q8_0_first_row_per_channel(const GGUFTensor& t) {
     return true;
 }
 
+// The format `warden quantize` declared (kGgufDeclaredWeightsKey), when it is a quantized format
+// whose GGUF block type is `layer_type`. Otherwise unset, and a key that is present but does not
+// fit is named in `note` (appended) rather than failing the load: it is a hint; the blocks are
+// the data.
+std::optional<std::string> declared_format(const GGUFFile& g, tensor::GgmlType layer_type,
+                                           std::string& note) {
+    const GGUFValue* v = g.find(kGgufDeclaredWeightsKey);
+    if (v == nullptr) return std::nullopt;
+    std::string why;
+    if (v->type != GGUFValueType::STRING) {
+        why = "not a string";
+    } else {
+        try {
+            const quant::WeightFormat f = quant::parse_weight_format(v->s);
+            if (!f.quantized() || f.type == kernels::WeightType::FP8 || f.bf16_scales ||
+                f.act_f32) {
+                why = "'" + v->s + "' has no GGUF block type";
+            } else if (quant::ggml_type_for(f.layout(32, f.group ? f.group : 32)) != layer_type) {
+                why = "'" + v->s + "' does not match the layer blocks";
+            } else {
+                return quant::weight_format_name(f);
+            }
+        } catch (const util::Error& e) {
+            why = e.what();
+        }
+    }
+    note += std::string("; ") + kGgufDeclaredWeightsKey + " ignored: " + why;
+    return std::nullopt;
+}
+
 }  // namespace
 
 std::optional<std::string> gguf_tensor_native_format(const GGUFTensor& t) {
@@ -68,7 +100,13 @@ GgufNativeWeights gguf_native_weights(const GGUFFile& g, const ModelConfig& c,
         layer.push_back(&t);
     }
     if (types.empty() || all_float) return r;  // a float checkpoint: --dtype, nothing to report
-    if (types.size() == 1) {  // one type: native when every matrix imports (Q8_0: per channel)
+    std::string ignored;                       // a declared format that does not fit, for the note
+    const auto declared = declared_format(
+        g, types.size() == 1 ? layer.front()->type : tensor::GgmlType::F32, ignored);
+    if (declared) {
+        r.layers = declared;
+    } else if (types.size() ==
+               1) {  // one type: native when every matrix imports (Q8_0: per channel)
         r.layers = gguf_tensor_native_format(*layer.front());
         for (size_t i = 1; i < layer.size() && r.layers; ++i)
             if (gguf_tensor_native_format(*layer[i]) != r.layers) r.layers.reset();
@@ -78,11 +116,12 @@ GgufNativeWeights gguf_native_weights(const GGUFFile& g, const ModelConfig& c,
         for (const auto& [name, n] : types)
             list += (list.empty() ? "" : ", ") + name + " x" + std::to_string(n);
         r.note = "auto: layer matrices " + list + " have no lossless runtime format, so " +
-                 dtype_name + " (--weights int4 or int8 quantizes them at load)";
+                 dtype_name + " (--weights int4 or int8 quantizes them at load)" + ignored;
         return r;  // the embeddings and head stay at --dtype beside --dtype layers
     }
     r.note = "auto: layer matrices " + tensor::ggml_type_name(layer.front()->type) +
-             ", imported without loss";
+             (declared ? " written as " + *declared : std::string()) + ", imported without loss" +
+             ignored;
     if (!head_chosen) {
         // The embeddings and head: their own format where it maps without loss, else the default
         // beside these layers, as `--weights` gives it (quant::default_head_format: int8 beside
@@ -91,7 +130,10 @@ GgufNativeWeights gguf_native_weights(const GGUFFile& g, const ModelConfig& c,
         auto head = [&](const char* name, std::optional<std::string>& out) {
             const GGUFTensor* t = g.find_tensor(std::string(name) + ".weight");
             if (t == nullptr) return;
-            out = gguf_tensor_native_format(*t);
+            // A head of the layers' block type in a declared file was written in the declared
+            // format too (--quantize-embeddings).
+            out = declared && t->type == layer.front()->type ? declared
+                                                             : gguf_tensor_native_format(*t);
             const bool exact = out.has_value();
             if (!out && fallback) out = quant::weight_format_name(*fallback);
             r.note += std::string("; ") + name + " " + tensor::ggml_type_name(t->type) + " as " +

@@ -16,6 +16,12 @@
 
 namespace warden::model {
 
+// Metadata key `warden quantize` writes: the --weights name its layer blocks came from (e.g.
+// "int4-g128"). When its block type matches the layers', the layers (and a head of the same
+// type: --quantize-embeddings) load in that format; rows that do not import exactly are
+// requantized and counted in the report.
+inline constexpr const char* kGgufDeclaredWeightsKey = "warden.quantize.weights";
+
 struct GgufNativeWeights {
     std::optional<std::string> layers;  // a --weights name, e.g. "int4-g32-asym"; unset: --dtype
     std::optional<std::string> embed;   // token_embd.weight, likewise

@@ -197,7 +197,9 @@ public:
                             m.pack_quant_row(r, *qr);
                             continue;
                         }
-                        if (t.ggml_type == tensor::GgmlType::Q8_0) ggml_requant_rows_ += 1;
+                        if (t.ggml_type == tensor::GgmlType::Q4_0 || t.ggml_type == tensor::GgmlType::Q4_1 ||
+                            t.ggml_type == tensor::GgmlType::Q8_0)
+                            ggml_requant_rows_ += 1;
                     }
                     if (t.ct) {  // compressed-tensors pack-quantized (model/compressed_tensors.h)
                         if (auto qr = ct_import_row(*t.ct, r, layout)) {
@@ -314,8 +316,9 @@ public:
 
     // Rows of compressed-tensors weights imported bit-exactly / requantized through f32.
     mutable std::atomic<int64_t> ct_exact_rows_{0}, ct_requant_rows_{0};
-    // GGUF Q8_0 rows that are not int8 per channel, requantized (a native int8 load checks only
-    // each tensor's first row: model/gguf_native_weights.h).
+    // GGUF Q4_0 / Q4_1 / Q8_0 rows that do not import into the chosen format exactly and were
+    // requantized (a native load checks only each tensor's first row, or trusts the declared
+    // format: model/gguf_native_weights.h).
     mutable std::atomic<int64_t> ggml_requant_rows_{0};
 
 private:
@@ -404,7 +407,8 @@ std::unique_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
     if (opts.load_weights) loader.load_all();
     if (!m->weights_note.empty() && loader.ggml_requant_rows_ > 0)
         m->weights_note += "; " + std::to_string(loader.ggml_requant_rows_.load()) +
-                           " Q8_0 rows were not int8 per channel (a scale per block or a -128 code) and were requantized";
+                           " rows did not import into " + m->weights_format +
+                           " exactly (e.g. Q8_0 with a scale per block) and were requantized";
     return m;
 }
 

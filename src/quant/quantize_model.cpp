@@ -4,6 +4,7 @@
 #include <initializer_list>
 
 #include "model/gguf_file.h"
+#include "model/gguf_native_weights.h"
 #include "model/gguf_writer.h"
 #include "model/tensor_source.h"
 #include "quant/quantizer.h"
@@ -54,6 +55,15 @@ QuantizeStats quantize_gguf(const std::string& in, const std::string& out, const
     // llama_ftype: MOSTLY_Q4_0 = 2, MOSTLY_Q4_1 = 3, MOSTLY_Q8_0 = 7.
     w.set_u32("general.file_type", out_type == tensor::GgmlType::Q4_0 ? 2u : (out_type == tensor::GgmlType::Q4_1 ? 3u : 7u));
     w.set_u32("general.quantization_version", 2);
+    // The runtime format the blocks were written from, which loading without --weights uses: the
+    // block types alone cannot tell int4-g128 (four Q4_0 blocks sharing a scale) from int4-g32
+    // without reading every row (model/gguf_native_weights.h).
+    model::GGUFValue declared;
+    declared.type = model::GGUFValueType::STRING;
+    WeightFormat stored = f;
+    stored.act_f32 = false;  // a kernel choice (-a16), not part of the stored blocks
+    declared.s = weight_format_name(stored);
+    w.set(std::string(model::kGgufDeclaredWeightsKey), declared);
     QuantizeStats st;
     for (const auto& t : src.tensors()) {
         st.bytes_in += static_cast<int64_t>(t.n_bytes);

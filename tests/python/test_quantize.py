@@ -132,7 +132,8 @@ def test_without_weights_a_quantized_gguf_runs_in_its_own_format(tmp_path: Path,
     assert run("quantize", "-m", str(TINY), "-o", str(out), "--weights", fmt).returncode == 0
     p = run("logits", "-m", str(out), "--tokens", TOKENS, "--top", "5")
     assert p.returncode == 0, p.stderr
-    assert f"weights {native} (auto: layer matrices {gtype}, imported without loss" in p.stderr, p.stderr
+    assert f"weights {native} (auto: layer matrices {gtype} written as {native}, imported without loss" in p.stderr, \
+        p.stderr
     assert p.stdout == logits(out, "--weights", native)
     assert p.stdout == logits(out, "--weights", "auto")
     assert p.stdout != logits(out, "--weights", "bf16")

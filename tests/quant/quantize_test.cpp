@@ -19,6 +19,8 @@
 #include "kernels/matmul_quant.h"
 #include "model/gguf_file.h"
 #include "model/gguf_native_weights.h"
+#include "model/gguf_writer.h"
+#include "model/model_config.h"
 #include "model/kv_cache.h"
 #include "model/model.h"
 #include "model/transformer.h"
@@ -270,14 +272,44 @@ TEST(QuantGguf, WithoutWeightsFlagAFileLoadsInItsOwnFormat) {
     }
 }
 
-// Q8_0 is native int8 only when it is per channel. The resolver reads each tensor's first row:
-// one block there with its own scale, or one -128 code, sends every layer to the dtype, with the
-// types in the note. Further down, the load imports every other row exactly, requantizes the odd
-// one and says how many it requantized.
+// Q8_0 is native int8 only when it is per channel. Without a declared format (a file from
+// elsewhere) the resolver reads each tensor's first row: one block there with its own scale, or
+// one -128 code, sends every layer to the dtype, with the types in the note. Further down, the
+// load imports every other row exactly, requantizes the odd one and says how many it
+// requantized. With warden's declaration the file is int8 and a bad row is requantized and counted.
 TEST(QuantGguf, Q8_0WithPerBlockScalesIsNotNativeInt8) {
     util::ThreadPool pool(2);
+    const std::string declared = tmp_path("native_q8_declared.gguf");
+    quantize_gguf(test::golden_model("tiny-llama.gguf"), declared, parse_weight_format("int8"), false, pool);
+    {  // the declared file with row 0 changed: still int8, one row requantized
+        const model::GGUFFile g(declared);
+        model::GGUFWriter w;
+        for (const auto& [k, v] : g.metadata()) w.set(k, v);
+        for (const auto& t : g.tensors()) {
+            std::vector<uint8_t> d(t.data, t.data + t.n_bytes);
+            if (t.name == "blk.1.ffn_down.weight") d[34] ^= 0x01;
+            w.add_tensor(t.name, t.shape, t.type, std::move(d));
+        }
+        const std::string bad_row0 = tmp_path("native_q8_declared_row0.gguf");
+        w.write(bad_row0);
+        const auto m = load(bad_row0, "", pool);
+        std::filesystem::remove(bad_row0);
+        EXPECT_EQ(m->weights_format, "int8");
+        EXPECT_NE(m->weights_note.find("written as int8"), std::string::npos) << m->weights_note;
+        EXPECT_NE(m->weights_note.find("; 1 rows did not import into int8 exactly"), std::string::npos)
+            << m->weights_note;
+    }
+    // The same file without the declaration, as another tool would write it.
     const std::string out = tmp_path("native_q8.gguf");
-    quantize_gguf(test::golden_model("tiny-llama.gguf"), out, parse_weight_format("int8"), false, pool);
+    {
+        const model::GGUFFile g(declared);
+        model::GGUFWriter w;
+        for (const auto& [k, v] : g.metadata())
+            if (k != model::kGgufDeclaredWeightsKey) w.set(k, v);
+        for (const auto& t : g.tensors()) w.add_tensor(t.name, t.shape, t.type, {t.data, t.data + t.n_bytes});
+        w.write(out);
+    }
+    std::filesystem::remove(declared);
     std::ifstream in(out, std::ios::binary);
     const std::vector<uint8_t> file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     in.close();
@@ -316,9 +348,48 @@ TEST(QuantGguf, Q8_0WithPerBlockScalesIsNotNativeInt8) {
             const auto m = load(path, "", pool);
             std::filesystem::remove(path);
             EXPECT_EQ(m->weights_format, "int8") << what;
-            EXPECT_NE(m->weights_note.find("; 1 Q8_0 rows were not int8 per channel"), std::string::npos)
+            EXPECT_NE(m->weights_note.find("; 1 rows did not import into int8 exactly"), std::string::npos)
                 << m->weights_note;
         }
+    }
+}
+
+// The format `warden quantize` declares in the file decides what its blocks alone cannot: four
+// Q4_0 blocks sharing a scale are int4-g128, not int4-g32. A declaration that does not fit the
+// blocks (another type, not a format, not a string) is ignored and named in the note.
+TEST(QuantGguf, DeclaredFormatChoosesG128) {
+    auto resolve = [](const model::GGUFValue* declared) {
+        model::GGUFWriter w;
+        if (declared) w.set(model::kGgufDeclaredWeightsKey, *declared);
+        std::vector<uint8_t> q4(2 * 4 * 18, 0x11);  // 2 rows x 4 Q4_0 blocks, every scale 0x1111
+        w.add_tensor("blk.0.attn_q.weight", {128, 2}, tensor::GgmlType::Q4_0, q4);
+        const std::string path = tmp_path("declared.gguf");
+        w.write(path);
+        const model::GGUFFile g(path);
+        model::ModelConfig c;
+        c.n_layers = 1;
+        auto r = model::gguf_native_weights(g, c, "bf16", false);
+        std::filesystem::remove(path);
+        return r;
+    };
+    auto str = [](const std::string& s) {
+        model::GGUFValue v;
+        v.type = model::GGUFValueType::STRING;
+        v.s = s;
+        return v;
+    };
+    EXPECT_EQ(resolve(nullptr).layers, std::optional<std::string>("int4-g32"));
+    const auto g128 = str("int4-g128");
+    const auto r = resolve(&g128);
+    EXPECT_EQ(r.layers, std::optional<std::string>("int4-g128")) << r.note;
+    EXPECT_NE(r.note.find("written as int4-g128"), std::string::npos) << r.note;
+    model::GGUFValue u32;
+    u32.type = model::GGUFValueType::UINT32;
+    u32.u = 7;
+    for (const auto& bad : {str("int8"), str("int4-g128-asym"), str("int4-g7"), str("fp8"), u32}) {
+        const auto b = resolve(&bad);
+        EXPECT_EQ(b.layers, std::optional<std::string>("int4-g32")) << b.note;
+        EXPECT_NE(b.note.find("warden.quantize.weights ignored: "), std::string::npos) << b.note;
     }
 }
 
