@@ -377,8 +377,9 @@ std::unique_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
             return "blk." + std::to_string(layer) + ".post_attention_norm.weight";
         return gguf_name(role, layer);
     };
-    // Without --weights, Q4_0 / Q4_1 layers load in their own format (bit-exact import), and so
-    // do the embeddings and head where theirs maps (model/gguf_native_weights.h).
+    // Without --weights, Q4_0 / Q4_1 / per-channel Q8_0 layers load in their own format (bit-exact
+    // import, or the format `warden quantize` declared), and so do the embeddings and head where
+    // theirs maps (model/gguf_native_weights.h).
     LoadOptions eff = opts;
     std::map<std::string, quant::WeightFormat> native_head;  // role -> format
     if (!opts.weights && opts.native_weights) {  // also without load_weights: `warden info` reports it

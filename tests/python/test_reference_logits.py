@@ -244,14 +244,20 @@ def test_smollm2_f32(k):
         pytest.fail(msg)
 
 
-def test_smollm2_bf16():
+def _smollm2_all_prompts(**kw) -> tuple[int, int, float]:
+    """(top-1 agreements, positions, worst |diff| / spread) of `run_logits(**kw)` over every prompt."""
     g = _smollm2()
     agree = npos = 0
     worst = 0.0
     for prompt in g["prompts"]:
-        out = run_logits(SMOLLM2_GGUF, prompt["ids"], dtype="bf16", top=SMOLLM2_WARDEN_TOP)
+        out = run_logits(SMOLLM2_GGUF, prompt["ids"], top=SMOLLM2_WARDEN_TOP, **kw)
         w, _, _, a = _smollm2_compare(prompt, out)
         agree, npos, worst = agree + a, npos + len(prompt["ids"]), max(worst, w)
+    return agree, npos, worst
+
+
+def test_smollm2_bf16():
+    agree, npos, worst = _smollm2_all_prompts(dtype="bf16")
     frac = agree / npos
     record("smollm2 bf16", "top-1 agreement", f"{agree}/{npos} = {frac:.3f}")
     record("smollm2 bf16", "max |diff| / spread (ref top-16 ids)", worst)
@@ -263,13 +269,7 @@ def test_smollm2_default_loads_its_own_q4_1_format():
     """Without --weights the default model runs in its own format: Q4_1 layers imported bit-exactly
     as int4-g32-asym (W4A8: int8 activations, as llama.cpp runs Q4_1 with Q8_1 activations) and
     its Q8_0 embeddings as int8 per channel. Measured against the same f32 reference as bf16."""
-    g = _smollm2()
-    agree = npos = 0
-    worst = 0.0
-    for prompt in g["prompts"]:
-        out = run_logits(SMOLLM2_GGUF, prompt["ids"], dtype="bf16", top=SMOLLM2_WARDEN_TOP, weights="auto")
-        w, _, _, a = _smollm2_compare(prompt, out)
-        agree, npos, worst = agree + a, npos + len(prompt["ids"]), max(worst, w)
+    agree, npos, worst = _smollm2_all_prompts(dtype="bf16", weights="auto")
     frac = agree / npos
     record("smollm2 default (auto: int4-g32-asym W4A8, int8 head)", "top-1 agreement", f"{agree}/{npos} = {frac:.3f}")
     record("smollm2 default (auto: int4-g32-asym W4A8, int8 head)", "max |diff| / spread (ref top-16 ids)", worst)

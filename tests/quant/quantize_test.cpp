@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -164,6 +165,22 @@ std::unique_ptr<model::Model> load(const std::string& path, const std::string& f
     return model::load_model(path, o, pool);
 }
 
+// Copies GGUF `src` to `dst` without metadata key `drop_key`, letting `edit` change each
+// tensor's bytes.
+void rewrite_gguf(const std::string& src, const std::string& dst, const std::string& drop_key,
+                  const std::function<void(const std::string&, std::vector<uint8_t>&)>& edit) {
+    const model::GGUFFile g(src);
+    model::GGUFWriter w;
+    for (const auto& [k, v] : g.metadata())
+        if (k != drop_key) w.set(k, v);
+    for (const auto& t : g.tensors()) {
+        std::vector<uint8_t> d(t.data, t.data + t.n_bytes);
+        edit(t.name, d);
+        w.add_tensor(t.name, t.shape, t.type, std::move(d));
+    }
+    w.write(dst);
+}
+
 void expect_same_packed(const model::Matrix& a, const model::Matrix& b, const std::string& what) {
     ASSERT_EQ(a.view().type, b.view().type) << what;
     ASSERT_EQ(a.bytes(), b.bytes()) << what;
@@ -282,16 +299,10 @@ TEST(QuantGguf, Q8_0WithPerBlockScalesIsNotNativeInt8) {
     const std::string declared = tmp_path("native_q8_declared.gguf");
     quantize_gguf(test::golden_model("tiny-llama.gguf"), declared, parse_weight_format("int8"), false, pool);
     {  // the declared file with row 0 changed: still int8, one row requantized
-        const model::GGUFFile g(declared);
-        model::GGUFWriter w;
-        for (const auto& [k, v] : g.metadata()) w.set(k, v);
-        for (const auto& t : g.tensors()) {
-            std::vector<uint8_t> d(t.data, t.data + t.n_bytes);
-            if (t.name == "blk.1.ffn_down.weight") d[34] ^= 0x01;
-            w.add_tensor(t.name, t.shape, t.type, std::move(d));
-        }
         const std::string bad_row0 = tmp_path("native_q8_declared_row0.gguf");
-        w.write(bad_row0);
+        rewrite_gguf(declared, bad_row0, "", [](const std::string& name, std::vector<uint8_t>& d) {
+            if (name == "blk.1.ffn_down.weight") d[34] ^= 0x01;
+        });
         const auto m = load(bad_row0, "", pool);
         std::filesystem::remove(bad_row0);
         EXPECT_EQ(m->weights_format, "int8");
@@ -301,14 +312,7 @@ TEST(QuantGguf, Q8_0WithPerBlockScalesIsNotNativeInt8) {
     }
     // The same file without the declaration, as another tool would write it.
     const std::string out = tmp_path("native_q8.gguf");
-    {
-        const model::GGUFFile g(declared);
-        model::GGUFWriter w;
-        for (const auto& [k, v] : g.metadata())
-            if (k != model::kGgufDeclaredWeightsKey) w.set(k, v);
-        for (const auto& t : g.tensors()) w.add_tensor(t.name, t.shape, t.type, {t.data, t.data + t.n_bytes});
-        w.write(out);
-    }
+    rewrite_gguf(declared, out, model::kGgufDeclaredWeightsKey, [](const std::string&, std::vector<uint8_t>&) {});
     std::filesystem::remove(declared);
     std::ifstream in(out, std::ios::binary);
     const std::vector<uint8_t> file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
