@@ -47,7 +47,7 @@ source "$REPO/bench/weights_files.sh"
 declare -A files
 for fmt in $FORMATS; do files[$fmt]="$(warden_file "$fmt")"; done
 membw="$OUT_DIR/membw"
-[[ -x "$membw" ]] || g++ -O3 -march=native -pthread -o "$membw" "$REPO/bench/membw.cpp"
+[[ -x "$membw" && "$membw" -nt "$REPO/bench/membw.cpp" ]] || g++ -O3 -march=native -pthread -o "$membw" "$REPO/bench/membw.cpp"
 results="$OUT_DIR/results.tsv"
 : > "$results"
 for round in $(seq 1 "$ROUNDS"); do

@@ -6,7 +6,9 @@
 // batched-decode / prefill GEMM.
 // FORMAT: a --weights name (int4, int4-g128, int8, ...) or bf16. Weight bytes are random codes
 // with valid scales (values do not matter for speed). Prints bytes per token, best and median
-// ms per token over REPS passes, and GB/s.
+// ms per token over REPS passes, and GB/s. Weights come from util::HugePageArena, as the engine's
+// do (2 MiB pages where available); BENCH_PAGES_4K=1 in the environment takes them from the heap
+// on 4 KiB pages instead.
 // Build (not part of the CMake build):
 //   g++ -O3 -std=c++20 -I src bench/kernels/bench_gemv_decode.cpp build-me/libwarden_core.a -lpthread -o /tmp/bench_gemv_decode
 #include <algorithm>
@@ -22,28 +24,35 @@
 #include "kernels/matmul_quant.h"
 #include "quant/weight_format.h"
 #include "util/thread_pool.h"
+#include "util/huge_page_arena.h"
 
 using namespace warden;
 
 struct Mat {
     kernels::WeightMatrix w;
-    std::vector<uint8_t> buf;
+    util::ArenaBuffer buf;
     std::vector<float> y;
 };
 
 static constexpr int64_t kMaxTokens = 512;
 
+static util::ArenaBuffer weight_bytes(size_t n) {
+    static util::HugePageArena arena;
+    static const bool small_pages = std::getenv("BENCH_PAGES_4K") != nullptr;
+    return small_pages ? util::ArenaBuffer(n) : arena.allocate(n);
+}
+
 static Mat make(const std::string& fmt, int64_t rows, int64_t cols, int64_t ntok, std::mt19937& rng) {
     Mat m;
     if (fmt == "bf16") {
         m.w = kernels::WeightMatrix{kernels::WeightType::BF16, rows, cols, nullptr};
-        m.buf.resize(static_cast<size_t>(kernels::packed_weight_elems(rows, cols)) * 2);
+        m.buf = weight_bytes(static_cast<size_t>(kernels::packed_weight_elems(rows, cols)) * 2);
         auto* p = reinterpret_cast<uint16_t*>(m.buf.data());
         for (size_t i = 0; i < m.buf.size() / 2; ++i) p[i] = static_cast<uint16_t>(0x3c00 + (rng() & 0xff));
     } else {
         m.w = quant::parse_weight_format(fmt).layout(rows, cols);
-        m.buf.resize(static_cast<size_t>(kernels::quant_packed_bytes(m.w)));
-        for (auto& b : m.buf) b = static_cast<uint8_t>(rng());
+        m.buf = weight_bytes(static_cast<size_t>(kernels::quant_packed_bytes(m.w)));
+        for (size_t i = 0; i < m.buf.size(); ++i) m.buf.data()[i] = static_cast<uint8_t>(rng());
         // Valid small scales (f16 0x2000 ~ 0.0078): rewrite every scale slot.
         const int64_t pb = kernels::quant_panel_bytes(m.w);
         for (int64_t p = 0; p * 16 < rows; ++p) {

@@ -79,7 +79,9 @@ std::unique_ptr<model::Model> load(const CommonOptions& o, bool weights, util::T
     }
     auto m = model::load_model(o.model_path, lo, pool);
     const bool quantized = m->weights_format != model::runtime_dtype_name(lo.dtype);
-    if (weights && (quantized || lo.prefill_weights || !m->weights_note.empty())) {  // one line: formats, memory
+    // One line: formats, memory. Printed whenever a format was named (bench/weights_speed.sh reads
+    // the memory of `--weights bf16` from it too) or the loader chose one.
+    if (weights && (lo.weights || quantized || lo.prefill_weights || !m->weights_note.empty())) {
         const auto& wm = m->weight_memory;
         auto mib = [](int64_t b) { return std::to_string(b / (1024 * 1024)) + " MiB"; };
         const std::string why = m->weights_note.empty() ? "" : " (" + m->weights_note + ")";

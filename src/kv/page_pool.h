@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kv/kv_types.h"
+#include "util/huge_page_arena.h"
 
 namespace warden::kv {
 
@@ -101,7 +102,7 @@ private:
     std::vector<char> cache_held_;        // [n_pages + 1] the prefix cache holds one of the refs
     int32_t cached_only_ = 0;             // pages with cache_held_ and refcount 1
     std::vector<int32_t> free_list_;      // stack of page ids
-    std::vector<uint8_t> storage_;        // [(n_pages + 1) * bytes_per_page]
+    util::ArenaBuffer storage_;           // [(n_pages + 1) * bytes_per_page], on 2 MiB pages
     PoolStats stats_;
 };
 

@@ -23,6 +23,7 @@
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
 #include "util/json_file.h"
+#include "util/huge_page_arena.h"
 
 namespace warden::model {
 
@@ -174,7 +175,7 @@ public:
     // imported bit-exactly (quant/quantizer.h), others are dequantized and requantized.
     Matrix build_matrix(const SourceTensor& t, const quant::WeightFormat& f, int64_t rows, int64_t cols) const {
         if (!f.quantized()) {
-            Matrix m = Matrix::owned(f.type, rows, cols);
+            Matrix m = Matrix::owned(f.type, rows, cols, &arena_);
             pool_.parallel_for(rows, kernels::kPanelRows, [&](int64_t r0, int64_t r1) {
                 std::vector<float> row(static_cast<size_t>(cols));
                 for (int64_t r = r0; r < r1; ++r) {
@@ -187,7 +188,7 @@ public:
         const kernels::WeightMatrix layout = f.layout(rows, cols);
         Matrix m;
         try {
-            m = Matrix::quantized(layout);
+            m = Matrix::quantized(layout, &arena_);
             const int64_t row_bytes = t.is_ggml ? tensor::ggml_row_bytes(t.ggml_type, cols) : 0;
             pool_.parallel_for(rows, kernels::kPanelRows, [&](int64_t r0, int64_t r1) {
                 std::vector<float> row(static_cast<size_t>(cols));
@@ -241,7 +242,7 @@ public:
         ld.matrix_f32 = [this, l](const std::string& nm, int64_t rows, int64_t cols) {
             const SourceTensor t = get("raw:" + nm, l);
             expect_shape(t, {rows, cols});
-            Matrix mat = Matrix::owned(kernels::WeightType::F32, rows, cols);
+            Matrix mat = Matrix::owned(kernels::WeightType::F32, rows, cols, &arena_);
             std::vector<float> row(static_cast<size_t>(cols));
             for (int64_t r = 0; r < rows; ++r) {
                 t.row_to_f32(r, row.data());
@@ -252,7 +253,8 @@ public:
         ld.vec = [this, l](const std::string& nm, int64_t n) { return vec("raw:" + nm, l, n); };
         ld.pack = [this](int64_t rows, int64_t cols, const float* data) {
             Matrix mat = Matrix::owned(
-                opts_.dtype == RuntimeDType::BF16 ? kernels::WeightType::BF16 : kernels::WeightType::F32, rows, cols);
+                opts_.dtype == RuntimeDType::BF16 ? kernels::WeightType::BF16 : kernels::WeightType::F32, rows, cols,
+                &arena_);
             for (int64_t r = 0; r < rows; ++r) mat.pack_row(r, data + r * cols);
             return mat;
         };
@@ -320,6 +322,9 @@ public:
     // requantized (a native load checks only each tensor's first row, or trusts the declared
     // format: model/gguf_native_weights.h).
     mutable std::atomic<int64_t> ggml_requant_rows_{0};
+    // Where every matrix of the model gets its bytes (2 MiB pages where the kernel allows:
+    // util/huge_page_arena.h). The matrices keep their chunks alive after the loader is gone.
+    mutable util::HugePageArena arena_;
 
 private:
     Model& m_;

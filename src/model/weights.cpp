@@ -9,17 +9,23 @@ namespace {
 int64_t elem_bytes(kernels::WeightType t) { return t == kernels::WeightType::BF16 ? 2 : 4; }
 }  // namespace
 
-Matrix Matrix::owned(kernels::WeightType t, int64_t rows, int64_t cols) {
+namespace {
+util::ArenaBuffer weight_bytes(int64_t n, util::HugePageArena* arena) {
+    return arena ? arena->allocate(static_cast<size_t>(n)) : util::ArenaBuffer(static_cast<size_t>(n));
+}
+}  // namespace
+
+Matrix Matrix::owned(kernels::WeightType t, int64_t rows, int64_t cols, util::HugePageArena* arena) {
     Matrix m;
-    m.owned_.assign(static_cast<size_t>(kernels::packed_weight_elems(rows, cols) * elem_bytes(t)), 0);
+    m.owned_ = weight_bytes(kernels::packed_weight_elems(rows, cols) * elem_bytes(t), arena);
     m.view_ = {t, rows, cols, m.owned_.data()};
     return m;
 }
 
-Matrix Matrix::quantized(const kernels::WeightMatrix& layout) {
+Matrix Matrix::quantized(const kernels::WeightMatrix& layout, util::HugePageArena* arena) {
     kernels::check_quant_shape(layout);
     Matrix m;
-    m.owned_.assign(static_cast<size_t>(kernels::quant_packed_bytes(layout)), 0);
+    m.owned_ = weight_bytes(kernels::quant_packed_bytes(layout), arena);
     m.view_ = layout;
     m.view_.data = m.owned_.data();
     return m;

@@ -4,10 +4,12 @@
 // load time: the layout is what makes every output a fixed FMA chain, hence batch-invariant.
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "kernels/matmul.h"
 #include "kernels/matmul_quant.h"
+#include "util/huge_page_arena.h"
 
 namespace warden::model {
 
@@ -22,11 +24,12 @@ public:
     Matrix(const Matrix&) = delete;
     Matrix& operator=(const Matrix&) = delete;
 
-    // Allocates an owned, zeroed packed matrix; fill it with pack_row.
-    static Matrix owned(kernels::WeightType t, int64_t rows, int64_t cols);
+    // Allocates an owned, zeroed packed matrix; fill it with pack_row. The bytes come from
+    // `arena` (2 MiB pages where available, util/huge_page_arena.h), else from the heap.
+    static Matrix owned(kernels::WeightType t, int64_t rows, int64_t cols, util::HugePageArena* arena = nullptr);
     // Allocates an owned, zeroed quantized matrix of `layout`'s format and shape (Q4/Q8/FP8,
     // kernels/matmul_quant.h); fill it with pack_quant_row.
-    static Matrix quantized(const kernels::WeightMatrix& layout);
+    static Matrix quantized(const kernels::WeightMatrix& layout, util::HugePageArena* arena = nullptr);
     void pack_quant_row(int64_t r, const kernels::QuantRow& row);
     bool is_quantized() const;
     // A view of another matrix (tied embeddings): same bytes, no copy. The original must
@@ -41,7 +44,7 @@ public:
     // Row r as f32 (embedding lookup).
     void row_f32(int64_t r, float* out) const;
     // Raw packed bytes (tests compare round trips bit for bit).
-    const std::vector<uint8_t>& packed() const { return owned_; }
+    std::span<const uint8_t> packed() const { return owned_.bytes(); }
 
     // Optional higher-precision copy used for prefill rows (--prefill-weights); null if none.
     std::shared_ptr<const Matrix> prefill;
@@ -52,7 +55,7 @@ public:
 
 private:
     kernels::WeightMatrix view_;
-    std::vector<uint8_t> owned_;
+    util::ArenaBuffer owned_;  // empty for an alias
 };
 
 // A mixture-of-experts FFN (model/moe.h). The router stays f32 whatever the runtime format so

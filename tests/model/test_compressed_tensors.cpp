@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -340,7 +341,7 @@ std::unique_ptr<model::Model> load(const std::string& path, const std::string& f
 void expect_same(const model::Matrix& a, const model::Matrix& b, const std::string& what) {
     ASSERT_EQ(a.view().type, b.view().type) << what;
     ASSERT_EQ(a.bytes(), b.bytes()) << what;
-    EXPECT_TRUE(a.packed() == b.packed()) << what;
+    EXPECT_TRUE(std::ranges::equal(a.packed(), b.packed())) << what;
 }
 
 std::vector<const model::Matrix*> layer_matrices(const model::LayerWeights& L) {

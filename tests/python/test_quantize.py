@@ -152,6 +152,9 @@ def test_prefill_weights_and_memory_report():
             "--head-weights", "bf16")
     assert p.returncode == 0, p.stderr
     assert "weights int4-g32" in p.stderr and "prefill copy" in p.stderr
+    # A named float format reports its memory too (bench/weights_speed.sh reads bf16's from it).
+    named = run("logits", "-m", str(TINY), "--tokens", TOKENS, "--top", "5", "--weights", "bf16")
+    assert named.returncode == 0 and "warden: weights bf16: layers " in named.stderr, named.stderr
     # Prefill rows use the bf16 copy: the logits equal a pure bf16 run on the prefill positions
     # (the head, which has no prefill copy, at bf16 too: int4's default head is int8).
     assert p.stdout == logits(TINY, "--weights", "bf16")

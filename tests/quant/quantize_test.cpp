@@ -7,6 +7,7 @@
 //    corrupt block scale -> util::Error naming the problem.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -184,7 +185,7 @@ void rewrite_gguf(const std::string& src, const std::string& dst, const std::str
 void expect_same_packed(const model::Matrix& a, const model::Matrix& b, const std::string& what) {
     ASSERT_EQ(a.view().type, b.view().type) << what;
     ASSERT_EQ(a.bytes(), b.bytes()) << what;
-    ASSERT_TRUE(a.packed() == b.packed()) << what;
+    ASSERT_TRUE(std::ranges::equal(a.packed(), b.packed())) << what;
 }
 
 // quantize -> save -> load is bit-exact for every GGUF-mappable format (tiny-llama: d 64, ff 160).

@@ -1,0 +1,105 @@
+#include "util/huge_page_arena.h"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+#include <utility>
+
+#include "util/error.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define WARDEN_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define WARDEN_ASAN 1
+#endif
+#endif
+
+namespace warden::util {
+
+namespace {
+
+size_t round_up(size_t n, size_t to) {
+    return (n + to - 1) / to * to;
+}
+
+std::string mib(size_t bytes) {
+    return std::to_string((bytes + (size_t{1} << 20) - 1) >> 20) + " MiB";
+}
+
+}  // namespace
+
+ArenaBuffer::ArenaBuffer(size_t bytes) : size_(bytes) {
+    if (bytes == 0) return;
+    void* p = std::calloc(bytes, 1);
+    if (p == nullptr) throw Error("out of memory: cannot allocate " + mib(bytes) + " for weights");
+    owner_ = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+    data_ = static_cast<uint8_t*>(p);
+}
+
+HugePageArena::HugePageArena(size_t chunk_bytes)
+    : chunk_bytes_(round_up(chunk_bytes == 0 ? 1 : chunk_bytes, kHugePage)) {}
+
+HugePageArena::Chunk HugePageArena::map_chunk(size_t bytes) {
+    // Map one huge page more than asked, then trim both ends so the chunk starts on a 2 MiB
+    // boundary: the kernel only backs whole, aligned 2 MiB ranges with huge pages.
+    const size_t want = round_up(bytes, kHugePage);
+    if (want < bytes || want > SIZE_MAX - kHugePage)
+        throw Error("out of memory: cannot allocate " + mib(bytes) + " for weights");
+    void* p = ::mmap(nullptr, want + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                     -1, 0);
+    if (p == MAP_FAILED)
+        throw Error("out of memory: cannot allocate " + mib(bytes) + " for weights");
+    const auto start = reinterpret_cast<uintptr_t>(p);
+    const uintptr_t base = round_up(start, kHugePage);
+    if (base > start) ::munmap(p, base - start);
+    if (base + want < start + want + kHugePage)
+        ::munmap(reinterpret_cast<void*>(base + want), start + want + kHugePage - (base + want));
+    // A hint: where transparent huge pages are off it fails and 4 KiB pages serve as before.
+    ::madvise(reinterpret_cast<void*>(base), want, MADV_HUGEPAGE);
+    Chunk c;
+    c.base = reinterpret_cast<uint8_t*>(base);
+    c.size = want;
+    c.owner = std::shared_ptr<void>(c.base, [want](void* q) { ::munmap(q, want); });
+    mapped_ += want;
+    return c;
+}
+
+ArenaBuffer HugePageArena::allocate(size_t bytes) {
+    if (bytes == 0) return {};
+#ifdef WARDEN_ASAN
+    (void)chunk_bytes_;  // unused here; clang would warn of unused private fields
+    (void)used_;
+    return ArenaBuffer(bytes);
+#else
+    std::lock_guard lock(mu_);
+    if (bytes >= chunk_bytes_ / 2) {
+        Chunk own = map_chunk(bytes);
+        return ArenaBuffer(std::move(own.owner), own.base, bytes);
+    }
+    if (current_.base == nullptr || current_.size - used_ < bytes) {
+        current_ = map_chunk(chunk_bytes_);
+        used_ = 0;
+    }
+    uint8_t* p = current_.base + used_;
+    used_ = std::min(current_.size, round_up(used_ + bytes, kAlign));
+    return ArenaBuffer(current_.owner, p, bytes);
+#endif
+}
+
+bool HugePageArena::maps_chunks() {
+#ifdef WARDEN_ASAN
+    return false;
+#else
+    return true;
+#endif
+}
+
+size_t HugePageArena::mapped_bytes() const {
+    std::lock_guard lock(mu_);
+    return mapped_;
+}
+
+}  // namespace warden::util

@@ -1,0 +1,161 @@
+// util::HugePageArena: weight buffers are zeroed, 64-byte aligned and disjoint; they outlive the
+// arena; shared chunks start on a 2 MiB boundary and carry the MADV_HUGEPAGE advice (the "hg"
+// flag in /proc/self/smaps, set whether or not the kernel has huge pages to give); a large
+// request gets a chunk of its own; an impossible size is a clear error. And a loaded model's
+// matrices and the KV pool come from such chunks. In AddressSanitizer builds the arena hands out
+// heap blocks instead (so overruns between matrices stay visible), and the chunk checks do not
+// apply.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "kv/page_pool.h"
+#include "model/model.h"
+#include "tiny_llama.h"
+#include "util/error.h"
+#include "util/huge_page_arena.h"
+
+namespace warden {
+namespace {
+
+using util::ArenaBuffer;
+using util::HugePageArena;
+
+// The VmFlags of the mapping that holds p, from /proc/self/smaps; empty if none does.
+std::string vm_flags_of(const void* p) {
+    const auto a = reinterpret_cast<uintptr_t>(p);
+    std::ifstream in("/proc/self/smaps");
+    std::string line;
+    bool inside = false;
+    while (std::getline(in, line)) {
+        unsigned long lo = 0, hi = 0;
+        char dash = 0;
+        std::istringstream head(line);
+        if (head >> std::hex >> lo >> dash >> hi && dash == '-' &&
+            line.find(' ') != std::string::npos && line.find(':') > line.find(' ')) {
+            inside = a >= lo && a < hi;
+            continue;
+        }
+        if (inside && line.rfind("VmFlags:", 0) == 0) return line.substr(8) + " ";
+    }
+    return {};
+}
+
+bool advised_huge(const void* p) {
+    return vm_flags_of(p).find(" hg ") != std::string::npos;
+}
+
+TEST(HugePageArena, BuffersAreZeroedAlignedDisjointAndOutliveTheArena) {
+    std::vector<ArenaBuffer> bufs;
+    {
+        HugePageArena arena(size_t{4} << 20);
+        for (size_t n : {size_t{1}, size_t{63}, size_t{64}, size_t{65}, size_t{4096},
+                         size_t{300000}, size_t{1} << 20, size_t{777}, size_t{1} << 20})
+            bufs.push_back(arena.allocate(n));
+        EXPECT_EQ(arena.allocate(0).size(), 0u);
+        EXPECT_EQ(arena.allocate(0).data(), nullptr);
+    }
+    // A move leaves nothing behind to alias the bytes.
+    ArenaBuffer moved = std::move(bufs.back());
+    EXPECT_EQ(bufs.back().data(), nullptr);
+    EXPECT_EQ(bufs.back().size(), 0u);
+    bufs.back() = std::move(moved);
+    EXPECT_EQ(moved.data(), nullptr);
+    // The arena is gone; its chunks live on in the buffers.
+    for (size_t i = 0; i < bufs.size(); ++i) {
+        const ArenaBuffer& b = bufs[i];
+        ASSERT_NE(b.data(), nullptr);
+        EXPECT_EQ(reinterpret_cast<uintptr_t>(b.data()) % HugePageArena::kAlign, 0u) << i;
+        EXPECT_TRUE(std::all_of(b.bytes().begin(), b.bytes().end(), [](uint8_t x) {
+            return x == 0;
+        })) << i;
+        std::fill(b.data(), b.data() + b.size(), static_cast<uint8_t>(i + 1));
+    }
+    for (size_t i = 0; i < bufs.size(); ++i) {
+        const auto bytes = bufs[i].bytes();
+        EXPECT_TRUE(std::all_of(bytes.begin(), bytes.end(), [&](uint8_t x) { return x == i + 1; }))
+            << "buffer " << i << " was overwritten by another";
+    }
+}
+
+TEST(HugePageArena, ChunksAreHugePageAlignedAndAdvised) {
+    if (!HugePageArena::maps_chunks()) {
+        HugePageArena arena;
+        EXPECT_NE(arena.allocate(100).data(), nullptr);
+        EXPECT_EQ(arena.mapped_bytes(), 0u);
+        return;  // AddressSanitizer build: heap blocks, checked above
+    }
+    HugePageArena arena(size_t{3} << 20);  // rounded up to 4 MiB
+    const ArenaBuffer first = arena.allocate(1000);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(first.data()) % HugePageArena::kHugePage, 0u);
+    EXPECT_EQ(arena.mapped_bytes(), size_t{4} << 20);
+    EXPECT_TRUE(advised_huge(first.data())) << "VmFlags:" << vm_flags_of(first.data());
+
+    // Small requests share the chunk, one after another.
+    const ArenaBuffer second = arena.allocate(5000);
+    EXPECT_EQ(second.data(), first.data() + 1024);
+    EXPECT_EQ(arena.mapped_bytes(), size_t{4} << 20);
+
+    // Half a chunk or more: a chunk of its own, rounded up to whole huge pages, and the shared
+    // chunk keeps serving small requests where it left off.
+    const ArenaBuffer big = arena.allocate((size_t{2} << 20) + 1);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(big.data()) % HugePageArena::kHugePage, 0u);
+    EXPECT_EQ(arena.mapped_bytes(), size_t{8} << 20);
+    EXPECT_TRUE(advised_huge(big.data()));
+    EXPECT_EQ(arena.allocate(64).data(), second.data() + 5056);
+
+    // A request that does not fit the rest of the shared chunk opens a new one.
+    const ArenaBuffer fill = arena.allocate((size_t{2} << 20) - 1);
+    EXPECT_EQ(arena.mapped_bytes(), size_t{8} << 20);
+    const ArenaBuffer next = arena.allocate((size_t{2} << 20) - 64);
+    EXPECT_EQ(arena.mapped_bytes(), size_t{12} << 20);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(next.data()) % HugePageArena::kHugePage, 0u);
+}
+
+TEST(HugePageArena, ImpossibleSizeIsAClearError) {
+    if (!HugePageArena::maps_chunks())
+        GTEST_SKIP() << "AddressSanitizer aborts on such a heap request";
+    HugePageArena arena;
+    try {
+        (void)arena.allocate(SIZE_MAX / 2);
+        FAIL() << "expected an error";
+    } catch (const util::Error& e) {
+        EXPECT_NE(std::string(e.what()).find("out of memory: cannot allocate"), std::string::npos)
+            << e.what();
+    }
+    EXPECT_EQ(arena.mapped_bytes(), 0u);
+    EXPECT_NE(arena.allocate(100).data(), nullptr);  // and the arena still works
+}
+
+TEST(HugePageArena, LoadedModelMatricesComeFromAdvisedChunks) {
+    if (!test::tiny_llama_present()) GTEST_SKIP() << "tests/golden/models/tiny-llama missing";
+    if (!HugePageArena::maps_chunks())
+        GTEST_SKIP() << "AddressSanitizer build: weights are heap blocks";
+    test::TinyLlama t;
+    const model::ModelWeights& w = t.model->weights;
+    EXPECT_TRUE(advised_huge(w.token_embd.view().data));
+    for (const auto& L : w.layers) {
+        EXPECT_TRUE(advised_huge(L.wq.view().data));
+        EXPECT_TRUE(advised_huge(L.w_down.view().data));
+    }
+}
+
+TEST(HugePageArena, KvPoolIsOneAdvisedZeroedMapping) {
+    if (!HugePageArena::maps_chunks())
+        GTEST_SKIP() << "AddressSanitizer build: the pool is a heap block";
+    kv::PagePool pool(64, 16, 8192);
+    const uint8_t* first = pool.data(kv::PageId{0});
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(first) % HugePageArena::kHugePage, 0u);
+    EXPECT_TRUE(advised_huge(first));
+    EXPECT_TRUE(advised_huge(pool.data(kv::PageId{64})));
+    const auto* last = pool.data(kv::PageId{64});
+    EXPECT_TRUE(std::all_of(first, last + 8192, [](uint8_t x) { return x == 0; }));
+}
+
+}  // namespace
+}  // namespace warden
