@@ -12,7 +12,10 @@
 // as warden's weights get (src/util/huge_page_arena.h); --pages 4k reads the buffer on 4 KiB pages,
 // as this bench did before 2026-12-01 session 12. On this project's VM one thread read 17.7-25.8
 // GB/s on 4 KiB pages and 22.1-27.4 on 2 MiB pages (10 alternating rounds); two threads differ
-// less. Where transparent huge pages are off, 2m reads 4 KiB pages and says so on stderr.
+// less. Where the kernel has no transparent huge pages, 2m reads 4 KiB pages and says so on
+// stderr; where they are set to `never`, it reads 4 KiB pages without a word (check
+// /sys/kernel/mm/transparent_hugepage/enabled). 4k advises MADV_NOHUGEPAGE, so it means 4 KiB
+// pages under the `always` setting too.
 //
 // --streams S (S > 1) reads each thread's slice as S interleaved streams instead of one: the
 // slice is cut into blocks of --block bytes (default: one 16-row panel of a 2048-column int4-g32
@@ -176,12 +179,12 @@ int main(int argc, char** argv) {
   const std::size_t bytes = o.mib << 20;
   const std::size_t n = bytes / sizeof(std::uint64_t);
   constexpr std::size_t kHuge = std::size_t{2} << 20;
-  auto* words = static_cast<std::uint64_t*>(std::aligned_alloc(o.huge_pages ? kHuge : 4096, (bytes + kHuge - 1) / kHuge * kHuge));
+  auto* words = static_cast<std::uint64_t*>(std::aligned_alloc(kHuge, (bytes + kHuge - 1) / kHuge * kHuge));
   if (words == nullptr) {
     std::fprintf(stderr, "membw: cannot allocate %zu MiB\n", o.mib);
     return 1;
   }
-  if (o.huge_pages && madvise(words, bytes, MADV_HUGEPAGE) != 0)
+  if (madvise(words, bytes, o.huge_pages ? MADV_HUGEPAGE : MADV_NOHUGEPAGE) != 0 && o.huge_pages)
     std::fprintf(stderr, "membw: no transparent huge pages here; reading 4 KiB pages\n");
   for (std::size_t i = 0; i < n; ++i) words[i] = i * 0x9E3779B97F4A7C15ull;  // touch every page
 

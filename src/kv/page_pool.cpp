@@ -1,6 +1,7 @@
 #include "kv/page_pool.h"
 
 #include <cstring>
+#include <string>
 
 #include "util/error.h"
 
@@ -34,7 +35,12 @@ PagePool::PagePool(int32_t n_pages, int32_t page_size, int64_t bytes_per_page, b
     // misses (nested page walks in a VM) down. Every byte is written once here, as the zeroed
     // vector this replaced did, so the pool is resident from start-up and no decode step pays
     // for first-touch page faults.
-    storage_ = util::HugePageArena().allocate(slots * static_cast<size_t>(bytes_per_page));
+    const size_t bytes = slots * static_cast<size_t>(bytes_per_page);
+    try {
+        storage_ = util::HugePageArena(bytes).allocate(bytes);  // a mapping of its own, no spare chunk
+    } catch (const util::Error& e) {
+        throw util::Error(std::string("KV pool: ") + e.what() + " (lower the KV byte budget)");
+    }
     if (storage_.size() > 0) std::memset(storage_.data(), 0, storage_.size());
 }
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <utility>
 
@@ -25,16 +26,22 @@ size_t round_up(size_t n, size_t to) {
     return (n + to - 1) / to * to;
 }
 
-std::string mib(size_t bytes) {
-    return std::to_string((bytes + (size_t{1} << 20) - 1) >> 20) + " MiB";
+std::string out_of_memory(size_t bytes) {
+    const size_t mib =
+        (bytes >> 20) + ((bytes & ((size_t{1} << 20) - 1)) != 0);  // no wrap at SIZE_MAX
+    return "out of memory: cannot allocate " + std::to_string(mib) + " MiB";
 }
 
 }  // namespace
 
 ArenaBuffer::ArenaBuffer(size_t bytes) : size_(bytes) {
     if (bytes == 0) return;
-    void* p = std::calloc(bytes, 1);
-    if (p == nullptr) throw Error("out of memory: cannot allocate " + mib(bytes) + " for weights");
+    // aligned_alloc, not calloc: the 64-byte alignment holds for heap buffers too
+    // (AddressSanitizer's calloc aligns to 8 or 16 only).
+    const size_t padded = round_up(bytes, HugePageArena::kAlign);
+    void* p = padded < bytes ? nullptr : std::aligned_alloc(HugePageArena::kAlign, padded);
+    if (p == nullptr) throw Error(out_of_memory(bytes));
+    std::memset(p, 0, padded);
     owner_ = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
     data_ = static_cast<uint8_t*>(p);
 }
@@ -46,18 +53,17 @@ HugePageArena::Chunk HugePageArena::map_chunk(size_t bytes) {
     // Map one huge page more than asked, then trim both ends so the chunk starts on a 2 MiB
     // boundary: the kernel only backs whole, aligned 2 MiB ranges with huge pages.
     const size_t want = round_up(bytes, kHugePage);
-    if (want < bytes || want > SIZE_MAX - kHugePage)
-        throw Error("out of memory: cannot allocate " + mib(bytes) + " for weights");
+    if (want < bytes || want > SIZE_MAX - kHugePage) throw Error(out_of_memory(bytes));
     void* p = ::mmap(nullptr, want + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
                      -1, 0);
-    if (p == MAP_FAILED)
-        throw Error("out of memory: cannot allocate " + mib(bytes) + " for weights");
+    if (p == MAP_FAILED) throw Error(out_of_memory(bytes));
     const auto start = reinterpret_cast<uintptr_t>(p);
     const uintptr_t base = round_up(start, kHugePage);
     if (base > start) ::munmap(p, base - start);
     if (base + want < start + want + kHugePage)
         ::munmap(reinterpret_cast<void*>(base + want), start + want + kHugePage - (base + want));
-    // A hint: where transparent huge pages are off it fails and 4 KiB pages serve as before.
+    // A hint: where the kernel has no transparent huge pages it fails, and where they are set to
+    // `never` it is ignored; either way 4 KiB pages serve as before.
     ::madvise(reinterpret_cast<void*>(base), want, MADV_HUGEPAGE);
     Chunk c;
     c.base = reinterpret_cast<uint8_t*>(base);
