@@ -37,7 +37,7 @@ PagePool::PagePool(int32_t n_pages, int32_t page_size, int64_t bytes_per_page, b
     // for first-touch page faults.
     const size_t bytes = slots * static_cast<size_t>(bytes_per_page);
     try {
-        storage_ = util::HugePageArena(bytes).allocate(bytes);  // a mapping of its own, no spare chunk
+        storage_ = util::HugePageArena::map(bytes);
     } catch (const util::Error& e) {
         throw util::Error(std::string("KV pool: ") + e.what() + " (lower the KV byte budget)");
     }

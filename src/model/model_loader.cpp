@@ -22,8 +22,8 @@
 #include "tensor/float_convert.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
-#include "util/json_file.h"
 #include "util/huge_page_arena.h"
+#include "util/json_file.h"
 
 namespace warden::model {
 

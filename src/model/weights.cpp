@@ -7,9 +7,7 @@ const char* runtime_dtype_name(RuntimeDType t) { return t == RuntimeDType::BF16 
 
 namespace {
 int64_t elem_bytes(kernels::WeightType t) { return t == kernels::WeightType::BF16 ? 2 : 4; }
-}  // namespace
 
-namespace {
 util::ArenaBuffer weight_bytes(int64_t n, util::HugePageArena* arena) {
     return arena ? arena->allocate(static_cast<size_t>(n)) : util::ArenaBuffer(static_cast<size_t>(n));
 }

@@ -22,6 +22,12 @@ namespace warden::util {
 
 namespace {
 
+#ifdef WARDEN_ASAN
+constexpr bool kAsan = true;
+#else
+constexpr bool kAsan = false;
+#endif
+
 size_t round_up(size_t n, size_t to) {
     return (n + to - 1) / to * to;
 }
@@ -49,8 +55,10 @@ ArenaBuffer::ArenaBuffer(size_t bytes) : size_(bytes) {
 HugePageArena::HugePageArena(size_t chunk_bytes)
     : chunk_bytes_(round_up(chunk_bytes == 0 ? 1 : chunk_bytes, kHugePage)) {}
 
-HugePageArena::Chunk HugePageArena::map_chunk(size_t bytes) {
-    // Map one huge page more than asked, then trim both ends so the chunk starts on a 2 MiB
+ArenaBuffer HugePageArena::map(size_t bytes) {
+    if (bytes == 0) return {};
+    if (kAsan) return ArenaBuffer(bytes);
+    // Map one huge page more than asked, then trim both ends so the mapping starts on a 2 MiB
     // boundary: the kernel only backs whole, aligned 2 MiB ranges with huge pages.
     const size_t want = round_up(bytes, kHugePage);
     if (want < bytes || want > SIZE_MAX - kHugePage) throw Error(out_of_memory(bytes));
@@ -60,47 +68,36 @@ HugePageArena::Chunk HugePageArena::map_chunk(size_t bytes) {
     const auto start = reinterpret_cast<uintptr_t>(p);
     const uintptr_t base = round_up(start, kHugePage);
     if (base > start) ::munmap(p, base - start);
-    if (base + want < start + want + kHugePage)
-        ::munmap(reinterpret_cast<void*>(base + want), start + want + kHugePage - (base + want));
+    ::munmap(reinterpret_cast<void*>(base + want), start + kHugePage - base);  // never empty
     // A hint: where the kernel has no transparent huge pages it fails, and where they are set to
     // `never` it is ignored; either way 4 KiB pages serve as before.
     ::madvise(reinterpret_cast<void*>(base), want, MADV_HUGEPAGE);
-    Chunk c;
-    c.base = reinterpret_cast<uint8_t*>(base);
-    c.size = want;
-    c.owner = std::shared_ptr<void>(c.base, [want](void* q) { ::munmap(q, want); });
-    mapped_ += want;
-    return c;
+    auto* data = reinterpret_cast<uint8_t*>(base);
+    return ArenaBuffer(std::shared_ptr<void>(data, [want](void* q) { ::munmap(q, want); }), data,
+                       bytes);
 }
 
 ArenaBuffer HugePageArena::allocate(size_t bytes) {
     if (bytes == 0) return {};
-#ifdef WARDEN_ASAN
-    (void)chunk_bytes_;  // unused here; clang would warn of unused private fields
-    (void)used_;
-    return ArenaBuffer(bytes);
-#else
+    if (kAsan) return ArenaBuffer(bytes);  // separate blocks: overruns between them stay visible
     std::lock_guard lock(mu_);
     if (bytes >= chunk_bytes_ / 2) {
-        Chunk own = map_chunk(bytes);
-        return ArenaBuffer(std::move(own.owner), own.base, bytes);
+        ArenaBuffer own = map(bytes);
+        mapped_ += round_up(bytes, kHugePage);
+        return own;
     }
-    if (current_.base == nullptr || current_.size - used_ < bytes) {
-        current_ = map_chunk(chunk_bytes_);
+    if (current_.data() == nullptr || current_.size() - used_ < bytes) {
+        current_ = map(chunk_bytes_);  // chunk_bytes_ is whole huge pages
+        mapped_ += chunk_bytes_;
         used_ = 0;
     }
-    uint8_t* p = current_.base + used_;
-    used_ = std::min(current_.size, round_up(used_ + bytes, kAlign));
-    return ArenaBuffer(current_.owner, p, bytes);
-#endif
+    uint8_t* p = current_.data() + used_;
+    used_ = std::min(current_.size(), round_up(used_ + bytes, kAlign));
+    return ArenaBuffer(current_.owner_, p, bytes);
 }
 
 bool HugePageArena::maps_chunks() {
-#ifdef WARDEN_ASAN
-    return false;
-#else
-    return true;
-#endif
+    return !kAsan;
 }
 
 size_t HugePageArena::mapped_bytes() const {

@@ -73,24 +73,22 @@ class HugePageArena {
     // Zeroed bytes; throws Error naming the size when the memory cannot be mapped. Thread-safe.
     ArenaBuffer allocate(size_t bytes);
 
+    // `bytes` zeroed bytes at the start of a 2 MiB-aligned mapping of their own, mapped in whole
+    // huge pages (a heap block under AddressSanitizer): for one large buffer such as the KV pool,
+    // and for requests of half a chunk or more. Throws Error as allocate() does.
+    static ArenaBuffer map(size_t bytes);
+
     // Bytes of the mappings made so far (address space; only touched pages become resident).
     size_t mapped_bytes() const;
 
-    // False in AddressSanitizer builds, where allocate() hands out separate heap blocks.
+    // False in AddressSanitizer builds, where allocate() and map() hand out separate heap blocks.
     static bool maps_chunks();
 
   private:
-    struct Chunk {
-        std::shared_ptr<void> owner;
-        uint8_t* base = nullptr;
-        size_t size = 0;
-    };
-    Chunk map_chunk(size_t bytes);
-
     size_t chunk_bytes_;
     mutable std::mutex mu_;
-    Chunk current_;
-    size_t used_ = 0;  // bytes of current_ handed out, rounded up to kAlign
+    ArenaBuffer current_;  // the shared chunk being carved, chunk_bytes_ long
+    size_t used_ = 0;      // bytes of current_ handed out, rounded up to kAlign
     size_t mapped_ = 0;
 };
 
