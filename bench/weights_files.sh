@@ -3,10 +3,14 @@
 # `warden quantize` into OUT_DIR when missing (imported bit-exactly at load, so loading skips the
 # slow load-time quantization; decode reads the same packed bytes as `--weights X` on MODEL).
 # +qe = --quantize-embeddings (written into the file); +h8 / +hb = --head-weights int8 / bf16
-# (at load, from the plain FORMAT file). Needs MODEL, OUT_DIR, WARDEN_BIN, THREADS and log().
+# (at load, from the plain FORMAT file). auto@TYPE: llama-quantize's TYPE file of MODEL (e.g.
+# auto@Q8_0, written by weights_speed.sh for LLAMA_TYPES), loaded in its own format (--weights
+# auto), so warden and llama.cpp read the same file. Needs MODEL, OUT_DIR, WARDEN_BIN, THREADS
+# and log().
 warden_file() {
   local fmt="${1%%+*}" qe="" base
   base="$(basename "$MODEL" .gguf)"
+  [[ "$fmt" == auto@* ]] && { echo "$OUT_DIR/$base-${fmt#auto@}.gguf"; return; }
   [[ "$1" == *+qe ]] && qe="-qe"
   [[ "$fmt" == bf16 && -z "$qe" ]] && { echo "$MODEL"; return; }
   # fp8 has no GGUF type to write: it is quantized at load from the bf16 file (slower start,

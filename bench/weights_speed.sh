@@ -16,7 +16,8 @@
 #
 # Env: MODEL [/work/bench-models/llama-1b-bf16.gguf], THREADS [2], TG [32], ROUNDS [5],
 #      FORMATS ["bf16 fp8 int8 int4-g32 int4-g128 int4-g32+hb int4-g32+qe"] (+qe: --quantize-embeddings,
-#      i.e. int4 output head; +h8: --head-weights int8; +hb: --head-weights bf16, int4's old default),
+#      i.e. int4 output head; +h8: --head-weights int8; +hb: --head-weights bf16, int4's old default;
+#      auto@Q8_0: llama.cpp's own Q8_0 file, loaded as it is: int8-g32),
 #      LLAMA_TYPES ["Q4_0 Q8_0 BF16"], PROMPT ["Once upon a time"],
 #      WARDEN_BIN [build-int4/warden], LLAMA_BIN [/work/llama.cpp/build/bin],
 #      OUT_DIR [bench/out/weights], MEMBW_JSON [bench/out/membw.json] (used only when no round
@@ -55,6 +56,7 @@ for round in $(seq 1 "$ROUNDS"); do
   printf 'membw\t%s\t%s\n' "$round" "$("$membw" --threads "$THREADS" --reps 3 --json 2>/dev/null | head -1)" >> "$results"
   for fmt in $FORMATS; do
     args=(--weights "${fmt%%+*}")
+    [[ "$fmt" == auto@* ]] && args=(--weights auto)
     [[ "$fmt" == *+qe ]] && args+=(--quantize-embeddings)
     [[ "$fmt" == *+h8 ]] && args+=(--head-weights int8)
     [[ "$fmt" == *+hb ]] && args+=(--head-weights bf16)

@@ -1,7 +1,7 @@
 // `warden quantize -m IN -o OUT --weights FORMAT`: writes a compressed checkpoint.
 //   OUT ending in .gguf: GGUF with Q4_0 / Q4_1 / Q8_0 linear layers (input must be GGUF).
 //   OUT ending in .safetensors, or a directory (existing, or a path without extension):
-//   compressed-tensors pack-quantized safetensors (int4-g32 / int4-g128 / int8, symmetric;
+//   compressed-tensors pack-quantized safetensors (int4-g32 / int4-g128 / int8 / int8-g32, symmetric;
 //   input must be a Hugging Face directory; quant/quantize_ct.h).
 #include <cstdio>
 #include <filesystem>
@@ -56,7 +56,7 @@ void register_quantize(CLI::App& app, int& rc) {
     add_model_option(*sub, o->common);
     add_threads_option(*sub, o->common);
     sub->add_option("-o,--output", o->out, "output file (.gguf), .safetensors file or directory (compressed-tensors pack-quantized)")->required();
-    sub->add_option("--weights", o->common.weights, "int4|int4-g32|int4-g128[-asym]|int8")->required();
+    sub->add_option("--weights", o->common.weights, "int4|int4-g32|int4-g128[-asym]|int8|int8-g32")->required();
     sub->add_flag("--quantize-embeddings", o->common.quantize_embeddings, "quantize token_embd/output too");
     sub->callback([o, &rc] { rc = quantize(*o); });
 }

@@ -30,10 +30,10 @@ void add_threads_option(CLI::App& app, CommonOptions& o) {
 void add_dtype_option(CLI::App& app, CommonOptions& o) {
     app.add_option("--dtype", o.dtype, "runtime weight format")->check(CLI::IsMember({"bf16", "f32"}));
     app.add_option("--weights", o.weights,
-                   "linear-layer weight format: auto|bf16|f32|fp8|int8|int4|int4-g32|int4-g128 "
+                   "linear-layer weight format: auto|bf16|f32|fp8|int8|int8-g32|int4|int4-g32|int4-g128 "
                    "(int4 suffixes -asym, -bf16s, -a16; see docs/WEIGHT_QUANT.md). Default auto: "
-                   "Q4_0 / Q4_1 / per-channel Q8_0 GGUF layers and compressed-tensors checkpoints "
-                   "keep their own format (bit-exact), others load as --dtype");
+                   "Q4_0 / Q4_1 / Q8_0 GGUF layers and compressed-tensors checkpoints keep their "
+                   "own format (bit-exact), others load as --dtype");
     app.add_option("--prefill-weights", o.prefill_weights,
                    "keep a bf16|fp8 copy of quantized matrices for prefill rows");
     app.add_flag("--quantize-embeddings", o.quantize_embeddings,
@@ -73,10 +73,7 @@ std::unique_ptr<model::Model> load(const CommonOptions& o, bool weights, util::T
         // known once the file is read, and a head silently left at --dtype would ignore the flag.
         if (native) throw util::Error("--quantize-embeddings needs --weights FORMAT (the head's format)");
         lo.head_weights = lo.weights;
-    } else if (lo.weights) {
-        // int8 beside int4 layers (quant/weight_format.h); --head-weights bf16 keeps a bf16 head.
-        lo.head_weights = quant::default_head_format(*lo.weights);
-    }
+    }  // else the loader's default head beside lo.weights (int8 beside int4; LoadOptions::head_weights)
     auto m = model::load_model(o.model_path, lo, pool);
     const bool quantized = m->weights_format != model::runtime_dtype_name(lo.dtype);
     // One line: formats, memory. Printed whenever a format was named (bench/weights_speed.sh reads

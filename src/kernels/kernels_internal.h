@@ -42,7 +42,7 @@ struct QuantArgs {
     int kind;  // 0 = Q4, 1 = Q8, 2 = FP8
     int64_t rows, cols;
     const uint8_t* data;
-    int64_t group;
+    int64_t group;  // Q4: 32 or 128; Q8: 0 (a scale per row) or 32 (a scale per block)
     bool asym, bf16_scales, act_f32;
     const float* x;
     const int8_t* xq;

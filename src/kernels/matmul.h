@@ -28,7 +28,7 @@ struct WeightMatrix {
     int64_t cols = 0;            // in_features
     const void* data = nullptr;  // packed panels of f32 or bf16 (uint16_t bits), see above
     // Quantized types only (kernels/matmul_quant.h):
-    int32_t group = 0;         // Q4: weights per scale (32 or 128); Q8/FP8: 0 (per channel)
+    int32_t group = 0;         // Q4: weights per scale (32 or 128); Q8: 0 (per channel) or 32; FP8: 0
     bool asym = false;         // Q4: w = d*q + m (q in 0..15) instead of w = d*(q - 8)
     bool bf16_scales = false;  // Q4/Q8: scales (and mins) are bf16 instead of f16
     bool act_f32 = false;      // Q4: W4A16 (dequantize in registers, f32 activations)

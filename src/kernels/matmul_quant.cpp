@@ -18,6 +18,15 @@ namespace warden::kernels {
 namespace {
 int64_t n_panels(const WeightMatrix& w) { return (w.rows + kPanelRows - 1) / kPanelRows; }
 int64_t q4_group_bytes(const WeightMatrix& w) { return 32 + (w.asym ? 32 : 0) + w.group * 8; }
+// Q8: where column k's quad starts within a panel (add (high ? 32 : 0) + lane * 4 + k % 4), and
+// where block b's 16 scales are. Per channel, one scale block leads the panel; with group 32 each
+// 32-block leads with its own (matmul_quant.h).
+constexpr int64_t kQ8BlockBytes = 32 + 8 * 64;
+int64_t q8_quad_offset(const WeightMatrix& w, int64_t k) {
+    return w.group == 0 ? 32 + (k / 4) * 64 : (k / 32) * kQ8BlockBytes + 32 + (k % 32 / 4) * 64;
+}
+int64_t q8_scale_offset(const WeightMatrix& w, int64_t b) { return w.group == 0 ? 0 : b * kQ8BlockBytes; }
+int64_t q8_scale_count(const WeightMatrix& w) { return w.group == 0 ? 1 : w.cols / 32; }
 }  // namespace
 
 void check_quant_shape(const WeightMatrix& w) {
@@ -33,6 +42,8 @@ void check_quant_shape(const WeightMatrix& w) {
                                   std::to_string(w.cols) + " of a " + shp() + " matrix");
             break;
         case WeightType::Q8:
+            if (w.group != 0 && w.group != 32)
+                throw util::Error("int8 group size must be 32 (or per channel), got " + std::to_string(w.group));
             if (w.cols % kActBlock != 0)
                 throw util::Error("int8 weights need a row length divisible by 32, got " + shp());
             break;
@@ -44,7 +55,7 @@ void check_quant_shape(const WeightMatrix& w) {
 int64_t quant_panel_bytes(const WeightMatrix& w) {
     switch (w.type) {
         case WeightType::Q4: return w.cols / w.group * q4_group_bytes(w);
-        case WeightType::Q8: return 32 + w.cols * 16;
+        case WeightType::Q8: return w.group == 0 ? 32 + w.cols * 16 : w.cols / 32 * kQ8BlockBytes;
         case WeightType::FP8: return 64 + w.cols * 16;
         default: throw util::Error("quant_panel_bytes: not a quantized weight type");
     }
@@ -86,10 +97,11 @@ void pack_quant_row(const WeightMatrix& w, int64_t r, const QuantRow& row, uint8
             }
         }
     } else if (w.type == WeightType::Q8) {
-        util::check(row.d.size() == 1, "pack_quant_row: int8 rows have one scale");
-        std::memcpy(p + lr * 2, &row.d[0], 2);
-        uint8_t* qs = p + 32 + (high ? 32 : 0) + lane * 4;
-        for (int64_t j = 0; j < w.cols / 4; ++j) std::memcpy(qs + j * 64, row.q.data() + 4 * j, 4);
+        util::check(static_cast<int64_t>(row.d.size()) == q8_scale_count(w), "pack_quant_row: wrong scale count");
+        for (int64_t b = 0; b < q8_scale_count(w); ++b)
+            std::memcpy(p + q8_scale_offset(w, b) + lr * 2, &row.d[static_cast<size_t>(b)], 2);
+        for (int64_t k = 0; k < w.cols; k += 4)
+            std::memcpy(p + q8_quad_offset(w, k) + (high ? 32 : 0) + lane * 4, row.q.data() + k, 4);
     } else {
         std::memcpy(p + lr * 4, &row.scale, 4);
         uint8_t* qs = p + 64;
@@ -119,10 +131,11 @@ QuantRow unpack_quant_row(const WeightMatrix& w, int64_t r) {
             }
         }
     } else if (w.type == WeightType::Q8) {
-        row.d.resize(1);
-        std::memcpy(&row.d[0], p + lr * 2, 2);
+        row.d.resize(static_cast<size_t>(q8_scale_count(w)));
+        for (int64_t b = 0; b < q8_scale_count(w); ++b)
+            std::memcpy(&row.d[static_cast<size_t>(b)], p + q8_scale_offset(w, b) + lr * 2, 2);
         for (int64_t k = 0; k < w.cols; ++k)
-            row.q[static_cast<size_t>(k)] = p[32 + (k / 4) * 64 + (high ? 32 : 0) + lane * 4 + k % 4];
+            row.q[static_cast<size_t>(k)] = p[q8_quad_offset(w, k) + (high ? 32 : 0) + lane * 4 + k % 4];
     } else {
         std::memcpy(&row.scale, p + lr * 4, 4);
         for (int64_t k = 0; k < w.cols; ++k) row.q[static_cast<size_t>(k)] = p[64 + k * 16 + lr];
@@ -140,7 +153,8 @@ void dequant_row(const WeightMatrix& w, int64_t r, float* out) {
             out[k] = w.asym ? std::fma(static_cast<float>(q), d, quant_scale_to_f32(w, row.m[g]))
                             : (static_cast<float>(q) - 8.0f) * d;
         } else if (w.type == WeightType::Q8) {
-            out[k] = static_cast<float>(static_cast<int8_t>(q)) * quant_scale_to_f32(w, row.d[0]);
+            const auto b = static_cast<size_t>(w.group == 0 ? 0 : k / 32);
+            out[k] = static_cast<float>(static_cast<int8_t>(q)) * quant_scale_to_f32(w, row.d[b]);
         } else {
             out[k] = tensor::fp8_e4m3_to_f32(q) * row.scale;
         }

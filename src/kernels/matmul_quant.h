@@ -13,6 +13,9 @@
 // Q8 (int8 per output channel, scale f16 or bf16): a panel is
 //   [16 x u16 scale][cols/4 quads x 64 bytes]: quad j = rows 0-7 (byte lane*4 + kk) then
 //   rows 8-15, k = 4j + kk, codes -127..127, w = d * q.
+// Q8 group 32 (int8-g32: a scale per 32 weights, GGUF Q8_0's mapping, so llama.cpp's Q8_0
+//   files import without loss): a panel is cols/32 blocks, each
+//   [16 x u16 scale d][8 quads x 64 bytes], the quads as above (k = 32b + 4j + kk), w = d * q.
 // FP8 (e4m3 per output channel, f32 scales): a panel is [16 x f32 scale][cols x 16 codes],
 //   code of (r, k) at k*16 + r%16, w = s * e4m3(code).
 // Padding rows of the last panel are zero codes with zero scales.
@@ -31,6 +34,7 @@
 //   Q4 W4A16 (act_f32): acc = fma(w(r,k), x[k], acc) over k, w as above in f32, i.e. exactly
 //     the f32 matmul of the dequantized matrix.
 //   Q8 W8A8: acc = fma(float(sum_k q*xq), xd, acc) per 32-block; y = acc * d.
+//   Q8 group 32: acc = fma(float(sum_k q*xq), d*xd, acc) per 32-block with the block's d; y = acc.
 //   FP8: four partial sums, acc[k % 4] = fma(e4m3(code), x[k], acc[k % 4]) over k (four
 //        independent chains, so the kernel is not bound by the latency of one fma chain);
 //        y = ((acc[0] + acc[1]) + (acc[2] + acc[3])) * s.
@@ -56,7 +60,7 @@ void check_quant_shape(const WeightMatrix& w);
 // GGUF/safetensors writers consume).
 struct QuantRow {
     std::vector<uint8_t> q;        // Q4: 0..15; Q8: int8 bits; FP8: e4m3 codes   [cols]
-    std::vector<uint16_t> d;       // Q4: per group; Q8: 1 (f16/bf16 bits)
+    std::vector<uint16_t> d;       // Q4, Q8 group 32: per group; Q8: 1 (f16/bf16 bits)
     std::vector<uint16_t> m;       // Q4 asym: per group
     float scale = 0.0f;            // FP8 per-channel scale
 };

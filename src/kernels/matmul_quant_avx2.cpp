@@ -189,15 +189,17 @@ void q4_a16_panel(const QuantArgs& a, const uint8_t* panel, int64_t t, float* y,
     avx2::store_panel(acc0, acc1, y, j0, j1);
 }
 
+// W8A8. kGroup: a scale per 32-block (int8-g32, each block's 16 scales ahead of its 512 code
+// bytes) folded into the block's fma; otherwise one scale per row, applied once at the end.
+template <bool kGroup>
 void q8_a8_panel(const QuantArgs& a, const uint8_t* panel, int64_t t, float* y, int64_t j0, int64_t j1) {
     const int64_t cols = a.cols, nb = cols / 32;
     const int8_t* xq = a.xq + t * cols;
     const float* xd = a.xd + t * nb;
     const __m256i ones = _mm256_set1_epi16(1);
     __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    const uint8_t* qs = panel + 32;
     for (int64_t b = 0; b < nb; ++b) {
-        const uint8_t* qq = qs + b * 512;
+        const uint8_t* qq = kGroup ? panel + b * 544 + 32 : panel + 32 + b * 512;
         const int8_t* xb = xq + b * 32;
         for (int pf = 0; pf < 8; ++pf) _mm_prefetch(reinterpret_cast<const char*>(qq) + 1024 + pf * 64, _MM_HINT_T0);
         __m256i i0 = _mm256_setzero_si256(), i1 = _mm256_setzero_si256();
@@ -210,12 +212,23 @@ void q8_a8_panel(const QuantArgs& a, const uint8_t* panel, int64_t t, float* y, 
             i1 = _mm256_add_epi32(i1, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(v1), _mm256_sign_epi8(xv, v1)), ones));
         }
         const __m256 xdv = _mm256_set1_ps(xd[b]);
-        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i0), xdv, acc0);
-        acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i1), xdv, acc1);
+        if constexpr (kGroup) {
+            __m256 d0, d1;
+            load_scales(qq - 32, a.bf16_scales, d0, d1);
+            acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i0), _mm256_mul_ps(d0, xdv), acc0);
+            acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i1), _mm256_mul_ps(d1, xdv), acc1);
+        } else {
+            acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i0), xdv, acc0);
+            acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i1), xdv, acc1);
+        }
     }
-    __m256 d0, d1;
-    load_scales(panel, a.bf16_scales, d0, d1);
-    avx2::store_panel(_mm256_mul_ps(acc0, d0), _mm256_mul_ps(acc1, d1), y, j0, j1);
+    if constexpr (kGroup) {
+        avx2::store_panel(acc0, acc1, y, j0, j1);
+    } else {
+        __m256 d0, d1;
+        load_scales(panel, a.bf16_scales, d0, d1);
+        avx2::store_panel(_mm256_mul_ps(acc0, d0), _mm256_mul_ps(acc1, d1), y, j0, j1);
+    }
 }
 
 // The FP8 contract's four chains (matmul_quant.h) over columns [0, kn) of a run that starts at a
@@ -386,7 +399,7 @@ void mm_quant_avx2(const QuantArgs& a, int64_t r0, int64_t r1) {
     int64_t pb;
     switch (a.kind) {
         case 0: pb = a.cols / a.group * (32 + (a.asym ? 32 : 0) + a.group * 8); break;
-        case 1: pb = 32 + a.cols * 16; break;
+        case 1: pb = a.group == 0 ? 32 + a.cols * 16 : a.cols / 32 * 544; break;
         default: pb = 64 + a.cols * 16; break;
     }
     for (int64_t p = r0 / kNr; p * kNr < r1; ++p) {
@@ -431,7 +444,11 @@ void mm_quant_avx2(const QuantArgs& a, int64_t r0, int64_t r1) {
                     q4_a16_panel<false>(a, panel, t, y, j0, j1);
                 }
             } else if (a.kind == 1) {
-                q8_a8_panel(a, panel, t, y, j0, j1);
+                if (a.group == 0) {
+                    q8_a8_panel<false>(a, panel, t, y, j0, j1);
+                } else {
+                    q8_a8_panel<true>(a, panel, t, y, j0, j1);
+                }
             } else {
                 fp8_panel(a, panel, t, y, j0, j1);
             }

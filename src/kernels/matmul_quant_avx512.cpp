@@ -159,15 +159,17 @@ void q4_vnni_panel(const QuantArgs& a, const uint8_t* panel, int64_t t, float* y
     for (int i = 0; i < NT; ++i) store_lanes(acc[i], y + i * a.ldy, j0, j1);
 }
 
+// kGroup: int8-g32, each 32-block's 16 scales ahead of its 512 code bytes, folded into the
+// block's fma; otherwise one scale per row, applied at the end (matmul_quant.h).
+template <bool kGroup>
 void q8_vnni_panel(const QuantArgs& a, const uint8_t* panel, int64_t t, float* y, int64_t j0,
                    int64_t j1) {
     const int64_t cols = a.cols, nb = cols / 32;
     const int8_t* xq = a.xq + t * cols;
     const zi flip = WZ(mm512_set1_epi8)(static_cast<char>(0x80));
     zf acc = WZ(mm512_setzero_ps)();
-    const uint8_t* qs = panel + 32;
     for (int64_t b = 0; b < nb; ++b) {
-        const uint8_t* qq = qs + b * 512;
+        const uint8_t* qq = kGroup ? panel + b * 544 + 32 : panel + 32 + b * 512;
         for (int pf = 0; pf < 8; ++pf) prefetch(qq + 1024 + pf * 64);
         zi s = WZ(mm512_set1_epi32)(-128 * a.xs[t * nb + b]);
 #pragma GCC unroll 8
@@ -175,9 +177,16 @@ void q8_vnni_panel(const QuantArgs& a, const uint8_t* panel, int64_t t, float* y
             const zi v = WZ(mm512_xor_si512)(load_bytes(qq + j * 64), flip);
             s = WZ(mm512_dpbusd_epi32)(s, v, WZ(mm512_set1_epi32)(load4(xq + b * 32 + 4 * j)));
         }
-        acc = fmadd(i32_to_f32(s), WZ(mm512_set1_ps)(a.xd[t * nb + b]), acc);
+        const zf xdv = WZ(mm512_set1_ps)(a.xd[t * nb + b]);
+        if constexpr (kGroup)
+            acc = fmadd(i32_to_f32(s), WZ(mm512_mul_ps)(load_scales16(qq - 32, a.bf16_scales), xdv), acc);
+        else
+            acc = fmadd(i32_to_f32(s), xdv, acc);
     }
-    store_lanes(WZ(mm512_mul_ps)(acc, load_scales16(panel, a.bf16_scales)), y, j0, j1);
+    if constexpr (kGroup)
+        store_lanes(acc, y, j0, j1);
+    else
+        store_lanes(WZ(mm512_mul_ps)(acc, load_scales16(panel, a.bf16_scales)), y, j0, j1);
 }
 
 }  // namespace
@@ -188,16 +197,21 @@ void WARDEN_AVX512_ENTRY(const QuantArgs& a, int64_t r0, int64_t r1) {
         mm_quant_avx2(a, r0, r1);
         return;
     }
-    const int64_t pb =
-        w4a8 ? a.cols / a.group * (32 + (a.asym ? 32 : 0) + a.group * 8) : 32 + a.cols * 16;
+    const int64_t pb = w4a8             ? a.cols / a.group * (32 + (a.asym ? 32 : 0) + a.group * 8)
+                       : a.group == 0 ? 32 + a.cols * 16
+                                      : a.cols / 32 * 544;
     for (int64_t p = r0 / kNr; p * kNr < r1; ++p) {
         const uint8_t* panel = a.data + p * pb;
         const int64_t base = p * kNr;
         const int64_t j0 = r0 > base ? r0 - base : 0;
         const int64_t j1 = r1 - base < kNr ? r1 - base : kNr;
         if (!w4a8) {
-            for (int64_t t = 0; t < a.n; ++t)
-                q8_vnni_panel(a, panel, t, a.y + t * a.ldy + base, j0, j1);
+            for (int64_t t = 0; t < a.n; ++t) {
+                if (a.group == 0)
+                    q8_vnni_panel<false>(a, panel, t, a.y + t * a.ldy + base, j0, j1);
+                else
+                    q8_vnni_panel<true>(a, panel, t, a.y + t * a.ldy + base, j0, j1);
+            }
             continue;
         }
         // a.unpack is not used: unpacking is one and per 64 bytes here, less than a scratch round

@@ -83,7 +83,7 @@ void mm_quant(const QuantArgs& a, int64_t r0, int64_t r1) {
                     acc = std::fma(static_cast<float>(i), d * xd, acc);
                     if (a.asym) acc = std::fma(static_cast<float>(xs), scale_f32(a, blk + 32 + lr * 2) * xd, acc);
                 }
-            } else if (a.kind == 1) {  // Q8
+            } else if (a.kind == 1 && a.group == 0) {  // Q8, a scale per row
                 const uint8_t* panel = a.data + (r / kPanel) * (32 + cols * 16);
                 for (int64_t b = 0; b < nb; ++b) {
                     int32_t i = 0;
@@ -94,6 +94,17 @@ void mm_quant(const QuantArgs& a, int64_t r0, int64_t r1) {
                     acc = std::fma(static_cast<float>(i), a.xd[t * nb + b], acc);
                 }
                 acc = acc * scale_f32(a, panel + lr * 2);
+            } else if (a.kind == 1) {  // Q8 group 32: a scale per 32-block
+                const uint8_t* panel = a.data + (r / kPanel) * nb * 544;
+                for (int64_t b = 0; b < nb; ++b) {
+                    const uint8_t* blk = panel + b * 544;
+                    int32_t i = 0;
+                    for (int64_t kk = 0; kk < 32; ++kk) {
+                        const auto q = static_cast<int8_t>(blk[32 + (kk / 4) * 64 + (high ? 32 : 0) + lane * 4 + kk % 4]);
+                        i += q * a.xq[t * cols + b * 32 + kk];
+                    }
+                    acc = std::fma(static_cast<float>(i), scale_f32(a, blk + lr * 2) * a.xd[t * nb + b], acc);
+                }
             } else {  // FP8
                 const uint8_t* panel = a.data + (r / kPanel) * (64 + cols * 16);
                 float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};

@@ -387,12 +387,18 @@ std::optional<kernels::QuantRow> ct_import_row(const CtPacked& t, int64_t r, con
     }
     if (w.type == kernels::WeightType::Q8) {
         if (t.num_bits != 8 || t.zero) return std::nullopt;
-        const double s = t.scale_f32(r, 0);
-        for (int64_t g = 1; g < t.n_groups(); ++g)
-            if (t.scale_f32(r, g) != s) return std::nullopt;
-        auto d = exact_scale(w, s);
-        if (!d) return std::nullopt;
-        row.d.assign(1, *d);
+        // One scale per row (int8) or per 32 columns (int8-g32): every source group a block
+        // spans must carry that block's scale.
+        const int64_t span = w.group == 0 ? w.cols : 32;
+        row.d.resize(static_cast<size_t>(w.cols / span));
+        for (int64_t b = 0; b < w.cols / span; ++b) {
+            const double s = t.scale_f32(r, b * span / t.group);
+            for (int64_t g = b * span / t.group + 1; g <= (b * span + span - 1) / t.group; ++g)
+                if (t.scale_f32(r, g) != s) return std::nullopt;
+            auto d = exact_scale(w, s);
+            if (!d) return std::nullopt;
+            row.d[static_cast<size_t>(b)] = *d;
+        }
         row.q.resize(static_cast<size_t>(w.cols));
         for (int64_t c = 0; c < w.cols; ++c) {
             const int q = t.code(r, c);
@@ -407,8 +413,14 @@ std::optional<kernels::QuantRow> ct_import_row(const CtPacked& t, int64_t r, con
 std::optional<std::string> ct_native_format(const CtWeightArgs& a, const std::string& scale_dtype) {
     std::string f;
     if (a.num_bits == 8) {
-        if (!a.symmetric || a.strategy != "channel") return std::nullopt;
-        f = "int8";
+        if (!a.symmetric) return std::nullopt;
+        if (a.strategy == "channel") {
+            f = "int8";
+        } else if (a.group_size % 32 == 0) {
+            f = "int8-g32";
+        } else {
+            return std::nullopt;
+        }
     } else {
         if (a.group_size % 128 == 0) {
             f = "int4-g128";

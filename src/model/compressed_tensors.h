@@ -92,13 +92,14 @@ std::optional<SourceTensor> ct_find(const SafetensorsModel& st, const CtConfig& 
 
 // Bit-exact import of row r into `layout` (Q4: the checkpoint's group is a multiple of the
 // layout's, the scales are exactly representable in the layout's scale dtype; symmetric maps to
-// symmetric or asymmetric, asymmetric to asymmetric; Q8: 8-bit symmetric with one scale per row
-// and no -128 code). nullopt when it does not map (the caller requantizes through f32).
+// symmetric or asymmetric, asymmetric to asymmetric; Q8: 8-bit symmetric with one scale per row,
+// or per 32 columns for int8-g32, and no -128 code). nullopt when it does not map (the caller
+// requantizes through f32).
 std::optional<kernels::QuantRow> ct_import_row(const CtPacked& t, int64_t r, const kernels::WeightMatrix& layout);
 
 // The warden format a checkpoint group loads as by default (no --weights): int4-g32 / -g128
 // (largest of 128, 32 dividing the group), -asym when asymmetric, -bf16s when the scales are
-// bf16; int8 for 8-bit. nullopt when nothing maps (the caller keeps the runtime dtype).
+// bf16; int8 for 8-bit per channel, int8-g32 for 8-bit groups of a multiple of 32. nullopt when nothing maps (the caller keeps the runtime dtype).
 std::optional<std::string> ct_native_format(const CtWeightArgs& a, const std::string& scale_dtype);
 
 // Packing helpers (also used by the writer): codes are the unsigned stored values

@@ -83,7 +83,7 @@ std::optional<std::string> declared_format(const GGUFFile& g, tensor::GgmlType l
 std::optional<std::string> gguf_tensor_native_format(const GGUFTensor& t) {
     if (t.type == tensor::GgmlType::Q4_0) return "int4-g32";
     if (t.type == tensor::GgmlType::Q4_1) return "int4-g32-asym";
-    if (t.type == tensor::GgmlType::Q8_0 && q8_0_first_row_per_channel(t)) return "int8";
+    if (t.type == tensor::GgmlType::Q8_0) return q8_0_first_row_per_channel(t) ? "int8" : "int8-g32";
     return std::nullopt;
 }
 
@@ -105,11 +105,12 @@ GgufNativeWeights gguf_native_weights(const GGUFFile& g, const ModelConfig& c,
         g, types.size() == 1 ? layer.front()->type : tensor::GgmlType::F32, ignored);
     if (declared) {
         r.layers = declared;
-    } else if (types.size() ==
-               1) {  // one type: native when every matrix imports (Q8_0: per channel)
+    } else if (types.size() == 1) {  // one type: native when it has a lossless format
         r.layers = gguf_tensor_native_format(*layer.front());
-        for (size_t i = 1; i < layer.size() && r.layers; ++i)
-            if (gguf_tensor_native_format(*layer[i]) != r.layers) r.layers.reset();
+        // Q8_0: per channel (int8) when every matrix is, else a scale per block (int8-g32), which
+        // imports any Q8_0 without loss.
+        for (size_t i = 1; i < layer.size() && r.layers == "int8"; ++i)
+            if (gguf_tensor_native_format(*layer[i]) != r.layers) r.layers = "int8-g32";
     }
     if (!r.layers) {
         std::string list;

@@ -1,13 +1,13 @@
 #pragma once
 // Which runtime weight format a GGUF file's matrices load in when --weights is not given. A
-// file whose layer matrices are all Q4_0 (or all Q4_1) runs them as int4-g32 (-asym), and one
-// whose layer matrices are all per-channel Q8_0 (one scale per row, as `warden quantize
-// --weights int8` writes it) as int8: the import is bit-exact (quant/quantizer.h,
-// import_ggml_row), so the file runs at the speed and memory of its own format, as it does in
-// llama.cpp. Then the token embeddings and output head are decided one by one the same way; one
-// that does not map gets the default head beside those layers (int8 beside int4), as `--weights`
-// gives it. Anything else (K-quants, llama.cpp's Q8_0 with a scale per 32 weights, mixed types)
-// has no lossless runtime format and loads at --dtype, as before.
+// file whose layer matrices are all Q4_0 (or all Q4_1) runs them as int4-g32 (-asym), one whose
+// layer matrices are all per-channel Q8_0 (one scale per row, as `warden quantize --weights
+// int8` writes it) as int8, and any other all-Q8_0 file (llama.cpp's, a scale per 32 weights) as
+// int8-g32: the import is bit-exact (quant/quantizer.h, import_ggml_row), so the file runs at
+// the speed and memory of its own format, as it does in llama.cpp. Then the token embeddings and
+// output head are decided one by one the same way; one that does not map gets the default head
+// beside those layers (int8 beside int4), as `--weights` gives it. Anything else (K-quants,
+// mixed types) has no lossless runtime format and loads at --dtype, as before.
 #include <optional>
 #include <string>
 

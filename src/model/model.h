@@ -27,15 +27,17 @@ struct LoadOptions {
     // where one maps onto it without loss (native_weights), else `dtype`.
     std::optional<quant::WeightFormat> weights;
     // With `weights` unset, load layer matrices stored in a format warden runs natively in that
-    // format: GGUF files whose layer matrices are all Q4_0 / all Q4_1 / all per-channel Q8_0 as
-    // int4-g32 / int4-g32-asym / int8, with their embeddings and head decided one by one
+    // format: GGUF files whose layer matrices are all Q4_0 / all Q4_1 / all Q8_0 as int4-g32 /
+    // int4-g32-asym / int8 (per channel) or int8-g32, with their embeddings and head decided one by one
     // (model/gguf_native_weights.h); compressed-tensors pack-quantized checkpoints in theirs.
     // false: always `dtype` (the KV benches, whose documented runs used bf16 weights).
     bool native_weights = true;
     // Higher-precision copy for prefill rows (--prefill-weights bf16|fp8); unset: none.
     std::optional<quant::WeightFormat> prefill_weights;
     // Format of token_embd / output (--head-weights, e.g. int8: a quarter of bf16's bytes for the
-    // head without int4's quality loss; --quantize-embeddings sets it to `weights`); unset: dtype.
+    // head without int4's quality loss; --quantize-embeddings sets it to `weights`). Unset: beside
+    // a named `weights`, its default head (int8 beside int4, quant::default_head_format, applied
+    // by load_model); beside native layers, the checkpoint's own where it maps; else dtype.
     std::optional<quant::WeightFormat> head_weights;
 };
 

@@ -476,7 +476,15 @@ std::unique_ptr<Model> load_hf_dir(const std::string& dir, const LoadOptions& op
                 eff.weights = quant::parse_weight_format(*f);
                 m->weights_format = *f;
                 m->weights_note = "auto: the compressed-tensors " + std::to_string(grp.weights.num_bits) +
-                                  "-bit checkpoint's own format; --weights chooses";
+                                  "-bit checkpoint's own format";
+                // The embeddings and head (unquantized in these checkpoints) get the default
+                // beside those layers, as with GGUF and with --weights: int8 beside int4.
+                if (!opts.head_weights) {
+                    eff.head_weights = quant::default_head_format(*eff.weights);
+                    if (eff.head_weights)
+                        m->weights_note += "; embeddings/head as " + quant::weight_format_name(*eff.head_weights);
+                }
+                m->weights_note += "; --weights chooses";
             }
             break;
         }
@@ -505,14 +513,19 @@ std::unique_ptr<Model> load_hf_dir(const std::string& dir, const LoadOptions& op
 }  // namespace
 
 std::unique_ptr<Model> load_model(const std::string& path, const LoadOptions& options, util::ThreadPool& pool) {
+    // The head's default beside named layers (int8 beside int4: quant::default_head_format) is
+    // decided here, not by the CLI, so a library caller naming int4 gets the head `--weights
+    // int4` gets. A set head_weights (bf16 included) is kept.
+    LoadOptions opts = options;
+    if (opts.weights && !opts.head_weights) opts.head_weights = quant::default_head_format(*opts.weights);
     std::error_code ec;
     if (std::filesystem::is_directory(path, ec)) {
         if (!std::filesystem::exists(path + "/config.json"))
             throw Error("'" + path + "' is a directory without config.json (not a Hugging Face model directory)");
-        return load_hf_dir(path, options, pool);
+        return load_hf_dir(path, opts, pool);
     }
     if (!std::filesystem::exists(path, ec)) throw Error("model '" + path + "' does not exist");
-    return load_gguf(path, options, pool);
+    return load_gguf(path, opts, pool);
 }
 
 }  // namespace warden::model

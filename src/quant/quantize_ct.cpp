@@ -154,7 +154,7 @@ QuantizeStats quantize_hf_compressed_tensors(const std::string& in_dir, const st
         if (n == "model.embed_tokens.weight") embed_quantized = true;
         const int64_t rows = t.dims[0], cols = t.dims[1];
         const int64_t words = (cols * num_bits + 31) / 32;
-        const int64_t ng = f.type == kernels::WeightType::Q4 ? cols / f.group : 1;
+        const int64_t ng = f.group != 0 ? cols / f.group : 1;  // int4 groups, int8-g32 blocks, or per row
         std::vector<uint8_t> packed(static_cast<size_t>(rows * words * 4));
         std::vector<uint8_t> scales(static_cast<size_t>(rows * ng * 2));
         try {
@@ -196,8 +196,8 @@ QuantizeStats quantize_hf_compressed_tensors(const std::string& in_dir, const st
     nlohmann::ordered_json wargs = {{"num_bits", num_bits},
                                     {"type", "int"},
                                     {"symmetric", true},
-                                    {"strategy", num_bits == 4 ? "group" : "channel"},
-                                    {"group_size", num_bits == 4 ? nlohmann::ordered_json(f.group) : nlohmann::ordered_json(nullptr)},
+                                    {"strategy", f.group != 0 ? "group" : "channel"},
+                                    {"group_size", f.group != 0 ? nlohmann::ordered_json(f.group) : nlohmann::ordered_json(nullptr)},
                                     {"dynamic", false},
                                     {"actorder", nullptr},
                                     {"block_structure", nullptr},

@@ -217,35 +217,44 @@ void quant4_asym(const WeightMatrix& w, const float* x, const float* imp, int64_
         throw util::Error("int4 quantization: group scale out of range of the scale dtype");
 }
 
-void quant8(const WeightMatrix& w, const float* x, const float* imp, QuantRow& out) {
+// int8 codes and scale out.d[b] for columns [k0, k0 + n): the whole row (per channel) or one
+// 32-block (int8-g32), the same clip search either way.
+void quant8_span(const WeightMatrix& w, const float* x, const float* imp, int64_t k0, int64_t n, size_t b,
+                 QuantRow& out) {
     // The row is finite (checked by the caller), so a plain compare is std::fmax without its call.
     float amax = 0.0f;
-    for (int64_t i = 0; i < w.cols; ++i) amax = std::fabs(x[i]) > amax ? std::fabs(x[i]) : amax;
-    out.d.assign(1, 0);
-    if (amax == 0.0f) return;  // codes already 0
+    for (int64_t i = k0; i < k0 + n; ++i) amax = std::fabs(x[i]) > amax ? std::fabs(x[i]) : amax;
+    if (amax == 0.0f) return;  // codes and scale already 0
     double best = std::numeric_limits<double>::infinity();
-    std::vector<uint8_t> cand(static_cast<size_t>(w.cols));
+    std::vector<uint8_t> cand(static_cast<size_t>(n));
     for (float c : kClip8) {
         const uint16_t dh = to_scale(w, amax * c / 127.0f);
         const float d = from_scale(w, dh);
         if (!(d != 0.0f) || !std::isfinite(d)) continue;
         const float id = 1.0f / d;
         double err = 0.0;
-        for (int64_t i = 0; i < w.cols; ++i) {
+        for (int64_t i = 0; i < n; ++i) {
             // No libm call per element: --weights int4 pays this at every load for its int8 head.
-            const float r = round_clamped(x[i] * id, -127.0f, 127.0f);
+            const float r = round_clamped(x[k0 + i] * id, -127.0f, 127.0f);
             cand[static_cast<size_t>(i)] = static_cast<uint8_t>(static_cast<int8_t>(r));
-            const double e = static_cast<double>(x[i]) - r * d;
-            err += e * e * imp_at(imp, i);
+            const double e = static_cast<double>(x[k0 + i]) - r * d;
+            err += e * e * imp_at(imp, k0 + i);
         }
         if (err < best) {
             best = err;
-            out.d[0] = dh;
-            out.q = cand;
+            out.d[b] = dh;
+            std::copy(cand.begin(), cand.end(), out.q.begin() + k0);
         }
     }
     if (best == std::numeric_limits<double>::infinity())
-        throw util::Error("int8 quantization: row scale out of range of the scale dtype");
+        throw util::Error(std::string("int8 quantization: ") + (w.group ? "block" : "row") +
+                          " scale out of range of the scale dtype");
+}
+
+void quant8(const WeightMatrix& w, const float* x, const float* imp, QuantRow& out) {
+    const int64_t span = w.group == 0 ? w.cols : 32;
+    out.d.assign(static_cast<size_t>(w.cols / span), 0);
+    for (int64_t b = 0; b < w.cols / span; ++b) quant8_span(w, x, imp, b * span, span, static_cast<size_t>(b), out);
 }
 
 }  // namespace
@@ -339,13 +348,14 @@ std::optional<QuantRow> import_ggml_row(tensor::GgmlType t, const uint8_t* src, 
         return row;
     }
     if (w.type == WeightType::Q8 && t == tensor::GgmlType::Q8_0) {
-        row.d.assign(1, 0);
+        // int8-g32 is Q8_0 block for block; per-channel int8 needs one scale across the row.
+        row.d.assign(w.group == 0 ? 1 : static_cast<size_t>(nblk), 0);
         for (int64_t b = 0; b < nblk; ++b) {
             const uint8_t* blk = src + b * 34;
             const uint16_t d = rd16(blk);
             check_f16_scale(d);
-            if (b == 0) {
-                row.d[0] = d;
+            if (w.group != 0 || b == 0) {
+                row.d[w.group == 0 ? 0 : static_cast<size_t>(b)] = d;
             } else if (d != row.d[0]) {
                 return std::nullopt;
             }
@@ -362,8 +372,8 @@ std::optional<QuantRow> import_ggml_row(tensor::GgmlType t, const uint8_t* src, 
 tensor::GgmlType ggml_type_for(const WeightMatrix& w) {
     if (w.type == WeightType::Q4 && !w.bf16_scales) return w.asym ? tensor::GgmlType::Q4_1 : tensor::GgmlType::Q4_0;
     if (w.type == WeightType::Q8 && !w.bf16_scales) return tensor::GgmlType::Q8_0;
-    throw util::Error("weight format has no lossless GGUF type (GGUF output supports int4/int4-g128[-asym] and int8 "
-                      "with f16 scales; use safetensors output for others)");
+    throw util::Error("weight format has no lossless GGUF type (GGUF output supports int4/int4-g128[-asym] and "
+                      "int8[-g32] with f16 scales; use safetensors output for others)");
 }
 
 void export_ggml_row(const WeightMatrix& w, const QuantRow& row, uint8_t* dst) {
@@ -372,7 +382,7 @@ void export_ggml_row(const WeightMatrix& w, const QuantRow& row, uint8_t* dst) {
     for (int64_t b = 0; b < nblk; ++b) {
         if (t == tensor::GgmlType::Q8_0) {
             uint8_t* blk = dst + b * 34;
-            wr16(blk, row.d[0]);
+            wr16(blk, row.d[w.group == 0 ? 0 : static_cast<size_t>(b)]);
             std::memcpy(blk + 2, row.q.data() + b * 32, 32);
             continue;
         }

@@ -9,7 +9,8 @@ namespace warden::quant {
 
 namespace {
 const char* kAccepted =
-    "bf16, f32, fp8, int8[-bf16s], int4, int4-g32, int4-g128 (int4 suffixes: -asym, -bf16s, -a16)";
+    "bf16, f32, fp8, int8, int8-g32 (int8 suffix: -bf16s), int4, int4-g32, int4-g128 (int4 suffixes: -asym, -bf16s, "
+    "-a16)";
 
 std::vector<std::string> split_dash(const std::string& s) {
     std::vector<std::string> out(1);
@@ -55,8 +56,10 @@ WeightFormat parse_weight_format(const std::string& s) {
         for (size_t i = 1; i < parts.size(); ++i) {
             if (parts[i] == "bf16s") {
                 f.bf16_scales = true;
+            } else if (parts[i] == "g32") {
+                f.group = 32;
             } else {
-                throw bad("int8 takes only -bf16s");
+                throw bad("int8 takes only -g32 (a scale per 32 weights, as GGUF Q8_0) and -bf16s");
             }
         }
         return f;
@@ -99,7 +102,8 @@ std::string weight_format_name(const WeightFormat& f) {
         case kernels::WeightType::BF16: return "bf16";
         case kernels::WeightType::F32: return "f32";
         case kernels::WeightType::FP8: return "fp8";
-        case kernels::WeightType::Q8: return f.bf16_scales ? "int8-bf16s" : "int8";
+        case kernels::WeightType::Q8:
+            return std::string("int8") + (f.group ? "-g32" : "") + (f.bf16_scales ? "-bf16s" : "");
         case kernels::WeightType::Q4: break;
     }
     std::string s = "int4-g" + std::to_string(f.group);

@@ -1,10 +1,11 @@
 #pragma once
 // Runtime weight formats (--weights / --prefill-weights) and their parsing.
 //   bf16 | f32 | fp8 (e4m3, per-channel f32 scale) | int8 (per channel, f16 scale)
+//   int8-g32 (an f16 scale per 32 weights: GGUF Q8_0, llama.cpp's int8)
 //   int4 | int4-g32 | int4-g128 (group 32 default, symmetric, f16 scales)
 // Suffixes for int4: -asym (w = d*q + m, GGUF Q4_1 style), -bf16s (bf16 scales), -a16 (W4A16
 // kernel: dequantize in registers, f32 activations, instead of the default W4A8).
-// int8 takes -bf16s as well. Examples: int4-g128-asym, int4-g32-bf16s-a16.
+// int8 takes -bf16s as well. Examples: int4-g128-asym, int4-g32-bf16s-a16, int8-g32.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -15,7 +16,7 @@ namespace warden::quant {
 
 struct WeightFormat {
     kernels::WeightType type = kernels::WeightType::BF16;
-    int32_t group = 0;  // int4 only
+    int32_t group = 0;  // int4: 32 or 128; int8: 0 (per channel) or 32
     bool asym = false;
     bool bf16_scales = false;
     bool act_f32 = false;

@@ -160,6 +160,69 @@ TEST(CompressedTensors, AsymmetricImportMatchesDequant) {
     EXPECT_FALSE(model::ct_import_row(t, 0, quant::parse_weight_format("int4-g128-asym").layout(3, 64)));
 }
 
+// 8-bit, group strategy: a checkpoint group of 32 (or a multiple) imports into int8-g32 exactly,
+// value for value, but not into per-channel int8 (its scales differ along the row); a group of
+// 16 imports only where both halves of a 32-block share a scale. The native choice follows.
+TEST(CompressedTensors, Int8GroupImportsIntoInt8G32) {
+    CtPacked t;
+    t.rows = 2;
+    t.cols = 64;
+    t.num_bits = 8;
+    t.words_per_row = 16;
+    std::vector<uint8_t> codes(2 * 64);  // stored q + 128, never -128
+    for (size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<uint8_t>(1 + (i * 37 + 11) % 255);
+    std::vector<uint8_t> packed;
+    for (int r = 0; r < 2; ++r) {
+        const auto b = words_bytes(model::ct_pack_codes(codes.data() + r * 64, 64, 8));
+        packed.insert(packed.end(), b.begin(), b.end());
+    }
+    t.packed = packed.data();
+    t.scale_dtype = "F32";
+    const auto layout = quant::parse_weight_format("int8-g32").layout(2, 64);
+    for (int64_t group : {32, 64}) {
+        t.group = group;
+        const std::vector<float> sc = group == 32 ? std::vector<float>{0.5f, -0.125f, 2.0f, 0.0078125f}
+                                                  : std::vector<float>{0.25f, 3.0f};
+        t.scale = reinterpret_cast<const uint8_t*>(sc.data());
+        kernels::WeightMatrix m = layout;
+        std::vector<uint8_t> buf(static_cast<size_t>(kernels::quant_packed_bytes(layout)), 0);
+        m.data = buf.data();
+        for (int64_t r = 0; r < 2; ++r) {
+            auto qr = model::ct_import_row(t, r, layout);
+            ASSERT_TRUE(qr) << "group " << group << " row " << r;
+            kernels::pack_quant_row(m, r, *qr, buf.data());
+        }
+        std::vector<float> want(64), got(64);
+        for (int64_t r = 0; r < 2; ++r) {
+            t.dequant_row(r, want.data());
+            kernels::dequant_row(m, r, got.data());
+            EXPECT_EQ(want, got) << "group " << group << " row " << r;
+        }
+        if (group == 32) {
+            EXPECT_FALSE(model::ct_import_row(t, 0, quant::parse_weight_format("int8").layout(2, 64)));
+        }
+    }
+    t.group = 16;
+    std::vector<float> sc16 = {1.0f, 1.0f, 0.5f, 0.5f, 2.0f, 2.0f, 4.0f, 4.0f};
+    t.scale = reinterpret_cast<const uint8_t*>(sc16.data());
+    EXPECT_TRUE(model::ct_import_row(t, 0, layout));
+    sc16[1] = 0.75f;  // the halves of row 0's first 32-block differ
+    EXPECT_FALSE(model::ct_import_row(t, 0, layout));
+    EXPECT_TRUE(model::ct_import_row(t, 1, layout));
+    model::CtWeightArgs a;
+    a.num_bits = 8;
+    a.symmetric = true;
+    a.strategy = "group";
+    a.group_size = 128;
+    EXPECT_EQ(model::ct_native_format(a, "F16"), std::optional<std::string>("int8-g32"));
+    EXPECT_EQ(model::ct_native_format(a, "BF16"), std::optional<std::string>("int8-g32-bf16s"));
+    a.group_size = 16;
+    EXPECT_FALSE(model::ct_native_format(a, "F16"));
+    a.strategy = "channel";
+    a.group_size = 0;
+    EXPECT_EQ(model::ct_native_format(a, "F16"), std::optional<std::string>("int8"));
+}
+
 json ct_config(json weights, json extra = json::object()) {
     json q = {{"quant_method", "compressed-tensors"},
               {"format", "pack-quantized"},
@@ -379,6 +442,8 @@ void check_round_trip(const std::string& model_name, const std::string& fmt, int
     const json cj = json::parse(cf);
     const auto cfg = model::ct_config_from_hf_json(cj, "out");
     EXPECT_EQ(cfg.groups.at(0).weights.num_bits, fmt.rfind("int8", 0) == 0 ? 8 : 4);
+    EXPECT_EQ(cfg.groups.at(0).weights.strategy, fmt == "int8" ? "channel" : "group");
+    EXPECT_EQ(cfg.groups.at(0).weights.group_size, fmt == "int8" ? 0 : 32);
     const auto a = load(src, fmt, pool);
     for (const std::string& lf : {fmt, std::string()}) {  // explicit format, then the native default
         const auto b = load(out, lf, pool);
@@ -424,6 +489,7 @@ TEST(CompressedTensors, QuantizeWriteLoadBitExactDense) {
     if (!fs::exists(test::golden_model("tiny-llama") + "/config.json")) GTEST_SKIP() << "tiny-llama golden missing";
     check_round_trip("tiny-llama", "int4-g32", 3 * 7);
     check_round_trip("tiny-llama", "int8", 3 * 7);
+    check_round_trip("tiny-llama", "int8-g32", 3 * 7);  // 8-bit, strategy group, group_size 32
 }
 
 TEST(CompressedTensors, QuantizeWriteLoadBitExactMoe) {

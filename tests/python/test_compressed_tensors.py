@@ -56,12 +56,15 @@ def warden(*args, check=True) -> subprocess.CompletedProcess:
     return p
 
 
-def logits(model: Path, ids: list[int], vocab: int, weights: str | None) -> tuple[list[dict], str]:
+def logits(model: Path, ids: list[int], vocab: int, weights: str | None,
+           head: str | None = None) -> tuple[list[dict], str]:
     args = ["logits", "-m", model, "--tokens", ",".join(map(str, ids)), "--dtype", "f32", "--top", vocab]
     if weights:
         args += ["--weights", weights]
-        if weights.startswith("int4"):  # int4 defaults to an int8 head; these compare the layers only
-            args += ["--head-weights", "f32"]
+        if weights.startswith("int4") and head is None:  # int4 defaults to an int8 head; compare the layers
+            head = "f32"
+    if head:
+        args += ["--head-weights", head]
     p = warden(*args)
     rows = {}
     for line in p.stdout.splitlines():
@@ -72,11 +75,11 @@ def logits(model: Path, ids: list[int], vocab: int, weights: str | None) -> tupl
     return [rows[i] for i in range(len(ids))], p.stderr
 
 
-def compare(model: Path, g: dict, weights: str | None) -> tuple[float, float, str]:
+def compare(model: Path, g: dict, weights: str | None, head: str | None = None) -> tuple[float, float, str]:
     """(max |diff| / spread, top-1 agreement fraction, stderr of the last run)."""
     worst, agree, n, err = 0.0, 0, 0, ""
     for p in g["prompts"]:
-        rows, err = logits(model, p["ids"], g["vocab_size"], weights)
+        rows, err = logits(model, p["ids"], g["vocab_size"], weights, head)
         for ref, spread, got in zip(p["logits"], p["spread"], rows):
             assert len(got) == len(ref)
             worst = max(worst, max(abs(got[i] - v) for i, v in enumerate(ref)) / spread)
@@ -102,14 +105,22 @@ def test_load_package_compressed_checkpoint(name: str):
         record("compressed-tensors load", f"{name} --weights {native}-a16 max|diff|/spread", rel)
         assert "requantized" not in err, err
         assert top1 == 1.0 and rel <= REL, (name, rel, top1)
-    # Default: the checkpoint's own format (W4A8).
-    rel, top1, err = compare(model, g, None)
-    assert f"weights {native} (auto: the compressed-tensors 4-bit checkpoint's own format" in err, err
+    # Default layers: the checkpoint's own format (W4A8); the head pinned to f32 to measure them.
+    rel, top1, err = compare(model, g, None, head="f32")
+    assert f"weights {native} (auto: the compressed-tensors 4-bit checkpoint's own format; --weights" in err, err
     if not exact:
         assert "requantized through f32" in err, err
     record("compressed-tensors load", f"{name} default ({native}, W4A8) top-1", top1)
     record("compressed-tensors load", f"{name} default ({native}, W4A8) max|diff|/spread", rel)
     assert top1 >= DEFAULT_TOP1_MIN and rel <= DEFAULT_REL, (name, rel, top1)
+    # No flags at all: int4 layers' default head, int8, as with GGUF and with --weights int4 -- the
+    # same logits, bit for bit, as naming both.
+    ids, vocab = g["prompts"][0]["ids"], g["vocab_size"]
+    rows, err = logits(model, ids, vocab, None)
+    assert f"weights {native} (auto: the compressed-tensors 4-bit checkpoint's own format; embeddings/head as int8" \
+        in err, err
+    assert rows == logits(model, ids, vocab, native, head="int8")[0]
+    assert rows != logits(model, ids, vocab, native, head="f32")[0]
 
 
 def _package_available() -> bool:

@@ -6,6 +6,7 @@
   name) fails with a clear message and exit code, never a crash."""
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 from pathlib import Path
@@ -29,7 +30,7 @@ def logits(path: Path, *extra: str) -> str:
     return p.stdout
 
 
-@pytest.mark.parametrize("fmt,gtype", [("int4", "Q4_0"), ("int4-asym", "Q4_1"), ("int8", "Q8_0")])
+@pytest.mark.parametrize("fmt,gtype", [("int4", "Q4_0"), ("int4-asym", "Q4_1"), ("int8", "Q8_0"), ("int8-g32", "Q8_0")])
 def test_quantize_roundtrip_logits_and_gguf_values(tmp_path: Path, fmt: str, gtype: str):
     out = tmp_path / f"q-{fmt}.gguf"
     p = run("quantize", "-m", str(TINY), "-o", str(out), "--weights", fmt)
@@ -122,7 +123,7 @@ def test_head_weights_int8_changes_the_head_and_reports_memory():
 
 
 @pytest.mark.parametrize("fmt,gtype,native", [("int4", "Q4_0", "int4-g32"), ("int4-asym", "Q4_1", "int4-g32-asym"),
-                                               ("int8", "Q8_0", "int8")])
+                                               ("int8", "Q8_0", "int8"), ("int8-g32", "Q8_0", "int8-g32")])
 def test_without_weights_a_quantized_gguf_runs_in_its_own_format(tmp_path: Path, fmt: str, gtype: str, native: str):
     """No --weights (or --weights auto): a file whose layer matrices are all Q4_0 / Q4_1 / per-channel
     Q8_0 runs as int4-g32 / int4-g32-asym / int8 -- the same logits, bit for bit, as naming that
@@ -145,6 +146,61 @@ def test_without_weights_a_quantized_gguf_runs_in_its_own_format(tmp_path: Path,
     assert src.stdout == logits(TINY, "--weights", "bf16")
     bad = run("logits", "-m", str(out), "--tokens", TOKENS, "--quantize-embeddings")
     assert bad.returncode == 1 and "--quantize-embeddings needs --weights" in bad.stderr, bad.stderr
+
+
+def test_llama_cpp_q8_0_runs_as_int8_g32_without_loss(tmp_path: Path):
+    """A Q8_0 file as llama.cpp quantizes it (a scale per 32 weights; here gguf-py's port of
+    llama.cpp's quantize_row_q8_0, an implementation independent of warden's) loads with no flags as
+    int8-g32, every block imported as it is: the same logits as naming int8-g32, and close to the
+    exact dequantized weights (`--weights f32`: the only difference left is W8A8's int8 activations).
+    Before int8-g32 such a file had no lossless format and loaded at bf16."""
+    gguf = pytest.importorskip("gguf")
+    # Layout and metadata from warden's own int8-g32 file; then every Q8_0 tensor's blocks are
+    # replaced by gguf-py's quantization of the f32 source, and warden's format declaration is
+    # renamed (same length) so the file is anonymous, as another tool would write it.
+    base = tmp_path / "warden-g32.gguf"
+    assert run("quantize", "-m", str(TINY), "-o", str(base), "--weights", "int8-g32").returncode == 0
+    src = {t.name: t for t in gguf.GGUFReader(str(TINY)).tensors}
+    data = bytearray(base.read_bytes())
+    n = 0
+    for t in gguf.GGUFReader(str(base)).tensors:
+        if t.tensor_type != gguf.GGMLQuantizationType.Q8_0:
+            continue
+        f32 = gguf.quants.dequantize(src[t.name].data, src[t.name].tensor_type).astype(np.float32)
+        blocks = gguf.quants.quantize(f32, gguf.GGMLQuantizationType.Q8_0).tobytes()
+        assert len(blocks) == int(t.n_bytes), t.name
+        data[int(t.data_offset):int(t.data_offset) + len(blocks)] = blocks
+        n += 1
+    assert n == 21
+    key = b"warden.quantize.weights"
+    assert data.count(key) == 1
+    data = data.replace(key, b"xxxxxx.quantize.weights")
+    q8 = tmp_path / "llama-q8_0.gguf"
+    q8.write_bytes(bytes(data))
+
+    p = run("logits", "-m", str(q8), "--tokens", TOKENS, "--top", "5")
+    assert p.returncode == 0, p.stderr
+    assert "weights int8-g32 (auto: layer matrices Q8_0, imported without loss" in p.stderr, p.stderr
+    assert "did not import" not in p.stderr, p.stderr
+    assert p.stdout == logits(q8, "--weights", "int8-g32")
+    assert p.stdout != logits(base, "--weights", "int8-g32")  # gguf-py's codes, not warden's
+    # Per-channel int8 cannot hold these blocks: naming it requantizes them, so the logits move.
+    assert logits(q8, "--weights", "int8") != p.stdout
+
+    def full(*extra: str) -> list[dict[int, float]]:
+        out = run("logits", "-m", str(q8), "--tokens", TOKENS, "--top", "1000000", *extra)
+        assert out.returncode == 0, out.stderr
+        rows = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{") and '"pos"' in line]
+        return [{int(i): float(v) for i, v in r["top"]} for r in rows]
+    native, exact = full(), full("--weights", "f32", "--dtype", "f32")
+    assert len(native) == len(exact) > 0
+    worst = 0.0
+    for a, b in zip(native, exact):
+        assert a.keys() == b.keys()
+        assert max(a, key=a.get) == max(b, key=b.get)  # same top-1 at every position
+        spread = max(b.values()) - min(b.values())
+        worst = max(worst, max(abs(a[i] - b[i]) for i in b) / spread)
+    assert worst <= 0.05, worst
 
 
 def test_prefill_weights_and_memory_report():

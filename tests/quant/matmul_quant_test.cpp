@@ -60,9 +60,9 @@ void expect_bits(const std::vector<float>& got, const std::vector<float>& want, 
             << what << " i=" << i << " got=" << got[i] << " want=" << want[i];
 }
 
-const char* kFormats[] = {"int4",          "int4-asym",      "int4-g128",     "int4-g128-asym-bf16s",
-                          "int4-a16",      "int4-g128-asym-a16", "int4-bf16s-a16", "int8",
-                          "int8-bf16s",    "fp8"};
+const char* kFormats[] = {"int4",       "int4-asym",          "int4-g128",      "int4-g128-asym-bf16s",
+                          "int4-a16",   "int4-g128-asym-a16", "int4-bf16s-a16", "int8",
+                          "int8-bf16s", "int8-g32",           "int8-g32-bf16s", "fp8"};
 
 TEST(QuantMatmul, Avx2BitExactVsScalarBatchAndThreadInvariant) {
     WARDEN_REQUIRE_ISA(Isa::AVX2);
@@ -177,14 +177,16 @@ std::vector<float> run_vnni_emulated(const WeightMatrix& w, const float* x, int6
     return y;
 }
 
-// The VNNI kernels (int4 W4A8 sym/asym, f16/bf16 scales, groups 32/128; int8 W8A8) equal the
+// The VNNI kernels (int4 W4A8 sym/asym, f16/bf16 scales, groups 32/128; int8 W8A8 per channel and
+// per block) equal the
 // scalar kernels bit for bit: every token blocking (4s and the 1-3 remainder), reading the nibbles
 // or the unpacked scratch, full and partial panels, row ranges that cut panels. They run under
 // SIMDe here, so this holds on any CPU; on AVX-512 machines the same source runs natively and
 // Avx2BitExactVsScalarBatchAndThreadInvariant also compares Isa::AVX512.
 TEST(QuantMatmul, Avx512VnniEmulatedBitExactVsScalar) {
     uint32_t seed = 101;
-    for (const char* fmt : {"int4", "int4-asym", "int4-bf16s", "int4-g128", "int4-g128-asym-bf16s", "int8", "int8-bf16s"})
+    for (const char* fmt : {"int4", "int4-asym", "int4-bf16s", "int4-g128", "int4-g128-asym-bf16s", "int8", "int8-bf16s",
+                            "int8-g32", "int8-g32-bf16s"})
         for (int64_t rows : {1, 17, 40})
             for (int64_t cols : {128, 384}) {
                 const QMat m = make_qmat(fmt, rows, cols, seed++);
@@ -282,7 +284,7 @@ TEST(QuantMatmul, W4A16EqualsF32KernelOnDequantizedWeights) {
 // output. The only differences are f32 roundings of the per-block products and the chain:
 // bounded by (2 * blocks + 4) ulps of the magnitude sum.
 TEST(QuantMatmul, IntActivationPathsMatchDoubleReference) {
-    for (const char* fmt : {"int4", "int4-asym", "int4-g128", "int8"}) {
+    for (const char* fmt : {"int4", "int4-asym", "int4-g128", "int8", "int8-g32"}) {
         const int64_t rows = 20, cols = 256, n = 2, nb = cols / 32;
         const QMat m = make_qmat(fmt, rows, cols, 11);
         const auto x = random_floats(static_cast<size_t>(n * cols), 12, -3.0f, 3.0f);

@@ -42,8 +42,13 @@ TEST(QuantFormat, ParseAndErrors) {
     EXPECT_EQ(weight_format_name(parse_weight_format("int4")), "int4-g32");
     EXPECT_EQ(weight_format_name(parse_weight_format("int4-g128-asym")), "int4-g128-asym");
     EXPECT_EQ(weight_format_name(parse_weight_format("int8")), "int8");
+    EXPECT_EQ(weight_format_name(parse_weight_format("int8-g32")), "int8-g32");
+    EXPECT_EQ(weight_format_name(parse_weight_format("int8-bf16s-g32")), "int8-g32-bf16s");
+    EXPECT_EQ(parse_weight_format("int8-g32").group, 32);
+    EXPECT_EQ(parse_weight_format("int8").group, 0);
     EXPECT_EQ(parse_weight_format("fp8").type, kernels::WeightType::FP8);
-    for (const char* bad : {"int5", "int4-g64", "int4-g", "fp8-asym", "int4-foo", "", "bf16-g32"}) {
+    for (const char* bad : {"int5", "int4-g64", "int4-g", "fp8-asym", "int4-foo", "", "bf16-g32", "int8-g128", "int8-asym",
+                            "int8-g16"}) {
         try {
             parse_weight_format(bad);
             FAIL() << "accepted '" << bad << "'";
@@ -62,6 +67,15 @@ TEST(QuantFormat, GroupNotDividingRowIsAnError) {
         EXPECT_NE(std::string(e.what()).find("does not divide the row length 160"), std::string::npos) << e.what();
     }
     EXPECT_THROW(kernels::check_quant_shape(parse_weight_format("int8").layout(4, 40)), util::Error);
+    EXPECT_THROW(kernels::check_quant_shape(parse_weight_format("int8-g32").layout(4, 40)), util::Error);
+    auto g64 = parse_weight_format("int8").layout(4, 64);
+    g64.group = 64;  // not a format the parser gives, but a library caller could set it
+    try {
+        kernels::check_quant_shape(g64);
+        FAIL();
+    } catch (const util::Error& e) {
+        EXPECT_NE(std::string(e.what()).find("int8 group size must be 32"), std::string::npos) << e.what();
+    }
     std::vector<float> row(64, 0.5f);
     row[7] = std::nanf("");
     EXPECT_THROW(default_quantizer().quantize_row(parse_weight_format("int4").layout(1, 64), row.data(), nullptr),
@@ -70,7 +84,7 @@ TEST(QuantFormat, GroupNotDividingRowIsAnError) {
 
 // Our values == ggml's dequantization of the exported blocks; import(export(row)) == row.
 TEST(QuantGguf, ExportDecodesToOurValuesAndImportsBack) {
-    for (const char* fmt : {"int4", "int4-g128", "int4-asym", "int4-g128-asym", "int8"}) {
+    for (const char* fmt : {"int4", "int4-g128", "int4-asym", "int4-g128-asym", "int8", "int8-g32"}) {
         const int64_t cols = 256;
         const auto lay = parse_weight_format(fmt).layout(1, cols);
         const auto vals = random_floats(cols, 42, -0.3f, 0.7f);
@@ -104,6 +118,40 @@ TEST(QuantGguf, ExportDecodesToOurValuesAndImportsBack) {
     }
     EXPECT_THROW(ggml_type_for(parse_weight_format("fp8").layout(1, 32)), util::Error);
     EXPECT_THROW(ggml_type_for(parse_weight_format("int4-bf16s").layout(1, 32)), util::Error);
+}
+
+// int8-g32 gives each 32-block its own scale: a row whose first block is 100x larger than the
+// rest keeps the small blocks' precision (per-channel int8 spends its 255 steps on the outlier
+// block), each block's scale is what its own values need, and the codes stay within -127..127.
+TEST(QuantRtn, Int8G32ScalesEachBlock) {
+    const int64_t cols = 256;
+    std::vector<float> vals = random_floats(cols, 21);
+    for (int64_t k = 0; k < 32; ++k) vals[static_cast<size_t>(k)] *= 100.0f;
+    auto sq_error = [&](const char* fmt) {
+        const auto lay = parse_weight_format(fmt).layout(1, cols);
+        const kernels::QuantRow row = default_quantizer().quantize_row(lay, vals.data(), nullptr);
+        EXPECT_EQ(row.d.size(), std::string(fmt) == "int8" ? 1u : 8u) << fmt;
+        for (uint8_t q : row.q) EXPECT_NE(q, 0x80) << fmt;
+        std::vector<uint8_t> packed(static_cast<size_t>(kernels::quant_packed_bytes(lay)), 0);
+        kernels::pack_quant_row(lay, 0, row, packed.data());
+        kernels::WeightMatrix w = lay;
+        w.data = packed.data();
+        std::vector<float> back(cols);
+        kernels::dequant_row(w, 0, back.data());
+        double small = 0.0;  // the blocks after the outlier block
+        for (int64_t k = 32; k < cols; ++k) small += std::pow(back[static_cast<size_t>(k)] - vals[static_cast<size_t>(k)], 2);
+        if (row.d.size() == 8)
+            for (size_t b = 0; b < 8; ++b) {
+                float amax = 0.0f;
+                for (size_t k = 0; k < 32; ++k) amax = std::max(amax, std::fabs(vals[b * 32 + k]));
+                const float d = tensor::f16_to_f32(row.d[b]);
+                EXPECT_GE(d, amax * 0.9f / 127.0f * 0.999f) << "block " << b;  // clip search: 0.9..1.0 x amax / 127
+                EXPECT_LE(d, amax / 127.0f * 1.001f) << "block " << b;
+            }
+        return small;
+    };
+    const double per_channel = sq_error("int8"), per_block = sq_error("int8-g32");
+    EXPECT_LT(per_block, per_channel / 1000.0) << per_block << " vs " << per_channel;
 }
 
 // The scale search never loses to llama.cpp's Q4_0 reference rule (d = max / -8,
@@ -192,7 +240,7 @@ void expect_same_packed(const model::Matrix& a, const model::Matrix& b, const st
 TEST(QuantGguf, QuantizeSaveLoadBitExact) {
     util::ThreadPool pool(2);
     const std::string src = test::golden_model("tiny-llama.gguf");
-    for (const char* fmt : {"int4", "int4-asym", "int8"}) {
+    for (const char* fmt : {"int4", "int4-asym", "int8", "int8-g32"}) {
         for (bool emb : {false, true}) {
             const std::string out = tmp_path(std::string(fmt) + (emb ? "_e" : "") + ".gguf");
             const auto st = quantize_gguf(src, out, parse_weight_format(fmt), emb, pool);
@@ -251,7 +299,7 @@ TEST(QuantGguf, WithoutWeightsFlagAFileLoadsInItsOwnFormat) {
         const char* head;  // the head's format without --quantize-embeddings
     };
     for (const Case& c : {Case{"int4", "int4-g32", "int8"}, Case{"int4-asym", "int4-g32-asym", "int8"},
-                          Case{"int8", "int8", "bf16"}}) {
+                          Case{"int8", "int8", "bf16"}, Case{"int8-g32", "int8-g32", "bf16"}}) {
         for (bool emb : {false, true}) {
             const std::string what = std::string(c.fmt) + (emb ? " +emb" : "");
             const std::string out = tmp_path(std::string("native_") + c.fmt + (emb ? "_e" : "") + ".gguf");
@@ -290,12 +338,15 @@ TEST(QuantGguf, WithoutWeightsFlagAFileLoadsInItsOwnFormat) {
     }
 }
 
-// Q8_0 is native int8 only when it is per channel. Without a declared format (a file from
-// elsewhere) the resolver reads each tensor's first row: one block there with its own scale, or
-// one -128 code, sends every layer to the dtype, with the types in the note. Further down, the
-// load imports every other row exactly, requantizes the odd one and says how many it
-// requantized. With warden's declaration the file is int8 and a bad row is requantized and counted.
-TEST(QuantGguf, Q8_0WithPerBlockScalesIsNotNativeInt8) {
+// Q8_0 is native int8 only when it is per channel, and int8-g32 (a scale per block, as llama.cpp
+// writes Q8_0) otherwise. Without a declared format (a file from elsewhere) the resolver reads
+// each tensor's first row: one block there with its own scale, or one -128 code, makes every
+// layer int8-g32, and a per-block file then loads with every value as ggml dequantizes it
+// (-128 is outside int8's symmetric code range, so that row is requantized and counted). Further
+// down, the int8 load imports every other row exactly, requantizes the odd one and says how
+// many it requantized. With warden's declaration the file is int8 and a bad row is requantized
+// and counted.
+TEST(QuantGguf, Q8_0WithPerBlockScalesIsNativeInt8G32) {
     util::ThreadPool pool(2);
     const std::string declared = tmp_path("native_q8_declared.gguf");
     quantize_gguf(test::golden_model("tiny-llama.gguf"), declared, parse_weight_format("int8"), false, pool);
@@ -340,21 +391,33 @@ TEST(QuantGguf, Q8_0WithPerBlockScalesIsNotNativeInt8) {
                 r[2 + 5] = 0x80;  // code -128
             }
             const auto nw = resolve(buf);
-            if (row == 0) {
-                EXPECT_FALSE(nw.layers.has_value()) << what;
-                EXPECT_NE(nw.note.find("Q8_0 x"), std::string::npos) << nw.note;
-                EXPECT_NE(nw.note.find("bf16"), std::string::npos) << nw.note;
-                continue;
-            }
-            ASSERT_EQ(nw.layers, std::optional<std::string>("int8")) << what;
+            const std::string want = row == 0 ? "int8-g32" : "int8";
+            ASSERT_EQ(nw.layers, std::optional<std::string>(want)) << what << ": " << nw.note;
             const std::string path = tmp_path("native_q8_mut.gguf");
             std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(buf.data()),
                                                         static_cast<std::streamsize>(buf.size()));
             const auto m = load(path, "", pool);
             std::filesystem::remove(path);
-            EXPECT_EQ(m->weights_format, "int8") << what;
-            EXPECT_NE(m->weights_note.find("; 1 rows did not import into int8 exactly"), std::string::npos)
-                << m->weights_note;
+            EXPECT_EQ(m->weights_format, want) << what;
+            const bool requantized = row != 0 || mutation == 1;
+            EXPECT_EQ(m->weights_note.find("; 1 rows did not import into " + want + " exactly") != std::string::npos,
+                      requantized)
+                << what << ": " << m->weights_note;
+            if (requantized) continue;
+            // int8-g32 holds the per-block file exactly: every value of the mutated tensor is
+            // what ggml's dequantizer (tensor::dequantize_row) reads from the file.
+            const model::GGUFFile g1(buf.data(), buf.size());
+            const model::GGUFTensor* src = g1.find_tensor("blk.1.ffn_down.weight");
+            const kernels::WeightMatrix v = m->weights.layers[1].w_down.view();
+            ASSERT_EQ(v.type, kernels::WeightType::Q8);
+            ASSERT_EQ(v.group, 32);
+            const int64_t cols = src->shape[0];
+            std::vector<float> ours(static_cast<size_t>(cols)), theirs(static_cast<size_t>(cols));
+            for (int64_t i = 0; i < src->shape[1]; ++i) {
+                kernels::dequant_row(v, i, ours.data());
+                tensor::dequantize_row(tensor::GgmlType::Q8_0, src->data + i * (cols / 32) * 34, theirs.data(), cols);
+                ASSERT_EQ(ours, theirs) << what << " row " << i;
+            }
         }
     }
 }
@@ -407,6 +470,15 @@ TEST(QuantGguf, HeadWeightsInt8) {
     model::LoadOptions o;
     o.weights = parse_weight_format("int4");
     o.load_tokenizer = false;
+    // A library caller naming int4 and no head gets int4's default head, int8, as the CLI does.
+    const auto dflt = model::load_model(src, o, pool);
+    EXPECT_EQ(dflt->weights.output.view().type, kernels::WeightType::Q8);
+    EXPECT_EQ(dflt->weights.output.view().group, 0);
+    EXPECT_EQ(dflt->weights.layers[0].wq.view().type, kernels::WeightType::Q4);
+    o.weights = parse_weight_format("int8");  // ... and naming int8 keeps the dtype head
+    EXPECT_EQ(model::load_model(src, o, pool)->weights.output.view().type, kernels::WeightType::BF16);
+    o.weights = parse_weight_format("int4");
+    o.head_weights = parse_weight_format("bf16");
     const auto base = model::load_model(src, o, pool);
     o.head_weights = parse_weight_format("int8");
     const auto q8 = model::load_model(src, o, pool);
