@@ -37,6 +37,12 @@ OUT_DIR="${OUT_DIR:-$REPO/bench/out/weights}"
 MEMBW_JSON="${MEMBW_JSON:-$REPO/bench/out/membw.json}"
 mkdir -p "$OUT_DIR"
 log() { printf '[weights %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
+for fmt in $FORMATS; do  # auto@TYPE loads llama-quantize's TYPE file, made only for LLAMA_TYPES
+  [[ "$fmt" != auto@* ]] && continue
+  [[ "$fmt" == *+* ]] && { log "$fmt: auto@TYPE takes no +suffix (the file decides its head)"; exit 2; }
+  [[ " $LLAMA_TYPES " == *" ${fmt#auto@} "* && "${fmt#auto@}" != BF16 ]] ||
+    { log "$fmt: ${fmt#auto@} must be a quantized type in LLAMA_TYPES ($LLAMA_TYPES)"; exit 2; }
+done
 base="$(basename "$MODEL" .gguf)"
 for q in $LLAMA_TYPES; do
   [[ $q == BF16 ]] && continue

@@ -64,11 +64,12 @@ static Mat make(const std::string& fmt, int64_t rows, int64_t cols, int64_t ntok
                         const uint16_t s = 0x2000;
                         std::memcpy(panel + g * gb + 2 * i, &s, 2);
                     }
-            } else {
-                for (int i = 0; i < 16; ++i) {
-                    const uint16_t s = 0x2000;
-                    std::memcpy(panel + 2 * i, &s, 2);
-                }
+            } else {  // Q8: one scale block per panel, or one per 32-column block (int8-g32)
+                for (int64_t b = 0; b < (m.w.group ? cols / 32 : 1); ++b)
+                    for (int i = 0; i < 16; ++i) {
+                        const uint16_t s = 0x2000;
+                        std::memcpy(panel + b * 544 + 2 * i, &s, 2);
+                    }
             }
         }
     }

@@ -170,7 +170,7 @@ void q8_vnni_panel(const QuantArgs& a, const uint8_t* panel, int64_t t, float* y
     zf acc = WZ(mm512_setzero_ps)();
     for (int64_t b = 0; b < nb; ++b) {
         const uint8_t* qq = kGroup ? panel + b * 544 + 32 : panel + 32 + b * 512;
-        for (int pf = 0; pf < 8; ++pf) prefetch(qq + 1024 + pf * 64);
+        for (int pf = 0; pf < (kGroup ? 9 : 8); ++pf) prefetch(qq + 1024 + pf * 64);  // 544 B a block with scales
         zi s = WZ(mm512_set1_epi32)(-128 * a.xs[t * nb + b]);
 #pragma GCC unroll 8
         for (int j = 0; j < 8; ++j) {

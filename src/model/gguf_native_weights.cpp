@@ -35,17 +35,25 @@ bool is_float(tensor::GgmlType t) {
 
 // Q8_0 is int8 per channel when every block of a row has the row's scale and no code is -128
 // (outside int8's symmetric range); import_ggml_row checks the same for every row at load.
-// Only the first row here: a file quantized per block shows it there. The parser checked that
-// the data holds every row (model/gguf_file.cpp).
+// Only the first row with a nonzero scale here (an all-zero row, such as a padding token's
+// embedding, fits either format and decides nothing): a file quantized per block shows it
+// there. The parser checked that the data holds every row (model/gguf_file.cpp).
 bool q8_0_first_row_per_channel(const GGUFTensor& t) {
     if (t.shape.size() != 2 || t.shape[0] % 32 != 0 || t.data == nullptr) return false;
     const int64_t blocks = t.shape[0] / 32;
-    for (int64_t b = 0; b < blocks; ++b) {
-        const uint8_t* blk = t.data + b * 34;
-        if (std::memcmp(blk, t.data, 2) != 0) return false;
-        if (std::memchr(blk + 2, 0x80, 32) != nullptr) return false;
+    static constexpr uint8_t kZero[2] = {0, 0};
+    for (int64_t r = 0; r < t.shape[1]; ++r) {
+        const uint8_t* row = t.data + r * blocks * 34;
+        bool zero = true;
+        for (int64_t b = 0; b < blocks; ++b) {
+            const uint8_t* blk = row + b * 34;
+            if (std::memcmp(blk, row, 2) != 0) return false;
+            if (std::memchr(blk + 2, 0x80, 32) != nullptr) return false;
+            zero = zero && std::memcmp(blk, kZero, 2) == 0;
+        }
+        if (!zero) return true;
     }
-    return true;
+    return true;  // every row zero: int8 holds it exactly
 }
 
 // The format `warden quantize` declared (kGgufDeclaredWeightsKey), when it is a quantized format
@@ -108,7 +116,8 @@ GgufNativeWeights gguf_native_weights(const GGUFFile& g, const ModelConfig& c,
     } else if (types.size() == 1) {  // one type: native when it has a lossless format
         r.layers = gguf_tensor_native_format(*layer.front());
         // Q8_0: per channel (int8) when every matrix is, else a scale per block (int8-g32), which
-        // imports any Q8_0 without loss.
+        // imports any Q8_0 block without loss but one with a -128 code (a row requantized and
+        // counted at load).
         for (size_t i = 1; i < layer.size() && r.layers == "int8"; ++i)
             if (gguf_tensor_native_format(*layer[i]) != r.layers) r.layers = "int8-g32";
     }
@@ -132,9 +141,11 @@ GgufNativeWeights gguf_native_weights(const GGUFFile& g, const ModelConfig& c,
             const GGUFTensor* t = g.find_tensor(std::string(name) + ".weight");
             if (t == nullptr) return;
             // A head of the layers' block type in a declared file was written in the declared
-            // format too (--quantize-embeddings).
-            out = declared && t->type == layer.front()->type ? declared
-                                                             : gguf_tensor_native_format(*t);
+            // format too (--quantize-embeddings), except a Q8_0 head, which may also have been
+            // copied from a per-block source: its blocks decide between int8 and int8-g32.
+            out = declared && t->type == layer.front()->type && t->type != tensor::GgmlType::Q8_0
+                      ? declared
+                      : gguf_tensor_native_format(*t);
             const bool exact = out.has_value();
             if (!out && fallback) out = quant::weight_format_name(*fallback);
             r.note += std::string("; ") + name + " " + tensor::ggml_type_name(t->type) + " as " +

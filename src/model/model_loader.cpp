@@ -382,7 +382,7 @@ std::unique_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
             return "blk." + std::to_string(layer) + ".post_attention_norm.weight";
         return gguf_name(role, layer);
     };
-    // Without --weights, Q4_0 / Q4_1 / per-channel Q8_0 layers load in their own format (bit-exact
+    // Without --weights, Q4_0 / Q4_1 / Q8_0 layers load in their own format (bit-exact
     // import, or the format `warden quantize` declared), and so do the embeddings and head where
     // theirs maps (model/gguf_native_weights.h).
     LoadOptions eff = opts;
@@ -414,7 +414,7 @@ std::unique_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
     if (!m->weights_note.empty() && loader.ggml_requant_rows_ > 0)
         m->weights_note += "; " + std::to_string(loader.ggml_requant_rows_.load()) +
                            " rows did not import into " + m->weights_format +
-                           " exactly (e.g. Q8_0 with a scale per block) and were requantized";
+                           " exactly (e.g. Q8_0 with a scale per block into int8, or a -128 code) and were requantized";
     return m;
 }
 

@@ -226,10 +226,12 @@ void quant8_span(const WeightMatrix& w, const float* x, const float* imp, int64_
     for (int64_t i = k0; i < k0 + n; ++i) amax = std::fabs(x[i]) > amax ? std::fabs(x[i]) : amax;
     if (amax == 0.0f) return;  // codes and scale already 0
     double best = std::numeric_limits<double>::infinity();
+    bool underflow = false;
     std::vector<uint8_t> cand(static_cast<size_t>(n));
     for (float c : kClip8) {
         const uint16_t dh = to_scale(w, amax * c / 127.0f);
         const float d = from_scale(w, dh);
+        underflow = underflow || d == 0.0f;
         if (!(d != 0.0f) || !std::isfinite(d)) continue;
         const float id = 1.0f / d;
         double err = 0.0;
@@ -246,7 +248,9 @@ void quant8_span(const WeightMatrix& w, const float* x, const float* imp, int64_
             std::copy(cand.begin(), cand.end(), out.q.begin() + k0);
         }
     }
-    if (best == std::numeric_limits<double>::infinity())
+    // Values too small for any scale of the dtype (a near-zero block, e.g. an unused embedding
+    // row's): they stay zero codes with a zero scale, an error below the dtype's smallest step.
+    if (best == std::numeric_limits<double>::infinity() && !underflow)
         throw util::Error(std::string("int8 quantization: ") + (w.group ? "block" : "row") +
                           " scale out of range of the scale dtype");
 }

@@ -58,8 +58,11 @@ WeightFormat parse_weight_format(const std::string& s) {
                 f.bf16_scales = true;
             } else if (parts[i] == "g32") {
                 f.group = 32;
+            } else if (parts[i].size() > 1 && parts[i][0] == 'g') {
+                throw bad("int8 group size must be 32 (a scale per 32 weights, as GGUF Q8_0), got " +
+                          parts[i].substr(1));
             } else {
-                throw bad("int8 takes only -g32 (a scale per 32 weights, as GGUF Q8_0) and -bf16s");
+                throw bad("int8 takes only -g32 and -bf16s");
             }
         }
         return f;
@@ -103,7 +106,7 @@ std::string weight_format_name(const WeightFormat& f) {
         case kernels::WeightType::F32: return "f32";
         case kernels::WeightType::FP8: return "fp8";
         case kernels::WeightType::Q8:
-            return std::string("int8") + (f.group ? "-g32" : "") + (f.bf16_scales ? "-bf16s" : "");
+            return std::string("int8") + (f.group ? "-g" + std::to_string(f.group) : "") + (f.bf16_scales ? "-bf16s" : "");
         case kernels::WeightType::Q4: break;
     }
     std::string s = "int4-g" + std::to_string(f.group);

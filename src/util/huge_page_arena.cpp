@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -55,9 +56,9 @@ ArenaBuffer::ArenaBuffer(size_t bytes) : size_(bytes) {
 HugePageArena::HugePageArena(size_t chunk_bytes)
     : chunk_bytes_(round_up(chunk_bytes == 0 ? 1 : chunk_bytes, kHugePage)) {}
 
-ArenaBuffer HugePageArena::map(size_t bytes) {
+ArenaBuffer HugePageArena::map(size_t bytes, bool populate) {
     if (bytes == 0) return {};
-    if (kAsan) return ArenaBuffer(bytes);
+    if (kAsan) return ArenaBuffer(bytes);  // written (zeroed) in full already
     // Map one huge page more than asked, then trim both ends so the mapping starts on a 2 MiB
     // boundary: the kernel only backs whole, aligned 2 MiB ranges with huge pages.
     const size_t want = round_up(bytes, kHugePage);
@@ -73,6 +74,15 @@ ArenaBuffer HugePageArena::map(size_t bytes) {
     // `never` it is ignored; either way 4 KiB pages serve as before.
     ::madvise(reinterpret_cast<void*>(base), want, MADV_HUGEPAGE);
     auto* data = reinterpret_cast<uint8_t*>(base);
+    if (populate && ::madvise(data, want, MADV_POPULATE_WRITE) != 0) {
+        const int err = errno;
+        if (err == EINVAL) {  // a kernel before 5.14: write every page instead
+            std::memset(data, 0, want);
+        } else {  // ENOMEM and the like: nothing to back it with
+            ::munmap(data, want);
+            throw Error(out_of_memory(bytes) + " (" + std::strerror(err) + ")");
+        }
+    }
     return ArenaBuffer(std::shared_ptr<void>(data, [want](void* q) { ::munmap(q, want); }), data,
                        bytes);
 }

@@ -76,7 +76,12 @@ class HugePageArena {
     // `bytes` zeroed bytes at the start of a 2 MiB-aligned mapping of their own, mapped in whole
     // huge pages (a heap block under AddressSanitizer): for one large buffer such as the KV pool,
     // and for requests of half a chunk or more. Throws Error as allocate() does.
-    static ArenaBuffer map(size_t bytes);
+    // populate: also make every page resident and writable now (MADV_POPULATE_WRITE: the kernel
+    // faults the zero pages in without the process writing them; a plain write of every page on
+    // kernels before 5.14), so no later access pays a first-touch fault. Where the kernel reports
+    // that it cannot back the range (ENOMEM), that is an Error here; the kernel may still call
+    // the OOM killer first, as it would for the writes.
+    static ArenaBuffer map(size_t bytes, bool populate = false);
 
     // Bytes of the mappings made so far (address space; only touched pages become resident).
     size_t mapped_bytes() const;

@@ -28,7 +28,8 @@ convert_hf_to_gguf.py uses), so tensor names and metadata keys come from an inde
     lack the *_mla keys). No Q/K permutation: qwen3moe / glm4moe rotate NeoX halves and deepseek2
     rotates adjacent pairs, as the HF checkpoints (rope_interleave) already are.
   * dtype "f32": every tensor F32; "bf16": 2-D+ weights BF16 except the router (ffn_gate_inp,
-    kept F32 like llama.cpp does), 1-D tensors F32.
+    kept F32 like llama.cpp does), 1-D tensors F32; "q8_0": the same with Q8_0 (gguf-py's port of
+    llama.cpp's quantize_row_q8_0: a scale per 32 weights) instead of BF16.
   * tokenizer: the same minimal gpt2 vocabulary as tests/golden/models/tiny-llama.gguf.
 
 Usage (python -m / import): convert(model_dir, out_path, kv_b="split", dtype="f32",
@@ -91,9 +92,10 @@ class _Writer:
             self.dropped.add(name)
             return
         arr = np.ascontiguousarray(arr, dtype=np.float32)
-        if dtype == "bf16" and arr.ndim >= 2 and ".ffn_gate_inp." not in name:
-            q = gguf.quants.quantize(arr, gguf.GGMLQuantizationType.BF16)
-            self.w.add_tensor(name, q, raw_dtype=gguf.GGMLQuantizationType.BF16)
+        if dtype in ("bf16", "q8_0") and arr.ndim >= 2 and ".ffn_gate_inp." not in name:
+            qt = gguf.GGMLQuantizationType.BF16 if dtype == "bf16" else gguf.GGMLQuantizationType.Q8_0
+            q = gguf.quants.quantize(arr, qt)
+            self.w.add_tensor(name, q, raw_dtype=qt)
         else:
             self.w.add_tensor(name, arr)
 
@@ -102,7 +104,7 @@ def convert(model_dir, out_path, *, kv_b: str = "split", dtype: str = "f32", dro
             drop_tensors=()) -> dict:
     """Writes out_path; returns {"arch": name, "tensors": [names], "dropped": [...]}."""
     model_dir, out_path = Path(model_dir), Path(out_path)
-    assert kv_b in ("split", "merged") and dtype in ("f32", "bf16")
+    assert kv_b in ("split", "merged") and dtype in ("f32", "bf16", "q8_0")
     cfg = json.loads((model_dir / "config.json").read_text())
     arch = ARCHS[cfg["model_type"]]
     arch_name = gguf.MODEL_ARCH_NAMES[arch]
@@ -123,7 +125,8 @@ def convert(model_dir, out_path, *, kv_b: str = "split", dtype: str = "f32", dro
     w.add_head_count_kv(1 if deepseek else cfg.get("num_key_value_heads", n_head))
     w.add_rope_freq_base(float(cfg.get("rope_theta", 10000.0)))
     w.add_layer_norm_rms_eps(float(cfg["rms_norm_eps"]))
-    w.add_file_type(gguf.LlamaFileType.ALL_F32 if dtype == "f32" else gguf.LlamaFileType.MOSTLY_BF16)
+    w.add_file_type({"f32": gguf.LlamaFileType.ALL_F32, "bf16": gguf.LlamaFileType.MOSTLY_BF16,
+                     "q8_0": gguf.LlamaFileType.MOSTLY_Q8_0}[dtype])
     if "num_experts" in cfg or "n_routed_experts" in cfg:
         w.add_expert_count(cfg.get("num_experts", cfg.get("n_routed_experts")))
         w.add_expert_used_count(cfg["num_experts_per_tok"])
@@ -262,6 +265,6 @@ if __name__ == "__main__":
     ap.add_argument("model_dir")
     ap.add_argument("out")
     ap.add_argument("--kv-b", default="split", choices=["split", "merged"])
-    ap.add_argument("--dtype", default="f32", choices=["f32", "bf16"])
+    ap.add_argument("--dtype", default="f32", choices=["f32", "bf16", "q8_0"])
     a = ap.parse_args()
     print(json.dumps(convert(a.model_dir, a.out, kv_b=a.kv_b, dtype=a.dtype)))

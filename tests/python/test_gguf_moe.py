@@ -113,6 +113,42 @@ def test_gguf_bf16_matches_directory_at_bf16(ggufs, vid, model):
         assert g.greedy == d.greedy
 
 
+def test_q8_0_gguf_with_stacked_experts_runs_as_int8_g32(tmp_path):
+    """Every 2-D+ weight but the router as llama.cpp's Q8_0 (gguf-py's port of its quantizer: a
+    scale per 32 weights). Without --weights the layer matrices, stacked 3-D experts included, load
+    as int8-g32 with no row requantized: the same logits as naming int8-g32, the same top-1 as the
+    file's exact f32 dequantization at every position, within 0.05 x spread (W8A8's int8
+    activations are the difference)."""
+    require_warden()
+    model = "tiny-qwen3-moe"
+    if not (GOLDEN / model / "config.json").is_file():
+        pytest.skip(f"{model} missing")
+    out = tmp_path / "q8_0.gguf"
+    convert(GOLDEN / model, out, dtype="q8_0")
+    assert any(t.tensor_type == gguf.GGMLQuantizationType.Q8_0 and len(t.shape) == 3
+               for t in gguf.GGUFReader(str(out)).tensors)  # stacked experts are in Q8_0
+    prompt = _golden(model)["prompts"][0]
+    ids = ",".join(map(str, prompt["ids"]))
+    p = subprocess.run([str(WARDEN_BIN), "logits", "-m", str(out), "--tokens", ids, "--top", "1"],
+                       capture_output=True, text=True, timeout=TIMEOUT_S, cwd=ROOT)
+    assert p.returncode == 0, p.stderr
+    assert "weights int8-g32 (auto: layer matrices Q8_0, imported without loss" in p.stderr, p.stderr
+    assert "did not import" not in p.stderr, p.stderr
+    named = subprocess.run([str(WARDEN_BIN), "logits", "-m", str(out), "--tokens", ids, "--top", "1", "--weights",
+                            "int8-g32", "--head-weights", "int8-g32"],  # the Q8_0 head: int8-g32 too
+                           capture_output=True, text=True, timeout=TIMEOUT_S, cwd=ROOT)
+    assert named.returncode == 0 and named.stdout == p.stdout, named.stderr
+    vocab = len(prompt["logits"][0])
+    auto = run_logits(out, prompt["ids"], dtype="f32", top=vocab, weights="auto")
+    exact = run_logits(out, prompt["ids"], dtype="f32", top=vocab, weights="f32")
+    for pos in range(len(prompt["ids"])):
+        a, e = auto.as_dict(pos), exact.as_dict(pos)
+        assert max(a, key=a.get) == max(e, key=e.get), pos
+    rel = _max_rel(exact, auto, prompt["spread"], vocab)
+    record("gguf moe", "qwen3-moe Q8_0 as int8-g32 vs its f32 dequantization, max |diff| / spread", rel)
+    assert rel <= 0.05, rel
+
+
 def test_gguf_layout_read_back_with_gguf_reader(ggufs):
     """The converted files as llama.cpp lays them out, read back by gguf-py's reader."""
     r = gguf.GGUFReader(str(ggufs["deepseek-v3"]))

@@ -126,7 +126,7 @@ def test_head_weights_int8_changes_the_head_and_reports_memory():
                                                ("int8", "Q8_0", "int8"), ("int8-g32", "Q8_0", "int8-g32")])
 def test_without_weights_a_quantized_gguf_runs_in_its_own_format(tmp_path: Path, fmt: str, gtype: str, native: str):
     """No --weights (or --weights auto): a file whose layer matrices are all Q4_0 / Q4_1 / per-channel
-    Q8_0 runs as int4-g32 / int4-g32-asym / int8 -- the same logits, bit for bit, as naming that
+    Q8_0 / per-block Q8_0 runs as int4-g32 / int4-g32-asym / int8 / int8-g32 -- the same logits, bit for bit, as naming that
     format -- and says so on load; --weights bf16 still dequantizes; a float file is unchanged;
     --quantize-embeddings, which needs the layers' format by name, asks for --weights."""
     out = tmp_path / f"q-{fmt}.gguf"

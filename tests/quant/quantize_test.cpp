@@ -152,6 +152,16 @@ TEST(QuantRtn, Int8G32ScalesEachBlock) {
     };
     const double per_channel = sq_error("int8"), per_block = sq_error("int8-g32");
     EXPECT_LT(per_block, per_channel / 1000.0) << per_block << " vs " << per_channel;
+    // A block too small for any f16 scale (below 2^-24 * 127) is zero codes and a zero scale, not
+    // an error; one too large for f16 still is.
+    for (int64_t k = 64; k < 96; ++k) vals[static_cast<size_t>(k)] = 1e-9f * static_cast<float>(k % 7 - 3);
+    const auto lay = parse_weight_format("int8-g32").layout(1, cols);
+    const kernels::QuantRow tiny = default_quantizer().quantize_row(lay, vals.data(), nullptr);
+    EXPECT_EQ(tiny.d[2], 0);
+    EXPECT_TRUE(std::all_of(tiny.q.begin() + 64, tiny.q.begin() + 96, [](uint8_t q) { return q == 0; }));
+    EXPECT_NE(tiny.d[3], 0);
+    vals[100] = 1e9f;
+    EXPECT_THROW(default_quantizer().quantize_row(lay, vals.data(), nullptr), util::Error);
 }
 
 // The scale search never loses to llama.cpp's Q4_0 reference rule (d = max / -8,
@@ -420,6 +430,36 @@ TEST(QuantGguf, Q8_0WithPerBlockScalesIsNativeInt8G32) {
             }
         }
     }
+    // An all-zero first row (a padding token's, say) fits both formats and decides nothing: the
+    // first row with a scale does.
+    {
+        std::vector<uint8_t> buf = file;
+        const model::GGUFFile g0(buf.data(), buf.size());
+        const model::GGUFTensor* t = g0.find_tensor("blk.1.ffn_down.weight");
+        const int64_t row_bytes = (t->shape[0] / 32) * 34;
+        uint8_t* d0 = buf.data() + (t->data - buf.data());
+        std::fill(d0, d0 + row_bytes, uint8_t{0});
+        EXPECT_EQ(resolve(buf).layers, std::optional<std::string>("int8"));
+        d0[row_bytes + 34] ^= 0x01;  // row 1: a second block with its own scale
+        EXPECT_EQ(resolve(buf).layers, std::optional<std::string>("int8-g32"));
+    }
+    // A file declaring int8 whose Q8_0 head has a scale per block (copied from a per-block source):
+    // the head's blocks decide, int8-g32, not the declaration.
+    const std::string emb = tmp_path("native_q8_emb.gguf");
+    quantize_gguf(test::golden_model("tiny-llama.gguf"), emb, parse_weight_format("int8"), true, pool);
+    std::ifstream ein(emb, std::ios::binary);
+    std::vector<uint8_t> ebuf((std::istreambuf_iterator<char>(ein)), std::istreambuf_iterator<char>());
+    ein.close();
+    std::filesystem::remove(emb);
+    EXPECT_EQ(resolve(ebuf).embed, std::optional<std::string>("int8"));
+    {
+        const model::GGUFFile g0(ebuf.data(), ebuf.size());
+        const model::GGUFTensor* t = g0.find_tensor("token_embd.weight");
+        ASSERT_EQ(t->type, tensor::GgmlType::Q8_0);
+        ebuf[static_cast<size_t>(t->data - ebuf.data()) + 34] ^= 0x01;
+    }
+    EXPECT_EQ(resolve(ebuf).layers, std::optional<std::string>("int8"));
+    EXPECT_EQ(resolve(ebuf).embed, std::optional<std::string>("int8-g32"));
 }
 
 // The format `warden quantize` declares in the file decides what its blocks alone cannot: four

@@ -6,6 +6,8 @@
 // heap blocks instead (so overruns between matrices stay visible), and the chunk checks do not
 // apply.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -26,6 +28,16 @@ namespace {
 
 using util::ArenaBuffer;
 using util::HugePageArena;
+
+// Pages of [p, p + bytes) the kernel has in memory (mincore), and how many pages there are.
+std::pair<size_t, size_t> resident_pages(const void* p, size_t bytes) {
+    const auto page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+    const auto a = reinterpret_cast<uintptr_t>(p) / page * page;
+    const size_t n = (reinterpret_cast<uintptr_t>(p) + bytes - a + page - 1) / page;
+    std::vector<unsigned char> vec(n);
+    if (::mincore(reinterpret_cast<void*>(a), n * page, vec.data()) != 0) return {0, n};
+    return {static_cast<size_t>(std::count_if(vec.begin(), vec.end(), [](unsigned char v) { return v & 1; })), n};
+}
 
 // The VmFlags of the mapping that holds p, from /proc/self/smaps; empty if none does.
 std::string vm_flags_of(const void* p) {
@@ -161,11 +173,28 @@ TEST(HugePageArena, LoadedModelMatricesComeFromAdvisedChunks) {
     }
 }
 
+// map(bytes, populate = true) leaves every page resident before anything touches it (and zeroed);
+// a plain map leaves them all to first touch. The KV pool is populated.
+TEST(HugePageArena, PopulatedMappingIsResidentBeforeFirstTouch) {
+    const size_t bytes = size_t{6} << 20;
+    const ArenaBuffer lazy = HugePageArena::map(bytes);
+    const ArenaBuffer eager = HugePageArena::map(bytes, /*populate=*/true);
+    const auto [eager_in, eager_n] = resident_pages(eager.data(), bytes);
+    EXPECT_EQ(eager_in, eager_n);
+    if (HugePageArena::maps_chunks()) {  // a heap block under AddressSanitizer is written already
+        const auto [lazy_in, lazy_n] = resident_pages(lazy.data(), bytes);
+        EXPECT_EQ(lazy_in, 0u) << "of " << lazy_n;
+    }
+    EXPECT_TRUE(std::all_of(eager.data(), eager.data() + bytes, [](uint8_t x) { return x == 0; }));
+}
+
 TEST(HugePageArena, KvPoolIsOneAdvisedZeroedMapping) {
     kv::PagePool pool(64, 16, 8192);
     const uint8_t* first = pool.data(kv::PageId{0});
     const uint8_t* last = pool.data(kv::PageId{64});
     EXPECT_EQ(last, first + 64 * 8192);
+    const auto [in, n] = resident_pages(first, 65 * 8192);  // before the reads below
+    EXPECT_EQ(in, n);
     EXPECT_TRUE(std::all_of(first, last + 8192, [](uint8_t x) { return x == 0; }));
     if (!HugePageArena::maps_chunks()) return;  // AddressSanitizer build: one heap block
     EXPECT_EQ(reinterpret_cast<uintptr_t>(first) % HugePageArena::kHugePage, 0u);
