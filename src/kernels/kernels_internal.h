@@ -58,6 +58,10 @@ struct QuantArgs {
     uint8_t* unpack = nullptr;
 };
 
+// int8-g32 (Q8 group 32): bytes of one 32-column block of a panel, its 16 u16 scales then 8
+// quads of 16 rows x 4 codes (kernels/matmul_quant.h).
+constexpr int64_t kQ8BlockBytes = 32 + 8 * 64;
+
 struct MatmulTable {
     void (*f32)(const float* w, int64_t cols, const float* x, int64_t n, float* y, int64_t ldy,
                 int64_t row_begin, int64_t row_end);

@@ -21,7 +21,7 @@ int64_t q4_group_bytes(const WeightMatrix& w) { return 32 + (w.asym ? 32 : 0) + 
 // Q8: where column k's quad starts within a panel (add (high ? 32 : 0) + lane * 4 + k % 4), and
 // where block b's 16 scales are. Per channel, one scale block leads the panel; with group 32 each
 // 32-block leads with its own (matmul_quant.h).
-constexpr int64_t kQ8BlockBytes = 32 + 8 * 64;
+using detail::kQ8BlockBytes;
 int64_t q8_quad_offset(const WeightMatrix& w, int64_t k) {
     return w.group == 0 ? 32 + (k / 4) * 64 : (k / 32) * kQ8BlockBytes + 32 + (k % 32 / 4) * 64;
 }

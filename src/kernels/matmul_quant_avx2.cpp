@@ -199,7 +199,7 @@ void q8_a8_panel(const QuantArgs& a, const uint8_t* panel, int64_t t, float* y, 
     const __m256i ones = _mm256_set1_epi16(1);
     __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
-        const uint8_t* qq = kGroup ? panel + b * 544 + 32 : panel + 32 + b * 512;
+        const uint8_t* qq = kGroup ? panel + b * kQ8BlockBytes + 32 : panel + 32 + b * 512;
         const int8_t* xb = xq + b * 32;
         // 512 bytes a block, 544 with its scales (int8-g32): 9 lines then, so the prefetch keeps up.
         for (int pf = 0; pf < (kGroup ? 9 : 8); ++pf)
@@ -401,7 +401,7 @@ void mm_quant_avx2(const QuantArgs& a, int64_t r0, int64_t r1) {
     int64_t pb;
     switch (a.kind) {
         case 0: pb = a.cols / a.group * (32 + (a.asym ? 32 : 0) + a.group * 8); break;
-        case 1: pb = a.group == 0 ? 32 + a.cols * 16 : a.cols / 32 * 544; break;
+        case 1: pb = a.group == 0 ? 32 + a.cols * 16 : a.cols / 32 * kQ8BlockBytes; break;
         default: pb = 64 + a.cols * 16; break;
     }
     for (int64_t p = r0 / kNr; p * kNr < r1; ++p) {

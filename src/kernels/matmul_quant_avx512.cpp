@@ -169,7 +169,7 @@ void q8_vnni_panel(const QuantArgs& a, const uint8_t* panel, int64_t t, float* y
     const zi flip = WZ(mm512_set1_epi8)(static_cast<char>(0x80));
     zf acc = WZ(mm512_setzero_ps)();
     for (int64_t b = 0; b < nb; ++b) {
-        const uint8_t* qq = kGroup ? panel + b * 544 + 32 : panel + 32 + b * 512;
+        const uint8_t* qq = kGroup ? panel + b * kQ8BlockBytes + 32 : panel + 32 + b * 512;
         for (int pf = 0; pf < (kGroup ? 9 : 8); ++pf) prefetch(qq + 1024 + pf * 64);  // 544 B a block with scales
         zi s = WZ(mm512_set1_epi32)(-128 * a.xs[t * nb + b]);
 #pragma GCC unroll 8
@@ -199,7 +199,7 @@ void WARDEN_AVX512_ENTRY(const QuantArgs& a, int64_t r0, int64_t r1) {
     }
     const int64_t pb = w4a8             ? a.cols / a.group * (32 + (a.asym ? 32 : 0) + a.group * 8)
                        : a.group == 0 ? 32 + a.cols * 16
-                                      : a.cols / 32 * 544;
+                                      : a.cols / 32 * kQ8BlockBytes;
     for (int64_t p = r0 / kNr; p * kNr < r1; ++p) {
         const uint8_t* panel = a.data + p * pb;
         const int64_t base = p * kNr;

@@ -160,6 +160,9 @@ public:
         std::optional<quant::WeightFormat> chosen = embd ? opts_.head_weights : opts_.weights;
         if (embd && !chosen)
             if (auto it = native_head_.find(role); it != native_head_.end()) chosen = it->second;
+        // Unset still: the default beside these layers, named or native (int8 beside int4,
+        // quant::default_head_format), as `--weights` gives it.
+        if (embd && !chosen && opts_.weights) chosen = quant::default_head_format(*opts_.weights);
         const quant::WeightFormat f = chosen.value_or(hi);
         Matrix m = build_matrix(t, f, rows, cols);
         (embd ? m_.weight_memory.embeddings : m_.weight_memory.layers) += m.bytes();
@@ -478,12 +481,9 @@ std::unique_ptr<Model> load_hf_dir(const std::string& dir, const LoadOptions& op
                 m->weights_note = "auto: the compressed-tensors " + std::to_string(grp.weights.num_bits) +
                                   "-bit checkpoint's own format";
                 // The embeddings and head (unquantized in these checkpoints) get the default
-                // beside those layers, as with GGUF and with --weights: int8 beside int4.
-                if (!opts.head_weights) {
-                    eff.head_weights = quant::default_head_format(*eff.weights);
-                    if (eff.head_weights)
-                        m->weights_note += "; embeddings/head as " + quant::weight_format_name(*eff.head_weights);
-                }
+                // beside those layers (Loader::matrix), as with GGUF and with --weights.
+                if (const auto head = quant::default_head_format(*eff.weights); head && !opts.head_weights)
+                    m->weights_note += "; embeddings/head as " + quant::weight_format_name(*head);
                 m->weights_note += "; --weights chooses";
             }
             break;
@@ -512,12 +512,7 @@ std::unique_ptr<Model> load_hf_dir(const std::string& dir, const LoadOptions& op
 
 }  // namespace
 
-std::unique_ptr<Model> load_model(const std::string& path, const LoadOptions& options, util::ThreadPool& pool) {
-    // The head's default beside named layers (int8 beside int4: quant::default_head_format) is
-    // decided here, not by the CLI, so a library caller naming int4 gets the head `--weights
-    // int4` gets. A set head_weights (bf16 included) is kept.
-    LoadOptions opts = options;
-    if (opts.weights && !opts.head_weights) opts.head_weights = quant::default_head_format(*opts.weights);
+std::unique_ptr<Model> load_model(const std::string& path, const LoadOptions& opts, util::ThreadPool& pool) {
     std::error_code ec;
     if (std::filesystem::is_directory(path, ec)) {
         if (!std::filesystem::exists(path + "/config.json"))

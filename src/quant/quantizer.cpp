@@ -218,16 +218,15 @@ void quant4_asym(const WeightMatrix& w, const float* x, const float* imp, int64_
 }
 
 // int8 codes and scale out.d[b] for columns [k0, k0 + n): the whole row (per channel) or one
-// 32-block (int8-g32), the same clip search either way.
+// 32-block (int8-g32), the same clip search either way. cand: scratch of n or more bytes.
 void quant8_span(const WeightMatrix& w, const float* x, const float* imp, int64_t k0, int64_t n, size_t b,
-                 QuantRow& out) {
+                 uint8_t* cand, QuantRow& out) {
     // The row is finite (checked by the caller), so a plain compare is std::fmax without its call.
     float amax = 0.0f;
     for (int64_t i = k0; i < k0 + n; ++i) amax = std::fabs(x[i]) > amax ? std::fabs(x[i]) : amax;
     if (amax == 0.0f) return;  // codes and scale already 0
     double best = std::numeric_limits<double>::infinity();
     bool underflow = false;
-    std::vector<uint8_t> cand(static_cast<size_t>(n));
     for (float c : kClip8) {
         const uint16_t dh = to_scale(w, amax * c / 127.0f);
         const float d = from_scale(w, dh);
@@ -245,7 +244,7 @@ void quant8_span(const WeightMatrix& w, const float* x, const float* imp, int64_
         if (err < best) {
             best = err;
             out.d[b] = dh;
-            std::copy(cand.begin(), cand.end(), out.q.begin() + k0);
+            std::copy(cand, cand + n, out.q.begin() + k0);
         }
     }
     // Values too small for any scale of the dtype (a near-zero block, e.g. an unused embedding
@@ -258,7 +257,9 @@ void quant8_span(const WeightMatrix& w, const float* x, const float* imp, int64_
 void quant8(const WeightMatrix& w, const float* x, const float* imp, QuantRow& out) {
     const int64_t span = w.group == 0 ? w.cols : 32;
     out.d.assign(static_cast<size_t>(w.cols / span), 0);
-    for (int64_t b = 0; b < w.cols / span; ++b) quant8_span(w, x, imp, b * span, span, static_cast<size_t>(b), out);
+    std::vector<uint8_t> cand(static_cast<size_t>(span));  // once per row, not per block
+    for (int64_t b = 0; b < w.cols / span; ++b)
+        quant8_span(w, x, imp, b * span, span, static_cast<size_t>(b), cand.data(), out);
 }
 
 }  // namespace

@@ -11,6 +11,10 @@
 
 #include "util/error.h"
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23  // Linux 5.14 (uapi asm-generic/mman-common.h); older headers lack it
+#endif
+
 #if defined(__SANITIZE_ADDRESS__)
 #define WARDEN_ASAN 1
 #elif defined(__has_feature)
@@ -74,9 +78,6 @@ ArenaBuffer HugePageArena::map(size_t bytes, bool populate) {
     // `never` it is ignored; either way 4 KiB pages serve as before.
     ::madvise(reinterpret_cast<void*>(base), want, MADV_HUGEPAGE);
     auto* data = reinterpret_cast<uint8_t*>(base);
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23  // Linux 5.14 (uapi asm-generic/mman-common.h); older headers lack it
-#endif
     if (populate && ::madvise(data, want, MADV_POPULATE_WRITE) != 0) {
         const int err = errno;
         if (err == EINVAL) {  // a kernel before 5.14: write every page instead

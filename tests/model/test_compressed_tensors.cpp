@@ -107,6 +107,36 @@ TEST(CompressedTensors, PackingHandVectors) {
     EXPECT_EQ(row, (std::vector<float>{-3 * 0.25f, -2 * 0.25f, -1 * 0.25f, 0.0f, -4.0f, -5.0f, -6.0f, -7.0f}));
 }
 
+// Stored codes (q + 2^(bits-1)) of a [rows, cols] tensor, packed row by row as the checkpoint
+// holds them.
+std::vector<uint8_t> packed_rows(const std::vector<uint8_t>& codes, int64_t rows, int64_t cols, int bits) {
+    std::vector<uint8_t> packed;
+    for (int64_t r = 0; r < rows; ++r) {
+        const auto b = words_bytes(model::ct_pack_codes(codes.data() + r * cols, cols, bits));
+        packed.insert(packed.end(), b.begin(), b.end());
+    }
+    return packed;
+}
+
+// Every row of t imports into `layout`, and the packed result dequantizes to exactly the
+// checkpoint's own dequantization.
+void expect_import_matches_dequant(const CtPacked& t, const kernels::WeightMatrix& layout, const std::string& what) {
+    kernels::WeightMatrix m = layout;
+    std::vector<uint8_t> buf(static_cast<size_t>(kernels::quant_packed_bytes(layout)), 0);
+    m.data = buf.data();
+    for (int64_t r = 0; r < t.rows; ++r) {
+        auto qr = model::ct_import_row(t, r, layout);
+        ASSERT_TRUE(qr) << what << " row " << r;
+        kernels::pack_quant_row(m, r, *qr, buf.data());
+    }
+    std::vector<float> want(static_cast<size_t>(t.cols)), got(want.size());
+    for (int64_t r = 0; r < t.rows; ++r) {
+        t.dequant_row(r, want.data());
+        kernels::dequant_row(m, r, got.data());
+        EXPECT_EQ(want, got) << what << " row " << r;
+    }
+}
+
 // Asymmetric import into warden's int4-asym layouts (f16 and bf16 scales): a [3, 64] tensor,
 // group 32, dequantizes to exactly (q - zp) * scale.
 TEST(CompressedTensors, AsymmetricImportMatchesDequant) {
@@ -118,11 +148,7 @@ TEST(CompressedTensors, AsymmetricImportMatchesDequant) {
     t.words_per_row = 8;
     std::vector<uint8_t> codes(3 * 64);
     for (size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<uint8_t>((i * 7 + 3) % 16);
-    std::vector<uint8_t> packed;
-    for (int r = 0; r < 3; ++r) {
-        const auto b = words_bytes(model::ct_pack_codes(codes.data() + r * 64, 64, 4));
-        packed.insert(packed.end(), b.begin(), b.end());
-    }
+    const std::vector<uint8_t> packed = packed_rows(codes, 3, 64, 4);
     t.packed = packed.data();
     std::vector<uint16_t> sc = {tensor::f32_to_bf16(0.03125f), tensor::f32_to_bf16(-0.0078125f),
                                 tensor::f32_to_bf16(1.5f),     tensor::f32_to_bf16(0.375f),
@@ -135,24 +161,8 @@ TEST(CompressedTensors, AsymmetricImportMatchesDequant) {
     const auto zp = words_bytes({z0, z1});
     t.zero = zp.data();
     t.zero_cols = 2;
-    for (const char* fmt : {"int4-g32-asym", "int4-g32-asym-bf16s"}) {
-        const auto f = quant::parse_weight_format(fmt);
-        const auto layout = f.layout(3, 64);
-        kernels::WeightMatrix m = layout;
-        std::vector<uint8_t> buf(static_cast<size_t>(kernels::quant_packed_bytes(layout)), 0);
-        m.data = buf.data();
-        for (int64_t r = 0; r < 3; ++r) {
-            auto qr = model::ct_import_row(t, r, layout);
-            ASSERT_TRUE(qr) << fmt << " row " << r;
-            kernels::pack_quant_row(m, r, *qr, buf.data());
-        }
-        std::vector<float> want(64), got(64);
-        for (int64_t r = 0; r < 3; ++r) {
-            t.dequant_row(r, want.data());
-            kernels::dequant_row(m, r, got.data());
-            EXPECT_EQ(want, got) << fmt << " row " << r;
-        }
-    }
+    for (const char* fmt : {"int4-g32-asym", "int4-g32-asym-bf16s"})
+        expect_import_matches_dequant(t, quant::parse_weight_format(fmt).layout(3, 64), fmt);
     // Asymmetric codes do not map onto a symmetric layout, nor 4-bit codes onto int8.
     EXPECT_FALSE(model::ct_import_row(t, 0, quant::parse_weight_format("int4-g32").layout(3, 64)));
     EXPECT_FALSE(model::ct_import_row(t, 0, quant::parse_weight_format("int8").layout(3, 64)));
@@ -171,11 +181,7 @@ TEST(CompressedTensors, Int8GroupImportsIntoInt8G32) {
     t.words_per_row = 16;
     std::vector<uint8_t> codes(2 * 64);  // stored q + 128, never -128
     for (size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<uint8_t>(1 + (i * 37 + 11) % 255);
-    std::vector<uint8_t> packed;
-    for (int r = 0; r < 2; ++r) {
-        const auto b = words_bytes(model::ct_pack_codes(codes.data() + r * 64, 64, 8));
-        packed.insert(packed.end(), b.begin(), b.end());
-    }
+    const std::vector<uint8_t> packed = packed_rows(codes, 2, 64, 8);
     t.packed = packed.data();
     t.scale_dtype = "F32";
     const auto layout = quant::parse_weight_format("int8-g32").layout(2, 64);
@@ -184,20 +190,7 @@ TEST(CompressedTensors, Int8GroupImportsIntoInt8G32) {
         const std::vector<float> sc = group == 32 ? std::vector<float>{0.5f, -0.125f, 2.0f, 0.0078125f}
                                                   : std::vector<float>{0.25f, 3.0f};
         t.scale = reinterpret_cast<const uint8_t*>(sc.data());
-        kernels::WeightMatrix m = layout;
-        std::vector<uint8_t> buf(static_cast<size_t>(kernels::quant_packed_bytes(layout)), 0);
-        m.data = buf.data();
-        for (int64_t r = 0; r < 2; ++r) {
-            auto qr = model::ct_import_row(t, r, layout);
-            ASSERT_TRUE(qr) << "group " << group << " row " << r;
-            kernels::pack_quant_row(m, r, *qr, buf.data());
-        }
-        std::vector<float> want(64), got(64);
-        for (int64_t r = 0; r < 2; ++r) {
-            t.dequant_row(r, want.data());
-            kernels::dequant_row(m, r, got.data());
-            EXPECT_EQ(want, got) << "group " << group << " row " << r;
-        }
+        expect_import_matches_dequant(t, layout, "group " + std::to_string(group));
         if (group == 32) {
             EXPECT_FALSE(model::ct_import_row(t, 0, quant::parse_weight_format("int8").layout(2, 64)));
         }

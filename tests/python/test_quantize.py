@@ -6,7 +6,6 @@
   name) fails with a clear message and exit code, never a crash."""
 from __future__ import annotations
 
-import json
 import re
 import subprocess
 from pathlib import Path
@@ -14,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import GOLDEN, ROOT, TIMEOUT_S, require_warden
+from conftest import GOLDEN, ROOT, TIMEOUT_S, require_warden, run_logits
 
 TINY = GOLDEN / "tiny-llama.gguf"
 TOKENS = "1,15,27,99,3,200,17,42"
@@ -187,15 +186,12 @@ def test_llama_cpp_q8_0_runs_as_int8_g32_without_loss(tmp_path: Path):
     # Per-channel int8 cannot hold these blocks: naming it requantizes them, so the logits move.
     assert logits(q8, "--weights", "int8") != p.stdout
 
-    def full(*extra: str) -> list[dict[int, float]]:
-        out = run("logits", "-m", str(q8), "--tokens", TOKENS, "--top", "1000000", *extra)
-        assert out.returncode == 0, out.stderr
-        rows = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{") and '"pos"' in line]
-        return [{int(i): float(v) for i, v in r["top"]} for r in rows]
-    native, exact = full(), full("--weights", "f32", "--dtype", "f32")
-    assert len(native) == len(exact) > 0
+    ids = [int(i) for i in TOKENS.split(",")]
+    native = run_logits(q8, ids, dtype="bf16", top=1000000, weights="auto")
+    exact = run_logits(q8, ids, dtype="f32", top=1000000, weights="f32")
     worst = 0.0
-    for a, b in zip(native, exact):
+    for pos in range(len(ids)):
+        a, b = native.as_dict(pos), exact.as_dict(pos)
         assert a.keys() == b.keys()
         assert max(a, key=a.get) == max(b, key=b.get)  # same top-1 at every position
         spread = max(b.values()) - min(b.values())
