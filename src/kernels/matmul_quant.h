@@ -12,7 +12,9 @@
 //   asymmetric w = fma(q, d, m)       (GGUF Q4_1 mapping, m = -d * zero_point)
 // Q8 (int8 per output channel, scale f16 or bf16): a panel is
 //   [16 x u16 scale][cols/4 quads x 64 bytes]: quad j = rows 0-7 (byte lane*4 + kk) then
-//   rows 8-15, k = 4j + kk, codes -127..127, w = d * q.
+//   rows 8-15, k = 4j + kk, codes -128..127, w = d * q. warden's quantizer writes -127..127;
+//   -128 comes only from imported files (a Q8_0 or compressed-tensors int8 block may hold it) and
+//   every kernel computes it exactly (the AVX2 sign trick's pair sums peak at 2 * 128 * 127).
 // Q8 group 32 (int8-g32: a scale per 32 weights, GGUF Q8_0's mapping, so llama.cpp's Q8_0
 //   files import without loss): a panel is cols/32 blocks, each
 //   [16 x u16 scale d][8 quads x 64 bytes], the quads as above (k = 32b + 4j + kk), w = d * q.

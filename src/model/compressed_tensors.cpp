@@ -400,11 +400,8 @@ std::optional<kernels::QuantRow> ct_import_row(const CtPacked& t, int64_t r, con
             row.d[static_cast<size_t>(b)] = *d;
         }
         row.q.resize(static_cast<size_t>(w.cols));
-        for (int64_t c = 0; c < w.cols; ++c) {
-            const int q = t.code(r, c);
-            if (q == -128) return std::nullopt;
-            row.q[static_cast<size_t>(c)] = static_cast<uint8_t>(static_cast<int8_t>(q));
-        }
+        for (int64_t c = 0; c < w.cols; ++c)  // int8 bits; -128 included (kernels/matmul_quant.h)
+            row.q[static_cast<size_t>(c)] = static_cast<uint8_t>(static_cast<int8_t>(t.code(r, c)));
         return row;
     }
     return std::nullopt;

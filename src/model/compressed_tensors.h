@@ -93,7 +93,7 @@ std::optional<SourceTensor> ct_find(const SafetensorsModel& st, const CtConfig& 
 // Bit-exact import of row r into `layout` (Q4: the checkpoint's group is a multiple of the
 // layout's, the scales are exactly representable in the layout's scale dtype; symmetric maps to
 // symmetric or asymmetric, asymmetric to asymmetric; Q8: 8-bit symmetric with one scale per row,
-// or per 32 columns for int8-g32, and no -128 code). nullopt when it does not map (the caller
+// or per 32 columns for int8-g32; -128 codes included). nullopt when it does not map (the caller
 // requantizes through f32).
 std::optional<kernels::QuantRow> ct_import_row(const CtPacked& t, int64_t r, const kernels::WeightMatrix& layout);
 

@@ -33,8 +33,8 @@ bool is_float(tensor::GgmlType t) {
     return t == tensor::GgmlType::F32 || t == tensor::GgmlType::F16 || t == tensor::GgmlType::BF16;
 }
 
-// Q8_0 is int8 per channel when every block of a row has the row's scale and no code is -128
-// (outside int8's symmetric range); import_ggml_row checks the same for every row at load.
+// Q8_0 is int8 per channel when every block of a row has the row's scale; import_ggml_row checks
+// the same for every row at load.
 // Only the first row with a nonzero scale here (an all-zero row, such as a padding token's
 // embedding, fits either format and decides nothing): a file quantized per block shows it
 // there. The parser checked that the data holds every row (model/gguf_file.cpp).
@@ -48,7 +48,6 @@ bool q8_0_first_row_per_channel(const GGUFTensor& t) {
         for (int64_t b = 0; b < blocks; ++b) {
             const uint8_t* blk = row + b * 34;
             if (std::memcmp(blk, row, 2) != 0) return false;
-            if (std::memchr(blk + 2, 0x80, 32) != nullptr) return false;
             zero = zero && std::memcmp(blk, kZero, 2) == 0;
         }
         if (!zero) return true;
@@ -116,8 +115,7 @@ GgufNativeWeights gguf_native_weights(const GGUFFile& g, const ModelConfig& c,
     } else if (types.size() == 1) {  // one type: native when it has a lossless format
         r.layers = gguf_tensor_native_format(*layer.front());
         // Q8_0: per channel (int8) when every matrix is, else a scale per block (int8-g32), which
-        // imports any Q8_0 block without loss but one with a -128 code (a row requantized and
-        // counted at load).
+        // imports any Q8_0 block without loss.
         for (size_t i = 1; i < layer.size() && r.layers == "int8"; ++i)
             if (gguf_tensor_native_format(*layer[i]) != r.layers) r.layers = "int8-g32";
     }

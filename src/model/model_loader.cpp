@@ -417,7 +417,7 @@ std::unique_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
     if (!m->weights_note.empty() && loader.ggml_requant_rows_ > 0)
         m->weights_note += "; " + std::to_string(loader.ggml_requant_rows_.load()) +
                            " rows did not import into " + m->weights_format +
-                           " exactly (e.g. Q8_0 with a scale per block into int8, or a -128 code) and were requantized";
+                           " exactly (e.g. Q8_0 with a scale per block into int8) and were requantized";
     return m;
 }
 

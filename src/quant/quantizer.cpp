@@ -364,10 +364,7 @@ std::optional<QuantRow> import_ggml_row(tensor::GgmlType t, const uint8_t* src, 
             } else if (d != row.d[0]) {
                 return std::nullopt;
             }
-            for (int64_t i = 0; i < 32; ++i) {
-                if (blk[2 + i] == 0x80) return std::nullopt;  // -128 is outside the int8 code range
-                row.q[static_cast<size_t>(b * 32 + i)] = blk[2 + i];
-            }
+            std::memcpy(row.q.data() + b * 32, blk + 2, 32);  // int8 bits, -128 included
         }
         return row;
     }

@@ -179,8 +179,9 @@ TEST(CompressedTensors, Int8GroupImportsIntoInt8G32) {
     t.cols = 64;
     t.num_bits = 8;
     t.words_per_row = 16;
-    std::vector<uint8_t> codes(2 * 64);  // stored q + 128, never -128
+    std::vector<uint8_t> codes(2 * 64);  // stored q + 128
     for (size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<uint8_t>(1 + (i * 37 + 11) % 255);
+    codes[45] = codes[64 + 7] = 0;  // -128 in each row: an int8 code like any other
     const std::vector<uint8_t> packed = packed_rows(codes, 2, 64, 8);
     t.packed = packed.data();
     t.scale_dtype = "F32";

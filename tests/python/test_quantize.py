@@ -147,12 +147,15 @@ def test_without_weights_a_quantized_gguf_runs_in_its_own_format(tmp_path: Path,
     assert bad.returncode == 1 and "--quantize-embeddings needs --weights" in bad.stderr, bad.stderr
 
 
-def test_llama_cpp_q8_0_runs_as_int8_g32_without_loss(tmp_path: Path):
+@pytest.mark.parametrize("minus128", [False, True])
+def test_llama_cpp_q8_0_runs_as_int8_g32_without_loss(tmp_path: Path, minus128: bool):
     """A Q8_0 file as llama.cpp quantizes it (a scale per 32 weights; here gguf-py's port of
     llama.cpp's quantize_row_q8_0, an implementation independent of warden's) loads with no flags as
     int8-g32, every block imported as it is: the same logits as naming int8-g32, and close to the
     exact dequantized weights (`--weights f32`: the only difference left is W8A8's int8 activations).
-    Before int8-g32 such a file had no lossless format and loaded at bf16."""
+    Before int8-g32 such a file had no lossless format and loaded at bf16. minus128: every -127
+    code is made -128, which llama.cpp's quantizer never writes but the format allows (another
+    tool's file); it imports as it is too, and the kernels compute it exactly."""
     gguf = pytest.importorskip("gguf")
     # Layout and metadata from warden's own int8-g32 file; then every Q8_0 tensor's blocks are
     # replaced by gguf-py's quantization of the f32 source, and warden's format declaration is
@@ -168,6 +171,12 @@ def test_llama_cpp_q8_0_runs_as_int8_g32_without_loss(tmp_path: Path):
         f32 = gguf.quants.dequantize(src[t.name].data, src[t.name].tensor_type).astype(np.float32)
         blocks = gguf.quants.quantize(f32, gguf.GGMLQuantizationType.Q8_0).tobytes()
         assert len(blocks) == int(t.n_bytes), t.name
+        if minus128:
+            arr = np.frombuffer(blocks, dtype=np.uint8).reshape(-1, 34).copy()
+            codes = arr[:, 2:]
+            assert (codes == 0x81).any(), t.name
+            codes[codes == 0x81] = 0x80
+            blocks = arr.tobytes()
         data[int(t.data_offset):int(t.data_offset) + len(blocks)] = blocks
         n += 1
     assert n == 21

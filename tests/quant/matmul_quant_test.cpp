@@ -259,6 +259,63 @@ TEST(QuantMatmul, W4A8ExtremeBlocksMatchExactValue) {
     }
 }
 
+// int8 codes span -128..127: warden's quantizer writes -127..127, but a Q8_0 or compressed-tensors
+// file may hold -128, and it is imported as it is. The AVX2 kernel multiplies |q| (128 as an
+// unsigned byte) by the activation with q's sign, so its int16 pair sums are largest for q = -128
+// against xq = -127: 2 * 128 * 127 = 32512, which must not saturate. Every row meets that
+// extreme (rows alternate all -128 and a mix with +127), with d = xd = 1, so each output is an
+// exact integer in f32 and every ISA must give it. A saturating or sign-swapped kernel, or one
+// that reads -128 as +128, gives another number.
+TEST(QuantMatmul, W8A8MinusOneTwentyEightCodesMatchExactValue) {
+    const int64_t rows = 20, cols = 128;
+    for (const char* fmt : {"int8", "int8-g32"}) {
+        WeightMatrix w = quant::parse_weight_format(fmt).layout(rows, cols);
+        std::vector<uint8_t> buf(static_cast<size_t>(quant_packed_bytes(w)), 0);
+        std::vector<std::vector<int>> codes(static_cast<size_t>(rows));
+        for (int64_t r = 0; r < rows; ++r) {
+            QuantRow row;
+            row.q.resize(static_cast<size_t>(cols));
+            row.d.assign(w.group == 0 ? 1 : static_cast<size_t>(cols / 32), 0x3c00);  // f16 1.0
+            for (int64_t k = 0; k < cols; ++k) {
+                const int q = r % 2 == 0
+                                  ? -128
+                                  : (k % 3 == 0 ? 127 : (k % 3 == 1 ? -128 : static_cast<int>(r)));
+                codes[static_cast<size_t>(r)].push_back(q);
+                row.q[static_cast<size_t>(k)] = static_cast<uint8_t>(static_cast<int8_t>(q));
+            }
+            pack_quant_row(w, r, row, buf.data());
+        }
+        w.data = buf.data();
+        for (int64_t n : {int64_t{1}, int64_t{3}}) {
+            // Token t: all -127 (t = 0), alternating pairs of +-127, all +127; block maxima are
+            // 127, so xd = 1 and xq = x exactly.
+            std::vector<float> x(static_cast<size_t>(n * cols));
+            for (int64_t t = 0; t < n; ++t)
+                for (int64_t k = 0; k < cols; ++k)
+                    x[static_cast<size_t>(t * cols + k)] =
+                        t == 0 ? -127.0f : (t == 1 ? (k % 4 < 2 ? 127.0f : -127.0f) : 127.0f);
+            std::vector<float> want(static_cast<size_t>(n * rows));
+            for (int64_t t = 0; t < n; ++t)
+                for (int64_t r = 0; r < rows; ++r) {
+                    int64_t s = 0;
+                    for (int64_t k = 0; k < cols; ++k)
+                        s += codes[static_cast<size_t>(r)][static_cast<size_t>(k)] *
+                             static_cast<int64_t>(x[static_cast<size_t>(t * cols + k)]);
+                    want[static_cast<size_t>(t * rows + r)] =
+                        static_cast<float>(s);  // |s| < 2^24: exact
+                }
+            const std::string what = std::string(fmt) + " n=" + std::to_string(n);
+            for (Isa isa : {Isa::Scalar, Isa::AVX2, Isa::AVX512}) {
+                if (!isa_supported(isa)) continue;
+                expect_bits(run(isa, w, x.data(), n), want,
+                            std::string(isa_name(isa)) + " " + what);
+            }
+            expect_bits(run_vnni_emulated(w, x.data(), n, 0, rows, false), want,
+                        "vnni emulated " + what);
+        }
+    }
+}
+
 // W4A16 is exactly the f32 kernel run on the dequantized matrix (same chain, exact dequant).
 TEST(QuantMatmul, W4A16EqualsF32KernelOnDequantizedWeights) {
     for (const char* fmt : {"int4-a16", "int4-asym-a16", "int4-g128-a16", "int4-g128-asym-bf16s-a16"}) {
