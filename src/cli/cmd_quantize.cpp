@@ -18,6 +18,7 @@ namespace {
 struct QuantizeOptions {
     CommonOptions common;
     std::string out;
+    std::string head_weights;  // --head-weights FORMAT|keep (GGUF output)
 };
 
 bool ends_with(const std::string& s, const std::string& suf) {
@@ -38,13 +39,22 @@ int quantize(const QuantizeOptions& o) {
                           "' must end in .gguf (GGUF) or .safetensors, or be a directory (compressed-tensors)");
     if (!ct_out && !ends_with(o.common.model_path, ".gguf"))
         throw util::Error("quantize: GGUF output needs a GGUF input, got '" + o.common.model_path + "'");
+    if (!o.head_weights.empty() && o.common.quantize_embeddings)
+        throw util::Error("quantize: --head-weights and --quantize-embeddings both set the head's format; use one");
+    if (!o.head_weights.empty() && ct_out)
+        throw util::Error("quantize: --head-weights is for GGUF output (compressed-tensors keeps the head unquantized; "
+                          "--quantize-embeddings quantizes it with the layers)");
+    quant::HeadOptions head;  // GGUF: a float head becomes the default beside the layers (int8 beside int4)
+    if (o.common.quantize_embeddings) head = quant::HeadOptions::as(f);
+    else if (o.head_weights == "keep") head = quant::HeadOptions::keep();
+    else if (!o.head_weights.empty()) head = quant::HeadOptions::as(quant::parse_weight_format(o.head_weights));
     const auto st = ct_out ? quant::quantize_hf_compressed_tensors(o.common.model_path, o.out, f,
                                                                    o.common.quantize_embeddings, pool)
-                           : quant::quantize_gguf(o.common.model_path, o.out, f, o.common.quantize_embeddings, pool);
-    std::printf("wrote %s: %lld tensors quantized (%s), %lld copied; tensor data %.1f MiB -> %.1f MiB\n", o.out.c_str(),
-                static_cast<long long>(st.tensors_quantized), quant::weight_format_name(f).c_str(),
-                static_cast<long long>(st.tensors_copied), static_cast<double>(st.bytes_in) / 1048576.0,
-                static_cast<double>(st.bytes_out) / 1048576.0);
+                           : quant::quantize_gguf(o.common.model_path, o.out, f, head, pool);
+    std::printf("wrote %s: %lld tensors quantized (%s%s%s), %lld copied; tensor data %.1f MiB -> %.1f MiB\n",
+                o.out.c_str(), static_cast<long long>(st.tensors_quantized), quant::weight_format_name(f).c_str(),
+                st.heads.empty() ? "" : "; ", st.heads.c_str(), static_cast<long long>(st.tensors_copied),
+                static_cast<double>(st.bytes_in) / 1048576.0, static_cast<double>(st.bytes_out) / 1048576.0);
     return 0;
 }
 
@@ -57,7 +67,12 @@ void register_quantize(CLI::App& app, int& rc) {
     add_threads_option(*sub, o->common);
     sub->add_option("-o,--output", o->out, "output file (.gguf), .safetensors file or directory (compressed-tensors pack-quantized)")->required();
     sub->add_option("--weights", o->common.weights, "int4|int4-g32|int4-g128[-asym]|int8|int8-g32")->required();
-    sub->add_flag("--quantize-embeddings", o->common.quantize_embeddings, "quantize token_embd/output too");
+    sub->add_flag("--quantize-embeddings", o->common.quantize_embeddings,
+                  "quantize token_embd/output in the --weights format too");
+    sub->add_option("--head-weights", o->head_weights,
+                    "GGUF output: format of token_embd/output (int4*/int8*), or keep to copy them unchanged "
+                    "(default: a float one as int8 beside int4 layers, as loading with --weights runs it; "
+                    "else copied)");
     sub->callback([o, &rc] { rc = quantize(*o); });
 }
 

@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <initializer_list>
+#include <optional>
 
 #include "model/gguf_file.h"
 #include "model/gguf_native_weights.h"
@@ -43,12 +44,22 @@ bool is_embedding_weight(const std::string& name) {
            name == "lm_head.weight";
 }
 
-QuantizeStats quantize_gguf(const std::string& in, const std::string& out, const WeightFormat& f, bool embeddings,
-                            util::ThreadPool& pool) {
-    if (!f.quantized() || f.type == kernels::WeightType::FP8)
-        throw util::Error("GGUF output needs an int4 or int8 format (fp8/bf16 have no GGUF block type here), got '" +
-                          weight_format_name(f) + "'");
-    const tensor::GgmlType out_type = ggml_type_for(f.layout(32, f.group ? f.group : 32));
+QuantizeStats quantize_gguf(const std::string& in, const std::string& out, const WeightFormat& f,
+                            const HeadOptions& head, util::ThreadPool& pool) {
+    // A format with a GGUF block type, or a clear error naming what asked for it.
+    const auto gguf_type = [](const WeightFormat& w, const char* what) {
+        if (!w.quantized() || w.type == kernels::WeightType::FP8)
+            throw util::Error(std::string(what) + ": GGUF output needs an int4 or int8 format (fp8/bf16 have no GGUF "
+                              "block type here), got '" + weight_format_name(w) + "'");
+        try {
+            return ggml_type_for(w.layout(32, w.group ? w.group : 32));
+        } catch (const util::Error& e) {
+            throw util::Error(std::string(what) + " '" + weight_format_name(w) + "': " + e.what());
+        }
+    };
+    const tensor::GgmlType out_type = gguf_type(f, "--weights");
+    if (head.mode == HeadOptions::Mode::Format) gguf_type(head.format, "--head-weights");
+    const std::optional<WeightFormat> default_head = default_head_format(f);
     model::GGUFFile src(in);
     model::GGUFWriter w;
     for (const auto& [k, v] : src.metadata()) w.set(k, v);
@@ -67,17 +78,33 @@ QuantizeStats quantize_gguf(const std::string& in, const std::string& out, const
     QuantizeStats st;
     for (const auto& t : src.tensors()) {
         st.bytes_in += static_cast<int64_t>(t.n_bytes);
-        const bool quantize = t.shape.size() == 2 && (is_linear_weight(t.name) || (embeddings && is_embedding_weight(t.name)));
-        if (!quantize) {
+        // The format this tensor is written in; unset: copied.
+        std::optional<WeightFormat> fmt;
+        if (t.shape.size() == 2 && is_linear_weight(t.name)) {
+            fmt = f;
+        } else if (t.shape.size() == 2 && is_embedding_weight(t.name)) {
+            const bool is_float = t.type == tensor::GgmlType::F32 || t.type == tensor::GgmlType::F16 ||
+                                  t.type == tensor::GgmlType::BF16;
+            if (head.mode == HeadOptions::Mode::Format) fmt = head.format;
+            else if (head.mode == HeadOptions::Mode::Default && is_float) fmt = default_head;
+            if (fmt) {
+                WeightFormat named = *fmt;
+                named.act_f32 = false;
+                st.heads += (st.heads.empty() ? "" : ", ") + t.name.substr(0, t.name.find('.')) + " as " +
+                            weight_format_name(named);
+            }
+        }
+        if (!fmt) {
             w.add_tensor(t.name, t.shape, t.type, std::vector<uint8_t>(t.data, t.data + t.n_bytes));
             st.bytes_out += static_cast<int64_t>(t.n_bytes);
             ++st.tensors_copied;
             continue;
         }
         const int64_t cols = t.shape[0], rows = t.shape[1];
-        const kernels::WeightMatrix layout = f.layout(rows, cols);
+        const kernels::WeightMatrix layout = fmt->layout(rows, cols);
+        const tensor::GgmlType tensor_type = ggml_type_for(layout);
         const model::SourceTensor s = model::SourceTensor::from(t);
-        const int64_t in_row = tensor::ggml_row_bytes(t.type, cols), out_row = tensor::ggml_row_bytes(out_type, cols);
+        const int64_t in_row = tensor::ggml_row_bytes(t.type, cols), out_row = tensor::ggml_row_bytes(tensor_type, cols);
         std::vector<uint8_t> data;
         try {
             kernels::check_quant_shape(layout);
@@ -94,10 +121,10 @@ QuantizeStats quantize_gguf(const std::string& in, const std::string& out, const
                 }
             });
         } catch (const util::Error& e) {
-            throw util::Error("'" + in + "': tensor '" + t.name + "' as " + weight_format_name(f) + ": " + e.what());
+            throw util::Error("'" + in + "': tensor '" + t.name + "' as " + weight_format_name(*fmt) + ": " + e.what());
         }
         st.bytes_out += static_cast<int64_t>(data.size());
-        w.add_tensor(t.name, t.shape, out_type, std::move(data));
+        w.add_tensor(t.name, t.shape, tensor_type, std::move(data));
         ++st.tensors_quantized;
     }
     w.write(out);

@@ -12,19 +12,35 @@
 namespace warden::quant {
 
 struct QuantizeStats {
-    int64_t tensors_quantized = 0;
+    int64_t tensors_quantized = 0;  // the embeddings / head included
     int64_t tensors_copied = 0;
     int64_t bytes_in = 0;   // tensor data of the source
     int64_t bytes_out = 0;  // tensor data written
+    std::string heads;      // "token_embd as int8, output as int8" for the ones quantized; empty if none
+};
+
+// How quantize_gguf writes token_embd / output.
+//   Default: a float (F32/F16/BF16) one becomes the default head beside the layers
+//     (quant::default_head_format: int8 beside int4), the format loading with --weights gives it
+//     anyway, so the file holds what runs: smaller, and nothing to quantize at each load. One already
+//     quantized (a Q8_0 or Q6_K head, say) is copied, so nothing is quantized twice; beside int8
+//     layers every head is copied (no default head there).
+//   Keep: copied unchanged (`--head-weights keep`).
+//   Format: every one in `format` (`--quantize-embeddings`: the layers' format; `--head-weights F`).
+struct HeadOptions {
+    enum class Mode { Default, Keep, Format } mode = Mode::Default;
+    WeightFormat format;  // Mode::Format only
+    static HeadOptions keep() { return {Mode::Keep, {}}; }
+    static HeadOptions as(const WeightFormat& f) { return {Mode::Format, f}; }
 };
 
 // Is this tensor one of the linear-layer matrices quantized by default (GGUF or HF naming)?
 bool is_linear_weight(const std::string& name);
 bool is_embedding_weight(const std::string& name);
 
-// GGUF -> GGUF with the linear layers (and the embeddings/head when `embeddings`) as Q4_0 /
-// Q4_1 / Q8_0 (quant/quantizer.h ggml_type_for); everything else is copied unchanged.
+// GGUF -> GGUF with the linear layers as Q4_0 / Q4_1 / Q8_0 (quant/quantizer.h ggml_type_for),
+// the embeddings / head as `head` says; everything else is copied unchanged.
 QuantizeStats quantize_gguf(const std::string& in, const std::string& out, const WeightFormat& f,
-                            bool embeddings, util::ThreadPool& pool);
+                            const HeadOptions& head, util::ThreadPool& pool);
 
 }  // namespace warden::quant

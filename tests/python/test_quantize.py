@@ -34,7 +34,12 @@ def test_quantize_roundtrip_logits_and_gguf_values(tmp_path: Path, fmt: str, gty
     out = tmp_path / f"q-{fmt}.gguf"
     p = run("quantize", "-m", str(TINY), "-o", str(out), "--weights", fmt)
     assert p.returncode == 0, p.stderr
-    assert "21 tensors quantized" in p.stdout
+    # int4 layers: the float embeddings / head are written as int8 (Q8_0), the head that loading with
+    # --weights int4 runs anyway; beside int8 layers they are copied.
+    int4 = fmt.startswith("int4")
+    heads = 2  # tiny-llama: token_embd and an untied output
+    assert f"{21 + (heads if int4 else 0)} tensors quantized" in p.stdout, p.stdout
+    assert ("token_embd as int8" in p.stdout) == int4, p.stdout
     # Loading the file back == quantizing at load: identical logits, bit for bit in the text.
     assert logits(out, "--weights", fmt) == logits(TINY, "--weights", fmt)
     # The quantized model is close to, but not the same as, the f32 source.
@@ -56,9 +61,45 @@ def test_quantize_roundtrip_logits_and_gguf_values(tmp_path: Path, fmt: str, gty
             assert err < (0.2 if fmt.startswith("int4") else 0.02) * np.abs(ref).max(), (t.name, err)
             assert err > 0, t.name
             n_q += 1
+        elif int4 and t.name in ("token_embd.weight", "output.weight"):
+            assert t.tensor_type.name == "Q8_0", t.name
+            deq = gguf.quants.dequantize(t.data, t.tensor_type)
+            ref = gguf.quants.dequantize(src[t.name].data, src[t.name].tensor_type)
+            # int8 per row: every block of a row has the row's scale.
+            blocks = np.asarray(t.data, dtype=np.uint8).reshape(int(t.shape[1]), -1, 34)
+            assert (blocks[:, :, :2] == blocks[:, :1, :2]).all(), t.name
+            assert 0 < np.abs(deq - ref).max() < 0.01 * np.abs(ref).max(), t.name
         elif not t.name.startswith("blk.") or t.name.endswith("norm.weight"):
             assert t.tensor_type == src[t.name].tensor_type, t.name  # copied unchanged
     assert n_q == 9
+
+
+def test_quantize_head_weights(tmp_path: Path):
+    """`warden quantize --head-weights`: keep copies token_embd / output unchanged (the file then loads
+    with the head quantized at each load, as before this flag existed), a format writes them in it;
+    each file loads back to the logits of quantizing the source at load with the same head."""
+    gguf = pytest.importorskip("gguf")
+    src = {t.name: t for t in gguf.GGUFReader(str(TINY)).tensors}
+    for head, gtype, runtime in [("keep", None, "int8"), ("int8-g32", "Q8_0", "int8-g32"), ("int4", "Q4_0", "int4")]:
+        out = tmp_path / f"h-{head}.gguf"
+        p = run("quantize", "-m", str(TINY), "-o", str(out), "--weights", "int4", "--head-weights", head)
+        assert p.returncode == 0, p.stderr
+        assert f"{21 if head == 'keep' else 23} tensors quantized" in p.stdout, p.stdout
+        types = {t.name: t.tensor_type for t in gguf.GGUFReader(str(out)).tensors}
+        for name in ("token_embd.weight", "output.weight"):
+            assert types[name] == (src[name].tensor_type if gtype is None else gguf.GGMLQuantizationType[gtype]), name
+        assert logits(out, "--weights", "int4", "--head-weights", runtime) == \
+            logits(TINY, "--weights", "int4", "--head-weights", runtime), head
+    for args, msg in [(["--head-weights", "fp8"], "--head-weights: GGUF output needs an int4 or int8 format"),
+                      (["--head-weights", "int8-bf16s"], "--head-weights 'int8-bf16s'"),
+                      (["--head-weights", "int9"], "unknown weight format 'int9'"),
+                      (["--head-weights", "int8", "--quantize-embeddings"], "use one")]:
+        p = run("quantize", "-m", str(TINY), "-o", str(tmp_path / "bad.gguf"), "--weights", "int4", *args)
+        assert p.returncode == 1 and msg in p.stderr, (args, p.stderr)
+        assert not (tmp_path / "bad.gguf").exists()
+    p = run("quantize", "-m", str(GOLDEN / "tiny-llama"), "-o", str(tmp_path / "ct"), "--weights", "int4",
+            "--head-weights", "int8")
+    assert p.returncode == 1 and "--head-weights is for GGUF output" in p.stderr, p.stderr
 
 
 def test_bad_inputs_fail_cleanly(tmp_path: Path):

@@ -246,18 +246,44 @@ void expect_same_packed(const model::Matrix& a, const model::Matrix& b, const st
     ASSERT_TRUE(std::ranges::equal(a.packed(), b.packed())) << what;
 }
 
-// quantize -> save -> load is bit-exact for every GGUF-mappable format (tiny-llama: d 64, ff 160).
+// quantize -> save -> load is bit-exact for every GGUF-mappable format (tiny-llama: d 64, ff 160),
+// with each way of writing the embeddings / head: the default (a float head as int8 beside int4
+// layers, what loading with --weights runs anyway; copied beside int8 layers), `keep` (copied),
+// and the layers' format (--quantize-embeddings). Every way loads back to the packed bytes of
+// quantizing the source at load with the same options.
 TEST(QuantGguf, QuantizeSaveLoadBitExact) {
     util::ThreadPool pool(2);
     const std::string src = test::golden_model("tiny-llama.gguf");
+    const model::GGUFFile sg(src);
+    const bool tied = sg.find_tensor("output.weight") == nullptr;
+    const int64_t heads = tied ? 1 : 2;
     for (const char* fmt : {"int4", "int4-asym", "int8", "int8-g32"}) {
-        for (bool emb : {false, true}) {
-            const std::string out = tmp_path(std::string(fmt) + (emb ? "_e" : "") + ".gguf");
-            const auto st = quantize_gguf(src, out, parse_weight_format(fmt), emb, pool);
-            EXPECT_EQ(st.tensors_quantized, 3 * 7 + (emb ? 2 : 0)) << fmt;
+        const bool int4 = std::string(fmt).starts_with("int4");
+        for (const char* mode : {"default", "keep", "emb"}) {
+            const bool emb = std::string(mode) == "emb";
+            const HeadOptions head = emb ? HeadOptions::as(parse_weight_format(fmt))
+                                         : (std::string(mode) == "keep" ? HeadOptions::keep() : HeadOptions{});
+            const bool head_written = emb || (std::string(mode) == "default" && int4);
+            const std::string what = std::string(fmt) + " head " + mode;
+            const std::string out = tmp_path(std::string(fmt) + "_" + mode + ".gguf");
+            const auto st = quantize_gguf(src, out, parse_weight_format(fmt), head, pool);
+            EXPECT_EQ(st.tensors_quantized, 3 * 7 + (head_written ? heads : 0)) << what;
+            const std::string head_name = emb ? weight_format_name(parse_weight_format(fmt)) : std::string("int8");
+            EXPECT_EQ(st.heads, head_written ? "token_embd as " + head_name + (tied ? "" : ", output as " + head_name)
+                                             : std::string())
+                << what;
+            {
+                const model::GGUFFile og(out);
+                const auto* te = og.find_tensor("token_embd.weight");
+                ASSERT_NE(te, nullptr);
+                EXPECT_EQ(te->type, head_written ? (int4 && emb ? (std::string(fmt) == "int4" ? tensor::GgmlType::Q4_0
+                                                                                              : tensor::GgmlType::Q4_1)
+                                                                : tensor::GgmlType::Q8_0)
+                                                 : sg.find_tensor("token_embd.weight")->type)
+                    << what;
+            }
             const auto a = load(src, fmt, pool, emb);
             const auto b = load(out, fmt, pool, emb);
-            const std::string what = std::string(fmt) + (emb ? " +emb" : "");
             expect_same_packed(a->weights.token_embd, b->weights.token_embd, what + " embd");
             expect_same_packed(a->weights.output, b->weights.output, what + " output");
             for (size_t l = 0; l < a->weights.layers.size(); ++l) {
@@ -271,25 +297,45 @@ TEST(QuantGguf, QuantizeSaveLoadBitExact) {
                 }
             }
             EXPECT_EQ(a->weight_memory.layers, b->weight_memory.layers);
-            // Quantizing twice is a fixed point: the output re-quantized gives the same file content.
+            EXPECT_EQ(a->weight_memory.embeddings, b->weight_memory.embeddings) << what;
+            // No flags at all: the written head loads in its own format, the same bytes again.
+            if (head_written) {
+                const auto c = load(out, "", pool);
+                expect_same_packed(a->weights.token_embd, c->weights.token_embd, what + " embd, no flags");
+            }
+            // Quantizing twice is a fixed point: the output re-quantized gives the same file content
+            // (a head written once is copied the second time: it is no longer a float tensor).
             const std::string out2 = tmp_path(std::string(fmt) + "_2.gguf");
-            quantize_gguf(out, out2, parse_weight_format(fmt), emb, pool);
+            const auto st2 = quantize_gguf(out, out2, parse_weight_format(fmt), head, pool);
+            EXPECT_EQ(st2.tensors_quantized, st.tensors_quantized - (head_written && !emb ? heads : 0)) << what;
             const auto c = load(out2, fmt, pool, emb);
             expect_same_packed(b->weights.layers[1].w_down, c->weights.layers[1].w_down, what + " requant");
+            expect_same_packed(b->weights.token_embd, c->weights.token_embd, what + " requant embd");
             std::filesystem::remove(out);
             std::filesystem::remove(out2);
         }
     }
+    // --head-weights must have a GGUF block type too: a clear error before anything is written.
+    for (const char* bad : {"fp8", "bf16", "int8-bf16s"}) {
+        try {
+            quantize_gguf(src, tmp_path("badhead.gguf"), parse_weight_format("int4"),
+                          HeadOptions::as(parse_weight_format(bad)), pool);
+            FAIL() << bad;
+        } catch (const util::Error& e) {
+            EXPECT_NE(std::string(e.what()).find("--head-weights"), std::string::npos) << e.what();
+        }
+        EXPECT_FALSE(std::filesystem::exists(tmp_path("badhead.gguf"))) << bad;
+    }
     // int4-g128 does not divide tiny-llama rows (64): clear error naming tensor and sizes.
     try {
-        quantize_gguf(src, tmp_path("g128.gguf"), parse_weight_format("int4-g128"), false, pool);
+        quantize_gguf(src, tmp_path("g128.gguf"), parse_weight_format("int4-g128"), HeadOptions{}, pool);
         FAIL();
     } catch (const util::Error& e) {
         EXPECT_NE(std::string(e.what()).find("blk.0.attn_q.weight"), std::string::npos) << e.what();
         EXPECT_NE(std::string(e.what()).find("does not divide"), std::string::npos) << e.what();
     }
     EXPECT_THROW(load(src, "int4-g128", pool), util::Error);
-    EXPECT_THROW(quantize_gguf(src, tmp_path("fp8.gguf"), parse_weight_format("fp8"), false, pool), util::Error);
+    EXPECT_THROW(quantize_gguf(src, tmp_path("fp8.gguf"), parse_weight_format("fp8"), HeadOptions{}, pool), util::Error);
 }
 
 // Without --weights, a file warden can run in its own format loads in it: Q4_0 / Q4_1 / per-
@@ -313,7 +359,8 @@ TEST(QuantGguf, WithoutWeightsFlagAFileLoadsInItsOwnFormat) {
         for (bool emb : {false, true}) {
             const std::string what = std::string(c.fmt) + (emb ? " +emb" : "");
             const std::string out = tmp_path(std::string("native_") + c.fmt + (emb ? "_e" : "") + ".gguf");
-            quantize_gguf(src, out, parse_weight_format(c.fmt), emb, pool);
+            quantize_gguf(src, out, parse_weight_format(c.fmt),
+                          emb ? HeadOptions::as(parse_weight_format(c.fmt)) : HeadOptions{}, pool);
             const auto native = load(out, "", pool);
             EXPECT_EQ(native->weights_format, c.native) << what;
             EXPECT_NE(native->weights_note.find("without loss"), std::string::npos) << native->weights_note;
@@ -359,7 +406,7 @@ TEST(QuantGguf, WithoutWeightsFlagAFileLoadsInItsOwnFormat) {
 TEST(QuantGguf, Q8_0WithPerBlockScalesIsNativeInt8G32) {
     util::ThreadPool pool(2);
     const std::string declared = tmp_path("native_q8_declared.gguf");
-    quantize_gguf(test::golden_model("tiny-llama.gguf"), declared, parse_weight_format("int8"), false, pool);
+    quantize_gguf(test::golden_model("tiny-llama.gguf"), declared, parse_weight_format("int8"), HeadOptions{}, pool);
     {  // the declared file with row 0 changed: still int8, one row requantized
         const std::string bad_row0 = tmp_path("native_q8_declared_row0.gguf");
         rewrite_gguf(declared, bad_row0, "", [](const std::string& name, std::vector<uint8_t>& d) {
@@ -447,7 +494,8 @@ TEST(QuantGguf, Q8_0WithPerBlockScalesIsNativeInt8G32) {
     // A file declaring int8 whose Q8_0 head has a scale per block (copied from a per-block source):
     // the head's blocks decide, int8-g32, not the declaration.
     const std::string emb = tmp_path("native_q8_emb.gguf");
-    quantize_gguf(test::golden_model("tiny-llama.gguf"), emb, parse_weight_format("int8"), true, pool);
+    quantize_gguf(test::golden_model("tiny-llama.gguf"), emb, parse_weight_format("int8"),
+                  HeadOptions::as(parse_weight_format("int8")), pool);
     std::ifstream ein(emb, std::ios::binary);
     std::vector<uint8_t> ebuf((std::istreambuf_iterator<char>(ein)), std::istreambuf_iterator<char>());
     ein.close();
@@ -565,7 +613,7 @@ TEST(QuantGguf, HeadWeightsInt8) {
 TEST(QuantGguf, CorruptBlockScaleIsAnError) {
     util::ThreadPool pool(1);
     const std::string out = tmp_path("corrupt.gguf");
-    quantize_gguf(test::golden_model("tiny-llama.gguf"), out, parse_weight_format("int4"), false, pool);
+    quantize_gguf(test::golden_model("tiny-llama.gguf"), out, parse_weight_format("int4"), HeadOptions{}, pool);
     std::string needle;
     {
         model::GGUFFile g(out);
