@@ -1,11 +1,14 @@
 #include "model/gguf_native_weights.h"
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <vector>
 
+#include "kernels/matmul_quant.h"
 #include "quant/quantizer.h"
 #include "quant/weight_format.h"
+#include "tensor/ggml_types.h"
 #include "util/error.h"
 
 namespace warden::model {
@@ -85,6 +88,25 @@ std::optional<std::string> declared_format(const GGUFFile& g, tensor::GgmlType l
     return std::nullopt;
 }
 
+// Whether the first row of `t` with a nonzero byte imports into `format` exactly (an all-zero
+// row fits every format and decides nothing, as in q8_0_first_row_per_channel).
+bool first_row_imports(const GGUFTensor& t, const std::string& format) {
+    if (t.shape.size() != 2 || t.data == nullptr) return false;
+    const int64_t cols = t.shape[0], row_bytes = tensor::ggml_row_bytes(t.type, cols);
+    const kernels::WeightMatrix layout = quant::parse_weight_format(format).layout(1, cols);
+    for (int64_t r = 0; r < t.shape[1]; ++r) {
+        const uint8_t* row = t.data + r * row_bytes;
+        if (std::all_of(row, row + row_bytes, [](uint8_t b) { return b == 0; })) continue;
+        try {
+            kernels::check_quant_shape(layout);  // a group that does not divide the row
+            return quant::import_ggml_row(t.type, row, layout).has_value();
+        } catch (const util::Error&) {
+            return false;  // the load reports it (a corrupt scale, a bad shape)
+        }
+    }
+    return true;
+}
+
 }  // namespace
 
 std::optional<std::string> gguf_tensor_native_format(const GGUFTensor& t) {
@@ -138,10 +160,14 @@ GgufNativeWeights gguf_native_weights(const GGUFFile& g, const ModelConfig& c,
         auto head = [&](const char* name, std::optional<std::string>& out) {
             const GGUFTensor* t = g.find_tensor(std::string(name) + ".weight");
             if (t == nullptr) return;
-            // A head of the layers' block type in a declared file was written in the declared
-            // format too (--quantize-embeddings), except a Q8_0 head, which may also have been
-            // copied from a per-block source: its blocks decide between int8 and int8-g32.
-            out = declared && t->type == layer.front()->type && t->type != tensor::GgmlType::Q8_0
+            // A Q4 head of the layers' block type in a declared file was usually written in the
+            // declared format too (--quantize-embeddings), but `warden quantize --head-weights`
+            // may have written it with another group (int4-g32 beside int4-g128 layers), so the
+            // declaration holds for it only where its first row imports into it exactly; else its
+            // blocks decide (int4-g32 holds any Q4_0). A Q8_0 head's blocks always decide between
+            // int8 and int8-g32 (it may have been copied from either kind of source).
+            out = declared && t->type == layer.front()->type && t->type != tensor::GgmlType::Q8_0 &&
+                          first_row_imports(*t, *declared)
                       ? declared
                       : gguf_tensor_native_format(*t);
             const bool exact = out.has_value();

@@ -515,11 +515,13 @@ TEST(QuantGguf, Q8_0WithPerBlockScalesIsNativeInt8G32) {
 // Q4_0 blocks sharing a scale are int4-g128, not int4-g32. A declaration that does not fit the
 // blocks (another type, not a format, not a string) is ignored and named in the note.
 TEST(QuantGguf, DeclaredFormatChoosesG128) {
-    auto resolve = [](const model::GGUFValue* declared) {
+    // head: the output.weight Q4_0 tensor's bytes (none when empty).
+    auto resolve = [](const model::GGUFValue* declared, const std::vector<uint8_t>& head = {}) {
         model::GGUFWriter w;
         if (declared) w.set(model::kGgufDeclaredWeightsKey, *declared);
         std::vector<uint8_t> q4(2 * 4 * 18, 0x11);  // 2 rows x 4 Q4_0 blocks, every scale 0x1111
         w.add_tensor("blk.0.attn_q.weight", {128, 2}, tensor::GgmlType::Q4_0, q4);
+        if (!head.empty()) w.add_tensor("output.weight", {128, 2}, tensor::GgmlType::Q4_0, head);
         const std::string path = tmp_path("declared.gguf");
         w.write(path);
         const model::GGUFFile g(path);
@@ -540,6 +542,17 @@ TEST(QuantGguf, DeclaredFormatChoosesG128) {
     const auto r = resolve(&g128);
     EXPECT_EQ(r.layers, std::optional<std::string>("int4-g128")) << r.note;
     EXPECT_NE(r.note.find("written as int4-g128"), std::string::npos) << r.note;
+    // A Q4_0 head in the declared file: int4-g128 where its first nonzero row shares a scale per
+    // 128 (--quantize-embeddings), int4-g32 where it does not (`warden quantize --head-weights int4`
+    // beside int4-g128 layers), so no row of it is requantized at load.
+    std::vector<uint8_t> head(2 * 4 * 18, 0x11);
+    EXPECT_EQ(resolve(&g128, head).output, std::optional<std::string>("int4-g128"));
+    head[18] = 0x12;  // row 0, block 1: a scale of its own
+    EXPECT_EQ(resolve(&g128, head).output, std::optional<std::string>("int4-g32")) << resolve(&g128, head).note;
+    std::fill(head.begin(), head.begin() + 4 * 18, uint8_t{0});  // an all-zero row 0 decides nothing
+    EXPECT_EQ(resolve(&g128, head).output, std::optional<std::string>("int4-g128"));
+    head[4 * 18 + 18] = 0x12;  // row 1 decides
+    EXPECT_EQ(resolve(&g128, head).output, std::optional<std::string>("int4-g32"));
     model::GGUFValue u32;
     u32.type = model::GGUFValueType::UINT32;
     u32.u = 7;
