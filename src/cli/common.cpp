@@ -39,8 +39,9 @@ void add_dtype_option(CLI::App& app, CommonOptions& o) {
     app.add_flag("--quantize-embeddings", o.quantize_embeddings,
                  "quantize token embeddings and the output head to the --weights format");
     app.add_option("--head-weights", o.head_weights,
-                   "format of the token embeddings and output head, e.g. int8 or bf16 (default: int8 "
-                   "with int4 --weights, --weights with --quantize-embeddings, else --dtype)");
+                   "format of the token embeddings and output head, e.g. int8 or bf16 (default: beside "
+                   "quantized layers a GGUF Q4_0/Q4_1/Q8_0 head in its own format, else int8 beside int4 "
+                   "layers, else --dtype; --quantize-embeddings: the --weights format)");
 }
 
 model::RuntimeDType parse_dtype(const std::string& s) {

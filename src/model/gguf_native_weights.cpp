@@ -41,12 +41,12 @@ bool is_float(tensor::GgmlType t) {
 // Only the first row with a nonzero scale here (an all-zero row, such as a padding token's
 // embedding, fits either format and decides nothing): a file quantized per block shows it
 // there. The parser checked that the data holds every row (model/gguf_file.cpp).
-bool q8_0_first_row_per_channel(const GGUFTensor& t) {
-    if (t.shape.size() != 2 || t.shape[0] % 32 != 0 || t.data == nullptr) return false;
-    const int64_t blocks = t.shape[0] / 32;
+bool q8_0_first_row_per_channel(const uint8_t* data, int64_t rows, int64_t cols) {
+    if (cols % 32 != 0 || data == nullptr) return false;
+    const int64_t blocks = cols / 32;
     static constexpr uint8_t kZero[2] = {0, 0};
-    for (int64_t r = 0; r < t.shape[1]; ++r) {
-        const uint8_t* row = t.data + r * blocks * 34;
+    for (int64_t r = 0; r < rows; ++r) {
+        const uint8_t* row = data + r * blocks * 34;
         bool zero = true;
         for (int64_t b = 0; b < blocks; ++b) {
             const uint8_t* blk = row + b * 34;
@@ -109,11 +109,18 @@ bool first_row_imports(const GGUFTensor& t, const std::string& format) {
 
 }  // namespace
 
-std::optional<std::string> gguf_tensor_native_format(const GGUFTensor& t) {
-    if (t.type == tensor::GgmlType::Q4_0) return "int4-g32";
-    if (t.type == tensor::GgmlType::Q4_1) return "int4-g32-asym";
-    if (t.type == tensor::GgmlType::Q8_0) return q8_0_first_row_per_channel(t) ? "int8" : "int8-g32";
+std::optional<std::string> ggml_native_format(tensor::GgmlType type, const uint8_t* data, int64_t rows,
+                                              int64_t cols) {
+    if (type == tensor::GgmlType::Q4_0) return "int4-g32";
+    if (type == tensor::GgmlType::Q4_1) return "int4-g32-asym";
+    if (type == tensor::GgmlType::Q8_0) return q8_0_first_row_per_channel(data, rows, cols) ? "int8" : "int8-g32";
     return std::nullopt;
+}
+
+std::optional<std::string> gguf_tensor_native_format(const GGUFTensor& t) {
+    // Stacked (3-D) experts: only Q8_0 reads rows, and a stack is taken as per block.
+    if (t.shape.size() != 2) return ggml_native_format(t.type, nullptr, 0, 0);
+    return ggml_native_format(t.type, t.data, t.shape[1], t.shape[0]);
 }
 
 GgufNativeWeights gguf_native_weights(const GGUFFile& g, const ModelConfig& c,

@@ -38,5 +38,8 @@ GgufNativeWeights gguf_native_weights(const GGUFFile& g, const ModelConfig& c,
 
 // The runtime format one tensor's first row imports into bit-exactly, if any.
 std::optional<std::string> gguf_tensor_native_format(const GGUFTensor& t);
+// The same for a GGUF matrix of `rows` x `cols` (row-major blocks at `data`; only Q8_0 reads them).
+std::optional<std::string> ggml_native_format(tensor::GgmlType type, const uint8_t* data, int64_t rows,
+                                              int64_t cols);
 
 }  // namespace warden::model

@@ -36,8 +36,9 @@ struct LoadOptions {
     std::optional<quant::WeightFormat> prefill_weights;
     // Format of token_embd / output (--head-weights, e.g. int8: a quarter of bf16's bytes for the
     // head without int4's quality loss; --quantize-embeddings sets it to `weights`). Unset: beside
-    // layers, named or native: the checkpoint's own where it maps (GGUF), else the layers' default
-    // head (int8 beside int4, quant::default_head_format), else dtype.
+    // quantized layers, named or native, the checkpoint's own where it maps without loss (a GGUF
+    // Q4_0 / Q4_1 / Q8_0 head), else the layers' default head (int8 beside int4,
+    // quant::default_head_format), else dtype.
     std::optional<quant::WeightFormat> head_weights;
 };
 

@@ -160,7 +160,18 @@ public:
         std::optional<quant::WeightFormat> chosen = embd ? opts_.head_weights : opts_.weights;
         if (embd && !chosen)
             if (auto it = native_head_.find(role); it != native_head_.end()) chosen = it->second;
-        // Unset still: the default beside these layers, named or native (int8 beside int4,
+        // Unset still, beside named quantized layers: a GGUF head already in a format that runs
+        // without loss (Q4_0, Q4_1, Q8_0 per row or per block) keeps it rather than being
+        // quantized again (SmolLM2's per-block Q8_0 head: KL to bf16 0.0035 as int8-g32 against
+        // 0.0051 requantized per row), as a load without --weights does (native_head_).
+        if (embd && !chosen && opts_.weights && opts_.weights->quantized() && t.is_ggml && t.dims.size() == 2)
+            if (auto own = ggml_native_format(t.ggml_type, t.data, rows, cols)) {
+                chosen = quant::parse_weight_format(*own);
+                head_note_ += std::string(head_note_.empty() ? "" : "; ") +
+                              (role == "output" ? "output " : "token_embd ") + t.type_name() + " as " + *own +
+                              " without loss";
+            }
+        // Else the default beside these layers, named or native (int8 beside int4,
         // quant::default_head_format), as `--weights` gives it.
         if (embd && !chosen && opts_.weights) chosen = quant::default_head_format(*opts_.weights);
         const quant::WeightFormat f = chosen.value_or(hi);
@@ -328,6 +339,8 @@ public:
     // Where every matrix of the model gets its bytes (2 MiB pages where the kernel allows:
     // util/huge_page_arena.h). The matrices keep their chunks alive after the loader is gone.
     mutable util::HugePageArena arena_;
+    // Heads of a named-format load that kept their own format, for the load report (matrix()).
+    mutable std::string head_note_;
 
 private:
     Model& m_;
@@ -418,6 +431,8 @@ std::unique_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
         m->weights_note += "; " + std::to_string(loader.ggml_requant_rows_.load()) +
                            " rows did not import into " + m->weights_format +
                            " exactly (e.g. Q8_0 with a scale per block into int8) and were requantized";
+    if (!loader.head_note_.empty())
+        m->weights_note += (m->weights_note.empty() ? "" : "; ") + loader.head_note_;
     return m;
 }
 

@@ -102,6 +102,21 @@ def test_quantize_head_weights(tmp_path: Path):
     assert p.returncode == 1 and "--head-weights is for GGUF output" in p.stderr, p.stderr
 
 
+def test_named_weights_keep_the_default_models_q8_0_head():
+    """The default model's head is Q8_0 with a scale per block. Naming int4 or int8 layers keeps it
+    as int8-g32, exactly as in the file (the same logits as naming that head), instead of quantizing
+    it again per row (int4's default int8, still available by name) or widening it (int8's bf16)."""
+    from conftest import SMOLLM2_GGUF as MODEL
+    if not MODEL.is_file():
+        pytest.skip("default model not installed (the README's test command installs it)")
+    for layers in ("int4", "int8"):
+        p = run("logits", "-m", str(MODEL), "--tokens", TOKENS, "--top", "5", "--weights", layers)
+        assert p.returncode == 0, p.stderr
+        assert "token_embd Q8_0 as int8-g32 without loss" in p.stderr, p.stderr
+        assert p.stdout == logits(MODEL, "--weights", layers, "--head-weights", "int8-g32")
+        assert p.stdout != logits(MODEL, "--weights", layers, "--head-weights", "int8" if layers == "int4" else "bf16")
+
+
 def test_bad_inputs_fail_cleanly(tmp_path: Path):
     p = run("logits", "-m", str(TINY), "--tokens", "1,2", "--weights", "int5")
     assert p.returncode != 0 and "unknown weight format 'int5'" in p.stderr

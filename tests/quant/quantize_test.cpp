@@ -563,6 +563,41 @@ TEST(QuantGguf, DeclaredFormatChoosesG128) {
     }
 }
 
+// Naming quantized layers and no head: a GGUF head already in a format that runs without loss
+// (here Q8_0 with a scale per block, as llama.cpp writes it) keeps that format, bit-exact with
+// naming it, and the load report says so; it is not quantized again into int4's default int8
+// (which the float head of the source still gets). Naming float layers (bf16) leaves it at bf16.
+TEST(QuantGguf, NamedWeightsKeepAQuantizedHeadsOwnFormat) {
+    util::ThreadPool pool(2);
+    const std::string src = test::golden_model("tiny-llama.gguf");
+    const std::string q8 = tmp_path("named_head_q8.gguf");
+    quantize_gguf(src, q8, parse_weight_format("int8-g32"), HeadOptions::as(parse_weight_format("int8-g32")), pool);
+    for (const char* fmt : {"int4", "int8", "fp8"}) {
+        const auto m = load(q8, fmt, pool);
+        EXPECT_EQ(m->weights.token_embd.view().type, kernels::WeightType::Q8) << fmt;
+        EXPECT_EQ(m->weights.token_embd.view().group, 32) << fmt;
+        EXPECT_EQ(m->weights.output.view().group, 32) << fmt;
+        EXPECT_NE(m->weights_note.find("token_embd Q8_0 as int8-g32 without loss; output Q8_0 as int8-g32 without loss"),
+                  std::string::npos)
+            << fmt << ": " << m->weights_note;
+        model::LoadOptions o;
+        o.load_tokenizer = false;
+        o.weights = parse_weight_format(fmt);
+        o.head_weights = parse_weight_format("int8-g32");
+        const auto named = model::load_model(q8, o, pool);
+        expect_same_packed(m->weights.token_embd, named->weights.token_embd, fmt);
+        expect_same_packed(m->weights.output, named->weights.output, fmt);
+        EXPECT_TRUE(named->weights_note.empty()) << named->weights_note;  // the head was named
+    }
+    EXPECT_EQ(load(q8, "bf16", pool)->weights.output.view().type, kernels::WeightType::BF16);
+    // The float source's head still gets the default beside int4, and no note.
+    const auto f = load(src, "int4", pool);
+    EXPECT_EQ(f->weights.output.view().type, kernels::WeightType::Q8);
+    EXPECT_EQ(f->weights.output.view().group, 0);
+    EXPECT_TRUE(f->weights_note.empty()) << f->weights_note;
+    std::filesystem::remove(q8);
+}
+
 // --head-weights int8: the embeddings / head load as int8 per channel (a quarter of bf16's
 // bytes, accounted as embeddings) while the layers stay int4, and every head row is the bf16
 // row within int8 rounding (squared error no more than plain max/127 rounding's bound).
