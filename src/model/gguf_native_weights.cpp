@@ -32,30 +32,27 @@ bool is_layer_matrix(const GGUFTensor& t, int64_t n_layers) {
     return true;
 }
 
-bool is_float(tensor::GgmlType t) {
-    return t == tensor::GgmlType::F32 || t == tensor::GgmlType::F16 || t == tensor::GgmlType::BF16;
-}
-
-// Q8_0 is int8 per channel when every block of a row has the row's scale; import_ggml_row checks
-// the same for every row at load.
-// Only the first row with a nonzero scale here (an all-zero row, such as a padding token's
-// embedding, fits either format and decides nothing): a file quantized per block shows it
-// there. The parser checked that the data holds every row (model/gguf_file.cpp).
-bool q8_0_first_row_per_channel(const uint8_t* data, int64_t rows, int64_t cols) {
-    if (cols % 32 != 0 || data == nullptr) return false;
-    const int64_t blocks = cols / 32;
-    static constexpr uint8_t kZero[2] = {0, 0};
-    for (int64_t r = 0; r < rows; ++r) {
-        const uint8_t* row = data + r * blocks * 34;
-        bool zero = true;
-        for (int64_t b = 0; b < blocks; ++b) {
-            const uint8_t* blk = row + b * 34;
-            if (std::memcmp(blk, row, 2) != 0) return false;
-            zero = zero && std::memcmp(blk, kZero, 2) == 0;
+// Whether the first row of a [rows, cols] GGUF matrix that is not all zero bytes imports into
+// `format` exactly (import_ggml_row checks the same for every row at load). An all-zero row, such
+// as a padding token's embedding, fits every format and decides nothing; a file quantized per
+// block, or with another group, shows it in its first real row. The parser checked that the data
+// holds every row (model/gguf_file.cpp).
+bool first_row_imports(tensor::GgmlType type, const uint8_t* data, int64_t rows, int64_t cols,
+                       const std::string& format) {
+    if (data == nullptr) return false;
+    const kernels::WeightMatrix layout = quant::parse_weight_format(format).layout(1, cols);
+    try {
+        kernels::check_quant_shape(layout);  // a group that does not divide the row
+        const int64_t row_bytes = tensor::ggml_row_bytes(type, cols);
+        for (int64_t r = 0; r < rows; ++r) {
+            const uint8_t* row = data + r * row_bytes;
+            if (std::all_of(row, row + row_bytes, [](uint8_t v) { return v == 0; })) continue;
+            return quant::import_ggml_row(type, row, layout).has_value();
         }
-        if (!zero) return true;
+    } catch (const util::Error&) {
+        return false;  // the load reports it (a corrupt scale, a bad shape)
     }
-    return true;  // every row zero: int8 holds it exactly
+    return true;  // every row zero: any format holds it exactly
 }
 
 // The format `warden quantize` declared (kGgufDeclaredWeightsKey), when it is a quantized format
@@ -88,23 +85,8 @@ std::optional<std::string> declared_format(const GGUFFile& g, tensor::GgmlType l
     return std::nullopt;
 }
 
-// Whether the first row of `t` with a nonzero byte imports into `format` exactly (an all-zero
-// row fits every format and decides nothing, as in q8_0_first_row_per_channel).
 bool first_row_imports(const GGUFTensor& t, const std::string& format) {
-    if (t.shape.size() != 2 || t.data == nullptr) return false;
-    const int64_t cols = t.shape[0], row_bytes = tensor::ggml_row_bytes(t.type, cols);
-    const kernels::WeightMatrix layout = quant::parse_weight_format(format).layout(1, cols);
-    for (int64_t r = 0; r < t.shape[1]; ++r) {
-        const uint8_t* row = t.data + r * row_bytes;
-        if (std::all_of(row, row + row_bytes, [](uint8_t b) { return b == 0; })) continue;
-        try {
-            kernels::check_quant_shape(layout);  // a group that does not divide the row
-            return quant::import_ggml_row(t.type, row, layout).has_value();
-        } catch (const util::Error&) {
-            return false;  // the load reports it (a corrupt scale, a bad shape)
-        }
-    }
-    return true;
+    return t.shape.size() == 2 && first_row_imports(t.type, t.data, t.shape[1], t.shape[0], format);
 }
 
 }  // namespace
@@ -113,7 +95,7 @@ std::optional<std::string> ggml_native_format(tensor::GgmlType type, const uint8
                                               int64_t cols) {
     if (type == tensor::GgmlType::Q4_0) return "int4-g32";
     if (type == tensor::GgmlType::Q4_1) return "int4-g32-asym";
-    if (type == tensor::GgmlType::Q8_0) return q8_0_first_row_per_channel(data, rows, cols) ? "int8" : "int8-g32";
+    if (type == tensor::GgmlType::Q8_0) return first_row_imports(type, data, rows, cols, "int8") ? "int8" : "int8-g32";
     return std::nullopt;
 }
 
@@ -132,7 +114,7 @@ GgufNativeWeights gguf_native_weights(const GGUFFile& g, const ModelConfig& c,
     for (const auto& t : g.tensors()) {
         if (!is_layer_matrix(t, c.n_layers)) continue;
         types[tensor::ggml_type_name(t.type)] += 1;
-        all_float = all_float && is_float(t.type);
+        all_float = all_float && tensor::ggml_is_float(t.type);
         layer.push_back(&t);
     }
     if (types.empty() || all_float) return r;  // a float checkpoint: --dtype, nothing to report

@@ -162,8 +162,8 @@ public:
             if (auto it = native_head_.find(role); it != native_head_.end()) chosen = it->second;
         // Unset still, beside named quantized layers: a GGUF head already in a format that runs
         // without loss (Q4_0, Q4_1, Q8_0 per row or per block) keeps it rather than being
-        // quantized again (SmolLM2's per-block Q8_0 head: KL to bf16 0.0035 as int8-g32 against
-        // 0.0051 requantized per row), as a load without --weights does (native_head_).
+        // quantized again, as a load without --weights does (native_head_): the same file gives
+        // the same head either way. (Not for quality at int4: docs/WEIGHT_QUANT.md, session 14.)
         if (embd && !chosen && opts_.weights && opts_.weights->quantized() && t.is_ggml && t.dims.size() == 2)
             if (auto own = ggml_native_format(t.ggml_type, t.data, rows, cols)) {
                 chosen = quant::parse_weight_format(*own);

@@ -83,10 +83,8 @@ QuantizeStats quantize_gguf(const std::string& in, const std::string& out, const
         if (t.shape.size() == 2 && is_linear_weight(t.name)) {
             fmt = f;
         } else if (t.shape.size() == 2 && is_embedding_weight(t.name)) {
-            const bool is_float = t.type == tensor::GgmlType::F32 || t.type == tensor::GgmlType::F16 ||
-                                  t.type == tensor::GgmlType::BF16;
             if (head.mode == HeadOptions::Mode::Format) fmt = head.format;
-            else if (head.mode == HeadOptions::Mode::Default && is_float) fmt = default_head;
+            else if (head.mode == HeadOptions::Mode::Default && tensor::ggml_is_float(t.type)) fmt = default_head;
             if (fmt) {
                 WeightFormat named = *fmt;
                 named.act_f32 = false;

@@ -25,6 +25,8 @@ const GgmlTypeInfo* ggml_type_info(uint32_t raw_type);
 const GgmlTypeInfo& ggml_type_info(GgmlType t);
 std::string ggml_type_name(GgmlType t);
 
+inline bool ggml_is_float(GgmlType t) { return t == GgmlType::F32 || t == GgmlType::F16 || t == GgmlType::BF16; }
+
 // Bytes of a row of n elements; n must be a multiple of the block size (checked by callers).
 inline int64_t ggml_row_bytes(GgmlType t, int64_t n) {
     const auto& info = ggml_type_info(t);
