@@ -91,6 +91,10 @@ bool first_row_imports(const GGUFTensor& t, const std::string& format) {
 
 }  // namespace
 
+namespace {
+
+// The runtime format a GGUF matrix of `rows` x `cols` (row-major blocks at `data`; only Q8_0
+// reads them) imports into without loss, if any.
 std::optional<std::string> ggml_native_format(tensor::GgmlType type, const uint8_t* data, int64_t rows,
                                               int64_t cols) {
     if (type == tensor::GgmlType::Q4_0) return "int4-g32";
@@ -99,75 +103,120 @@ std::optional<std::string> ggml_native_format(tensor::GgmlType type, const uint8
     return std::nullopt;
 }
 
+}  // namespace
+
 std::optional<std::string> gguf_tensor_native_format(const GGUFTensor& t) {
     // Stacked (3-D) experts: only Q8_0 reads rows, and a stack is taken as per block.
     if (t.shape.size() != 2) return ggml_native_format(t.type, nullptr, 0, 0);
     return ggml_native_format(t.type, t.data, t.shape[1], t.shape[0]);
 }
 
-GgufNativeWeights gguf_native_weights(const GGUFFile& g, const ModelConfig& c,
-                                      const std::string& dtype_name, bool head_chosen) {
-    GgufNativeWeights r;
+namespace {
+
+// The layer matrices of a file: how many of each GGUF type, and whether all are float.
+struct LayerScan {
     std::map<std::string, int> types;  // type name -> layer matrices of it
     bool all_float = true;
     std::vector<const GGUFTensor*> layer;
+};
+
+LayerScan scan_layers(const GGUFFile& g, const ModelConfig& c) {
+    LayerScan s;
     for (const auto& t : g.tensors()) {
         if (!is_layer_matrix(t, c.n_layers)) continue;
-        types[tensor::ggml_type_name(t.type)] += 1;
-        all_float = all_float && tensor::ggml_is_float(t.type);
-        layer.push_back(&t);
+        s.types[tensor::ggml_type_name(t.type)] += 1;
+        s.all_float = s.all_float && tensor::ggml_is_float(t.type);
+        s.layer.push_back(&t);
     }
-    if (types.empty() || all_float) return r;  // a float checkpoint: --dtype, nothing to report
-    std::string ignored;                       // a declared format that does not fit, for the note
-    const auto declared = declared_format(
-        g, types.size() == 1 ? layer.front()->type : tensor::GgmlType::F32, ignored);
+    return s;
+}
+
+// The embeddings' and head's lossless formats (the one rule for loads with and without
+// --weights). `fallback` (only without --weights): the format a head without one gets, for the
+// note; `note` gets "; token_embd Q8_0 as int8-g32 without loss" per head (per head that maps,
+// with `only_exact`).
+void decide_heads(const GGUFFile& g, const ModelConfig& c, const LayerScan& s,
+                  const std::optional<std::string>& declared,
+                  const std::optional<quant::WeightFormat>& fallback, const std::string& dtype_name,
+                  bool only_exact, GgufNativeWeights& r) {
+    auto head = [&](const char* name, std::optional<std::string>& out) {
+        const GGUFTensor* t = g.find_tensor(std::string(name) + ".weight");
+        if (t == nullptr) return;
+        // A Q4 head of the layers' block type in a declared file was usually written in the
+        // declared format too (--quantize-embeddings), but `warden quantize --head-weights` may
+        // have written it with another group (int4-g32 beside int4-g128 layers), so the
+        // declaration holds for it only where its first row imports into it exactly; else its
+        // blocks decide (int4-g32 holds any Q4_0). A Q8_0 head's blocks always decide between
+        // int8 and int8-g32 (it may have been copied from either kind of source).
+        out = declared && t->type == s.layer.front()->type && t->type != tensor::GgmlType::Q8_0 &&
+                      first_row_imports(*t, *declared)
+                  ? declared
+                  : gguf_tensor_native_format(*t);
+        const bool exact = out.has_value();
+        if (!exact && only_exact) return;
+        if (!out && fallback) out = quant::weight_format_name(*fallback);
+        r.note += std::string("; ") + name + " " + tensor::ggml_type_name(t->type) + " as " +
+                  out.value_or(dtype_name) + (exact ? " without loss" : "");
+    };
+    head("token_embd", r.embed);
+    if (!c.tied_embeddings) head("output", r.output);
+}
+
+// The declared format of a file whose layer matrices are all of one type, else unset.
+std::optional<std::string> declared_layers(const GGUFFile& g, const LayerScan& s,
+                                           std::string& ignored) {
+    if (s.types.empty() || s.all_float) return std::nullopt;
+    return declared_format(g, s.types.size() == 1 ? s.layer.front()->type : tensor::GgmlType::F32,
+                           ignored);
+}
+
+}  // namespace
+
+GgufNativeWeights gguf_native_weights(const GGUFFile& g, const ModelConfig& c,
+                                      const std::string& dtype_name, bool head_chosen) {
+    GgufNativeWeights r;
+    const LayerScan s = scan_layers(g, c);
+    if (s.types.empty() || s.all_float) return r;  // a float checkpoint: --dtype, nothing to report
+    std::string ignored;  // a declared format that does not fit, for the note
+    const auto declared = declared_layers(g, s, ignored);
     if (declared) {
         r.layers = declared;
-    } else if (types.size() == 1) {  // one type: native when it has a lossless format
-        r.layers = gguf_tensor_native_format(*layer.front());
+    } else if (s.types.size() == 1) {  // one type: native when it has a lossless format
+        r.layers = gguf_tensor_native_format(*s.layer.front());
         // Q8_0: per channel (int8) when every matrix is, else a scale per block (int8-g32), which
         // imports any Q8_0 block without loss.
-        for (size_t i = 1; i < layer.size() && r.layers == "int8"; ++i)
-            if (gguf_tensor_native_format(*layer[i]) != r.layers) r.layers = "int8-g32";
+        for (size_t i = 1; i < s.layer.size() && r.layers == "int8"; ++i)
+            if (gguf_tensor_native_format(*s.layer[i]) != r.layers) r.layers = "int8-g32";
     }
     if (!r.layers) {
         std::string list;
-        for (const auto& [name, n] : types)
+        for (const auto& [name, n] : s.types)
             list += (list.empty() ? "" : ", ") + name + " x" + std::to_string(n);
         r.note = "auto: layer matrices " + list + " have no lossless runtime format, so " +
                  dtype_name + " (--weights int4 or int8 quantizes them at load)" + ignored;
         return r;  // the embeddings and head stay at --dtype beside --dtype layers
     }
-    r.note = "auto: layer matrices " + tensor::ggml_type_name(layer.front()->type) +
+    r.note = "auto: layer matrices " + tensor::ggml_type_name(s.layer.front()->type) +
              (declared ? " written as " + *declared : std::string()) + ", imported without loss" +
              ignored;
-    if (!head_chosen) {
-        // The embeddings and head: their own format where it maps without loss, else the default
-        // beside these layers, as `--weights` gives it (quant::default_head_format: int8 beside
-        // int4), else --dtype.
-        const auto fallback = quant::default_head_format(quant::parse_weight_format(*r.layers));
-        auto head = [&](const char* name, std::optional<std::string>& out) {
-            const GGUFTensor* t = g.find_tensor(std::string(name) + ".weight");
-            if (t == nullptr) return;
-            // A Q4 head of the layers' block type in a declared file was usually written in the
-            // declared format too (--quantize-embeddings), but `warden quantize --head-weights`
-            // may have written it with another group (int4-g32 beside int4-g128 layers), so the
-            // declaration holds for it only where its first row imports into it exactly; else its
-            // blocks decide (int4-g32 holds any Q4_0). A Q8_0 head's blocks always decide between
-            // int8 and int8-g32 (it may have been copied from either kind of source).
-            out = declared && t->type == layer.front()->type && t->type != tensor::GgmlType::Q8_0 &&
-                          first_row_imports(*t, *declared)
-                      ? declared
-                      : gguf_tensor_native_format(*t);
-            const bool exact = out.has_value();
-            if (!out && fallback) out = quant::weight_format_name(*fallback);
-            r.note += std::string("; ") + name + " " + tensor::ggml_type_name(t->type) + " as " +
-                      out.value_or(dtype_name) + (exact ? " without loss" : "");
-        };
-        head("token_embd", r.embed);
-        if (!c.tied_embeddings) head("output", r.output);
-    }
+    // The embeddings and head: their own format where it maps without loss, else the default
+    // beside these layers, as `--weights` gives it (quant::default_head_format: int8 beside
+    // int4), else --dtype.
+    if (!head_chosen)
+        decide_heads(g, c, s, declared,
+                     quant::default_head_format(quant::parse_weight_format(*r.layers)), dtype_name,
+                     false, r);
     r.note += "; --weights chooses";
+    return r;
+}
+
+GgufNativeWeights gguf_named_heads(const GGUFFile& g, const ModelConfig& c) {
+    GgufNativeWeights r;
+    const LayerScan s = scan_layers(g, c);
+    // A declaration that does not fit the layers is reported by a load without --weights.
+    std::string ignored;
+    decide_heads(g, c, s, declared_layers(g, s, ignored), std::nullopt, "", true, r);
+    if (!r.note.empty()) r.note.erase(0, 2);  // no layer part to follow: drop the leading "; "
     return r;
 }
 

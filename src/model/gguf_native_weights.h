@@ -36,10 +36,15 @@ struct GgufNativeWeights {
 GgufNativeWeights gguf_native_weights(const GGUFFile& g, const ModelConfig& c,
                                       const std::string& dtype_name, bool head_chosen);
 
+// Beside layers named by --weights in a quantized format, with no --head-weights: the embeddings
+// and head that keep their own lossless format by the same rule as above (embed / output set),
+// and a note naming them ("token_embd Q8_0 as int8-g32 without loss"); `layers` stays unset and
+// so does a head without one (the loader gives it the layers' default head). So the same file
+// gives the same head whether or not the layer format is named, and nothing in it is quantized
+// twice.
+GgufNativeWeights gguf_named_heads(const GGUFFile& g, const ModelConfig& c);
+
 // The runtime format one tensor's first row imports into bit-exactly, if any.
 std::optional<std::string> gguf_tensor_native_format(const GGUFTensor& t);
-// The same for a GGUF matrix of `rows` x `cols` (row-major blocks at `data`; only Q8_0 reads them).
-std::optional<std::string> ggml_native_format(tensor::GgmlType type, const uint8_t* data, int64_t rows,
-                                              int64_t cols);
 
 }  // namespace warden::model

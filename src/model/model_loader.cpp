@@ -120,9 +120,9 @@ public:
     Loader(Model& m, const LoadOptions& o, util::ThreadPool& pool,
            std::function<std::optional<SourceTensor>(const std::string&)> find,
            std::function<std::string(const std::string&, int)> name,
-           std::map<std::string, quant::WeightFormat> native_head = {})
+           std::map<std::string, quant::WeightFormat> head_formats = {})
         : m_(m), opts_(o), pool_(pool), find_(std::move(find)), name_(std::move(name)),
-          native_head_(std::move(native_head)) {}
+          head_formats_(std::move(head_formats)) {}
 
     std::optional<SourceTensor> get_opt(const std::string& role, int layer) const {
         const std::string n = name_(role, layer);
@@ -158,21 +158,11 @@ public:
         quant::WeightFormat hi;
         hi.type = opts_.dtype == RuntimeDType::BF16 ? kernels::WeightType::BF16 : kernels::WeightType::F32;
         std::optional<quant::WeightFormat> chosen = embd ? opts_.head_weights : opts_.weights;
-        if (embd && !chosen)
-            if (auto it = native_head_.find(role); it != native_head_.end()) chosen = it->second;
-        // Unset still, beside named quantized layers: a GGUF head already in a format that runs
-        // without loss (Q4_0, Q4_1, Q8_0 per row or per block) keeps it rather than being
-        // quantized again, as a load without --weights does (native_head_): the same file gives
-        // the same head either way. (Not for quality at int4: docs/WEIGHT_QUANT.md, session 14.)
-        if (embd && !chosen && opts_.weights && opts_.weights->quantized() && t.is_ggml && t.dims.size() == 2)
-            if (auto own = ggml_native_format(t.ggml_type, t.data, rows, cols)) {
-                chosen = quant::parse_weight_format(*own);
-                head_note_ += std::string(head_note_.empty() ? "" : "; ") +
-                              (role == "output" ? "output " : "token_embd ") + t.type_name() + " as " + *own +
-                              " without loss";
-            }
-        // Else the default beside these layers, named or native (int8 beside int4,
+        // Unset: the checkpoint's own lossless format (the caller decided it: head_formats_), else
+        // the default beside these layers, named or native (int8 beside int4,
         // quant::default_head_format), as `--weights` gives it.
+        if (embd && !chosen)
+            if (auto it = head_formats_.find(role); it != head_formats_.end()) chosen = it->second;
         if (embd && !chosen && opts_.weights) chosen = quant::default_head_format(*opts_.weights);
         const quant::WeightFormat f = chosen.value_or(hi);
         Matrix m = build_matrix(t, f, rows, cols);
@@ -339,8 +329,6 @@ public:
     // Where every matrix of the model gets its bytes (2 MiB pages where the kernel allows:
     // util/huge_page_arena.h). The matrices keep their chunks alive after the loader is gone.
     mutable util::HugePageArena arena_;
-    // Heads of a named-format load that kept their own format, for the load report (matrix()).
-    mutable std::string head_note_;
 
 private:
     Model& m_;
@@ -350,7 +338,7 @@ private:
     std::function<std::string(const std::string&, int)> name_;
     // "embed" / "output" -> the format the checkpoint's own tensor imports into without loss,
     // used when no --head-weights is given (model/gguf_native_weights.h).
-    std::map<std::string, quant::WeightFormat> native_head_;
+    std::map<std::string, quant::WeightFormat> head_formats_;
 };
 
 void count_params(Model& m, const std::vector<SourceTensor>& all) {
@@ -400,9 +388,15 @@ std::unique_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
     };
     // Without --weights, Q4_0 / Q4_1 / Q8_0 layers load in their own format (bit-exact
     // import, or the format `warden quantize` declared), and so do the embeddings and head where
-    // theirs maps (model/gguf_native_weights.h).
+    // theirs maps (model/gguf_native_weights.h); beside named quantized layers the embeddings and
+    // head follow the same rule.
     LoadOptions eff = opts;
-    std::map<std::string, quant::WeightFormat> native_head;  // role -> format
+    std::map<std::string, quant::WeightFormat> head_formats;  // role -> format
+    const auto keep_heads = [&head_formats](const GgufNativeWeights& nw) {
+        if (nw.embed) head_formats["embed"] = quant::parse_weight_format(*nw.embed);
+        if (nw.output) head_formats["output"] = quant::parse_weight_format(*nw.output);
+    };
+    std::string named_head_note;  // heads that kept their format beside named layers
     if (!opts.weights && opts.native_weights) {  // also without load_weights: `warden info` reports it
         const GgufNativeWeights nw =
             gguf_native_weights(g, cfg, runtime_dtype_name(opts.dtype), opts.head_weights.has_value());
@@ -411,10 +405,13 @@ std::unique_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
             eff.weights = quant::parse_weight_format(*nw.layers);
             m->weights_format = *nw.layers;
         }
-        if (nw.embed) native_head["embed"] = quant::parse_weight_format(*nw.embed);
-        if (nw.output) native_head["output"] = quant::parse_weight_format(*nw.output);
+        keep_heads(nw);
+    } else if (opts.weights && opts.weights->quantized() && !opts.head_weights) {
+        const GgufNativeWeights nw = gguf_named_heads(g, cfg);
+        named_head_note = nw.note;
+        keep_heads(nw);
     }
-    Loader loader(*m, eff, pool, find, names, native_head);
+    Loader loader(*m, eff, pool, find, names, head_formats);
     // Llama 3 rope scaling: per-dimension frequency divisors stored as a tensor.
     if (auto rf = loader.get_opt("rope_freqs", -1)) {
         const auto factors = loader.vec(*rf, m->config.rope_dim / 2);
@@ -431,8 +428,8 @@ std::unique_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
         m->weights_note += "; " + std::to_string(loader.ggml_requant_rows_.load()) +
                            " rows did not import into " + m->weights_format +
                            " exactly (e.g. Q8_0 with a scale per block into int8) and were requantized";
-    if (!loader.head_note_.empty())
-        m->weights_note += (m->weights_note.empty() ? "" : "; ") + loader.head_note_;
+    if (!named_head_note.empty())
+        m->weights_note += (m->weights_note.empty() ? "" : "; ") + named_head_note;
     return m;
 }
 

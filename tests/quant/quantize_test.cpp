@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -257,12 +258,17 @@ TEST(QuantGguf, QuantizeSaveLoadBitExact) {
     const model::GGUFFile sg(src);
     const bool tied = sg.find_tensor("output.weight") == nullptr;
     const int64_t heads = tied ? 1 : 2;
+    const std::map<std::string, tensor::GgmlType> block_type = {{"int4", tensor::GgmlType::Q4_0},
+                                                                {"int4-asym", tensor::GgmlType::Q4_1},
+                                                                {"int8", tensor::GgmlType::Q8_0},
+                                                                {"int8-g32", tensor::GgmlType::Q8_0}};
     for (const char* fmt : {"int4", "int4-asym", "int8", "int8-g32"}) {
         const bool int4 = std::string(fmt).starts_with("int4");
         for (const char* mode : {"default", "keep", "emb"}) {
             const bool emb = std::string(mode) == "emb";
-            const HeadOptions head = emb ? HeadOptions::as(parse_weight_format(fmt))
-                                         : (std::string(mode) == "keep" ? HeadOptions::keep() : HeadOptions{});
+            HeadOptions head;  // "default"
+            if (emb) head = HeadOptions::as(parse_weight_format(fmt));
+            if (std::string(mode) == "keep") head = HeadOptions::keep();
             const bool head_written = emb || (std::string(mode) == "default" && int4);
             const std::string what = std::string(fmt) + " head " + mode;
             const std::string out = tmp_path(std::string(fmt) + "_" + mode + ".gguf");
@@ -276,11 +282,12 @@ TEST(QuantGguf, QuantizeSaveLoadBitExact) {
                 const model::GGUFFile og(out);
                 const auto* te = og.find_tensor("token_embd.weight");
                 ASSERT_NE(te, nullptr);
-                EXPECT_EQ(te->type, head_written ? (int4 && emb ? (std::string(fmt) == "int4" ? tensor::GgmlType::Q4_0
-                                                                                              : tensor::GgmlType::Q4_1)
-                                                                : tensor::GgmlType::Q8_0)
-                                                 : sg.find_tensor("token_embd.weight")->type)
-                    << what;
+                // --quantize-embeddings: the layers' block type; the default head beside int4: int8's
+                // Q8_0; else the source's tensor, copied.
+                tensor::GgmlType want = sg.find_tensor("token_embd.weight")->type;
+                if (emb) want = block_type.at(fmt);
+                else if (head_written) want = tensor::GgmlType::Q8_0;
+                EXPECT_EQ(te->type, want) << what;
             }
             const auto a = load(src, fmt, pool, emb);
             const auto b = load(out, fmt, pool, emb);
@@ -516,7 +523,9 @@ TEST(QuantGguf, Q8_0WithPerBlockScalesIsNativeInt8G32) {
 // blocks (another type, not a format, not a string) is ignored and named in the note.
 TEST(QuantGguf, DeclaredFormatChoosesG128) {
     // head: the output.weight Q4_0 tensor's bytes (none when empty).
-    auto resolve = [](const model::GGUFValue* declared, const std::vector<uint8_t>& head = {}) {
+    // named: the heads beside layers named by --weights (gguf_named_heads), by the same rule.
+    auto resolve = [](const model::GGUFValue* declared, const std::vector<uint8_t>& head = {},
+                      bool named = false) {
         model::GGUFWriter w;
         if (declared) w.set(model::kGgufDeclaredWeightsKey, *declared);
         std::vector<uint8_t> q4(2 * 4 * 18, 0x11);  // 2 rows x 4 Q4_0 blocks, every scale 0x1111
@@ -527,7 +536,8 @@ TEST(QuantGguf, DeclaredFormatChoosesG128) {
         const model::GGUFFile g(path);
         model::ModelConfig c;
         c.n_layers = 1;
-        auto r = model::gguf_native_weights(g, c, "bf16", false);
+        auto r =
+            named ? model::gguf_named_heads(g, c) : model::gguf_native_weights(g, c, "bf16", false);
         std::filesystem::remove(path);
         return r;
     };
@@ -543,12 +553,19 @@ TEST(QuantGguf, DeclaredFormatChoosesG128) {
     EXPECT_EQ(r.layers, std::optional<std::string>("int4-g128")) << r.note;
     EXPECT_NE(r.note.find("written as int4-g128"), std::string::npos) << r.note;
     // A Q4_0 head in the declared file: int4-g128 where its first nonzero row shares a scale per
-    // 128 (--quantize-embeddings), int4-g32 where it does not (`warden quantize --head-weights int4`
-    // beside int4-g128 layers), so no row of it is requantized at load.
+    // 128 (--quantize-embeddings), int4-g32 where it does not (`warden quantize --head-weights
+    // int4` beside int4-g128 layers), so no row of it is requantized at load. Named layers
+    // (--weights int8, say) leave the head to the same rule.
     std::vector<uint8_t> head(2 * 4 * 18, 0x11);
     EXPECT_EQ(resolve(&g128, head).output, std::optional<std::string>("int4-g128"));
+    const auto n = resolve(&g128, head, true);
+    EXPECT_EQ(n.output, std::optional<std::string>("int4-g128")) << n.note;
+    EXPECT_EQ(n.layers, std::nullopt);
+    EXPECT_EQ(n.note, "output Q4_0 as int4-g128 without loss");
+    EXPECT_EQ(resolve(&g128, {}, true).note, "");  // no head tensor: nothing to report
     head[18] = 0x12;  // row 0, block 1: a scale of its own
     EXPECT_EQ(resolve(&g128, head).output, std::optional<std::string>("int4-g32")) << resolve(&g128, head).note;
+    EXPECT_EQ(resolve(&g128, head, true).output, std::optional<std::string>("int4-g32"));
     std::fill(head.begin(), head.begin() + 4 * 18, uint8_t{0});  // an all-zero row 0 decides nothing
     EXPECT_EQ(resolve(&g128, head).output, std::optional<std::string>("int4-g128"));
     head[4 * 18 + 18] = 0x12;  // row 1 decides
