@@ -2,11 +2,14 @@
 //   OUT ending in .gguf: GGUF with Q4_0 / Q4_1 / Q8_0 linear layers (input must be GGUF).
 //   OUT ending in .safetensors, or a directory (existing, or a path without extension):
 //   compressed-tensors pack-quantized safetensors (int4-g32 / int4-g128 / int8 / int8-g32, symmetric;
-//   input must be a Hugging Face directory; quant/quantize_ct.h).
+//   input must be a Hugging Face directory; a directory gets shards of --max-shard-size with an
+//   index when the weights are larger; quant/quantize_ct.h).
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 
 #include "cli/common.h"
+#include "cli/engine_options.h"
 #include "quant/quantize_ct.h"
 #include "quant/quantize_model.h"
 #include "util/error.h"
@@ -19,6 +22,7 @@ struct QuantizeOptions {
     CommonOptions common;
     std::string out;
     std::string head_weights;  // --head-weights FORMAT|keep (GGUF output)
+    std::string max_shard_size;  // --max-shard-size (compressed-tensors directory output)
 };
 
 bool ends_with(const std::string& s, const std::string& suf) {
@@ -44,12 +48,17 @@ int quantize(const QuantizeOptions& o) {
     if (!o.head_weights.empty() && ct_out)
         throw util::Error("quantize: --head-weights is for GGUF output (compressed-tensors keeps the head unquantized; "
                           "--quantize-embeddings quantizes it with the layers)");
+    if (!o.max_shard_size.empty() && !ct_out)
+        throw util::Error("quantize: --max-shard-size is for compressed-tensors output into a directory (GGUF is "
+                          "one file)");
+    std::optional<int64_t> max_shard;
+    if (!o.max_shard_size.empty()) max_shard = parse_bytes(o.max_shard_size, "--max-shard-size");
     quant::HeadOptions head;  // GGUF: a float head becomes the default beside the layers (int8 beside int4)
     if (o.common.quantize_embeddings) head = quant::HeadOptions::as(f);
     else if (o.head_weights == "keep") head = quant::HeadOptions::keep();
     else if (!o.head_weights.empty()) head = quant::HeadOptions::as(quant::parse_weight_format(o.head_weights));
     const auto st = ct_out ? quant::quantize_hf_compressed_tensors(o.common.model_path, o.out, f,
-                                                                   o.common.quantize_embeddings, pool)
+                                                                   o.common.quantize_embeddings, pool, max_shard)
                            : quant::quantize_gguf(o.common.model_path, o.out, f, head, pool);
     std::printf("wrote %s: %lld tensors quantized (%s%s%s), %lld copied; tensor data %.1f MiB -> %.1f MiB\n",
                 o.out.c_str(), static_cast<long long>(st.tensors_quantized), quant::weight_format_name(f).c_str(),
@@ -73,6 +82,9 @@ void register_quantize(CLI::App& app, int& rc) {
                     "GGUF output: format of token_embd/output (int4*/int8*), or keep to copy them unchanged "
                     "(default: a float one as int8 beside int4 layers, as loading with --weights runs it; "
                     "else copied)");
+    sub->add_option("--max-shard-size", o->max_shard_size,
+                    "compressed-tensors output into a directory: largest safetensors shard, e.g. 500M or 2G "
+                    "(default 5G); larger models are written as model-0000i-of-0000N.safetensors with an index");
     sub->callback([o, &rc] { rc = quantize(*o); });
 }
 

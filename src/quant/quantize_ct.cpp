@@ -1,8 +1,10 @@
 #include "quant/quantize_ct.h"
 
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <optional>
 #include <set>
 
@@ -53,7 +55,8 @@ std::vector<uint8_t> f32_bytes(const model::SourceTensor& t) {
 }  // namespace
 
 QuantizeStats quantize_hf_compressed_tensors(const std::string& in_dir, const std::string& out, const WeightFormat& f,
-                                             bool embeddings, util::ThreadPool& pool) {
+                                             bool embeddings, util::ThreadPool& pool,
+                                             std::optional<int64_t> max_shard_bytes) {
     std::error_code ec;
     if (!fs::is_directory(in_dir, ec) || !fs::exists(in_dir + "/config.json"))
         throw Error("quantize: compressed-tensors output needs a Hugging Face model directory (config.json + "
@@ -70,7 +73,16 @@ QuantizeStats quantize_hf_compressed_tensors(const std::string& in_dir, const st
 
     // Output paths.
     std::string out_file, out_dir;
-    if (out.ends_with(".safetensors")) {
+    const bool single_file_out = out.ends_with(".safetensors");
+    if (single_file_out && max_shard_bytes)
+        throw Error("quantize: --max-shard-size needs a directory output (shards and their index go into it), got "
+                    "the file '" + out + "'");
+    if (max_shard_bytes && *max_shard_bytes <= 0)
+        throw Error("quantize: the shard size must be positive, got " + std::to_string(*max_shard_bytes));
+    // A named file holds everything; a directory gets shards of at most this many bytes.
+    const int64_t shard_limit = single_file_out ? std::numeric_limits<int64_t>::max()
+                                                : max_shard_bytes.value_or(kDefaultMaxShardBytes);
+    if (single_file_out) {
         out_file = out;
         out_dir = fs::path(out).parent_path().string();
         if (out_dir.empty()) out_dir = ".";
@@ -120,7 +132,14 @@ QuantizeStats quantize_hf_compressed_tensors(const std::string& in_dir, const st
         if (seen.insert(n).second) names.push_back(n);
     }
 
-    model::SafetensorsWriter w;
+    // Plan: what each logical tensor becomes and its bytes in the output, so every shape error is
+    // raised before anything is written and the shards can be cut before any is filled.
+    struct Planned {
+        std::string name;  // logical (source) name
+        bool quantize = false;
+        int64_t bytes = 0;  // in the output (packed + scales + shape when quantized)
+    };
+    std::vector<Planned> plan;
     QuantizeStats stats;
     for (const auto& t : st.tensors()) stats.bytes_in += static_cast<int64_t>(t.n_bytes);
     std::vector<std::string> ignore;
@@ -130,18 +149,46 @@ QuantizeStats quantize_hf_compressed_tensors(const std::string& in_dir, const st
         if (!src) throw Error("'" + in_dir + "': tensor '" + n + "' vanished");  // not reached
         const model::SourceTensor& t = *src;
         const bool emb = n == "lm_head.weight" || n == "model.embed_tokens.weight";
-        bool quantize = t.dims.size() == 2 && (is_layer_linear(n) || (embeddings && emb));
-        const kernels::WeightMatrix layout = f.layout(quantize ? t.dims[0] : 1, quantize ? t.dims[1] : 32);
-        if (quantize) {
+        Planned p{n, t.dims.size() == 2 && (is_layer_linear(n) || (embeddings && emb)), 0};
+        if (p.quantize) {
+            const int64_t rows = t.dims[0], cols = t.dims[1];
             try {
-                kernels::check_quant_shape(layout);
+                kernels::check_quant_shape(f.layout(rows, cols));
             } catch (const Error& e) {
                 throw Error("'" + in_dir + "': tensor '" + n + "' as " + weight_format_name(f) + ": " + e.what());
             }
-        }
-        if (!quantize) {
+            const int64_t words = (cols * num_bits + 31) / 32, ng = f.group != 0 ? cols / f.group : 1;
+            p.bytes = rows * words * 4 + rows * ng * 2 + 16;
+            if (n == "model.embed_tokens.weight") embed_quantized = true;
+        } else {
             if (t.dims.size() == 2 && n.ends_with(".weight") && n != "model.embed_tokens.weight")
                 ignore.push_back(n.substr(0, n.size() - 7));
+            const auto* raw = st.find(n);
+            p.bytes = raw && !t.ct && raw->dtype == t.st_dtype ? static_cast<int64_t>(raw->n_bytes)
+                                                                 : t.n_rows() * t.row_len() * 4;
+        }
+        plan.push_back(std::move(p));
+    }
+
+    // Shards: consecutive tensors up to max_shard_bytes each (one larger tensor alone), as
+    // transformers' save_pretrained cuts them; a quantized weight's three tensors stay together.
+    std::vector<std::vector<size_t>> shards;
+    int64_t filled = 0;
+    for (size_t i = 0; i < plan.size(); ++i) {
+        if (shards.empty() || (filled > 0 && filled + plan[i].bytes > shard_limit)) {
+            shards.emplace_back();
+            filled = 0;
+        }
+        shards.back().push_back(i);
+        filled += plan[i].bytes;
+    }
+    if (shards.empty()) shards.emplace_back();  // no tensors: one empty file, as before
+
+    // Writes plan[i] into w; returns the names of the tensors it added.
+    const auto emit = [&](const Planned& p, model::SafetensorsWriter& w) -> std::vector<std::string> {
+        const model::SourceTensor t = *find(p.name);
+        const std::string& n = p.name;
+        if (!p.quantize) {
             const auto* raw = st.find(n);
             if (raw && !t.ct && raw->dtype == t.st_dtype) {
                 w.add_tensor(n, raw->dtype, raw->shape, std::vector<uint8_t>(raw->data, raw->data + raw->n_bytes));
@@ -149,10 +196,10 @@ QuantizeStats quantize_hf_compressed_tensors(const std::string& in_dir, const st
                 w.add_tensor(n, "F32", t.dims, f32_bytes(t));
             }
             ++stats.tensors_copied;
-            continue;
+            return {n};
         }
-        if (n == "model.embed_tokens.weight") embed_quantized = true;
         const int64_t rows = t.dims[0], cols = t.dims[1];
+        const kernels::WeightMatrix layout = f.layout(rows, cols);
         const int64_t words = (cols * num_bits + 31) / 32;
         const int64_t ng = f.group != 0 ? cols / f.group : 1;  // int4 groups, int8-g32 blocks, or per row
         std::vector<uint8_t> packed(static_cast<size_t>(rows * words * 4));
@@ -189,8 +236,41 @@ QuantizeStats quantize_hf_compressed_tensors(const std::string& in_dir, const st
         std::memcpy(shape.data() + 8, &cols, 8);
         w.add_tensor(m + ".weight_shape", "I64", {2}, std::move(shape));
         ++stats.tensors_quantized;
+        return {m + ".weight_packed", m + ".weight_scale", m + ".weight_shape"};
+    };
+
+    // One shard at a time, so memory holds one shard's data rather than the whole model's.
+    std::set<std::string> written;  // file names in out_dir
+    nlohmann::ordered_json weight_map = nlohmann::ordered_json::object();
+    for (size_t s = 0; s < shards.size(); ++s) {
+        char shard_name[64];
+        std::snprintf(shard_name, sizeof shard_name, "model-%05zu-of-%05zu.safetensors", s + 1, shards.size());
+        const std::string path = shards.size() == 1 ? out_file : out_dir + "/" + shard_name;
+        model::SafetensorsWriter w;
+        for (size_t i : shards[s])
+            for (const auto& tn : emit(plan[i], w)) weight_map[tn] = shard_name;
+        stats.bytes_out += w.data_bytes();
+        w.set_metadata("format", "pt");
+        w.write(path);
+        written.insert(fs::path(path).filename().string());
     }
-    stats.bytes_out = w.data_bytes();
+    if (shards.size() > 1) {
+        const nlohmann::ordered_json index = {{"metadata", {{"total_size", stats.bytes_out}}},
+                                              {"weight_map", weight_map}};
+        write_text(out_dir + "/model.safetensors.index.json", index.dump(2) + "\n");
+        written.insert("model.safetensors.index.json");
+    }
+    // Weights of an earlier run into this directory that this one did not write (a single file
+    // after shards, shards after a single file, shards of another count): the loader would read a
+    // stale model.safetensors before the index, so they go, as save_pretrained removes them. Only
+    // the names this writer gives its files; nothing else in the directory is touched.
+    if (!single_file_out)
+        for (const auto& e : fs::directory_iterator(out_dir, ec)) {
+            const std::string fn = e.path().filename().string();
+            const bool ours = fn == "model.safetensors" || fn == "model.safetensors.index.json" ||
+                              (fn.starts_with("model-") && fn.ends_with(".safetensors") && fn.find("-of-") != std::string::npos);
+            if (ours && !written.contains(fn)) fs::remove(e.path(), ec);
+        }
 
     // config.json: the source's, with the compressed-tensors quantization_config.
     nlohmann::ordered_json wargs = {{"num_bits", num_bits},
@@ -220,8 +300,6 @@ QuantizeStats quantize_hf_compressed_tensors(const std::string& in_dir, const st
         {"kv_cache_scheme", nullptr},
         {"global_compression_ratio", nullptr}};
     config["quantization_config"] = q;
-    w.set_metadata("format", "pt");
-    w.write(out_file);
     const bool write_config = !fs::equivalent(out_dir, in_dir, ec);
     if (write_config) {
         write_text(out_dir + "/config.json", config.dump(2) + "\n");

@@ -13,6 +13,8 @@
 // Formats: int4-g32 / int4-g128 (symmetric; f16 scales, bf16 with -bf16s) and int8 (channel).
 // -asym has no exact zero-point form (warden's offset is free, compressed-tensors' is an integer
 // multiple of the scale) and is refused.
+#include <cstdint>
+#include <optional>
 #include <string>
 
 #include "quant/quantize_model.h"
@@ -21,10 +23,19 @@
 
 namespace warden::quant {
 
-// `out` is a directory (written: model.safetensors, config.json, tokenizer/generation files
-// of the source) or a path ending in ".safetensors" (config.json is written next to it unless
-// that would overwrite the source's). Throws util::Error.
+// transformers' save_pretrained default shard size (there 5 GB; here 5 GiB).
+inline constexpr int64_t kDefaultMaxShardBytes = int64_t{5} << 30;
+
+// `out` is a directory (written: config.json, tokenizer/generation files of the source, and the
+// weights: model.safetensors when they fit in `max_shard_bytes` (default kDefaultMaxShardBytes),
+// else model-00001-of-0000N.safetensors shards with a model.safetensors.index.json, as Hugging Face
+// checkpoints are sharded; weight files of an earlier run there that this one did not write are
+// removed) or a path ending in ".safetensors" (one file whatever its size, so max_shard_bytes is
+// an error; config.json is written next to it unless that would overwrite the source's). Memory
+// holds one shard's output at a time. Throws util::Error, before writing anything for a bad
+// format, shape or option.
 QuantizeStats quantize_hf_compressed_tensors(const std::string& in_dir, const std::string& out, const WeightFormat& f,
-                                             bool embeddings, util::ThreadPool& pool);
+                                             bool embeddings, util::ThreadPool& pool,
+                                             std::optional<int64_t> max_shard_bytes = std::nullopt);
 
 }  // namespace warden::quant

@@ -8,11 +8,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <limits>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "kernels/matmul_quant.h"
@@ -490,6 +492,77 @@ TEST(CompressedTensors, QuantizeWriteLoadBitExactMoe) {
     if (!fs::exists(test::golden_model("tiny-qwen3-moe") + "/config.json")) GTEST_SKIP() << "tiny-qwen3-moe missing";
     // 3 layers: attention 4 each; layers 0, 2 MoE with 8 experts x 3; layer 1 dense (mlp_only_layers).
     check_round_trip("tiny-qwen3-moe", "int4-g32-bf16s", 3 * 4 + 2 * 8 * 3 + 3);
+}
+
+// A directory output larger than max_shard_bytes is written as model-0000i-of-0000N shards and an
+// index: every tensor in exactly one shard, no shard over the limit unless it holds one tensor
+// alone, the same tensors and bytes as the single file, and the same model loaded. Writing again
+// into the directory removes the weight files the new run did not write (a stale
+// model.safetensors would be read before the index), and nothing else.
+TEST(CompressedTensors, WriterShardsADirectoryOutput) {
+    if (!fs::exists(test::golden_model("tiny-llama") + "/config.json")) GTEST_SKIP() << "tiny-llama golden missing";
+    util::ThreadPool pool(2);
+    const std::string src = test::golden_model("tiny-llama");
+    const auto fmt = quant::parse_weight_format("int4-g32");
+    const std::string single = tmp_dir("shard_single"), sharded = tmp_dir("shard_many");
+    const auto st1 = quant::quantize_hf_compressed_tensors(src, single, fmt, false, pool);
+    EXPECT_FALSE(fs::exists(single + "/model.safetensors.index.json"));
+    std::ofstream(sharded + "/model.safetensors") << "stale";  // an earlier single-file run
+    std::ofstream(sharded + "/notes.txt") << "mine";
+    constexpr int64_t kLimit = 20000;
+    const auto st2 = quant::quantize_hf_compressed_tensors(src, sharded, fmt, false, pool, kLimit);
+    EXPECT_EQ(st2.bytes_out, st1.bytes_out);
+    EXPECT_EQ(st2.tensors_quantized, st1.tensors_quantized);
+    EXPECT_FALSE(fs::exists(sharded + "/model.safetensors"));
+    EXPECT_TRUE(fs::exists(sharded + "/notes.txt"));
+    std::ifstream ixf(sharded + "/model.safetensors.index.json");
+    const json ix = json::parse(ixf);
+    EXPECT_EQ(ix["metadata"]["total_size"].get<int64_t>(), st1.bytes_out);
+    std::set<std::string> files;
+    for (const auto& [name, file] : ix["weight_map"].items()) files.insert(file.get<std::string>());
+    ASSERT_GT(files.size(), 2u);
+    char of[32];
+    std::snprintf(of, sizeof of, "-of-%05zu.safetensors", files.size());
+    int64_t in_shards = 0;
+    for (const auto& file : files) {
+        EXPECT_TRUE(file.starts_with("model-") && file.ends_with(of)) << file;
+        const model::SafetensorsModel one({sharded + "/" + file});
+        int64_t bytes = 0;
+        for (const auto& t : one.tensors()) {
+            EXPECT_EQ(ix["weight_map"][t.name].get<std::string>(), file) << t.name;
+            bytes += static_cast<int64_t>(t.n_bytes);
+        }
+        in_shards += bytes;
+        // Over the limit only as one tensor alone (a quantized weight is three).
+        EXPECT_TRUE(bytes <= kLimit || one.tensors().size() <= 3) << file << ": " << bytes;
+    }
+    EXPECT_EQ(in_shards, st1.bytes_out);
+    const model::SafetensorsModel a = model::SafetensorsModel::open_dir(single), b = model::SafetensorsModel::open_dir(sharded);
+    ASSERT_EQ(a.tensors().size(), b.tensors().size());
+    EXPECT_EQ(a.tensors().size(), ix["weight_map"].size());
+    for (const auto& t : a.tensors()) {
+        const auto* u = b.find(t.name);
+        ASSERT_NE(u, nullptr) << t.name;
+        EXPECT_TRUE(t.dtype == u->dtype && t.n_bytes == u->n_bytes && std::memcmp(t.data, u->data, t.n_bytes) == 0)
+            << t.name;
+    }
+    EXPECT_TRUE(all_logits(*load(single, "", pool), pool) == all_logits(*load(sharded, "", pool), pool));
+    // Back to one file: the shards and the index go.
+    quant::quantize_hf_compressed_tensors(src, sharded, fmt, false, pool);
+    for (const auto& e : fs::directory_iterator(sharded))
+        EXPECT_TRUE(e.path().filename() == "model.safetensors" || e.path().filename() == "config.json" ||
+                    e.path().filename() == "notes.txt")
+            << e.path();
+    // A file output is one file: a shard size is an error, as is a size that is not positive.
+    const auto msg = [&](const std::string& out, int64_t limit) {
+        return message_of([&] { quant::quantize_hf_compressed_tensors(src, out, fmt, false, pool, limit); });
+    };
+    EXPECT_NE(msg(sharded + "/x.safetensors", kLimit).find("needs a directory output"), std::string::npos);
+    EXPECT_FALSE(fs::exists(sharded + "/x.safetensors"));
+    EXPECT_NE(msg(sharded, 0).find("must be positive"), std::string::npos);
+    EXPECT_TRUE(fs::exists(sharded + "/model.safetensors"));  // the failed runs left the output alone
+    fs::remove_all(single);
+    fs::remove_all(sharded);
 }
 
 TEST(CompressedTensors, WriterRefusesWhatItCannotStoreExactly) {

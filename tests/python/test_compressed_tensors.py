@@ -250,6 +250,51 @@ def test_quantize_bad_requests(tmp_path: Path):
     assert p.returncode == 1 and "does not divide" in p.stderr, p.stderr
 
 
+def test_quantize_shards_a_large_output(tmp_path: Path):
+    """--max-shard-size: a directory output larger than it is written as Hugging Face shards. The
+    safetensors package reads every shard; the index's weight_map names each tensor's shard and
+    its total_size their bytes, as transformers reads them; the shards hold the single file's
+    tensors bit for bit; warden gives the same logits from either."""
+    np = pytest.importorskip("numpy")
+    from safetensors.numpy import load_file
+
+    one, many = tmp_path / "one", tmp_path / "many"
+    warden("quantize", "-m", GOLDEN / "tiny-llama", "-o", one, "--weights", "int4-g32")
+    warden("quantize", "-m", GOLDEN / "tiny-llama", "-o", many, "--weights", "int4-g32", "--max-shard-size", "32K")
+    assert not (many / "model.safetensors").exists()
+    index = json.loads((many / "model.safetensors.index.json").read_text())
+    shards = sorted(many.glob("model-*-of-*.safetensors"))
+    assert len(shards) > 2 and {f.name for f in shards} == set(index["weight_map"].values())
+    assert all(f.name.endswith(f"-of-{len(shards):05d}.safetensors") for f in shards)
+    single = load_file(str(one / "model.safetensors"))
+    seen: dict[str, np.ndarray] = {}
+    for f in shards:
+        part = load_file(str(f))
+        assert all(index["weight_map"][name] == f.name for name in part)
+        assert not seen.keys() & part.keys()
+        seen.update(part)
+        if len(part) > 3:  # more than one weight (three tensors when quantized): within the limit
+            assert sum(a.nbytes for a in part.values()) <= 32 * 1024, f.name
+    assert seen.keys() == single.keys() == index["weight_map"].keys()
+    assert index["metadata"]["total_size"] == sum(a.nbytes for a in single.values())
+    for name, a in single.items():
+        assert a.dtype == seen[name].dtype and np.array_equal(a, seen[name]), name
+    assert (logits(one, [1, 17, 42, 99], 320, None)[0] == logits(many, [1, 17, 42, 99], 320, None)[0])
+    # Quantized again into the same directory as one file: the shards and index are removed (a
+    # loader would read a stale model.safetensors first, or shards beside it).
+    warden("quantize", "-m", GOLDEN / "tiny-llama", "-o", many, "--weights", "int4-g32")
+    assert sorted(f.name for f in many.iterdir()) == ["config.json", "model.safetensors"]
+    for args, needle in ((["-o", tmp_path / "x.safetensors", "--max-shard-size", "1M"], "needs a directory output"),
+                         (["-o", many, "--max-shard-size", "0"], "not a positive byte count"),
+                         (["-o", many, "--max-shard-size", "5T"], "unknown unit 'T'")):
+        p = warden("quantize", "-m", GOLDEN / "tiny-llama", "--weights", "int4-g32", *args, check=False)
+        assert p.returncode == 1 and needle in p.stderr, (args, p.stderr)
+    assert sorted(f.name for f in many.iterdir()) == ["config.json", "model.safetensors"]
+    p = warden("quantize", "-m", GOLDEN / "tiny-llama.gguf", "-o", tmp_path / "x.gguf", "--weights", "int4",
+               "--max-shard-size", "1M", check=False)
+    assert p.returncode == 1 and "GGUF is one file" in p.stderr, p.stderr
+
+
 def safetensors_param_count(model_dir: Path) -> int:
     """Elements of every tensor of a safetensors directory, read from the file headers (8-byte
     length + JSON), independently of warden."""
