@@ -69,15 +69,26 @@ void GGUFWriter::set_u32(const std::string& key, uint32_t v) {
     set(key, g);
 }
 
-void GGUFWriter::add_tensor(const std::string& name, std::vector<int64_t> shape, tensor::GgmlType type,
-                            std::vector<uint8_t> data) {
+int64_t GGUFWriter::checked_bytes(const std::string& name, const std::vector<int64_t>& shape, tensor::GgmlType type) {
     int64_t n = 1;
     for (int64_t d : shape) n *= d;
     const auto& info = tensor::ggml_type_info(type);
-    util::check(!shape.empty() && shape[0] % info.block_elems == 0, "GGUFWriter: row not a multiple of the block");
-    util::check(static_cast<int64_t>(data.size()) == n / info.block_elems * info.block_bytes,
-                "GGUFWriter: tensor '" + name + "' has the wrong byte count");
-    tensors_.push_back({name, std::move(shape), type, std::move(data)});
+    util::check(!shape.empty() && shape[0] % info.block_elems == 0,
+                "GGUFWriter: tensor '" + name + "': row not a multiple of the block");
+    return n / info.block_elems * info.block_bytes;
+}
+
+void GGUFWriter::add_tensor(const std::string& name, std::vector<int64_t> shape, tensor::GgmlType type,
+                            std::vector<uint8_t> data) {
+    const int64_t bytes = checked_bytes(name, shape, type);
+    util::check(static_cast<int64_t>(data.size()) == bytes, "GGUFWriter: tensor '" + name + "' has the wrong byte count");
+    tensors_.push_back({name, std::move(shape), type, bytes, std::move(data), nullptr});
+}
+
+void GGUFWriter::add_tensor(const std::string& name, std::vector<int64_t> shape, tensor::GgmlType type,
+                            Producer produce) {
+    const int64_t bytes = checked_bytes(name, shape, type);
+    tensors_.push_back({name, std::move(shape), type, bytes, {}, std::move(produce)});
 }
 
 void GGUFWriter::write(const std::string& path) const {
@@ -112,23 +123,33 @@ void GGUFWriter::write(const std::string& path) const {
         for (int64_t d : t.shape) o.pod<uint64_t>(static_cast<uint64_t>(d));
         o.pod<uint32_t>(static_cast<uint32_t>(t.type));
         o.pod<uint64_t>(off);
-        off += (t.data.size() + kAlign - 1) / kAlign * kAlign;
+        off += (static_cast<uint64_t>(t.bytes) + kAlign - 1) / kAlign * kAlign;
     }
     o.pad();
     const std::string tmp = path + ".tmp";
-    {
+    std::error_code ec;
+    try {
         std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
         if (!f) throw util::Error("cannot create '" + tmp + "'");
         f.write(reinterpret_cast<const char*>(o.buf.data()), static_cast<std::streamsize>(o.buf.size()));
         static const char zeros[kAlign] = {};
         for (const auto& t : tensors_) {
-            f.write(reinterpret_cast<const char*>(t.data.data()), static_cast<std::streamsize>(t.data.size()));
-            const size_t pad = (kAlign - t.data.size() % kAlign) % kAlign;
+            std::vector<uint8_t> made;
+            if (t.produce) {
+                made = t.produce();
+                util::check(static_cast<int64_t>(made.size()) == t.bytes,
+                            "GGUFWriter: tensor '" + t.name + "' was made with the wrong byte count");
+            }
+            const std::vector<uint8_t>& data = t.produce ? made : t.data;
+            f.write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
+            const size_t pad = (kAlign - data.size() % kAlign) % kAlign;
             f.write(zeros, static_cast<std::streamsize>(pad));
+            if (!f) throw util::Error("write to '" + tmp + "' failed (disk full?)");
         }
-        if (!f) throw util::Error("write to '" + tmp + "' failed (disk full?)");
+    } catch (...) {
+        std::filesystem::remove(tmp, ec);
+        throw;
     }
-    std::error_code ec;
     std::filesystem::rename(tmp, path, ec);
     if (ec) throw util::Error("cannot rename '" + tmp + "' to '" + path + "': " + ec.message());
 }

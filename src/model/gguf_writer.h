@@ -2,6 +2,7 @@
 // Minimal GGUF v3 writer (used by `warden quantize`): metadata values as parsed by GGUFFile,
 // tensors with ggml shapes/types and their bytes, data aligned to general.alignment (32).
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -15,10 +16,18 @@ public:
     // Adds or replaces a metadata value (insertion order is kept).
     void set(const std::string& key, const GGUFValue& v);
     void set_u32(const std::string& key, uint32_t v);
+    // Makes a tensor's bytes when write() reaches it.
+    using Producer = std::function<std::vector<uint8_t>()>;
     // shape in ggml order (shape[0] contiguous); data must hold the tensor's bytes.
     void add_tensor(const std::string& name, std::vector<int64_t> shape, tensor::GgmlType type,
                     std::vector<uint8_t> data);
-    // Writes the file (atomically: to path + ".tmp", then renamed). Throws util::Error.
+    // The same, with the bytes made by `produce` as write() reaches the tensor and dropped once
+    // written, so writing a model holds one tensor's bytes rather than all of them (`warden
+    // quantize` of a model larger than memory). A producer's exception, or bytes of the wrong
+    // count, fail write().
+    void add_tensor(const std::string& name, std::vector<int64_t> shape, tensor::GgmlType type, Producer produce);
+    // Writes the file (atomically: to path + ".tmp", then renamed; on failure the .tmp is
+    // removed and nothing is at path). Throws util::Error, or what a producer threw.
     void write(const std::string& path) const;
 
 private:
@@ -26,8 +35,11 @@ private:
         std::string name;
         std::vector<int64_t> shape;
         tensor::GgmlType type;
-        std::vector<uint8_t> data;
+        int64_t bytes = 0;
+        std::vector<uint8_t> data;  // unless produce
+        Producer produce;
     };
+    static int64_t checked_bytes(const std::string& name, const std::vector<int64_t>& shape, tensor::GgmlType type);
     std::vector<std::pair<std::string, GGUFValue>> kv_;
     std::vector<Tensor> tensors_;
 };

@@ -92,37 +92,46 @@ QuantizeStats quantize_gguf(const std::string& in, const std::string& out, const
                             weight_format_name(named);
             }
         }
+        // Bytes are made as the writer reaches each tensor (one tensor in memory, not the model);
+        // every check that can fail before a row is quantized runs here, before anything is written.
         if (!fmt) {
-            w.add_tensor(t.name, t.shape, t.type, std::vector<uint8_t>(t.data, t.data + t.n_bytes));
+            w.add_tensor(t.name, t.shape, t.type, [&t] { return std::vector<uint8_t>(t.data, t.data + t.n_bytes); });
             st.bytes_out += static_cast<int64_t>(t.n_bytes);
             ++st.tensors_copied;
             continue;
         }
         const int64_t cols = t.shape[0], rows = t.shape[1];
         const kernels::WeightMatrix layout = fmt->layout(rows, cols);
-        const tensor::GgmlType tensor_type = ggml_type_for(layout);
-        const model::SourceTensor s = model::SourceTensor::from(t);
-        const int64_t in_row = tensor::ggml_row_bytes(t.type, cols), out_row = tensor::ggml_row_bytes(tensor_type, cols);
-        std::vector<uint8_t> data;
+        // By value: the producer runs after this iteration's locals are gone.
+        const std::string what = "'" + in + "': tensor '" + t.name + "' as " + weight_format_name(*fmt) + ": ";
         try {
             kernels::check_quant_shape(layout);
-            data.assign(static_cast<size_t>(rows * out_row), 0);
-            pool.parallel_for(rows, 16, [&](int64_t r0, int64_t r1) {
-                std::vector<float> row(static_cast<size_t>(cols));
-                for (int64_t r = r0; r < r1; ++r) {
-                    auto qr = import_ggml_row(t.type, t.data + r * in_row, layout);
-                    if (!qr) {
-                        s.row_to_f32(r, row.data());
-                        qr = default_quantizer().quantize_row(layout, row.data(), nullptr);
-                    }
-                    export_ggml_row(layout, *qr, data.data() + r * out_row);
-                }
-            });
         } catch (const util::Error& e) {
-            throw util::Error("'" + in + "': tensor '" + t.name + "' as " + weight_format_name(*fmt) + ": " + e.what());
+            throw util::Error(what + e.what());
         }
-        st.bytes_out += static_cast<int64_t>(data.size());
-        w.add_tensor(t.name, t.shape, tensor_type, std::move(data));
+        const tensor::GgmlType tensor_type = ggml_type_for(layout);
+        const int64_t in_row = tensor::ggml_row_bytes(t.type, cols), out_row = tensor::ggml_row_bytes(tensor_type, cols);
+        w.add_tensor(t.name, t.shape, tensor_type, [&t, &pool, layout, rows, cols, in_row, out_row, what] {
+            const model::SourceTensor s = model::SourceTensor::from(t);
+            std::vector<uint8_t> data(static_cast<size_t>(rows * out_row), 0);
+            try {
+                pool.parallel_for(rows, 16, [&](int64_t r0, int64_t r1) {
+                    std::vector<float> row(static_cast<size_t>(cols));
+                    for (int64_t r = r0; r < r1; ++r) {
+                        auto qr = import_ggml_row(t.type, t.data + r * in_row, layout);
+                        if (!qr) {
+                            s.row_to_f32(r, row.data());
+                            qr = default_quantizer().quantize_row(layout, row.data(), nullptr);
+                        }
+                        export_ggml_row(layout, *qr, data.data() + r * out_row);
+                    }
+                });
+            } catch (const util::Error& e) {
+                throw util::Error(what + e.what());
+            }
+            return data;
+        });
+        st.bytes_out += rows * out_row;
         ++st.tensors_quantized;
     }
     w.write(out);

@@ -703,6 +703,19 @@ TEST(QuantGguf, CorruptBlockScaleIsAnError) {
         EXPECT_NE(std::string(e.what()).find("blk.1.ffn_up.weight"), std::string::npos) << e.what();
         EXPECT_NE(std::string(e.what()).find("corrupt"), std::string::npos) << e.what();
     }
+    // Quantizing it again fails the same way while the writer is already writing (the tensor's
+    // bytes are made as the writer reaches it): nothing is left at the output, not even the .tmp.
+    const std::string again = tmp_path("corrupt_again.gguf");
+    try {
+        quantize_gguf(out, again, parse_weight_format("int4"), HeadOptions{}, pool);
+        FAIL();
+    } catch (const util::Error& e) {
+        EXPECT_NE(std::string(e.what()).find("tensor 'blk.1.ffn_up.weight' as int4-g32: "), std::string::npos)
+            << e.what();
+        EXPECT_NE(std::string(e.what()).find("corrupt"), std::string::npos) << e.what();
+    }
+    EXPECT_FALSE(std::filesystem::exists(again));
+    EXPECT_FALSE(std::filesystem::exists(again + ".tmp"));
     std::filesystem::remove(out);
 }
 
