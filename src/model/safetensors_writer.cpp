@@ -58,7 +58,8 @@ void SafetensorsWriter::write(const std::string& path) const {
     std::string header = h.dump();
     while (header.size() % 8) header.push_back(' ');
     const std::string tmp = path + ".tmp";
-    {
+    std::error_code ec;
+    try {
         std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
         if (!f) throw util::Error("cannot create '" + tmp + "'");
         uint64_t n = header.size();
@@ -70,8 +71,10 @@ void SafetensorsWriter::write(const std::string& path) const {
             f.write(reinterpret_cast<const char*>(tensors_[i].data.data()),
                     static_cast<std::streamsize>(tensors_[i].data.size()));
         if (!f) throw util::Error("write to '" + tmp + "' failed (disk full?)");
+    } catch (...) {
+        std::filesystem::remove(tmp, ec);
+        throw;
     }
-    std::error_code ec;
     std::filesystem::rename(tmp, path, ec);
     if (ec) throw util::Error("cannot rename '" + tmp + "' to '" + path + "': " + ec.message());
 }

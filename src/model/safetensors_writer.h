@@ -18,7 +18,8 @@ public:
                     std::vector<uint8_t> data);
     void set_metadata(const std::string& key, const std::string& value) { metadata_[key] = value; }
     int64_t data_bytes() const;
-    // Writes the file (to path + ".tmp", then renamed). Throws util::Error.
+    // Writes the file (to path + ".tmp", then renamed; on failure the .tmp is removed). Throws
+    // util::Error.
     void write(const std::string& path) const;
 
 private:

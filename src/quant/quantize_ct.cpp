@@ -239,20 +239,33 @@ QuantizeStats quantize_hf_compressed_tensors(const std::string& in_dir, const st
         return {m + ".weight_packed", m + ".weight_scale", m + ".weight_shape"};
     };
 
-    // One shard at a time, so memory holds one shard's data rather than the whole model's.
+    // One shard at a time, so memory holds one shard's data rather than the whole model's. Each
+    // goes to "<name>.partial" first, and only when every shard is written are they renamed into
+    // place: a failure part way (a corrupt source tensor) removes the partial files and leaves an
+    // earlier run's output in the directory as it was.
     std::set<std::string> written;  // file names in out_dir
+    std::vector<std::string> finals;
     nlohmann::ordered_json weight_map = nlohmann::ordered_json::object();
-    for (size_t s = 0; s < shards.size(); ++s) {
-        char shard_name[64];
-        std::snprintf(shard_name, sizeof shard_name, "model-%05zu-of-%05zu.safetensors", s + 1, shards.size());
-        const std::string path = shards.size() == 1 ? out_file : out_dir + "/" + shard_name;
-        model::SafetensorsWriter w;
-        for (size_t i : shards[s])
-            for (const auto& tn : emit(plan[i], w)) weight_map[tn] = shard_name;
-        stats.bytes_out += w.data_bytes();
-        w.set_metadata("format", "pt");
-        w.write(path);
-        written.insert(fs::path(path).filename().string());
+    try {
+        for (size_t s = 0; s < shards.size(); ++s) {
+            char shard_name[64];
+            std::snprintf(shard_name, sizeof shard_name, "model-%05zu-of-%05zu.safetensors", s + 1, shards.size());
+            finals.push_back(shards.size() == 1 ? out_file : out_dir + "/" + shard_name);
+            model::SafetensorsWriter w;
+            for (size_t i : shards[s])
+                for (const auto& tn : emit(plan[i], w)) weight_map[tn] = shard_name;
+            stats.bytes_out += w.data_bytes();
+            w.set_metadata("format", "pt");
+            w.write(finals.back() + ".partial");
+        }
+    } catch (...) {
+        for (const auto& fpath : finals) fs::remove(fpath + ".partial", ec);
+        throw;
+    }
+    for (const auto& fpath : finals) {
+        fs::rename(fpath + ".partial", fpath, ec);
+        if (ec) throw Error("quantize: cannot rename '" + fpath + ".partial' to '" + fpath + "': " + ec.message());
+        written.insert(fs::path(fpath).filename().string());
     }
     if (shards.size() > 1) {
         const nlohmann::ordered_json index = {{"metadata", {{"total_size", stats.bytes_out}}},

@@ -293,6 +293,24 @@ def test_quantize_shards_a_large_output(tmp_path: Path):
     p = warden("quantize", "-m", GOLDEN / "tiny-llama.gguf", "-o", tmp_path / "x.gguf", "--weights", "int4",
                "--max-shard-size", "1M", check=False)
     assert p.returncode == 1 and "GGUF is one file" in p.stderr, p.stderr
+    # A source that fails part way (a NaN in layer 1, after earlier shards are written): one clear
+    # error, and the directory's earlier output is left as it was, with no partial shard.
+    bad = tmp_path / "nan-src"
+    shutil.copytree(GOLDEN / "tiny-llama", bad)
+    f = bad / "model.safetensors"
+    raw = bytearray(f.read_bytes())
+    hlen = int.from_bytes(raw[:8], "little")
+    entry = json.loads(raw[8:8 + hlen])["model.layers.1.mlp.down_proj.weight"]
+    assert entry["dtype"] == "F32"
+    start = 8 + hlen + entry["data_offsets"][0]
+    raw[start:start + 4] = np.array([np.nan], dtype="<f4").tobytes()
+    f.write_bytes(bytes(raw))
+    before = (many / "model.safetensors").read_bytes()
+    p = warden("quantize", "-m", bad, "-o", many, "--weights", "int4-g32", "--max-shard-size", "32K", check=False)
+    assert p.returncode == 1 and "'model.layers.1.mlp.down_proj.weight' as int4-g32" in p.stderr, p.stderr
+    assert "non-finite" in p.stderr, p.stderr
+    assert sorted(f.name for f in many.iterdir()) == ["config.json", "model.safetensors"]
+    assert (many / "model.safetensors").read_bytes() == before
 
 
 def safetensors_param_count(model_dir: Path) -> int:
