@@ -1,11 +1,13 @@
-// libFuzzer target for the two untrusted model-file parsers: every input is fed to the GGUF
-// reader and to the safetensors header parser (each rejects the other's files within a few
-// bytes, so one target explores both; scripts/fuzz.sh seeds it with a file of each kind).
+// libFuzzer target for the untrusted model-file parsers: every input is fed to the GGUF reader,
+// the safetensors header parser and the llama.cpp imatrix reader (each rejects the others' files
+// within a few bytes, so one target explores all three; scripts/fuzz.sh seeds it with a file of
+// each kind).
 //
 // Besides ASan/UBSan, the target checks the parsers' promises itself and traps when one is
 // broken: every tensor lies inside the input, sizes agree with type x shape, safetensors tensors
 // do not overlap, and errors are util::Error with a one-line message.
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -16,6 +18,7 @@
 
 #include "model/gguf_file.h"
 #include "model/safetensors_file.h"
+#include "quant/imatrix.h"
 #include "tensor/ggml_types.h"
 #include "util/error.h"
 
@@ -123,10 +126,28 @@ void fuzz_safetensors(const uint8_t* data, size_t size) {
     }
 }
 
+// imatrix: every value read is finite and non-negative, every entry has values, and the entries'
+// values fit in the input (4 bytes each).
+void fuzz_imatrix(const uint8_t* data, size_t size) {
+    try {
+        const quant::Imatrix m = quant::parse_imatrix(data, size, "fuzz");
+        size_t values = 0;
+        for (const auto& [name, v] : m.entries) {
+            require(!name.empty() && !v.empty());
+            for (float x : v) require(x >= 0.0f && std::isfinite(x));
+            values += v.size();
+        }
+        require(!m.entries.empty() && values * 4 <= size);
+    } catch (const util::Error& e) {
+        check_error(e);
+    }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     fuzz_gguf(data, size);
     fuzz_safetensors(data, size);
+    fuzz_imatrix(data, size);
     return 0;
 }

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer target (clang, -DWARDEN_FUZZ=ON) into build-fuzz and fuzzes the GGUF and
-# safetensors parsers for a bounded time.
+# Builds the libFuzzer target (clang, -DWARDEN_FUZZ=ON) into build-fuzz and fuzzes the GGUF,
+# safetensors and llama.cpp imatrix parsers for a bounded time.
 #
 #   scripts/fuzz.sh [SECONDS]      (default 60)
 #
 # The seed corpus is generated on the fly (a small GGUF with every metadata type and several
-# tensor types, and a small safetensors file); inputs the fuzzer finds interesting accumulate
+# tensor types, a small safetensors file and an imatrix.dat); inputs the fuzzer finds interesting accumulate
 # in build-fuzz/corpus between runs. Exits non-zero if the fuzzer finds a crash, a leak, an
 # out-of-memory or a timeout; the reproducer is left in build-fuzz/artifacts/.
 # Environment: FUZZ_JOBS (parallel fuzzing processes, default 1), FUZZ_ARGS (extra libFuzzer flags).
@@ -104,6 +104,17 @@ def safetensors(entries, meta):
 with open(os.path.join(out, "seed.safetensors"), "wb") as f:
     f.write(safetensors([("a", "F32", [2, 3], 24), ("b", "BF16", [4], 8), ("c", "I8", [0, 2], 0),
                          ("d", "U8", [], 1), ("e", "F8_E4M3", [3], 3)], {"format": "pt"}))
+
+# llama.cpp's imatrix.dat (save_imatrix): n; {len, name, ncall, nval, f32[nval]}; chunks; len, dataset.
+def imatrix(entries, chunks, dataset):
+    b = struct.pack("<i", len(entries))
+    for name, ncall, vals in entries:
+        b += struct.pack("<i", len(name)) + name.encode() + struct.pack("<ii", ncall, len(vals))
+        b += struct.pack(f"<{len(vals)}f", *vals)
+    return b + struct.pack("<ii", chunks, len(dataset)) + dataset.encode()
+
+with open(os.path.join(out, "seed.imatrix.dat"), "wb") as f:
+    f.write(imatrix([("blk.0.attn_q.weight", 2, [1.0, 2.0, 0.0, 8.0]), ("output.weight", 0, [3.5])], 2, "calib.txt"))
 PY
 
 DICT="$BUILD/fuzz.dict"

@@ -10,6 +10,7 @@
 
 #include "cli/common.h"
 #include "cli/engine_options.h"
+#include "quant/imatrix.h"
 #include "quant/quantize_ct.h"
 #include "quant/quantize_model.h"
 #include "util/error.h"
@@ -23,6 +24,7 @@ struct QuantizeOptions {
     std::string out;
     std::string head_weights;  // --head-weights FORMAT|keep (GGUF output)
     std::string max_shard_size;  // --max-shard-size (compressed-tensors directory output)
+    std::string imatrix;         // --imatrix FILE (GGUF output)
 };
 
 bool ends_with(const std::string& s, const std::string& suf) {
@@ -51,6 +53,10 @@ int quantize(const QuantizeOptions& o) {
     if (!o.max_shard_size.empty() && !ct_out)
         throw util::Error("quantize: --max-shard-size is for compressed-tensors output into a directory (GGUF is "
                           "one file)");
+    if (!o.imatrix.empty() && ct_out)
+        throw util::Error("quantize: --imatrix is for GGUF output (its entries are named by GGUF tensor names)");
+    std::optional<quant::Imatrix> imatrix;
+    if (!o.imatrix.empty()) imatrix = quant::read_imatrix(o.imatrix);
     std::optional<int64_t> max_shard;
     if (!o.max_shard_size.empty()) max_shard = parse_bytes(o.max_shard_size, "--max-shard-size");
     quant::HeadOptions head;  // GGUF: a float head becomes the default beside the layers (int8 beside int4)
@@ -59,11 +65,17 @@ int quantize(const QuantizeOptions& o) {
     else if (!o.head_weights.empty()) head = quant::HeadOptions::as(quant::parse_weight_format(o.head_weights));
     const auto st = ct_out ? quant::quantize_hf_compressed_tensors(o.common.model_path, o.out, f,
                                                                    o.common.quantize_embeddings, pool, max_shard)
-                           : quant::quantize_gguf(o.common.model_path, o.out, f, head, pool);
+                           : quant::quantize_gguf(o.common.model_path, o.out, f, head, pool,
+                                                  imatrix ? &*imatrix : nullptr);
     std::printf("wrote %s: %lld tensors quantized (%s%s%s), %lld copied; tensor data %.1f MiB -> %.1f MiB\n",
                 o.out.c_str(), static_cast<long long>(st.tensors_quantized), quant::weight_format_name(f).c_str(),
                 st.heads.empty() ? "" : "; ", st.heads.c_str(), static_cast<long long>(st.tensors_copied),
                 static_cast<double>(st.bytes_in) / 1048576.0, static_cast<double>(st.bytes_out) / 1048576.0);
+    if (imatrix)
+        std::printf("imatrix %s: %lld of %lld quantized tensors weighted by it (%zu entries, %d chunks%s%s)\n",
+                    o.imatrix.c_str(), static_cast<long long>(st.imatrix_weighted),
+                    static_cast<long long>(st.tensors_quantized), imatrix->entries.size(), imatrix->chunks,
+                    imatrix->dataset.empty() ? "" : " of ", imatrix->dataset.c_str());
     return 0;
 }
 
@@ -82,6 +94,9 @@ void register_quantize(CLI::App& app, int& rc) {
                     "GGUF output: format of token_embd/output (int4*/int8*), or keep to copy them unchanged "
                     "(default: a float one as int8 beside int4 layers, as loading with --weights runs it; "
                     "else copied)");
+    sub->add_option("--imatrix", o->imatrix,
+                    "GGUF output: llama.cpp importance matrix (llama-imatrix's imatrix.dat) weighting each "
+                    "quantized tensor's scale search by its input columns' mean squared activation");
     sub->add_option("--max-shard-size", o->max_shard_size,
                     "compressed-tensors output into a directory: largest safetensors shard, e.g. 500M or 2G "
                     "(default 5G); larger models are written as model-0000i-of-0000N.safetensors with an index");

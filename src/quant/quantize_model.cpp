@@ -45,7 +45,7 @@ bool is_embedding_weight(const std::string& name) {
 }
 
 QuantizeStats quantize_gguf(const std::string& in, const std::string& out, const WeightFormat& f,
-                            const HeadOptions& head, util::ThreadPool& pool) {
+                            const HeadOptions& head, util::ThreadPool& pool, const Imatrix* imatrix) {
     // A format with a GGUF block type, or a clear error naming what asked for it.
     const auto gguf_type = [](const WeightFormat& w, const char* what) {
         if (!w.quantized() || w.type == kernels::WeightType::FP8)
@@ -111,7 +111,9 @@ QuantizeStats quantize_gguf(const std::string& in, const std::string& out, const
         }
         const tensor::GgmlType tensor_type = ggml_type_for(layout);
         const int64_t in_row = tensor::ggml_row_bytes(t.type, cols), out_row = tensor::ggml_row_bytes(tensor_type, cols);
-        w.add_tensor(t.name, t.shape, tensor_type, [&t, &pool, layout, rows, cols, in_row, out_row, what] {
+        const float* importance = imatrix ? imatrix->find(t.name, cols) : nullptr;
+        if (importance) ++st.imatrix_weighted;
+        w.add_tensor(t.name, t.shape, tensor_type, [&t, &pool, layout, rows, cols, in_row, out_row, what, importance] {
             const model::SourceTensor s = model::SourceTensor::from(t);
             std::vector<uint8_t> data(static_cast<size_t>(rows * out_row), 0);
             try {
@@ -121,7 +123,7 @@ QuantizeStats quantize_gguf(const std::string& in, const std::string& out, const
                         auto qr = import_ggml_row(t.type, t.data + r * in_row, layout);
                         if (!qr) {
                             s.row_to_f32(r, row.data());
-                            qr = default_quantizer().quantize_row(layout, row.data(), nullptr);
+                            qr = default_quantizer().quantize_row(layout, row.data(), importance);
                         }
                         export_ggml_row(layout, *qr, data.data() + r * out_row);
                     }

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 
+#include "quant/imatrix.h"
 #include "quant/weight_format.h"
 #include "util/thread_pool.h"
 
@@ -17,6 +18,7 @@ struct QuantizeStats {
     int64_t bytes_in = 0;   // tensor data of the source
     int64_t bytes_out = 0;  // tensor data written
     std::string heads;      // "token_embd as int8, output as int8" for the ones quantized; empty if none
+    int64_t imatrix_weighted = 0;  // quantized tensors that had an importance-matrix entry
 };
 
 // How quantize_gguf writes token_embd / output.
@@ -39,8 +41,10 @@ bool is_linear_weight(const std::string& name);
 bool is_embedding_weight(const std::string& name);
 
 // GGUF -> GGUF with the linear layers as Q4_0 / Q4_1 / Q8_0 (quant/quantizer.h ggml_type_for),
-// the embeddings / head as `head` says; everything else is copied unchanged.
+// the embeddings / head as `head` says; everything else is copied unchanged. `imatrix`: the
+// importance of each quantized tensor's input columns where it has an entry of that name
+// (quant/imatrix.h; rows that import without loss are imported all the same).
 QuantizeStats quantize_gguf(const std::string& in, const std::string& out, const WeightFormat& f,
-                            const HeadOptions& head, util::ThreadPool& pool);
+                            const HeadOptions& head, util::ThreadPool& pool, const Imatrix* imatrix = nullptr);
 
 }  // namespace warden::quant

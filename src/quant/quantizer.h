@@ -12,8 +12,9 @@
 //
 // Calibration-based methods (AWQ-style per-channel importance, GPTQ-style error feedback)
 // plug in through the same interface: `importance` is a per-input-channel weight (e.g. the
-// mean squared activation from calibration data; nullptr = uniform), and a subclass may
-// override quantize_matrix to see all rows at once.
+// mean squared activation from calibration data, as llama.cpp's imatrix holds it: `warden quantize
+// --imatrix`, quant/imatrix.h; nullptr = uniform), and a subclass may override quantize_matrix to
+// see all rows at once.
 #include <memory>
 #include <optional>
 #include <string>

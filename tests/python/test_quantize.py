@@ -276,3 +276,62 @@ def test_prefill_weights_and_memory_report():
     # (the head, which has no prefill copy, at bf16 too: int4's default head is int8).
     assert p.stdout == logits(TINY, "--weights", "bf16")
     assert p.stdout != logits(TINY, "--weights", "int4")
+
+
+def _imatrix_dat(entries: list[tuple[str, int, list[float]]], chunks: int = 4, dataset: str = "calib.txt") -> bytes:
+    """llama.cpp's legacy imatrix.dat, as its save_imatrix writes it (examples/imatrix/imatrix.cpp):
+    int32 n; per entry int32 len, name, int32 ncall, int32 nval, f32 values (sums over ncall);
+    then int32 chunks, int32 len, dataset name."""
+    import struct
+
+    b = struct.pack("<i", len(entries))
+    for name, ncall, vals in entries:
+        b += struct.pack("<i", len(name)) + name.encode() + struct.pack("<ii", ncall, len(vals))
+        b += struct.pack(f"<{len(vals)}f", *vals)
+    return b + struct.pack("<ii", chunks, len(dataset)) + dataset.encode()
+
+
+def test_quantize_with_imatrix(tmp_path: Path):
+    """--imatrix FILE (llama-imatrix's format): every layer matrix named in it is quantized with
+    its columns weighted, the summary says how many, and the file still loads; a corrupt or
+    foreign file, or compressed-tensors output, is a clear error with nothing written."""
+    gguf = pytest.importorskip("gguf")
+    linear = [(t.name, int(t.shape[0])) for t in gguf.GGUFReader(str(TINY)).tensors
+              if t.name.startswith("blk.") and len(t.shape) == 2]
+    assert len(linear) == 21
+    skew = tmp_path / "skew.dat"
+    skew.write_bytes(_imatrix_dat([(n, 2, [200.0 if c % 8 == 3 else 2.0 for c in range(cols)]) for n, cols in linear]))
+    plain, weighted = tmp_path / "plain.gguf", tmp_path / "weighted.gguf"
+    assert run("quantize", "-m", str(TINY), "-o", str(plain), "--weights", "int4").returncode == 0
+    p = run("quantize", "-m", str(TINY), "-o", str(weighted), "--weights", "int4", "--imatrix", str(skew))
+    assert p.returncode == 0, p.stderr
+    assert f"imatrix {skew}: 21 of 23 quantized tensors weighted by it (21 entries, 4 chunks of calib.txt)" \
+        in p.stdout, p.stdout
+    assert plain.read_bytes() != weighted.read_bytes()
+    # Lower error where the imatrix points (columns 3, 11, ...), on gguf-py's dequantization.
+    src = {t.name: t for t in gguf.GGUFReader(str(TINY)).tensors}
+    errs = {}
+    for f in (plain, weighted):
+        e = 0.0
+        for t in gguf.GGUFReader(str(f)).tensors:
+            if t.name in dict(linear):
+                deq = gguf.quants.dequantize(t.data, t.tensor_type)
+                ref = gguf.quants.dequantize(src[t.name].data, src[t.name].tensor_type)
+                e += float(((deq - ref)[:, 3::8] ** 2).sum())
+        errs[f.name] = e
+    assert errs["weighted.gguf"] < 0.8 * errs["plain.gguf"], errs
+    assert logits(weighted, "--weights", "int4") != logits(plain, "--weights", "int4")
+    # Bad inputs: one line, exit 1, no output file.
+    bad = tmp_path / "bad.dat"
+    for data, needle in ((_imatrix_dat([(linear[0][0], 1, [1.0] * 5)]), "has 5 values, the tensor has 64 columns"),
+                         (_imatrix_dat([(linear[0][0], 1, [float("nan")] * 64)]), "must be finite"),
+                         (_imatrix_dat([])[:4] + b"\x00" * 3, "no entries"),
+                         (b"GGUF\x03\x00\x00\x00", "GGUF imatrix")):
+        bad.write_bytes(data)
+        out = tmp_path / "bad.gguf"
+        p = run("quantize", "-m", str(TINY), "-o", str(out), "--weights", "int4", "--imatrix", str(bad))
+        assert p.returncode == 1 and needle in p.stderr, (needle, p.stderr)
+        assert not out.exists() and not Path(str(out) + ".tmp").exists()
+    p = run("quantize", "-m", str(GOLDEN / "tiny-llama"), "-o", str(tmp_path / "ct"), "--weights", "int4",
+            "--imatrix", str(skew))
+    assert p.returncode == 1 and "--imatrix is for GGUF output" in p.stderr, p.stderr

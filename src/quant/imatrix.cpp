@@ -1,0 +1,119 @@
+#include "quant/imatrix.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "util/error.h"
+#include "util/mapped_file.h"
+
+namespace warden::quant {
+
+namespace {
+
+// Bounds far above any real model (a name is a GGUF tensor name; a row is a matrix's input width;
+// DeepSeek-V3's stacked experts are 256 x 7168 columns) that keep a corrupt count from asking for
+// gigabytes before the size check.
+constexpr int32_t kMaxName = 4096;
+constexpr int32_t kMaxValues = 1 << 26;
+
+class Reader {
+public:
+    Reader(const uint8_t* d, size_t n, const std::string& name) : d_(d), n_(n), name_(name) {}
+    bool at_end() const { return pos_ == n_; }
+    size_t left() const { return n_ - pos_; }
+    int32_t i32(const char* what) {
+        need(4, what);
+        int32_t v;
+        std::memcpy(&v, d_ + pos_, 4);
+        pos_ += 4;
+        return v;
+    }
+    const uint8_t* bytes(size_t k, const std::string& what) {
+        need(k, what);
+        const uint8_t* p = d_ + pos_;
+        pos_ += k;
+        return p;
+    }
+    [[noreturn]] void fail(const std::string& why) const {
+        throw util::Error("imatrix '" + name_ + "': " + why + " (at byte " + std::to_string(pos_) + ")");
+    }
+
+private:
+    void need(size_t k, const std::string& what) const {
+        if (k > left()) fail("truncated: " + what + " needs " + std::to_string(k) + " bytes, " + std::to_string(left()) + " left");
+    }
+    const uint8_t* d_;
+    size_t n_;
+    size_t pos_ = 0;
+    const std::string& name_;
+};
+
+std::string printable(const uint8_t* p, size_t n) {
+    std::string s;
+    for (size_t i = 0; i < n && s.size() < 80; ++i) s += p[i] >= 32 && p[i] < 127 ? static_cast<char>(p[i]) : '?';
+    return s;
+}
+
+}  // namespace
+
+const float* Imatrix::find(const std::string& tensor, int64_t cols) const {
+    const auto it = entries.find(tensor);
+    if (it == entries.end()) return nullptr;
+    if (static_cast<int64_t>(it->second.size()) != cols)
+        throw util::Error("imatrix: entry '" + tensor + "' has " + std::to_string(it->second.size()) +
+                          " values, the tensor has " + std::to_string(cols) +
+                          " columns (an importance matrix of another model?)");
+    return it->second.data();
+}
+
+Imatrix parse_imatrix(const uint8_t* data, size_t size, const std::string& name) {
+    Reader r(data, size, name);
+    if (size >= 4 && std::memcmp(data, "GGUF", 4) == 0)
+        r.fail("a GGUF imatrix (later llama.cpp versions); warden reads the legacy imatrix.dat format "
+               "(llama-imatrix --output-format dat, or an older llama-imatrix)");
+    Imatrix m;
+    const int32_t n_entries = r.i32("the entry count");
+    if (n_entries < 1) r.fail("no entries (count " + std::to_string(n_entries) + ")");
+    // Each entry takes at least 13 bytes (len, one name byte, ncall, nval, one value... 4 + 1 + 4 + 4).
+    if (static_cast<uint64_t>(n_entries) > r.left() / 13) r.fail(std::to_string(n_entries) + " entries cannot fit in the file");
+    for (int32_t e = 0; e < n_entries; ++e) {
+        const std::string at = "entry " + std::to_string(e + 1);
+        const int32_t len = r.i32((at + " name length").c_str());
+        if (len < 1 || len > kMaxName) r.fail(at + ": name length " + std::to_string(len));
+        const uint8_t* np = r.bytes(static_cast<size_t>(len), at + " name");
+        for (int32_t i = 0; i < len; ++i)
+            if (np[i] < 32 || np[i] >= 127) r.fail(at + ": name is not printable ('" + printable(np, static_cast<size_t>(len)) + "')");
+        std::string tensor(reinterpret_cast<const char*>(np), static_cast<size_t>(len));
+        const int32_t ncall = r.i32((at + " call count").c_str());
+        const int32_t nval = r.i32((at + " value count").c_str());
+        if (ncall < 0) r.fail("'" + tensor + "': call count " + std::to_string(ncall));
+        if (nval < 1 || nval > kMaxValues) r.fail("'" + tensor + "': value count " + std::to_string(nval));
+        const uint8_t* vp = r.bytes(static_cast<size_t>(nval) * 4, "'" + tensor + "' values");
+        std::vector<float> v(static_cast<size_t>(nval));
+        std::memcpy(v.data(), vp, v.size() * 4);
+        for (int32_t i = 0; i < nval; ++i) {
+            if (!std::isfinite(v[static_cast<size_t>(i)]) || v[static_cast<size_t>(i)] < 0.0f)
+                r.fail("'" + tensor + "': value " + std::to_string(i) + " is " + std::to_string(v[static_cast<size_t>(i)]) +
+                       " (must be finite and non-negative)");
+            if (ncall > 0) v[static_cast<size_t>(i)] /= static_cast<float>(ncall);
+        }
+        if (!m.entries.emplace(std::move(tensor), std::move(v)).second)
+            r.fail("entry '" + std::string(reinterpret_cast<const char*>(np), static_cast<size_t>(len)) + "' appears twice");
+    }
+    if (r.at_end()) return m;  // files of the oldest tool end here
+    m.chunks = r.i32("the chunk count");
+    if (r.at_end()) return m;
+    const int32_t dlen = r.i32("the dataset name length");
+    if (dlen < 0 || dlen > kMaxName) r.fail("dataset name length " + std::to_string(dlen));
+    const uint8_t* dp = r.bytes(static_cast<size_t>(dlen), "the dataset name");
+    m.dataset = printable(dp, static_cast<size_t>(dlen));
+    if (!r.at_end()) r.fail(std::to_string(r.left()) + " bytes after the dataset name");
+    return m;
+}
+
+Imatrix read_imatrix(const std::string& path) {
+    const util::MappedFile f(path);
+    return parse_imatrix(f.data(), f.size(), path);
+}
+
+}  // namespace warden::quant

@@ -1,0 +1,211 @@
+// llama.cpp importance matrices (quant/imatrix.h): the legacy imatrix.dat layout, written here
+// byte by byte from llama.cpp's save_imatrix (examples/imatrix/imatrix.cpp), parsed back; every
+// corrupt count or value is a clear error; and `warden quantize --imatrix` weights the scale
+// search: a uniform power-of-two importance changes nothing, a skewed one lowers the error where
+// it points.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "../test_paths.h"
+#include "model/gguf_file.h"
+#include "model/tensor_source.h"
+#include "quant/imatrix.h"
+#include "quant/quantize_model.h"
+#include "quant/weight_format.h"
+#include "util/error.h"
+#include "util/thread_pool.h"
+
+namespace warden::quant {
+namespace {
+
+struct Entry {
+    std::string name;
+    int32_t ncall;
+    std::vector<float> values;
+};
+
+void put_i32(std::vector<uint8_t>& b, int32_t v) {
+    uint8_t p[4];
+    std::memcpy(p, &v, 4);
+    b.insert(b.end(), p, p + 4);
+}
+
+// save_imatrix's layout; dataset < 0: the file ends after the entries (the oldest tool).
+std::vector<uint8_t> dat(const std::vector<Entry>& es, int32_t chunks = 7, const std::string& dataset = "calib.txt",
+                         bool trailer = true) {
+    std::vector<uint8_t> b;
+    put_i32(b, static_cast<int32_t>(es.size()));
+    for (const auto& e : es) {
+        put_i32(b, static_cast<int32_t>(e.name.size()));
+        b.insert(b.end(), e.name.begin(), e.name.end());
+        put_i32(b, e.ncall);
+        put_i32(b, static_cast<int32_t>(e.values.size()));
+        const auto* p = reinterpret_cast<const uint8_t*>(e.values.data());
+        b.insert(b.end(), p, p + e.values.size() * 4);
+    }
+    if (trailer) {
+        put_i32(b, chunks);
+        put_i32(b, static_cast<int32_t>(dataset.size()));
+        b.insert(b.end(), dataset.begin(), dataset.end());
+    }
+    return b;
+}
+
+std::string error_of(const std::vector<uint8_t>& b) {
+    try {
+        parse_imatrix(b.data(), b.size(), "t.dat");
+    } catch (const util::Error& e) {
+        return e.what();
+    }
+    return "<no error>";
+}
+
+TEST(Imatrix, ParsesLlamaCppLayoutAndDividesByCalls) {
+    const auto b = dat({{"blk.0.attn_q.weight", 4, {4.0f, 8.0f, 0.0f}}, {"output.weight", 0, {3.0f}}});
+    const Imatrix m = parse_imatrix(b.data(), b.size(), "t.dat");
+    ASSERT_EQ(m.entries.size(), 2u);
+    EXPECT_EQ(m.entries.at("blk.0.attn_q.weight"), (std::vector<float>{1.0f, 2.0f, 0.0f}));
+    EXPECT_EQ(m.entries.at("output.weight"), (std::vector<float>{3.0f}));  // ncall 0: as stored
+    EXPECT_EQ(m.chunks, 7);
+    EXPECT_EQ(m.dataset, "calib.txt");
+    EXPECT_NE(m.find("blk.0.attn_q.weight", 3), nullptr);
+    EXPECT_EQ(m.find("blk.1.attn_q.weight", 3), nullptr);
+    try {
+        m.find("blk.0.attn_q.weight", 64);
+        FAIL();
+    } catch (const util::Error& e) {
+        EXPECT_NE(std::string(e.what()).find("has 3 values, the tensor has 64 columns"), std::string::npos) << e.what();
+    }
+    // Without the trailer (the oldest llama-imatrix), and with an empty dataset name.
+    const auto old = dat({{"a", 1, {1.0f}}}, 0, "", false);
+    EXPECT_EQ(parse_imatrix(old.data(), old.size(), "t.dat").chunks, 0);
+    const auto empty_name = dat({{"a", 1, {1.0f}}}, 3, "");
+    EXPECT_EQ(parse_imatrix(empty_name.data(), empty_name.size(), "t.dat").dataset, "");
+}
+
+TEST(Imatrix, CorruptFilesAreClearErrors) {
+    const auto good = dat({{"blk.0.attn_q.weight", 2, {1.0f, 2.0f}}});
+    EXPECT_EQ(error_of(good), "<no error>");
+    const size_t entries_end = good.size() - 8 - 9;  // then int32 chunks, int32 len, "calib.txt"
+    for (size_t cut = 0; cut < good.size(); ++cut) {
+        if (cut == entries_end || cut == entries_end + 4) continue;  // the optional trailer's fields: valid ends
+        const std::vector<uint8_t> b(good.begin(), good.begin() + static_cast<std::ptrdiff_t>(cut));
+        const std::string e = error_of(b);
+        EXPECT_TRUE(e.find("truncated") != std::string::npos || e.find("no entries") != std::string::npos ||
+                    e.find("cannot fit") != std::string::npos)
+            << cut << ": " << e;
+    }
+    auto with = [&](size_t off, int32_t v) {
+        auto b = good;
+        std::memcpy(b.data() + off, &v, 4);
+        return error_of(b);
+    };
+    EXPECT_NE(with(0, 0).find("no entries"), std::string::npos);
+    EXPECT_NE(with(0, 1 << 30).find("cannot fit"), std::string::npos);
+    EXPECT_NE(with(4, -1).find("name length -1"), std::string::npos);
+    EXPECT_NE(with(4, 1 << 20).find("name length"), std::string::npos);
+    const size_t ncall_at = 8 + 19, nval_at = ncall_at + 4;
+    EXPECT_NE(with(ncall_at, -3).find("call count -3"), std::string::npos);
+    EXPECT_NE(with(nval_at, 0).find("value count 0"), std::string::npos);
+    EXPECT_NE(with(nval_at, 1 << 29).find("value count"), std::string::npos);
+    EXPECT_NE(with(nval_at, 7).find("truncated"), std::string::npos);  // 28 bytes wanted, 25 left
+    EXPECT_NE(error_of(dat({{"x", 1, {NAN}}})).find("must be finite and non-negative"), std::string::npos);
+    EXPECT_NE(error_of(dat({{"x", 1, {INFINITY}}})).find("must be finite"), std::string::npos);
+    EXPECT_NE(error_of(dat({{"x", 1, {-1.0f}}})).find("non-negative"), std::string::npos);
+    EXPECT_NE(error_of(dat({{"x", 1, {1.0f}}, {"x", 1, {1.0f}}})).find("appears twice"), std::string::npos);
+    EXPECT_NE(error_of(dat({{std::string("a\nb"), 1, {1.0f}}})).find("not printable"), std::string::npos);
+    auto trailing = good;
+    trailing.push_back(0);
+    EXPECT_NE(error_of(trailing).find("1 bytes after the dataset name"), std::string::npos);
+    const std::vector<uint8_t> gguf = {'G', 'G', 'U', 'F', 3, 0, 0, 0};
+    EXPECT_NE(error_of(gguf).find("GGUF imatrix"), std::string::npos);
+    EXPECT_THROW(read_imatrix("/nonexistent/imatrix.dat"), util::Error);
+}
+
+std::string tmp(const std::string& name) {
+    return (std::filesystem::temp_directory_path() / ("warden_imx_" + std::to_string(::getpid()) + "_" + name)).string();
+}
+
+// Importance-weighted squared error of every linear tensor of `quantized` against `src`.
+double weighted_error(const std::string& src, const std::string& quantized, const Imatrix& m) {
+    const model::GGUFFile a(src), b(quantized);
+    double err = 0.0;
+    for (const auto& t : a.tensors()) {
+        if (!is_linear_weight(t.name)) continue;
+        const int64_t cols = t.shape[0], rows = t.shape[1];
+        const float* imp = m.find(t.name, cols);
+        const auto sa = model::SourceTensor::from(t), sb = model::SourceTensor::from(*b.find_tensor(t.name));
+        std::vector<float> x(static_cast<size_t>(cols)), q(x.size());
+        for (int64_t r = 0; r < rows; ++r) {
+            sa.row_to_f32(r, x.data());
+            sb.row_to_f32(r, q.data());
+            for (int64_t c = 0; c < cols; ++c) {
+                const double d = x[static_cast<size_t>(c)] - q[static_cast<size_t>(c)];
+                err += imp[c] * d * d;
+            }
+        }
+    }
+    return err;
+}
+
+std::vector<uint8_t> file_bytes(const std::string& p) {
+    std::ifstream f(p, std::ios::binary);
+    return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+}
+
+TEST(Imatrix, WeightsTheScaleSearch) {
+    util::ThreadPool pool(2);
+    const std::string src = test::golden_model("tiny-llama.gguf");
+    const model::GGUFFile g(src);
+    // An importance for every linear tensor: uniform 4 (a power of two scales every weighted error
+    // exactly, so the search picks what it picks without one), and skewed (every 8th column 100x).
+    std::vector<Entry> uniform, skewed;
+    for (const auto& t : g.tensors()) {
+        if (!is_linear_weight(t.name)) continue;
+        const auto cols = static_cast<size_t>(t.shape[0]);
+        uniform.push_back({t.name, 2, std::vector<float>(cols, 8.0f)});  // 8 / 2 calls = 4
+        std::vector<float> v(cols);
+        for (size_t c = 0; c < cols; ++c) v[c] = c % 8 == 3 ? 100.0f : 1.0f;
+        skewed.push_back({t.name, 1, v});
+    }
+    const auto ub = dat(uniform), sb = dat(skewed);
+    const Imatrix mu = parse_imatrix(ub.data(), ub.size(), "u"), ms = parse_imatrix(sb.data(), sb.size(), "s");
+    for (const char* fmt : {"int4", "int4-asym", "int8"}) {
+        const std::string plain = tmp(std::string(fmt) + "_plain.gguf"), uni = tmp(std::string(fmt) + "_u.gguf"),
+                          skew = tmp(std::string(fmt) + "_s.gguf");
+        EXPECT_EQ(quantize_gguf(src, plain, parse_weight_format(fmt), HeadOptions::keep(), pool).imatrix_weighted, 0);
+        EXPECT_EQ(quantize_gguf(src, uni, parse_weight_format(fmt), HeadOptions::keep(), pool, &mu).imatrix_weighted,
+                  static_cast<int64_t>(uniform.size()));
+        quantize_gguf(src, skew, parse_weight_format(fmt), HeadOptions::keep(), pool, &ms);
+        EXPECT_TRUE(file_bytes(plain) == file_bytes(uni)) << fmt;
+        EXPECT_FALSE(file_bytes(plain) == file_bytes(skew)) << fmt;
+        const double e_plain = weighted_error(src, plain, ms), e_skew = weighted_error(src, skew, ms);
+        EXPECT_LT(e_skew, e_plain) << fmt;
+        std::printf("  %s: importance-weighted error %.4g without the imatrix, %.4g with it (%.1f%% lower)\n", fmt,
+                    e_plain, e_skew, 100.0 * (1.0 - e_skew / e_plain));
+        for (const auto& p : {plain, uni, skew}) std::filesystem::remove(p);
+    }
+    // An entry of the wrong width: an error naming the tensor, before anything is written.
+    auto wrong = skewed;
+    wrong[0].values.resize(wrong[0].values.size() / 2);
+    const auto wb = dat(wrong);
+    const Imatrix mw = parse_imatrix(wb.data(), wb.size(), "w");
+    try {
+        quantize_gguf(src, tmp("wrong.gguf"), parse_weight_format("int4"), HeadOptions::keep(), pool, &mw);
+        FAIL();
+    } catch (const util::Error& e) {
+        EXPECT_NE(std::string(e.what()).find(wrong[0].name), std::string::npos) << e.what();
+    }
+    EXPECT_FALSE(std::filesystem::exists(tmp("wrong.gguf")));
+}
+
+}  // namespace
+}  // namespace warden::quant
