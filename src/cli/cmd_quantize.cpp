@@ -53,8 +53,6 @@ int quantize(const QuantizeOptions& o) {
     if (!o.max_shard_size.empty() && !ct_out)
         throw util::Error("quantize: --max-shard-size is for compressed-tensors output into a directory (GGUF is "
                           "one file)");
-    if (!o.imatrix.empty() && ct_out)
-        throw util::Error("quantize: --imatrix is for GGUF output (its entries are named by GGUF tensor names)");
     std::optional<quant::Imatrix> imatrix;
     if (!o.imatrix.empty()) imatrix = quant::read_imatrix(o.imatrix);
     std::optional<int64_t> max_shard;
@@ -64,7 +62,8 @@ int quantize(const QuantizeOptions& o) {
     else if (o.head_weights == "keep") head = quant::HeadOptions::keep();
     else if (!o.head_weights.empty()) head = quant::HeadOptions::as(quant::parse_weight_format(o.head_weights));
     const auto st = ct_out ? quant::quantize_hf_compressed_tensors(o.common.model_path, o.out, f,
-                                                                   o.common.quantize_embeddings, pool, max_shard)
+                                                                   o.common.quantize_embeddings, pool, max_shard,
+                                                                   imatrix ? &*imatrix : nullptr)
                            : quant::quantize_gguf(o.common.model_path, o.out, f, head, pool,
                                                   imatrix ? &*imatrix : nullptr);
     std::printf("wrote %s: %lld tensors quantized (%s%s%s), %lld copied; tensor data %.1f MiB -> %.1f MiB\n",
@@ -95,8 +94,9 @@ void register_quantize(CLI::App& app, int& rc) {
                     "(default: a float one as int8 beside int4 layers, as loading with --weights runs it; "
                     "else copied)");
     sub->add_option("--imatrix", o->imatrix,
-                    "GGUF output: llama.cpp importance matrix (llama-imatrix's imatrix.dat) weighting each "
-                    "quantized tensor's scale search by its input columns' mean squared activation");
+                    "llama.cpp importance matrix (llama-imatrix's imatrix.dat) weighting each quantized tensor's "
+                    "scale search by its input columns' mean squared activation (entries by GGUF tensor name; "
+                    "a Hugging Face source's tensors are matched by theirs)");
     sub->add_option("--max-shard-size", o->max_shard_size,
                     "compressed-tensors output into a directory: largest safetensors shard, e.g. 500M or 2G "
                     "(default 5G); larger models are written as model-0000i-of-0000N.safetensors with an index");

@@ -11,6 +11,7 @@
 
 #include "model/compressed_tensors.h"
 #include "model/gguf_file.h"
+#include "model/gguf_names.h"
 #include "model/gguf_native_weights.h"
 #include "model/model.h"
 #include "model/fp8_block.h"
@@ -38,40 +39,6 @@ namespace {
 struct TensorNames {
     std::function<std::string(const std::string& role, int layer)> name;
 };
-
-// A layer-relative HF tensor name (the MoE / MLA loaders' "raw:" names) in llama.cpp's GGUF
-// naming (gguf-py's TensorNameMap). Routed experts are stacked per layer into one 3-D tensor
-// [n_expert, rows, cols]; expert e is addressed as "<name>[e]" and sliced by the GGUF finder.
-std::string gguf_layer_name(const std::string& hf) {
-    static const std::map<std::string, std::string> names = {
-        {"mlp.gate.weight", "ffn_gate_inp.weight"},
-        {"mlp.gate.e_score_correction_bias", "exp_probs_b.bias"},
-        {"mlp.shared_experts.gate_proj.weight", "ffn_gate_shexp.weight"},
-        {"mlp.shared_experts.up_proj.weight", "ffn_up_shexp.weight"},
-        {"mlp.shared_experts.down_proj.weight", "ffn_down_shexp.weight"},
-        {"self_attn.q_proj.weight", "attn_q.weight"},
-        {"self_attn.q_a_proj.weight", "attn_q_a.weight"},
-        {"self_attn.q_a_layernorm.weight", "attn_q_a_norm.weight"},
-        {"self_attn.q_b_proj.weight", "attn_q_b.weight"},
-        {"self_attn.kv_a_proj_with_mqa.weight", "attn_kv_a_mqa.weight"},
-        {"self_attn.kv_a_layernorm.weight", "attn_kv_a_norm.weight"},
-        {"self_attn.kv_b_proj.weight", "attn_kv_b.weight"},
-        {"self_attn.k_b_proj.weight", "attn_k_b.weight"},
-        {"self_attn.v_b_proj.weight", "attn_v_b.weight"},
-        {"self_attn.o_proj.weight", "attn_output.weight"}};
-    if (auto it = names.find(hf); it != names.end()) return it->second;
-    static const std::string experts = "mlp.experts.";
-    if (hf.rfind(experts, 0) == 0) {
-        const size_t dot = hf.find('.', experts.size());
-        if (dot != std::string::npos) {
-            const std::string e = hf.substr(experts.size(), dot - experts.size());
-            const std::string w = hf.substr(dot + 1);
-            for (const char* p : {"gate", "up", "down"})
-                if (w == std::string(p) + "_proj.weight") return "ffn_" + std::string(p) + "_exps.weight[" + e + "]";
-        }
-    }
-    return hf;
-}
 
 std::string gguf_name(const std::string& role, int layer) {
     static const std::map<std::string, std::string> global = {

@@ -57,6 +57,19 @@ std::string printable(const uint8_t* p, size_t n) {
 }  // namespace
 
 const float* Imatrix::find(const std::string& tensor, int64_t cols) const {
+    if (const size_t br = tensor.rfind('['); br != std::string::npos && tensor.back() == ']') {
+        const std::string idx = tensor.substr(br + 1, tensor.size() - br - 2), base = tensor.substr(0, br);
+        if (idx.empty() || idx.size() > 9 || idx.find_first_not_of("0123456789") != std::string::npos)
+            throw util::Error("imatrix: '" + tensor + "' is not an expert name");
+        const auto it = entries.find(base);
+        if (it == entries.end()) return nullptr;
+        const int64_t e = std::stoll(idx), n = static_cast<int64_t>(it->second.size());
+        if (cols <= 0 || n % cols != 0 || e >= n / cols)
+            throw util::Error("imatrix: entry '" + base + "' has " + std::to_string(n) + " values, not " +
+                              std::to_string(cols) + " for each expert up to expert " + std::to_string(e) +
+                              " (an importance matrix of another model?)");
+        return it->second.data() + e * cols;
+    }
     const auto it = entries.find(tensor);
     if (it == entries.end()) return nullptr;
     if (static_cast<int64_t>(it->second.size()) != cols)

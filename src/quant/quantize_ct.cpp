@@ -12,6 +12,7 @@
 
 #include "model/compressed_tensors.h"
 #include "model/fp8_block.h"
+#include "model/gguf_names.h"
 #include "model/safetensors_file.h"
 #include "model/safetensors_writer.h"
 #include "model/tensor_source.h"
@@ -56,7 +57,7 @@ std::vector<uint8_t> f32_bytes(const model::SourceTensor& t) {
 
 QuantizeStats quantize_hf_compressed_tensors(const std::string& in_dir, const std::string& out, const WeightFormat& f,
                                              bool embeddings, util::ThreadPool& pool,
-                                             std::optional<int64_t> max_shard_bytes) {
+                                             std::optional<int64_t> max_shard_bytes, const Imatrix* imatrix) {
     std::error_code ec;
     if (!fs::is_directory(in_dir, ec) || !fs::exists(in_dir + "/config.json"))
         throw Error("quantize: compressed-tensors output needs a Hugging Face model directory (config.json + "
@@ -137,7 +138,8 @@ QuantizeStats quantize_hf_compressed_tensors(const std::string& in_dir, const st
     struct Planned {
         std::string name;  // logical (source) name
         bool quantize = false;
-        int64_t bytes = 0;  // in the output (packed + scales + shape when quantized)
+        int64_t bytes = 0;                  // in the output (packed + scales + shape when quantized)
+        const float* importance = nullptr;  // the imatrix entry of its GGUF name, if any
     };
     std::vector<Planned> plan;
     QuantizeStats stats;
@@ -149,7 +151,7 @@ QuantizeStats quantize_hf_compressed_tensors(const std::string& in_dir, const st
         if (!src) throw Error("'" + in_dir + "': tensor '" + n + "' vanished");  // not reached
         const model::SourceTensor& t = *src;
         const bool emb = n == "lm_head.weight" || n == "model.embed_tokens.weight";
-        Planned p{n, t.dims.size() == 2 && (is_layer_linear(n) || (embeddings && emb)), 0};
+        Planned p{n, t.dims.size() == 2 && (is_layer_linear(n) || (embeddings && emb)), 0, nullptr};
         if (p.quantize) {
             const int64_t rows = t.dims[0], cols = t.dims[1];
             try {
@@ -159,6 +161,9 @@ QuantizeStats quantize_hf_compressed_tensors(const std::string& in_dir, const st
             }
             const int64_t words = (cols * num_bits + 31) / 32, ng = f.group != 0 ? cols / f.group : 1;
             p.bytes = rows * words * 4 + rows * ng * 2 + 16;
+            if (imatrix)
+                if (const std::string gname = model::gguf_tensor_name(n); !gname.empty())
+                    if ((p.importance = imatrix->find(gname, cols))) ++stats.imatrix_weighted;
             if (n == "model.embed_tokens.weight") embed_quantized = true;
         } else {
             if (t.dims.size() == 2 && n.ends_with(".weight") && n != "model.embed_tokens.weight")
@@ -213,7 +218,7 @@ QuantizeStats quantize_hf_compressed_tensors(const std::string& in_dir, const st
                     if (t.ct) qr = model::ct_import_row(*t.ct, r, layout);
                     if (!qr) {
                         t.row_to_f32(r, row.data());
-                        qr = default_quantizer().quantize_row(layout, row.data(), nullptr);
+                        qr = default_quantizer().quantize_row(layout, row.data(), p.importance);
                     }
                     for (int64_t c = 0; c < cols; ++c) {
                         const uint8_t q = qr->q[static_cast<size_t>(c)];

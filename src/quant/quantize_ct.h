@@ -17,6 +17,7 @@
 #include <optional>
 #include <string>
 
+#include "quant/imatrix.h"
 #include "quant/quantize_model.h"
 #include "quant/weight_format.h"
 #include "util/thread_pool.h"
@@ -32,10 +33,12 @@ inline constexpr int64_t kDefaultMaxShardBytes = int64_t{5} << 30;
 // checkpoints are sharded; weight files of an earlier run there that this one did not write are
 // removed) or a path ending in ".safetensors" (one file whatever its size, so max_shard_bytes is
 // an error; config.json is written next to it unless that would overwrite the source's). Memory
-// holds one shard's output at a time. Throws util::Error, before writing anything for a bad
-// format, shape or option.
+// holds one shard's output at a time. `imatrix`: llama.cpp importance per input column, found by
+// each tensor's GGUF name (model/gguf_names.h; expert e of a stacked entry for MoE experts).
+// Throws util::Error, before writing anything for a bad format, shape, option or imatrix entry.
 QuantizeStats quantize_hf_compressed_tensors(const std::string& in_dir, const std::string& out, const WeightFormat& f,
                                              bool embeddings, util::ThreadPool& pool,
-                                             std::optional<int64_t> max_shard_bytes = std::nullopt);
+                                             std::optional<int64_t> max_shard_bytes = std::nullopt,
+                                             const Imatrix* imatrix = nullptr);
 
 }  // namespace warden::quant

@@ -19,11 +19,13 @@
 
 #include "kernels/matmul_quant.h"
 #include "model/compressed_tensors.h"
+#include "model/gguf_names.h"
 #include "model/kv_cache.h"
 #include "model/model.h"
 #include "model/safetensors_file.h"
 #include "model/safetensors_writer.h"
 #include "model/transformer.h"
+#include "quant/imatrix.h"
 #include "quant/quantize_ct.h"
 #include "quant/quantizer.h"
 #include "tensor/float_convert.h"
@@ -563,6 +565,124 @@ TEST(CompressedTensors, WriterShardsADirectoryOutput) {
     EXPECT_TRUE(fs::exists(sharded + "/model.safetensors"));  // the failed runs left the output alone
     fs::remove_all(single);
     fs::remove_all(sharded);
+}
+
+// HF tensor names -> llama.cpp's GGUF names, as gguf-py's TensorNameMap gives them.
+TEST(CompressedTensors, GgufNamesOfHfTensors) {
+    EXPECT_EQ(model::gguf_tensor_name("model.layers.3.self_attn.q_proj.weight"), "blk.3.attn_q.weight");
+    EXPECT_EQ(model::gguf_tensor_name("model.layers.0.self_attn.k_proj.weight"), "blk.0.attn_k.weight");
+    EXPECT_EQ(model::gguf_tensor_name("model.layers.0.self_attn.v_proj.weight"), "blk.0.attn_v.weight");
+    EXPECT_EQ(model::gguf_tensor_name("model.layers.12.self_attn.o_proj.weight"), "blk.12.attn_output.weight");
+    EXPECT_EQ(model::gguf_tensor_name("model.layers.1.mlp.gate_proj.weight"), "blk.1.ffn_gate.weight");
+    EXPECT_EQ(model::gguf_tensor_name("model.layers.1.mlp.up_proj.weight"), "blk.1.ffn_up.weight");
+    EXPECT_EQ(model::gguf_tensor_name("model.layers.1.mlp.down_proj.weight"), "blk.1.ffn_down.weight");
+    EXPECT_EQ(model::gguf_tensor_name("model.layers.2.mlp.experts.5.up_proj.weight"), "blk.2.ffn_up_exps.weight[5]");
+    EXPECT_EQ(model::gguf_tensor_name("model.layers.2.mlp.shared_experts.down_proj.weight"),
+              "blk.2.ffn_down_shexp.weight");
+    EXPECT_EQ(model::gguf_tensor_name("model.layers.0.self_attn.q_a_proj.weight"), "blk.0.attn_q_a.weight");
+    EXPECT_EQ(model::gguf_tensor_name("model.embed_tokens.weight"), "token_embd.weight");
+    EXPECT_EQ(model::gguf_tensor_name("lm_head.weight"), "output.weight");
+    EXPECT_EQ(model::gguf_tensor_name("model.layers.x.mlp.up_proj.weight"), "");
+    EXPECT_EQ(model::gguf_tensor_name("model.layers.0.mlp.unknown.weight"), "");
+    EXPECT_EQ(model::gguf_tensor_name("vision.encoder.weight"), "");
+}
+
+namespace {
+// llama-imatrix's imatrix.dat (quant/imatrix.h) with ncall 1.
+std::vector<uint8_t> imatrix_dat(const std::vector<std::pair<std::string, std::vector<float>>>& es) {
+    std::vector<uint8_t> b;
+    auto i32 = [&](int32_t v) {
+        b.resize(b.size() + 4);
+        std::memcpy(b.data() + b.size() - 4, &v, 4);
+    };
+    i32(static_cast<int32_t>(es.size()));
+    for (const auto& [name, vals] : es) {
+        i32(static_cast<int32_t>(name.size()));
+        for (char ch : name) b.push_back(static_cast<uint8_t>(ch));
+        i32(1);
+        i32(static_cast<int32_t>(vals.size()));
+        const size_t at = b.size();
+        b.resize(at + vals.size() * 4);
+        std::memcpy(b.data() + at, vals.data(), vals.size() * 4);
+    }
+    return b;
+}
+
+bool same_tensor(const model::SafetensorsModel& a, const model::SafetensorsModel& b, const std::string& n) {
+    const auto *x = a.find(n), *y = b.find(n);
+    return x && y && x->n_bytes == y->n_bytes && std::memcmp(x->data, y->data, x->n_bytes) == 0;
+}
+}  // namespace
+
+// --imatrix on a Hugging Face source: each tensor finds its entry by its GGUF name. Dense: a
+// uniform importance (a power of two) writes the same bytes as none, a skewed one changes every
+// matrix it names. MoE: the stacked experts entry is cut per expert, so skewing expert 3's run
+// changes expert 3's matrices and no other expert's; an entry of the wrong width is an error.
+TEST(CompressedTensors, WriterTakesAnImatrixByGgufName) {
+    if (!fs::exists(test::golden_model("tiny-qwen3-moe") + "/config.json")) GTEST_SKIP() << "tiny-qwen3-moe missing";
+    util::ThreadPool pool(2);
+    const auto fmt = quant::parse_weight_format("int4-g32");
+    const std::string dense = test::golden_model("tiny-llama");
+    const model::SafetensorsModel ds = model::SafetensorsModel::open_dir(dense);
+    std::vector<std::pair<std::string, std::vector<float>>> uni, skew;
+    for (const auto& t : ds.tensors()) {
+        const std::string g = model::gguf_tensor_name(t.name);
+        if (t.shape.size() != 2 || !g.starts_with("blk.")) continue;
+        const auto cols = static_cast<size_t>(t.shape[1]);
+        uni.emplace_back(g, std::vector<float>(cols, 2.0f));
+        std::vector<float> v(cols, 1.0f);
+        for (size_t c = 5; c < cols; c += 16) v[c] = 300.0f;
+        skew.emplace_back(g, v);
+    }
+    ASSERT_EQ(uni.size(), 21u);
+    const auto ub = imatrix_dat(uni), sb = imatrix_dat(skew);
+    const quant::Imatrix mu = quant::parse_imatrix(ub.data(), ub.size(), "u"), ms = quant::parse_imatrix(sb.data(), sb.size(), "s");
+    const std::string o0 = tmp_dir("im_none"), o1 = tmp_dir("im_uni"), o2 = tmp_dir("im_skew");
+    EXPECT_EQ(quant::quantize_hf_compressed_tensors(dense, o0, fmt, false, pool).imatrix_weighted, 0);
+    EXPECT_EQ(quant::quantize_hf_compressed_tensors(dense, o1, fmt, false, pool, std::nullopt, &mu).imatrix_weighted, 21);
+    EXPECT_EQ(quant::quantize_hf_compressed_tensors(dense, o2, fmt, false, pool, std::nullopt, &ms).imatrix_weighted, 21);
+    {
+        const auto a = model::SafetensorsModel::open_dir(o0), b = model::SafetensorsModel::open_dir(o1),
+                   c = model::SafetensorsModel::open_dir(o2);
+        for (const auto& t : a.tensors()) {
+            EXPECT_TRUE(same_tensor(a, b, t.name)) << t.name;
+            if (t.name.ends_with(".weight_packed")) {
+                EXPECT_FALSE(same_tensor(a, c, t.name)) << t.name;
+            }
+        }
+    }
+
+    const std::string moe = test::golden_model("tiny-qwen3-moe");
+    const model::SafetensorsModel ms2 = model::SafetensorsModel::open_dir(moe);
+    const auto* up0 = ms2.find("model.layers.0.mlp.experts.0.up_proj.weight");
+    ASSERT_NE(up0, nullptr);
+    const auto cols = static_cast<size_t>(up0->shape[1]);
+    constexpr size_t kExperts = 8;
+    std::vector<float> stacked(kExperts * cols, 1.0f);
+    for (size_t c = 2; c < cols; c += 8) stacked[3 * cols + c] = 500.0f;  // expert 3 only
+    const auto eb = imatrix_dat({{"blk.0.ffn_up_exps.weight", stacked}});
+    const quant::Imatrix me = quant::parse_imatrix(eb.data(), eb.size(), "e");
+    const std::string m0 = tmp_dir("im_moe_none"), m1 = tmp_dir("im_moe_e3");
+    quant::quantize_hf_compressed_tensors(moe, m0, fmt, false, pool);
+    EXPECT_EQ(quant::quantize_hf_compressed_tensors(moe, m1, fmt, false, pool, std::nullopt, &me).imatrix_weighted,
+              static_cast<int64_t>(kExperts));
+    {
+        const auto a = model::SafetensorsModel::open_dir(m0), b = model::SafetensorsModel::open_dir(m1);
+        for (size_t e = 0; e < kExperts; ++e) {
+            const std::string n = "model.layers.0.mlp.experts." + std::to_string(e) + ".up_proj.weight_packed";
+            EXPECT_EQ(same_tensor(a, b, n), e != 3) << n;
+        }
+        EXPECT_TRUE(same_tensor(a, b, "model.layers.2.mlp.experts.3.up_proj.weight_packed"));
+    }
+    stacked.resize(stacked.size() - cols);  // 7 experts' worth: another model
+    const auto wb = imatrix_dat({{"blk.0.ffn_up_exps.weight", stacked}});
+    const quant::Imatrix mw = quant::parse_imatrix(wb.data(), wb.size(), "w");
+    const std::string bad = tmp_dir("im_moe_bad");
+    EXPECT_NE(message_of([&] { quant::quantize_hf_compressed_tensors(moe, bad, fmt, false, pool, std::nullopt, &mw); })
+                  .find("'blk.0.ffn_up_exps.weight' has"),
+              std::string::npos);
+    EXPECT_FALSE(fs::exists(bad + "/model.safetensors"));
+    for (const auto& d : {o0, o1, o2, m0, m1, bad}) fs::remove_all(d);
 }
 
 TEST(CompressedTensors, WriterRefusesWhatItCannotStoreExactly) {

@@ -84,6 +84,15 @@ TEST(Imatrix, ParsesLlamaCppLayoutAndDividesByCalls) {
     } catch (const util::Error& e) {
         EXPECT_NE(std::string(e.what()).find("has 3 values, the tensor has 64 columns"), std::string::npos) << e.what();
     }
+    // Stacked experts: "name[e]" is the e-th run of cols values.
+    const auto st = dat({{"blk.0.ffn_up_exps.weight", 1, {1, 2, 3, 4, 5, 6}}});
+    const Imatrix ms = parse_imatrix(st.data(), st.size(), "t.dat");
+    EXPECT_EQ(ms.find("blk.0.ffn_up_exps.weight[2]", 2)[0], 5.0f);
+    EXPECT_EQ(ms.find("blk.0.ffn_up_exps.weight[0]", 3)[2], 3.0f);
+    EXPECT_EQ(ms.find("blk.1.ffn_up_exps.weight[0]", 3), nullptr);
+    EXPECT_THROW(ms.find("blk.0.ffn_up_exps.weight[3]", 2), util::Error);  // 3 experts of 2
+    EXPECT_THROW(ms.find("blk.0.ffn_up_exps.weight[0]", 4), util::Error);  // 6 is not a multiple of 4
+    EXPECT_THROW(ms.find("blk.0.ffn_up_exps.weight[x]", 2), util::Error);
     // Without the trailer (the oldest llama-imatrix), and with an empty dataset name.
     const auto old = dat({{"a", 1, {1.0f}}}, 0, "", false);
     EXPECT_EQ(parse_imatrix(old.data(), old.size(), "t.dat").chunks, 0);
