@@ -13,12 +13,6 @@
 
 namespace warden::model {
 
-namespace {
-
-// The matrices --weights applies to: "blk.N.*" of layers the model runs (N < n_layers: not the
-// MTP / nextn blocks after them) with two or more dimensions (stacked experts have three),
-// except those that always load in f32 or --dtype: MoE routers and MLA's kv_b / k_b / v_b
-// (model/mla.cpp).
 bool is_layer_matrix(const GGUFTensor& t, int64_t n_layers) {
     if (!t.name.starts_with("blk.") || t.shape.size() < 2) return false;
     const size_t dot = t.name.find('.', 4);
@@ -31,6 +25,8 @@ bool is_layer_matrix(const GGUFTensor& t, int64_t n_layers) {
         if (t.name.find(never) != std::string::npos) return false;
     return true;
 }
+
+namespace {
 
 // Whether the first row of a [rows, cols] GGUF matrix that is not all zero bytes imports into
 // `format` exactly (import_ggml_row checks the same for every row at load). An all-zero row, such

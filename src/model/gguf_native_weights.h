@@ -36,6 +36,12 @@ struct GgufNativeWeights {
 GgufNativeWeights gguf_native_weights(const GGUFFile& g, const ModelConfig& c,
                                       const std::string& dtype_name, bool head_chosen);
 
+// The matrices --weights applies to: "blk.N.*" of layers the model runs (N < n_layers: not the
+// MTP / nextn blocks after them) with two or more dimensions (stacked experts have three),
+// except those that always load in f32 or --dtype: MoE routers and MLA's kv_b / k_b / v_b
+// (model/mla.cpp). `warden quantize` writes exactly these quantized (quant/quantize_model.h).
+bool is_layer_matrix(const GGUFTensor& t, int64_t n_layers);
+
 // Beside layers named by --weights in a quantized format, with no --head-weights: the embeddings
 // and head that keep their own lossless format by the same rule as above (embed / output set),
 // and a note naming them ("token_embd Q8_0 as int8-g32 without loss"); `layers` stays unset and

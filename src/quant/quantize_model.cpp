@@ -1,43 +1,17 @@
 #include "quant/quantize_model.h"
 
 #include <cstring>
-#include <initializer_list>
 #include <optional>
 
 #include "model/gguf_file.h"
 #include "model/gguf_native_weights.h"
 #include "model/gguf_writer.h"
+#include "model/model_config.h"
 #include "model/tensor_source.h"
 #include "quant/quantizer.h"
 #include "util/error.h"
 
 namespace warden::quant {
-
-namespace {
-// `prefix` + decimal digits + "." + one of `suffixes`, exactly (the layer index is any number).
-bool layer_tensor(const std::string& name, const std::string& prefix, std::initializer_list<const char*> suffixes) {
-    if (name.compare(0, prefix.size(), prefix) != 0) return false;
-    size_t i = prefix.size();
-    const size_t digits = i;
-    while (i < name.size() && name[i] >= '0' && name[i] <= '9') ++i;
-    if (i == digits || i >= name.size() || name[i] != '.') return false;
-    const std::string rest = name.substr(i + 1);
-    for (const char* s : suffixes)
-        if (rest == s) return true;
-    return false;
-}
-}  // namespace
-
-// Linear-layer weights of llama-style checkpoints, in GGUF and Hugging Face naming.
-bool is_linear_weight(const std::string& name) {
-    return layer_tensor(name, "blk.",
-                        {"attn_q.weight", "attn_k.weight", "attn_v.weight", "attn_output.weight", "ffn_gate.weight",
-                         "ffn_up.weight", "ffn_down.weight"}) ||
-           layer_tensor(name, "model.layers.",
-                        {"self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",
-                         "self_attn.o_proj.weight", "mlp.gate_proj.weight", "mlp.up_proj.weight",
-                         "mlp.down_proj.weight"});
-}
 
 bool is_embedding_weight(const std::string& name) {
     return name == "token_embd.weight" || name == "output.weight" || name == "model.embed_tokens.weight" ||
@@ -75,12 +49,15 @@ QuantizeStats quantize_gguf(const std::string& in, const std::string& out, const
     stored.act_f32 = false;  // a kernel choice (-a16), not part of the stored blocks
     declared.s = weight_format_name(stored);
     w.set(std::string(model::kGgufDeclaredWeightsKey), declared);
+    // The layers the model runs, for the matrices --weights applies to at load (attention, MLP,
+    // MLA projections, shared and stacked routed experts; not routers, MLA's kv_b, MTP blocks).
+    const int64_t n_layers = model::config_from_gguf(src).n_layers;
     QuantizeStats st;
     for (const auto& t : src.tensors()) {
         st.bytes_in += static_cast<int64_t>(t.n_bytes);
         // The format this tensor is written in; unset: copied.
         std::optional<WeightFormat> fmt;
-        if (t.shape.size() == 2 && is_linear_weight(t.name)) {
+        if (model::is_layer_matrix(t, n_layers) && t.shape.size() <= 3) {
             fmt = f;
         } else if (t.shape.size() == 2 && is_embedding_weight(t.name)) {
             if (head.mode == HeadOptions::Mode::Format) fmt = head.format;
@@ -100,7 +77,10 @@ QuantizeStats quantize_gguf(const std::string& in, const std::string& out, const
             ++st.tensors_copied;
             continue;
         }
-        const int64_t cols = t.shape[0], rows = t.shape[1];
+        // A stacked [n_expert, rows, cols] tensor (ggml shape [cols, rows, n_expert]) is quantized
+        // row by row like a matrix of n_expert x rows rows; the loader slices it per expert.
+        const int64_t cols = t.shape[0], rows_per = t.shape[1], n_mat = t.shape.size() == 3 ? t.shape[2] : 1;
+        const int64_t rows = rows_per * n_mat;
         const kernels::WeightMatrix layout = fmt->layout(rows, cols);
         // By value: the producer runs after this iteration's locals are gone.
         const std::string what = "'" + in + "': tensor '" + t.name + "' as " + weight_format_name(*fmt) + ": ";
@@ -111,9 +91,21 @@ QuantizeStats quantize_gguf(const std::string& in, const std::string& out, const
         }
         const tensor::GgmlType tensor_type = ggml_type_for(layout);
         const int64_t in_row = tensor::ggml_row_bytes(t.type, cols), out_row = tensor::ggml_row_bytes(tensor_type, cols);
-        const float* importance = imatrix ? imatrix->find(t.name, cols) : nullptr;
-        if (importance) ++st.imatrix_weighted;
-        w.add_tensor(t.name, t.shape, tensor_type, [&t, &pool, layout, rows, cols, in_row, out_row, what, importance] {
+        // Importance per matrix: llama-imatrix collects a stacked tensor's experts in one entry,
+        // expert e's columns at [e * cols, (e + 1) * cols) (Imatrix::find "name[e]").
+        std::vector<const float*> importance(static_cast<size_t>(n_mat), nullptr);
+        if (imatrix) {
+            try {
+                for (int64_t e = 0; e < n_mat; ++e)
+                    importance[static_cast<size_t>(e)] =
+                        imatrix->find(n_mat == 1 ? t.name : t.name + "[" + std::to_string(e) + "]", cols);
+            } catch (const util::Error& e) {
+                throw util::Error(what + e.what());
+            }
+            if (importance[0]) ++st.imatrix_weighted;
+        }
+        w.add_tensor(t.name, t.shape, tensor_type,
+                     [&t, &pool, layout, rows, rows_per, cols, in_row, out_row, what, importance] {
             const model::SourceTensor s = model::SourceTensor::from(t);
             std::vector<uint8_t> data(static_cast<size_t>(rows * out_row), 0);
             try {
@@ -123,7 +115,8 @@ QuantizeStats quantize_gguf(const std::string& in, const std::string& out, const
                         auto qr = import_ggml_row(t.type, t.data + r * in_row, layout);
                         if (!qr) {
                             s.row_to_f32(r, row.data());
-                            qr = default_quantizer().quantize_row(layout, row.data(), importance);
+                            qr = default_quantizer().quantize_row(layout, row.data(),
+                                                                  importance[static_cast<size_t>(r / rows_per)]);
                         }
                         export_ggml_row(layout, *qr, data.data() + r * out_row);
                     }

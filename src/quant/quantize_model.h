@@ -36,12 +36,13 @@ struct HeadOptions {
     static HeadOptions as(const WeightFormat& f) { return {Mode::Format, f}; }
 };
 
-// Is this tensor one of the linear-layer matrices quantized by default (GGUF or HF naming)?
-bool is_linear_weight(const std::string& name);
+// Is this tensor the token embeddings or the output head (GGUF or HF naming)?
 bool is_embedding_weight(const std::string& name);
 
-// GGUF -> GGUF with the linear layers as Q4_0 / Q4_1 / Q8_0 (quant/quantizer.h ggml_type_for),
-// the embeddings / head as `head` says; everything else is copied unchanged. `imatrix`: the
+// GGUF -> GGUF with the matrices --weights quantizes at load (model::is_layer_matrix: attention,
+// MLP, MLA projections, shared and stacked routed experts) as Q4_0 / Q4_1 / Q8_0
+// (quant/quantizer.h ggml_type_for), the embeddings / head as `head` says; everything else is
+// copied unchanged. `imatrix`: the
 // importance of each quantized tensor's input columns where it has an entry of that name
 // (quant/imatrix.h; rows that import without loss are imported all the same).
 QuantizeStats quantize_gguf(const std::string& in, const std::string& out, const WeightFormat& f,

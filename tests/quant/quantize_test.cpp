@@ -723,14 +723,22 @@ TEST(QuantGguf, CorruptBlockScaleIsAnError) {
 }  // namespace warden::quant
 
 namespace warden::quant {
-// Which tensors `warden quantize` compresses: exactly the linear layers, in both namings.
-TEST(QuantizeModel, LinearWeightNames) {
-    for (const char* yes : {"blk.0.attn_q.weight", "blk.31.ffn_down.weight", "blk.7.attn_output.weight",
-                            "model.layers.0.self_attn.q_proj.weight", "model.layers.12.mlp.up_proj.weight"})
-        EXPECT_TRUE(is_linear_weight(yes)) << yes;
-    for (const char* no : {"blk.attn_q.weight", "blk.0.attn_q.bias", "blk.0x.attn_q.weight", "blk.0.attn_norm.weight",
-                           "token_embd.weight", "xblk.0.attn_q.weight", "blk.0.attn_q.weight.x",
-                           "model.layers.0.self_attn.q_proj.bias", "model.layers..mlp.up_proj.weight", ""})
-        EXPECT_FALSE(is_linear_weight(no)) << no;
+// Which tensors `warden quantize` compresses: those --weights quantizes at load
+// (model::is_layer_matrix), for a model running 4 layers.
+TEST(QuantizeModel, LayerMatrixNames) {
+    const auto t = [](const std::string& name, std::vector<int64_t> shape) {
+        return model::GGUFTensor{name, std::move(shape), tensor::GgmlType::F32, 0, nullptr, 0};
+    };
+    for (const auto& yes : {t("blk.0.attn_q.weight", {64, 64}), t("blk.3.ffn_down.weight", {128, 64}),
+                            t("blk.1.attn_output.weight", {64, 64}), t("blk.2.ffn_up_exps.weight", {64, 32, 8}),
+                            t("blk.2.ffn_gate_shexp.weight", {64, 32}), t("blk.0.attn_q_a.weight", {64, 32}),
+                            t("blk.0.attn_kv_a_mqa.weight", {64, 40})})
+        EXPECT_TRUE(model::is_layer_matrix(yes, 4)) << yes.name;
+    for (const auto& no : {t("blk.0.attn_norm.weight", {64}), t("blk.4.attn_q.weight", {64, 64}),  // MTP block
+                           t("blk.1.ffn_gate_inp.weight", {64, 8}), t("blk.0.attn_kv_b.weight", {32, 128}),
+                           t("blk.0.attn_k_b.weight", {16, 32, 2}), t("blk.x.attn_q.weight", {64, 64}),
+                           t("blk..attn_q.weight", {64, 64}), t("token_embd.weight", {64, 320}),
+                           t("output.weight", {64, 320}), t("xblk.0.attn_q.weight", {64, 64})})
+        EXPECT_FALSE(model::is_layer_matrix(no, 4)) << no.name;
 }
 }  // namespace warden::quant
