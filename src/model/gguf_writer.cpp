@@ -82,13 +82,19 @@ void GGUFWriter::add_tensor(const std::string& name, std::vector<int64_t> shape,
                             std::vector<uint8_t> data) {
     const int64_t bytes = checked_bytes(name, shape, type);
     util::check(static_cast<int64_t>(data.size()) == bytes, "GGUFWriter: tensor '" + name + "' has the wrong byte count");
-    tensors_.push_back({name, std::move(shape), type, bytes, std::move(data), nullptr});
+    tensors_.push_back({name, std::move(shape), type, bytes, std::move(data), nullptr, nullptr});
 }
 
 void GGUFWriter::add_tensor(const std::string& name, std::vector<int64_t> shape, tensor::GgmlType type,
                             Producer produce) {
     const int64_t bytes = checked_bytes(name, shape, type);
-    tensors_.push_back({name, std::move(shape), type, bytes, {}, std::move(produce)});
+    tensors_.push_back({name, std::move(shape), type, bytes, {}, std::move(produce), nullptr});
+}
+
+void GGUFWriter::add_tensor_view(const std::string& name, std::vector<int64_t> shape, tensor::GgmlType type,
+                                 const uint8_t* data) {
+    const int64_t bytes = checked_bytes(name, shape, type);
+    tensors_.push_back({name, std::move(shape), type, bytes, {}, nullptr, data});
 }
 
 void GGUFWriter::write(const std::string& path) const {
@@ -134,15 +140,16 @@ void GGUFWriter::write(const std::string& path) const {
         f.write(reinterpret_cast<const char*>(o.buf.data()), static_cast<std::streamsize>(o.buf.size()));
         static const char zeros[kAlign] = {};
         for (const auto& t : tensors_) {
+            const uint8_t* data = t.view ? t.view : t.data.data();
             std::vector<uint8_t> made;
             if (t.produce) {
                 made = t.produce();
                 util::check(static_cast<int64_t>(made.size()) == t.bytes,
                             "GGUFWriter: tensor '" + t.name + "' was made with the wrong byte count");
+                data = made.data();
             }
-            const std::vector<uint8_t>& data = t.produce ? made : t.data;
-            f.write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
-            const size_t pad = (kAlign - data.size() % kAlign) % kAlign;
+            f.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(t.bytes));
+            const size_t pad = (kAlign - static_cast<uint64_t>(t.bytes) % kAlign) % kAlign;
             f.write(zeros, static_cast<std::streamsize>(pad));
             if (!f) throw util::Error("write to '" + tmp + "' failed (disk full?)");
         }

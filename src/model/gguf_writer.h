@@ -26,6 +26,10 @@ public:
     // quantize` of a model larger than memory). A producer's exception, or bytes of the wrong
     // count, fail write().
     void add_tensor(const std::string& name, std::vector<int64_t> shape, tensor::GgmlType type, Producer produce);
+    // The same with bytes that stay valid until write() (a tensor copied from a mapped source):
+    // written from where they are, no copy.
+    void add_tensor_view(const std::string& name, std::vector<int64_t> shape, tensor::GgmlType type,
+                         const uint8_t* data);
     // Writes the file (atomically: to path + ".tmp", then renamed; on failure the .tmp is
     // removed and nothing is at path). Throws util::Error, or what a producer threw.
     void write(const std::string& path) const;
@@ -36,8 +40,9 @@ private:
         std::vector<int64_t> shape;
         tensor::GgmlType type;
         int64_t bytes = 0;
-        std::vector<uint8_t> data;  // unless produce
+        std::vector<uint8_t> data;  // unless produce or view
         Producer produce;
+        const uint8_t* view = nullptr;
     };
     static int64_t checked_bytes(const std::string& name, const std::vector<int64_t>& shape, tensor::GgmlType type);
     std::vector<std::pair<std::string, GGUFValue>> kv_;

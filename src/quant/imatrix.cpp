@@ -21,7 +21,7 @@ public:
     Reader(const uint8_t* d, size_t n, const std::string& name) : d_(d), n_(n), name_(name) {}
     bool at_end() const { return pos_ == n_; }
     size_t left() const { return n_ - pos_; }
-    int32_t i32(const char* what) {
+    int32_t i32(const std::string& what) {
         need(4, what);
         int32_t v;
         std::memcpy(&v, d_ + pos_, 4);
@@ -87,18 +87,18 @@ Imatrix parse_imatrix(const uint8_t* data, size_t size, const std::string& name)
     Imatrix m;
     const int32_t n_entries = r.i32("the entry count");
     if (n_entries < 1) r.fail("no entries (count " + std::to_string(n_entries) + ")");
-    // Each entry takes at least 13 bytes (len, one name byte, ncall, nval, one value... 4 + 1 + 4 + 4).
-    if (static_cast<uint64_t>(n_entries) > r.left() / 13) r.fail(std::to_string(n_entries) + " entries cannot fit in the file");
+    // Each entry takes at least 17 bytes (len, a name byte, ncall, nval, one value: 4 + 1 + 4 + 4 + 4).
+    if (static_cast<uint64_t>(n_entries) > r.left() / 17) r.fail(std::to_string(n_entries) + " entries cannot fit in the file");
     for (int32_t e = 0; e < n_entries; ++e) {
         const std::string at = "entry " + std::to_string(e + 1);
-        const int32_t len = r.i32((at + " name length").c_str());
+        const int32_t len = r.i32(at + " name length");
         if (len < 1 || len > kMaxName) r.fail(at + ": name length " + std::to_string(len));
         const uint8_t* np = r.bytes(static_cast<size_t>(len), at + " name");
         for (int32_t i = 0; i < len; ++i)
             if (np[i] < 32 || np[i] >= 127) r.fail(at + ": name is not printable ('" + printable(np, static_cast<size_t>(len)) + "')");
         std::string tensor(reinterpret_cast<const char*>(np), static_cast<size_t>(len));
-        const int32_t ncall = r.i32((at + " call count").c_str());
-        const int32_t nval = r.i32((at + " value count").c_str());
+        const int32_t ncall = r.i32(at + " call count");
+        const int32_t nval = r.i32(at + " value count");
         if (ncall < 0) r.fail("'" + tensor + "': call count " + std::to_string(ncall));
         if (nval < 1 || nval > kMaxValues) r.fail("'" + tensor + "': value count " + std::to_string(nval));
         const uint8_t* vp = r.bytes(static_cast<size_t>(nval) * 4, "'" + tensor + "' values");
@@ -110,8 +110,8 @@ Imatrix parse_imatrix(const uint8_t* data, size_t size, const std::string& name)
                        " (must be finite and non-negative)");
             if (ncall > 0) v[static_cast<size_t>(i)] /= static_cast<float>(ncall);
         }
-        if (!m.entries.emplace(std::move(tensor), std::move(v)).second)
-            r.fail("entry '" + std::string(reinterpret_cast<const char*>(np), static_cast<size_t>(len)) + "' appears twice");
+        if (m.entries.contains(tensor)) r.fail("entry '" + tensor + "' appears twice");
+        m.entries.emplace(std::move(tensor), std::move(v));
     }
     if (r.at_end()) return m;  // files of the oldest tool end here
     m.chunks = r.i32("the chunk count");

@@ -137,7 +137,13 @@ QuantizeStats quantize_hf_compressed_tensors(const std::string& in_dir, const st
     // raised before anything is written and the shards can be cut before any is filled.
     struct Planned {
         std::string name;  // logical (source) name
+        // Unset for an FP8 block-scaled weight: the resolver dequantizes it to f32 when found, so
+        // that happens in emit, one tensor at a time, not for the whole model here.
+        std::optional<model::SourceTensor> src;
+        std::vector<int64_t> dims;
         bool quantize = false;
+        const model::SafetensorsTensor* raw = nullptr;  // copied as stored (else dequantized to f32)
+        int64_t words = 0, groups = 0;      // quantized: int32 words and scales per row
         int64_t bytes = 0;                  // in the output (packed + scales + shape when quantized)
         const float* importance = nullptr;  // the imatrix entry of its GGUF name, if any
     };
@@ -147,30 +153,39 @@ QuantizeStats quantize_hf_compressed_tensors(const std::string& in_dir, const st
     std::vector<std::string> ignore;
     bool embed_quantized = false;
     for (const auto& n : names) {
-        const auto src = find(n);
-        if (!src) throw Error("'" + in_dir + "': tensor '" + n + "' vanished");  // not reached
-        const model::SourceTensor& t = *src;
+        Planned p;
+        p.name = n;
+        const auto* raw = st.find(n);
+        if (fp8 && raw && raw->dtype == "F8_E4M3" && raw->shape.size() == 2) {
+            p.dims = raw->shape;
+        } else {
+            p.src = find(n);
+            if (!p.src) throw Error("'" + in_dir + "': tensor '" + n + "' vanished");  // not reached
+            p.dims = p.src->dims;
+            if (raw && !p.src->ct && raw->dtype == p.src->st_dtype) p.raw = raw;
+        }
         const bool emb = n == "lm_head.weight" || n == "model.embed_tokens.weight";
-        Planned p{n, t.dims.size() == 2 && (is_layer_linear(n) || (embeddings && emb)), 0, nullptr};
+        p.quantize = p.dims.size() == 2 && (is_layer_linear(n) || (embeddings && emb));
         if (p.quantize) {
-            const int64_t rows = t.dims[0], cols = t.dims[1];
+            const int64_t rows = p.dims[0], cols = p.dims[1];
             try {
                 kernels::check_quant_shape(f.layout(rows, cols));
             } catch (const Error& e) {
                 throw Error("'" + in_dir + "': tensor '" + n + "' as " + weight_format_name(f) + ": " + e.what());
             }
-            const int64_t words = (cols * num_bits + 31) / 32, ng = f.group != 0 ? cols / f.group : 1;
-            p.bytes = rows * words * 4 + rows * ng * 2 + 16;
+            p.words = (cols * num_bits + 31) / 32;
+            p.groups = f.group != 0 ? cols / f.group : 1;  // int4 groups, int8-g32 blocks, or per row
+            p.bytes = rows * p.words * 4 + rows * p.groups * 2 + 16;
             if (imatrix)
                 if (const std::string gname = model::gguf_tensor_name(n); !gname.empty())
                     if ((p.importance = imatrix->find(gname, cols))) ++stats.imatrix_weighted;
             if (n == "model.embed_tokens.weight") embed_quantized = true;
         } else {
-            if (t.dims.size() == 2 && n.ends_with(".weight") && n != "model.embed_tokens.weight")
+            if (p.dims.size() == 2 && n.ends_with(".weight") && n != "model.embed_tokens.weight")
                 ignore.push_back(n.substr(0, n.size() - 7));
-            const auto* raw = st.find(n);
-            p.bytes = raw && !t.ct && raw->dtype == t.st_dtype ? static_cast<int64_t>(raw->n_bytes)
-                                                                 : t.n_rows() * t.row_len() * 4;
+            int64_t elems = 1;
+            for (int64_t d : p.dims) elems *= d;
+            p.bytes = p.raw ? static_cast<int64_t>(p.raw->n_bytes) : elems * 4;
         }
         plan.push_back(std::move(p));
     }
@@ -189,14 +204,15 @@ QuantizeStats quantize_hf_compressed_tensors(const std::string& in_dir, const st
     }
     if (shards.empty()) shards.emplace_back();  // no tensors: one empty file, as before
 
-    // Writes plan[i] into w; returns the names of the tensors it added.
+    // Writes plan[i] into w; returns the names of the tensors it added. An FP8 weight is
+    // dequantized here (released by the caller once written).
     const auto emit = [&](const Planned& p, model::SafetensorsWriter& w) -> std::vector<std::string> {
-        const model::SourceTensor t = *find(p.name);
+        const model::SourceTensor t = p.src ? *p.src : *fp8_res.find(p.name);
         const std::string& n = p.name;
         if (!p.quantize) {
-            const auto* raw = st.find(n);
-            if (raw && !t.ct && raw->dtype == t.st_dtype) {
-                w.add_tensor(n, raw->dtype, raw->shape, std::vector<uint8_t>(raw->data, raw->data + raw->n_bytes));
+            if (p.raw) {
+                w.add_tensor(n, p.raw->dtype, p.raw->shape,
+                             std::vector<uint8_t>(p.raw->data, p.raw->data + p.raw->n_bytes));
             } else {  // dequantized source (FP8 / packed): f32
                 w.add_tensor(n, "F32", t.dims, f32_bytes(t));
             }
@@ -205,8 +221,7 @@ QuantizeStats quantize_hf_compressed_tensors(const std::string& in_dir, const st
         }
         const int64_t rows = t.dims[0], cols = t.dims[1];
         const kernels::WeightMatrix layout = f.layout(rows, cols);
-        const int64_t words = (cols * num_bits + 31) / 32;
-        const int64_t ng = f.group != 0 ? cols / f.group : 1;  // int4 groups, int8-g32 blocks, or per row
+        const int64_t words = p.words, ng = p.groups;
         std::vector<uint8_t> packed(static_cast<size_t>(rows * words * 4));
         std::vector<uint8_t> scales(static_cast<size_t>(rows * ng * 2));
         try {
@@ -257,8 +272,10 @@ QuantizeStats quantize_hf_compressed_tensors(const std::string& in_dir, const st
             std::snprintf(shard_name, sizeof shard_name, "model-%05zu-of-%05zu.safetensors", s + 1, shards.size());
             finals.push_back(shards.size() == 1 ? out_file : out_dir + "/" + shard_name);
             model::SafetensorsWriter w;
-            for (size_t i : shards[s])
+            for (size_t i : shards[s]) {
                 for (const auto& tn : emit(plan[i], w)) weight_map[tn] = shard_name;
+                fp8_res.release();  // w holds its own bytes now
+            }
             stats.bytes_out += w.data_bytes();
             w.set_metadata("format", "pt");
             w.write(finals.back() + ".partial");

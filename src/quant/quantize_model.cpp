@@ -72,7 +72,7 @@ QuantizeStats quantize_gguf(const std::string& in, const std::string& out, const
         // Bytes are made as the writer reaches each tensor (one tensor in memory, not the model);
         // every check that can fail before a row is quantized runs here, before anything is written.
         if (!fmt) {
-            w.add_tensor(t.name, t.shape, t.type, [&t] { return std::vector<uint8_t>(t.data, t.data + t.n_bytes); });
+            w.add_tensor_view(t.name, t.shape, t.type, t.data);  // the source stays mapped until written
             st.bytes_out += static_cast<int64_t>(t.n_bytes);
             ++st.tensors_copied;
             continue;

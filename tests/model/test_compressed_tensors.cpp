@@ -29,6 +29,7 @@
 #include "quant/quantize_ct.h"
 #include "quant/quantizer.h"
 #include "tensor/float_convert.h"
+#include "quant/imatrix_test_util.h"
 #include "test_paths.h"
 #include "util/error.h"
 
@@ -496,6 +497,13 @@ TEST(CompressedTensors, QuantizeWriteLoadBitExactMoe) {
     check_round_trip("tiny-qwen3-moe", "int4-g32-bf16s", 3 * 4 + 2 * 8 * 3 + 3);
 }
 
+// An FP8 block-scaled source: each weight is dequantized as the writer reaches it (not all of
+// them up front) and quantized exactly as loading the FP8 source with --weights does.
+TEST(CompressedTensors, QuantizeWriteLoadBitExactFp8Source) {
+    if (!fs::exists(test::golden_model("tiny-qwen3-moe-fp8") + "/config.json")) GTEST_SKIP() << "tiny-qwen3-moe-fp8 missing";
+    check_round_trip("tiny-qwen3-moe-fp8", "int4-g32", 3 * 4 + 2 * 8 * 3 + 3);
+}
+
 // A directory output larger than max_shard_bytes is written as model-0000i-of-0000N shards and an
 // index: every tensor in exactly one shard, no shard over the limit unless it holds one tensor
 // alone, the same tensors and bytes as the single file, and the same model loaded. Writing again
@@ -569,45 +577,27 @@ TEST(CompressedTensors, WriterShardsADirectoryOutput) {
 
 // HF tensor names -> llama.cpp's GGUF names, as gguf-py's TensorNameMap gives them.
 TEST(CompressedTensors, GgufNamesOfHfTensors) {
-    EXPECT_EQ(model::gguf_tensor_name("model.layers.3.self_attn.q_proj.weight"), "blk.3.attn_q.weight");
-    EXPECT_EQ(model::gguf_tensor_name("model.layers.0.self_attn.k_proj.weight"), "blk.0.attn_k.weight");
-    EXPECT_EQ(model::gguf_tensor_name("model.layers.0.self_attn.v_proj.weight"), "blk.0.attn_v.weight");
-    EXPECT_EQ(model::gguf_tensor_name("model.layers.12.self_attn.o_proj.weight"), "blk.12.attn_output.weight");
-    EXPECT_EQ(model::gguf_tensor_name("model.layers.1.mlp.gate_proj.weight"), "blk.1.ffn_gate.weight");
-    EXPECT_EQ(model::gguf_tensor_name("model.layers.1.mlp.up_proj.weight"), "blk.1.ffn_up.weight");
-    EXPECT_EQ(model::gguf_tensor_name("model.layers.1.mlp.down_proj.weight"), "blk.1.ffn_down.weight");
-    EXPECT_EQ(model::gguf_tensor_name("model.layers.2.mlp.experts.5.up_proj.weight"), "blk.2.ffn_up_exps.weight[5]");
-    EXPECT_EQ(model::gguf_tensor_name("model.layers.2.mlp.shared_experts.down_proj.weight"),
-              "blk.2.ffn_down_shexp.weight");
-    EXPECT_EQ(model::gguf_tensor_name("model.layers.0.self_attn.q_a_proj.weight"), "blk.0.attn_q_a.weight");
-    EXPECT_EQ(model::gguf_tensor_name("model.embed_tokens.weight"), "token_embd.weight");
-    EXPECT_EQ(model::gguf_tensor_name("lm_head.weight"), "output.weight");
-    EXPECT_EQ(model::gguf_tensor_name("model.layers.x.mlp.up_proj.weight"), "");
-    EXPECT_EQ(model::gguf_tensor_name("model.layers.0.mlp.unknown.weight"), "");
-    EXPECT_EQ(model::gguf_tensor_name("vision.encoder.weight"), "");
+    const std::pair<const char*, const char*> cases[] = {
+        {"model.layers.3.self_attn.q_proj.weight", "blk.3.attn_q.weight"},
+        {"model.layers.0.self_attn.k_proj.weight", "blk.0.attn_k.weight"},
+        {"model.layers.0.self_attn.v_proj.weight", "blk.0.attn_v.weight"},
+        {"model.layers.12.self_attn.o_proj.weight", "blk.12.attn_output.weight"},
+        {"model.layers.1.mlp.gate_proj.weight", "blk.1.ffn_gate.weight"},
+        {"model.layers.1.mlp.up_proj.weight", "blk.1.ffn_up.weight"},
+        {"model.layers.1.mlp.down_proj.weight", "blk.1.ffn_down.weight"},
+        {"model.layers.2.mlp.experts.5.up_proj.weight", "blk.2.ffn_up_exps.weight[5]"},
+        {"model.layers.2.mlp.shared_experts.down_proj.weight", "blk.2.ffn_down_shexp.weight"},
+        {"model.layers.0.self_attn.q_a_proj.weight", "blk.0.attn_q_a.weight"},
+        {"model.embed_tokens.weight", "token_embd.weight"},
+        {"lm_head.weight", "output.weight"},
+        {"model.layers.x.mlp.up_proj.weight", ""},  // no GGUF counterpart: empty
+        {"model.layers.0.mlp.unknown.weight", ""},
+        {"vision.encoder.weight", ""},
+    };
+    for (const auto& [hf, gguf] : cases) EXPECT_EQ(model::gguf_tensor_name(hf), gguf) << hf;
 }
 
 namespace {
-// llama-imatrix's imatrix.dat (quant/imatrix.h) with ncall 1.
-std::vector<uint8_t> imatrix_dat(const std::vector<std::pair<std::string, std::vector<float>>>& es) {
-    std::vector<uint8_t> b;
-    auto i32 = [&](int32_t v) {
-        b.resize(b.size() + 4);
-        std::memcpy(b.data() + b.size() - 4, &v, 4);
-    };
-    i32(static_cast<int32_t>(es.size()));
-    for (const auto& [name, vals] : es) {
-        i32(static_cast<int32_t>(name.size()));
-        for (char ch : name) b.push_back(static_cast<uint8_t>(ch));
-        i32(1);
-        i32(static_cast<int32_t>(vals.size()));
-        const size_t at = b.size();
-        b.resize(at + vals.size() * 4);
-        std::memcpy(b.data() + at, vals.data(), vals.size() * 4);
-    }
-    return b;
-}
-
 bool same_tensor(const model::SafetensorsModel& a, const model::SafetensorsModel& b, const std::string& n) {
     const auto *x = a.find(n), *y = b.find(n);
     return x && y && x->n_bytes == y->n_bytes && std::memcmp(x->data, y->data, x->n_bytes) == 0;
@@ -624,18 +614,18 @@ TEST(CompressedTensors, WriterTakesAnImatrixByGgufName) {
     const auto fmt = quant::parse_weight_format("int4-g32");
     const std::string dense = test::golden_model("tiny-llama");
     const model::SafetensorsModel ds = model::SafetensorsModel::open_dir(dense);
-    std::vector<std::pair<std::string, std::vector<float>>> uni, skew;
+    std::vector<test::ImatrixEntry> uni, skew;
     for (const auto& t : ds.tensors()) {
         const std::string g = model::gguf_tensor_name(t.name);
         if (t.shape.size() != 2 || !g.starts_with("blk.")) continue;
         const auto cols = static_cast<size_t>(t.shape[1]);
-        uni.emplace_back(g, std::vector<float>(cols, 2.0f));
+        uni.push_back({g, 1, std::vector<float>(cols, 2.0f)});
         std::vector<float> v(cols, 1.0f);
         for (size_t c = 5; c < cols; c += 16) v[c] = 300.0f;
-        skew.emplace_back(g, v);
+        skew.push_back({g, 1, v});
     }
     ASSERT_EQ(uni.size(), 21u);
-    const auto ub = imatrix_dat(uni), sb = imatrix_dat(skew);
+    const auto ub = test::imatrix_dat(uni), sb = test::imatrix_dat(skew);
     const quant::Imatrix mu = quant::parse_imatrix(ub.data(), ub.size(), "u"), ms = quant::parse_imatrix(sb.data(), sb.size(), "s");
     const std::string o0 = tmp_dir("im_none"), o1 = tmp_dir("im_uni"), o2 = tmp_dir("im_skew");
     EXPECT_EQ(quant::quantize_hf_compressed_tensors(dense, o0, fmt, false, pool).imatrix_weighted, 0);
@@ -660,7 +650,7 @@ TEST(CompressedTensors, WriterTakesAnImatrixByGgufName) {
     constexpr size_t kExperts = 8;
     std::vector<float> stacked(kExperts * cols, 1.0f);
     for (size_t c = 2; c < cols; c += 8) stacked[3 * cols + c] = 500.0f;  // expert 3 only
-    const auto eb = imatrix_dat({{"blk.0.ffn_up_exps.weight", stacked}});
+    const auto eb = test::imatrix_dat({{"blk.0.ffn_up_exps.weight", 1, stacked}});
     const quant::Imatrix me = quant::parse_imatrix(eb.data(), eb.size(), "e");
     const std::string m0 = tmp_dir("im_moe_none"), m1 = tmp_dir("im_moe_e3");
     quant::quantize_hf_compressed_tensors(moe, m0, fmt, false, pool);
@@ -675,7 +665,7 @@ TEST(CompressedTensors, WriterTakesAnImatrixByGgufName) {
         EXPECT_TRUE(same_tensor(a, b, "model.layers.2.mlp.experts.3.up_proj.weight_packed"));
     }
     stacked.resize(stacked.size() - cols);  // 7 experts' worth: another model
-    const auto wb = imatrix_dat({{"blk.0.ffn_up_exps.weight", stacked}});
+    const auto wb = test::imatrix_dat({{"blk.0.ffn_up_exps.weight", 1, stacked}});
     const quant::Imatrix mw = quant::parse_imatrix(wb.data(), wb.size(), "w");
     const std::string bad = tmp_dir("im_moe_bad");
     EXPECT_NE(message_of([&] { quant::quantize_hf_compressed_tensors(moe, bad, fmt, false, pool, std::nullopt, &mw); })

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "../test_paths.h"
+#include "imatrix_test_util.h"
 #include "model/gguf_file.h"
 #include "model/tensor_source.h"
 #include "quant/imatrix.h"
@@ -26,38 +27,9 @@
 namespace warden::quant {
 namespace {
 
-struct Entry {
-    std::string name;
-    int32_t ncall;
-    std::vector<float> values;
-};
+using Entry = test::ImatrixEntry;
 
-void put_i32(std::vector<uint8_t>& b, int32_t v) {
-    uint8_t p[4];
-    std::memcpy(p, &v, 4);
-    b.insert(b.end(), p, p + 4);
-}
-
-// save_imatrix's layout; dataset < 0: the file ends after the entries (the oldest tool).
-std::vector<uint8_t> dat(const std::vector<Entry>& es, int32_t chunks = 7, const std::string& dataset = "calib.txt",
-                         bool trailer = true) {
-    std::vector<uint8_t> b;
-    put_i32(b, static_cast<int32_t>(es.size()));
-    for (const auto& e : es) {
-        put_i32(b, static_cast<int32_t>(e.name.size()));
-        b.insert(b.end(), e.name.begin(), e.name.end());
-        put_i32(b, e.ncall);
-        put_i32(b, static_cast<int32_t>(e.values.size()));
-        const auto* p = reinterpret_cast<const uint8_t*>(e.values.data());
-        b.insert(b.end(), p, p + e.values.size() * 4);
-    }
-    if (trailer) {
-        put_i32(b, chunks);
-        put_i32(b, static_cast<int32_t>(dataset.size()));
-        b.insert(b.end(), dataset.begin(), dataset.end());
-    }
-    return b;
-}
+using test::imatrix_dat;
 
 std::string error_of(const std::vector<uint8_t>& b) {
     try {
@@ -69,7 +41,7 @@ std::string error_of(const std::vector<uint8_t>& b) {
 }
 
 TEST(Imatrix, ParsesLlamaCppLayoutAndDividesByCalls) {
-    const auto b = dat({{"blk.0.attn_q.weight", 4, {4.0f, 8.0f, 0.0f}}, {"output.weight", 0, {3.0f}}});
+    const auto b = imatrix_dat({{"blk.0.attn_q.weight", 4, {4.0f, 8.0f, 0.0f}}, {"output.weight", 0, {3.0f}}});
     const Imatrix m = parse_imatrix(b.data(), b.size(), "t.dat");
     ASSERT_EQ(m.entries.size(), 2u);
     EXPECT_EQ(m.entries.at("blk.0.attn_q.weight"), (std::vector<float>{1.0f, 2.0f, 0.0f}));
@@ -85,7 +57,7 @@ TEST(Imatrix, ParsesLlamaCppLayoutAndDividesByCalls) {
         EXPECT_NE(std::string(e.what()).find("has 3 values, the tensor has 64 columns"), std::string::npos) << e.what();
     }
     // Stacked experts: "name[e]" is the e-th run of cols values.
-    const auto st = dat({{"blk.0.ffn_up_exps.weight", 1, {1, 2, 3, 4, 5, 6}}});
+    const auto st = imatrix_dat({{"blk.0.ffn_up_exps.weight", 1, {1, 2, 3, 4, 5, 6}}});
     const Imatrix ms = parse_imatrix(st.data(), st.size(), "t.dat");
     EXPECT_EQ(ms.find("blk.0.ffn_up_exps.weight[2]", 2)[0], 5.0f);
     EXPECT_EQ(ms.find("blk.0.ffn_up_exps.weight[0]", 3)[2], 3.0f);
@@ -94,14 +66,14 @@ TEST(Imatrix, ParsesLlamaCppLayoutAndDividesByCalls) {
     EXPECT_THROW(ms.find("blk.0.ffn_up_exps.weight[0]", 4), util::Error);  // 6 is not a multiple of 4
     EXPECT_THROW(ms.find("blk.0.ffn_up_exps.weight[x]", 2), util::Error);
     // Without the trailer (the oldest llama-imatrix), and with an empty dataset name.
-    const auto old = dat({{"a", 1, {1.0f}}}, 0, "", false);
+    const auto old = imatrix_dat({{"a", 1, {1.0f}}}, 0, "", false);
     EXPECT_EQ(parse_imatrix(old.data(), old.size(), "t.dat").chunks, 0);
-    const auto empty_name = dat({{"a", 1, {1.0f}}}, 3, "");
+    const auto empty_name = imatrix_dat({{"a", 1, {1.0f}}}, 3, "");
     EXPECT_EQ(parse_imatrix(empty_name.data(), empty_name.size(), "t.dat").dataset, "");
 }
 
 TEST(Imatrix, CorruptFilesAreClearErrors) {
-    const auto good = dat({{"blk.0.attn_q.weight", 2, {1.0f, 2.0f}}});
+    const auto good = imatrix_dat({{"blk.0.attn_q.weight", 2, {1.0f, 2.0f}}});
     EXPECT_EQ(error_of(good), "<no error>");
     const size_t entries_end = good.size() - 8 - 9;  // then int32 chunks, int32 len, "calib.txt"
     for (size_t cut = 0; cut < good.size(); ++cut) {
@@ -126,11 +98,11 @@ TEST(Imatrix, CorruptFilesAreClearErrors) {
     EXPECT_NE(with(nval_at, 0).find("value count 0"), std::string::npos);
     EXPECT_NE(with(nval_at, 1 << 29).find("value count"), std::string::npos);
     EXPECT_NE(with(nval_at, 7).find("truncated"), std::string::npos);  // 28 bytes wanted, 25 left
-    EXPECT_NE(error_of(dat({{"x", 1, {NAN}}})).find("must be finite and non-negative"), std::string::npos);
-    EXPECT_NE(error_of(dat({{"x", 1, {INFINITY}}})).find("must be finite"), std::string::npos);
-    EXPECT_NE(error_of(dat({{"x", 1, {-1.0f}}})).find("non-negative"), std::string::npos);
-    EXPECT_NE(error_of(dat({{"x", 1, {1.0f}}, {"x", 1, {1.0f}}})).find("appears twice"), std::string::npos);
-    EXPECT_NE(error_of(dat({{std::string("a\nb"), 1, {1.0f}}})).find("not printable"), std::string::npos);
+    EXPECT_NE(error_of(imatrix_dat({{"x", 1, {NAN}}})).find("must be finite and non-negative"), std::string::npos);
+    EXPECT_NE(error_of(imatrix_dat({{"x", 1, {INFINITY}}})).find("must be finite"), std::string::npos);
+    EXPECT_NE(error_of(imatrix_dat({{"x", 1, {-1.0f}}})).find("non-negative"), std::string::npos);
+    EXPECT_NE(error_of(imatrix_dat({{"x", 1, {1.0f}}, {"x", 1, {1.0f}}})).find("appears twice"), std::string::npos);
+    EXPECT_NE(error_of(imatrix_dat({{std::string("a\nb"), 1, {1.0f}}})).find("not printable"), std::string::npos);
     auto trailing = good;
     trailing.push_back(0);
     EXPECT_NE(error_of(trailing).find("1 bytes after the dataset name"), std::string::npos);
@@ -185,7 +157,7 @@ TEST(Imatrix, WeightsTheScaleSearch) {
         for (size_t c = 0; c < cols; ++c) v[c] = c % 8 == 3 ? 100.0f : 1.0f;
         skewed.push_back({t.name, 1, v});
     }
-    const auto ub = dat(uniform), sb = dat(skewed);
+    const auto ub = imatrix_dat(uniform), sb = imatrix_dat(skewed);
     const Imatrix mu = parse_imatrix(ub.data(), ub.size(), "u"), ms = parse_imatrix(sb.data(), sb.size(), "s");
     for (const char* fmt : {"int4", "int4-asym", "int8"}) {
         const std::string plain = tmp(std::string(fmt) + "_plain.gguf"), uni = tmp(std::string(fmt) + "_u.gguf"),
@@ -205,7 +177,7 @@ TEST(Imatrix, WeightsTheScaleSearch) {
     // An entry of the wrong width: an error naming the tensor, before anything is written.
     auto wrong = skewed;
     wrong[0].values.resize(wrong[0].values.size() / 2);
-    const auto wb = dat(wrong);
+    const auto wb = imatrix_dat(wrong);
     const Imatrix mw = parse_imatrix(wb.data(), wb.size(), "w");
     try {
         quantize_gguf(src, tmp("wrong.gguf"), parse_weight_format("int4"), HeadOptions::keep(), pool, &mw);
