@@ -20,7 +20,8 @@
 // --streams S (S > 1) reads each thread's slice as S interleaved streams instead of one: the
 // slice is cut into blocks of --block bytes (default: one 16-row panel of a 2048-column int4-g32
 // matrix) and S consecutive blocks are read a cache line from each in turn: close to the access
-// pattern of a kernel that works on S weight panels at once (the removed two-panel W4A8 kernel
+// pattern of a kernel that works on S weight panels at once (the AVX2 two-panel W4A8 kernel,
+// removed in session 10, and the AVX-512 kernels at batch 1 since session 16; the removed one
 // alternated 256-byte runs). On this project's 2-core VM one thread reads two streams at 62-87%
 // of one, two threads at 92-99% (docs/WEIGHT_QUANT.md, "One stream per thread"). A slice shorter
 // than S blocks is read as one stream.

@@ -122,8 +122,12 @@ void run_rows(const detail::MatmulTable& t, const WeightMatrix& w, const float* 
 
 constexpr size_t kMaxMulti = 8;
 
+// Fewest panels one grab of matmul_multi takes: two, so batch-1 W4A8/W8A8 on AVX-512 can read
+// them as a pair (matmul_quant_avx512.cpp).
+constexpr int64_t kMinGrab = 2;
+
 // One matmul_multi call: the panels of all matrices in one global numbering, handed out to
-// the pool's threads in chunks from a shared counter.
+// the pool's threads in shrinking grabs from a shared counter.
 struct MultiJob {
     const detail::MatmulTable* t = nullptr;
     std::span<const MatmulOut> outs;
@@ -131,7 +135,7 @@ struct MultiJob {
     int64_t n = 0;
     detail::QuantArgs qa[kMaxMulti];
     int64_t panel0[kMaxMulti + 1] = {};  // matrix i owns global panels [panel0[i], panel0[i+1])
-    int64_t chunk = 1;                   // panels per grab
+    int64_t grab_divisor = 1;            // a grab takes (panels left) / grab_divisor, >= kMinGrab
     std::atomic<int64_t> next{0};
 
     // Global panels [p0, p1) (may span matrices).
@@ -225,17 +229,24 @@ void matmul_multi(std::span<const MatmulOut> outs, const float* x, int64_t n, ut
         job.run_panels(0, total);
         return;
     }
-    // ~8 grabs per thread: enough to rebalance, few enough that every grab streams a long
-    // contiguous run of panels. pool.run with a lambda capturing one pointer fits in
-    // std::function's small buffer, so a decode matmul does no heap allocation.
-    job.chunk = std::max<int64_t>(1, total / (static_cast<int64_t>(nt) * 8));
+    // Guided self-scheduling: each grab takes 1/(2 * threads) of the panels still left, at least
+    // kMinGrab. Early grabs are long contiguous runs (few restarts of the weight streams); the last
+    // ones are a few panels, so the threads finish within a few panels' time of each other. Fixed
+    // grabs of total / (8 * threads) left one thread waiting ~half a grab per matmul (at batch 1
+    // on two threads, 40-80 us for an FFN matrix); guided grabs made 1B-shaped batch-1 decode
+    // 1-4% faster on AVX-512 and 4-7% on AVX2 (docs/WEIGHT_QUANT.md). A lambda capturing one
+    // pointer fits in std::function's small buffer, so a decode matmul does no heap allocation.
+    job.grab_divisor = 2 * static_cast<int64_t>(nt);
     MultiJob* jp = &job;
     pool.run([jp](int, int) {
         const int64_t tot = jp->panel0[jp->outs.size()];
+        int64_t p0 = jp->next.load(std::memory_order_relaxed);
         for (;;) {
-            const int64_t p0 = jp->next.fetch_add(jp->chunk, std::memory_order_relaxed);
             if (p0 >= tot) break;
-            jp->run_panels(p0, std::min(tot, p0 + jp->chunk));
+            const int64_t c = std::max<int64_t>(kMinGrab, (tot - p0) / jp->grab_divisor);
+            if (!jp->next.compare_exchange_weak(p0, p0 + c, std::memory_order_relaxed)) continue;
+            jp->run_panels(p0, std::min(tot, p0 + c));
+            p0 = jp->next.load(std::memory_order_relaxed);
         }
     });
 }

@@ -46,7 +46,17 @@ namespace warden::kernels::detail {
 namespace {
 
 constexpr int64_t kNr = 16;
-constexpr int64_t kQ4Prefetch = 2048;  // as the AVX2 kernel (bytes ahead in the panel stream)
+// Software prefetch distance in each panel stream (bytes). With two streams per thread (kPair) it
+// hardly matters: on a Sapphire Rapids-class VM none, 512 and 2048 were within noise of each other
+// at batch 1 (prefetchnta was 40% slower); one stream wanted 1024 over 2048 (+5%).
+constexpr int64_t kQ4Prefetch = 512;
+constexpr int64_t kQ8Prefetch = 1024;
+// Batch 1 reads kPair adjacent panels side by side (two DRAM streams per thread). On an AVX-512
+// (Sapphire Rapids-class) VM, 1B-shaped decode matmuls at two threads: int4 23 -> 26.5-27 GB/s,
+// int8 24.4-25.4 -> 26.8 GB/s (bench_gemv_decode, alternating builds; 4 panels: no better than 2).
+// The AVX2 kernels keep one stream: on the AMD Zen 3 VM they were tuned on, two streams were slower
+// (docs/WEIGHT_QUANT.md, "One stream per thread" and "Two streams per thread on AVX-512").
+constexpr int kPair = 2;
 
 inline zi load_bytes(const void* p) {
     return WZ(mm512_loadu_si512)(p);
@@ -95,10 +105,14 @@ inline zi quad_pair_index(int jj) {
 #define WARDEN_KEEP_IN_REG(v) asm("" : "+v"(v))
 #endif
 
-// NT tokens (t .. t+NT-1) share each load of the panel's weights; each token's arithmetic is the
-// NT = 1 sequence, so results do not depend on the blocking.
-template <bool kAsym, int NT>
-void q4_vnni_panel(const QuantArgs& a, const uint8_t* panel, int64_t t, float* y, int64_t j0,
+// NT tokens (t .. t+NT-1) share each load of the panel's weights, and NP adjacent panels (rows
+// base .. base + 16 * NP - 1, pb bytes apart) are read block by block side by side; each (row,
+// token)'s arithmetic is the NT = NP = 1 sequence, so results do not depend on the blocking.
+// Why NP: on the AVX-512 machine measured (kPair), one core draws more of the memory bandwidth
+// reading two panel streams than one, and the blocks of two panels are independent work for the
+// out-of-order core while a load misses (in L2 the pair also computes faster: 44 -> 51 GB/s).
+template <bool kAsym, int NT, int NP>
+void q4_vnni_panel(const QuantArgs& a, const uint8_t* panel, int64_t pb, int64_t t, float* y, int64_t j0,
                    int64_t j1) {
     const int64_t cols = a.cols, G = a.group, gb = 32 + (kAsym ? 32 : 0) + G * 8, ng = cols / G,
                   spg = G / 32;
@@ -106,87 +120,106 @@ void q4_vnni_panel(const QuantArgs& a, const uint8_t* panel, int64_t t, float* y
     const zi mhi = WZ(mm512_set1_epi8)(static_cast<char>(0xf0));
     const zi perm[4] = {quad_pair_index(0), quad_pair_index(1), quad_pair_index(2),
                         quad_pair_index(3)};
-    zf acc[NT];
-    for (int i = 0; i < NT; ++i) acc[i] = WZ(mm512_setzero_ps)();
+    zf acc[NP][NT];
+    for (int q = 0; q < NP; ++q)
+        for (int i = 0; i < NT; ++i) acc[q][i] = WZ(mm512_setzero_ps)();
     for (int64_t g = 0; g < ng; ++g) {
-        const uint8_t* blk = panel + g * gb;
-        const zf d = load_scales16(blk, a.bf16_scales);
-        const zf m = kAsym ? load_scales16(blk + 32, a.bf16_scales) : WZ(mm512_setzero_ps)();
-        const uint8_t* qs = blk + (kAsym ? 64 : 32);
+        zf d[NP], m[NP];
+        for (int q = 0; q < NP; ++q) {
+            const uint8_t* blk = panel + q * pb + g * gb;
+            d[q] = load_scales16(blk, a.bf16_scales);
+            m[q] = kAsym ? load_scales16(blk + 32, a.bf16_scales) : WZ(mm512_setzero_ps)();
+        }
         for (int64_t sb = 0; sb < spg; ++sb) {
             const int64_t b = g * spg + sb;
-            const uint8_t* qq = qs + sb * 256;
-            for (int pf = 0; pf < 4; ++pf) prefetch(qq + kQ4Prefetch + pf * 64);
-            zi sv[NT], sh[NT], xblk[NT];
+            zi xblk[NT];
+            int32_t xs[NT];
             for (int i = 0; i < NT; ++i) {
-                // Symmetric: rows 0-7 come out as sv - sh, rows 8-15 as sh / 16, so starting sh at
-                // -128 * xs and sv at -136 * xs gives each -8 * xs. Only lanes 0-7 carry it: the
-                // lanes of the two quads are added once at block end.
-                const int32_t xs = kAsym ? 0 : a.xs[(t + i) * nb + b];
-                sv[i] = WZ(mm512_maskz_set1_epi32)(0x00ff, -136 * xs);
-                sh[i] = WZ(mm512_maskz_set1_epi32)(0x00ff, -128 * xs);
+                xs[i] = kAsym ? 0 : a.xs[(t + i) * nb + b];
                 xblk[i] = WZ(mm512_castsi256_si512)(WZ(mm256_loadu_si256)(
                     reinterpret_cast<const yi*>(a.xq + (t + i) * cols + b * 32)));
             }
-#pragma GCC unroll 4
-            for (int jj = 0; jj < 4; ++jj) {
-                const zi v = load_bytes(qq + jj * 64);
-                const zi h = WZ(mm512_and_si512)(v, mhi);  // 16 * (rows 8-15 codes)
+            for (int q = 0; q < NP; ++q) {
+                const uint8_t* qq = panel + q * pb + g * gb + (kAsym ? 64 : 32) + sb * 256;
+                for (int pf = 0; pf < 4; ++pf) prefetch(qq + kQ4Prefetch + pf * 64);
+                zi sv[NT], sh[NT];
                 for (int i = 0; i < NT; ++i) {
-                    const zi xv = WZ(mm512_permutexvar_epi32)(perm[jj], xblk[i]);
-                    sv[i] = WZ(mm512_dpbusd_epi32)(sv[i], v, xv);  // rows 0-7 + 16 * rows 8-15
-                    sh[i] = WZ(mm512_dpbusd_epi32)(sh[i], h, xv);  // 16 * rows 8-15
-                    WARDEN_KEEP_IN_REG(sv[i]);
-                    WARDEN_KEEP_IN_REG(sh[i]);
+                    // Symmetric: rows 0-7 come out as sv - sh, rows 8-15 as sh / 16, so starting sh
+                    // at -128 * xs and sv at -136 * xs gives each -8 * xs. Only lanes 0-7 carry it:
+                    // the lanes of the two quads are added once at block end.
+                    sv[i] = WZ(mm512_maskz_set1_epi32)(0x00ff, -136 * xs[i]);
+                    sh[i] = WZ(mm512_maskz_set1_epi32)(0x00ff, -128 * xs[i]);
                 }
-            }
-            for (int i = 0; i < NT; ++i) {
-                const int64_t xb = (t + i) * nb + b;
-                const zi lo = WZ(mm512_sub_epi32)(sv[i], sh[i]);  // rows 0-7
-                const zi hi = div16_exact(sh[i]);                 // rows 8-15
-                // Lanes 0-7 + lanes 8-15 of lo = rows 0-7; the same of hi = rows 8-15.
-                const zi sum = WZ(mm512_add_epi32)(WZ(mm512_shuffle_i64x2)(lo, hi, 0x44),
-                                                   WZ(mm512_shuffle_i64x2)(lo, hi, 0xee));
-                const zf xdv = WZ(mm512_set1_ps)(a.xd[xb]);
-                acc[i] = fmadd(i32_to_f32(sum), WZ(mm512_mul_ps)(d, xdv), acc[i]);
-                if (kAsym) {
-                    const zf xsv = WZ(mm512_set1_ps)(static_cast<float>(a.xs[xb]));
-                    acc[i] = fmadd(xsv, WZ(mm512_mul_ps)(m, xdv), acc[i]);
+#pragma GCC unroll 4
+                for (int jj = 0; jj < 4; ++jj) {
+                    const zi v = load_bytes(qq + jj * 64);
+                    const zi h = WZ(mm512_and_si512)(v, mhi);  // 16 * (rows 8-15 codes)
+                    for (int i = 0; i < NT; ++i) {
+                        const zi xv = WZ(mm512_permutexvar_epi32)(perm[jj], xblk[i]);
+                        sv[i] = WZ(mm512_dpbusd_epi32)(sv[i], v, xv);  // rows 0-7 + 16 * rows 8-15
+                        sh[i] = WZ(mm512_dpbusd_epi32)(sh[i], h, xv);  // 16 * rows 8-15
+                        WARDEN_KEEP_IN_REG(sv[i]);
+                        WARDEN_KEEP_IN_REG(sh[i]);
+                    }
+                }
+                for (int i = 0; i < NT; ++i) {
+                    const int64_t xb = (t + i) * nb + b;
+                    const zi lo = WZ(mm512_sub_epi32)(sv[i], sh[i]);  // rows 0-7
+                    const zi hi = div16_exact(sh[i]);                 // rows 8-15
+                    // Lanes 0-7 + lanes 8-15 of lo = rows 0-7; the same of hi = rows 8-15.
+                    const zi sum = WZ(mm512_add_epi32)(WZ(mm512_shuffle_i64x2)(lo, hi, 0x44),
+                                                       WZ(mm512_shuffle_i64x2)(lo, hi, 0xee));
+                    const zf xdv = WZ(mm512_set1_ps)(a.xd[xb]);
+                    acc[q][i] = fmadd(i32_to_f32(sum), WZ(mm512_mul_ps)(d[q], xdv), acc[q][i]);
+                    if (kAsym) {
+                        const zf xsv = WZ(mm512_set1_ps)(static_cast<float>(a.xs[xb]));
+                        acc[q][i] = fmadd(xsv, WZ(mm512_mul_ps)(m[q], xdv), acc[q][i]);
+                    }
                 }
             }
         }
     }
-    for (int i = 0; i < NT; ++i) store_lanes(acc[i], y + i * a.ldy, j0, j1);
+    for (int q = 0; q < NP; ++q)
+        for (int i = 0; i < NT; ++i)
+            store_lanes(acc[q][i], y + i * a.ldy + q * kNr, q == 0 ? j0 : 0, q == NP - 1 ? j1 : kNr);
 }
 
 // kGroup: int8-g32, each 32-block's 16 scales ahead of its 512 code bytes, folded into the
-// block's fma; otherwise one scale per row, applied at the end (matmul_quant.h).
-template <bool kGroup>
-void q8_vnni_panel(const QuantArgs& a, const uint8_t* panel, int64_t t, float* y, int64_t j0,
+// block's fma; otherwise one scale per row, applied at the end (matmul_quant.h). NP adjacent panels
+// (pb bytes apart) are read side by side, as in q4_vnni_panel.
+template <bool kGroup, int NP>
+void q8_vnni_panel(const QuantArgs& a, const uint8_t* panel, int64_t pb, int64_t t, float* y, int64_t j0,
                    int64_t j1) {
     const int64_t cols = a.cols, nb = cols / 32;
     const int8_t* xq = a.xq + t * cols;
     const zi flip = WZ(mm512_set1_epi8)(static_cast<char>(0x80));
-    zf acc = WZ(mm512_setzero_ps)();
+    zf acc[NP];
+    for (int q = 0; q < NP; ++q) acc[q] = WZ(mm512_setzero_ps)();
     for (int64_t b = 0; b < nb; ++b) {
-        const uint8_t* qq = kGroup ? panel + b * kQ8BlockBytes + 32 : panel + 32 + b * 512;
-        for (int pf = 0; pf < (kGroup ? 9 : 8); ++pf) prefetch(qq + 1024 + pf * 64);  // 544 B a block with scales
-        zi s = WZ(mm512_set1_epi32)(-128 * a.xs[t * nb + b]);
-#pragma GCC unroll 8
-        for (int j = 0; j < 8; ++j) {
-            const zi v = WZ(mm512_xor_si512)(load_bytes(qq + j * 64), flip);
-            s = WZ(mm512_dpbusd_epi32)(s, v, WZ(mm512_set1_epi32)(load4(xq + b * 32 + 4 * j)));
-        }
+        const zi s0 = WZ(mm512_set1_epi32)(-128 * a.xs[t * nb + b]);
         const zf xdv = WZ(mm512_set1_ps)(a.xd[t * nb + b]);
-        if constexpr (kGroup)
-            acc = fmadd(i32_to_f32(s), WZ(mm512_mul_ps)(load_scales16(qq - 32, a.bf16_scales), xdv), acc);
-        else
-            acc = fmadd(i32_to_f32(s), xdv, acc);
+        for (int q = 0; q < NP; ++q) {
+            const uint8_t* qq = (kGroup ? panel + b * kQ8BlockBytes + 32 : panel + 32 + b * 512) + q * pb;
+            for (int pf = 0; pf < (kGroup ? 9 : 8); ++pf) prefetch(qq + kQ8Prefetch + pf * 64);  // 544 B a block with scales
+            zi s = s0;
+#pragma GCC unroll 8
+            for (int j = 0; j < 8; ++j) {
+                const zi v = WZ(mm512_xor_si512)(load_bytes(qq + j * 64), flip);
+                s = WZ(mm512_dpbusd_epi32)(s, v, WZ(mm512_set1_epi32)(load4(xq + b * 32 + 4 * j)));
+            }
+            if constexpr (kGroup)
+                acc[q] = fmadd(i32_to_f32(s), WZ(mm512_mul_ps)(load_scales16(qq - 32, a.bf16_scales), xdv), acc[q]);
+            else
+                acc[q] = fmadd(i32_to_f32(s), xdv, acc[q]);
+        }
     }
-    if constexpr (kGroup)
-        store_lanes(acc, y, j0, j1);
-    else
-        store_lanes(WZ(mm512_mul_ps)(acc, load_scales16(panel, a.bf16_scales)), y, j0, j1);
+    for (int q = 0; q < NP; ++q) {
+        const int64_t q0 = q == 0 ? j0 : 0, q1 = q == NP - 1 ? j1 : kNr;
+        if constexpr (kGroup)
+            store_lanes(acc[q], y + q * kNr, q0, q1);
+        else
+            store_lanes(WZ(mm512_mul_ps)(acc[q], load_scales16(panel + q * pb, a.bf16_scales)), y + q * kNr, q0, q1);
+    }
 }
 
 }  // namespace
@@ -205,35 +238,49 @@ void WARDEN_AVX512_ENTRY(const QuantArgs& a, int64_t r0, int64_t r1) {
         const int64_t base = p * kNr;
         const int64_t j0 = r0 > base ? r0 - base : 0;
         const int64_t j1 = r1 - base < kNr ? r1 - base : kNr;
+        // Batch 1 (memory-bound): kPair panels side by side where all of them are whole in [r0, r1).
+        const bool pair = a.n == 1 && j0 == 0 && base + kPair * kNr <= r1;
         if (!w4a8) {
-            for (int64_t t = 0; t < a.n; ++t) {
+            const auto q8 = [&]<int NP>(int64_t t) {
+                float* y = a.y + t * a.ldy + base;
                 if (a.group == 0)
-                    q8_vnni_panel<false>(a, panel, t, a.y + t * a.ldy + base, j0, j1);
+                    q8_vnni_panel<false, NP>(a, panel, pb, t, y, j0, j1);
                 else
-                    q8_vnni_panel<true>(a, panel, t, a.y + t * a.ldy + base, j0, j1);
+                    q8_vnni_panel<true, NP>(a, panel, pb, t, y, j0, j1);
+            };
+            if (pair) {
+                q8.template operator()<kPair>(0);
+                p += kPair - 1;
+                continue;
             }
+            for (int64_t t = 0; t < a.n; ++t) q8.template operator()<1>(t);
             continue;
         }
         // a.unpack is not used: unpacking is one and per 64 bytes here, less than a scratch round
         // trip.
-        const auto tile = [&]<int NT>(int64_t t) {
+        const auto tile = [&]<int NT, int NP>(int64_t t) {
             float* y = a.y + t * a.ldy + base;
             if (a.asym)
-                q4_vnni_panel<true, NT>(a, panel, t, y, j0, j1);
+                q4_vnni_panel<true, NT, NP>(a, panel, pb, t, y, j0, j1);
             else
-                q4_vnni_panel<false, NT>(a, panel, t, y, j0, j1);
+                q4_vnni_panel<false, NT, NP>(a, panel, pb, t, y, j0, j1);
         };
+        if (pair) {
+            tile.template operator()<1, kPair>(0);
+            p += kPair - 1;
+            continue;
+        }
         int64_t t = 0;
-        for (; t + 4 <= a.n; t += 4) tile.template operator()<4>(t);
+        for (; t + 4 <= a.n; t += 4) tile.template operator()<4, 1>(t);
         switch (a.n - t) {
             case 3:
-                tile.template operator()<3>(t);
+                tile.template operator()<3, 1>(t);
                 break;
             case 2:
-                tile.template operator()<2>(t);
+                tile.template operator()<2, 1>(t);
                 break;
             case 1:
-                tile.template operator()<1>(t);
+                tile.template operator()<1, 1>(t);
                 break;
             default:
                 break;

@@ -187,7 +187,7 @@ TEST(QuantMatmul, Avx512VnniEmulatedBitExactVsScalar) {
     uint32_t seed = 101;
     for (const char* fmt : {"int4", "int4-asym", "int4-bf16s", "int4-g128", "int4-g128-asym-bf16s", "int8", "int8-bf16s",
                             "int8-g32", "int8-g32-bf16s"})
-        for (int64_t rows : {1, 17, 40})
+        for (int64_t rows : {1, 17, 40, 80})  // 80: batch 1 reads panels in pairs, the fifth alone
             for (int64_t cols : {128, 384}) {
                 const QMat m = make_qmat(fmt, rows, cols, seed++);
                 for (int64_t n : {1, 2, 3, 4, 7, 9, 14}) {
