@@ -1,7 +1,7 @@
-// AVX-512 VNNI kernels for int4 (W4A8) and int8 (W8A8) weights (layouts and the arithmetic
-// contract: kernels/matmul_quant.h); every other quantized case runs the AVX2 kernels. Bit-exact
-// with the scalar reference: the integer block dots are exact whatever the summation order, and
-// the float steps per output are the contract's, in its order.
+// AVX-512 kernels: VNNI for int4 (W4A8) and int8 (W8A8) weights, and FP8 weights at batch 1
+// (layouts and the arithmetic contract: kernels/matmul_quant.h); W4A16 and FP8 with several tokens
+// run the AVX2 kernels. Bit-exact with the scalar reference: the integer block dots are exact
+// whatever the summation order, and the float steps per output are the contract's, in its order.
 //
 // Why VNNI: on AVX2 each 32-byte load of int4 weights costs about 9 vector instructions per token
 // (and, shift, and to unpack; two vpmaddubsw and two vpaddw; a broadcast; a share of the block's
@@ -51,6 +51,7 @@ constexpr int64_t kNr = 16;
 // at batch 1 (prefetchnta was 40% slower); one stream wanted 1024 over 2048 (+5%).
 constexpr int64_t kQ4Prefetch = 512;
 constexpr int64_t kQ8Prefetch = 1024;
+constexpr int64_t kFp8Prefetch = 1024;
 // Batch 1 reads kPair adjacent panels side by side (two DRAM streams per thread). On an AVX-512
 // (Sapphire Rapids-class) VM, 1B-shaped decode matmuls at two threads: int4 23 -> 26.5-27 GB/s,
 // int8 24.4-25.4 -> 26.8 GB/s (bench_gemv_decode, alternating builds; 4 panels: no better than 2).
@@ -222,17 +223,53 @@ void q8_vnni_panel(const QuantArgs& a, const uint8_t* panel, int64_t pb, int64_t
     }
 }
 
+// FP8, one token (a.n == 1): the contract's four chains (matmul_quant.h), acc[k % 4] =
+// fma(e4m3(code), x[k], acc[k % 4]), over 16 rows per register, then ((c0 + c1) + (c2 + c3)) * s:
+// the AVX2 kernel's arithmetic in its order, so the results are its bits. Each 16 codes cost one
+// widening load, a shift, an and and a multiply (AVX2: two shuffles, two shifts, two ands, two
+// multiplies for the same 16), which is what bounded fp8 decode there (compute, not memory). NP
+// adjacent panels side by side, as in q4_vnni_panel. Several tokens keep the AVX2 kernel, which
+// widens each block of codes once per tile of tokens.
+template <int NP>
+void fp8_panel(const QuantArgs& a, const uint8_t* panel, int64_t pb, int64_t t, float* y, int64_t j0, int64_t j1) {
+    const int64_t cols = a.cols;
+    const float* x = a.x + t * cols;
+    zf acc[NP][4];
+    for (int q = 0; q < NP; ++q)
+        for (int i = 0; i < 4; ++i) acc[q][i] = WZ(mm512_setzero_ps)();
+    int64_t k = 0;
+    for (; k + 4 <= cols; k += 4) {
+        for (int q = 0; q < NP; ++q) prefetch(panel + q * pb + 64 + k * 16 + kFp8Prefetch);  // 4 columns = a line
+        for (int i = 0; i < 4; ++i) {
+            const zf xb = WZ(mm512_set1_ps)(x[k + i]);
+            for (int q = 0; q < NP; ++q)
+                acc[q][i] = fmadd(e4m3x16_to_f32(panel + q * pb + 64 + (k + i) * 16), xb, acc[q][i]);
+        }
+    }
+    for (; k < cols; ++k) {
+        const zf xb = WZ(mm512_set1_ps)(x[k]);
+        for (int q = 0; q < NP; ++q)
+            acc[q][k % 4] = fmadd(e4m3x16_to_f32(panel + q * pb + 64 + k * 16), xb, acc[q][k % 4]);
+    }
+    for (int q = 0; q < NP; ++q) {
+        const zf sum = WZ(mm512_add_ps)(WZ(mm512_add_ps)(acc[q][0], acc[q][1]), WZ(mm512_add_ps)(acc[q][2], acc[q][3]));
+        const zf s = WZ(mm512_loadu_ps)(reinterpret_cast<const float*>(panel + q * pb));
+        store_lanes(WZ(mm512_mul_ps)(sum, s), y + q * kNr, q == 0 ? j0 : 0, q == NP - 1 ? j1 : kNr);
+    }
+}
+
 }  // namespace
 
 void WARDEN_AVX512_ENTRY(const QuantArgs& a, int64_t r0, int64_t r1) {
-    const bool w4a8 = a.kind == 0 && !a.act_f32;
-    if (!w4a8 && a.kind != 1) {  // W4A16 and FP8: the AVX2 kernels
+    const bool w4a8 = a.kind == 0 && !a.act_f32, fp8 = a.kind == 2;
+    if ((!w4a8 && a.kind != 1 && !fp8) || (fp8 && a.n != 1)) {  // W4A16, FP8 with several tokens
         mm_quant_avx2(a, r0, r1);
         return;
     }
-    const int64_t pb = w4a8             ? a.cols / a.group * (32 + (a.asym ? 32 : 0) + a.group * 8)
-                       : a.group == 0 ? 32 + a.cols * 16
-                                      : a.cols / 32 * kQ8BlockBytes;
+    const int64_t pb = fp8                ? 64 + a.cols * 16
+                       : w4a8             ? a.cols / a.group * (32 + (a.asym ? 32 : 0) + a.group * 8)
+                       : a.group == 0     ? 32 + a.cols * 16
+                                          : a.cols / 32 * kQ8BlockBytes;
     for (int64_t p = r0 / kNr; p * kNr < r1; ++p) {
         const uint8_t* panel = a.data + p * pb;
         const int64_t base = p * kNr;
@@ -240,6 +277,15 @@ void WARDEN_AVX512_ENTRY(const QuantArgs& a, int64_t r0, int64_t r1) {
         const int64_t j1 = r1 - base < kNr ? r1 - base : kNr;
         // Batch 1 (memory-bound): kPair panels side by side where all of them are whole in [r0, r1).
         const bool pair = a.n == 1 && j0 == 0 && base + kPair * kNr <= r1;
+        if (fp8) {  // a.n == 1
+            if (pair) {
+                fp8_panel<kPair>(a, panel, pb, 0, a.y + base, j0, j1);
+                p += kPair - 1;
+            } else {
+                fp8_panel<1>(a, panel, pb, 0, a.y + base, j0, j1);
+            }
+            continue;
+        }
         if (!w4a8) {
             const auto q8 = [&]<int NP>(int64_t t) {
                 float* y = a.y + t * a.ldy + base;

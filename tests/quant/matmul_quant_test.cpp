@@ -152,7 +152,7 @@ std::vector<float> run_vnni_emulated(const WeightMatrix& w, const float* x, int6
     std::vector<int8_t> xq(static_cast<size_t>(n * cols));
     std::vector<float> xd(static_cast<size_t>(n * nb));
     std::vector<int32_t> xs(static_cast<size_t>(n * nb)), xz(static_cast<size_t>(n * nb));
-    quantize_acts(x, n, cols, xq.data(), xd.data(), xs.data(), xz.data());
+    if (w.type != WeightType::FP8) quantize_acts(x, n, cols, xq.data(), xd.data(), xs.data(), xz.data());  // FP8 reads x
     std::vector<float> y(static_cast<size_t>(n * w.rows), fill);
     std::vector<uint8_t> scratch(static_cast<size_t>(16 * cols + 64), 0);
     detail::QuantArgs a{};
@@ -177,9 +177,8 @@ std::vector<float> run_vnni_emulated(const WeightMatrix& w, const float* x, int6
     return y;
 }
 
-// The VNNI kernels (int4 W4A8 sym/asym, f16/bf16 scales, groups 32/128; int8 W8A8 per channel and
-// per block) equal the
-// scalar kernels bit for bit: every token blocking (4s and the 1-3 remainder), reading the nibbles
+// The AVX-512 kernels (VNNI: int4 W4A8 sym/asym, f16/bf16 scales, groups 32/128; int8 W8A8 per
+// channel and per block; FP8 at batch 1) equal the scalar kernels bit for bit: every token blocking (4s and the 1-3 remainder), reading the nibbles
 // or the unpacked scratch, full and partial panels, row ranges that cut panels. They run under
 // SIMDe here, so this holds on any CPU; on AVX-512 machines the same source runs natively and
 // Avx2BitExactVsScalarBatchAndThreadInvariant also compares Isa::AVX512.
@@ -215,12 +214,33 @@ TEST(QuantMatmul, Avx512VnniEmulatedBitExactVsScalar) {
                     }
                 }
             }
-    // Formats without a VNNI kernel (W4A16, fp8) go to the AVX2 kernels unchanged.
+    // FP8 at batch 1 has an AVX-512 kernel too (e4m3 widened 16 codes at a time, the four fma
+    // chains of the contract): any cols (tails of 1-3 columns: 5, 259, 517), pairs of whole panels
+    // and a single (80 rows), partial panels and row ranges.
+    for (int64_t cols : {5, 128, 259, 517})
+        for (int64_t rows : {17, 80}) {
+            const QMat m = make_qmat("fp8", rows, cols, seed++);
+            const auto xb = random_floats(static_cast<size_t>(cols + 1), seed++, -2.0f, 2.0f);
+            const float* x = xb.data() + 1;
+            const auto ref = run(Isa::Scalar, m.w, x, 1);
+            const std::string what = "fp8 rows=" + std::to_string(rows) + " cols=" + std::to_string(cols);
+            expect_bits(run_vnni_emulated(m.w, x, 1, 0, rows, false), ref, what);
+            for (const auto& [r0, r1] : {std::pair<int64_t, int64_t>{3, 9}, {16, rows}, {20, rows}}) {
+                const auto y = run_vnni_emulated(m.w, x, 1, r0, r1, false, 123.0f);
+                for (int64_t r = 0; r < rows; ++r)
+                    ASSERT_EQ(std::bit_cast<uint32_t>(y[static_cast<size_t>(r)]),
+                              std::bit_cast<uint32_t>(r >= r0 && r < r1 ? ref[static_cast<size_t>(r)] : 123.0f))
+                        << "row range " << r0 << ".." << r1 << " " << what;
+            }
+            if (HasFatalFailure()) return;
+        }
+    // W4A16, and FP8 with several tokens, go to the AVX2 kernels unchanged.
     if (!isa_supported(Isa::AVX2)) return;
     for (const char* fmt : {"int4-a16", "fp8"}) {
         const QMat m = make_qmat(fmt, 17, 128, seed++);
         const auto x = random_floats(static_cast<size_t>(3 * 128), seed++);
         expect_bits(run_vnni_emulated(m.w, x.data(), 3, 0, 17, false), run(Isa::Scalar, m.w, x.data(), 3), fmt);
+        if (HasFatalFailure()) return;
     }
 }
 
