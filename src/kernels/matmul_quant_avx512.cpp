@@ -47,7 +47,7 @@ namespace {
 
 constexpr int64_t kNr = 16;
 // Software prefetch distance in each panel stream (bytes). With two streams per thread (kPair) it
-// hardly matters: on a Sapphire Rapids-class VM none, 512 and 2048 were within noise of each other
+// hardly matters: on a Sapphire Rapids-class VM none, 256 and 512 were within noise of each other
 // at batch 1 (prefetchnta was 40% slower); one stream wanted 1024 over 2048 (+5%).
 constexpr int64_t kQ4Prefetch = 512;
 constexpr int64_t kQ8Prefetch = 1024;
@@ -56,7 +56,7 @@ constexpr int64_t kFp8Prefetch = 1024;
 // (Sapphire Rapids-class) VM, 1B-shaped decode matmuls at two threads: int4 23 -> 26.5-27 GB/s,
 // int8 24.4-25.4 -> 26.8 GB/s (bench_gemv_decode, alternating builds; 4 panels: no better than 2).
 // The AVX2 kernels keep one stream: on the AMD Zen 3 VM they were tuned on, two streams were slower
-// (docs/WEIGHT_QUANT.md, "One stream per thread" and "Two streams per thread on AVX-512").
+// (docs/WEIGHT_QUANT.md, "One stream per thread" and "First run on AVX-512 hardware").
 constexpr int kPair = 2;
 
 inline zi load_bytes(const void* p) {

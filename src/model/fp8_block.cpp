@@ -1,5 +1,6 @@
 #include "model/fp8_block.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -79,6 +80,8 @@ std::optional<SourceTensor> Fp8BlockResolver::find(const std::string& name) {
     }
     auto& buf = buffers_.emplace_back(static_cast<size_t>(rows * cols));
     dequantize_fp8_block(t->data, rows, cols, scales.data(), *cfg_, buf.data());
+    held_bytes_ += buf.size() * sizeof(float);
+    peak_bytes_ = std::max(peak_bytes_, held_bytes_);
     SourceTensor out;
     out.name = name;
     out.dims = {rows, cols};

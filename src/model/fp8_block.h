@@ -41,13 +41,21 @@ class Fp8BlockResolver {
 public:
     Fp8BlockResolver(const SafetensorsModel& st, std::optional<Fp8BlockConfig> cfg) : st_(st), cfg_(cfg) {}
     std::optional<SourceTensor> find(const std::string& name);
-    // Frees the dequantized buffers (after loading).
-    void release() { buffers_.clear(); }
+    // Frees the dequantized buffers: the SourceTensors find returned for F8_E4M3 tensors must not
+    // be read after this.
+    void release() {
+        buffers_.clear();
+        held_bytes_ = 0;
+    }
+    // Bytes of f32 held now, and the most held at once since construction.
+    size_t held_bytes() const { return held_bytes_; }
+    size_t peak_bytes() const { return peak_bytes_; }
 
 private:
     const SafetensorsModel& st_;
     std::optional<Fp8BlockConfig> cfg_;
     std::list<std::vector<float>> buffers_;
+    size_t held_bytes_ = 0, peak_bytes_ = 0;
 };
 
 }  // namespace warden::model

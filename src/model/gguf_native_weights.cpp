@@ -99,15 +99,12 @@ std::optional<std::string> ggml_native_format(tensor::GgmlType type, const uint8
     return std::nullopt;
 }
 
-}  // namespace
-
+// The runtime format one tensor's first row imports into bit-exactly, if any.
 std::optional<std::string> gguf_tensor_native_format(const GGUFTensor& t) {
     // Stacked (3-D) experts: only Q8_0 reads rows, and a stack is taken as per block.
     if (t.shape.size() != 2) return ggml_native_format(t.type, nullptr, 0, 0);
     return ggml_native_format(t.type, t.data, t.shape[1], t.shape[0]);
 }
-
-namespace {
 
 // The layer matrices of a file: how many of each GGUF type, and whether all are float.
 struct LayerScan {

@@ -50,7 +50,4 @@ bool is_layer_matrix(const GGUFTensor& t, int64_t n_layers);
 // twice.
 GgufNativeWeights gguf_named_heads(const GGUFFile& g, const ModelConfig& c);
 
-// The runtime format one tensor's first row imports into bit-exactly, if any.
-std::optional<std::string> gguf_tensor_native_format(const GGUFTensor& t);
-
 }  // namespace warden::model

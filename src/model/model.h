@@ -67,6 +67,9 @@ struct Model {
     std::string weights_format = "bf16";                 // runtime format of the layer matrices
     std::string weights_note;  // how the loader chose weights_format without --weights; empty otherwise
     WeightMemory weight_memory;
+    // FP8 block-scaled safetensors: the most f32 (dequantized source weights) held at once while
+    // loading; 0 for other sources.
+    int64_t fp8_dequant_peak_bytes = 0;
 
     // The mappings that borrowed weights point into.
     std::shared_ptr<GGUFFile> gguf;

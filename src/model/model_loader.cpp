@@ -440,9 +440,14 @@ std::unique_ptr<Model> load_hf_dir(const std::string& dir, const LoadOptions& op
     }
     count_params(*m, all);
     Fp8BlockResolver fp8_resolver(st, fp8);
+    // Every Loader accessor turns the tensor it resolves into runtime memory (or owned vectors)
+    // before it resolves the next one, so the f32 copy of the previous FP8 block-scaled weight can
+    // go: loading an FP8 checkpoint holds one weight dequantized, not all of them (4 bytes per
+    // parameter: 32 GB for an 8B model, before session 16).
     auto find = [&fp8_resolver, &ct, &st](const std::string& n) -> std::optional<SourceTensor> {
         if (ct)
             if (auto t = ct_find(st, *ct, n)) return t;
+        fp8_resolver.release();
         return fp8_resolver.find(n);
     };
     // Without --weights, a pack-quantized checkpoint loads in its own format (bit-exact import)
@@ -480,6 +485,8 @@ std::unique_ptr<Model> load_hf_dir(const std::string& dir, const LoadOptions& op
     }
     Loader loader(*m, eff, pool, find, hf_name);
     if (opts.load_weights) loader.load_all();
+    fp8_resolver.release();
+    m->fp8_dequant_peak_bytes = static_cast<int64_t>(fp8_resolver.peak_bytes());
     if (loader.ct_requant_rows_ > 0)
         std::fprintf(stderr,
                      "warden: compressed-tensors: %lld weight rows requantized through f32 to %s (group, symmetry or "

@@ -3,6 +3,7 @@
 // dtype errors), and quantization_config parsing.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -13,9 +14,11 @@
 #include <unistd.h>
 
 #include "model/fp8_block.h"
+#include "model/model.h"
 #include "model/safetensors_file.h"
 #include "tensor/fp8.h"
 #include "util/error.h"
+#include "util/thread_pool.h"
 
 using namespace warden;
 
@@ -112,6 +115,31 @@ TEST(Fp8Block, ResolverReadsWeightAndScaleFromSafetensors) {
     model::Fp8BlockResolver no_cfg(st, std::nullopt);
     EXPECT_THROW(no_cfg.find("a.weight"), util::Error);  // FP8 without quantization_config
     std::filesystem::remove_all(dir);
+}
+
+// Loading an FP8 block-scaled checkpoint dequantizes each F8_E4M3 weight to f32 for the loader
+// and frees it before the next one: the most f32 held at once is one weight, not the sum of all
+// of them (which a loader that kept them until the end would reach: more than the largest).
+TEST(Fp8Block, LoaderHoldsOneDequantizedWeightAtATime) {
+    for (const char* name : {"tiny-qwen3-moe-fp8", "tiny-glm4-moe-fp8", "tiny-deepseek-v3-fp8"}) {
+        const std::string dir = std::string(WARDEN_SOURCE_DIR) + "/tests/golden/models/" + name;
+        model::SafetensorsModel st({dir + "/model.safetensors"});
+        int64_t largest = 0, total = 0;
+        for (const auto& t : st.tensors()) {
+            if (t.dtype != "F8_E4M3") continue;
+            const int64_t bytes = t.shape.at(0) * t.shape.at(1) * 4;
+            largest = std::max(largest, bytes);
+            total += bytes;
+        }
+        ASSERT_GT(largest, 0) << name;
+        ASSERT_LT(2 * largest, total) << name;
+        util::ThreadPool pool(1);
+        model::LoadOptions opts;
+        opts.load_tokenizer = false;
+        const auto m = model::load_model(dir, opts, pool);
+        EXPECT_GT(m->fp8_dequant_peak_bytes, 0) << name;
+        EXPECT_LE(m->fp8_dequant_peak_bytes, largest) << name;
+    }
 }
 
 TEST(Fp8Block, ParsesQuantizationConfig) {
