@@ -81,7 +81,8 @@ inline zf f16x16_to_f32(const void* p) {
 // (kernels/fp8_avx2.h): the sign-extended code shifted left by 20 has the sign smeared over bits
 // 31..27 and exponent.mantissa in bits 26..20; masking to bits 31 and 26..20 gives the value times
 // 2^-120, and * 2^120 is exact (subnormal codes included). The NaN codes (x.1111.111) read as +-480,
-// as in the AVX2 and scalar kernels: the weight quantizer never writes them.
+// as in the AVX2 kernels (the scalar reference reads NaN): the weight quantizer never writes them,
+// so no runtime FP8 matrix holds one.
 inline zf e4m3x16_to_f32(const uint8_t* p) {
     constexpr float kPow120 = 1.329227995784916e36f;
 #ifdef WARDEN_AVX512_EMULATE

@@ -135,7 +135,6 @@ struct MultiJob {
     int64_t n = 0;
     detail::QuantArgs qa[kMaxMulti];
     int64_t panel0[kMaxMulti + 1] = {};  // matrix i owns global panels [panel0[i], panel0[i+1])
-    int64_t grab_divisor = 1;            // a grab takes (panels left) / grab_divisor, >= kMinGrab
     std::atomic<int64_t> next{0};
 
     // Global panels [p0, p1) (may span matrices).
@@ -233,17 +232,16 @@ void matmul_multi(std::span<const MatmulOut> outs, const float* x, int64_t n, ut
     // kMinGrab. Early grabs are long contiguous runs (few restarts of the weight streams); the last
     // ones are a few panels, so the threads finish within a few panels' time of each other. Fixed
     // grabs of total / (8 * threads) left one thread waiting ~half a grab per matmul (at batch 1
-    // on two threads, 40-80 us for an FFN matrix); guided grabs made 1B-shaped batch-1 decode
+    // on two threads ~40-80 us for an FFN matrix, estimated from ~13 GB/s per thread); guided grabs made 1B-shaped batch-1 decode
     // 1-4% faster on AVX-512 and 4-7% on AVX2 (docs/WEIGHT_QUANT.md). A lambda capturing one
     // pointer fits in std::function's small buffer, so a decode matmul does no heap allocation.
-    job.grab_divisor = 2 * static_cast<int64_t>(nt);
     MultiJob* jp = &job;
-    pool.run([jp](int, int) {
-        const int64_t tot = jp->panel0[jp->outs.size()];
+    pool.run([jp](int, int threads) {
+        const int64_t tot = jp->panel0[jp->outs.size()], divisor = 2 * static_cast<int64_t>(threads);
         int64_t p0 = jp->next.load(std::memory_order_relaxed);
-        for (;;) {
-            if (p0 >= tot) break;
-            const int64_t c = std::max<int64_t>(kMinGrab, (tot - p0) / jp->grab_divisor);
+        while (p0 < tot) {
+            const int64_t c = std::max<int64_t>(kMinGrab, (tot - p0) / divisor);
+            // A failed exchange reloads p0 (another thread grabbed first): size the grab again.
             if (!jp->next.compare_exchange_weak(p0, p0 + c, std::memory_order_relaxed)) continue;
             jp->run_panels(p0, std::min(tot, p0 + c));
             p0 = jp->next.load(std::memory_order_relaxed);

@@ -53,7 +53,7 @@ constexpr int64_t kQ4Prefetch = 512;
 constexpr int64_t kQ8Prefetch = 1024;
 constexpr int64_t kFp8Prefetch = 1024;
 // Batch 1 reads kPair adjacent panels side by side (two DRAM streams per thread). On an AVX-512
-// (Sapphire Rapids-class) VM, 1B-shaped decode matmuls at two threads: int4 23 -> 26.5-27 GB/s,
+// (Sapphire Rapids-class) VM, 1B-shaped decode matmuls at two threads: int4 23 -> 25.7-27.1 GB/s,
 // int8 24.4-25.4 -> 26.8 GB/s (bench_gemv_decode, alternating builds; 4 panels: no better than 2).
 // The AVX2 kernels keep one stream: on the AMD Zen 3 VM they were tuned on, two streams were slower
 // (docs/WEIGHT_QUANT.md, "One stream per thread" and "First run on AVX-512 hardware").
@@ -275,45 +275,30 @@ void WARDEN_AVX512_ENTRY(const QuantArgs& a, int64_t r0, int64_t r1) {
         const int64_t base = p * kNr;
         const int64_t j0 = r0 > base ? r0 - base : 0;
         const int64_t j1 = r1 - base < kNr ? r1 - base : kNr;
-        // Batch 1 (memory-bound): kPair panels side by side where all of them are whole in [r0, r1).
-        const bool pair = a.n == 1 && j0 == 0 && base + kPair * kNr <= r1;
-        if (fp8) {  // a.n == 1
-            if (pair) {
-                fp8_panel<kPair>(a, panel, pb, 0, a.y + base, j0, j1);
-                p += kPair - 1;
-            } else {
-                fp8_panel<1>(a, panel, pb, 0, a.y + base, j0, j1);
-            }
-            continue;
-        }
-        if (!w4a8) {
-            const auto q8 = [&]<int NP>(int64_t t) {
-                float* y = a.y + t * a.ldy + base;
-                if (a.group == 0)
-                    q8_vnni_panel<false, NP>(a, panel, pb, t, y, j0, j1);
-                else
-                    q8_vnni_panel<true, NP>(a, panel, pb, t, y, j0, j1);
-            };
-            if (pair) {
-                q8.template operator()<kPair>(0);
-                p += kPair - 1;
-                continue;
-            }
-            for (int64_t t = 0; t < a.n; ++t) q8.template operator()<1>(t);
-            continue;
-        }
-        // a.unpack is not used: unpacking is one and per 64 bytes here, less than a scratch round
-        // trip.
+        // This panel's kernel for NT tokens from t and NP panels from p (FP8 and W8A8 take one
+        // token at a time). W4A8 does not use a.unpack: unpacking is one and per 64 bytes here,
+        // less than a scratch round trip.
         const auto tile = [&]<int NT, int NP>(int64_t t) {
             float* y = a.y + t * a.ldy + base;
-            if (a.asym)
+            if (fp8)
+                fp8_panel<NP>(a, panel, pb, t, y, j0, j1);
+            else if (!w4a8 && a.group == 0)
+                q8_vnni_panel<false, NP>(a, panel, pb, t, y, j0, j1);
+            else if (!w4a8)
+                q8_vnni_panel<true, NP>(a, panel, pb, t, y, j0, j1);
+            else if (a.asym)
                 q4_vnni_panel<true, NT, NP>(a, panel, pb, t, y, j0, j1);
             else
                 q4_vnni_panel<false, NT, NP>(a, panel, pb, t, y, j0, j1);
         };
-        if (pair) {
+        // Batch 1 (memory-bound): kPair panels side by side where all of them are whole in [r0, r1).
+        if (a.n == 1 && j0 == 0 && base + kPair * kNr <= r1) {
             tile.template operator()<1, kPair>(0);
             p += kPair - 1;
+            continue;
+        }
+        if (!w4a8) {
+            for (int64_t t = 0; t < a.n; ++t) tile.template operator()<1, 1>(t);
             continue;
         }
         int64_t t = 0;

@@ -47,8 +47,7 @@ public:
         buffers_.clear();
         held_bytes_ = 0;
     }
-    // Bytes of f32 held now, and the most held at once since construction.
-    size_t held_bytes() const { return held_bytes_; }
+    // The most bytes of f32 held at once since construction.
     size_t peak_bytes() const { return peak_bytes_; }
 
 private:
