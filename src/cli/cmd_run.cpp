@@ -7,6 +7,7 @@
 #include "cli/common.h"
 #include "cli/engine_options.h"
 #include "engine/batch_runner.h"
+#include "kernels/decode_tuning.h"
 #include "model/transformer.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
@@ -94,9 +95,10 @@ int run(const RunOptions& o) {
     const double decode_tps = decode_ms > 0 && n_tokens > 1 ? 1000.0 * static_cast<double>(n_tokens - 1) / decode_ms : 0;
     std::fprintf(stderr,
                  "timings: prompt_tokens=%zu prefill_ms=%.2f prefill_tok_s=%.2f gen_tokens=%lld decode_ms=%.2f "
-                 "decode_tok_s=%.2f threads=%d isa=%s dtype=%s finish=%s\n",
+                 "decode_tok_s=%.2f threads=%d isa=%s decode_tuning=%s dtype=%s finish=%s\n",
                  req.prompt.size(), prefill_ms, prefill_tps, static_cast<long long>(n_tokens), decode_ms, decode_tps,
-                 pool.size(), kernels::isa_name(kernels::active_isa()), model::runtime_dtype_name(model->dtype),
+                 pool.size(), kernels::isa_name(kernels::active_isa()), kernels::decode_tuning().source,
+                 model::runtime_dtype_name(model->dtype),
                  engine::finish_reason_name(r.finish));
     return 0;
 }

@@ -3,6 +3,7 @@
 // YMM/ZMM state is silently corrupted, so both are checked.
 #include "kernels/cpu_features.h"
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
@@ -114,6 +115,22 @@ Isa detect_isa() {
 bool isa_supported(Isa isa) { return static_cast<int>(isa) <= static_cast<int>(detect_isa()); }
 
 Isa active_isa() { return static_cast<Isa>(active_slot().load(std::memory_order_relaxed)); }
+
+const char* cpu_vendor() {
+    static const auto vendor = [] {
+        std::array<char, 13> v{};
+#if WARDEN_X86
+        Regs r;
+        if (cpuid(0, 0, r)) {  // EBX, EDX, ECX spell the vendor in that order
+            std::memcpy(v.data(), &r.b, 4);
+            std::memcpy(v.data() + 4, &r.d, 4);
+            std::memcpy(v.data() + 8, &r.c, 4);
+        }
+#endif
+        return v;
+    }();
+    return vendor.data();
+}
 
 bool set_active_isa(Isa isa) {
     if (!isa_supported(isa)) return false;

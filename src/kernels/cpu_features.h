@@ -13,5 +13,7 @@ Isa active_isa();   // what kernels use now: detect_isa() unless overridden
 // nothing if the CPU does not support `isa`.
 bool set_active_isa(Isa isa);
 bool isa_supported(Isa isa);
+// CPUID's 12-character vendor string ("GenuineIntel", "AuthenticAMD", ...); "" off x86.
+const char* cpu_vendor();
 
 }  // namespace warden::kernels

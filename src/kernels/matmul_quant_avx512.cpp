@@ -36,6 +36,7 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 #include "kernels/avx512_compat.h"
+#include "kernels/decode_tuning.h"
 #include "kernels/kernels_internal.h"
 
 #ifndef WARDEN_AVX512_ENTRY
@@ -46,26 +47,33 @@ namespace warden::kernels::detail {
 namespace {
 
 constexpr int64_t kNr = 16;
-// Software prefetch distance in each panel stream (bytes). With two streams per thread (kPair) it
-// hardly matters: on a Sapphire Rapids-class VM none, 256 and 512 were within noise of each other
-// at batch 1 (prefetchnta was 40% slower); one stream wanted 1024 over 2048 (+5%).
-constexpr int64_t kQ4Prefetch = 512;
-constexpr int64_t kQ8Prefetch = 1024;
-constexpr int64_t kFp8Prefetch = 1024;
-// Batch 1 reads kPair adjacent panels side by side (two DRAM streams per thread). On an AVX-512
-// (Sapphire Rapids-class) VM, 1B-shaped decode matmuls at two threads: int4 23 -> 25.7-27.1 GB/s,
-// int8 24.4-25.4 -> 26.8 GB/s (bench_gemv_decode, alternating builds; 4 panels: no better than 2).
-// The AVX2 kernels keep one stream: on the AMD Zen 3 VM they were tuned on, two streams were slower
-// (docs/WEIGHT_QUANT.md, "One stream per thread" and "First run on AVX-512 hardware").
-constexpr int kPair = 2;
+// Batch 1 reads DecodeTuning::panels adjacent panels side by side and prefetches each panel
+// stream DecodeTuning::*_prefetch bytes ahead (kernels/decode_tuning.h): the values that draw the
+// most bandwidth depend on the CPU family. Sapphire Rapids-class VM, 1B-shaped decode matmuls at
+// two threads: two panels took int4 23 -> 25.7-27.1 GB/s and int8 24.4-25.4 -> 26.8 GB/s, and with
+// them the prefetch distance hardly mattered (none, 256, 512 within noise; prefetchnta 40% slower).
+// AMD Zen 5 VM: the pair drew 10-20% less than one panel, and int4 did best without software
+// prefetch (docs/WEIGHT_QUANT.md, "Zen 5"). Several tokens always read one panel (compute-bound),
+// prefetching at the table's distance.
 
-inline zi load_bytes(const void* p) {
-    return WZ(mm512_loadu_si512)(p);
+// 64 weight bytes. The code blocks of every int4 and int8 layout start 32 bytes past a cache line
+// (after a block's 16 scales), so each 64-byte load spans two lines; kHalf reads them as two
+// 32-byte loads instead (never split) and joins the halves. On the Zen 5 VM that drew 3-8% more
+// DRAM bandwidth at batch 1 (decode_tuning.h says where it is used; batch 1 only).
+template <bool kHalf>
+inline zi load_bytes(const uint8_t* p) {
+    if constexpr (kHalf)
+        return WZ(mm512_inserti64x4)(WZ(mm512_castsi256_si512)(WZ(mm256_loadu_si256)(reinterpret_cast<const yi*>(p))),
+                                     WZ(mm256_loadu_si256)(reinterpret_cast<const yi*>(p + 32)), 1);
+    else
+        return WZ(mm512_loadu_si512)(p);
 }
 
-inline void prefetch(const uint8_t* p) {
-    __builtin_prefetch(p, 0, 3);
-}  // prefetcht0
+// prefetcht0 of `lines` cache lines from p + dist; dist 0 = no software prefetch.
+inline void prefetch(const uint8_t* p, int64_t dist, int lines) {
+    if (dist == 0) return;
+    for (int i = 0; i < lines; ++i) __builtin_prefetch(p + dist + i * 64, 0, 3);
+}
 
 // 16 u16 scales (f16 or bf16 bits) -> 16 f32, row r in lane r.
 inline zf load_scales16(const uint8_t* p, bool bf16) {
@@ -109,12 +117,12 @@ inline zi quad_pair_index(int jj) {
 // NT tokens (t .. t+NT-1) share each load of the panel's weights, and NP adjacent panels (rows
 // base .. base + 16 * NP - 1, pb bytes apart) are read block by block side by side; each (row,
 // token)'s arithmetic is the NT = NP = 1 sequence, so results do not depend on the blocking.
-// Why NP: on the AVX-512 machine measured (kPair), one core draws more of the memory bandwidth
+// Why NP: on the Sapphire Rapids-class VM (decode_tuning.h), one core draws more of the memory bandwidth
 // reading two panel streams than one, and the blocks of two panels are independent work for the
 // out-of-order core while a load misses (in L2 the pair also computes faster: 44 -> 51 GB/s).
-template <bool kAsym, int NT, int NP>
+template <bool kAsym, int NT, int NP, bool kHalf>
 void q4_vnni_panel(const QuantArgs& a, const uint8_t* panel, int64_t pb, int64_t t, float* y, int64_t j0,
-                   int64_t j1) {
+                   int64_t j1, int64_t pf) {
     const int64_t cols = a.cols, G = a.group, gb = 32 + (kAsym ? 32 : 0) + G * 8, ng = cols / G,
                   spg = G / 32;
     const int64_t nb = cols / 32;
@@ -142,7 +150,7 @@ void q4_vnni_panel(const QuantArgs& a, const uint8_t* panel, int64_t pb, int64_t
             }
             for (int q = 0; q < NP; ++q) {
                 const uint8_t* qq = panel + q * pb + g * gb + (kAsym ? 64 : 32) + sb * 256;
-                for (int pf = 0; pf < 4; ++pf) prefetch(qq + kQ4Prefetch + pf * 64);
+                prefetch(qq, pf, 4);
                 zi sv[NT], sh[NT];
                 for (int i = 0; i < NT; ++i) {
                     // Symmetric: rows 0-7 come out as sv - sh, rows 8-15 as sh / 16, so starting sh
@@ -153,7 +161,7 @@ void q4_vnni_panel(const QuantArgs& a, const uint8_t* panel, int64_t pb, int64_t
                 }
 #pragma GCC unroll 4
                 for (int jj = 0; jj < 4; ++jj) {
-                    const zi v = load_bytes(qq + jj * 64);
+                    const zi v = load_bytes<kHalf>(qq + jj * 64);
                     const zi h = WZ(mm512_and_si512)(v, mhi);  // 16 * (rows 8-15 codes)
                     for (int i = 0; i < NT; ++i) {
                         const zi xv = WZ(mm512_permutexvar_epi32)(perm[jj], xblk[i]);
@@ -188,9 +196,9 @@ void q4_vnni_panel(const QuantArgs& a, const uint8_t* panel, int64_t pb, int64_t
 // kGroup: int8-g32, each 32-block's 16 scales ahead of its 512 code bytes, folded into the
 // block's fma; otherwise one scale per row, applied at the end (matmul_quant.h). NP adjacent panels
 // (pb bytes apart) are read side by side, as in q4_vnni_panel.
-template <bool kGroup, int NP>
+template <bool kGroup, int NP, bool kHalf>
 void q8_vnni_panel(const QuantArgs& a, const uint8_t* panel, int64_t pb, int64_t t, float* y, int64_t j0,
-                   int64_t j1) {
+                   int64_t j1, int64_t pf) {
     const int64_t cols = a.cols, nb = cols / 32;
     const int8_t* xq = a.xq + t * cols;
     const zi flip = WZ(mm512_set1_epi8)(static_cast<char>(0x80));
@@ -201,11 +209,11 @@ void q8_vnni_panel(const QuantArgs& a, const uint8_t* panel, int64_t pb, int64_t
         const zf xdv = WZ(mm512_set1_ps)(a.xd[t * nb + b]);
         for (int q = 0; q < NP; ++q) {
             const uint8_t* qq = (kGroup ? panel + b * kQ8BlockBytes + 32 : panel + 32 + b * 512) + q * pb;
-            for (int pf = 0; pf < (kGroup ? 9 : 8); ++pf) prefetch(qq + kQ8Prefetch + pf * 64);  // 544 B a block with scales
+            prefetch(qq, pf, kGroup ? 9 : 8);  // 544 B a block with scales
             zi s = s0;
 #pragma GCC unroll 8
             for (int j = 0; j < 8; ++j) {
-                const zi v = WZ(mm512_xor_si512)(load_bytes(qq + j * 64), flip);
+                const zi v = WZ(mm512_xor_si512)(load_bytes<kHalf>(qq + j * 64), flip);
                 s = WZ(mm512_dpbusd_epi32)(s, v, WZ(mm512_set1_epi32)(load4(xq + b * 32 + 4 * j)));
             }
             if constexpr (kGroup)
@@ -231,7 +239,8 @@ void q8_vnni_panel(const QuantArgs& a, const uint8_t* panel, int64_t pb, int64_t
 // adjacent panels side by side, as in q4_vnni_panel. Several tokens keep the AVX2 kernel, which
 // widens each block of codes once per tile of tokens.
 template <int NP>
-void fp8_panel(const QuantArgs& a, const uint8_t* panel, int64_t pb, int64_t t, float* y, int64_t j0, int64_t j1) {
+void fp8_panel(const QuantArgs& a, const uint8_t* panel, int64_t pb, int64_t t, float* y, int64_t j0, int64_t j1,
+               int64_t pf) {
     const int64_t cols = a.cols;
     const float* x = a.x + t * cols;
     zf acc[NP][4];
@@ -239,7 +248,7 @@ void fp8_panel(const QuantArgs& a, const uint8_t* panel, int64_t pb, int64_t t, 
         for (int i = 0; i < 4; ++i) acc[q][i] = WZ(mm512_setzero_ps)();
     int64_t k = 0;
     for (; k + 4 <= cols; k += 4) {
-        for (int q = 0; q < NP; ++q) prefetch(panel + q * pb + 64 + k * 16 + kFp8Prefetch);  // 4 columns = a line
+        for (int q = 0; q < NP; ++q) prefetch(panel + q * pb + 64 + k * 16, pf, 1);  // 4 columns = a line
         for (int i = 0; i < 4; ++i) {
             const zf xb = WZ(mm512_set1_ps)(x[k + i]);
             for (int q = 0; q < NP; ++q)
@@ -270,6 +279,11 @@ void WARDEN_AVX512_ENTRY(const QuantArgs& a, int64_t r0, int64_t r1) {
                        : w4a8             ? a.cols / a.group * (32 + (a.asym ? 32 : 0) + a.group * 8)
                        : a.group == 0     ? 32 + a.cols * 16
                                           : a.cols / 32 * kQ8BlockBytes;
+    const DecodeTuning& tune = decode_tuning();
+    const int64_t pf = fp8 ? tune.fp8_prefetch : w4a8 ? tune.q4_prefetch : tune.q8_prefetch;
+    // Half loads at batch 1 only: with several tokens the kernel is compute-bound and the extra
+    // insert per 64 bytes cost 7-13% on the Zen 5 VM (64 tokens, bench_gemv_decode, 5 of 5 rounds).
+    const bool half = tune.half_loads && a.n == 1;
     for (int64_t p = r0 / kNr; p * kNr < r1; ++p) {
         const uint8_t* panel = a.data + p * pb;
         const int64_t base = p * kNr;
@@ -278,23 +292,30 @@ void WARDEN_AVX512_ENTRY(const QuantArgs& a, int64_t r0, int64_t r1) {
         // This panel's kernel for NT tokens from t and NP panels from p (FP8 and W8A8 take one
         // token at a time). W4A8 does not use a.unpack: unpacking is one and per 64 bytes here,
         // less than a scratch round trip.
-        const auto tile = [&]<int NT, int NP>(int64_t t) {
+        const auto tile_as = [&]<int NT, int NP, bool kHalf>(int64_t t) {
             float* y = a.y + t * a.ldy + base;
             if (fp8)
-                fp8_panel<NP>(a, panel, pb, t, y, j0, j1);
+                fp8_panel<NP>(a, panel, pb, t, y, j0, j1, pf);
             else if (!w4a8 && a.group == 0)
-                q8_vnni_panel<false, NP>(a, panel, pb, t, y, j0, j1);
+                q8_vnni_panel<false, NP, kHalf>(a, panel, pb, t, y, j0, j1, pf);
             else if (!w4a8)
-                q8_vnni_panel<true, NP>(a, panel, pb, t, y, j0, j1);
+                q8_vnni_panel<true, NP, kHalf>(a, panel, pb, t, y, j0, j1, pf);
             else if (a.asym)
-                q4_vnni_panel<true, NT, NP>(a, panel, pb, t, y, j0, j1);
+                q4_vnni_panel<true, NT, NP, kHalf>(a, panel, pb, t, y, j0, j1, pf);
             else
-                q4_vnni_panel<false, NT, NP>(a, panel, pb, t, y, j0, j1);
+                q4_vnni_panel<false, NT, NP, kHalf>(a, panel, pb, t, y, j0, j1, pf);
         };
-        // Batch 1 (memory-bound): kPair panels side by side where all of them are whole in [r0, r1).
-        if (a.n == 1 && j0 == 0 && base + kPair * kNr <= r1) {
-            tile.template operator()<1, kPair>(0);
-            p += kPair - 1;
+        const auto tile = [&]<int NT, int NP>(int64_t t) {
+            if (half)
+                tile_as.template operator()<NT, NP, true>(t);
+            else
+                tile_as.template operator()<NT, NP, false>(t);
+        };
+        // Batch 1 (memory-bound): tune.panels panels side by side where all of them are whole in
+        // [r0, r1).
+        if (a.n == 1 && tune.panels == 2 && j0 == 0 && base + 2 * kNr <= r1) {
+            tile.template operator()<1, 2>(0);
+            ++p;
             continue;
         }
         if (!w4a8) {

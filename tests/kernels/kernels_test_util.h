@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/cpu_features.h"
+#include "kernels/decode_tuning.h"
 #include "tensor/float_convert.h"
 
 namespace warden::kernels::testing {
@@ -46,6 +47,33 @@ public:
 private:
     Isa saved_;
 };
+
+// RAII: the AVX-512 decode kernels read weights as `t` says for the guard's lifetime.
+class DecodeTuningGuard {
+public:
+    explicit DecodeTuningGuard(const DecodeTuning& t) : saved_(decode_tuning()) { EXPECT_TRUE(set_decode_tuning(t)); }
+    ~DecodeTuningGuard() { set_decode_tuning(saved_); }
+    DecodeTuningGuard(const DecodeTuningGuard&) = delete;
+    DecodeTuningGuard& operator=(const DecodeTuningGuard&) = delete;
+
+private:
+    DecodeTuning saved_;
+};
+
+// Every way the AVX-512 batch-1 kernels can read a panel: both vendor tables (two panels, whole
+// 64-byte loads, prefetch; one panel, half loads, no int4 prefetch) and two panels with half loads
+// and long prefetches. Results must not depend on which.
+inline std::vector<DecodeTuning> decode_tunings_to_test() {
+    DecodeTuning intel, amd, other;
+    amd.panels = 1;
+    amd.q4_prefetch = 0;
+    amd.half_loads = true;
+    amd.source = "amd";
+    other.q4_prefetch = other.q8_prefetch = other.fp8_prefetch = 2048;
+    other.half_loads = true;
+    other.source = "test";
+    return {intel, amd, other};
+}
 
 inline std::string isa_param_name(const ::testing::TestParamInfo<Isa>& info) {
     return isa_name(info.param);

@@ -79,8 +79,12 @@ TEST(QuantMatmul, Avx2BitExactVsScalarBatchAndThreadInvariant) {
                                              " cols=" + std::to_string(cols) + " n=" + std::to_string(n);
                     const auto ref = run(Isa::Scalar, m.w, x, n);
                     expect_bits(run(Isa::AVX2, m.w, x, n), ref, "avx2 vs scalar " + what);
-                    if (isa_supported(Isa::AVX512))  // the VNNI kernels, natively
-                        expect_bits(run(Isa::AVX512, m.w, x, n), ref, "avx512 vs scalar " + what);
+                    if (isa_supported(Isa::AVX512))  // the VNNI kernels, natively, read every way
+                        for (const DecodeTuning& tune : testing::decode_tunings_to_test()) {
+                            testing::DecodeTuningGuard tg(tune);
+                            expect_bits(run(Isa::AVX512, m.w, x, n), ref,
+                                        "avx512 (" + decode_tuning_summary() + ") vs scalar " + what);
+                        }
                     if (HasFatalFailure()) return;
                     std::vector<float> yt(ref.size());
                     {
@@ -184,56 +188,61 @@ std::vector<float> run_vnni_emulated(const WeightMatrix& w, const float* x, int6
 // Avx2BitExactVsScalarBatchAndThreadInvariant also compares Isa::AVX512.
 TEST(QuantMatmul, Avx512VnniEmulatedBitExactVsScalar) {
     uint32_t seed = 101;
-    for (const char* fmt : {"int4", "int4-asym", "int4-bf16s", "int4-g128", "int4-g128-asym-bf16s", "int8", "int8-bf16s",
-                            "int8-g32", "int8-g32-bf16s"})
-        for (int64_t rows : {1, 17, 40, 80})  // 80: batch 1 reads panels in pairs, the fifth alone
-            for (int64_t cols : {128, 384}) {
-                const QMat m = make_qmat(fmt, rows, cols, seed++);
-                for (int64_t n : {1, 2, 3, 4, 7, 9, 14}) {
-                    auto xb = random_floats(static_cast<size_t>(n * cols + 1), seed++, -2.0f, 2.0f);
-                    const float* x = xb.data() + 1;
-                    const auto ref = run(Isa::Scalar, m.w, x, n);
-                    for (bool unpack : {false, true}) {
-                        if (unpack && (n < 8 || m.w.type != WeightType::Q4)) continue;
-                        const std::string what = std::string(fmt) + " rows=" + std::to_string(rows) + " cols=" +
-                                                 std::to_string(cols) + " n=" + std::to_string(n) +
-                                                 (unpack ? " unpacked" : "");
-                        expect_bits(run_vnni_emulated(m.w, x, n, 0, rows, unpack), ref, "vnni vs scalar " + what);
-                        if (HasFatalFailure()) return;
-                        for (const auto& [r0, r1] : {std::pair<int64_t, int64_t>{3, 9}, {20, rows}}) {
-                            if (rows <= 9 || r0 >= rows) continue;
-                            const auto y = run_vnni_emulated(m.w, x, n, r0, r1, unpack, 123.0f);
-                            for (int64_t t = 0; t < n; ++t)
-                                for (int64_t r = 0; r < rows; ++r) {
-                                    const size_t i = static_cast<size_t>(t * rows + r);
-                                    const float want = (r >= r0 && r < r1) ? ref[i] : 123.0f;
-                                    ASSERT_EQ(std::bit_cast<uint32_t>(y[i]), std::bit_cast<uint32_t>(want))
-                                        << "row range " << r0 << ".." << r1 << " " << what;
-                                }
+    // Every way the kernels can read a panel (kernels/decode_tuning.h); results must not change.
+    for (const DecodeTuning& tune : testing::decode_tunings_to_test()) {
+        testing::DecodeTuningGuard tg(tune);
+        SCOPED_TRACE(decode_tuning_summary());
+        for (const char* fmt : {"int4", "int4-asym", "int4-bf16s", "int4-g128", "int4-g128-asym-bf16s", "int8", "int8-bf16s",
+                                "int8-g32", "int8-g32-bf16s"})
+            for (int64_t rows : {1, 17, 40, 80})  // 80: in pairs (panels=2), the fifth alone
+                for (int64_t cols : {128, 384}) {
+                    const QMat m = make_qmat(fmt, rows, cols, seed++);
+                    for (int64_t n : {1, 2, 3, 4, 7, 9, 14}) {
+                        auto xb = random_floats(static_cast<size_t>(n * cols + 1), seed++, -2.0f, 2.0f);
+                        const float* x = xb.data() + 1;
+                        const auto ref = run(Isa::Scalar, m.w, x, n);
+                        for (bool unpack : {false, true}) {
+                            if (unpack && (n < 8 || m.w.type != WeightType::Q4)) continue;
+                            const std::string what = std::string(fmt) + " rows=" + std::to_string(rows) + " cols=" +
+                                                     std::to_string(cols) + " n=" + std::to_string(n) +
+                                                     (unpack ? " unpacked" : "");
+                            expect_bits(run_vnni_emulated(m.w, x, n, 0, rows, unpack), ref, "vnni vs scalar " + what);
+                            if (HasFatalFailure()) return;
+                            for (const auto& [r0, r1] : {std::pair<int64_t, int64_t>{3, 9}, {20, rows}}) {
+                                if (rows <= 9 || r0 >= rows) continue;
+                                const auto y = run_vnni_emulated(m.w, x, n, r0, r1, unpack, 123.0f);
+                                for (int64_t t = 0; t < n; ++t)
+                                    for (int64_t r = 0; r < rows; ++r) {
+                                        const size_t i = static_cast<size_t>(t * rows + r);
+                                        const float want = (r >= r0 && r < r1) ? ref[i] : 123.0f;
+                                        ASSERT_EQ(std::bit_cast<uint32_t>(y[i]), std::bit_cast<uint32_t>(want))
+                                            << "row range " << r0 << ".." << r1 << " " << what;
+                                    }
+                            }
                         }
                     }
                 }
+        // FP8 at batch 1 has an AVX-512 kernel too (e4m3 widened 16 codes at a time, the four fma
+        // chains of the contract): any cols (tails of 1-3 columns: 5, 259, 517), pairs of whole panels
+        // and a single (80 rows), partial panels and row ranges.
+        for (int64_t cols : {5, 128, 259, 517})
+            for (int64_t rows : {17, 80}) {
+                const QMat m = make_qmat("fp8", rows, cols, seed++);
+                const auto xb = random_floats(static_cast<size_t>(cols + 1), seed++, -2.0f, 2.0f);
+                const float* x = xb.data() + 1;
+                const auto ref = run(Isa::Scalar, m.w, x, 1);
+                const std::string what = "fp8 rows=" + std::to_string(rows) + " cols=" + std::to_string(cols);
+                expect_bits(run_vnni_emulated(m.w, x, 1, 0, rows, false), ref, what);
+                for (const auto& [r0, r1] : {std::pair<int64_t, int64_t>{3, 9}, {16, rows}, {20, rows}}) {
+                    const auto y = run_vnni_emulated(m.w, x, 1, r0, r1, false, 123.0f);
+                    for (int64_t r = 0; r < rows; ++r)
+                        ASSERT_EQ(std::bit_cast<uint32_t>(y[static_cast<size_t>(r)]),
+                                  std::bit_cast<uint32_t>(r >= r0 && r < r1 ? ref[static_cast<size_t>(r)] : 123.0f))
+                            << "row range " << r0 << ".." << r1 << " " << what;
+                }
+                if (HasFatalFailure()) return;
             }
-    // FP8 at batch 1 has an AVX-512 kernel too (e4m3 widened 16 codes at a time, the four fma
-    // chains of the contract): any cols (tails of 1-3 columns: 5, 259, 517), pairs of whole panels
-    // and a single (80 rows), partial panels and row ranges.
-    for (int64_t cols : {5, 128, 259, 517})
-        for (int64_t rows : {17, 80}) {
-            const QMat m = make_qmat("fp8", rows, cols, seed++);
-            const auto xb = random_floats(static_cast<size_t>(cols + 1), seed++, -2.0f, 2.0f);
-            const float* x = xb.data() + 1;
-            const auto ref = run(Isa::Scalar, m.w, x, 1);
-            const std::string what = "fp8 rows=" + std::to_string(rows) + " cols=" + std::to_string(cols);
-            expect_bits(run_vnni_emulated(m.w, x, 1, 0, rows, false), ref, what);
-            for (const auto& [r0, r1] : {std::pair<int64_t, int64_t>{3, 9}, {16, rows}, {20, rows}}) {
-                const auto y = run_vnni_emulated(m.w, x, 1, r0, r1, false, 123.0f);
-                for (int64_t r = 0; r < rows; ++r)
-                    ASSERT_EQ(std::bit_cast<uint32_t>(y[static_cast<size_t>(r)]),
-                              std::bit_cast<uint32_t>(r >= r0 && r < r1 ? ref[static_cast<size_t>(r)] : 123.0f))
-                        << "row range " << r0 << ".." << r1 << " " << what;
-            }
-            if (HasFatalFailure()) return;
-        }
+    }
     // W4A16, and FP8 with several tokens, go to the AVX2 kernels unchanged.
     if (!isa_supported(Isa::AVX2)) return;
     for (const char* fmt : {"int4-a16", "fp8"}) {

@@ -1,0 +1,111 @@
+#include "kernels/decode_tuning.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string_view>
+
+#include "kernels/cpu_features.h"
+
+namespace warden::kernels {
+namespace {
+
+bool valid(const DecodeTuning& t) {
+    const auto pf_ok = [](int64_t d) { return d >= 0 && d <= 16384 && d % 64 == 0; };
+    return (t.panels == 1 || t.panels == 2) && pf_ok(t.q4_prefetch) && pf_ok(t.q8_prefetch) &&
+           pf_ok(t.fp8_prefetch);
+}
+
+// WARDEN_DECODE_TUNING on top of the vendor's table; anything malformed is reported once on
+// stderr and the whole variable ignored, as WARDEN_ISA does.
+DecodeTuning initial() {
+    const DecodeTuning base = vendor_decode_tuning();
+    const char* env = std::getenv("WARDEN_DECODE_TUNING");
+    if (env == nullptr || *env == '\0') return base;
+    DecodeTuning t;
+    if (parse_decode_tuning(env, base, t)) return t;
+    std::fprintf(stderr,
+                 "warden: WARDEN_DECODE_TUNING=%s is not a list of panels=1|2, q4=, q8=, fp8= "
+                 "(bytes, multiples of "
+                 "64 up to 16384), half=0|1; using the %s table\n",
+                 env, base.source);
+    return base;
+}
+
+DecodeTuning& slot() {
+    static DecodeTuning t = initial();
+    return t;
+}
+
+}  // namespace
+
+// Measured tables (bench_gemv_decode, alternating runs; docs/WEIGHT_QUANT.md).
+DecodeTuning vendor_decode_tuning() {
+    if (std::strcmp(cpu_vendor(), "AuthenticAMD") == 0) {
+        DecodeTuning t;
+        t.panels = 1;
+        t.q4_prefetch = 0;
+        t.q8_prefetch = 1024;
+        t.fp8_prefetch = 1024;
+        t.half_loads = true;
+        t.source = "amd";
+        return t;
+    }
+    return DecodeTuning{};
+}
+
+bool parse_decode_tuning(const char* spec, const DecodeTuning& base, DecodeTuning& out) {
+    DecodeTuning t = base;
+    t.source = "env";
+    std::string_view rest(spec);
+    for (bool more = true; more;) {  // comma-separated key=value items, none empty
+        const size_t comma = rest.find(',');
+        const std::string_view item = rest.substr(0, comma);
+        more = comma != std::string_view::npos;
+        if (more) rest = rest.substr(comma + 1);
+        const size_t eq = item.find('=');
+        if (eq == std::string_view::npos) return false;
+        const std::string_view key = item.substr(0, eq);
+        const std::string value(item.substr(eq + 1));
+        char* end = nullptr;
+        errno = 0;
+        const long long v = std::strtoll(value.c_str(), &end, 10);
+        if (value.empty() || *end != '\0' || errno != 0) return false;
+        if (key == "panels" && (v == 1 || v == 2)) {
+            t.panels = static_cast<int>(v);
+        } else if (key == "q4") {
+            t.q4_prefetch = v;
+        } else if (key == "q8") {
+            t.q8_prefetch = v;
+        } else if (key == "fp8") {
+            t.fp8_prefetch = v;
+        } else if (key == "half" && (v == 0 || v == 1)) {
+            t.half_loads = v == 1;
+        } else {
+            return false;
+        }
+    }
+    if (!valid(t)) return false;
+    out = t;
+    return true;
+}
+
+const DecodeTuning& decode_tuning() {
+    return slot();
+}
+
+bool set_decode_tuning(const DecodeTuning& t) {
+    if (!valid(t)) return false;
+    slot() = t;
+    return true;
+}
+
+std::string decode_tuning_summary() {
+    const DecodeTuning& t = decode_tuning();
+    return "panels=" + std::to_string(t.panels) + " q4=" + std::to_string(t.q4_prefetch) +
+           " q8=" + std::to_string(t.q8_prefetch) + " fp8=" + std::to_string(t.fp8_prefetch) +
+           " half=" + std::to_string(t.half_loads ? 1 : 0) + " (" + t.source + ")";
+}
+
+}  // namespace warden::kernels

@@ -1,0 +1,40 @@
+#pragma once
+// How the AVX-512 batch-1 (decode) kernels stream weights from memory: how many 16-row panels
+// each thread reads side by side, and how far ahead each panel stream prefetches. These are
+// properties of the memory system, not of the arithmetic (every choice gives the same result
+// bits), and the best values differ between CPU families: on a Sapphire Rapids-class VM two
+// panels and a short prefetch drew the most bandwidth; on an AMD Zen 5 VM, one panel and loads
+// that do not split cache lines decoded int4 1.12-1.45x faster than that (docs/WEIGHT_QUANT.md,
+// "Zen 5"). So the values are chosen per CPU vendor at start-up; WARDEN_DECODE_TUNING overrides
+// them (benchmarks):
+//   WARDEN_DECODE_TUNING=panels=1,q4=2048,q8=1024,fp8=1024,half=1   (any subset of the keys)
+#include <cstdint>
+#include <string>
+
+namespace warden::kernels {
+
+struct DecodeTuning {
+    int panels = 2;               // panels read side by side at batch 1: 1 or 2
+    int64_t q4_prefetch = 512;    // bytes ahead in each panel stream (int4); 0 = no prefetch
+    int64_t q8_prefetch = 1024;   // int8
+    int64_t fp8_prefetch = 1024;  // fp8
+    // Batch 1: int4/int8 codes read 32 bytes per load, not 64 (no load spans two cache lines).
+    bool half_loads = false;
+    const char* source = "intel";  // which table ("intel", "amd") or "env"
+};
+
+// The tuning the kernels use now (chosen once from CPUID's vendor and the environment).
+const DecodeTuning& decode_tuning();
+// Replaces it (tests and benchmarks; call only while no kernel runs). Returns false and changes
+// nothing when a value is out of range (panels not 1 or 2, a prefetch distance that is negative,
+// over 16384, or not a multiple of 64).
+bool set_decode_tuning(const DecodeTuning& t);
+// WARDEN_DECODE_TUNING's syntax: the keys in `spec` on top of `base`, into `out` (source "env").
+// False, `out` untouched, when anything is malformed or out of range.
+bool parse_decode_tuning(const char* spec, const DecodeTuning& base, DecodeTuning& out);
+// The vendor's table: "amd" for AuthenticAMD, "intel" (the type's defaults) for everything else.
+DecodeTuning vendor_decode_tuning();
+// "panels=2 q4=512 q8=1024 fp8=1024 half=0 (intel)", for load reports.
+std::string decode_tuning_summary();
+
+}  // namespace warden::kernels

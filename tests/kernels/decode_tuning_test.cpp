@@ -1,0 +1,72 @@
+// WARDEN_DECODE_TUNING's parser and the range checks of set_decode_tuning
+// (kernels/decode_tuning.h). That the kernels give the same bits under every tuning is tested with
+// them (tests/quant/matmul_quant_test.cpp).
+#include "kernels/decode_tuning.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "kernels/cpu_features.h"
+#include "kernels/kernels_test_util.h"
+
+namespace warden::kernels {
+namespace {
+
+TEST(DecodeTuning, ParsesAnySubsetOfKeysOnTopOfTheBase) {
+    DecodeTuning base;  // panels=2 q4=512 q8=1024 fp8=1024 half=0
+    DecodeTuning out;
+    ASSERT_TRUE(parse_decode_tuning("panels=1,q4=2048", base, out));
+    EXPECT_EQ(out.panels, 1);
+    EXPECT_EQ(out.q4_prefetch, 2048);
+    EXPECT_EQ(out.q8_prefetch, 1024);
+    EXPECT_EQ(out.fp8_prefetch, 1024);
+    EXPECT_FALSE(out.half_loads);
+    EXPECT_STREQ(out.source, "env");
+    ASSERT_TRUE(parse_decode_tuning("half=1,q8=0,fp8=64", base, out));
+    EXPECT_EQ(out.panels, 2);
+    EXPECT_TRUE(out.half_loads);
+    EXPECT_EQ(out.q8_prefetch, 0);
+    EXPECT_EQ(out.fp8_prefetch, 64);
+}
+
+TEST(DecodeTuning, RejectsMalformedOrOutOfRangeAndLeavesOutAlone) {
+    const DecodeTuning base;
+    for (const char* bad : {"", "panels", "panels=", "panels=3", "panels=0", "q4=100", "q4=-64",
+                            "q4=16448", "q4=99999999999999999999", "half=2", "q4=64x", "depth=64",
+                            "q4=64,", ",q4=64", "panels=1;q4=64"}) {
+        DecodeTuning out;
+        out.q4_prefetch = 4096;  // a value no bad spec may overwrite
+        EXPECT_FALSE(parse_decode_tuning(bad, base, out)) << bad;
+        EXPECT_EQ(out.q4_prefetch, 4096) << bad;
+    }
+}
+
+TEST(DecodeTuning, SetRejectsOutOfRangeValues) {
+    DecodeTuning t;
+    t.panels = 4;
+    EXPECT_FALSE(set_decode_tuning(t));
+    t = DecodeTuning{};
+    t.fp8_prefetch = 96;  // not a whole cache line
+    EXPECT_FALSE(set_decode_tuning(t));
+    const DecodeTuning before = decode_tuning();
+    EXPECT_EQ(decode_tuning().panels, before.panels);
+    EXPECT_EQ(decode_tuning().q4_prefetch, before.q4_prefetch);
+}
+
+TEST(DecodeTuning, VendorTableFollowsCpuid) {
+    const DecodeTuning t = vendor_decode_tuning();
+    if (std::strcmp(cpu_vendor(), "AuthenticAMD") == 0) {
+        EXPECT_STREQ(t.source, "amd");
+        EXPECT_EQ(t.panels, 1);
+        EXPECT_EQ(t.q4_prefetch, 0);
+        EXPECT_TRUE(t.half_loads);
+    } else {
+        EXPECT_STREQ(t.source, "intel");
+        EXPECT_EQ(t.panels, 2);
+        EXPECT_FALSE(t.half_loads);
+    }
+}
+
+}  // namespace
+}  // namespace warden::kernels
