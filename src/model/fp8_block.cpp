@@ -82,6 +82,7 @@ std::optional<SourceTensor> Fp8BlockResolver::find(const std::string& name) {
     dequantize_fp8_block(t->data, rows, cols, scales.data(), *cfg_, buf.data());
     held_bytes_ += buf.size() * sizeof(float);
     peak_bytes_ = std::max(peak_bytes_, held_bytes_);
+    ++dequant_count_;
     SourceTensor out;
     out.name = name;
     out.dims = {rows, cols};

@@ -49,12 +49,15 @@ public:
     }
     // The most bytes of f32 held at once since construction.
     size_t peak_bytes() const { return peak_bytes_; }
+    // F8_E4M3 tensors dequantized by find since construction.
+    int64_t dequant_count() const { return dequant_count_; }
 
 private:
     const SafetensorsModel& st_;
     std::optional<Fp8BlockConfig> cfg_;
     std::list<std::vector<float>> buffers_;
     size_t held_bytes_ = 0, peak_bytes_ = 0;
+    int64_t dequant_count_ = 0;
 };
 
 }  // namespace warden::model

@@ -70,6 +70,7 @@ struct Model {
     // FP8 block-scaled safetensors: the most f32 (dequantized source weights) held at once while
     // loading; 0 for other sources.
     int64_t fp8_dequant_peak_bytes = 0;
+    int64_t fp8_dequant_count = 0;  // FP8 weights dequantized while loading (each once, if all is well)
 
     // The mappings that borrowed weights point into.
     std::shared_ptr<GGUFFile> gguf;

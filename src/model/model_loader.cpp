@@ -87,9 +87,18 @@ public:
     Loader(Model& m, const LoadOptions& o, util::ThreadPool& pool,
            std::function<std::optional<SourceTensor>(const std::string&)> find,
            std::function<std::string(const std::string&, int)> name,
-           std::map<std::string, quant::WeightFormat> head_formats = {})
+           std::map<std::string, quant::WeightFormat> head_formats = {},
+           std::function<bool(const std::string&)> exists = nullptr)
         : m_(m), opts_(o), pool_(pool), find_(std::move(find)), name_(std::move(name)),
-          head_formats_(std::move(head_formats)) {}
+          head_formats_(std::move(head_formats)), exists_(std::move(exists)) {}
+
+    // Whether the tensor is there, without resolving it: for an FP8 block-scaled checkpoint
+    // find_ dequantizes the weight, which a presence test must not pay for (or hold).
+    bool has(const std::string& role, int layer) const {
+        const std::string n = name_(role, layer);
+        if (n.empty()) return false;
+        return exists_ ? exists_(n) : find_(n).has_value();
+    }
 
     std::optional<SourceTensor> get_opt(const std::string& role, int layer) const {
         const std::string n = name_(role, layer);
@@ -229,7 +238,7 @@ public:
             for (int64_t r = 0; r < rows; ++r) mat.pack_row(r, data + r * cols);
             return mat;
         };
-        ld.has = [this, l](const std::string& nm) { return get_opt("raw:" + nm, l).has_value(); };
+        ld.has = [this, l](const std::string& nm) { return has("raw:" + nm, l); };
         ld.f32 = [this, l](const std::string& nm, const std::vector<int64_t>& dims) {
             const SourceTensor t = get("raw:" + nm, l);
             expect_shape(t, dims);
@@ -246,7 +255,7 @@ public:
         ModelWeights& w = m_.weights;
         w.token_embd = matrix("embed", -1, c.vocab_size, d);
         w.output_norm = vec("output_norm", -1, d);
-        if (c.tied_embeddings || !get_opt("output", -1)) {
+        if (c.tied_embeddings || !has("output", -1)) {
             w.output = w.token_embd.alias();
         } else {
             w.output = matrix("output", -1, c.vocab_size, d);
@@ -306,6 +315,7 @@ private:
     // "embed" / "output" -> the format the checkpoint's own tensor imports into without loss,
     // used when no --head-weights is given (model/gguf_native_weights.h).
     std::map<std::string, quant::WeightFormat> head_formats_;
+    std::function<bool(const std::string&)> exists_;  // null: find_(name) decides
 };
 
 void count_params(Model& m, const std::vector<SourceTensor>& all) {
@@ -483,10 +493,14 @@ std::unique_ptr<Model> load_hf_dir(const std::string& dir, const LoadOptions& op
         if (j.is_object() && j.contains("chat_template") && j["chat_template"].is_string())
             m->chat_template = j["chat_template"].get<std::string>();
     }
-    Loader loader(*m, eff, pool, find, hf_name);
+    auto exists = [&ct, &st](const std::string& n) {
+        return st.find(n) != nullptr || (ct && ct_find(st, *ct, n).has_value());
+    };
+    Loader loader(*m, eff, pool, find, hf_name, {}, exists);
     if (opts.load_weights) loader.load_all();
     fp8_resolver.release();
     m->fp8_dequant_peak_bytes = static_cast<int64_t>(fp8_resolver.peak_bytes());
+    m->fp8_dequant_count = fp8_resolver.dequant_count();
     if (loader.ct_requant_rows_ > 0)
         std::fprintf(stderr,
                      "warden: compressed-tensors: %lld weight rows requantized through f32 to %s (group, symmetry or "

@@ -16,6 +16,7 @@
 #include "model/fp8_block.h"
 #include "model/model.h"
 #include "model/safetensors_file.h"
+#include "model/tensor_source.h"
 #include "tensor/fp8.h"
 #include "util/error.h"
 #include "util/thread_pool.h"
@@ -124,9 +125,10 @@ TEST(Fp8Block, LoaderHoldsOneDequantizedWeightAtATime) {
     for (const char* name : {"tiny-qwen3-moe-fp8", "tiny-glm4-moe-fp8", "tiny-deepseek-v3-fp8"}) {
         const std::string dir = std::string(WARDEN_SOURCE_DIR) + "/tests/golden/models/" + name;
         model::SafetensorsModel st({dir + "/model.safetensors"});
-        int64_t largest = 0, total = 0;
+        int64_t largest = 0, total = 0, n_fp8 = 0;
         for (const auto& t : st.tensors()) {
             if (t.dtype != "F8_E4M3") continue;
+            ++n_fp8;
             const int64_t bytes = t.shape.at(0) * t.shape.at(1) * 4;
             largest = std::max(largest, bytes);
             total += bytes;
@@ -139,6 +141,9 @@ TEST(Fp8Block, LoaderHoldsOneDequantizedWeightAtATime) {
         const auto m = model::load_model(dir, opts, pool);
         EXPECT_GT(m->fp8_dequant_peak_bytes, 0) << name;
         EXPECT_LE(m->fp8_dequant_peak_bytes, largest) << name;
+        // Each FP8 weight dequantized once: a presence test (MLA's optional k_b_proj) must not
+        // resolve the tensor it asks about.
+        EXPECT_EQ(m->fp8_dequant_count, n_fp8) << name;
     }
 }
 
@@ -162,4 +167,54 @@ TEST(Fp8Block, ParsesQuantizationConfig) {
                      json{{"quantization_config", {{"quant_method", "fp8"}, {"fmt", "e5m2"}, {"weight_block_size", {1, 1}}}}},
                      "p"),
                  util::Error);
+}
+
+// Asking whether a tensor exists must not dequantize it. A checkpoint whose untied head is FP8
+// too (here: the tiny DeepSeek-V3 one with lm_head re-encoded as F8_E4M3, scales 1): the loader
+// asks whether lm_head is there, then loads it; each FP8 weight is dequantized exactly once.
+// (Before, the presence test went through the resolver and dequantized the head a second time.)
+TEST(Fp8Block, PresenceTestDoesNotDequantize) {
+    const std::string src = std::string(WARDEN_SOURCE_DIR) + "/tests/golden/models/tiny-deepseek-v3-fp8";
+    const auto dir = std::filesystem::temp_directory_path() / ("warden-fp8-head-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    std::filesystem::copy_file(src + "/config.json", dir / "config.json",
+                               std::filesystem::copy_options::overwrite_existing);
+    int64_t n_fp8 = 0;
+    {
+        model::SafetensorsModel st({src + "/model.safetensors"});
+        std::vector<std::tuple<std::string, std::string, std::vector<int64_t>, std::vector<uint8_t>>> ts;
+        bool head = false;
+        for (const auto& t : st.tensors()) {
+            if (t.name != "lm_head.weight") {
+                ts.emplace_back(t.name, t.dtype, t.shape, std::vector<uint8_t>(t.data, t.data + t.n_bytes));
+                n_fp8 += t.dtype == "F8_E4M3";
+                continue;
+            }
+            ASSERT_NE(t.dtype, "F8_E4M3");
+            head = true;
+            const int64_t rows = t.shape.at(0), cols = t.shape.at(1);
+            const model::SourceTensor s = model::SourceTensor::from(t);
+            std::vector<float> row(static_cast<size_t>(cols));
+            std::vector<uint8_t> codes(static_cast<size_t>(rows * cols));
+            for (int64_t r = 0; r < rows; ++r) {
+                s.row_to_f32(r, row.data());
+                for (int64_t c = 0; c < cols; ++c)
+                    codes[static_cast<size_t>(r * cols + c)] = tensor::f32_to_fp8_e4m3(row[static_cast<size_t>(c)]);
+            }
+            const int64_t nbr = (rows + 31) / 32, nbc = (cols + 31) / 32;  // the config's 32 x 32 blocks
+            ts.emplace_back(t.name, "F8_E4M3", t.shape, codes);
+            ts.emplace_back("lm_head.weight_scale_inv", "F32", std::vector<int64_t>{nbr, nbc},
+                            bytes_of(std::vector<float>(static_cast<size_t>(nbr * nbc), 1.0f)));
+            ++n_fp8;
+        }
+        ASSERT_TRUE(head);
+        write_safetensors((dir / "model.safetensors").string(), ts);
+    }
+    util::ThreadPool pool(1);
+    model::LoadOptions opts;
+    opts.load_tokenizer = false;
+    const auto m = model::load_model(dir.string(), opts, pool);
+    EXPECT_EQ(m->fp8_dequant_count, n_fp8);
+    EXPECT_NE(m->weights.output.view().data, m->weights.token_embd.view().data);  // its own head, not tied
+    std::filesystem::remove_all(dir);
 }
