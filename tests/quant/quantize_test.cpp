@@ -14,6 +14,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,51 @@ namespace warden::quant {
 namespace {
 
 using kernels::testing::random_floats;
+
+// Every format warden can run has a name that parses back to it: the name a file or a report
+// carries (GGUF general.file_type notes, compressed-tensors configs, `warden info`) loads the same
+// format again. Enumerates the whole space, so a new field or suffix without a name fails here.
+TEST(QuantFormat, EveryFormatsNameParsesBackToIt) {
+    std::vector<WeightFormat> all;
+    for (auto t : {kernels::WeightType::BF16, kernels::WeightType::F32, kernels::WeightType::FP8}) {
+        WeightFormat f;
+        f.type = t;
+        all.push_back(f);
+    }
+    for (int32_t g : {0, 32})
+        for (bool bs : {false, true}) {
+            WeightFormat f;
+            f.type = kernels::WeightType::Q8;
+            f.group = g;
+            f.bf16_scales = bs;
+            all.push_back(f);
+        }
+    for (int32_t g : {32, 128})
+        for (bool asym : {false, true})
+            for (bool bs : {false, true})
+                for (bool a16 : {false, true}) {
+                    WeightFormat f;
+                    f.type = kernels::WeightType::Q4;
+                    f.group = g;
+                    f.asym = asym;
+                    f.bf16_scales = bs;
+                    f.act_f32 = a16;
+                    all.push_back(f);
+                }
+    std::set<std::string> names;
+    for (const WeightFormat& f : all) {
+        const std::string name = weight_format_name(f);
+        EXPECT_TRUE(names.insert(name).second) << "two formats named " << name;
+        const WeightFormat back = parse_weight_format(name);
+        EXPECT_EQ(back.type, f.type) << name;
+        EXPECT_EQ(back.group, f.group) << name;
+        EXPECT_EQ(back.asym, f.asym) << name;
+        EXPECT_EQ(back.bf16_scales, f.bf16_scales) << name;
+        EXPECT_EQ(back.act_f32, f.act_f32) << name;
+        EXPECT_EQ(weight_format_name(back), name);
+    }
+    EXPECT_EQ(names.size(), all.size());
+}
 
 TEST(QuantFormat, ParseAndErrors) {
     EXPECT_EQ(weight_format_name(parse_weight_format("int4")), "int4-g32");
