@@ -56,9 +56,10 @@ constexpr int64_t kNr = 16;
 // prefetch (docs/WEIGHT_QUANT.md, "Zen 5"). Several tokens always read one panel (compute-bound),
 // prefetching at the table's distance.
 
-// 64 weight bytes. The code blocks of every int4 and int8 layout start 32 bytes past a cache line
-// (after a block's 16 scales), so each 64-byte load spans two lines; kHalf reads them as two
-// 32-byte loads instead (never split) and joins the halves. On the Zen 5 VM that drew 3-8% more
+// 64 weight bytes. In the symmetric int4 and the int8 layouts each block (int8 per channel: each
+// panel) of codes follows 32 bytes of scales, so every other one starts 32 bytes past a cache line
+// and each of its 64-byte loads spans two lines; kHalf reads two 32-byte halves instead (never
+// split) and joins them. On the Zen 5 VM that drew 3-8% more
 // DRAM bandwidth at batch 1 (decode_tuning.h says where it is used; batch 1 only).
 template <bool kHalf>
 inline zi load_bytes(const uint8_t* p) {
