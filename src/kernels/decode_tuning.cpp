@@ -41,8 +41,8 @@ DecodeTuning& slot() {
 }  // namespace
 
 // Measured tables (bench_gemv_decode, alternating runs; docs/WEIGHT_QUANT.md).
-DecodeTuning vendor_decode_tuning() {
-    if (std::strcmp(cpu_vendor(), "AuthenticAMD") == 0) {
+DecodeTuning decode_tuning_table(const char* vendor) {
+    if (std::strcmp(vendor, "AuthenticAMD") == 0) {
         DecodeTuning t;
         t.panels = 1;
         t.q4_prefetch = 0;
@@ -53,6 +53,10 @@ DecodeTuning vendor_decode_tuning() {
         return t;
     }
     return DecodeTuning{};
+}
+
+DecodeTuning vendor_decode_tuning() {
+    return decode_tuning_table(cpu_vendor());
 }
 
 bool parse_decode_tuning(const char* spec, const DecodeTuning& base, DecodeTuning& out) {

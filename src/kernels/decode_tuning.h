@@ -32,9 +32,12 @@ bool set_decode_tuning(const DecodeTuning& t);
 // WARDEN_DECODE_TUNING's syntax: the keys in `spec` on top of `base`, into `out` (source "env").
 // False, `out` untouched, when anything is malformed or out of range.
 bool parse_decode_tuning(const char* spec, const DecodeTuning& base, DecodeTuning& out);
-// The vendor's table: "amd" for AuthenticAMD, "intel" (the type's defaults) for everything else.
+// The table for a CPUID vendor string: "amd" for AuthenticAMD, "intel" (the type's defaults) for
+// everything else. vendor_decode_tuning() is the table of this CPU.
+DecodeTuning decode_tuning_table(const char* vendor);
 DecodeTuning vendor_decode_tuning();
-// "panels=2 q4=512 q8=1024 fp8=1024 half=0 (intel)", for load reports.
+// "panels=2 q4=512 q8=1024 fp8=1024 half=0 (intel)": test traces name the tuning a failure ran
+// under.
 std::string decode_tuning_summary();
 
 }  // namespace warden::kernels

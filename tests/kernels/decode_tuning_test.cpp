@@ -43,29 +43,32 @@ TEST(DecodeTuning, RejectsMalformedOrOutOfRangeAndLeavesOutAlone) {
 }
 
 TEST(DecodeTuning, SetRejectsOutOfRangeValues) {
-    DecodeTuning t;
+    const DecodeTuning before = decode_tuning();
+    DecodeTuning t = before;
+    t.q4_prefetch = before.q4_prefetch == 4096 ? 8192 : 4096;  // differs from what is active
     t.panels = 4;
     EXPECT_FALSE(set_decode_tuning(t));
-    t = DecodeTuning{};
+    t.panels = 1;
     t.fp8_prefetch = 96;  // not a whole cache line
     EXPECT_FALSE(set_decode_tuning(t));
-    const DecodeTuning before = decode_tuning();
     EXPECT_EQ(decode_tuning().panels, before.panels);
     EXPECT_EQ(decode_tuning().q4_prefetch, before.q4_prefetch);
+    EXPECT_EQ(decode_tuning().fp8_prefetch, before.fp8_prefetch);
 }
 
 TEST(DecodeTuning, VendorTableFollowsCpuid) {
-    const DecodeTuning t = vendor_decode_tuning();
-    if (std::strcmp(cpu_vendor(), "AuthenticAMD") == 0) {
-        EXPECT_STREQ(t.source, "amd");
-        EXPECT_EQ(t.panels, 1);
-        EXPECT_EQ(t.q4_prefetch, 0);
-        EXPECT_TRUE(t.half_loads);
-    } else {
-        EXPECT_STREQ(t.source, "intel");
-        EXPECT_EQ(t.panels, 2);
-        EXPECT_FALSE(t.half_loads);
+    const DecodeTuning amd = decode_tuning_table("AuthenticAMD");
+    EXPECT_STREQ(amd.source, "amd");
+    EXPECT_EQ(amd.panels, 1);
+    EXPECT_EQ(amd.q4_prefetch, 0);
+    EXPECT_TRUE(amd.half_loads);
+    for (const char* other : {"GenuineIntel", "HygonGenuine", ""}) {
+        const DecodeTuning t = decode_tuning_table(other);
+        EXPECT_STREQ(t.source, "intel") << other;
+        EXPECT_EQ(t.panels, 2) << other;
+        EXPECT_FALSE(t.half_loads) << other;
     }
+    EXPECT_STREQ(vendor_decode_tuning().source, decode_tuning_table(cpu_vendor()).source);
 }
 
 }  // namespace

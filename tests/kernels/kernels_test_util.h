@@ -64,15 +64,11 @@ private:
 // 64-byte loads, prefetch; one panel, half loads, no int4 prefetch) and two panels with half loads
 // and long prefetches. Results must not depend on which.
 inline std::vector<DecodeTuning> decode_tunings_to_test() {
-    DecodeTuning intel, amd, other;
-    amd.panels = 1;
-    amd.q4_prefetch = 0;
-    amd.half_loads = true;
-    amd.source = "amd";
+    DecodeTuning other;
     other.q4_prefetch = other.q8_prefetch = other.fp8_prefetch = 2048;
     other.half_loads = true;
     other.source = "test";
-    return {intel, amd, other};
+    return {decode_tuning_table("GenuineIntel"), decode_tuning_table("AuthenticAMD"), other};
 }
 
 inline std::string isa_param_name(const ::testing::TestParamInfo<Isa>& info) {
