@@ -86,7 +86,9 @@ const OpsTable& ops_avx2();
 const OpsTable& ops_avx512();
 const MatmulTable& matmul_scalar();
 const MatmulTable& matmul_avx2();
-// AVX-512: matmul_avx2()'s f32/bf16 kernels with mm_quant_avx512 (see matmul.cpp).
+// AVX-512: zmm f32/bf16 kernels for several tokens (one token: matmul_avx2's) and mm_quant_avx512
+// (matmul_avx512.cpp).
+const MatmulTable& matmul_avx512();
 
 }  // namespace warden::kernels::detail
 

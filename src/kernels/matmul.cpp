@@ -19,15 +19,11 @@ namespace {
 const detail::MatmulTable& table(Isa isa) {
     if (!isa_supported(isa)) isa = Isa::Scalar;  // never run instructions the CPU lacks
     switch (isa) {
-        // AVX-512 adds VNNI kernels for int4/int8 weights with int8 activations, where AVX2
-        // needs three instructions per multiply-add; f32/bf16 weights keep the AVX2 kernels
-        // (memory-bound at batch 1; AVX2+FMA runs on every AVX-512 CPU). By the contract in
-        // matmul.h / matmul_quant.h the results are identical in every ISA.
-        case Isa::AVX512: {
-            static const detail::MatmulTable t{detail::matmul_avx2().f32, detail::matmul_avx2().bf16,
-                                               detail::matmul_avx2().row_tile, detail::mm_quant_avx512, false};
-            return t;
-        }
+        // AVX-512: VNNI kernels for int4/int8 weights with int8 activations (AVX2 needs three
+        // instructions per multiply-add), and zmm f32/bf16 kernels for several tokens (twice the
+        // multiply-adds per instruction where prefill is FMA-bound). By the contract in matmul.h /
+        // matmul_quant.h the results are identical in every ISA.
+        case Isa::AVX512: return detail::matmul_avx512();
         case Isa::AVX2: return detail::matmul_avx2();
         case Isa::Scalar: break;
     }

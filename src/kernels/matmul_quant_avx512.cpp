@@ -1,6 +1,5 @@
-// AVX-512 kernels: VNNI for int4 (W4A8) and int8 (W8A8) weights, and FP8 weights at batch 1
-// (layouts and the arithmetic contract: kernels/matmul_quant.h); W4A16 and FP8 with several tokens
-// run the AVX2 kernels. Bit-exact with the scalar reference: the integer block dots are exact
+// AVX-512 kernels: VNNI for int4 (W4A8) and int8 (W8A8) weights, and FP8 weights (layouts and the
+// arithmetic contract: kernels/matmul_quant.h); W4A16 runs the AVX2 kernel. Bit-exact with the scalar reference: the integer block dots are exact
 // whatever the summation order, and the float steps per output are the contract's, in its order.
 //
 // Why VNNI: on AVX2 each 32-byte load of int4 weights costs about 9 vector instructions per token
@@ -237,8 +236,7 @@ void q8_vnni_panel(const QuantArgs& a, const uint8_t* panel, int64_t pb, int64_t
 // the AVX2 kernel's arithmetic in its order, so the results are its bits. Each 16 codes cost one
 // widening load, a shift, an and and a multiply (AVX2: two shuffles, two shifts, two ands, two
 // multiplies for the same 16), which is what bounded fp8 decode there (compute, not memory). NP
-// adjacent panels side by side, as in q4_vnni_panel. Several tokens keep the AVX2 kernel, which
-// widens each block of codes once per tile of tokens.
+// adjacent panels side by side, as in q4_vnni_panel. Several tokens: fp8_panel_multi below.
 template <int NP>
 void fp8_panel(const QuantArgs& a, const uint8_t* panel, int64_t pb, int64_t t, float* y, int64_t j0, int64_t j1,
                int64_t pf) {
@@ -268,11 +266,96 @@ void fp8_panel(const QuantArgs& a, const uint8_t* panel, int64_t pb, int64_t t, 
     }
 }
 
+// FP8 with several tokens (prefill, batched decode, a --prefill-weights fp8 copy). Widening a code
+// costs four instructions per 16 weights, so each block of kFp8Kc columns of the panel is widened
+// once into f32 scratch (16 KiB, in L1) and reused by every token. Then the block is an f32 GEMM
+// whose outputs each keep the contract's four chains: a register tile of kFp8Mt tokens x 4 chains
+// (24 zmm accumulators) meets, per column, one weight load, kFp8Mt broadcasts and kFp8Mt FMAs
+// (the AVX2 kernel: two weight loads and a broadcast per two ymm FMAs, one token at a time).
+// Chain i takes the columns k % 4 == i in k order; kFp8Kc is a multiple of 4, so every block
+// starts at chain 0, and the tokens' chains wait in scratch between blocks. The sums and the scale
+// are applied as fp8_panel does, so the results are its bits (and the scalar kernel's).
+constexpr int64_t kFp8Kc = 256;
+constexpr int kFp8Mt = 6;
+constexpr int64_t kFp8Tokens = 10 * kFp8Mt;  // tokens whose chains wait in scratch (15 KiB)
+
+// M tokens' chains (chains: 4 x 16 floats per token) continued over columns [0, kn) of the widened
+// block wbuf ([kn][16] f32); x: token 0's columns of the block, tokens ldx apart.
+template <int M>
+void fp8_micro(const float* wbuf, int64_t kn, const float* x, int64_t ldx, float* chains) {
+    zf c[M][4];
+#pragma GCC unroll 8
+    for (int m = 0; m < M; ++m)
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; ++i) c[m][i] = WZ(mm512_load_ps)(chains + m * 64 + i * kLanes);
+    int64_t k = 0;
+    for (; k + 4 <= kn; k += 4) {
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; ++i) {
+            const zf w = WZ(mm512_load_ps)(wbuf + (k + i) * kLanes);
+#pragma GCC unroll 8
+            for (int m = 0; m < M; ++m) c[m][i] = fmadd(w, WZ(mm512_set1_ps)(x[m * ldx + k + i]), c[m][i]);
+        }
+    }
+#pragma GCC unroll 3
+    for (int i = 0; i < 3; ++i) {  // the last block's tail: columns k + i of chain i
+        if (k + i >= kn) break;
+        const zf w = WZ(mm512_load_ps)(wbuf + (k + i) * kLanes);
+#pragma GCC unroll 8
+        for (int m = 0; m < M; ++m) c[m][i] = fmadd(w, WZ(mm512_set1_ps)(x[m * ldx + k + i]), c[m][i]);
+    }
+#pragma GCC unroll 8
+    for (int m = 0; m < M; ++m)
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; ++i) WZ(mm512_store_ps)(chains + m * 64 + i * kLanes, c[m][i]);
+}
+
+void fp8_micro_any(int mt, const float* wbuf, int64_t kn, const float* x, int64_t ldx, float* chains) {
+    switch (mt) {
+        case 6: fp8_micro<6>(wbuf, kn, x, ldx, chains); break;
+        case 5: fp8_micro<5>(wbuf, kn, x, ldx, chains); break;
+        case 4: fp8_micro<4>(wbuf, kn, x, ldx, chains); break;
+        case 3: fp8_micro<3>(wbuf, kn, x, ldx, chains); break;
+        case 2: fp8_micro<2>(wbuf, kn, x, ldx, chains); break;
+        default: fp8_micro<1>(wbuf, kn, x, ldx, chains); break;
+    }
+}
+
+// All a.n tokens of one panel; y: token 0's row 0 of the panel; rows [j0, j1) are written.
+void fp8_panel_multi(const QuantArgs& a, const uint8_t* panel, float* y, int64_t j0, int64_t j1, int64_t pf) {
+    const int64_t cols = a.cols;
+    const uint8_t* qs = panel + 64;
+    alignas(64) float wbuf[kFp8Kc * kLanes];
+    alignas(64) float chains[kFp8Tokens * 64];
+    const zf s = WZ(mm512_loadu_ps)(reinterpret_cast<const float*>(panel));
+    for (int64_t t0 = 0; t0 < a.n; t0 += kFp8Tokens) {
+        const int64_t tn = a.n - t0 < kFp8Tokens ? a.n - t0 : kFp8Tokens;
+        for (int64_t i = 0; i < tn * 64; i += kLanes) WZ(mm512_store_ps)(chains + i, WZ(mm512_setzero_ps)());
+        for (int64_t kb = 0; kb < cols; kb += kFp8Kc) {
+            const int64_t kn = cols - kb < kFp8Kc ? cols - kb : kFp8Kc;
+            for (int64_t k = 0; k < kn; ++k) {
+                if ((k & 3) == 0) prefetch(qs + (kb + k) * 16, pf, 1);
+                WZ(mm512_store_ps)(wbuf + k * kLanes, e4m3x16_to_f32(qs + (kb + k) * 16));
+            }
+            for (int64_t t = 0; t < tn; t += kFp8Mt) {
+                const int mt = static_cast<int>(tn - t < kFp8Mt ? tn - t : kFp8Mt);
+                fp8_micro_any(mt, wbuf, kn, a.x + (t0 + t) * cols + kb, cols, chains + t * 64);
+            }
+        }
+        for (int64_t t = 0; t < tn; ++t) {  // after the last block (or none, when cols is 0)
+            const float* c = chains + t * 64;
+            const zf sum = WZ(mm512_add_ps)(WZ(mm512_add_ps)(WZ(mm512_load_ps)(c), WZ(mm512_load_ps)(c + 16)),
+                                            WZ(mm512_add_ps)(WZ(mm512_load_ps)(c + 32), WZ(mm512_load_ps)(c + 48)));
+            store_lanes(WZ(mm512_mul_ps)(sum, s), y + (t0 + t) * a.ldy, j0, j1);
+        }
+    }
+}
+
 }  // namespace
 
 void WARDEN_AVX512_ENTRY(const QuantArgs& a, int64_t r0, int64_t r1) {
     const bool w4a8 = a.kind == 0 && !a.act_f32, fp8 = a.kind == 2;
-    if ((!w4a8 && a.kind != 1 && !fp8) || (fp8 && a.n != 1)) {  // W4A16, FP8 with several tokens
+    if (!w4a8 && a.kind != 1 && !fp8) {  // W4A16
         mm_quant_avx2(a, r0, r1);
         return;
     }
@@ -290,6 +373,10 @@ void WARDEN_AVX512_ENTRY(const QuantArgs& a, int64_t r0, int64_t r1) {
         const int64_t base = p * kNr;
         const int64_t j0 = r0 > base ? r0 - base : 0;
         const int64_t j1 = r1 - base < kNr ? r1 - base : kNr;
+        if (fp8 && a.n > 1) {
+            fp8_panel_multi(a, panel, a.y + base, j0, j1, pf);
+            continue;
+        }
         // This panel's kernel for NT tokens from t and NP panels from p (FP8 and W8A8 take one
         // token at a time). W4A8 does not use a.unpack: unpacking is one and per 64 bytes here,
         // less than a scratch round trip.

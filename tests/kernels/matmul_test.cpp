@@ -12,11 +12,16 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <utility>
 #include <vector>
 
+#include "kernels/kernels_internal.h"
 #include "kernels_test_util.h"
 
 namespace warden::kernels {
+namespace detail {
+const MatmulTable& matmul_avx512_emulated();  // tests/kernels/matmul_avx512_emulated.cpp
+}
 namespace {
 
 using testing::random_floats;
@@ -210,6 +215,43 @@ TEST_P(KernelsMatmul, SpecialValuesMatchScalar) {
 
 INSTANTIATE_TEST_SUITE_P(KernelsSimd, KernelsMatmul, ::testing::Values(Isa::AVX2, Isa::AVX512),
                          testing::isa_param_name);
+
+// The AVX-512 f32/bf16 kernels (kernels/matmul_avx512.cpp: 12-token x 2-panel register tiles,
+// 256-column cache blocks) on SIMDe equal the scalar reference bit for bit on any CPU: token
+// counts that leave every tile remainder (1, 2, 13, 25), single panels beside pairs (70 rows: two
+// pairs and a partial fifth panel), column tails and several cache blocks, and row ranges that cut
+// a pair. On AVX-512 machines the same source runs natively in KernelsSimd/KernelsMatmul.
+TEST(KernelsMatmulAvx512Emulated, BitExactVsScalar) {
+    const detail::MatmulTable& t = detail::matmul_avx512_emulated();
+    uint32_t seed = 500;
+    for (int64_t rows : {17, 33, 70})
+        for (int64_t cols : {3, 257, 300}) {
+            const Mat m = make_mat(rows, cols, seed++);
+            for (int64_t n : {1, 2, 13, 25}) {
+                auto xbuf = random_floats(n * cols + 1, seed++);
+                const float* x = xbuf.data() + 1;
+                for (WeightType type : {WeightType::F32, WeightType::BF16}) {
+                    const WeightMatrix w = m.view(type);
+                    const auto ref = run(Isa::Scalar, w, x, n);
+                    for (const auto& [r0, r1] : {std::pair<int64_t, int64_t>{0, rows}, {5, 38}, {16, rows}}) {
+                        if (r1 > rows) continue;
+                        std::vector<float> y(n * rows, 12345.0f);
+                        if (type == WeightType::F32) {
+                            t.f32(static_cast<const float*>(w.data), cols, x, n, y.data(), rows, r0, r1);
+                        } else {
+                            t.bf16(static_cast<const uint16_t*>(w.data), cols, x, n, y.data(), rows, r0, r1);
+                        }
+                        for (int64_t tk = 0; tk < n; ++tk)
+                            for (int64_t r = 0; r < rows; ++r) {
+                                const float e = (r >= r0 && r < r1) ? ref[tk * rows + r] : 12345.0f;
+                                ASSERT_EQ(std::bit_cast<uint32_t>(y[tk * rows + r]), std::bit_cast<uint32_t>(e))
+                                    << shape(w, n) << " range=[" << r0 << "," << r1 << ") t=" << tk << " r=" << r;
+                            }
+                    }
+                }
+            }
+        }
+}
 
 // The pool splits rows in whole panels; by the contract the result cannot depend on the split
 // anyway: 1, 2, 3 threads and the single-threaded entry point are bit-identical, per ISA, and

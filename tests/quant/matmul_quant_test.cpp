@@ -116,33 +116,37 @@ TEST(QuantMatmul, Avx2BitExactVsScalarBatchAndThreadInvariant) {
             }
 }
 
-// FP8 with several tokens widens each 256-column block of a panel once per tile of up to 64
-// tokens and carries every token's four chains across blocks (fp8_panel_multi): still bit-exact
-// with the scalar contract when cols is not a multiple of 4 or of the block (tails), when the
-// tokens span several tiles (65, 130), and for a row range that starts and ends mid-panel.
+// FP8 with several tokens widens each 256-column block of a panel once per tile of tokens (AVX2:
+// up to 64, one at a time; AVX-512: up to 60, in register tiles of 6) and carries every token's
+// four chains across blocks (fp8_panel_multi): still bit-exact with the scalar contract when cols
+// is not a multiple of 4 or of the block (tails), when the tokens span several tiles (65, 130) or
+// leave a register-tile remainder (5, 7), and for a row range that starts and ends mid-panel.
 TEST(QuantMatmul, Fp8MultiTokenBitExactAcrossBlocksAndTokenTiles) {
     WARDEN_REQUIRE_ISA(Isa::AVX2);
     uint32_t seed = 91;
     for (int64_t cols : {5, 259, 517})
         for (int64_t rows : {16, 37}) {
             const QMat m = make_qmat("fp8", rows, cols, seed++);
-            for (int64_t n : {2, 5, 65, 130}) {
+            for (int64_t n : {2, 5, 7, 65, 130}) {
                 auto xb = random_floats(static_cast<size_t>(n * cols + 1), seed++, -3.0f, 3.0f);
                 const float* x = xb.data() + 1;
-                const std::string what = "cols=" + std::to_string(cols) + " rows=" + std::to_string(rows) +
-                                         " n=" + std::to_string(n);
                 const auto ref = run(Isa::Scalar, m.w, x, n);
-                expect_bits(run(Isa::AVX2, m.w, x, n), ref, "avx2 vs scalar " + what);
-                if (HasFatalFailure()) return;
-                std::vector<float> y(static_cast<size_t>(n * rows), 7.0f);
-                matmul_rows(Isa::AVX2, m.w, x, n, y.data(), 3, rows - 2);
-                for (int64_t t = 0; t < n; ++t)
-                    for (int64_t r = 0; r < rows; ++r) {
-                        const float want = (r >= 3 && r < rows - 2) ? ref[static_cast<size_t>(t * rows + r)] : 7.0f;
-                        ASSERT_EQ(std::bit_cast<uint32_t>(y[static_cast<size_t>(t * rows + r)]),
-                                  std::bit_cast<uint32_t>(want))
-                            << "rows 3.." << rows - 2 << " t=" << t << " " << what;
-                    }
+                for (Isa isa : {Isa::AVX2, Isa::AVX512}) {
+                    if (!isa_supported(isa)) continue;
+                    const std::string what = std::string(isa_name(isa)) + " cols=" + std::to_string(cols) +
+                                             " rows=" + std::to_string(rows) + " n=" + std::to_string(n);
+                    expect_bits(run(isa, m.w, x, n), ref, "vs scalar " + what);
+                    if (HasFatalFailure()) return;
+                    std::vector<float> y(static_cast<size_t>(n * rows), 7.0f);
+                    matmul_rows(isa, m.w, x, n, y.data(), 3, rows - 2);
+                    for (int64_t t = 0; t < n; ++t)
+                        for (int64_t r = 0; r < rows; ++r) {
+                            const float want = (r >= 3 && r < rows - 2) ? ref[static_cast<size_t>(t * rows + r)] : 7.0f;
+                            ASSERT_EQ(std::bit_cast<uint32_t>(y[static_cast<size_t>(t * rows + r)]),
+                                      std::bit_cast<uint32_t>(want))
+                                << "rows 3.." << rows - 2 << " t=" << t << " " << what;
+                        }
+                }
             }
         }
 }
@@ -182,7 +186,7 @@ std::vector<float> run_vnni_emulated(const WeightMatrix& w, const float* x, int6
 }
 
 // The AVX-512 kernels (VNNI: int4 W4A8 sym/asym, f16/bf16 scales, groups 32/128; int8 W8A8 per
-// channel and per block; FP8 at batch 1) equal the scalar kernels bit for bit: every token blocking (4s and the 1-3 remainder), reading the nibbles
+// channel and per block; FP8 with one token and with several) equal the scalar kernels bit for bit: every token blocking (4s and the 1-3 remainder), reading the nibbles
 // or the unpacked scratch, full and partial panels, row ranges that cut panels. They run under
 // SIMDe here, so this holds on any CPU; on AVX-512 machines the same source runs natively and
 // Avx2BitExactVsScalarBatchAndThreadInvariant also compares Isa::AVX512.
@@ -243,14 +247,31 @@ TEST(QuantMatmul, Avx512VnniEmulatedBitExactVsScalar) {
                 if (HasFatalFailure()) return;
             }
     }
-    // W4A16, and FP8 with several tokens, go to the AVX2 kernels unchanged.
+    // FP8 with several tokens (fp8_panel_multi): column tails and several 256-column blocks, token
+    // counts that leave register-tile remainders (7 = 6 + 1) and span two scratch tiles (65 = 60 +
+    // 5), partial panels and a row range that cuts one.
+    for (int64_t cols : {5, 259})
+        for (int64_t n : {2, 7, 65}) {
+            const QMat m = make_qmat("fp8", 17, cols, seed++);
+            const auto xb = random_floats(static_cast<size_t>(n * cols + 1), seed++, -2.0f, 2.0f);
+            const float* x = xb.data() + 1;
+            const auto ref = run(Isa::Scalar, m.w, x, n);
+            const std::string what = "fp8 cols=" + std::to_string(cols) + " n=" + std::to_string(n);
+            expect_bits(run_vnni_emulated(m.w, x, n, 0, 17, false), ref, what);
+            const auto y = run_vnni_emulated(m.w, x, n, 3, 9, false, 123.0f);
+            for (int64_t t = 0; t < n; ++t)
+                for (int64_t r = 0; r < 17; ++r) {
+                    const size_t i = static_cast<size_t>(t * 17 + r);
+                    ASSERT_EQ(std::bit_cast<uint32_t>(y[i]), std::bit_cast<uint32_t>(r >= 3 && r < 9 ? ref[i] : 123.0f))
+                        << "row range 3..9 t=" << t << " " << what;
+                }
+            if (HasFatalFailure()) return;
+        }
+    // W4A16 goes to the AVX2 kernel unchanged.
     if (!isa_supported(Isa::AVX2)) return;
-    for (const char* fmt : {"int4-a16", "fp8"}) {
-        const QMat m = make_qmat(fmt, 17, 128, seed++);
-        const auto x = random_floats(static_cast<size_t>(3 * 128), seed++);
-        expect_bits(run_vnni_emulated(m.w, x.data(), 3, 0, 17, false), run(Isa::Scalar, m.w, x.data(), 3), fmt);
-        if (HasFatalFailure()) return;
-    }
+    const QMat m = make_qmat("int4-a16", 17, 128, seed++);
+    const auto x = random_floats(static_cast<size_t>(3 * 128), seed++);
+    expect_bits(run_vnni_emulated(m.w, x.data(), 3, 0, 17, false), run(Isa::Scalar, m.w, x.data(), 3), "int4-a16");
 }
 
 // The AVX2 W4A8 kernel starts each block's int16 pair sums at the activations' zero-point

@@ -1,0 +1,225 @@
+// AVX-512 matmul for f32 and bf16 weights over the packed panel layout of kernels/matmul.h:
+// y[t, r] = x[t, :] . W[r, :], with W in panels of 16 output rows, element (r, k) at
+// panel * cols * 16 + k * 16 + r % 16. A panel's 16 rows at one k are exactly one zmm register
+// (f32) or one 32-byte load widened to it (bf16), so every lane is one output row.
+//
+// Bit-exactness contract (the same as matmul_avx2.cpp and the scalar reference): every output is
+// ONE sequential chain acc = fma(W[r, k], x[t, k], acc), k = 0..cols-1, from acc = 0.0f.
+// Vectorisation only runs such chains side by side; nothing is reassociated, so results equal
+// the other ISAs' bit for bit, for every n, row range and thread split.
+//
+// Why a separate AVX-512 kernel: with several tokens (prefill, batched decode) f32/bf16 matmul is
+// bound by FMA throughput, and a CPU with two 512-bit FMA pipes (Zen 5, Sapphire Rapids) does
+// twice the multiply-adds per cycle on zmm that it does on ymm (a register-only FMA loop measured
+// 245 against 122 GFLOP/s per core on the Zen 5 VM). The register tile is kMt tokens x 2 panels
+// (24 zmm accumulators, 2 weight vectors, 1 broadcast): per column, 2 weight loads feed 24 FMAs.
+// Across cache blocks of kKc columns the chain continues: the accumulators are LOADED from y
+// before the k loop, so the result is still the single chain.
+//
+// One token (decode) is bound by memory bandwidth, not by the FMA width: n == 1 runs the AVX2
+// kernel, which already streams at the read loop's rate (docs/WEIGHT_QUANT.md).
+//
+// Tested on CPUs without AVX-512 too: tests/kernels/matmul_avx512_emulated.cpp compiles this file
+// against SIMDe (kernels/avx512_compat.h) and compares it with the scalar kernels bit for bit.
+//
+// ODR: helpers live in the anonymous namespace; only intrinsics headers and kernels_internal.h.
+#if defined(__GNUC__) && !defined(__clang__)
+// GCC 12 reports false -Wmaybe-uninitialized inside avx512fintrin.h for intrinsics built on
+// _mm512_undefined_* (GCC bug 105593), pointing into the system header: silenced for the file.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+#include "kernels/avx512_compat.h"
+#include "kernels/kernels_internal.h"
+
+#ifndef WARDEN_MATMUL_AVX512_ENTRY
+#define WARDEN_MATMUL_AVX512_ENTRY matmul_avx512
+#endif
+
+namespace warden::kernels::detail {
+namespace {
+
+constexpr int64_t kNr = 16;          // rows per panel = lanes of a zmm = kernels::kPanelRows
+constexpr int kMt = 12;              // tokens per register tile
+constexpr int64_t kKc = 256;         // columns per cache block
+constexpr int64_t kBlockPanels = 4;  // panels per cache block (64 rows), read as two pairs
+
+inline int64_t min64(int64_t a, int64_t b) {
+    return a < b ? a : b;
+}
+inline int64_t max64(int64_t a, int64_t b) {
+    return a > b ? a : b;
+}
+
+// A panel's 16 weights at one column, as f32 (bf16 bits widened exactly).
+inline zf panel_weights(const float* p) {
+    return WZ(mm512_loadu_ps)(p);
+}
+inline zf panel_weights(const bf16* p) {
+    return bf16x16_to_f32(p);
+}
+
+// C[M tokens][NP panels x 16 rows] = the chains continued over kc more columns. p: the first
+// panel's [kc][16] slice (used in place), the next panel ps elements further; x: token 0's
+// columns of this block (tokens ldx apart); y: token 0, the first panel's row 0 (tokens ldy
+// apart), all NP x 16 rows present (gemm() hands partial panels a scratch tile). accumulate: the
+// chains already hold earlier columns' terms in y. M and NP are template parameters and every
+// loop over them is unrolled, so the accumulators live in registers.
+template <int M, int NP, typename W>
+void micro(int64_t kc, const W* p, int64_t ps, const float* x, int64_t ldx, float* y, int64_t ldy,
+           bool accumulate) {
+    zf c[M][NP];
+#pragma GCC unroll 16
+    for (int m = 0; m < M; ++m)
+#pragma GCC unroll 2
+        for (int i = 0; i < NP; ++i)
+            c[m][i] =
+                accumulate ? WZ(mm512_loadu_ps)(y + m * ldy + i * kNr) : WZ(mm512_setzero_ps)();
+    for (int64_t k = 0; k < kc; ++k) {
+        zf w[NP];
+#pragma GCC unroll 2
+        for (int i = 0; i < NP; ++i) w[i] = panel_weights(p + i * ps + k * kNr);
+#pragma GCC unroll 16
+        for (int m = 0; m < M; ++m) {
+            const zf xb = WZ(mm512_set1_ps)(x[m * ldx + k]);
+#pragma GCC unroll 2
+            for (int i = 0; i < NP; ++i) c[m][i] = fmadd(w[i], xb, c[m][i]);
+        }
+    }
+#pragma GCC unroll 16
+    for (int m = 0; m < M; ++m)
+#pragma GCC unroll 2
+        for (int i = 0; i < NP; ++i) WZ(mm512_storeu_ps)(y + m * ldy + i * kNr, c[m][i]);
+}
+
+template <int NP, typename W>
+void micro_any(int mt, int64_t kc, const W* p, int64_t ps, const float* x, int64_t ldx, float* y,
+               int64_t ldy, bool acc) {
+    switch (mt) {
+        case 12:
+            micro<12, NP>(kc, p, ps, x, ldx, y, ldy, acc);
+            break;
+        case 11:
+            micro<11, NP>(kc, p, ps, x, ldx, y, ldy, acc);
+            break;
+        case 10:
+            micro<10, NP>(kc, p, ps, x, ldx, y, ldy, acc);
+            break;
+        case 9:
+            micro<9, NP>(kc, p, ps, x, ldx, y, ldy, acc);
+            break;
+        case 8:
+            micro<8, NP>(kc, p, ps, x, ldx, y, ldy, acc);
+            break;
+        case 7:
+            micro<7, NP>(kc, p, ps, x, ldx, y, ldy, acc);
+            break;
+        case 6:
+            micro<6, NP>(kc, p, ps, x, ldx, y, ldy, acc);
+            break;
+        case 5:
+            micro<5, NP>(kc, p, ps, x, ldx, y, ldy, acc);
+            break;
+        case 4:
+            micro<4, NP>(kc, p, ps, x, ldx, y, ldy, acc);
+            break;
+        case 3:
+            micro<3, NP>(kc, p, ps, x, ldx, y, ldy, acc);
+            break;
+        case 2:
+            micro<2, NP>(kc, p, ps, x, ldx, y, ldy, acc);
+            break;
+        default:
+            micro<1, NP>(kc, p, ps, x, ldx, y, ldy, acc);
+            break;
+    }
+}
+
+// One register tile: mt tokens x np (1 or 2) panels from row pr, of which rows [r0, r1) exist
+// (relative to the matrix). A panel cut by the row range or the matrix end runs on a scratch tile
+// holding its rows (the others zero) and is copied back, so micro() itself never masks. (With the
+// partial-panel copies inside micro(), GCC 12 kept half of the 24 accumulators on the stack, a
+// load and a store around every other FMA: 115 instead of ~190 GFLOP/s per core.)
+template <typename W>
+void tile(int mt, int np, int64_t kc, const W* p, int64_t ps, const float* x, int64_t ldx, float* y,
+          int64_t ldy, int64_t pr, int64_t r0, int64_t r1, bool acc) {
+    const int64_t j0 = max64(r0 - pr, 0), j1 = min64(r1 - pr, np * kNr);
+    if (j0 == 0 && j1 == np * kNr) {
+        if (np == 2) {
+            micro_any<2>(mt, kc, p, ps, x, ldx, y, ldy, acc);
+        } else {
+            micro_any<1>(mt, kc, p, ps, x, ldx, y, ldy, acc);
+        }
+        return;
+    }
+    alignas(64) float tmp[kMt][2 * kNr] = {};
+    for (int m = 0; m < mt; ++m)
+        for (int64_t j = j0; j < j1; ++j) tmp[m][j] = acc ? y[m * ldy + j] : 0.0f;
+    if (np == 2) {
+        micro_any<2>(mt, kc, p, ps, x, ldx, tmp[0], 2 * kNr, acc);
+    } else {
+        micro_any<1>(mt, kc, p, ps, x, ldx, tmp[0], 2 * kNr, acc);
+    }
+    for (int m = 0; m < mt; ++m)
+        for (int64_t j = j0; j < j1; ++j) y[m * ldy + j] = tmp[m][j];
+}
+
+// n > 1 tokens, rows [r0, r1). Per cache block of kKc columns and kBlockPanels panels (whose
+// slices stay in L1/L2), the token tiles run over all tokens, two panels at a time.
+template <typename W>
+void gemm(const W* w, int64_t cols, const float* x, int64_t n, float* y, int64_t ldy, int64_t r0,
+          int64_t r1) {
+    if (cols == 0) {  // empty reduction: the result is zero, never left uninitialised
+        for (int64_t t = 0; t < n; ++t)
+            for (int64_t r = r0; r < r1; ++r) y[t * ldy + r] = 0.0f;
+        return;
+    }
+    const int64_t ps = cols * kNr;
+    const int64_t p_begin = r0 / kNr, p_end = (r1 + kNr - 1) / kNr;
+    for (int64_t kb = 0; kb < cols; kb += kKc) {
+        const int64_t kc = min64(kKc, cols - kb);
+        for (int64_t pb = p_begin; pb < p_end; pb += kBlockPanels) {
+            const int64_t np = min64(kBlockPanels, p_end - pb);
+            for (int64_t t = 0; t < n; t += kMt) {
+                const int mt = static_cast<int>(min64(kMt, n - t));
+                for (int64_t i = 0; i < np; i += 2) {
+                    const int64_t pr = (pb + i) * kNr;  // first row of the tile
+                    tile(mt, static_cast<int>(min64(2, np - i)), kc, w + (pb + i) * ps + kb * kNr,
+                         ps, x + t * cols + kb, cols, y + t * ldy + pr, ldy, pr, r0, r1, kb > 0);
+                }
+            }
+        }
+    }
+}
+
+#ifdef WARDEN_AVX512_EMULATE
+constexpr bool kGemvOnAvx2 = false;  // the emulated build runs on any x86-64: one token runs gemm
+#else
+constexpr bool kGemvOnAvx2 = true;
+#endif
+
+void mm_f32(const float* w, int64_t cols, const float* x, int64_t n, float* y, int64_t ldy,
+            int64_t r0, int64_t r1) {
+    if (kGemvOnAvx2 && n == 1) {
+        matmul_avx2().f32(w, cols, x, n, y, ldy, r0, r1);
+    } else {
+        gemm(w, cols, x, n, y, ldy, r0, r1);
+    }
+}
+void mm_bf16(const bf16* w, int64_t cols, const float* x, int64_t n, float* y, int64_t ldy,
+             int64_t r0, int64_t r1) {
+    if (kGemvOnAvx2 && n == 1) {
+        matmul_avx2().bf16(w, cols, x, n, y, ldy, r0, r1);
+    } else {
+        gemm(w, cols, x, n, y, ldy, r0, r1);
+    }
+}
+
+}  // namespace
+
+const MatmulTable& WARDEN_MATMUL_AVX512_ENTRY() {
+    static const MatmulTable t{mm_f32, mm_bf16, kNr, mm_quant_avx512, false};
+    return t;
+}
+
+}  // namespace warden::kernels::detail
