@@ -1,5 +1,5 @@
-// AVX-512 kernels: VNNI for int4 (W4A8) and int8 (W8A8) weights, and FP8 weights (layouts and the
-// arithmetic contract: kernels/matmul_quant.h); W4A16 runs the AVX2 kernel. Bit-exact with the scalar reference: the integer block dots are exact
+// AVX-512 kernels: VNNI for int4 (W4A8) and int8 (W8A8) weights, int4 dequantized to f32 (W4A16),
+// and FP8 weights (layouts and the arithmetic contract: kernels/matmul_quant.h). Bit-exact with the scalar reference: the integer block dots are exact
 // whatever the summation order, and the float steps per output are the contract's, in its order.
 //
 // Why VNNI: on AVX2 each 32-byte load of int4 weights costs about 9 vector instructions per token
@@ -37,6 +37,7 @@
 #include "kernels/avx512_compat.h"
 #include "kernels/decode_tuning.h"
 #include "kernels/kernels_internal.h"
+#include "kernels/matmul_tile_avx512.h"
 
 #ifndef WARDEN_AVX512_ENTRY
 #define WARDEN_AVX512_ENTRY mm_quant_avx512
@@ -351,16 +352,140 @@ void fp8_panel_multi(const QuantArgs& a, const uint8_t* panel, float* y, int64_t
     }
 }
 
+// W4A16 (act_f32): w = (q - 8) * d or fma(q, d, m) in f32, then the plain f32 chain over k
+// (matmul_quant.h), so a dequantized block is exactly an f32 weight block. A quad (32 bytes: byte
+// lane * 4 + kk holds row lane in its low nibble, row lane + 8 in its high nibble, at column kk)
+// is broadcast to both 256-bit halves of a zmm; one variable shift per column then brings row r's
+// code to the low bits of lane r (lanes 0-7 by 8 * kk, lanes 8-15 by 8 * kk + 4), and vpermps, which
+// reads only the low four bits of each index, looks up the code's value as f32 (q - 8, or q for
+// asymmetric weights) in a 16-entry register: no mask, no subtraction, no conversion. Three
+// instructions per 16 weights before the scale (AVX2: nine, as two halves).
+struct Q4A16Dequant {
+    zi shift[4];
+    zf codes;  // f32 value of codes 0..15: q - 8 (symmetric) or q (asymmetric)
+    explicit Q4A16Dequant(bool asym) {
+        for (int kk = 0; kk < 4; ++kk)
+            shift[kk] = WZ(mm512_setr_epi32)(8 * kk, 8 * kk, 8 * kk, 8 * kk, 8 * kk, 8 * kk, 8 * kk, 8 * kk,
+                                             8 * kk + 4, 8 * kk + 4, 8 * kk + 4, 8 * kk + 4, 8 * kk + 4, 8 * kk + 4,
+                                             8 * kk + 4, 8 * kk + 4);
+        const float o = asym ? 0.0f : -8.0f;
+        codes = WZ(mm512_setr_ps)(o, o + 1, o + 2, o + 3, o + 4, o + 5, o + 6, o + 7, o + 8, o + 9, o + 10, o + 11,
+                                  o + 12, o + 13, o + 14, o + 15);
+    }
+    static zi quad(const uint8_t* p) {
+        return WZ(mm512_broadcast_i64x4)(WZ(mm256_loadu_si256)(reinterpret_cast<const yi*>(p)));
+    }
+    // Rows 0-15 at column kk of the quad v, with the group's scales d (and mins m).
+    template <bool kAsym>
+    zf weights(zi v, int kk, zf d, zf m) const {
+        const zf q = WZ(mm512_permutexvar_ps)(WZ(mm512_srlv_epi32)(v, shift[kk]), codes);
+        if constexpr (kAsym)
+            return fmadd(q, d, m);
+        else
+            return WZ(mm512_mul_ps)(q, d);
+    }
+};
+
+// One token: NP adjacent panels side by side (NP independent chains, each panel's one chain
+// would otherwise wait on the FMA latency), each quad dequantized in registers as it is used.
+template <bool kAsym, int NP>
+void q4_a16_gemv(const QuantArgs& a, const uint8_t* panel, int64_t pb, float* y, int64_t j0, int64_t j1, int64_t pf) {
+    const int64_t G = a.group, gb = 32 + (kAsym ? 32 : 0) + G * 8, ng = a.cols / G;
+    const Q4A16Dequant dq(kAsym);
+    zf acc[NP];
+    for (int q = 0; q < NP; ++q) acc[q] = WZ(mm512_setzero_ps)();
+    for (int64_t g = 0; g < ng; ++g) {
+        zf d[NP], m[NP];
+        for (int q = 0; q < NP; ++q) {
+            const uint8_t* blk = panel + q * pb + g * gb;
+            d[q] = load_scales16(blk, a.bf16_scales);
+            m[q] = kAsym ? load_scales16(blk + 32, a.bf16_scales) : WZ(mm512_setzero_ps)();
+        }
+        const float* xg = a.x + g * G;
+        const int64_t qoff = g * gb + (kAsym ? 64 : 32);
+        for (int64_t j = 0; j < G / 4; ++j) {
+            zi v[NP];
+            for (int q = 0; q < NP; ++q) {
+                if ((j & 1) == 0) prefetch(panel + q * pb + qoff + j * 32, pf, 1);
+                v[q] = Q4A16Dequant::quad(panel + q * pb + qoff + j * 32);
+            }
+            for (int kk = 0; kk < 4; ++kk) {
+                const zf xb = WZ(mm512_set1_ps)(xg[4 * j + kk]);
+                for (int q = 0; q < NP; ++q) acc[q] = fmadd(dq.weights<kAsym>(v[q], kk, d[q], m[q]), xb, acc[q]);
+            }
+        }
+    }
+    for (int q = 0; q < NP; ++q) store_lanes(acc[q], y + q * kNr, q == 0 ? j0 : 0, q == NP - 1 ? j1 : kNr);
+}
+
+// Several tokens: each block of kFp8Kc columns (a multiple of every group size) of a pair of
+// panels is dequantized once into f32 scratch (32 KiB) and runs the f32 register tile of
+// matmul_avx512.cpp (kernels/matmul_tile_avx512.h) over all tokens.
+template <bool kAsym>
+void q4_a16_gemm(const QuantArgs& a, int64_t r0, int64_t r1, int64_t pb) {
+    const int64_t G = a.group, gb = 32 + (kAsym ? 32 : 0) + G * 8, cols = a.cols;
+    const Q4A16Dequant dq(kAsym);
+    alignas(64) float wbuf[2 * kFp8Kc * kLanes];
+    const int64_t p_end = (r1 + kNr - 1) / kNr;
+    for (int64_t p = r0 / kNr; p < p_end; p += 2) {
+        const int np = p + 2 <= p_end ? 2 : 1;
+        for (int64_t kb = 0; kb < cols; kb += kFp8Kc) {
+            const int64_t kc = cols - kb < kFp8Kc ? cols - kb : kFp8Kc;
+            for (int q = 0; q < np; ++q) {
+                const uint8_t* panel = a.data + (p + q) * pb;
+                float* wq = wbuf + q * kc * kLanes;
+                for (int64_t g = kb / G; g < (kb + kc) / G; ++g) {
+                    const uint8_t* blk = panel + g * gb;
+                    const zf d = load_scales16(blk, a.bf16_scales);
+                    const zf m = kAsym ? load_scales16(blk + 32, a.bf16_scales) : WZ(mm512_setzero_ps)();
+                    const uint8_t* qs = blk + (kAsym ? 64 : 32);
+                    float* wg = wq + (g * G - kb) * kLanes;
+                    for (int64_t j = 0; j < G / 4; ++j) {
+                        const zi v = Q4A16Dequant::quad(qs + j * 32);
+                        for (int kk = 0; kk < 4; ++kk)
+                            WZ(mm512_store_ps)(wg + (4 * j + kk) * kLanes, dq.weights<kAsym>(v, kk, d, m));
+                    }
+                }
+            }
+            for (int64_t t = 0; t < a.n; t += tile512::kMt) {
+                const int mt = static_cast<int>(a.n - t < tile512::kMt ? a.n - t : tile512::kMt);
+                tile512::tile(mt, np, kc, wbuf, kc * kLanes, a.x + t * cols + kb, cols, a.y + t * a.ldy + p * kNr,
+                              a.ldy, p * kNr, r0, r1, kb > 0);
+            }
+        }
+    }
+}
+
+template <bool kAsym>
+void q4_a16(const QuantArgs& a, int64_t r0, int64_t r1, int64_t pb, int64_t pf) {
+    if (a.n > 1) {
+        q4_a16_gemm<kAsym>(a, r0, r1, pb);
+        return;
+    }
+    for (int64_t p = r0 / kNr; p * kNr < r1;) {
+        const int64_t base = p * kNr;
+        const int64_t j0 = r0 > base ? r0 - base : 0;
+        const int64_t left = (r1 - base + kNr - 1) / kNr;  // panels left, this one included
+        const int np = left >= 4 ? 4 : static_cast<int>(left);
+        const int64_t j1 = r1 - (base + (np - 1) * kNr) < kNr ? r1 - (base + (np - 1) * kNr) : kNr;
+        const uint8_t* panel = a.data + p * pb;
+        float* y = a.y + base;
+        switch (np) {
+            case 4: q4_a16_gemv<kAsym, 4>(a, panel, pb, y, j0, j1, pf); break;
+            case 3: q4_a16_gemv<kAsym, 3>(a, panel, pb, y, j0, j1, pf); break;
+            case 2: q4_a16_gemv<kAsym, 2>(a, panel, pb, y, j0, j1, pf); break;
+            default: q4_a16_gemv<kAsym, 1>(a, panel, pb, y, j0, j1, pf); break;
+        }
+        p += np;
+    }
+}
+
 }  // namespace
 
 void WARDEN_AVX512_ENTRY(const QuantArgs& a, int64_t r0, int64_t r1) {
     const bool w4a8 = a.kind == 0 && !a.act_f32, fp8 = a.kind == 2;
-    if (!w4a8 && a.kind != 1 && !fp8) {  // W4A16
-        mm_quant_avx2(a, r0, r1);
-        return;
-    }
     const int64_t pb = fp8                ? 64 + a.cols * 16
-                       : w4a8             ? a.cols / a.group * (32 + (a.asym ? 32 : 0) + a.group * 8)
+                       : a.kind == 0      ? a.cols / a.group * (32 + (a.asym ? 32 : 0) + a.group * 8)
                        : a.group == 0     ? 32 + a.cols * 16
                                           : a.cols / 32 * kQ8BlockBytes;
     const DecodeTuning& tune = decode_tuning();
@@ -368,6 +493,13 @@ void WARDEN_AVX512_ENTRY(const QuantArgs& a, int64_t r0, int64_t r1) {
     // Half loads at batch 1 only: with several tokens the kernel is compute-bound and the extra
     // insert per 64 bytes cost 7-13% on the Zen 5 VM (64 tokens, bench_gemv_decode, 5 of 5 rounds).
     const bool half = tune.half_loads && a.n == 1;
+    if (a.kind == 0 && a.act_f32) {  // W4A16
+        if (a.asym)
+            q4_a16<true>(a, r0, r1, pb, tune.q4_prefetch);
+        else
+            q4_a16<false>(a, r0, r1, pb, tune.q4_prefetch);
+        return;
+    }
     for (int64_t p = r0 / kNr; p * kNr < r1; ++p) {
         const uint8_t* panel = a.data + p * pb;
         const int64_t base = p * kNr;

@@ -186,7 +186,7 @@ std::vector<float> run_vnni_emulated(const WeightMatrix& w, const float* x, int6
 }
 
 // The AVX-512 kernels (VNNI: int4 W4A8 sym/asym, f16/bf16 scales, groups 32/128; int8 W8A8 per
-// channel and per block; FP8 with one token and with several) equal the scalar kernels bit for bit: every token blocking (4s and the 1-3 remainder), reading the nibbles
+// channel and per block; int4 W4A16 one token and several; FP8 with one token and with several) equal the scalar kernels bit for bit: every token blocking (4s and the 1-3 remainder), reading the nibbles
 // or the unpacked scratch, full and partial panels, row ranges that cut panels. They run under
 // SIMDe here, so this holds on any CPU; on AVX-512 machines the same source runs natively and
 // Avx2BitExactVsScalarBatchAndThreadInvariant also compares Isa::AVX512.
@@ -197,8 +197,8 @@ TEST(QuantMatmul, Avx512VnniEmulatedBitExactVsScalar) {
         testing::DecodeTuningGuard tg(tune);
         SCOPED_TRACE(decode_tuning_summary());
         for (const char* fmt : {"int4", "int4-asym", "int4-bf16s", "int4-g128", "int4-g128-asym-bf16s", "int8", "int8-bf16s",
-                                "int8-g32", "int8-g32-bf16s"})
-            for (int64_t rows : {1, 17, 40, 80})  // 80: in pairs (panels=2), the fifth alone
+                                "int8-g32", "int8-g32-bf16s", "int4-a16", "int4-g128-asym-a16", "int4-bf16s-a16"})
+            for (int64_t rows : {1, 17, 40, 80})  // 80: pairs (W4A16 with tokens), fours (W4A16 alone)
                 for (int64_t cols : {128, 384}) {
                     const QMat m = make_qmat(fmt, rows, cols, seed++);
                     for (int64_t n : {1, 2, 3, 4, 7, 9, 14}) {
@@ -267,11 +267,6 @@ TEST(QuantMatmul, Avx512VnniEmulatedBitExactVsScalar) {
                 }
             if (HasFatalFailure()) return;
         }
-    // W4A16 goes to the AVX2 kernel unchanged.
-    if (!isa_supported(Isa::AVX2)) return;
-    const QMat m = make_qmat("int4-a16", 17, 128, seed++);
-    const auto x = random_floats(static_cast<size_t>(3 * 128), seed++);
-    expect_bits(run_vnni_emulated(m.w, x.data(), 3, 0, 17, false), run(Isa::Scalar, m.w, x.data(), 3), "int4-a16");
 }
 
 // The AVX2 W4A8 kernel starts each block's int16 pair sums at the activations' zero-point
