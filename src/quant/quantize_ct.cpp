@@ -35,11 +35,14 @@ void write_text(const std::string& path, const std::string& text) {
 }
 
 // A linear layer quantized by default: model.layers.N.<...>_proj.weight (attention, dense MLP,
-// MoE experts and shared experts, MLA projections) -- the matrices the loader quantizes with
-// --weights. MLA's kv_b_proj is split per head at load and kept in the runtime dtype, so it
-// stays dense here too (and loading the output matches quantizing the source at load).
+// MoE experts and shared experts, MLA's q / q_a / q_b / o) and MLA's kv_a_proj_with_mqa -- the
+// matrices the loader quantizes with --weights. MLA's kv_b_proj is split per head at load and kept
+// in the runtime dtype, so it stays dense here too (and loading the output matches quantizing the
+// source at load).
 bool is_layer_linear(const std::string& n) {
-    return n.rfind("model.layers.", 0) == 0 && n.ends_with("_proj.weight") && !n.ends_with(".kv_b_proj.weight");
+    if (n.rfind("model.layers.", 0) != 0) return false;
+    if (n.ends_with(".self_attn.kv_a_proj_with_mqa.weight")) return true;
+    return n.ends_with("_proj.weight") && !n.ends_with(".kv_b_proj.weight");
 }
 
 std::vector<uint8_t> f32_bytes(const model::SourceTensor& t) {

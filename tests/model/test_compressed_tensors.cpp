@@ -406,16 +406,28 @@ void expect_same(const model::Matrix& a, const model::Matrix& b, const std::stri
     EXPECT_TRUE(std::ranges::equal(a.packed(), b.packed())) << what;
 }
 
+// The matrices of a layer that --weights quantizes (and the writer packs): attention (GQA, or MLA's
+// q / q_a / q_b / kv_a / o), the dense MLP or the routed and shared experts.
 std::vector<const model::Matrix*> layer_matrices(const model::LayerWeights& L) {
-    std::vector<const model::Matrix*> v = {&L.wq, &L.wk, &L.wv, &L.wo};
-    if (L.moe) {
-        for (size_t e = 0; e < L.moe->gate.size(); ++e) {
-            v.push_back(&L.moe->gate[e]);
-            v.push_back(&L.moe->up[e]);
-            v.push_back(&L.moe->down[e]);
-        }
+    std::vector<const model::Matrix*> v;
+    // push_back one at a time: GCC 12 warns (-Wstringop-overflow, a false positive) on inserting an
+    // initializer list into an empty vector.
+    const auto add = [&v](std::initializer_list<const model::Matrix*> ms) {
+        for (const model::Matrix* m : ms) v.push_back(m);
+    };
+    if (L.mla) {
+        const model::MlaWeights& m = *L.mla;
+        if (m.wq.rows() > 0) add({&m.wq});
+        if (m.wq_a.rows() > 0) add({&m.wq_a, &m.wq_b});
+        add({&m.wkv_a, &m.wo});
     } else {
-        v.insert(v.end(), {&L.w_gate, &L.w_up, &L.w_down});
+        add({&L.wq, &L.wk, &L.wv, &L.wo});
+    }
+    if (L.moe) {
+        for (size_t e = 0; e < L.moe->gate.size(); ++e) add({&L.moe->gate[e], &L.moe->up[e], &L.moe->down[e]});
+        if (L.moe->shared_gate.rows() > 0) add({&L.moe->shared_gate, &L.moe->shared_up, &L.moe->shared_down});
+    } else {
+        add({&L.w_gate, &L.w_up, &L.w_down});
     }
     return v;
 }
@@ -455,6 +467,17 @@ void check_round_trip(const std::string& model_name, const std::string& fmt, int
                 EXPECT_TRUE(ma[i]->is_quantized());
                 expect_same(*ma[i], *mb[i], model_name + " " + fmt + " layer " + std::to_string(l) + " #" + std::to_string(i));
             }
+            if (const auto* la = a->weights.layers[l].mla.get()) {  // kv_b_proj's per-head halves
+                const auto* lb = b->weights.layers[l].mla.get();
+                ASSERT_NE(lb, nullptr);
+                ASSERT_EQ(la->wk_b_t.size(), lb->wk_b_t.size());
+                ASSERT_EQ(la->wv_b.size(), lb->wv_b.size());
+                for (size_t h = 0; h < la->wk_b_t.size(); ++h) {
+                    EXPECT_FALSE(lb->wk_b_t[h].is_quantized());
+                    expect_same(la->wk_b_t[h], lb->wk_b_t[h], model_name + " wk_b_t " + std::to_string(h));
+                    expect_same(la->wv_b[h], lb->wv_b[h], model_name + " wv_b " + std::to_string(h));
+                }
+            }
         }
         EXPECT_TRUE(all_logits(*a, pool) == all_logits(*b, pool)) << model_name << " " << fmt;
     }
@@ -472,8 +495,8 @@ void check_round_trip(const std::string& model_name, const std::string& fmt, int
     // Loading as f32 dequantizes exactly to the values the int4 matrices hold.
     const auto f = load(out, "f32", pool, model::RuntimeDType::F32);
     const auto q = load(out, fmt, pool);
-    const auto& wf = f->weights.layers[0].wq;
-    const auto& wq = q->weights.layers[0].wq;
+    const auto& wf = *layer_matrices(f->weights.layers[0]).at(0);
+    const auto& wq = *layer_matrices(q->weights.layers[0]).at(0);
     std::vector<float> x(static_cast<size_t>(wf.cols())), y(x.size());
     for (int64_t r = 0; r < wf.rows(); ++r) {
         wf.row_f32(r, x.data());
@@ -495,6 +518,36 @@ TEST(CompressedTensors, QuantizeWriteLoadBitExactMoe) {
     if (!fs::exists(test::golden_model("tiny-qwen3-moe") + "/config.json")) GTEST_SKIP() << "tiny-qwen3-moe missing";
     // 3 layers: attention 4 each; layers 0, 2 MoE with 8 experts x 3; layer 1 dense (mlp_only_layers).
     check_round_trip("tiny-qwen3-moe", "int4-g32-bf16s", 3 * 4 + 2 * 8 * 3 + 3);
+}
+
+// MLA (DeepSeek-V3 shape, as Kimi K2 and GLM-5): q_a / q_b / kv_a_proj_with_mqa / o_proj are packed,
+// kv_b_proj stays in the source's dtype (split per head at load, never quantized); the layers have
+// routed and shared experts after a dense first layer.
+TEST(CompressedTensors, QuantizeWriteLoadBitExactMla) {
+    // tiny-deepseek-v3 itself has q_lora_rank 24: q_b_proj's rows (24) are shorter than the 32 every
+    // quantized row layout needs, so it is refused (CompressedTensors.MlaRowsShorterThanABlockAreRefused);
+    // its -qproj sibling has no q LoRA (q_proj, as DeepSeek-V2-Lite) and every row a multiple of 32.
+    if (!fs::exists(test::golden_model("tiny-deepseek-v3-qproj") + "/config.json")) GTEST_SKIP() << "tiny-deepseek-v3-qproj missing";
+    // 2 MoE layers x (3 attention: q, kv_a, o + 8 experts x 3 + the shared experts' 3).
+    check_round_trip("tiny-deepseek-v3-qproj", "int4-g32", 2 * (3 + 8 * 3 + 3));
+}
+
+TEST(CompressedTensors, MlaRowsShorterThanABlockAreRefused) {
+    if (!fs::exists(test::golden_model("tiny-deepseek-v3") + "/config.json")) GTEST_SKIP() << "tiny-deepseek-v3 missing";
+    util::ThreadPool pool(2);
+    const std::string out = tmp_dir("tiny-deepseek-v3-refused");
+    for (const char* fmt : {"int4-g32", "int8"}) {
+        try {
+            quant::quantize_hf_compressed_tensors(test::golden_model("tiny-deepseek-v3"), out, quant::parse_weight_format(fmt), false, pool);
+            ADD_FAILURE() << fmt << ": no error";
+        } catch (const std::exception& e) {
+            const std::string msg = e.what();
+            EXPECT_NE(msg.find("q_b_proj.weight"), std::string::npos) << msg;
+            EXPECT_NE(msg.find("[96, 24]"), std::string::npos) << msg;
+        }
+        EXPECT_FALSE(fs::exists(out + "/model.safetensors")) << fmt;
+    }
+    fs::remove_all(out);
 }
 
 // An FP8 block-scaled source: each weight is dequantized as the writer reaches it (not all of
