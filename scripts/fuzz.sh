@@ -5,7 +5,7 @@
 #   scripts/fuzz.sh [SECONDS]      (default 60)
 #
 # The seed corpus is generated on the fly (a small GGUF with every metadata type and several
-# tensor types, a small safetensors file and an imatrix.dat); inputs the fuzzer finds interesting accumulate
+# tensor types, a small safetensors file, an imatrix.dat and a GGUF imatrix); inputs the fuzzer finds interesting accumulate
 # in build-fuzz/corpus between runs. Exits non-zero if the fuzzer finds a crash, a leak, an
 # out-of-memory or a timeout; the reproducer is left in build-fuzz/artifacts/.
 # Environment: FUZZ_JOBS (parallel fuzzing processes, default 1), FUZZ_ARGS (extra libFuzzer flags).
@@ -115,6 +115,33 @@ def imatrix(entries, chunks, dataset):
 
 with open(os.path.join(out, "seed.imatrix.dat"), "wb") as f:
     f.write(imatrix([("blk.0.attn_q.weight", 2, [1.0, 2.0, 0.0, 8.0]), ("output.weight", 0, [3.5])], 2, "calib.txt"))
+
+# The GGUF imatrix of later llama.cpp (save_imatrix, GGUF output): imatrix.* metadata; per matrix
+# NAME.in_sum2 F32 [cols, n_mat] and NAME.counts F32 [1, n_mat] (here 2 experts, one never reached).
+def f32_tensor(name, dims, vals):
+    return (name, dims, 0, 4 * len(vals), struct.pack(f"<{len(vals)}f", *vals))
+
+def gguf_with(kvs, tensors, alignment=32):
+    head = struct.pack("<IIQQ", 0x46554747, 3, len(tensors), len(kvs))
+    for k, t, v in kvs:
+        head += s(k) + struct.pack("<I", t) + val(t, v)
+    off, data = 0, b""
+    for name, dims, tt, nb, blob in tensors:
+        head += s(name) + struct.pack("<I", len(dims)) + b"".join(struct.pack("<Q", d) for d in dims)
+        head += struct.pack("<IQ", tt, off)
+        pad = (-nb) % alignment
+        data += blob + b"\0" * pad
+        off += nb + pad
+    head += b"\0" * ((-len(head)) % alignment)
+    return head + data
+
+with open(os.path.join(out, "seed.imatrix.gguf"), "wb") as f:
+    f.write(gguf_with([("general.type", STR, "imatrix"), ("imatrix.datasets", ARR, (STR, ["calib.txt"])),
+                       ("imatrix.chunk_count", U32, 4), ("imatrix.chunk_size", U32, 512)],
+                      [f32_tensor("blk.0.attn_q.weight.in_sum2", [4, 1], [4.0, 8.0, 0.0, 2.0]),
+                       f32_tensor("blk.0.attn_q.weight.counts", [1, 1], [4.0]),
+                       f32_tensor("blk.0.ffn_up_exps.weight.in_sum2", [2, 2], [1.0, 2.0, 3.0, 4.0]),
+                       f32_tensor("blk.0.ffn_up_exps.weight.counts", [1, 2], [2.0, 0.0])]))
 PY
 
 DICT="$BUILD/fuzz.dict"
@@ -123,6 +150,11 @@ cat >"$DICT" <<'DICT'
 "general.alignment"
 "general.architecture"
 "tokenizer.ggml.tokens"
+"imatrix.datasets"
+"imatrix.chunk_count"
+"imatrix.chunk_size"
+".in_sum2"
+".counts"
 "__metadata__"
 "\"dtype\""
 "\"shape\""

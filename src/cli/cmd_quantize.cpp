@@ -24,7 +24,7 @@ struct QuantizeOptions {
     std::string out;
     std::string head_weights;  // --head-weights FORMAT|keep (GGUF output)
     std::string max_shard_size;  // --max-shard-size (compressed-tensors directory output)
-    std::string imatrix;         // --imatrix FILE (GGUF output)
+    std::string imatrix;         // --imatrix FILE (GGUF or legacy .dat; either output)
 };
 
 bool ends_with(const std::string& s, const std::string& suf) {
@@ -94,7 +94,7 @@ void register_quantize(CLI::App& app, int& rc) {
                     "(default: a float one as int8 beside int4 layers, as loading with --weights runs it; "
                     "else copied)");
     sub->add_option("--imatrix", o->imatrix,
-                    "llama.cpp importance matrix (llama-imatrix's imatrix.dat) weighting each quantized tensor's "
+                    "llama.cpp importance matrix (llama-imatrix's output: GGUF, or the legacy imatrix.dat) weighting each quantized tensor's "
                     "scale search by its input columns' mean squared activation (entries by GGUF tensor name; "
                     "a Hugging Face source's tensors are matched by theirs)");
     sub->add_option("--max-shard-size", o->max_shard_size,

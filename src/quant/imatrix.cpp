@@ -1,8 +1,11 @@
 #include "quant/imatrix.h"
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
+#include <memory>
 
+#include "model/gguf_file.h"
 #include "util/error.h"
 #include "util/mapped_file.h"
 
@@ -79,11 +82,89 @@ const float* Imatrix::find(const std::string& tensor, int64_t cols) const {
     return it->second.data();
 }
 
+namespace {
+
+// The GGUF imatrix of llama.cpp since mid-2025 (tools/imatrix/imatrix.cpp save_imatrix; read by
+// tools/quantize/quantize.cpp load_imatrix): metadata imatrix.datasets (strings),
+// imatrix.chunk_count and imatrix.chunk_size; per weight matrix NAME an F32 tensor NAME.in_sum2 of
+// ggml shape [cols, n_mat] (sums of squared inputs; n_mat is the expert count of a stacked MoE
+// tensor, else 1) and an F32 tensor NAME.counts of n_mat values (tokens seen by each matrix). The
+// importance is in_sum2 / count per matrix, and 1 for a matrix that saw no token, as llama-quantize
+// computes it. Other tensors are ignored, as there.
+[[noreturn]] void gguf_fail(const std::string& name, const std::string& why) {
+    throw util::Error("imatrix '" + name + "' (GGUF): " + why);
+}
+
+Imatrix parse_gguf_imatrix(const uint8_t* data, size_t size, const std::string& name) {
+    std::unique_ptr<model::GGUFFile> g;
+    try {
+        g = std::make_unique<model::GGUFFile>(data, size, name);
+    } catch (const util::Error& e) {
+        throw util::Error("imatrix '" + name + "': not a readable GGUF: " + e.what());
+    }
+    for (const char* key : {"imatrix.datasets", "imatrix.chunk_count", "imatrix.chunk_size"})
+        if (!g->has(key)) gguf_fail(name, std::string("no '") + key + "' metadata: not an importance matrix (a model file?)");
+    Imatrix m;
+    int64_t chunks = 0;
+    std::vector<std::string> datasets;
+    try {
+        chunks = g->get_int("imatrix.chunk_count");
+        datasets = g->get_string_array("imatrix.datasets");
+    } catch (const util::Error& e) {
+        gguf_fail(name, std::string("bad metadata: ") + e.what());
+    }
+    if (chunks < 0 || chunks > INT32_MAX) gguf_fail(name, "imatrix.chunk_count " + std::to_string(chunks));
+    m.chunks = static_cast<int32_t>(chunks);
+    for (const std::string& d : datasets) {
+        if (!m.dataset.empty()) m.dataset += ", ";
+        m.dataset += printable(reinterpret_cast<const uint8_t*>(d.data()), d.size());
+    }
+    std::map<std::string, std::pair<const model::GGUFTensor*, const model::GGUFTensor*>> pairs;  // sums, counts
+    for (const model::GGUFTensor& t : g->tensors()) {
+        if (t.name.ends_with(".in_sum2")) pairs[t.name.substr(0, t.name.size() - 8)].first = &t;
+        else if (t.name.ends_with(".counts")) pairs[t.name.substr(0, t.name.size() - 7)].second = &t;
+    }
+    for (const auto& [tensor, sc] : pairs) {
+        const auto [sums, counts] = sc;
+        if (tensor.empty()) gguf_fail(name, "a tensor named only '.in_sum2' or '.counts'");
+        const auto* tp = reinterpret_cast<const uint8_t*>(tensor.data());
+        for (size_t i = 0; i < tensor.size(); ++i)  // as the legacy reader: messages quote names
+            if (tp[i] < 32 || tp[i] >= 127) gguf_fail(name, "tensor name is not printable ('" + printable(tp, tensor.size()) + "')");
+        if (!sums || !counts) gguf_fail(name, "'" + tensor + "' has " + (sums ? "sums but no .counts" : "counts but no .in_sum2"));
+        if (sums->type != tensor::GgmlType::F32 || counts->type != tensor::GgmlType::F32)
+            gguf_fail(name, "'" + tensor + "': sums and counts must be F32");
+        if (sums->shape.empty() || sums->shape.size() > 2) gguf_fail(name, "'" + tensor + "': sums of rank " + std::to_string(sums->shape.size()));
+        const int64_t cols = sums->shape[0], n_mat = sums->shape.size() == 2 ? sums->shape[1] : 1;
+        if (cols < 1 || n_mat < 1 || sums->n_elements() > kMaxValues) gguf_fail(name, "'" + tensor + "': sums of " + std::to_string(sums->n_elements()) + " values");
+        if (counts->n_elements() != n_mat)
+            gguf_fail(name, "'" + tensor + "': " + std::to_string(counts->n_elements()) + " counts for " + std::to_string(n_mat) + " matrices");
+        std::vector<float> v(static_cast<size_t>(cols * n_mat));
+        std::memcpy(v.data(), sums->data, v.size() * 4);
+        std::vector<float> c(static_cast<size_t>(n_mat));
+        std::memcpy(c.data(), counts->data, c.size() * 4);
+        for (int64_t j = 0; j < n_mat; ++j) {
+            const float cnt = c[static_cast<size_t>(j)];
+            if (!std::isfinite(cnt) || cnt < 0.0f) gguf_fail(name, "'" + tensor + "': count " + std::to_string(j) + " is " + std::to_string(cnt));
+            for (int64_t i = 0; i < cols; ++i) {
+                float& x = v[static_cast<size_t>(j * cols + i)];
+                if (!std::isfinite(x) || x < 0.0f)
+                    gguf_fail(name, "'" + tensor + "': value " + std::to_string(j * cols + i) + " is " + std::to_string(x) +
+                         " (must be finite and non-negative)");
+                x = cnt > 0.0f ? x / cnt : 1.0f;  // no calibration token reached it: equal weights
+                if (!std::isfinite(x)) gguf_fail(name, "'" + tensor + "': value " + std::to_string(j * cols + i) + " / count " + std::to_string(cnt) + " overflows");
+            }
+        }
+        m.entries.emplace(tensor, std::move(v));
+    }
+    if (m.entries.empty()) gguf_fail(name, "no .in_sum2 / .counts entries");
+    return m;
+}
+
+}  // namespace
+
 Imatrix parse_imatrix(const uint8_t* data, size_t size, const std::string& name) {
+    if (size >= 4 && std::memcmp(data, "GGUF", 4) == 0) return parse_gguf_imatrix(data, size, name);
     Reader r(data, size, name);
-    if (size >= 4 && std::memcmp(data, "GGUF", 4) == 0)
-        r.fail("a GGUF imatrix (later llama.cpp versions); warden reads the legacy imatrix.dat format "
-               "(llama-imatrix --output-format dat, or an older llama-imatrix)");
     Imatrix m;
     const int32_t n_entries = r.i32("the entry count");
     if (n_entries < 1) r.fail("no entries (count " + std::to_string(n_entries) + ")");

@@ -326,12 +326,38 @@ def test_quantize_with_imatrix(tmp_path: Path):
     for data, needle in ((_imatrix_dat([(linear[0][0], 1, [1.0] * 5)]), "has 5 values, the tensor has 64 columns"),
                          (_imatrix_dat([(linear[0][0], 1, [float("nan")] * 64)]), "must be finite"),
                          (_imatrix_dat([])[:4] + b"\x00" * 3, "no entries"),
-                         (b"GGUF\x03\x00\x00\x00", "GGUF imatrix")):
+                         (b"GGUF\x03\x00\x00\x00", "not a readable GGUF"),
+                         (TINY.read_bytes(), "not an importance matrix")):
         bad.write_bytes(data)
         out = tmp_path / "bad.gguf"
         p = run("quantize", "-m", str(TINY), "-o", str(out), "--weights", "int4", "--imatrix", str(bad))
         assert p.returncode == 1 and needle in p.stderr, (needle, p.stderr)
         assert not out.exists() and not Path(str(out) + ".tmp").exists()
+    # The GGUF imatrix of later llama.cpp versions, written here by gguf-py (an independent writer) as
+    # llama-imatrix writes it: per matrix NAME.in_sum2 [n_mat, cols] (numpy order) of squared-input
+    # sums and NAME.counts [n_mat, 1] of tokens; importance = sums / count. The same importances as
+    # skew.dat give the same file, byte for byte.
+    import numpy as np
+
+    skew_gguf = tmp_path / "skew.gguf"
+    w = gguf.GGUFWriter(str(skew_gguf), "llama")
+    w.add_string("general.type", "imatrix")
+    w.add_array("imatrix.datasets", ["calib.txt"])
+    w.add_uint32("imatrix.chunk_count", 4)
+    w.add_uint32("imatrix.chunk_size", 512)
+    for n, cols in linear:
+        w.add_tensor(n + ".in_sum2", np.array([[400.0 if c % 8 == 3 else 4.0 for c in range(cols)]], dtype=np.float32))
+        w.add_tensor(n + ".counts", np.array([[4.0]], dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    from_gguf = tmp_path / "from_gguf.gguf"
+    p = run("quantize", "-m", str(TINY), "-o", str(from_gguf), "--weights", "int4", "--imatrix", str(skew_gguf))
+    assert p.returncode == 0, p.stderr
+    assert f"imatrix {skew_gguf}: 21 of 23 quantized tensors weighted by it (21 entries, 4 chunks of calib.txt)" \
+        in p.stdout, p.stdout
+    assert from_gguf.read_bytes() == weighted.read_bytes()
     # A Hugging Face source (compressed-tensors output) finds the same entries by its tensors' GGUF names.
     p = run("quantize", "-m", str(GOLDEN / "tiny-llama"), "-o", str(tmp_path / "ct"), "--weights", "int4",
             "--imatrix", str(skew))

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -17,6 +18,7 @@
 #include "../test_paths.h"
 #include "imatrix_test_util.h"
 #include "model/gguf_file.h"
+#include "model/gguf_writer.h"
 #include "model/tensor_source.h"
 #include "quant/imatrix.h"
 #include "quant/quantize_model.h"
@@ -107,12 +109,165 @@ TEST(Imatrix, CorruptFilesAreClearErrors) {
     trailing.push_back(0);
     EXPECT_NE(error_of(trailing).find("1 bytes after the dataset name"), std::string::npos);
     const std::vector<uint8_t> gguf = {'G', 'G', 'U', 'F', 3, 0, 0, 0};
-    EXPECT_NE(error_of(gguf).find("GGUF imatrix"), std::string::npos);
+    EXPECT_NE(error_of(gguf).find("not a readable GGUF"), std::string::npos) << error_of(gguf);
     EXPECT_THROW(read_imatrix("/nonexistent/imatrix.dat"), util::Error);
 }
 
 std::string tmp(const std::string& name) {
     return (std::filesystem::temp_directory_path() / ("warden_imx_" + std::to_string(::getpid()) + "_" + name)).string();
+}
+
+std::vector<uint8_t> file_bytes(const std::string& p) {
+    std::ifstream f(p, std::ios::binary);
+    return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+}
+
+// One matrix of a GGUF imatrix: sums [cols, n_mat] and counts [n_mat], as llama-imatrix's
+// save_imatrix writes them (tools/imatrix/imatrix.cpp, GGUF output).
+struct GgufEntry {
+    std::string name;
+    int64_t cols = 0;
+    std::vector<float> sums;    // cols x n_mat, matrix-major
+    std::vector<float> counts;  // n_mat
+    tensor::GgmlType sums_type = tensor::GgmlType::F32;
+    bool with_sums = true, with_counts = true;
+};
+
+std::vector<uint8_t> f32_bytes(const std::vector<float>& v) {
+    std::vector<uint8_t> b(v.size() * 4);
+    if (!v.empty()) std::memcpy(b.data(), v.data(), b.size());
+    return b;
+}
+
+// An imatrix GGUF with the metadata llama-imatrix writes; `skip_key` leaves one key out.
+std::vector<uint8_t> imatrix_gguf(const std::vector<GgufEntry>& es, const std::string& skip_key = "") {
+    model::GGUFWriter w;
+    model::GGUFValue type;
+    type.type = model::GGUFValueType::STRING;
+    type.s = "imatrix";
+    w.set("general.type", type);
+    if (skip_key != "imatrix.datasets") {
+        model::GGUFValue ds;
+        ds.type = model::GGUFValueType::ARRAY;
+        ds.elem_type = model::GGUFValueType::STRING;
+        for (const char* d : {"calib.txt", "more.txt"}) {
+            model::GGUFValue x;
+            x.type = model::GGUFValueType::STRING;
+            x.s = d;
+            ds.arr.push_back(x);
+        }
+        w.set("imatrix.datasets", ds);
+    }
+    if (skip_key != "imatrix.chunk_count") w.set_u32("imatrix.chunk_count", 12);
+    if (skip_key != "imatrix.chunk_size") w.set_u32("imatrix.chunk_size", 512);
+    for (const auto& e : es) {
+        const auto n_mat = static_cast<int64_t>(e.counts.size());
+        if (e.with_sums) w.add_tensor(e.name + ".in_sum2", {e.cols, n_mat}, e.sums_type, f32_bytes(e.sums));
+        if (e.with_counts) w.add_tensor(e.name + ".counts", {1, n_mat}, tensor::GgmlType::F32, f32_bytes(e.counts));
+    }
+    const std::string path = tmp("imatrix.gguf");
+    w.write(path);
+    auto b = file_bytes(path);
+    std::filesystem::remove(path);
+    return b;
+}
+
+// The GGUF format of later llama.cpp versions: importance = in_sum2 / count per matrix (1 where a
+// matrix saw no token), as llama-quantize's load_imatrix computes it; stacked experts are found
+// by "name[e]" as in the legacy format; tensors of other names are ignored.
+TEST(Imatrix, ParsesLlamaCppGgufLayout) {
+    const auto b = imatrix_gguf({{"blk.0.attn_q.weight", 3, {4.0f, 8.0f, 0.0f}, {4.0f}},
+                                 {"blk.0.ffn_up_exps.weight", 2, {2, 4, 9, 9, 3, 6}, {2.0f, 0.0f, 3.0f}}});
+    const Imatrix m = parse_imatrix(b.data(), b.size(), "t.gguf");
+    ASSERT_EQ(m.entries.size(), 2u);
+    EXPECT_EQ(m.entries.at("blk.0.attn_q.weight"), (std::vector<float>{1.0f, 2.0f, 0.0f}));
+    EXPECT_EQ(m.entries.at("blk.0.ffn_up_exps.weight"), (std::vector<float>{1, 2, 1, 1, 1, 2}));
+    EXPECT_EQ(m.find("blk.0.ffn_up_exps.weight[2]", 2)[1], 2.0f);
+    EXPECT_EQ(m.find("blk.0.ffn_up_exps.weight[1]", 2)[0], 1.0f);  // expert 1 saw no token
+    EXPECT_EQ(m.chunks, 12);
+    EXPECT_EQ(m.dataset, "calib.txt, more.txt");
+    // The same importances as a legacy file holding them: what the quantizer receives is equal.
+    const auto dat = imatrix_dat({{"blk.0.attn_q.weight", 1, {1.0f, 2.0f, 0.0f}}, {"blk.0.ffn_up_exps.weight", 1, {1, 2, 1, 1, 1, 2}}});
+    EXPECT_EQ(parse_imatrix(dat.data(), dat.size(), "t.dat").entries, m.entries);
+}
+
+TEST(Imatrix, CorruptGgufImatrixIsAClearError) {
+    const GgufEntry good{"blk.0.attn_q.weight", 2, {1.0f, 2.0f}, {1.0f}};
+    const auto err = [](const std::vector<GgufEntry>& es, const std::string& skip = "") { return error_of(imatrix_gguf(es, skip)); };
+    EXPECT_EQ(err({good}), "<no error>");
+    for (const char* key : {"imatrix.datasets", "imatrix.chunk_count", "imatrix.chunk_size"})
+        EXPECT_NE(err({good}, key).find(std::string("no '") + key + "' metadata"), std::string::npos) << key;
+    EXPECT_NE(err({}).find("no .in_sum2 / .counts entries"), std::string::npos);
+    auto e = good;
+    e.with_counts = false;
+    EXPECT_NE(err({e}).find("sums but no .counts"), std::string::npos);
+    e = good;
+    e.with_sums = false;
+    EXPECT_NE(err({e}).find("counts but no .in_sum2"), std::string::npos);
+    e = good;
+    e.counts = {1.0f, 1.0f};  // two matrices (stacked experts): sums [2, 2], counts [1, 2]
+    e.sums = {1, 2, 3, 4};
+    EXPECT_EQ(err({e}), "<no error>");
+    e = good;
+    e.sums_type = tensor::GgmlType::F16;
+    e.sums = {1.0f};  // 2 f16 values' bytes
+    EXPECT_NE(err({e}).find("must be F32"), std::string::npos);
+    e = good;
+    e.sums = {NAN, 1.0f};
+    EXPECT_NE(err({e}).find("must be finite and non-negative"), std::string::npos);
+    e = good;
+    e.sums = {1.0f, -2.0f};
+    EXPECT_NE(err({e}).find("value 1 is -2"), std::string::npos);
+    e = good;
+    e.sums = {3e38f, 1.0f};
+    e.counts = {1e-30f};
+    EXPECT_NE(err({e}).find("overflows"), std::string::npos);
+    e = good;
+    e.name = "";
+    EXPECT_NE(err({e}).find("named only"), std::string::npos);
+    e = good;
+    e.name = "a\nb";
+    EXPECT_NE(err({e}).find("not printable ('a?b')"), std::string::npos) << err({e});
+    e = good;
+    e.counts = {-1.0f};
+    EXPECT_NE(err({e}).find("count 0 is -1"), std::string::npos);
+    // Counts that disagree with the sums' matrix count: a hand-made counts tensor of 2 values.
+    {
+        model::GGUFWriter w;
+        w.set_u32("imatrix.chunk_count", 1);
+        w.set_u32("imatrix.chunk_size", 512);
+        model::GGUFValue ds;
+        ds.type = model::GGUFValueType::ARRAY;
+        ds.elem_type = model::GGUFValueType::STRING;
+        w.set("imatrix.datasets", ds);
+        w.add_tensor("x.in_sum2", {2, 1}, tensor::GgmlType::F32, f32_bytes({1.0f, 2.0f}));
+        w.add_tensor("x.counts", {2}, tensor::GgmlType::F32, f32_bytes({1.0f, 1.0f}));
+        const std::string path = tmp("counts.gguf");
+        w.write(path);
+        const auto b = file_bytes(path);
+        std::filesystem::remove(path);
+        EXPECT_NE(error_of(b).find("2 counts for 1 matrices"), std::string::npos) << error_of(b);
+    }
+    // A model GGUF is not an importance matrix.
+    const std::string model_err = [] {
+        try {
+            read_imatrix(test::golden_model("tiny-llama.gguf"));
+        } catch (const util::Error& x) {
+            return std::string(x.what());
+        }
+        return std::string("<no error>");
+    }();
+    EXPECT_NE(model_err.find("not an importance matrix"), std::string::npos) << model_err;
+    // Every truncation of a good file before its last tensor's last byte is an error, never a crash
+    // (the writer pads the file's end to the alignment; cutting that padding leaves a valid file).
+    const auto b = imatrix_gguf({good});
+    const model::GGUFFile whole(b.data(), b.size());
+    size_t data_end = 0;
+    for (const auto& t : whole.tensors()) data_end = std::max(data_end, static_cast<size_t>(t.data - b.data()) + t.n_bytes);
+    ASSERT_GT(data_end, 100u);
+    for (size_t cut = 0; cut < data_end; ++cut)
+        EXPECT_NE(error_of(std::vector<uint8_t>(b.begin(), b.begin() + static_cast<std::ptrdiff_t>(cut))), "<no error>") << cut;
+    EXPECT_EQ(error_of(std::vector<uint8_t>(b.begin(), b.begin() + static_cast<std::ptrdiff_t>(data_end))), "<no error>");
 }
 
 // Importance-weighted squared error of every linear tensor of `quantized` against `src`.
@@ -135,11 +290,6 @@ double weighted_error(const std::string& src, const std::string& quantized, cons
         }
     }
     return err;
-}
-
-std::vector<uint8_t> file_bytes(const std::string& p) {
-    std::ifstream f(p, std::ios::binary);
-    return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
 }
 
 TEST(Imatrix, WeightsTheScaleSearch) {
