@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
     warden::cli::register_logits(app, rc);
     warden::cli::register_batch(app, rc);
     warden::cli::register_quantize(app, rc);
+    warden::cli::register_imatrix(app, rc);
     warden::cli::register_serve(app, rc);
     warden::cli::register_bench(app, rc);
     warden::cli::register_eval(app, rc);

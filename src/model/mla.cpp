@@ -46,15 +46,19 @@ void MlaAttention::forward(const ModelConfig& c, const MlaWeights& w, const floa
     // Queries [n, H, nope + rope].
     if (m.q_lora_rank > 0) {
         qa_.resize(N * static_cast<size_t>(m.q_lora_rank));
+        if (observer) observer->observe(w.wq_a, x, n);
         kernels::matmul(w.wq_a.view(), x, n, qa_.data(), pool);
         for (int64_t t = 0; t < n; ++t)
             kernels::rmsnorm(qa_.data() + t * m.q_lora_rank, w.q_a_norm.data(), qa_.data() + t * m.q_lora_rank,
                              m.q_lora_rank, kMlaNormEps);
+        if (observer) observer->observe(w.wq_b, qa_.data(), n);
         kernels::matmul(w.wq_b.view(), qa_.data(), n, q_.data(), pool);
     } else {
+        if (observer) observer->observe(w.wq, x, n);
         kernels::matmul(w.wq.view(), x, n, q_.data(), pool);
     }
     // Latent + rope key [n, L + R]: normed latent, rotated key.
+    if (observer) observer->observe(w.wkv_a, x, n);
     kernels::matmul(w.wkv_a.view(), x, n, kv_.data(), pool);
     for (int64_t t = 0; t < n; ++t) {
         float* r = kv_.data() + t * row;
@@ -100,6 +104,7 @@ void MlaAttention::forward(const ModelConfig& c, const MlaWeights& w, const floa
         for (int64_t t = 0; t < n; ++t)
             std::memcpy(att_.data() + (t * H + h) * Dv, tmp2_.data() + t * Dv, static_cast<size_t>(Dv) * sizeof(float));
     }
+    if (observer) observer->observe(w.wo, att_.data(), n);
     kernels::matmul(w.wo.view(), att_.data(), n, out, pool);
 }
 

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "kernels/mla_attention.h"
+#include "model/activation_observer.h"
 #include "model/model_config.h"
 #include "model/moe.h"
 #include "model/weights.h"
@@ -43,6 +44,9 @@ public:
     void forward(const ModelConfig& c, const MlaWeights& w, const float* x, int64_t n, const float* rope_cs,
                  std::span<const MlaSeq> seqs, const kernels::PagedKvLayer& kv, kernels::FreshKv fresh, float* out,
                  util::ThreadPool& pool);
+
+    // Sees the q / q_a / q_b / kv_a / o inputs (model/activation_observer.h).
+    ActivationObserver* observer = nullptr;
 
 private:
     std::vector<float> qa_, q_, kv_, qabs_, lat_, tmp_, tmp2_, att_;

@@ -88,6 +88,7 @@ void MoeFfn::forward(const ModelConfig& c, const MoeWeights& w, const float* x, 
     logits_.resize(N * static_cast<size_t>(E));
     sel_.resize(N * static_cast<size_t>(K));
     wsel_.resize(N * static_cast<size_t>(K));
+    if (observer) observer->observe(w.router, x, n);
     kernels::matmul(w.router.view(), x, n, logits_.data(), pool);
     moe_route(m, logits_.data(), w.router_bias.empty() ? nullptr : w.router_bias.data(), n, sel_.data(),
               wsel_.data());
@@ -121,9 +122,14 @@ void MoeFfn::forward(const ModelConfig& c, const MoeWeights& w, const float* x, 
             std::memcpy(xe_.data() + j * d, x + t * d, static_cast<size_t>(d) * sizeof(float));
         }
         const auto ue = static_cast<size_t>(e);
+        if (observer) {
+            observer->observe(w.gate[ue], xe_.data(), rows);
+            observer->observe(w.up[ue], xe_.data(), rows);
+        }
         kernels::matmul(w.gate[ue].view(), xe_.data(), rows, g_.data(), pool);
         kernels::matmul(w.up[ue].view(), xe_.data(), rows, u_.data(), pool);
         kernels::silu_mul(g_.data(), u_.data(), g_.data(), rows * de);
+        if (observer) observer->observe(w.down[ue], g_.data(), rows);
         kernels::matmul(w.down[ue].view(), g_.data(), rows, ye_.data(), pool);
         for (int64_t j = 0; j < rows; ++j) {
             const int64_t i = order_[static_cast<size_t>(r0 + j)];
@@ -133,9 +139,14 @@ void MoeFfn::forward(const ModelConfig& c, const MoeWeights& w, const float* x, 
 
     if (m.n_shared > 0) {
         const int64_t ws = m.n_shared * de;
+        if (observer) {
+            observer->observe(w.shared_gate, x, n);
+            observer->observe(w.shared_up, x, n);
+        }
         kernels::matmul(w.shared_gate.view(), x, n, g_.data(), pool);
         kernels::matmul(w.shared_up.view(), x, n, u_.data(), pool);
         kernels::silu_mul(g_.data(), u_.data(), g_.data(), n * ws);
+        if (observer) observer->observe(w.shared_down, g_.data(), n);
         kernels::matmul(w.shared_down.view(), g_.data(), n, ye_.data(), pool);
         for (int64_t i = 0; i < n * d; ++i) out[i] += ye_[static_cast<size_t>(i)];
     }

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "model/activation_observer.h"
 #include "model/model_config.h"
 #include "model/weights.h"
 #include "util/thread_pool.h"
@@ -42,6 +43,9 @@ public:
 
     // Tokens routed to each expert by the last forward() (for tests and statistics).
     const std::vector<int64_t>& last_expert_counts() const { return counts_; }
+
+    // Sees the router's, each expert's and the shared experts' inputs (model/activation_observer.h).
+    ActivationObserver* observer = nullptr;
 
 private:
     std::vector<float> logits_;    // [n, n_experts]

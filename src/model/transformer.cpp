@@ -120,7 +120,7 @@ std::vector<char> Transformer::step(std::span<const SeqInput> seqs, const kernel
     // copy: rows of multi-token (prefill) sequences use it, single-token (decode) rows use the
     // runtime matrix. Rows are independent (batch invariance), so splitting the call into runs
     // of the same kind changes no result bit.
-    auto mm = [&](const Matrix& M, const float* xin, float* yout) {
+    auto mm_unobserved = [&](const Matrix& M, const float* xin, float* yout) {
         if (!M.prefill) {
             kernels::matmul(M.view(), xin, n, yout, pool_);
             return;
@@ -135,15 +135,21 @@ std::vector<char> Transformer::step(std::span<const SeqInput> seqs, const kernel
             i = j;
         }
     };
+    auto mm = [&](const Matrix& M, const float* xin, float* yout) {
+        if (observer_) observer_->observe(M, xin, n);
+        mm_unobserved(M, xin, yout);
+    };
     // Matrices sharing the input xin (q/k/v, gate/up): one activation quantization and one
     // pool dispatch (kernels::matmul_multi; same result bits as separate mm calls).
     // A matrix with a --prefill-weights copy goes through mm (its rows are split by kind).
     auto mm_shared = [&](std::initializer_list<std::pair<const Matrix*, float*>> ms, const float* xin) {
         std::array<kernels::MatmulOut, 3> o{};
         size_t k = 0;
+        if (observer_)
+            for (const auto& [M, yout] : ms) observer_->observe(*M, xin, n);
         for (const auto& [M, yout] : ms) {
             if (M->prefill) {
-                for (const auto& [M2, y2] : ms) mm(*M2, xin, y2);
+                for (const auto& [M2, y2] : ms) mm_unobserved(*M2, xin, y2);
                 return;
             }
             o.at(k++) = {&M->view(), yout};

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/paged_attention.h"
+#include "model/activation_observer.h"
 #include "model/kv_cache.h"
 #include "model/model.h"
 #include "model/mla.h"
@@ -44,6 +45,12 @@ public:
     void forward(const int32_t* tokens, int64_t n, ContiguousKvCache& cache, float* logits, bool all_logits);
 
     const Model& model() const { return model_; }
+    // Every layer matrix's input rows go to `o` before it is multiplied (null: none; the default).
+    void set_observer(ActivationObserver* o) {
+        observer_ = o;
+        moe_.observer = o;
+        mla_.observer = o;
+    }
     static constexpr int64_t kMaxChunk = 256;
 
 private:
@@ -69,6 +76,7 @@ private:
     std::vector<float> rope_cs_;  // [n, rope_dim / 2, 2] cos, sin
     MoeFfn moe_;                  // MoE FFN scratch (layers with LayerWeights::moe)
     MlaAttention mla_;            // latent attention scratch (layers with LayerWeights::mla)
+    ActivationObserver* observer_ = nullptr;
 };
 
 }  // namespace warden::model

@@ -363,3 +363,51 @@ def test_quantize_with_imatrix(tmp_path: Path):
             "--imatrix", str(skew))
     assert p.returncode == 0, p.stderr
     assert f"imatrix {skew}: 21 of 21 quantized tensors weighted" in p.stdout, p.stdout
+
+
+def test_imatrix_command(tmp_path: Path):
+    """`warden imatrix` writes llama.cpp's GGUF imatrix: gguf-py (independent of warden) reads the
+    keys and tensors llama-imatrix writes (imatrix.datasets / chunk_count / chunk_size; per layer
+    matrix NAME.in_sum2 [cols] x 1 and NAME.counts of the tokens seen), `warden quantize --imatrix`
+    weights every layer matrix with it, and bad arguments fail with one line and nothing written."""
+    from conftest import SMOLLM2_GGUF
+
+    gguf = pytest.importorskip("gguf")
+    if not SMOLLM2_GGUF.is_file():
+        pytest.skip(f"{SMOLLM2_GGUF} missing (scripts/fetch_model.sh)")
+    text = ROOT / "data" / "eval" / "text.txt"
+    out = tmp_path / "smol.imatrix.gguf"
+    p = run("imatrix", "-m", str(SMOLLM2_GGUF), "-f", str(text), "-o", str(out), "--chunk-size", "64", "--chunks", "3",
+            "-t", "2")
+    assert p.returncode == 0, p.stderr
+    assert f"wrote {out}: 210 entries from 3 chunks of 64 tokens" in p.stdout, p.stdout
+    r = gguf.GGUFReader(str(out))
+    kv = {f.name: f for f in r.fields.values()}
+    assert kv["imatrix.chunk_count"].parts[-1][0] == 3 and kv["imatrix.chunk_size"].parts[-1][0] == 64
+    assert bytes(kv["imatrix.datasets"].parts[-1]).decode() == str(text)
+    t = {x.name: x for x in r.tensors}
+    assert len(t) == 2 * 210
+    q, c = t["blk.0.attn_q.weight.in_sum2"], t["blk.0.attn_q.weight.counts"]
+    assert list(q.shape) == [576, 1] and list(c.shape) == [1, 1]  # ggml order: [cols, n_mat]
+    assert float(c.data.reshape(-1)[0]) == 3 * 64
+    down = t["blk.29.ffn_down.weight.in_sum2"]
+    assert list(down.shape) == [1536, 1] and np.all(np.asarray(down.data) > 0)
+    assert np.array_equal(np.asarray(q.data), np.asarray(t["blk.0.attn_k.weight.in_sum2"].data))  # same input
+    # quantize with it: all 210 layer matrices weighted (the tied Q8_0 embeddings are copied as they are).
+    q4 = tmp_path / "smol-int4.gguf"
+    p = run("quantize", "-m", str(SMOLLM2_GGUF), "-o", str(q4), "--weights", "int4", "--imatrix", str(out), "-t", "2")
+    assert p.returncode == 0, p.stderr
+    assert f"imatrix {out}: 210 of 210 quantized tensors weighted by it (210 entries, 3 chunks of {text})" in p.stdout, p.stdout
+    # Bad arguments: one error line, exit 1, no output.
+    short = tmp_path / "short.txt"
+    short.write_text("Hello there.")
+    for args, needle in (((str(text), str(tmp_path / "x.dat")), "must end in .gguf"),
+                         ((str(short), str(tmp_path / "x.gguf")), "fewer than one chunk of 512"),
+                         ((str(tmp_path / "missing.txt"), str(tmp_path / "x.gguf")), "cannot open"),
+                         ((str(text), str(tmp_path / "x.gguf"), "--chunk-size", "100000"), "exceeds the model's context"),
+                         ((str(text), str(tmp_path / "x.gguf"), "--chunks", "0"), "--chunks must be positive")):
+        p = run("imatrix", "-m", str(SMOLLM2_GGUF), "-f", args[0], "-o", args[1], *args[2:])
+        assert p.returncode == 1 and needle in p.stderr, (needle, p.stderr)
+        errors = [ln for ln in p.stderr.splitlines() if "error" in ln]
+        assert len(errors) == 1 and needle in errors[0], p.stderr
+        assert not Path(args[1]).exists()
