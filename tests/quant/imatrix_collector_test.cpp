@@ -21,6 +21,8 @@
 #include "model/model.h"
 #include "model/transformer.h"
 #include "quant/imatrix.h"
+#include "quant/quantize_ct.h"
+#include "quant/weight_format.h"
 #include "util/thread_pool.h"
 
 namespace warden::quant {
@@ -242,6 +244,29 @@ TEST(ImatrixCollector, MlaProjectionsAndSharedExperts) {
     EXPECT_FALSE(col.entries().contains("blk.0.ffn_up_exps.weight"));  // first_k_dense_replace 1
     EXPECT_EQ(col.entries().at("blk.1.ffn_up_shexp.weight").counts, std::vector<double>{20.0});
     EXPECT_EQ(col.entries().at("blk.1.ffn_up_exps.weight").n_mat, 8);
+}
+
+// The names the collector gives a Hugging Face checkpoint's matrices are the ones `warden quantize`
+// looks up for it (via model/gguf_names.h): every matrix the compressed-tensors writer packs,
+// routed and shared experts and MLA projections included, finds its entry.
+TEST(ImatrixCollector, EveryMatrixTheWriterPacksFindsItsEntry) {
+    for (const char* name : {"tiny-qwen3-moe", "tiny-deepseek-v3-qproj"}) {
+        const std::string dir = test::golden_model(name);
+        if (!std::filesystem::exists(dir + "/config.json")) GTEST_SKIP() << "no " << name;
+        util::ThreadPool pool(2);
+        const auto m = load(dir, pool);
+        ImatrixCollector col(*m);
+        collect(*m, col, some_tokens(16, m->config.vocab_size), pool);
+        const Imatrix imp = col.importance(1, "t");
+        const std::string out = (std::filesystem::temp_directory_path() /
+                                 ("warden_imc_ct_" + std::to_string(::getpid()) + "_" + name))
+                                    .string();
+        const auto st = quantize_hf_compressed_tensors(dir, out, parse_weight_format("int4"), false,
+                                                       pool, std::nullopt, &imp);
+        std::filesystem::remove_all(out);
+        EXPECT_GT(st.tensors_quantized, 50) << name;
+        EXPECT_EQ(st.imatrix_weighted, st.tensors_quantized) << name;
+    }
 }
 
 }  // namespace
