@@ -49,15 +49,15 @@ def val(t, v):
     return struct.pack(FMT[t], v)
 
 def gguf(version, kvs, tensors, alignment=32):
-    # tensors: (name, dims, type id, n_bytes)
+    # tensors: (name, dims, type id, n_bytes[, bytes]); without bytes, a fixed pattern
     head = struct.pack("<IIQQ", 0x46554747, version, len(tensors), len(kvs))
     for k, t, v in kvs:
         head += s(k) + struct.pack("<I", t) + val(t, v)
     off, data = 0, b""
-    for name, dims, tt, nb in tensors:
+    for name, dims, tt, nb, *given in tensors:
         head += s(name) + struct.pack("<I", len(dims)) + b"".join(struct.pack("<Q", d) for d in dims)
         head += struct.pack("<IQ", tt, off)
-        blob = bytes((i * 37 + 11) & 0xFF for i in range(nb))
+        blob = given[0] if given else bytes((i * 37 + 11) & 0xFF for i in range(nb))
         pad = (-nb) % alignment
         data += blob + b"\0" * pad
         off += nb + pad
@@ -121,22 +121,8 @@ with open(os.path.join(out, "seed.imatrix.dat"), "wb") as f:
 def f32_tensor(name, dims, vals):
     return (name, dims, 0, 4 * len(vals), struct.pack(f"<{len(vals)}f", *vals))
 
-def gguf_with(kvs, tensors, alignment=32):
-    head = struct.pack("<IIQQ", 0x46554747, 3, len(tensors), len(kvs))
-    for k, t, v in kvs:
-        head += s(k) + struct.pack("<I", t) + val(t, v)
-    off, data = 0, b""
-    for name, dims, tt, nb, blob in tensors:
-        head += s(name) + struct.pack("<I", len(dims)) + b"".join(struct.pack("<Q", d) for d in dims)
-        head += struct.pack("<IQ", tt, off)
-        pad = (-nb) % alignment
-        data += blob + b"\0" * pad
-        off += nb + pad
-    head += b"\0" * ((-len(head)) % alignment)
-    return head + data
-
 with open(os.path.join(out, "seed.imatrix.gguf"), "wb") as f:
-    f.write(gguf_with([("general.type", STR, "imatrix"), ("imatrix.datasets", ARR, (STR, ["calib.txt"])),
+    f.write(gguf(3, [("general.type", STR, "imatrix"), ("imatrix.datasets", ARR, (STR, ["calib.txt"])),
                        ("imatrix.chunk_count", U32, 4), ("imatrix.chunk_size", U32, 512)],
                       [f32_tensor("blk.0.attn_q.weight.in_sum2", [4, 1], [4.0, 8.0, 0.0, 2.0]),
                        f32_tensor("blk.0.attn_q.weight.counts", [1, 1], [4.0]),

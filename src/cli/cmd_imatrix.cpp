@@ -54,7 +54,6 @@ int imatrix(const ImatrixOptions& o) {
     model::Transformer tf(*model, pool);
     tf.set_observer(&collector);
     model::ContiguousKvCache cache(model->config, o.chunk_size, kernels::KvType::F32);
-    std::vector<float> logits(static_cast<size_t>(model->config.vocab_size));
     std::vector<int32_t> chunk(static_cast<size_t>(o.chunk_size));
     std::fprintf(stderr, "imatrix: %lld chunks of %lld tokens (%zu in the text), %zu matrices\n",
                  static_cast<long long>(n_chunks), static_cast<long long>(o.chunk_size),
@@ -64,7 +63,7 @@ int imatrix(const ImatrixOptions& o) {
         std::copy_n(tokens.begin() + c * o.chunk_size, o.chunk_size, chunk.begin());
         if (bos) chunk[0] = tok.bos_id();  // as llama-imatrix: every chunk starts with BOS
         cache.set_n_tokens(0);
-        tf.forward(chunk.data(), o.chunk_size, cache, logits.data(), false);
+        tf.forward(chunk.data(), o.chunk_size, cache, nullptr, false);  // no head: not observed
         const double s =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         std::fprintf(stderr, "imatrix: chunk %lld/%lld, %.1f s, %.0f tok/s\n",

@@ -69,6 +69,26 @@ void GGUFWriter::set_u32(const std::string& key, uint32_t v) {
     set(key, g);
 }
 
+void GGUFWriter::set_string(const std::string& key, const std::string& v) {
+    GGUFValue g;
+    g.type = GGUFValueType::STRING;
+    g.s = v;
+    set(key, g);
+}
+
+void GGUFWriter::set_string_array(const std::string& key, const std::vector<std::string>& v) {
+    GGUFValue g;
+    g.type = GGUFValueType::ARRAY;
+    g.elem_type = GGUFValueType::STRING;
+    for (const std::string& s : v) {
+        GGUFValue x;
+        x.type = GGUFValueType::STRING;
+        x.s = s;
+        g.arr.push_back(std::move(x));
+    }
+    set(key, g);
+}
+
 int64_t GGUFWriter::checked_bytes(const std::string& name, const std::vector<int64_t>& shape, tensor::GgmlType type) {
     int64_t n = 1;
     for (int64_t d : shape) n *= d;

@@ -16,6 +16,8 @@ public:
     // Adds or replaces a metadata value (insertion order is kept).
     void set(const std::string& key, const GGUFValue& v);
     void set_u32(const std::string& key, uint32_t v);
+    void set_string(const std::string& key, const std::string& v);
+    void set_string_array(const std::string& key, const std::vector<std::string>& v);
     // Makes a tensor's bytes when write() reaches it.
     using Producer = std::function<std::vector<uint8_t>()>;
     // shape in ggml order (shape[0] contiguous); data must hold the tensor's bytes.

@@ -41,7 +41,8 @@ public:
 
     // Single-sequence convenience on a contiguous cache: runs tokens at positions
     // [cache.n_tokens(), +n) in chunks of kMaxChunk, writes the last token's logits ([vocab])
-    // or every token's ([n, vocab]) when all_logits.
+    // or every token's ([n, vocab]) when all_logits. Without all_logits, logits may be null: the
+    // KV cache is filled and no head is computed.
     void forward(const int32_t* tokens, int64_t n, ContiguousKvCache& cache, float* logits, bool all_logits);
 
     const Model& model() const { return model_; }

@@ -1,5 +1,6 @@
 #include "quant/imatrix.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -50,6 +51,10 @@ private:
     size_t pos_ = 0;
     const std::string& name_;
 };
+
+bool all_printable(const uint8_t* p, size_t n) {
+    return std::all_of(p, p + n, [](uint8_t c) { return c >= 32 && c < 127; });
+}
 
 std::string printable(const uint8_t* p, size_t n) {
     std::string s;
@@ -128,8 +133,8 @@ Imatrix parse_gguf_imatrix(const uint8_t* data, size_t size, const std::string& 
         const auto [sums, counts] = sc;
         if (tensor.empty()) gguf_fail(name, "a tensor named only '.in_sum2' or '.counts'");
         const auto* tp = reinterpret_cast<const uint8_t*>(tensor.data());
-        for (size_t i = 0; i < tensor.size(); ++i)  // as the legacy reader: messages quote names
-            if (tp[i] < 32 || tp[i] >= 127) gguf_fail(name, "tensor name is not printable ('" + printable(tp, tensor.size()) + "')");
+        if (!all_printable(tp, tensor.size()))  // as the legacy reader: messages quote names
+            gguf_fail(name, "tensor name is not printable ('" + printable(tp, tensor.size()) + "')");
         if (!sums || !counts) gguf_fail(name, "'" + tensor + "' has " + (sums ? "sums but no .counts" : "counts but no .in_sum2"));
         if (sums->type != tensor::GgmlType::F32 || counts->type != tensor::GgmlType::F32)
             gguf_fail(name, "'" + tensor + "': sums and counts must be F32");
@@ -150,7 +155,7 @@ Imatrix parse_gguf_imatrix(const uint8_t* data, size_t size, const std::string& 
                 if (!std::isfinite(x) || x < 0.0f)
                     gguf_fail(name, "'" + tensor + "': value " + std::to_string(j * cols + i) + " is " + std::to_string(x) +
                          " (must be finite and non-negative)");
-                x = cnt > 0.0f ? x / cnt : 1.0f;  // no calibration token reached it: equal weights
+                x = mean_square_importance(x, cnt);
                 if (!std::isfinite(x)) gguf_fail(name, "'" + tensor + "': value " + std::to_string(j * cols + i) + " / count " + std::to_string(cnt) + " overflows");
             }
         }
@@ -175,8 +180,8 @@ Imatrix parse_imatrix(const uint8_t* data, size_t size, const std::string& name)
         const int32_t len = r.i32(at + " name length");
         if (len < 1 || len > kMaxName) r.fail(at + ": name length " + std::to_string(len));
         const uint8_t* np = r.bytes(static_cast<size_t>(len), at + " name");
-        for (int32_t i = 0; i < len; ++i)
-            if (np[i] < 32 || np[i] >= 127) r.fail(at + ": name is not printable ('" + printable(np, static_cast<size_t>(len)) + "')");
+        if (!all_printable(np, static_cast<size_t>(len)))
+            r.fail(at + ": name is not printable ('" + printable(np, static_cast<size_t>(len)) + "')");
         std::string tensor(reinterpret_cast<const char*>(np), static_cast<size_t>(len));
         const int32_t ncall = r.i32(at + " call count");
         const int32_t nval = r.i32(at + " value count");

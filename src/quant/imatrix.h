@@ -36,6 +36,10 @@ struct Imatrix {
     const float* find(const std::string& tensor, int64_t cols) const;
 };
 
+// The importance llama-quantize derives from a GGUF imatrix's sum of squared inputs over `count`
+// tokens: their mean, or 1 (equal weights) for a matrix no calibration token reached.
+inline float mean_square_importance(float sum, float count) { return count > 0.0f ? sum / count : 1.0f; }
+
 // Throws util::Error naming the path and what is wrong.
 Imatrix read_imatrix(const std::string& path);
 // The same from bytes in memory (tests, fuzzing); `name` is used in messages.

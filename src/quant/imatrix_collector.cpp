@@ -86,7 +86,7 @@ Imatrix ImatrixCollector::importance(int32_t chunks, const std::string& dataset)
             const auto cnt = static_cast<float>(e.counts[static_cast<size_t>(j)]);
             for (int64_t c = 0; c < e.cols; ++c) {
                 const auto k = static_cast<size_t>(j * e.cols + c);
-                v[k] = cnt > 0.0f ? static_cast<float>(e.sums[k]) / cnt : 1.0f;
+                v[k] = mean_square_importance(static_cast<float>(e.sums[k]), cnt);
             }
         }
         m.entries.emplace(name, std::move(v));
@@ -99,20 +99,8 @@ void ImatrixCollector::write_gguf(const std::string& path, const std::vector<std
     util::check(chunks >= 0 && chunks <= UINT32_MAX && chunk_size > 0 && chunk_size <= UINT32_MAX,
                 "imatrix: chunk count / size out of range");
     model::GGUFWriter w;
-    model::GGUFValue type;
-    type.type = model::GGUFValueType::STRING;
-    type.s = "imatrix";
-    w.set("general.type", type);
-    model::GGUFValue ds;
-    ds.type = model::GGUFValueType::ARRAY;
-    ds.elem_type = model::GGUFValueType::STRING;
-    for (const std::string& d : datasets) {
-        model::GGUFValue x;
-        x.type = model::GGUFValueType::STRING;
-        x.s = d;
-        ds.arr.push_back(std::move(x));
-    }
-    w.set("imatrix.datasets", ds);
+    w.set_string("general.type", "imatrix");
+    w.set_string_array("imatrix.datasets", datasets);
     w.set_u32("imatrix.chunk_count", static_cast<uint32_t>(chunks));
     w.set_u32("imatrix.chunk_size", static_cast<uint32_t>(chunk_size));
     const auto f32 = [](const std::vector<double>& v) {

@@ -43,12 +43,9 @@ QuantizeStats quantize_gguf(const std::string& in, const std::string& out, const
     // The runtime format the blocks were written from, which loading without --weights uses: the
     // block types alone cannot tell int4-g128 (four Q4_0 blocks sharing a scale) from int4-g32
     // without reading every row (model/gguf_native_weights.h).
-    model::GGUFValue declared;
-    declared.type = model::GGUFValueType::STRING;
     WeightFormat stored = f;
     stored.act_f32 = false;  // a kernel choice (-a16), not part of the stored blocks
-    declared.s = weight_format_name(stored);
-    w.set(std::string(model::kGgufDeclaredWeightsKey), declared);
+    w.set_string(std::string(model::kGgufDeclaredWeightsKey), weight_format_name(stored));
     // The layers the model runs, for the matrices --weights applies to at load (attention, MLP,
     // MLA projections, shared and stacked routed experts; not routers, MLA's kv_b, MTP blocks).
     const int64_t n_layers = model::config_from_gguf(src).n_layers;

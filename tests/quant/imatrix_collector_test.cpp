@@ -35,15 +35,14 @@ std::unique_ptr<model::Model> load(const std::string& path, util::ThreadPool& po
     return model::load_model(path, o, pool);
 }
 
-// Runs `tokens` through the model with the collector attached (one sequence from position 0).
-void collect(const model::Model& m, ImatrixCollector& col, const std::vector<int32_t>& tokens,
-             util::ThreadPool& pool) {
+// Runs `tokens` through the model with `col` observing (one sequence from position 0).
+void collect(const model::Model& m, model::ActivationObserver& col,
+             const std::vector<int32_t>& tokens, util::ThreadPool& pool) {
     model::Transformer tf(m, pool);
     tf.set_observer(&col);
     model::ContiguousKvCache cache(m.config, static_cast<int64_t>(tokens.size()),
                                    kernels::KvType::F32);
-    std::vector<float> logits(static_cast<size_t>(m.config.vocab_size));
-    tf.forward(tokens.data(), static_cast<int64_t>(tokens.size()), cache, logits.data(), false);
+    tf.forward(tokens.data(), static_cast<int64_t>(tokens.size()), cache, nullptr, false);
 }
 
 std::vector<int32_t> some_tokens(int64_t n, int64_t vocab) {
@@ -190,14 +189,7 @@ TEST(ImatrixCollector, RoutedExpertsCountTheirTokens) {
     ASSERT_LT(ex, moe.gate.size());
     ImatrixCollector col2(*m);
     Recorder rec(col2, &moe.gate[ex]);
-    {
-        model::Transformer tf(*m, pool);
-        tf.set_observer(&rec);
-        const auto toks = some_tokens(n, c.vocab_size);
-        model::ContiguousKvCache cache(c, n, kernels::KvType::F32);
-        std::vector<float> logits(static_cast<size_t>(c.vocab_size));
-        tf.forward(toks.data(), n, cache, logits.data(), false);
-    }
+    collect(*m, rec, some_tokens(n, c.vocab_size), pool);
     const int64_t de = c.moe.d_expert, d = c.d_model,
                   rows = static_cast<int64_t>(rec.rows.size()) / d;
     ASSERT_EQ(static_cast<double>(rows),
