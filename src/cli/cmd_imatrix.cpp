@@ -24,6 +24,7 @@ struct ImatrixOptions {
     std::string out;
     int64_t chunk_size = 512;
     int64_t chunks = -1;  // all
+    bool process_output = false;
 };
 
 int imatrix(const ImatrixOptions& o) {
@@ -50,7 +51,13 @@ int imatrix(const ImatrixOptions& o) {
                     " tokens, fewer than one chunk of " + std::to_string(o.chunk_size));
     const int64_t n_chunks = o.chunks < 0 ? available : std::min(o.chunks, available);
 
-    quant::ImatrixCollector collector(*model);
+    quant::ImatrixCollector collector(*model, o.process_output);
+    if (o.process_output && collector.entries().count("output.weight") == 0)
+        std::fprintf(stderr, "imatrix: --process-output: the output head is tied to the embeddings "
+                             "(token_embd.weight), which is not collected, as llama-imatrix does not\n");
+    // With --process-output every row's logits are computed, so the head sees the whole chunk as
+    // llama-imatrix's does; otherwise no head runs at all.
+    std::vector<float> logits(o.process_output ? static_cast<size_t>(o.chunk_size * model->config.vocab_size) : 0);
     model::Transformer tf(*model, pool);
     tf.set_observer(&collector);
     model::ContiguousKvCache cache(model->config, o.chunk_size, kernels::KvType::F32);
@@ -63,7 +70,7 @@ int imatrix(const ImatrixOptions& o) {
         std::copy_n(tokens.begin() + c * o.chunk_size, o.chunk_size, chunk.begin());
         if (bos) chunk[0] = tok.bos_id();  // as llama-imatrix: every chunk starts with BOS
         cache.set_n_tokens(0);
-        tf.forward(chunk.data(), o.chunk_size, cache, nullptr, false);  // no head: not observed
+        tf.forward(chunk.data(), o.chunk_size, cache, o.process_output ? logits.data() : nullptr, o.process_output);
         const double s =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         std::fprintf(stderr, "imatrix: chunk %lld/%lld, %.1f s, %.0f tok/s\n",
@@ -93,6 +100,9 @@ void register_imatrix(CLI::App& app, int& rc) {
                     "tokens per chunk, each from position 0 and starting with BOS (default 512, as "
                     "llama-imatrix's context)");
     sub->add_option("--chunks", o->chunks, "chunks to process (default: all the text holds)");
+    sub->add_flag("--process-output", o->process_output,
+                  "collect the output head too, as output.weight (not for a head tied to the "
+                  "embeddings; as llama-imatrix's --process-output)");
     sub->callback([o, &rc] { rc = imatrix(*o); });
 }
 

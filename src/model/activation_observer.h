@@ -4,8 +4,8 @@
 // there, as llama.cpp's llama-imatrix does from its graph callback. Null by default, so serving
 // pays one pointer test per matrix. Observed: every layer matrix that a quantized checkpoint holds
 // (GQA q/k/v/o, dense gate/up/down, the MoE router, routed experts with the rows routed to each,
-// shared experts, MLA q / q_a / q_b / kv_a / o). Not observed: MLA's per-head k_b / v_b halves
-// (kept unquantized) and the output head (llama-imatrix skips it unless --process-output).
+// shared experts, MLA q / q_a / q_b / kv_a / o) and the output head, for the rows whose logits the
+// step computes. Not observed: MLA's per-head k_b / v_b halves (kept unquantized).
 #include <cstdint>
 
 namespace warden::model {

@@ -13,17 +13,21 @@
 
 namespace warden::model {
 
-bool is_layer_matrix(const GGUFTensor& t, int64_t n_layers) {
-    if (!t.name.starts_with("blk.") || t.shape.size() < 2) return false;
-    const size_t dot = t.name.find('.', 4);
+bool is_layer_matrix_name(const std::string& name, int64_t n_layers) {
+    if (!name.starts_with("blk.")) return false;
+    const size_t dot = name.find('.', 4);
     if (dot == std::string::npos) return false;
-    const std::string idx = t.name.substr(4, dot - 4);
+    const std::string idx = name.substr(4, dot - 4);
     if (idx.empty() || idx.size() > 9 || idx.find_first_not_of("0123456789") != std::string::npos)
         return false;
     if (std::stoll(idx) >= n_layers) return false;
     for (const char* never : {"ffn_gate_inp", "attn_kv_b", "attn_k_b", "attn_v_b"})
-        if (t.name.find(never) != std::string::npos) return false;
+        if (name.find(never) != std::string::npos) return false;
     return true;
+}
+
+bool is_layer_matrix(const GGUFTensor& t, int64_t n_layers) {
+    return t.shape.size() >= 2 && is_layer_matrix_name(t.name, n_layers);
 }
 
 namespace {

@@ -39,8 +39,13 @@ GgufNativeWeights gguf_native_weights(const GGUFFile& g, const ModelConfig& c,
 // The matrices --weights applies to: "blk.N.*" of layers the model runs (N < n_layers: not the
 // MTP / nextn blocks after them) with two or more dimensions (stacked experts have three),
 // except those that always load in f32 or --dtype: MoE routers and MLA's kv_b / k_b / v_b
-// (model/mla.cpp). `warden quantize` writes exactly these quantized (quant/quantize_model.h).
+// (model/mla.cpp). `warden quantize` writes exactly these quantized (quant/quantize_model.h),
+// and so does its compressed-tensors writer, by each Hugging Face name's GGUF name
+// (quant/quantize_ct.cpp, model/gguf_names.h).
 bool is_layer_matrix(const GGUFTensor& t, int64_t n_layers);
+
+// The name half of is_layer_matrix (a routed expert's "blk.N.ffn_up_exps.weight[e]" included).
+bool is_layer_matrix_name(const std::string& gguf_name, int64_t n_layers);
 
 // Beside layers named by --weights in a quantized format, with no --head-weights: the embeddings
 // and head that keep their own lossless format by the same rule as above (embed / output set),

@@ -249,6 +249,7 @@ std::vector<char> Transformer::step(std::span<const SeqInput> seqs, const kernel
         kernels::rmsnorm(x_.data() + rows[static_cast<size_t>(j)] * d, w.output_norm.data(), xb_.data() + j * d, d,
                          c.rms_eps);
     std::vector<float> out(static_cast<size_t>(m * vocab));
+    if (observer_) observer_->observe(w.output, xb_.data(), m);
     kernels::matmul(w.output.view(), xb_.data(), m, out.data(), pool_);
     int64_t j = 0;
     for (size_t i = 0; i < seqs.size(); ++i) {

@@ -23,7 +23,9 @@ void ImatrixCollector::add(const model::Matrix& m, const std::string& name, int6
     slots_[&m] = Slot{&e, index};
 }
 
-ImatrixCollector::ImatrixCollector(const model::Model& m) {
+ImatrixCollector::ImatrixCollector(const model::Model& m, bool process_output) {
+    if (process_output && !m.config.tied_embeddings && m.weights.output.view().data != m.weights.token_embd.view().data)
+        add(m.weights.output, "output.weight");
     const auto& layers = m.weights.layers;
     for (size_t l = 0; l < layers.size(); ++l) {
         const model::LayerWeights& L = layers[l];

@@ -28,7 +28,10 @@ class ImatrixCollector final : public model::ActivationObserver {
         std::vector<double> counts;  // [n_mat] tokens seen
     };
 
-    explicit ImatrixCollector(const model::Model& m);
+    // process_output: collect the output head too, as "output.weight" (llama-imatrix's
+    // --process-output), where the model has one of its own; a head tied to the embeddings is
+    // never collected (llama-imatrix names it token_embd.weight and skips it).
+    explicit ImatrixCollector(const model::Model& m, bool process_output = false);
     void observe(const model::Matrix& m, const float* x, int64_t n_rows) override;
 
     const std::map<std::string, Entry>& entries() const { return entries_; }

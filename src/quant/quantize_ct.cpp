@@ -13,6 +13,7 @@
 #include "model/compressed_tensors.h"
 #include "model/fp8_block.h"
 #include "model/gguf_names.h"
+#include "model/gguf_native_weights.h"
 #include "model/safetensors_file.h"
 #include "model/safetensors_writer.h"
 #include "model/tensor_source.h"
@@ -34,15 +35,15 @@ void write_text(const std::string& path, const std::string& text) {
     if (!f) throw Error("write to '" + path + "' failed");
 }
 
-// A linear layer quantized by default: model.layers.N.<...>_proj.weight (attention, dense MLP,
-// MoE experts and shared experts, MLA's q / q_a / q_b / o) and MLA's kv_a_proj_with_mqa -- the
-// matrices the loader quantizes with --weights. MLA's kv_b_proj is split per head at load and kept
-// in the runtime dtype, so it stays dense here too (and loading the output matches quantizing the
-// source at load).
-bool is_layer_linear(const std::string& n) {
-    if (n.rfind("model.layers.", 0) != 0) return false;
-    if (n.ends_with(".self_attn.kv_a_proj_with_mqa.weight")) return true;
-    return n.ends_with("_proj.weight") && !n.ends_with(".kv_b_proj.weight");
+// A linear layer quantized by default: one the loader quantizes with --weights, by the rule for
+// GGUF names (model::is_layer_matrix_name on its GGUF name): attention, dense MLP, routed and
+// shared experts, MLA's q / q_a / q_b / kv_a / o of the layers the model runs. Routers and MLA's
+// kv_b (split per head at load and kept in the runtime dtype) stay dense, and so does anything
+// with no GGUF name or past num_hidden_layers (MTP blocks), so loading the output matches
+// quantizing the source at load.
+bool is_layer_linear(const std::string& n, int64_t n_layers) {
+    const std::string g = model::gguf_tensor_name(n);
+    return !g.empty() && model::is_layer_matrix_name(g, n_layers);
 }
 
 std::vector<uint8_t> f32_bytes(const model::SourceTensor& t) {
@@ -105,6 +106,11 @@ QuantizeStats quantize_hf_compressed_tensors(const std::string& in_dir, const st
     // Source, with the loader's resolvers (pack-quantized and FP8 sources are re-quantized).
     auto config = util::read_ordered_json_file(in_dir + "/config.json");
     const nlohmann::json cfg_plain = nlohmann::json::parse(config.dump());
+    // The layers the model runs: matrices of blocks past them (MTP) are not packed (is_layer_linear).
+    const auto layers_it = cfg_plain.find("num_hidden_layers");
+    if (layers_it == cfg_plain.end() || !layers_it->is_number_integer() || layers_it->get<int64_t>() < 0)
+        throw Error("'" + in_dir + "/config.json': num_hidden_layers is missing or not a non-negative integer");
+    const int64_t n_layers = layers_it->get<int64_t>();
     std::optional<model::CtConfig> ct;
     std::optional<model::Fp8BlockConfig> fp8;
     if (model::is_compressed_tensors_config(cfg_plain)) {
@@ -168,7 +174,7 @@ QuantizeStats quantize_hf_compressed_tensors(const std::string& in_dir, const st
             if (raw && !p.src->ct && raw->dtype == p.src->st_dtype) p.raw = raw;
         }
         const bool emb = n == "lm_head.weight" || n == "model.embed_tokens.weight";
-        p.quantize = p.dims.size() == 2 && (is_layer_linear(n) || (embeddings && emb));
+        p.quantize = p.dims.size() == 2 && (is_layer_linear(n, n_layers) || (embeddings && emb));
         if (p.quantize) {
             const int64_t rows = p.dims[0], cols = p.dims[1];
             try {

@@ -728,6 +728,52 @@ TEST(CompressedTensors, WriterTakesAnImatrixByGgufName) {
     for (const auto& d : {o0, o1, o2, m0, m1, bad}) fs::remove_all(d);
 }
 
+// The writer packs what the loader quantizes with --weights, by the rule for GGUF names: a block
+// past num_hidden_layers (an MTP block, as GLM-4.5 ships) and a layer matrix with no GGUF name stay
+// in the source dtype, byte for byte, although both end in "_proj.weight" (the suffix rule this
+// replaced packed them: 23 instead of 21).
+TEST(CompressedTensors, WriterPacksOnlyTheMatricesTheLoaderQuantizes) {
+    if (!fs::exists(test::golden_model("tiny-llama") + "/config.json")) GTEST_SKIP() << "tiny-llama golden missing";
+    util::ThreadPool pool(1);
+    const std::string src = test::golden_model("tiny-llama");  // 3 layers
+    const std::string dir = tmp_dir("extra_src"), out = tmp_dir("extra_out");
+    fs::copy_file(src + "/config.json", dir + "/config.json");
+    const model::SafetensorsModel in = model::SafetensorsModel::open_dir(src);
+    model::SafetensorsWriter w;
+    const model::SafetensorsTensor* q0 = nullptr;
+    for (const auto& t : in.tensors()) {
+        w.add_tensor(t.name, t.dtype, t.shape, std::vector<uint8_t>(t.data, t.data + t.n_bytes));
+        if (t.name == "model.layers.0.self_attn.q_proj.weight") q0 = &t;
+    }
+    ASSERT_NE(q0, nullptr);
+    const std::vector<std::string> extras = {"model.layers.3.self_attn.q_proj.weight", "model.layers.0.eh_proj.weight"};
+    for (const auto& n : extras) w.add_tensor(n, q0->dtype, q0->shape, std::vector<uint8_t>(q0->data, q0->data + q0->n_bytes));
+    w.write(dir + "/model.safetensors");
+
+    const auto st = quant::quantize_hf_compressed_tensors(dir, out, quant::parse_weight_format("int4"), false, pool);
+    EXPECT_EQ(st.tensors_quantized, 3 * 7);
+    const model::SafetensorsModel o = model::SafetensorsModel::open_dir(out);
+    for (const auto& n : extras) {
+        const auto* t = o.find(n);
+        ASSERT_NE(t, nullptr) << n;
+        EXPECT_EQ(t->dtype, q0->dtype) << n;
+        EXPECT_TRUE(t->n_bytes == q0->n_bytes && std::memcmp(t->data, q0->data, t->n_bytes) == 0) << n;
+        EXPECT_EQ(o.find(n + "_packed"), nullptr) << n;
+    }
+    EXPECT_NE(o.find("model.layers.2.self_attn.q_proj.weight_packed"), nullptr);
+    // A config without num_hidden_layers cannot say which blocks the model runs: a clear error.
+    json cfg = json::parse(std::ifstream(src + "/config.json"));
+    cfg.erase("num_hidden_layers");
+    std::ofstream(dir + "/config.json") << cfg.dump();
+    EXPECT_NE(message_of([&] {
+                  quant::quantize_hf_compressed_tensors(dir, tmp_dir("extra_out2"), quant::parse_weight_format("int4"), false, pool);
+              }).find("num_hidden_layers"),
+              std::string::npos);
+    fs::remove_all(dir);
+    fs::remove_all(out);
+    fs::remove_all(tmp_dir("extra_out2"));
+}
+
 TEST(CompressedTensors, WriterRefusesWhatItCannotStoreExactly) {
     util::ThreadPool pool(1);
     const std::string src = test::golden_model("tiny-llama");

@@ -398,6 +398,11 @@ def test_imatrix_command(tmp_path: Path):
     p = run("quantize", "-m", str(SMOLLM2_GGUF), "-o", str(q4), "--weights", "int4", "--imatrix", str(out), "-t", "2")
     assert p.returncode == 0, p.stderr
     assert f"imatrix {out}: 210 of 210 quantized tensors weighted by it (210 entries, 3 chunks of {text})" in p.stdout, p.stdout
+    # --process-output: SmolLM2's head is tied to its embeddings, so nothing more is collected, and
+    # it says so (ImatrixCollector.ProcessOutputSumsTheHeadsInput covers a head of its own).
+    p = run("imatrix", "-m", str(SMOLLM2_GGUF), "-f", str(text), "-o", str(out), "--chunk-size", "64", "--chunks", "1",
+            "-t", "2", "--process-output")
+    assert p.returncode == 0 and "210 entries" in p.stdout and "tied to the embeddings" in p.stderr, p.stderr
     # Bad arguments: one error line, exit 1, no output.
     short = tmp_path / "short.txt"
     short.write_text("Hello there.")

@@ -261,5 +261,55 @@ TEST(ImatrixCollector, EveryMatrixTheWriterPacksFindsItsEntry) {
     }
 }
 
+// --process-output: the head's entry is "output.weight" over every row whose logits are computed.
+// The observed rows are the head's input: multiplied by the head they give the logits the forward
+// step returned, and each is an RMS-normed row under output_norm (sum of (h / g)^2 = d). A head tied
+// to the embeddings is not collected (llama-imatrix skips token_embd.weight).
+TEST(ImatrixCollector, ProcessOutputSumsTheHeadsInput) {
+    util::ThreadPool pool(2);
+    const auto m = load(test::golden_model("tiny-llama.gguf"), pool);  // its own output.weight
+    const auto& c = m->config;
+    const int64_t n = 24, d = c.d_model, vocab = c.vocab_size;
+    const std::vector<int32_t> toks = some_tokens(n, vocab);
+    EXPECT_EQ(ImatrixCollector(*m).entries().count("output.weight"), 0u);  // off by default
+    ImatrixCollector col(*m, true);
+    ASSERT_EQ(col.entries().size(), static_cast<size_t>(7 * c.n_layers + 1));
+    Recorder rec(col, &m->weights.output);
+    model::Transformer tf(*m, pool);
+    tf.set_observer(&rec);
+    model::ContiguousKvCache cache(c, n, kernels::KvType::F32);
+    std::vector<float> logits(static_cast<size_t>(n * vocab));
+    tf.forward(toks.data(), n, cache, logits.data(), true);
+    ASSERT_EQ(rec.rows.size(), static_cast<size_t>(n * d));
+    const ImatrixCollector::Entry& e = col.entries().at("output.weight");
+    EXPECT_EQ(e.counts, std::vector<double>{static_cast<double>(n)});
+    std::vector<double> sums(static_cast<size_t>(d), 0.0);
+    std::vector<float> w(static_cast<size_t>(d));
+    for (int64_t t = 0; t < n; ++t) {
+        const float* h = rec.rows.data() + t * d;
+        double normed = 0.0;
+        for (int64_t j = 0; j < d; ++j) {
+            sums[static_cast<size_t>(j)] += static_cast<double>(h[j]) * h[j];
+            const double u = h[j] / m->weights.output_norm[static_cast<size_t>(j)];
+            normed += u * u;
+        }
+        EXPECT_NEAR(normed, static_cast<double>(d), 1e-3 * static_cast<double>(d)) << t;
+        for (int64_t v = 0; v < vocab; v += 7) {
+            m->weights.output.row_f32(v, w.data());
+            double dot = 0.0;
+            for (int64_t j = 0; j < d; ++j) dot += static_cast<double>(w[static_cast<size_t>(j)]) * h[j];
+            EXPECT_NEAR(logits[static_cast<size_t>(t * vocab + v)], dot, 1e-4 + 1e-4 * std::fabs(dot)) << t << " " << v;
+        }
+    }
+    for (int64_t j = 0; j < d; ++j)
+        EXPECT_NEAR(e.sums[static_cast<size_t>(j)], sums[static_cast<size_t>(j)], 1e-9 * sums[static_cast<size_t>(j)] + 1e-12);
+
+    const std::string tied = test::golden_model("tiny-qwen3");
+    if (!std::filesystem::exists(tied + "/config.json")) GTEST_SKIP() << "no tiny-qwen3";
+    const auto mt = load(tied, pool);
+    ASSERT_TRUE(mt->config.tied_embeddings);
+    EXPECT_EQ(ImatrixCollector(*mt, true).entries().count("output.weight"), 0u);
+}
+
 }  // namespace
 }  // namespace warden::quant
