@@ -12,7 +12,10 @@
 #
 # Every round also measures the read bandwidth (bench/membw.cpp, built into OUT_DIR when
 # missing), so the roofline is taken in the same minutes as the decode figures: the summary uses
-# the highest bandwidth any round saw (the strictest roofline).
+# the highest bandwidth any round saw (the strictest roofline). With BRACKET=1 (the default) every
+# configuration's run is also bracketed by a short membw reading just before and just after it, and
+# the summary gives each run's draw against the mean of its two brackets (the bandwidth of the
+# seconds it ran in; this VM's moves by 30% or more within a minute).
 #
 # Env: MODEL [/work/bench-models/llama-1b-bf16.gguf], THREADS [2], TG [32], ROUNDS [5],
 #      FORMATS ["bf16 fp8 int8 int4-g32 int4-g128 int4-g32+hb int4-g32+qe"] (+qe: --quantize-embeddings,
@@ -21,7 +24,7 @@
 #      LLAMA_TYPES ["Q4_0 Q8_0 BF16"], PROMPT ["Once upon a time"],
 #      WARDEN_BIN [build-int4/warden], LLAMA_BIN [/work/llama.cpp/build/bin],
 #      OUT_DIR [bench/out/weights], MEMBW_JSON [bench/out/membw.json] (used only when no round
-#      measured the bandwidth)
+#      measured the bandwidth), BRACKET [1]
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 MODEL="${MODEL:-/work/bench-models/llama-1b-bf16.gguf}"
@@ -34,6 +37,7 @@ PROMPT="${PROMPT:-Once upon a time}"
 WARDEN_BIN="${WARDEN_BIN:-$REPO/build-int4/warden}"
 LLAMA_BIN="${LLAMA_BIN:-/work/llama.cpp/build/bin}"
 OUT_DIR="${OUT_DIR:-$REPO/bench/out/weights}"
+BRACKET="${BRACKET:-1}"
 MEMBW_JSON="${MEMBW_JSON:-$REPO/bench/out/membw.json}"
 mkdir -p "$OUT_DIR"
 log() { printf '[weights %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
@@ -57,6 +61,11 @@ membw="$OUT_DIR/membw"
 [[ -x "$membw" && "$membw" -nt "$REPO/bench/membw.cpp" ]] || g++ -O3 -march=native -pthread -o "$membw" "$REPO/bench/membw.cpp"
 results="$OUT_DIR/results.tsv"
 : > "$results"
+# bracket ROUND CONFIG pre|post: a short read-bandwidth reading next to one configuration's run.
+bracket() {
+  [[ "$BRACKET" == 1 ]] || return 0
+  printf 'bracket\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$("$membw" --threads "$THREADS" --mib 512 --reps 3 --json 2>/dev/null | head -1)" >> "$results"
+}
 for round in $(seq 1 "$ROUNDS"); do
   log "round $round membw"
   printf 'membw\t%s\t%s\n' "$round" "$("$membw" --threads "$THREADS" --reps 3 --json 2>/dev/null | head -1)" >> "$results"
@@ -67,8 +76,10 @@ for round in $(seq 1 "$ROUNDS"); do
     [[ "$fmt" == *+h8 ]] && args+=(--head-weights int8)
     [[ "$fmt" == *+hb ]] && args+=(--head-weights bf16)
     log "round $round warden $fmt"
+    bracket "$round" "warden $fmt" pre
     "$WARDEN_BIN" run -m "${files[$fmt]}" -p "$PROMPT" -n "$TG" --threads "$THREADS" --ignore-eos --temp 0 "${args[@]}" \
       > /dev/null 2> "$OUT_DIR/warden-$fmt-$round.log" || { log "warden $fmt failed"; continue; }
+    bracket "$round" "warden $fmt" post
     mem="$(grep '^warden: weights' "$OUT_DIR/warden-$fmt-$round.log" || true)"
     tim="$(grep '^timings:' "$OUT_DIR/warden-$fmt-$round.log")"
     printf 'warden\t%s\t%s\t%s\t%s\t%s\n' "$round" "$fmt" "$tim" "$mem" "${files[$fmt]}" >> "$results"
@@ -76,8 +87,10 @@ for round in $(seq 1 "$ROUNDS"); do
   for q in $LLAMA_TYPES; do
     f="$OUT_DIR/$base-$q.gguf"; [[ $q == BF16 ]] && f="$MODEL"
     log "round $round llama-bench $q"
+    bracket "$round" "llama.cpp $q" pre
     "$LLAMA_BIN/llama-bench" -m "$f" -t "$THREADS" -p 0 -n "$TG" -r 3 -o csv 2>/dev/null | tail -n +2 | \
       awk -v r="$round" -v q="$q" -v f="$f" '{print "llama\t" r "\t" q "\t" $0 "\t\t" f}' >> "$results" || log "llama-bench $q failed"
+    bracket "$round" "llama.cpp $q" post
   done
 done
 log "results in $results"

@@ -14,7 +14,12 @@ plain read loop, and the bf16 GEMV sometimes draws more than it, so a second col
 configuration's bandwidth draw (tok/s x bytes/token) as a fraction of warden bf16's in the same
 round: the roofline as the bf16 kernel shows it on that minute's machine. A third gives each
 round's draw as a fraction of that round's own membw reading (the bandwidth of this VM moves
-within a run, so the highest reading can come from a minute no decode run saw).
+within a run, so the highest reading can come from a minute no decode run saw). Where the run
+bracketed every configuration's run with membw readings (weights_speed.sh BRACKET=1), a fourth
+gives each run's draw against the mean of its own two brackets, with the median over rounds, and
+a fifth the per-round ratio to warden bf16 at equal bandwidth: (tok/s / bracket bandwidth) over
+warden bf16's (tok/s / its bracket bandwidth), i.e. the speed ratio had both run on the same
+memory.
 
 Usage: weights_speed_summary.py results.tsv membw.json THREADS
 """
@@ -24,6 +29,7 @@ import csv
 import io
 import json
 import re
+import statistics
 import sys
 from collections import defaultdict
 
@@ -46,6 +52,7 @@ def main() -> int:
     tok = defaultdict(dict)  # config -> round -> tok/s
     bpt = {}
     round_bw = {}  # round -> bytes/s
+    brackets = defaultdict(list)  # (config, round) -> bytes/s readings before and after its run
     for line in open(results):
         f = line.rstrip("\n").split("\t")
         if f[0] == "membw":
@@ -53,6 +60,11 @@ def main() -> int:
                 round_bw[int(f[1])] = json.loads(f[2])["read_gbps"][str(threads)] * 1e9
             except (ValueError, KeyError, IndexError):
                 print(f"warning: round {f[1]}: unreadable membw reading, not used", file=sys.stderr)
+        elif f[0] == "bracket":
+            try:
+                brackets[(f[2], int(f[1]))].append(json.loads(f[4])["read_gbps"][str(threads)] * 1e9)
+            except (ValueError, KeyError, IndexError):
+                print(f"warning: round {f[1]} {f[2]}: unreadable bracket reading, not used", file=sys.stderr)
         elif f[0] == "warden":
             _, rnd, fmt, tim, mem, path = f[:6]
             m = re.search(r"decode_tok_s=([\d.]+)", tim)
@@ -81,9 +93,17 @@ def main() -> int:
     base = tok.get("warden bf16", {})
     print(f"membw {bw / 1e9:.1f} GB/s ({threads} threads, {src}); best of "
           f"{max((len(v) for v in tok.values()), default=0)} rounds")
-    print("| config | best tok/s | MB/token | roofline tok/s | % of roofline | % of that round's membw, per round "
-          "| GB/s drawn / warden bf16's, per round | best / warden bf16 best | per-round ratio to warden bf16 |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    bracketed = bool(brackets)
+    head = ("| config | best tok/s | MB/token | roofline tok/s | % of roofline | % of that round's membw, per round "
+            "| GB/s drawn / warden bf16's, per round | best / warden bf16 best | per-round ratio to warden bf16 |")
+    if bracketed:
+        head += " % of the run's bracketing membw, per round (median) | per-round ratio to warden bf16 at equal bandwidth |"
+    print(head)
+    print("|---" * (head.count("|") - 1) + "|")
+
+    def bracket_bw(cfg: str, r: int) -> float | None:
+        v = brackets.get((cfg, r), [])
+        return sum(v) / len(v) if len(v) == 2 else None
     bbest = max(base.values()) if base else None
     for cfg, rounds in tok.items():
         best = max(rounds.values())
@@ -93,8 +113,17 @@ def main() -> int:
                         if r in base and base[r] > 0) if base else "-"
         own = " ".join(f"{100 * rounds[r] * bpt[cfg] / round_bw[r]:.0f}" for r in sorted(rounds) if r in round_bw) or "-"
         rel = f"{best / bbest:.2f}" if bbest else "-"
-        print(f"| {cfg} | {best:.2f} | {bpt[cfg] / 1e6:.0f} | {roof:.1f} | {100 * best / roof:.0f}% | {own} | {draw} "
-              f"| {rel} | {ratios} |")
+        row = (f"| {cfg} | {best:.2f} | {bpt[cfg] / 1e6:.0f} | {roof:.1f} | {100 * best / roof:.0f}% | {own} | {draw} "
+               f"| {rel} | {ratios} |")
+        if bracketed:
+            fr = {r: rounds[r] * bpt[cfg] / bracket_bw(cfg, r) for r in sorted(rounds) if bracket_bw(cfg, r)}
+            med = statistics.median(fr.values()) if fr else None
+            bb = {r: base[r] / bracket_bw("warden bf16", r) for r in base if bracket_bw("warden bf16", r)}
+            eq = " ".join(f"{(rounds[r] / bracket_bw(cfg, r)) / bb[r]:.2f}" for r in sorted(rounds)
+                          if r in bb and bracket_bw(cfg, r)) or "-"
+            row += (" " + " ".join(f"{100 * v:.0f}" for v in fr.values()) + (f" ({100 * med:.0f}%)" if med else "-")
+                    + f" | {eq} |")
+        print(row)
     return 0
 
 

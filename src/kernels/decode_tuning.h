@@ -7,7 +7,7 @@
 // that do not split cache lines decoded int4 1.12-1.45x faster than that (docs/WEIGHT_QUANT.md,
 // "Zen 5"). So the values are chosen per CPU vendor at start-up; WARDEN_DECODE_TUNING overrides
 // them (benchmarks):
-//   WARDEN_DECODE_TUNING=panels=1,q4=2048,q8=1024,fp8=1024,half=1   (any subset of the keys)
+//   WARDEN_DECODE_TUNING=panels=1,q4=2048,q8=1024,fp8=1024,half=1,q4avx2=1   (any subset of the keys)
 #include <cstdint>
 #include <string>
 
@@ -20,6 +20,9 @@ struct DecodeTuning {
     int64_t fp8_prefetch = 1024;  // fp8
     // Batch 1: int4/int8 codes read 32 bytes per load, not 64 (no load spans two cache lines).
     bool half_loads = false;
+    // Batch 1: int4 with int8 activations (W4A8) runs the AVX2 kernel (32-byte loads, maddubs)
+    // instead of the VNNI one; the results are the same bits (both are the scalar contract).
+    bool q4_avx2 = false;
     const char* source = "intel";  // which table ("intel", "amd") or "env"
 };
 
