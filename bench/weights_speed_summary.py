@@ -105,6 +105,8 @@ def main() -> int:
         v = brackets.get((cfg, r), [])
         return sum(v) / len(v) if len(v) == 2 else None
     bbest = max(base.values()) if base else None
+    # warden bf16's tok/s per byte/s of its own brackets, per round: the equal-bandwidth baseline.
+    base_eq = {r: base[r] / bracket_bw("warden bf16", r) for r in base if bracket_bw("warden bf16", r)}
     for cfg, rounds in tok.items():
         best = max(rounds.values())
         roof = bw / bpt[cfg]
@@ -118,9 +120,8 @@ def main() -> int:
         if bracketed:
             fr = {r: rounds[r] * bpt[cfg] / bracket_bw(cfg, r) for r in sorted(rounds) if bracket_bw(cfg, r)}
             med = statistics.median(fr.values()) if fr else None
-            bb = {r: base[r] / bracket_bw("warden bf16", r) for r in base if bracket_bw("warden bf16", r)}
-            eq = " ".join(f"{(rounds[r] / bracket_bw(cfg, r)) / bb[r]:.2f}" for r in sorted(rounds)
-                          if r in bb and bracket_bw(cfg, r)) or "-"
+            eq = " ".join(f"{(rounds[r] / bracket_bw(cfg, r)) / base_eq[r]:.2f}" for r in sorted(rounds)
+                          if r in base_eq and bracket_bw(cfg, r)) or "-"
             row += (" " + " ".join(f"{100 * v:.0f}" for v in fr.values()) + (f" ({100 * med:.0f}%)" if med else "-")
                     + f" | {eq} |")
         print(row)

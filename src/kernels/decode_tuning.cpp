@@ -49,8 +49,9 @@ DecodeTuning decode_tuning_table(const char* vendor) {
         t.q8_prefetch = 1024;
         t.fp8_prefetch = 1024;
         t.half_loads = true;
-        // One int4 token drew 3-7% more bandwidth through the AVX2 kernel than through the VNNI
-        // one (19 of 24 alternating rounds over int4, int4-g128, int4-asym; session 20).
+        // One int4 token drew more bandwidth through the AVX2 kernel than through the VNNI one
+        // (medians +2.8-6.9%, ahead in 19 of 24 alternating rounds over int4, int4-g128,
+        // int4-asym; session 20, docs/WEIGHT_QUANT.md).
         t.q4_avx2 = true;
         t.source = "amd";
         return t;

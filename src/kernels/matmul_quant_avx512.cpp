@@ -489,16 +489,16 @@ void WARDEN_AVX512_ENTRY(const QuantArgs& a, int64_t r0, int64_t r1) {
                        : a.group == 0     ? 32 + a.cols * 16
                                           : a.cols / 32 * kQ8BlockBytes;
     const DecodeTuning& tune = decode_tuning();
-    const int64_t pf = fp8 ? tune.fp8_prefetch : w4a8 ? tune.q4_prefetch : tune.q8_prefetch;
-    // Half loads at batch 1 only: with several tokens the kernel is compute-bound and the extra
-    // insert per 64 bytes cost 7-13% on the Zen 5 VM (64 tokens, bench_gemv_decode, 5 of 5 rounds).
-    const bool half = tune.half_loads && a.n == 1;
 #ifndef WARDEN_AVX512_EMULATE  // the emulated build runs on CPUs that may lack AVX2
     if (w4a8 && a.n == 1 && tune.q4_avx2) {
         mm_quant_avx2(a, r0, r1);
         return;
     }
 #endif
+    const int64_t pf = fp8 ? tune.fp8_prefetch : w4a8 ? tune.q4_prefetch : tune.q8_prefetch;
+    // Half loads at batch 1 only: with several tokens the kernel is compute-bound and the extra
+    // insert per 64 bytes cost 7-13% on the Zen 5 VM (64 tokens, bench_gemv_decode, 5 of 5 rounds).
+    const bool half = tune.half_loads && a.n == 1;
     if (a.kind == 0 && a.act_f32) {  // W4A16
         if (a.asym)
             q4_a16<true>(a, r0, r1, pb, tune.q4_prefetch);
