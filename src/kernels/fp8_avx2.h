@@ -24,6 +24,13 @@ struct E4m3x16 {
                                              14, -128, -128, -128, 15);
     const __m256i mask = _mm256_set1_epi32(static_cast<int32_t>(0x87f00000u));
     const __m256 pow120 = _mm256_set1_ps(1.329227995784916e36f);
+    // Without the * 2^120: each value times 2^-120, exactly (the kernels multiply it by x * 2^120
+    // instead: detail::QuantArgs::x_e4m3).
+    void raw(const uint8_t* p, __m256& lo, __m256& hi) const {
+        const __m256i c = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+        lo = _mm256_castsi256_ps(_mm256_and_si256(_mm256_srai_epi32(_mm256_shuffle_epi8(c, lo_ctrl), 4), mask));
+        hi = _mm256_castsi256_ps(_mm256_and_si256(_mm256_srai_epi32(_mm256_shuffle_epi8(c, hi_ctrl), 4), mask));
+    }
     void operator()(const uint8_t* p, __m256& lo, __m256& hi) const {
         const __m256i c = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
         const __m256i a = _mm256_and_si256(_mm256_srai_epi32(_mm256_shuffle_epi8(c, lo_ctrl), 4), mask);

@@ -56,6 +56,11 @@ struct QuantArgs {
     // kernel unpacks each panel's codes to bytes once for all its token passes; null: read the
     // nibbles in place. Never shared between threads. Set by matmul.cpp's run_rows when it pays.
     uint8_t* unpack = nullptr;
+    // FP8 at one token (n == 1): x * 2^120, when every element of it is finite (each |x| < 2^8);
+    // null otherwise. A code widened without its * 2^120 (e4m3 value * 2^-120, exact, subnormal
+    // codes included) times this is exactly the contract's product e4m3(code) * x, so the kernels
+    // skip one multiply per 16 weights and keep the result bits. Set by matmul.cpp.
+    const float* x_e4m3 = nullptr;
 };
 
 // int8-g32 (Q8 group 32): bytes of one 32-column block of a panel, its 16 u16 scales then 8

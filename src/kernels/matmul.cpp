@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
+#include <limits>
 #include <vector>
 
 #include "kernels/kernels_internal.h"
@@ -60,6 +62,22 @@ QuantizedActs quantize_to_scratch(const float* x, int64_t n, int64_t cols) {
     }
     quantize_acts(x, n, cols, xq.data(), xd.data(), xs.data(), xz.data());
     return {xq.data(), xd.data(), xs.data(), xz.data()};
+}
+
+// x * 2^120 (one token row of `cols`) for the FP8 kernels' multiply-free widening
+// (detail::QuantArgs::x_e4m3), in per-thread scratch reused like quantize_to_scratch's; null when
+// some element would not be finite (|x| >= 2^8, inf, NaN), and the kernels then widen as before.
+const float* e4m3_scaled_to_scratch(const float* x, int64_t cols) {
+    thread_local std::vector<float> xs;
+    if (xs.size() < static_cast<size_t>(cols)) xs.resize(static_cast<size_t>(cols));
+    constexpr float kPow120 = 1.329227995784916e36f;  // 2^120
+    bool overflow = false;  // also set by NaN (the comparison is false)
+    for (int64_t k = 0; k < cols; ++k) {
+        const float v = x[k] * kPow120;
+        xs[static_cast<size_t>(k)] = v;
+        overflow |= !(std::fabs(v) <= std::numeric_limits<float>::max());
+    }
+    return overflow ? nullptr : xs.data();
 }
 
 // Per-call arguments of a quantized matmul (acts: the quantized x when int_acts(w)).
@@ -184,6 +202,7 @@ void matmul_rows(Isa isa, const WeightMatrix& w, const float* x, int64_t n, floa
     if (is_quant(w)) {
         check_quant_shape(w);
         qa = quant_args(w, x, n, y, int_acts(w) ? quantize_to_scratch(x, n, w.cols) : QuantizedActs{});
+        if (w.type == WeightType::FP8 && n == 1) qa.x_e4m3 = e4m3_scaled_to_scratch(x, w.cols);
     }
     run_rows(table(isa), w, x, n, y, row_begin, row_end, qa);
 }
@@ -202,7 +221,7 @@ void matmul_multi(std::span<const MatmulOut> outs, const float* x, int64_t n, ut
     job.x = x;
     job.n = n;
     const int64_t cols = outs[0].w->cols;
-    bool need_int_acts = false;
+    bool need_int_acts = false, fp8_one_token = false;
     for (size_t i = 0; i < outs.size(); ++i) {
         const WeightMatrix& w = *outs[i].w;
         util::check(w.rows >= 0 && w.cols >= 0, "matmul: negative weight shape");
@@ -210,13 +229,18 @@ void matmul_multi(std::span<const MatmulOut> outs, const float* x, int64_t n, ut
         if (is_quant(w)) {
             check_quant_shape(w);
             need_int_acts |= int_acts(w);
+            fp8_one_token |= w.type == WeightType::FP8 && n == 1;
         }
         job.panel0[i + 1] = job.panel0[i] + (w.rows + kPanelRows - 1) / kPanelRows;
     }
     // The activations are quantized once for every int8-activation matrix.
     const QuantizedActs acts = need_int_acts ? quantize_to_scratch(x, n, cols) : QuantizedActs{};
+    const float* x_e4m3 = fp8_one_token ? e4m3_scaled_to_scratch(x, cols) : nullptr;
     for (size_t i = 0; i < outs.size(); ++i)
-        if (is_quant(*outs[i].w)) job.qa[i] = quant_args(*outs[i].w, x, n, outs[i].y, acts);
+        if (is_quant(*outs[i].w)) {
+            job.qa[i] = quant_args(*outs[i].w, x, n, outs[i].y, acts);
+            if (outs[i].w->type == WeightType::FP8) job.qa[i].x_e4m3 = x_e4m3;
+        }
     const int64_t total = job.panel0[outs.size()];
     if (total == 0) return;
     const int nt = pool.size();

@@ -268,18 +268,31 @@ inline void fp8_store(const __m256 (&lo)[4], const __m256 (&hi)[4], const uint8_
     avx2::store_panel(_mm256_mul_ps(acc0, s0), _mm256_mul_ps(acc1, s1), y, j0, j1);
 }
 
-// FP8, one token: each code is widened in registers as the chains consume it.
+// FP8, one token: each code is widened in registers as the chains consume it. With
+// QuantArgs::x_e4m3 (one token, every |x| < 2^8) the codes are widened without their * 2^120 and
+// meet x * 2^120: the same products exactly, two multiplies per 16 weights fewer.
 void fp8_panel(const QuantArgs& a, const uint8_t* panel, int64_t t, float* y, int64_t j0, int64_t j1) {
     const uint8_t* qs = panel + 64;
     const avx2::E4m3x16 dec;
     __m256 lo[4], hi[4];
     for (int i = 0; i < 4; ++i) lo[i] = hi[i] = _mm256_setzero_ps();
-    fp8_chains(
-        [&](int64_t k, __m256& wl, __m256& wh) {
-            if ((k & 3) == 0) _mm_prefetch(reinterpret_cast<const char*>(qs + k * 16) + 1024, _MM_HINT_T0);
-            dec(qs + k * 16, wl, wh);
-        },
-        a.x + t * a.cols, a.cols, lo, hi);
+    const auto pf = [&](int64_t k) {
+        if ((k & 3) == 0) _mm_prefetch(reinterpret_cast<const char*>(qs + k * 16) + 1024, _MM_HINT_T0);
+    };
+    if (a.x_e4m3 && a.n == 1)
+        fp8_chains(
+            [&](int64_t k, __m256& wl, __m256& wh) {
+                pf(k);
+                dec.raw(qs + k * 16, wl, wh);
+            },
+            a.x_e4m3, a.cols, lo, hi);
+    else
+        fp8_chains(
+            [&](int64_t k, __m256& wl, __m256& wh) {
+                pf(k);
+                dec(qs + k * 16, wl, wh);
+            },
+            a.x + t * a.cols, a.cols, lo, hi);
     fp8_store(lo, hi, panel, y, j0, j1);
 }
 

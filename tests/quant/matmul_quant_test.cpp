@@ -154,8 +154,9 @@ TEST(QuantMatmul, Fp8MultiTokenBitExactAcrossBlocksAndTokenTiles) {
 // The AVX-512 VNNI entry (kernels/matmul_quant_avx512.cpp) on SIMDe, called as matmul.cpp's
 // run_rows calls a kernel table: activations quantized per token, rows [r0, r1) of y written,
 // unpack scratch (zero-filled 16 x cols bytes, deliberately not 64-byte aligned) when `unpack`.
+// x_e4m3: FP8 at one token, x * 2^120 (QuantArgs::x_e4m3) or null (the kernel widens with its multiply).
 std::vector<float> run_vnni_emulated(const WeightMatrix& w, const float* x, int64_t n, int64_t r0, int64_t r1,
-                                     bool unpack, float fill = -1.0f) {
+                                     bool unpack, float fill = -1.0f, const float* x_e4m3 = nullptr) {
     const int64_t cols = w.cols, nb = cols / 32;
     std::vector<int8_t> xq(static_cast<size_t>(n * cols));
     std::vector<float> xd(static_cast<size_t>(n * nb));
@@ -181,6 +182,7 @@ std::vector<float> run_vnni_emulated(const WeightMatrix& w, const float* x, int6
     a.y = y.data();
     a.ldy = w.rows;
     a.unpack = unpack ? scratch.data() + 32 : nullptr;
+    a.x_e4m3 = x_e4m3;
     detail::mm_quant_avx512_emulated(a, r0, r1);
     return y;
 }
@@ -443,6 +445,55 @@ TEST(QuantMatmul, Fp8DecodeEveryCode) {
                 if ((c & 0x7f) == 0x7f) c = 0x7e;
                 ASSERT_EQ(y[static_cast<size_t>(r)], tensor::fp8_e4m3_to_f32(c)) << "code " << int(c);
             }
+        }
+    }
+}
+
+// FP8 at one token: where every |x| < 2^8 the kernels widen codes without their * 2^120 and
+// multiply by x * 2^120 (QuantArgs::x_e4m3), otherwise they widen as before; both are the
+// contract's products exactly. Every non-NaN code (subnormal codes included) against activations
+// with subnormal and signed-zero elements, the largest float below 2^8 (the scaled path), and
+// 256 and 1e30 (the widening path), column tails, AVX2 and AVX-512 natively (every decode tuning)
+// and on SIMDe with and without the scaled activations: all equal the scalar kernel bit for bit.
+TEST(QuantMatmul, Fp8OneTokenScaledActivationsBitExact) {
+    uint32_t seed = 404;
+    constexpr float kPow120 = 1.329227995784916e36f;
+    for (int64_t cols : {5, 128, 259}) {
+        const int64_t rows = 40;
+        QMat m = make_qmat("fp8", rows, cols, seed++);
+        const int64_t pb = 64 + cols * 16;
+        for (int64_t p = 0; p * 16 < rows; ++p)
+            for (int64_t i = 0; i < cols * 16; ++i) {
+                auto c = static_cast<uint8_t>((p * 7919 + i * 37 + 11) & 0xff);
+                if ((c & 0x7f) == 0x7f) c = 0x7e;  // NaN codes are never stored
+                m.buf[static_cast<size_t>(1 + p * pb + 64 + i)] = c;
+            }
+        for (const float special : {0.0f, 255.99998f, 256.0f, 1e30f}) {
+            auto xb = random_floats(static_cast<size_t>(cols + 1), seed++, -2.0f, 2.0f);
+            float* x = xb.data() + 1;
+            x[0] = special == 0.0f ? x[0] : special;
+            if (cols > 4) {
+                x[1] = 1e-40f;  // subnormal
+                x[2] = -3e-39f;
+                x[3] = -0.0f;
+                x[4] = 0.0f;
+            }
+            const bool scaled = std::fabs(special) < 256.0f;
+            const std::string what = "fp8 cols=" + std::to_string(cols) + " x0=" + std::to_string(x[0]);
+            const auto ref = run(Isa::Scalar, m.w, x, 1);
+            if (isa_supported(Isa::AVX2)) expect_bits(run(Isa::AVX2, m.w, x, 1), ref, "avx2 " + what);
+            if (isa_supported(Isa::AVX512))
+                for (const DecodeTuning& tune : testing::decode_tunings_to_test()) {
+                    testing::DecodeTuningGuard tg(tune);
+                    expect_bits(run(Isa::AVX512, m.w, x, 1), ref, "avx512 (" + decode_tuning_summary() + ") " + what);
+                }
+            std::vector<float> xs(static_cast<size_t>(cols));
+            for (int64_t k = 0; k < cols; ++k) xs[static_cast<size_t>(k)] = x[k] * kPow120;
+            expect_bits(run_vnni_emulated(m.w, x, 1, 0, rows, false), ref, "emulated, widened " + what);
+            if (scaled)
+                expect_bits(run_vnni_emulated(m.w, x, 1, 0, rows, false, -1.0f, xs.data()), ref,
+                            "emulated, scaled activations " + what);
+            if (HasFatalFailure()) return;
         }
     }
 }
