@@ -14,7 +14,7 @@ namespace {
 bool valid(const DecodeTuning& t) {
     const auto pf_ok = [](int64_t d) { return d >= 0 && d <= 16384 && d % 64 == 0; };
     return (t.panels == 1 || t.panels == 2) && pf_ok(t.q4_prefetch) && pf_ok(t.q8_prefetch) &&
-           pf_ok(t.fp8_prefetch);
+           pf_ok(t.fp8_prefetch) && pf_ok(t.q4_avx2_prefetch);
 }
 
 // WARDEN_DECODE_TUNING on top of the vendor's table; anything malformed is reported once on
@@ -28,7 +28,7 @@ DecodeTuning initial() {
     std::fprintf(stderr,
                  "warden: WARDEN_DECODE_TUNING=%s is not a list of panels=1|2, q4=, q8=, fp8= "
                  "(bytes, multiples of "
-                 "64 up to 16384), half=0|1, q4avx2=0|1; using the %s table\n",
+                 "64 up to 16384), half=0|1, q4avx2=0|1, q4avx2pf= (bytes); using the %s table\n",
                  env, base.source);
     return base;
 }
@@ -53,6 +53,9 @@ DecodeTuning decode_tuning_table(const char* vendor) {
         // (medians +2.8-6.9%, ahead in 19 of 24 alternating rounds over int4, int4-g128,
         // int4-asym; session 20, docs/WEIGHT_QUANT.md).
         t.q4_avx2 = true;
+        // ... and with a 4096-byte prefetch rather than its 2048 (tuned on a Zen 3 host): ahead in
+        // 9 of 12 alternating rounds both in bench_gemv_decode and in the engine (session 21).
+        t.q4_avx2_prefetch = 4096;
         t.source = "amd";
         return t;
     }
@@ -92,6 +95,8 @@ bool parse_decode_tuning(const char* spec, const DecodeTuning& base, DecodeTunin
             t.half_loads = v == 1;
         } else if (key == "q4avx2" && (v == 0 || v == 1)) {
             t.q4_avx2 = v == 1;
+        } else if (key == "q4avx2pf") {
+            t.q4_avx2_prefetch = v;
         } else {
             return false;
         }
@@ -115,7 +120,8 @@ std::string decode_tuning_summary() {
     const DecodeTuning& t = decode_tuning();
     return "panels=" + std::to_string(t.panels) + " q4=" + std::to_string(t.q4_prefetch) +
            " q8=" + std::to_string(t.q8_prefetch) + " fp8=" + std::to_string(t.fp8_prefetch) +
-           " half=" + std::to_string(t.half_loads ? 1 : 0) + " q4avx2=" + std::to_string(t.q4_avx2 ? 1 : 0) + " (" +
+           " half=" + std::to_string(t.half_loads ? 1 : 0) + " q4avx2=" + std::to_string(t.q4_avx2 ? 1 : 0) +
+           " q4avx2pf=" + std::to_string(t.q4_avx2_prefetch) + " (" +
            t.source + ")";
 }
 

@@ -7,7 +7,7 @@
 // that do not split cache lines decoded int4 1.12-1.45x faster than that (docs/WEIGHT_QUANT.md,
 // "Zen 5"). So the values are chosen per CPU vendor at start-up; WARDEN_DECODE_TUNING overrides
 // them (benchmarks):
-//   WARDEN_DECODE_TUNING=panels=1,q4=2048,q8=1024,fp8=1024,half=1,q4avx2=1   (any subset of the keys)
+//   WARDEN_DECODE_TUNING=panels=1,q4=2048,q8=1024,fp8=1024,half=1,q4avx2=1,q4avx2pf=4096   (any subset)
 #include <cstdint>
 #include <string>
 
@@ -23,6 +23,8 @@ struct DecodeTuning {
     // Batch 1: int4 with int8 activations (W4A8) runs the AVX2 kernel (32-byte loads, maddubs)
     // instead of the VNNI one; the results are the same bits (both are the scalar contract).
     bool q4_avx2 = false;
+    // Software prefetch distance (bytes) of the AVX2 kernel when q4_avx2 hands it batch 1.
+    int64_t q4_avx2_prefetch = 2048;
     const char* source = "intel";  // which table ("intel", "amd") or "env"
 };
 

@@ -61,6 +61,10 @@ struct QuantArgs {
     // codes included) times this is exactly the contract's product e4m3(code) * x, so the kernels
     // skip one multiply per 16 weights and keep the result bits. Set by matmul.cpp.
     const float* x_e4m3 = nullptr;
+    // W4A8 on the AVX2 kernel: its software prefetch distance in bytes, or -1 for the kernel's
+    // own (2048). The AVX-512 entry sets it from DecodeTuning::q4_avx2_prefetch when it hands batch
+    // 1 to the AVX2 kernel (q4_avx2).
+    int64_t q4_avx2_prefetch = -1;
 };
 
 // int8-g32 (Q8 group 32): bytes of one 32-column block of a panel, its 16 u16 scales then 8

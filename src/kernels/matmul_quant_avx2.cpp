@@ -88,6 +88,7 @@ void q4_a8_panel(const QuantArgs& a, const uint8_t* panel, uint8_t* ub, int64_t 
                  int64_t j1) {
     const int64_t cols = a.cols, G = a.group, gb = 32 + (kAsym ? 32 : 0) + G * 8, ng = cols / G, spg = G / 32;
     const int64_t nb = cols / 32;
+    const int64_t q4pf = a.q4_avx2_prefetch >= 0 ? a.q4_avx2_prefetch : kQ4Prefetch;
     const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
     __m256 acc0[NT], acc1[NT];
     for (int i = 0; i < NT; ++i) acc0[i] = acc1[i] = _mm256_setzero_ps();
@@ -101,9 +102,9 @@ void q4_a8_panel(const QuantArgs& a, const uint8_t* panel, uint8_t* ub, int64_t 
             const int64_t b = g * spg + sb;
             const uint8_t* qq = qs + sb * 256;
             uint8_t* uq = kSrc != Src::Nibbles ? ub + b * 512 : nullptr;
-            if (kQ4Prefetch > 0 && kSrc != Src::Unpacked)
+            if (q4pf > 0 && kSrc != Src::Unpacked)
                 for (int pf = 0; pf < 4; ++pf)
-                    _mm_prefetch(reinterpret_cast<const char*>(qq) + kQ4Prefetch + pf * 64, _MM_HINT_T0);
+                    _mm_prefetch(reinterpret_cast<const char*>(qq) + q4pf + pf * 64, _MM_HINT_T0);
             __m256i s0[NT], s1[NT];
             for (int i = 0; i < NT; ++i)
                 s0[i] = s1[i] = kAsym ? _mm256_setzero_si256() : _mm256_set1_epi32(a.xz[(t + i) * nb + b]);

@@ -494,7 +494,9 @@ void WARDEN_AVX512_ENTRY(const QuantArgs& a, int64_t r0, int64_t r1) {
     const DecodeTuning& tune = decode_tuning();
 #ifndef WARDEN_AVX512_EMULATE  // the emulated build runs on CPUs that may lack AVX2
     if (w4a8 && a.n == 1 && tune.q4_avx2) {
-        mm_quant_avx2(a, r0, r1);
+        QuantArgs b = a;
+        b.q4_avx2_prefetch = tune.q4_avx2_prefetch;
+        mm_quant_avx2(b, r0, r1);
         return;
     }
 #endif

@@ -24,7 +24,8 @@ TEST(DecodeTuning, ParsesAnySubsetOfKeysOnTopOfTheBase) {
     EXPECT_FALSE(out.half_loads);
     EXPECT_STREQ(out.source, "env");
     EXPECT_FALSE(out.q4_avx2);
-    ASSERT_TRUE(parse_decode_tuning("half=1,q8=0,fp8=64,q4avx2=1", base, out));
+    ASSERT_TRUE(parse_decode_tuning("half=1,q8=0,fp8=64,q4avx2=1,q4avx2pf=4096", base, out));
+    EXPECT_EQ(out.q4_avx2_prefetch, 4096);
     EXPECT_EQ(out.panels, 2);
     EXPECT_TRUE(out.half_loads);
     EXPECT_TRUE(out.q4_avx2);
@@ -36,7 +37,8 @@ TEST(DecodeTuning, RejectsMalformedOrOutOfRangeAndLeavesOutAlone) {
     const DecodeTuning base;
     for (const char* bad : {"", "panels", "panels=", "panels=3", "panels=0", "q4=100", "q4=-64",
                             "q4=16448", "q4=99999999999999999999", "half=2", "q4=64x", "depth=64",
-                            "q4=64,", ",q4=64", "panels=1;q4=64", "q4avx2=2", "q4avx2"}) {
+                            "q4=64,", ",q4=64", "panels=1;q4=64", "q4avx2=2", "q4avx2",
+                            "q4avx2pf=100", "q4avx2pf=-64", "q4avx2pf=16448"}) {
         DecodeTuning out;
         out.q4_prefetch = 4096;  // a value no bad spec may overwrite
         EXPECT_FALSE(parse_decode_tuning(bad, base, out)) << bad;
@@ -65,12 +67,14 @@ TEST(DecodeTuning, VendorTableFollowsCpuid) {
     EXPECT_EQ(amd.q4_prefetch, 0);
     EXPECT_TRUE(amd.half_loads);
     EXPECT_TRUE(amd.q4_avx2);
+    EXPECT_EQ(amd.q4_avx2_prefetch, 4096);
     for (const char* other : {"GenuineIntel", "HygonGenuine", ""}) {
         const DecodeTuning t = decode_tuning_table(other);
         EXPECT_STREQ(t.source, "intel") << other;
         EXPECT_EQ(t.panels, 2) << other;
         EXPECT_FALSE(t.half_loads) << other;
         EXPECT_FALSE(t.q4_avx2) << other;
+        EXPECT_EQ(t.q4_avx2_prefetch, 2048) << other;
     }
     EXPECT_STREQ(vendor_decode_tuning().source, decode_tuning_table(cpu_vendor()).source);
 }

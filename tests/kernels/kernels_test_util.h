@@ -68,6 +68,7 @@ inline std::vector<DecodeTuning> decode_tunings_to_test() {
     other.q4_prefetch = other.q8_prefetch = other.fp8_prefetch = 2048;
     other.half_loads = true;
     other.q4_avx2 = true;  // batch-1 W4A8 on the AVX2 kernel, whatever the vendor's table says
+    other.q4_avx2_prefetch = 0;  // and without its software prefetch
     other.source = "test";
     return {decode_tuning_table("GenuineIntel"), decode_tuning_table("AuthenticAMD"), other};
 }
