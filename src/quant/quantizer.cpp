@@ -51,20 +51,28 @@ inline __m128 round_clamped_ps(__m128 v, __m128 lo, __m128 hi) {
 }
 #endif
 
-// Weighted squared error of group x[0..G) with scale d (codes -8..7 left in l, as floats).
-float group_error(const float* x, const float* wt, int64_t G, float d, float* l) {
+// Weighted squared error of group x[0..G) with scale d and offset m, codes r = round((x - m) / d)
+// clamped to [lo, hi] (symmetric int4: m = 0, codes -8..7; asymmetric: codes 0..15), w = r * d + m;
+// the codes are left in l (as floats) when l is not null. r * d + m is formed with two roundings
+// (SSE2 has no fma); the codes are the same either way (they depend on (x - m) / d only), and for
+// m = 0 every value equals the product r * d alone.
+float group_error(const float* x, const float* wt, int64_t G, float d, float m, float lo, float hi, float* l) {
     const float id = 1.0f / d;
     float acc[8];
 #if defined(__SSE2__)
-    const __m128 vid = _mm_set1_ps(id), vd = _mm_set1_ps(d), lo = _mm_set1_ps(-8.0f), hi = _mm_set1_ps(7.0f);
+    const __m128 vid = _mm_set1_ps(id), vd = _mm_set1_ps(d), vm = _mm_set1_ps(m), vlo = _mm_set1_ps(lo),
+                 vhi = _mm_set1_ps(hi);
     __m128 a0 = _mm_setzero_ps(), a1 = a0;
     for (int64_t i = 0; i < G; i += 8) {
         const __m128 x0 = _mm_loadu_ps(x + i), x1 = _mm_loadu_ps(x + i + 4);
-        const __m128 r0 = round_clamped_ps(_mm_mul_ps(x0, vid), lo, hi);
-        const __m128 r1 = round_clamped_ps(_mm_mul_ps(x1, vid), lo, hi);
-        _mm_storeu_ps(l + i, r0);
-        _mm_storeu_ps(l + i + 4, r1);
-        const __m128 e0 = _mm_sub_ps(x0, _mm_mul_ps(r0, vd)), e1 = _mm_sub_ps(x1, _mm_mul_ps(r1, vd));
+        const __m128 r0 = round_clamped_ps(_mm_mul_ps(_mm_sub_ps(x0, vm), vid), vlo, vhi);
+        const __m128 r1 = round_clamped_ps(_mm_mul_ps(_mm_sub_ps(x1, vm), vid), vlo, vhi);
+        if (l) {
+            _mm_storeu_ps(l + i, r0);
+            _mm_storeu_ps(l + i + 4, r1);
+        }
+        const __m128 e0 = _mm_sub_ps(x0, _mm_add_ps(_mm_mul_ps(r0, vd), vm));
+        const __m128 e1 = _mm_sub_ps(x1, _mm_add_ps(_mm_mul_ps(r1, vd), vm));
         a0 = _mm_add_ps(a0, _mm_mul_ps(_mm_mul_ps(_mm_loadu_ps(wt + i), e0), e0));
         a1 = _mm_add_ps(a1, _mm_mul_ps(_mm_mul_ps(_mm_loadu_ps(wt + i + 4), e1), e1));
     }
@@ -74,9 +82,9 @@ float group_error(const float* x, const float* wt, int64_t G, float d, float* l)
     for (float& v : acc) v = 0.0f;
     for (int64_t i = 0; i < G; i += 8)
         for (int k = 0; k < 8; ++k) {
-            const float r = round_clamped(x[i + k] * id, -8.0f, 7.0f);
-            l[i + k] = r;
-            const float e = x[i + k] - r * d;
+            const float r = round_clamped((x[i + k] - m) * id, lo, hi);
+            if (l) l[i + k] = r;
+            const float e = x[i + k] - (r * d + m);
             acc[k] += wt[i + k] * e * e;
         }
 #endif
@@ -119,40 +127,6 @@ float refit_scale(const float* x, const float* wt, int64_t G, float is) {
         b += sll[k];
     }
     return b > 0.0f ? a / b : 0.0f;
-}
-
-// Asymmetric int4 (codes 0..15, w = r * d + m): the weighted squared error of group x[0..G) with
-// scale d and offset m, 8 lanes at a time as group_error. The search's error takes r * d + m with
-// two roundings (SSE2 has no fma); the stored codes are the same either way (they depend on
-// (x - m) / d only), and the difference in the error is far below any gap between candidates.
-float asym_error(const float* x, const float* wt, int64_t G, float d, float m) {
-    const float id = 1.0f / d;
-    float acc[8];
-#if defined(__SSE2__)
-    const __m128 vid = _mm_set1_ps(id), vd = _mm_set1_ps(d), vm = _mm_set1_ps(m),
-                 lo = _mm_setzero_ps(), hi = _mm_set1_ps(15.0f);
-    __m128 a0 = _mm_setzero_ps(), a1 = a0;
-    for (int64_t i = 0; i < G; i += 8) {
-        const __m128 x0 = _mm_loadu_ps(x + i), x1 = _mm_loadu_ps(x + i + 4);
-        const __m128 r0 = round_clamped_ps(_mm_mul_ps(_mm_sub_ps(x0, vm), vid), lo, hi);
-        const __m128 r1 = round_clamped_ps(_mm_mul_ps(_mm_sub_ps(x1, vm), vid), lo, hi);
-        const __m128 e0 = _mm_sub_ps(x0, _mm_add_ps(_mm_mul_ps(r0, vd), vm));
-        const __m128 e1 = _mm_sub_ps(x1, _mm_add_ps(_mm_mul_ps(r1, vd), vm));
-        a0 = _mm_add_ps(a0, _mm_mul_ps(_mm_mul_ps(_mm_loadu_ps(wt + i), e0), e0));
-        a1 = _mm_add_ps(a1, _mm_mul_ps(_mm_mul_ps(_mm_loadu_ps(wt + i + 4), e1), e1));
-    }
-    _mm_storeu_ps(acc, a0);
-    _mm_storeu_ps(acc + 4, a1);
-#else
-    for (float& v : acc) v = 0.0f;
-    for (int64_t i = 0; i < G; i += 8)
-        for (int k = 0; k < 8; ++k) {
-            const float r = round_clamped((x[i + k] - m) * id, 0.0f, 15.0f);
-            const float e = x[i + k] - (r * d + m);
-            acc[k] += wt[i + k] * e * e;
-        }
-#endif
-    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
 }
 
 // The weighted sums the asymmetric least-squares fit needs for the codes r = round((x - mn) * is)
@@ -235,7 +209,7 @@ void quant4_sym(const WeightMatrix& w, const float* x, const float* imp, int64_t
         const uint16_t dh = to_scale(w, scale);
         const float d = from_scale(w, dh);
         if (!(d != 0.0f) || !std::isfinite(d) || !std::isfinite(1.0f / d)) return;
-        const float err = group_error(x, wt, G, d, l);
+        const float err = group_error(x, wt, G, d, 0.0f, -8.0f, 7.0f, l);
         if (err < best) {
             best = err;
             out.d[g] = dh;
@@ -263,7 +237,7 @@ void quant4_sym(const WeightMatrix& w, const float* x, const float* imp, int64_t
 // (15 - 0.9 + 0.05 s) / (max - min), s = 0..36, each with the (d, m) that fits the codes it gives
 // by weighted least squares. Every candidate's d and m are rounded to the stored scale dtype
 // first, and its codes are chosen for the rounded pair (the codes the kernels decode), so the
-// error compared is the stored row's (asym_error). On SmolLM2's tied head (20,400 tokens) it took
+// error compared is the stored row's (group_error). On SmolLM2's tied head (20,400 tokens) it took
 // KL to bf16 from 0.078 (the former clip-ratio search on plain squared error) to 0.059, level with
 // llama.cpp's Q4_1 rule (docs/WEIGHT_QUANT.md, session 21).
 void quant4_asym(const WeightMatrix& w, const float* x, const float* imp, int64_t k0, QuantRow& out,
@@ -297,7 +271,7 @@ void quant4_asym(const WeightMatrix& w, const float* x, const float* imp, int64_
         const float d = from_scale(w, dh), m = from_scale(w, mh);
         if (!(d != 0.0f) || !std::isfinite(d) || !std::isfinite(m) || !std::isfinite(1.0f / d))
             return;
-        const float err = asym_error(x, wt, G, d, m);
+        const float err = group_error(x, wt, G, d, m, 0.0f, 15.0f, nullptr);
         if (err < best) {
             best = err;
             best_d = d;
