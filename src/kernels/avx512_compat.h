@@ -15,6 +15,8 @@
 // of these helpers differ, so they must never be merged by the linker (ODR).
 #include <cstdint>
 
+#include "kernels/kernels_internal.h"
+
 #ifdef WARDEN_AVX512_EMULATE
 // (GCC notes an ABI change for SIMDe's 64-byte vectors without -mavx512f; the emulated builds
 // pass -Wno-psabi: CMakeLists.txt.)
@@ -99,16 +101,15 @@ inline zf e4m3x16_raw(const uint8_t* p) {
 }
 
 inline zf e4m3x16_to_f32(const uint8_t* p) {
-    constexpr float kPow120 = 1.329227995784916e36f;
 #ifdef WARDEN_AVX512_EMULATE
     alignas(64) uint32_t u[kLanes];
     for (int r = 0; r < kLanes; ++r)
         u[r] = (static_cast<uint32_t>(static_cast<int32_t>(static_cast<int8_t>(p[r]))) << 20) & 0x87f00000u;
-    return WZ(mm512_mul_ps)(WZ(mm512_castsi512_ps)(WZ(mm512_load_si512)(u)), WZ(mm512_set1_ps)(kPow120));
+    return WZ(mm512_mul_ps)(WZ(mm512_castsi512_ps)(WZ(mm512_load_si512)(u)), WZ(mm512_set1_ps)(kE4m3Pow120));
 #else
     const __m512i v = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
     const __m512i b = _mm512_and_si512(_mm512_slli_epi32(v, 20), _mm512_set1_epi32(static_cast<int32_t>(0x87f00000u)));
-    return _mm512_mul_ps(_mm512_castsi512_ps(b), _mm512_set1_ps(kPow120));
+    return _mm512_mul_ps(_mm512_castsi512_ps(b), _mm512_set1_ps(kE4m3Pow120));
 #endif
 }
 

@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "kernels/kernels_internal.h"
+
 namespace warden::kernels::avx2 {
 
 // 16 consecutive e4m3 codes -> f32 of codes 0-7 (lo) and 8-15 (hi) (in the weight layout: 16
@@ -23,7 +25,7 @@ struct E4m3x16 {
                                              -128, 11, -128, -128, -128, 12, -128, -128, -128, 13, -128, -128, -128,
                                              14, -128, -128, -128, 15);
     const __m256i mask = _mm256_set1_epi32(static_cast<int32_t>(0x87f00000u));
-    const __m256 pow120 = _mm256_set1_ps(1.329227995784916e36f);
+    const __m256 pow120 = _mm256_set1_ps(detail::kE4m3Pow120);
     // Without the * 2^120: each value times 2^-120, exactly (the kernels multiply it by x * 2^120
     // instead: detail::QuantArgs::x_e4m3).
     void raw(const uint8_t* p, __m256& lo, __m256& hi) const {

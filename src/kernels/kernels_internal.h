@@ -14,6 +14,12 @@ namespace warden::kernels::detail {
 
 using bf16 = uint16_t;
 
+// 2^120. An e4m3 code whose sign, exponent and mantissa bits are moved into an f32 (sign at bit
+// 31, e.mmm at bits 26..20) is its value times 2^-120, exactly, subnormal codes included; the FP8
+// kernels (matmul_quant_avx2/avx512, fp8_avx2.h, avx512_compat.h) multiply either the code or
+// the activations (QuantArgs::x_e4m3, matmul.cpp) by this.
+constexpr float kE4m3Pow120 = 0x1p120f;
+
 struct OpsTable {
     void (*rmsnorm)(const float* x, const float* w, float* y, int64_t n, float eps);
     void (*silu_mul)(const float* gate, const float* up, float* out, int64_t n);

@@ -70,10 +70,9 @@ QuantizedActs quantize_to_scratch(const float* x, int64_t n, int64_t cols) {
 const float* e4m3_scaled_to_scratch(const float* x, int64_t cols) {
     thread_local std::vector<float> xs;
     if (xs.size() < static_cast<size_t>(cols)) xs.resize(static_cast<size_t>(cols));
-    constexpr float kPow120 = 1.329227995784916e36f;  // 2^120
     bool overflow = false;  // also set by NaN (the comparison is false)
     for (int64_t k = 0; k < cols; ++k) {
-        const float v = x[k] * kPow120;
+        const float v = x[k] * detail::kE4m3Pow120;
         xs[static_cast<size_t>(k)] = v;
         overflow |= !(std::fabs(v) <= std::numeric_limits<float>::max());
     }
@@ -202,7 +201,8 @@ void matmul_rows(Isa isa, const WeightMatrix& w, const float* x, int64_t n, floa
     if (is_quant(w)) {
         check_quant_shape(w);
         qa = quant_args(w, x, n, y, int_acts(w) ? quantize_to_scratch(x, n, w.cols) : QuantizedActs{});
-        if (w.type == WeightType::FP8 && n == 1) qa.x_e4m3 = e4m3_scaled_to_scratch(x, w.cols);
+        // The scalar kernels widen with the multiply and ignore x_e4m3: not computed for them.
+        if (w.type == WeightType::FP8 && n == 1 && isa != Isa::Scalar) qa.x_e4m3 = e4m3_scaled_to_scratch(x, w.cols);
     }
     run_rows(table(isa), w, x, n, y, row_begin, row_end, qa);
 }
@@ -216,7 +216,8 @@ void matmul_multi(std::span<const MatmulOut> outs, const float* x, int64_t n, ut
     util::check(outs.size() <= kMaxMulti, "matmul_multi: more than 8 matrices");
     if (outs.empty() || n <= 0) return;
     MultiJob job;
-    job.t = &table(active_isa());
+    const Isa isa = active_isa();
+    job.t = &table(isa);
     job.outs = outs;
     job.x = x;
     job.n = n;
@@ -229,7 +230,7 @@ void matmul_multi(std::span<const MatmulOut> outs, const float* x, int64_t n, ut
         if (is_quant(w)) {
             check_quant_shape(w);
             need_int_acts |= int_acts(w);
-            fp8_one_token |= w.type == WeightType::FP8 && n == 1;
+            fp8_one_token |= w.type == WeightType::FP8 && n == 1 && isa != Isa::Scalar;  // as matmul_rows
         }
         job.panel0[i + 1] = job.panel0[i] + (w.rows + kPanelRows - 1) / kPanelRows;
     }
