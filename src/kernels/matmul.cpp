@@ -79,6 +79,12 @@ const float* e4m3_scaled_to_scratch(const float* x, int64_t cols) {
     return overflow ? nullptr : xs.data();
 }
 
+// Whether a matmul of w over n tokens on `isa` gets x * 2^120 (QuantArgs::x_e4m3): FP8 at one
+// token on the SIMD kernels; the scalar ones widen with the multiply and ignore it.
+bool takes_e4m3_scaled_x(const WeightMatrix& w, int64_t n, Isa isa) {
+    return w.type == WeightType::FP8 && n == 1 && isa != Isa::Scalar;
+}
+
 // Per-call arguments of a quantized matmul (acts: the quantized x when int_acts(w)).
 detail::QuantArgs quant_args(const WeightMatrix& w, const float* x, int64_t n, float* y, const QuantizedActs& acts) {
     detail::QuantArgs a{};
@@ -201,8 +207,7 @@ void matmul_rows(Isa isa, const WeightMatrix& w, const float* x, int64_t n, floa
     if (is_quant(w)) {
         check_quant_shape(w);
         qa = quant_args(w, x, n, y, int_acts(w) ? quantize_to_scratch(x, n, w.cols) : QuantizedActs{});
-        // The scalar kernels widen with the multiply and ignore x_e4m3: not computed for them.
-        if (w.type == WeightType::FP8 && n == 1 && isa != Isa::Scalar) qa.x_e4m3 = e4m3_scaled_to_scratch(x, w.cols);
+        if (takes_e4m3_scaled_x(w, n, isa)) qa.x_e4m3 = e4m3_scaled_to_scratch(x, w.cols);
     }
     run_rows(table(isa), w, x, n, y, row_begin, row_end, qa);
 }
@@ -222,7 +227,7 @@ void matmul_multi(std::span<const MatmulOut> outs, const float* x, int64_t n, ut
     job.x = x;
     job.n = n;
     const int64_t cols = outs[0].w->cols;
-    bool need_int_acts = false, fp8_one_token = false;
+    bool need_int_acts = false, any_scaled_x = false;
     for (size_t i = 0; i < outs.size(); ++i) {
         const WeightMatrix& w = *outs[i].w;
         util::check(w.rows >= 0 && w.cols >= 0, "matmul: negative weight shape");
@@ -230,17 +235,17 @@ void matmul_multi(std::span<const MatmulOut> outs, const float* x, int64_t n, ut
         if (is_quant(w)) {
             check_quant_shape(w);
             need_int_acts |= int_acts(w);
-            fp8_one_token |= w.type == WeightType::FP8 && n == 1 && isa != Isa::Scalar;  // as matmul_rows
+            any_scaled_x |= takes_e4m3_scaled_x(w, n, isa);
         }
         job.panel0[i + 1] = job.panel0[i] + (w.rows + kPanelRows - 1) / kPanelRows;
     }
     // The activations are quantized once for every int8-activation matrix.
     const QuantizedActs acts = need_int_acts ? quantize_to_scratch(x, n, cols) : QuantizedActs{};
-    const float* x_e4m3 = fp8_one_token ? e4m3_scaled_to_scratch(x, cols) : nullptr;
+    const float* x_e4m3 = any_scaled_x ? e4m3_scaled_to_scratch(x, cols) : nullptr;
     for (size_t i = 0; i < outs.size(); ++i)
         if (is_quant(*outs[i].w)) {
             job.qa[i] = quant_args(*outs[i].w, x, n, outs[i].y, acts);
-            if (outs[i].w->type == WeightType::FP8) job.qa[i].x_e4m3 = x_e4m3;
+            if (takes_e4m3_scaled_x(*outs[i].w, n, isa)) job.qa[i].x_e4m3 = x_e4m3;
         }
     const int64_t total = job.panel0[outs.size()];
     if (total == 0) return;
