@@ -64,19 +64,23 @@ QuantizedActs quantize_to_scratch(const float* x, int64_t n, int64_t cols) {
     return {xq.data(), xd.data(), xs.data(), xz.data()};
 }
 
-// x * 2^120 (one token row of `cols`) for the FP8 kernels' multiply-free widening
-// (detail::QuantArgs::x_e4m3), in per-thread scratch reused like quantize_to_scratch's; null when
-// some element would not be finite (|x| >= 2^8, inf, NaN), and the kernels then widen as before.
-const float* e4m3_scaled_to_scratch(const float* x, int64_t cols) {
-    thread_local std::vector<float> xs;
-    if (xs.size() < static_cast<size_t>(cols)) xs.resize(static_cast<size_t>(cols));
+// out = x * 2^120 (one token row of `cols`) for the FP8 kernels' multiply-free widening
+// (detail::QuantArgs::x_e4m3); false when some element would not be finite (|x| >= 2^8, inf,
+// NaN), and the kernels then widen as before (they get null).
+bool e4m3_scaled_into(const float* x, int64_t cols, float* out) {
     bool overflow = false;  // also set by NaN (the comparison is false)
     for (int64_t k = 0; k < cols; ++k) {
         const float v = x[k] * detail::kE4m3Pow120;
-        xs[static_cast<size_t>(k)] = v;
+        out[k] = v;
         overflow |= !(std::fabs(v) <= std::numeric_limits<float>::max());
     }
-    return overflow ? nullptr : xs.data();
+    return !overflow;
+}
+// The same in per-thread scratch reused like quantize_to_scratch's; null when not finite.
+const float* e4m3_scaled_to_scratch(const float* x, int64_t cols) {
+    thread_local std::vector<float> xs;
+    if (xs.size() < static_cast<size_t>(cols)) xs.resize(static_cast<size_t>(cols));
+    return e4m3_scaled_into(x, cols, xs.data()) ? xs.data() : nullptr;
 }
 
 // Whether a matmul of w over n tokens on `isa` gets x * 2^120 (QuantArgs::x_e4m3): FP8 at one
@@ -139,35 +143,75 @@ void run_rows(const detail::MatmulTable& t, const WeightMatrix& w, const float* 
     }
 }
 
-constexpr size_t kMaxMulti = 8;
-
-// Fewest panels one grab of matmul_multi takes: two, so batch-1 W4A8/W8A8 on AVX-512 can read
+// Fewest panels one grab of matmul_grouped takes: two, so batch-1 W4A8/W8A8 on AVX-512 can read
 // them as a pair (matmul_quant_avx512.cpp).
 constexpr int64_t kMinGrab = 2;
 
-// One matmul_multi call: the panels of all matrices in one global numbering, handed out to
-// the pool's threads in shrinking grabs from a shared counter.
-struct MultiJob {
-    const detail::MatmulTable* t = nullptr;
-    std::span<const MatmulOut> outs;
+// One matrix of a matmul_grouped call, with its group's input.
+struct GroupEntry {
+    const WeightMatrix* w = nullptr;
+    float* y = nullptr;
     const float* x = nullptr;
     int64_t n = 0;
-    detail::QuantArgs qa[kMaxMulti];
-    int64_t panel0[kMaxMulti + 1] = {};  // matrix i owns global panels [panel0[i], panel0[i+1])
+    detail::QuantArgs qa{};  // when the matrix is quantized
+};
+
+// The calling thread's storage for matmul_grouped: grown, never shrunk, so steady-state decode
+// steps allocate nothing. matmul_grouped is not re-entered on one thread (pool jobs run kernels
+// only), so one set per thread suffices.
+struct GroupedScratch {
+    std::vector<GroupEntry> entries;
+    std::vector<int64_t> panel0;  // entry i owns global panels [panel0[i], panel0[i+1])
+    std::vector<int8_t> xq;       // every int8-activation group's quantized x, one after another
+    std::vector<float> xd;
+    std::vector<int32_t> xs, xz;
+    std::vector<float> x_e4m3;  // every FP8 one-token group's x * 2^120
+};
+GroupedScratch& grouped_scratch() {
+    thread_local GroupedScratch s;
+    return s;
+}
+
+// One matmul_grouped call: the panels of all matrices in one global numbering, handed out to
+// the pool's threads in shrinking grabs from a shared counter.
+struct GroupedJob {
+    const detail::MatmulTable* t = nullptr;
+    const GroupEntry* entries = nullptr;
+    const int64_t* panel0 = nullptr;
+    size_t count = 0;
     std::atomic<int64_t> next{0};
 
     // Global panels [p0, p1) (may span matrices).
     void run_panels(int64_t p0, int64_t p1) const {
-        for (size_t i = 0; i < outs.size() && p0 < p1; ++i) {
-            if (p0 >= panel0[i + 1]) continue;
+        // The first entry whose panels end after p0.
+        size_t i = static_cast<size_t>(std::upper_bound(panel0 + 1, panel0 + count + 1, p0) -
+                                       (panel0 + 1));
+        for (; i < count && p0 < p1; ++i) {
+            if (p0 >= panel0[i + 1]) continue;  // a matrix of 0 rows
             const int64_t e = std::min(p1, panel0[i + 1]);
-            const WeightMatrix& w = *outs[i].w;
-            const int64_t r0 = (p0 - panel0[i]) * kPanelRows, r1 = std::min(w.rows, (e - panel0[i]) * kPanelRows);
-            run_rows(*t, w, x, n, outs[i].y, r0, r1, qa[i]);
+            const GroupEntry& g = entries[i];
+            const int64_t r0 = (p0 - panel0[i]) * kPanelRows,
+                          r1 = std::min(g.w->rows, (e - panel0[i]) * kPanelRows);
+            run_rows(*t, *g.w, g.x, g.n, g.y, r0, r1, g.qa);
             p0 = e;
         }
     }
 };
+
+// What one matmul_grouped group's matrices need of its x: int8-quantized activations (some W4A8 /
+// W8A8 matrix), x * 2^120 (some FP8 matrix at one token).
+struct GroupNeeds {
+    bool int_acts = false, scaled_x = false;
+};
+GroupNeeds group_needs(const MatmulGroup& g, Isa isa) {
+    GroupNeeds need;
+    for (const MatmulOut& o : g.outs)
+        if (is_quant(*o.w)) {
+            need.int_acts |= int_acts(*o.w);
+            need.scaled_x |= takes_e4m3_scaled_x(*o.w, g.n, isa);
+        }
+    return need;
+}
 
 }  // namespace
 
@@ -218,36 +262,81 @@ void matmul(const WeightMatrix& w, const float* x, int64_t n, float* y, util::Th
 }
 
 void matmul_multi(std::span<const MatmulOut> outs, const float* x, int64_t n, util::ThreadPool& pool) {
-    util::check(outs.size() <= kMaxMulti, "matmul_multi: more than 8 matrices");
-    if (outs.empty() || n <= 0) return;
-    MultiJob job;
+    const MatmulGroup g{outs, x, n};
+    matmul_grouped(std::span<const MatmulGroup>(&g, 1), pool);
+}
+
+void matmul_grouped(std::span<const MatmulGroup> groups, util::ThreadPool& pool) {
     const Isa isa = active_isa();
-    job.t = &table(isa);
-    job.outs = outs;
-    job.x = x;
-    job.n = n;
-    const int64_t cols = outs[0].w->cols;
-    bool need_int_acts = false, any_scaled_x = false;
-    for (size_t i = 0; i < outs.size(); ++i) {
-        const WeightMatrix& w = *outs[i].w;
-        util::check(w.rows >= 0 && w.cols >= 0, "matmul: negative weight shape");
-        util::check(w.cols == cols, "matmul_multi: matrices with different input sizes");
-        if (is_quant(w)) {
-            check_quant_shape(w);
-            need_int_acts |= int_acts(w);
-            any_scaled_x |= takes_e4m3_scaled_x(w, n, isa);
+    GroupedScratch& s = grouped_scratch();
+    // Pass 1: check shapes and size the activation scratch of every group that needs it.
+    size_t nq = 0, nb = 0, ne = 0, count = 0;
+    for (const MatmulGroup& g : groups) {
+        if (g.n <= 0 || g.outs.empty()) continue;
+        const int64_t cols = g.outs[0].w->cols;
+        for (const MatmulOut& o : g.outs) {
+            const WeightMatrix& w = *o.w;
+            util::check(w.rows >= 0 && w.cols >= 0, "matmul: negative weight shape");
+            util::check(w.cols == cols, "matmul_multi: matrices with different input sizes");
+            if (is_quant(w)) check_quant_shape(w);
         }
-        job.panel0[i + 1] = job.panel0[i] + (w.rows + kPanelRows - 1) / kPanelRows;
+        const GroupNeeds need = group_needs(g, isa);
+        if (need.int_acts) {
+            nq += static_cast<size_t>(g.n * cols);
+            nb += static_cast<size_t>(g.n * cols / kActBlock);
+        }
+        if (need.scaled_x) ne += static_cast<size_t>(cols);
+        count += g.outs.size();
     }
-    // The activations are quantized once for every int8-activation matrix.
-    const QuantizedActs acts = need_int_acts ? quantize_to_scratch(x, n, cols) : QuantizedActs{};
-    const float* x_e4m3 = any_scaled_x ? e4m3_scaled_to_scratch(x, cols) : nullptr;
-    for (size_t i = 0; i < outs.size(); ++i)
-        if (is_quant(*outs[i].w)) {
-            job.qa[i] = quant_args(*outs[i].w, x, n, outs[i].y, acts);
-            if (takes_e4m3_scaled_x(*outs[i].w, n, isa)) job.qa[i].x_e4m3 = x_e4m3;
+    if (count == 0) return;
+    if (s.xq.size() < nq) s.xq.resize(nq);
+    if (s.xd.size() < nb) {
+        s.xd.resize(nb);
+        s.xs.resize(nb);
+        s.xz.resize(nb);
+    }
+    if (s.x_e4m3.size() < ne) s.x_e4m3.resize(ne);
+    if (s.entries.size() < count) s.entries.resize(count);
+    if (s.panel0.size() < count + 1) s.panel0.resize(count + 1);
+    // Pass 2: quantize each group's activations once (for all its int8-activation matrices) and
+    // lay the matrices out in one panel numbering.
+    size_t oq = 0, ob = 0, oe = 0, i = 0;
+    s.panel0[0] = 0;
+    for (const MatmulGroup& g : groups) {
+        if (g.n <= 0 || g.outs.empty()) continue;
+        const int64_t cols = g.outs[0].w->cols;
+        const GroupNeeds need = group_needs(g, isa);
+        QuantizedActs acts{};
+        if (need.int_acts) {
+            acts = {s.xq.data() + oq, s.xd.data() + ob, s.xs.data() + ob, s.xz.data() + ob};
+            quantize_acts(g.x, g.n, cols, s.xq.data() + oq, s.xd.data() + ob, s.xs.data() + ob,
+                          s.xz.data() + ob);
+            oq += static_cast<size_t>(g.n * cols);
+            ob += static_cast<size_t>(g.n * cols / kActBlock);
         }
-    const int64_t total = job.panel0[outs.size()];
+        const float* x_e4m3 = nullptr;
+        if (need.scaled_x) {
+            x_e4m3 =
+                e4m3_scaled_into(g.x, cols, s.x_e4m3.data() + oe) ? s.x_e4m3.data() + oe : nullptr;
+            oe += static_cast<size_t>(cols);
+        }
+        for (const MatmulOut& o : g.outs) {
+            GroupEntry& e = s.entries[i];
+            e = GroupEntry{o.w, o.y, g.x, g.n, {}};
+            if (is_quant(*o.w)) {
+                e.qa = quant_args(*o.w, g.x, g.n, o.y, acts);
+                if (takes_e4m3_scaled_x(*o.w, g.n, isa)) e.qa.x_e4m3 = x_e4m3;
+            }
+            s.panel0[i + 1] = s.panel0[i] + (o.w->rows + kPanelRows - 1) / kPanelRows;
+            ++i;
+        }
+    }
+    GroupedJob job;
+    job.t = &table(isa);
+    job.entries = s.entries.data();
+    job.panel0 = s.panel0.data();
+    job.count = count;
+    const int64_t total = s.panel0[count];
     if (total == 0) return;
     const int nt = pool.size();
     if (nt == 1 || total == 1) {
@@ -261,9 +350,9 @@ void matmul_multi(std::span<const MatmulOut> outs, const float* x, int64_t n, ut
     // on two threads ~40-80 us for an FFN matrix, estimated from ~13 GB/s per thread); guided grabs made 1B-shaped batch-1 decode
     // 1-4% faster on AVX-512 and 4-7% on AVX2 (docs/WEIGHT_QUANT.md). A lambda capturing one
     // pointer fits in std::function's small buffer, so a decode matmul does no heap allocation.
-    MultiJob* jp = &job;
+    GroupedJob* jp = &job;
     pool.run([jp](int, int threads) {
-        const int64_t tot = jp->panel0[jp->outs.size()], divisor = 2 * static_cast<int64_t>(threads);
+        const int64_t tot = jp->panel0[jp->count], divisor = 2 * static_cast<int64_t>(threads);
         int64_t p0 = jp->next.load(std::memory_order_relaxed);
         while (p0 < tot) {
             const int64_t c = std::max<int64_t>(kMinGrab, (tot - p0) / divisor);

@@ -66,6 +66,18 @@ struct MatmulOut {
 };
 void matmul_multi(std::span<const MatmulOut> outs, const float* x, int64_t n, util::ThreadPool& pool);
 
+// Several matmul_multi calls in one pool dispatch: group g computes its outs from its own input
+// x [n, cols] (cols: the group's common w.cols; groups may differ). For the MoE layer, whose
+// experts each take their own gathered rows: a batch-1 step's expert matmuls were ~2 small
+// dispatches per expert, each with its barrier. Bit-identical to one matmul() per matrix; every
+// group's activations are quantized once. Groups with n <= 0 or no outs are skipped.
+struct MatmulGroup {
+    std::span<const MatmulOut> outs;
+    const float* x;
+    int64_t n;
+};
+void matmul_grouped(std::span<const MatmulGroup> groups, util::ThreadPool& pool);
+
 // Same computation with an explicit ISA on rows [row_begin, row_end) of W, single-threaded.
 // Used by tests to compare every variant against Isa::Scalar.
 void matmul_rows(Isa isa, const WeightMatrix& w, const float* x, int64_t n, float* y,

@@ -39,44 +39,54 @@ void MlaAttention::forward(const ModelConfig& c, const MlaWeights& w, const floa
     kv_.resize(N * static_cast<size_t>(row));
     qabs_.resize(N * static_cast<size_t>(H * row));
     lat_.resize(N * static_cast<size_t>(H * L));
-    tmp_.resize(N * static_cast<size_t>(std::max({Dn, L, Dv})));
-    tmp2_.resize(N * static_cast<size_t>(std::max({Dn, L, Dv})));
+    // Per-head inputs and outputs of the absorbed matmuls, head-major [H, n, width].
+    tmp_.resize(N * static_cast<size_t>(H * std::max(Dn, L)));
+    tmp2_.resize(N * static_cast<size_t>(H * std::max(L, Dv)));
     att_.resize(N * static_cast<size_t>(H * Dv));
 
-    // Queries [n, H, nope + rope].
+    // Queries [n, H, nope + rope] and the latent + rope key [n, L + R]. q_a (or q) and kv_a share
+    // x: one kernels::matmul_multi call, one dispatch.
+    if (observer) {
+        observer->observe(m.q_lora_rank > 0 ? w.wq_a : w.wq, x, n);
+        observer->observe(w.wkv_a, x, n);
+    }
+    if (m.q_lora_rank > 0) qa_.resize(N * static_cast<size_t>(m.q_lora_rank));
+    {
+        const kernels::MatmulOut o[2] = {m.q_lora_rank > 0
+                                             ? kernels::MatmulOut{&w.wq_a.view(), qa_.data()}
+                                             : kernels::MatmulOut{&w.wq.view(), q_.data()},
+                                         {&w.wkv_a.view(), kv_.data()}};
+        kernels::matmul_multi(o, x, n, pool);
+    }
     if (m.q_lora_rank > 0) {
-        qa_.resize(N * static_cast<size_t>(m.q_lora_rank));
-        if (observer) observer->observe(w.wq_a, x, n);
-        kernels::matmul(w.wq_a.view(), x, n, qa_.data(), pool);
         for (int64_t t = 0; t < n; ++t)
             kernels::rmsnorm(qa_.data() + t * m.q_lora_rank, w.q_a_norm.data(), qa_.data() + t * m.q_lora_rank,
                              m.q_lora_rank, kMlaNormEps);
         if (observer) observer->observe(w.wq_b, qa_.data(), n);
         kernels::matmul(w.wq_b.view(), qa_.data(), n, q_.data(), pool);
-    } else {
-        if (observer) observer->observe(w.wq, x, n);
-        kernels::matmul(w.wq.view(), x, n, q_.data(), pool);
     }
-    // Latent + rope key [n, L + R]: normed latent, rotated key.
-    if (observer) observer->observe(w.wkv_a, x, n);
-    kernels::matmul(w.wkv_a.view(), x, n, kv_.data(), pool);
+    // Normed latent, rotated keys and queries.
     for (int64_t t = 0; t < n; ++t) {
         float* r = kv_.data() + t * row;
         kernels::rmsnorm(r, w.kv_a_norm.data(), r, L, kMlaNormEps);
         rope_part(r + L, rope_cs + t * R, R, c.rope_style);
         for (int64_t h = 0; h < H; ++h) rope_part(q_.data() + (t * H + h) * qk + Dn, rope_cs + t * R, R, c.rope_style);
     }
-    // Absorbed queries [n, H, L + R]: W_kb_h^T q_nope_h, then q_rope_h.
-    for (int64_t h = 0; h < H; ++h) {
+    // Absorbed queries [n, H, L + R]: W_kb_h^T q_nope_h, then q_rope_h. Every head's matmul has
+    // its own input, so all H go to the pool as one kernels::matmul_grouped call (one dispatch
+    // and barrier instead of H).
+    for (int64_t h = 0; h < H; ++h)
         for (int64_t t = 0; t < n; ++t)
-            std::memcpy(tmp_.data() + t * Dn, q_.data() + (t * H + h) * qk, static_cast<size_t>(Dn) * sizeof(float));
-        kernels::matmul(w.wk_b_t[static_cast<size_t>(h)].view(), tmp_.data(), n, tmp2_.data(), pool);
+            std::memcpy(tmp_.data() + (h * n + t) * Dn, q_.data() + (t * H + h) * qk,
+                        static_cast<size_t>(Dn) * sizeof(float));
+    per_head_matmuls(w.wk_b_t, tmp_.data(), Dn, n, tmp2_.data(), L, pool);
+    for (int64_t h = 0; h < H; ++h)
         for (int64_t t = 0; t < n; ++t) {
             float* dst = qabs_.data() + (t * H + h) * row;
-            std::memcpy(dst, tmp2_.data() + t * L, static_cast<size_t>(L) * sizeof(float));
+            std::memcpy(dst, tmp2_.data() + (h * n + t) * L,
+                        static_cast<size_t>(L) * sizeof(float));
             std::memcpy(dst + L, q_.data() + (t * H + h) * qk + Dn, static_cast<size_t>(R) * sizeof(float));
         }
-    }
 
     std::vector<kernels::MlaAttentionSeq> att_seqs;
     att_seqs.reserve(seqs.size());
@@ -96,16 +106,32 @@ void MlaAttention::forward(const ModelConfig& c, const MlaWeights& w, const floa
     const float scale = c.attn_scale_factor / std::sqrt(static_cast<float>(qk));
     kernels::mla_attention(att_seqs, H, L, kv, scale, pool);
 
-    // Values: out_h = W_vb_h lat_h -> att [n, H, Dv]; then o_proj.
-    for (int64_t h = 0; h < H; ++h) {
+    // Values: out_h = W_vb_h lat_h -> att [n, H, Dv] (all heads in one dispatch); then o_proj.
+    for (int64_t h = 0; h < H; ++h)
         for (int64_t t = 0; t < n; ++t)
-            std::memcpy(tmp_.data() + t * L, lat_.data() + (t * H + h) * L, static_cast<size_t>(L) * sizeof(float));
-        kernels::matmul(w.wv_b[static_cast<size_t>(h)].view(), tmp_.data(), n, tmp2_.data(), pool);
+            std::memcpy(tmp_.data() + (h * n + t) * L, lat_.data() + (t * H + h) * L,
+                        static_cast<size_t>(L) * sizeof(float));
+    per_head_matmuls(w.wv_b, tmp_.data(), L, n, tmp2_.data(), Dv, pool);
+    for (int64_t h = 0; h < H; ++h)
         for (int64_t t = 0; t < n; ++t)
-            std::memcpy(att_.data() + (t * H + h) * Dv, tmp2_.data() + t * Dv, static_cast<size_t>(Dv) * sizeof(float));
-    }
+            std::memcpy(att_.data() + (t * H + h) * Dv, tmp2_.data() + (h * n + t) * Dv,
+                        static_cast<size_t>(Dv) * sizeof(float));
     if (observer) observer->observe(w.wo, att_.data(), n);
     kernels::matmul(w.wo.view(), att_.data(), n, out, pool);
+}
+
+void MlaAttention::per_head_matmuls(const std::vector<Matrix>& w, const float* in, int64_t in_width,
+                                    int64_t n, float* out, int64_t out_width,
+                                    util::ThreadPool& pool) {
+    const size_t H = w.size();
+    outs_.resize(H);
+    groups_.resize(H);
+    for (size_t h = 0; h < H; ++h) {
+        const auto hh = static_cast<int64_t>(h);
+        outs_[h] = {&w[h].view(), out + hh * n * out_width};
+        groups_[h] = {std::span(outs_.data() + h, 1), in + hh * n * in_width, n};
+    }
+    kernels::matmul_grouped(groups_, pool);
 }
 
 int64_t kv_bytes_per_token(const ModelConfig& c, int64_t elem_bytes) {

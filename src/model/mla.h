@@ -15,6 +15,7 @@
 #include <span>
 #include <vector>
 
+#include "kernels/matmul.h"
 #include "kernels/mla_attention.h"
 #include "model/activation_observer.h"
 #include "model/model_config.h"
@@ -50,6 +51,12 @@ public:
 
 private:
     std::vector<float> qa_, q_, kv_, qabs_, lat_, tmp_, tmp2_, att_;
+    std::vector<kernels::MatmulOut> outs_;
+    std::vector<kernels::MatmulGroup> groups_;
+    // out_h [n, out_width] = w[h] in_h for every head h, in one kernels::matmul_grouped call;
+    // in and out are head-major ([H, n, width]).
+    void per_head_matmuls(const std::vector<Matrix>& w, const float* in, int64_t in_width,
+                          int64_t n, float* out, int64_t out_width, util::ThreadPool& pool);
 };
 
 // KV cache bytes per token for the config's cache layout: layers * (kv_lora_rank + rope) * elem

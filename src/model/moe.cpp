@@ -105,53 +105,122 @@ void MoeFfn::forward(const ModelConfig& c, const MoeWeights& w, const float* x, 
     }
 
     std::fill(out, out + n * d, 0.0f);
-    int64_t max_rows = 0;
-    for (int64_t cnt : counts_) max_rows = std::max(max_rows, cnt);
-    const int64_t width = std::max(de, m.n_shared * de);
-    const int64_t cap = std::max(max_rows, m.n_shared > 0 ? n : int64_t{0});
+    const int64_t ws = m.n_shared * de;
+    // Experts go to the pool in chunks of whole experts holding at most `budget` gathered rows
+    // (a batch-1 or batch-32 step is one chunk): per chunk, one kernels::matmul_grouped call for
+    // every expert's gate and up and one for every down, instead of two dispatches per expert,
+    // each with its barrier (what bounded batch 1: docs/MOE.md). The budget keeps the gathered
+    // buffers at O(max(n, 256)) rows for a long prefill chunk, as one expert's were.
+    const int64_t budget = std::max<int64_t>(n, 256);
+    auto chunk_end = [&](int64_t e0) {  // experts [e0, result) form the chunk that starts at e0
+        const int64_t r0 = start_[static_cast<size_t>(e0)];
+        int64_t e1 = e0 + 1;
+        while (e1 < E && start_[static_cast<size_t>(e1) + 1] - r0 <= budget) ++e1;
+        return e1;
+    };
+    int64_t cap = 0;  // gathered rows of the largest chunk
+    for (int64_t e0 = 0; e0 < E;) {
+        const int64_t e1 = chunk_end(e0);
+        cap = std::max(cap, start_[static_cast<size_t>(e1)] - start_[static_cast<size_t>(e0)]);
+        e0 = e1;
+    }
     xe_.resize(static_cast<size_t>(cap * d));
     ye_.resize(static_cast<size_t>(cap * d));
-    g_.resize(static_cast<size_t>(cap * width));
-    u_.resize(static_cast<size_t>(cap * width));
+    g_.resize(static_cast<size_t>(cap * de));
+    u_.resize(static_cast<size_t>(cap * de));
+    gs_.resize(static_cast<size_t>(n * ws));
+    us_.resize(static_cast<size_t>(n * ws));
+    ys_.resize(static_cast<size_t>(m.n_shared > 0 ? n * d : 0));
 
-    for (int64_t e = 0; e < E; ++e) {
-        const int64_t r0 = start_[static_cast<size_t>(e)], rows = counts_[static_cast<size_t>(e)];
-        if (rows == 0) continue;
-        for (int64_t j = 0; j < rows; ++j) {
-            const int64_t t = order_[static_cast<size_t>(r0 + j)] / K;
-            std::memcpy(xe_.data() + j * d, x + t * d, static_cast<size_t>(d) * sizeof(float));
-        }
-        const auto ue = static_cast<size_t>(e);
-        if (observer) {
-            observer->observe(w.gate[ue], xe_.data(), rows);
-            observer->observe(w.up[ue], xe_.data(), rows);
-        }
-        // gate and up share their input: one call quantizes it once and hands both matrices'
-        // panels to the pool in one job (as the dense FFN does), instead of two of each.
-        const kernels::MatmulOut gate_up[2] = {{&w.gate[ue].view(), g_.data()}, {&w.up[ue].view(), u_.data()}};
-        kernels::matmul_multi(gate_up, xe_.data(), rows, pool);
-        kernels::silu_mul(g_.data(), u_.data(), g_.data(), rows * de);
-        if (observer) observer->observe(w.down[ue], g_.data(), rows);
-        kernels::matmul(w.down[ue].view(), g_.data(), rows, ye_.data(), pool);
-        for (int64_t j = 0; j < rows; ++j) {
-            const int64_t i = order_[static_cast<size_t>(r0 + j)];
-            kernels::axpy_f32(wsel_[static_cast<size_t>(i)], ye_.data() + j * d, out + (i / K) * d, d);
-        }
-    }
+    for (int64_t e0 = 0; e0 < E;) {
+        const int64_t e1 = chunk_end(e0);
+        const int64_t r0 = start_[static_cast<size_t>(e0)], r1 = start_[static_cast<size_t>(e1)];
+        const bool shared = e0 == 0 && m.n_shared > 0;  // the shared experts join the first chunk
+        // An expert that every token chose has the tokens in order as its rows (top-k picks an
+        // expert at most once per token; order_ keeps token order), i.e. x itself: every routed
+        // expert of a batch-1 step. Its gate and up read x in place, in one group with the shared
+        // experts', so x is quantized once for all of them, as for the dense FFN.
+        auto reads_x = [&](int64_t e) { return n > 0 && counts_[static_cast<size_t>(e)] == n; };
 
-    if (m.n_shared > 0) {
-        const int64_t ws = m.n_shared * de;
-        if (observer) {
-            observer->observe(w.shared_gate, x, n);
-            observer->observe(w.shared_up, x, n);
+        // Gate and up. pending_ lists each group as (first of outs_, count, x, n): the spans are
+        // made once outs_ has stopped growing.
+        outs_.clear();
+        pending_.clear();
+        for (int64_t e = e0; e < e1; ++e) {
+            if (!reads_x(e)) continue;
+            const auto ue = static_cast<size_t>(e);
+            const int64_t o = start_[ue] - r0;
+            if (observer) {
+                observer->observe(w.gate[ue], x, n);
+                observer->observe(w.up[ue], x, n);
+            }
+            outs_.push_back({&w.gate[ue].view(), g_.data() + o * de});
+            outs_.push_back({&w.up[ue].view(), u_.data() + o * de});
         }
-        const kernels::MatmulOut gate_up[2] = {{&w.shared_gate.view(), g_.data()}, {&w.shared_up.view(), u_.data()}};
-        kernels::matmul_multi(gate_up, x, n, pool);
-        kernels::silu_mul(g_.data(), u_.data(), g_.data(), n * ws);
-        if (observer) observer->observe(w.shared_down, g_.data(), n);
-        kernels::matmul(w.shared_down.view(), g_.data(), n, ye_.data(), pool);
-        for (int64_t i = 0; i < n * d; ++i) out[i] += ye_[static_cast<size_t>(i)];
+        if (shared) {
+            if (observer) {
+                observer->observe(w.shared_gate, x, n);
+                observer->observe(w.shared_up, x, n);
+            }
+            outs_.push_back({&w.shared_gate.view(), gs_.data()});
+            outs_.push_back({&w.shared_up.view(), us_.data()});
+        }
+        if (!outs_.empty()) pending_.push_back({0, outs_.size(), x, n});
+        for (int64_t e = e0; e < e1; ++e) {
+            const auto ue = static_cast<size_t>(e);
+            const int64_t rows = counts_[ue], o = start_[ue] - r0;
+            if (rows == 0 || reads_x(e)) continue;
+            float* xe = xe_.data() + o * d;
+            for (int64_t j = 0; j < rows; ++j) {
+                const int64_t t = order_[static_cast<size_t>(start_[ue] + j)] / K;
+                std::memcpy(xe + j * d, x + t * d, static_cast<size_t>(d) * sizeof(float));
+            }
+            if (observer) {
+                observer->observe(w.gate[ue], xe, rows);
+                observer->observe(w.up[ue], xe, rows);
+            }
+            pending_.push_back({outs_.size(), 2, xe, rows});
+            outs_.push_back({&w.gate[ue].view(), g_.data() + o * de});
+            outs_.push_back({&w.up[ue].view(), u_.data() + o * de});
+        }
+        dispatch_pending(pool);
+        kernels::silu_mul(g_.data(), u_.data(), g_.data(), (r1 - r0) * de);
+        if (shared) kernels::silu_mul(gs_.data(), us_.data(), gs_.data(), n * ws);
+
+        // Down: every expert's input is its own rows of g_.
+        outs_.clear();
+        pending_.clear();
+        for (int64_t e = e0; e < e1; ++e) {
+            const auto ue = static_cast<size_t>(e);
+            if (counts_[ue] == 0) continue;
+            const float* ge = g_.data() + (start_[ue] - r0) * de;
+            if (observer) observer->observe(w.down[ue], ge, counts_[ue]);
+            pending_.push_back({outs_.size(), 1, ge, counts_[ue]});
+            outs_.push_back({&w.down[ue].view(), ye_.data() + (start_[ue] - r0) * d});
+        }
+        if (shared) {
+            if (observer) observer->observe(w.shared_down, gs_.data(), n);
+            pending_.push_back({outs_.size(), 1, gs_.data(), n});
+            outs_.push_back({&w.shared_down.view(), ys_.data()});
+        }
+        dispatch_pending(pool);
+        // Weighted sum into out, in expert order then token order (as one expert at a time did).
+        for (int64_t i = r0; i < r1; ++i) {
+            const int64_t slot = order_[static_cast<size_t>(i)];
+            kernels::axpy_f32(wsel_[static_cast<size_t>(slot)], ye_.data() + (i - r0) * d,
+                              out + (slot / K) * d, d);
+        }
+        e0 = e1;
     }
+    if (m.n_shared > 0)
+        for (int64_t i = 0; i < n * d; ++i) out[i] += ys_[static_cast<size_t>(i)];
+}
+
+void MoeFfn::dispatch_pending(util::ThreadPool& pool) {
+    groups_.clear();
+    for (const PendingGroup& p : pending_)
+        groups_.push_back({std::span(outs_.data() + p.begin, p.count), p.x, p.n});
+    kernels::matmul_grouped(groups_, pool);
 }
 
 std::unique_ptr<MoeWeights> load_moe_weights(const ModelConfig& c, const MoeTensorLoader& load) {

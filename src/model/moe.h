@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/matmul.h"
 #include "model/activation_observer.h"
 #include "model/model_config.h"
 #include "model/weights.h"
@@ -54,9 +55,22 @@ private:
     std::vector<int64_t> counts_;  // [n_experts]
     std::vector<int64_t> start_;   // [n_experts + 1] offsets into order_
     std::vector<int64_t> order_;   // [n * top_k] (token, slot) index t * top_k + j, grouped by expert
-    std::vector<float> xe_;        // [m, d_model] gathered rows of one expert
-    std::vector<float> g_, u_;     // [m, width]
+    // One chunk of experts (forward()): m = its gathered rows, in order_'s order.
+    std::vector<float> xe_;        // [m, d_model] gathered inputs (experts that read x skip theirs)
+    std::vector<float> g_, u_;     // [m, d_expert]
     std::vector<float> ye_;        // [m, d_model]
+    std::vector<float> gs_, us_;   // [n, n_shared * d_expert] the shared experts'
+    std::vector<float> ys_;        // [n, d_model]
+    // The matrices of one kernels::matmul_grouped call, grouped by input.
+    struct PendingGroup {
+        size_t begin, count;  // outs_[begin, begin + count)
+        const float* x;
+        int64_t n;
+    };
+    std::vector<kernels::MatmulOut> outs_;
+    std::vector<PendingGroup> pending_;
+    std::vector<kernels::MatmulGroup> groups_;
+    void dispatch_pending(util::ThreadPool& pool);
 };
 
 // Loads one layer's MoE weights through the model loader's callbacks. Names are relative to the

@@ -12,6 +12,8 @@
 
 #include "model/model.h"
 #include "model/moe.h"
+#include "quant/quantizer.h"
+#include "quant/weight_format.h"
 #include "test_paths.h"
 #include "util/error.h"
 
@@ -178,10 +180,22 @@ TEST(MoeRoute, MatchesBruteForceReferenceOnRandomLogits) {
 
 namespace {
 
-model::Matrix random_matrix(std::mt19937_64& rng, int64_t rows, int64_t cols, float sd) {
+// fmt: a --weights name for a quantized matrix (default quantizer, as the loader packs), else f32.
+model::Matrix random_matrix(std::mt19937_64& rng, int64_t rows, int64_t cols, float sd,
+                            const char* fmt = nullptr) {
     std::normal_distribution<float> nd(0.0f, sd);
-    auto m = model::Matrix::owned(kernels::WeightType::F32, rows, cols);
     std::vector<float> row(static_cast<size_t>(cols));
+    if (fmt != nullptr) {
+        const kernels::WeightMatrix layout = quant::parse_weight_format(fmt).layout(rows, cols);
+        auto m = model::Matrix::quantized(layout);
+        for (int64_t r = 0; r < rows; ++r) {
+            for (auto& v : row) v = nd(rng);
+            m.pack_quant_row(r,
+                             quant::default_quantizer().quantize_row(layout, row.data(), nullptr));
+        }
+        return m;
+    }
+    auto m = model::Matrix::owned(kernels::WeightType::F32, rows, cols);
     for (int64_t r = 0; r < rows; ++r) {
         for (auto& v : row) v = nd(rng);
         m.pack_row(r, row.data());
@@ -211,9 +225,13 @@ std::vector<double> swiglu(const model::Matrix& g, const model::Matrix& u, const
 
 }  // namespace
 
+// n = 300 holds more gathered rows (n * top_k = 600) than one dispatch chunk takes
+// (max(n, 256)), so the experts go to the pool in several chunks.
 TEST(MoeFfn, MatchesPerTokenReferenceAndIsBatchInvariant) {
     util::ThreadPool pool(2);
-    for (const bool glm : {false, true}) {
+    const std::pair<bool, int64_t> cases[] = {
+        {false, 9}, {true, 9}, {false, 300}, {true, 300}};  // glm, n
+    for (const auto& [glm, n] : cases) {
         model::ModelConfig c;
         c.d_model = 32;
         c.moe = glm ? glm_like() : MoeConfig{};
@@ -242,7 +260,6 @@ TEST(MoeFfn, MatchesPerTokenReferenceAndIsBatchInvariant) {
             w.shared_up = random_matrix(rng, de, d, 0.25f);
             w.shared_down = random_matrix(rng, d, de, 0.25f);
         }
-        const int64_t n = 9;
         std::normal_distribution<float> nd(0.0f, 1.0f);
         std::vector<float> x(static_cast<size_t>(n * d));
         for (auto& v : x) v = nd(rng);
@@ -282,8 +299,71 @@ TEST(MoeFfn, MatchesPerTokenReferenceAndIsBatchInvariant) {
             for (int64_t i = 0; i < d; ++i)
                 ASSERT_EQ(one[static_cast<size_t>(i)], out[static_cast<size_t>(t * d + i)]) << "token " << t << " dim " << i;
         }
-        EXPECT_LT(worst, 1e-4) << (glm ? "glm" : "qwen") << " MoE vs double reference";
+        EXPECT_LT(worst, 1e-4) << (glm ? "glm" : "qwen") << " MoE vs double reference, n=" << n;
     }
+}
+
+// int4 (W4A8) experts: a batch-1 step (every expert reads x itself, in one group with the
+// shared expert, x quantized once) and a batch step (gathered rows per expert, several dispatch
+// chunks at n = 200) give every token the same bits; and both match the double reference of the
+// dequantized weights to within the int8 activation rounding.
+TEST(MoeFfn, Int4ExpertsBatchInvariantAcrossDispatchChunks) {
+    util::ThreadPool pool(3);
+    model::ModelConfig c;
+    c.d_model = 64;
+    c.moe = glm_like();
+    c.moe.d_expert = 32;
+    c.moe.n_shared = 1;
+    const int64_t d = c.d_model, de = c.moe.d_expert, E = c.moe.n_experts;
+    std::mt19937_64 rng(21);
+    model::MoeWeights w;
+    w.router = random_matrix(rng, E, d, 0.3f);
+    std::uniform_real_distribution<float> ud(0.0f, 0.1f);
+    for (int64_t e = 0; e < E; ++e) w.router_bias.push_back(ud(rng));
+    for (int64_t e = 0; e < E; ++e) {
+        w.gate.push_back(random_matrix(rng, de, d, 0.25f, "int4"));
+        w.up.push_back(random_matrix(rng, de, d, 0.25f, "int4"));
+        w.down.push_back(random_matrix(rng, d, de, 0.25f, "int4"));
+    }
+    w.shared_gate = random_matrix(rng, de, d, 0.25f, "int4");
+    w.shared_up = random_matrix(rng, de, d, 0.25f, "int4");
+    w.shared_down = random_matrix(rng, d, de, 0.25f);
+    const int64_t n = 200;
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::vector<float> x(static_cast<size_t>(n * d));
+    for (auto& v : x) v = nd(rng);
+    std::vector<float> out(static_cast<size_t>(n * d)), one(static_cast<size_t>(d));
+    model::MoeFfn ffn;
+    ffn.forward(c, w, x.data(), n, out.data(), pool);
+    double worst = 0, scale = 0;
+    for (int64_t t = 0; t < n; ++t) {
+        ffn.forward(c, w, x.data() + t * d, 1, one.data(), pool);
+        for (int64_t i = 0; i < d; ++i)
+            ASSERT_EQ(one[static_cast<size_t>(i)], out[static_cast<size_t>(t * d + i)])
+                << "token " << t << " dim " << i;
+        std::vector<double> xt(x.begin() + t * d, x.begin() + (t + 1) * d);
+        auto lg_d = matvec(w.router, xt);
+        std::vector<float> lg(lg_d.begin(), lg_d.end());
+        std::vector<int> sel;
+        std::vector<double> wt;
+        ref_route(c.moe, lg.data(), w.router_bias.data(), sel, wt);
+        std::vector<double> ref(static_cast<size_t>(d), 0.0);
+        for (size_t j = 0; j < sel.size(); ++j) {
+            const auto e = static_cast<size_t>(sel[j]);
+            auto y = swiglu(w.gate[e], w.up[e], w.down[e], xt);
+            for (int64_t i = 0; i < d; ++i)
+                ref[static_cast<size_t>(i)] += wt[j] * y[static_cast<size_t>(i)];
+        }
+        auto y = swiglu(w.shared_gate, w.shared_up, w.shared_down, xt);
+        for (int64_t i = 0; i < d; ++i) {
+            ref[static_cast<size_t>(i)] += y[static_cast<size_t>(i)];
+            worst = std::max(
+                worst, std::abs(ref[static_cast<size_t>(i)] - out[static_cast<size_t>(t * d + i)]));
+            scale = std::max(scale, std::abs(ref[static_cast<size_t>(i)]));
+        }
+    }
+    EXPECT_GT(scale, 0.5);
+    EXPECT_LT(worst, 0.02 * scale) << "int4 MoE vs double reference of the dequantized weights";
 }
 
 TEST(MoeConfig, ParsesQwen3MoeAndGlm4Moe) {

@@ -2,7 +2,7 @@
 // same bytes as the scalar definition (including ties, NaN/inf, zero and tiny blocks), and
 // matmul_multi (shared input, one dispatch, dynamic panel split) gives bit-identical outputs
 // to one matmul_rows(Isa::Scalar) call per matrix, for mixed weight types, 1-3 threads and
-// batch sizes 1 and 5.
+// batch sizes 1 and 5; matmul_grouped (one dispatch of several inputs' matmuls) the same.
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -130,6 +130,81 @@ TEST(QuantMatmulMulti, BitIdenticalToSeparateScalarMatmuls) {
                         ASSERT_EQ(std::bit_cast<uint32_t>(got[i][j]), std::bit_cast<uint32_t>(want[i][j]))
                             << what << "matrix " << i << " out " << j << " n=" << n << " threads=" << pool.size();
             }
+        }
+    }
+}
+
+// matmul_grouped: groups with their own inputs (different token counts and widths, as a MoE
+// layer's experts have) in one dispatch give every matrix the bits of a scalar matmul of its own
+// group's x. Includes an empty group and a zero-token group, which must be skipped.
+TEST(QuantMatmulGrouped, BitIdenticalToSeparateScalarMatmuls) {
+    struct Spec {
+        const char* fmt;
+        int64_t rows;
+    };
+    struct GroupSpec {
+        int64_t cols, n;
+        std::vector<Spec> mats;
+    };
+    const std::vector<GroupSpec> specs = {
+        {256, 1, {{"int4", 48}, {"int4", 48}, {"fp8", 32}, {"bf16", 20}}},  // batch-1 gate/up of
+                                                                            // several experts
+        {256, 3, {{"int4", 48}, {"int4", 48}}},  // an expert with gathered rows
+        {128, 1, {{"int4-g128", 256}}},          // a down projection (other width)
+        {128, 9, {{"int4", 40}, {"int8", 17}}},  // >= 8 tokens: W4A8 unpack path
+        {64, 0, {{"f32", 16}}},                  // zero tokens: skipped
+        {96, 2, {}},                             // no matrices: skipped
+        {64, 2, {{"fp8", 33}, {"int4-asym-a16", 16}}},
+    };
+    util::ThreadPool pools[] = {util::ThreadPool(1), util::ThreadPool(2), util::ThreadPool(3)};
+    uint32_t seed = 900;
+    std::vector<WeightMatrix> ws;
+    std::vector<std::vector<uint8_t>> bufs;
+    std::vector<std::vector<float>> xs;
+    std::vector<size_t> first;  // ws index of each group's first matrix
+    for (const GroupSpec& g : specs) {
+        first.push_back(ws.size());
+        xs.push_back(random_floats(static_cast<size_t>(std::max<int64_t>(g.n, 1) * g.cols), seed++,
+                                   -2.0f, 2.0f));
+        for (const Spec& s : g.mats) {
+            const std::string f = s.fmt;
+            WeightMatrix w = (f == "bf16" || f == "f32")
+                                 ? WeightMatrix{f == "bf16" ? WeightType::BF16 : WeightType::F32,
+                                                s.rows, g.cols, nullptr}
+                                 : quant::parse_weight_format(f).layout(s.rows, g.cols);
+            bufs.push_back(pack(w, random_floats(static_cast<size_t>(s.rows * g.cols), seed++)));
+            ws.push_back(w);
+        }
+    }
+    for (size_t i = 0; i < ws.size(); ++i) ws[i].data = bufs[i].data();
+    std::vector<std::vector<float>> want(ws.size());
+    for (size_t gi = 0; gi < specs.size(); ++gi)
+        for (size_t k = 0; k < specs[gi].mats.size(); ++k) {
+            const WeightMatrix& w = ws[first[gi] + k];
+            const int64_t n = specs[gi].n;
+            want[first[gi] + k].assign(static_cast<size_t>(std::max<int64_t>(n, 1) * w.rows),
+                                       -7.0f);
+            if (n > 0)
+                matmul_rows(Isa::Scalar, w, xs[gi].data(), n, want[first[gi] + k].data(), 0,
+                            w.rows);
+        }
+    for (auto& pool : pools) {
+        std::vector<std::vector<float>> got;
+        for (size_t i = 0; i < ws.size(); ++i) got.emplace_back(want[i].size(), -7.0f);
+        std::vector<MatmulOut> outs;
+        for (size_t i = 0; i < ws.size(); ++i) outs.push_back({&ws[i], got[i].data()});
+        std::vector<MatmulGroup> groups;
+        for (size_t gi = 0; gi < specs.size(); ++gi)
+            groups.push_back({std::span(outs.data() + first[gi], specs[gi].mats.size()),
+                              xs[gi].data(), specs[gi].n});
+        for (int rep = 0; rep < 2; ++rep) {  // the second call reuses the thread's scratch
+            matmul_grouped(groups, pool);
+            for (size_t i = 0; i < ws.size(); ++i)
+                for (size_t j = 0; j < got[i].size(); ++j)
+                    ASSERT_EQ(std::bit_cast<uint32_t>(got[i][j]),
+                              std::bit_cast<uint32_t>(want[i][j]))
+                        << "matrix " << i << " out " << j << " threads=" << pool.size() << " rep "
+                        << rep;
         }
     }
 }
