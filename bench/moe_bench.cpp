@@ -12,7 +12,10 @@
 //
 // Build: cmake -DWARDEN_BENCH=ON ...; ninja bench_moe_bench
 // Run:   build/bench_moe_bench [--threads N] [--batch B] [--steps S] [--rounds R] [--ctx C] [--experts FORMAT]
-//        FORMAT: the routed experts' weight format (bf16 default; int4 = int4-g32 W4A8, any --weights name).
+//        [--dense FORMAT]
+//        --experts: the routed experts' weight format (bf16 default; int4 = int4-g32 W4A8, any --weights name);
+//        --dense: every other matrix's (attention, shared expert, dense layer, head; bf16 default). The
+//        router stays f32 and the embedding bf16 (one row read per token), as the loader keeps them.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -83,7 +86,7 @@ struct Built {
     int64_t n_moe_layers = 0;
 };
 
-Built build(bool kimi, const quant::WeightFormat& experts) {
+Built build(bool kimi, const quant::WeightFormat& experts, const quant::WeightFormat& dense) {
     Built b;
     b.model = std::make_unique<model::Model>();
     model::Model& m = *b.model;
@@ -126,7 +129,7 @@ Built build(bool kimi, const quant::WeightFormat& experts) {
 
     auto& w = m.weights;
     w.token_embd = rand_matrix(c.vocab_size, c.d_model);
-    w.output = rand_matrix(c.vocab_size, c.d_model);
+    w.output = rand_matrix_as(c.vocab_size, c.d_model, dense);
     w.output_norm = ones(c.d_model);
     b.dense_bytes += w.output.bytes();
     w.layers.resize(static_cast<size_t>(c.n_layers));
@@ -138,24 +141,24 @@ Built build(bool kimi, const quant::WeightFormat& experts) {
         if (kimi) {
             auto a = std::make_unique<model::MlaWeights>();
             const auto& g = c.mla;
-            a->wq_a = rand_matrix(g.q_lora_rank, d);
+            a->wq_a = rand_matrix_as(g.q_lora_rank, d, dense);
             a->q_a_norm = ones(g.q_lora_rank);
-            a->wq_b = rand_matrix(H * c.head_dim, g.q_lora_rank);
-            a->wkv_a = rand_matrix(g.kv_lora_rank + c.rope_dim, d);
+            a->wq_b = rand_matrix_as(H * c.head_dim, g.q_lora_rank, dense);
+            a->wkv_a = rand_matrix_as(g.kv_lora_rank + c.rope_dim, d, dense);
             a->kv_a_norm = ones(g.kv_lora_rank);
             for (int64_t h = 0; h < H; ++h) {
-                a->wk_b_t.push_back(rand_matrix(g.kv_lora_rank, g.nope_dim));
-                a->wv_b.push_back(rand_matrix(g.v_dim, g.kv_lora_rank));
+                a->wk_b_t.push_back(rand_matrix_as(g.kv_lora_rank, g.nope_dim, dense));
+                a->wv_b.push_back(rand_matrix_as(g.v_dim, g.kv_lora_rank, dense));
                 b.dense_bytes += a->wk_b_t.back().bytes() + a->wv_b.back().bytes();
             }
-            a->wo = rand_matrix(d, H * g.v_dim);
+            a->wo = rand_matrix_as(d, H * g.v_dim, dense);
             b.dense_bytes += a->wq_a.bytes() + a->wq_b.bytes() + a->wkv_a.bytes() + a->wo.bytes();
             L.mla = std::move(a);
         } else {
-            L.wq = rand_matrix(H * c.head_dim, d);
-            L.wk = rand_matrix(c.n_kv_heads * c.head_dim, d);
-            L.wv = rand_matrix(c.n_kv_heads * c.head_dim, d);
-            L.wo = rand_matrix(d, H * c.head_dim);
+            L.wq = rand_matrix_as(H * c.head_dim, d, dense);
+            L.wk = rand_matrix_as(c.n_kv_heads * c.head_dim, d, dense);
+            L.wv = rand_matrix_as(c.n_kv_heads * c.head_dim, d, dense);
+            L.wo = rand_matrix_as(d, H * c.head_dim, dense);
             L.bq = std::vector<float>(static_cast<size_t>(H * c.head_dim), 0.01f);
             L.bk = std::vector<float>(static_cast<size_t>(c.n_kv_heads * c.head_dim), 0.01f);
             L.bv = L.bk;
@@ -171,16 +174,16 @@ Built build(bool kimi, const quant::WeightFormat& experts) {
                 e->down.push_back(rand_matrix_as(d, moe.d_expert, experts));
             }
             b.expert_bytes = e->gate[0].bytes() + e->up[0].bytes() + e->down[0].bytes();
-            e->shared_gate = rand_matrix(moe.d_expert, d);
-            e->shared_up = rand_matrix(moe.d_expert, d);
-            e->shared_down = rand_matrix(d, moe.d_expert);
+            e->shared_gate = rand_matrix_as(moe.d_expert, d, dense);
+            e->shared_up = rand_matrix_as(moe.d_expert, d, dense);
+            e->shared_down = rand_matrix_as(d, moe.d_expert, dense);
             b.dense_bytes += e->router.bytes() + e->shared_gate.bytes() + e->shared_up.bytes() + e->shared_down.bytes();
             L.moe = std::move(e);
             ++b.n_moe_layers;
         } else {
-            L.w_gate = rand_matrix(c.d_ff, d);
-            L.w_up = rand_matrix(c.d_ff, d);
-            L.w_down = rand_matrix(d, c.d_ff);
+            L.w_gate = rand_matrix_as(c.d_ff, d, dense);
+            L.w_up = rand_matrix_as(c.d_ff, d, dense);
+            L.w_down = rand_matrix_as(d, c.d_ff, dense);
             b.dense_bytes += L.w_gate.bytes() + L.w_up.bytes() + L.w_down.bytes();
         }
     }
@@ -222,7 +225,7 @@ double read_bandwidth(int threads) {
 
 int main(int argc, char** argv) {
     int threads = 0, batch = 32, steps = 8, rounds = 3, ctx = 64;
-    std::string experts_fmt = "bf16";
+    std::string experts_fmt = "bf16", dense_fmt = "bf16";
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         auto next = [&] { return std::stoi(i + 1 < argc ? argv[++i] : "0"); };
@@ -232,18 +235,20 @@ int main(int argc, char** argv) {
         else if (a == "--rounds") rounds = next();
         else if (a == "--ctx") ctx = next();
         else if (a == "--experts" && i + 1 < argc) experts_fmt = argv[++i];
+        else if (a == "--dense" && i + 1 < argc) dense_fmt = argv[++i];
         else {
-            std::fprintf(stderr, "usage: %s [--threads N] [--batch B] [--steps S] [--rounds R] [--ctx C] [--experts bf16|int4|int8|...]\n",
+            std::fprintf(stderr, "usage: %s [--threads N] [--batch B] [--steps S] [--rounds R] [--ctx C] [--experts bf16|int4|int8|...] [--dense FORMAT]\n",
                          argv[0]);
             return 2;
         }
     }
     try {
         const quant::WeightFormat experts = quant::parse_weight_format(experts_fmt);
+        const quant::WeightFormat dense = quant::parse_weight_format(dense_fmt);
         util::ThreadPool pool(threads);
         const int n_threads = threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
         for (const bool kimi : {false, true}) {
-            Built b = build(kimi, experts);
+            Built b = build(kimi, experts, dense);
             const model::ModelConfig& c = b.model->config;
             model::Transformer tf(*b.model, pool);
             const auto shape = c.kv_shape();
@@ -252,12 +257,12 @@ int main(int argc, char** argv) {
             kc.budget_bytes = kv::kv_budget_for_tokens(kc, static_cast<int64_t>(batch) * (ctx + steps * rounds * 2 + 16));
             kv::KvCache cache(kc);
             const int64_t kv_tok = model::kv_bytes_per_token(c, 2);
-            std::printf("%s: %lld layers (%lld MoE: %lld experts, top-%lld, 1 shared), d %lld, %s; non-expert weights %.1f MB, "
+            std::printf("%s: %lld layers (%lld MoE: %lld experts, top-%lld, 1 shared), d %lld, %s; non-expert weights %.1f MB (%s), "
                         "one expert %.2f MB (%s), KV %lld B/token (uncompressed %lld)\n",
                         c.arch_name.c_str(), static_cast<long long>(c.n_layers), static_cast<long long>(b.n_moe_layers),
                         static_cast<long long>(c.moe.n_experts), static_cast<long long>(c.moe.top_k),
                         static_cast<long long>(c.d_model), c.mla.enabled() ? "MLA" : "GQA", static_cast<double>(b.dense_bytes) / 1e6,
-                        static_cast<double>(b.expert_bytes) / 1e6, quant::weight_format_name(experts).c_str(),
+                        quant::weight_format_name(dense).c_str(), static_cast<double>(b.expert_bytes) / 1e6, quant::weight_format_name(experts).c_str(),
                         static_cast<long long>(kv_tok),
                         static_cast<long long>(model::kv_bytes_per_token_uncompressed(c, 2)));
             for (const int B : {1, batch}) {
