@@ -47,41 +47,49 @@ struct QuantizedActs {
     const int32_t* xs = nullptr;
     const int32_t* xz = nullptr;
 };
-// Quantizes x [n, cols] into per-thread scratch that is reused, so decode does no heap
-// allocation after the first call. Valid until the calling thread's next call.
-QuantizedActs quantize_to_scratch(const float* x, int64_t n, int64_t cols) {
-    thread_local std::vector<int8_t> xq;
-    thread_local std::vector<float> xd;
-    thread_local std::vector<int32_t> xs, xz;
-    const auto nq = static_cast<size_t>(n * cols), nb = static_cast<size_t>(n * cols / kActBlock);
-    if (xq.size() < nq) xq.resize(nq);
-    if (xd.size() < nb) {
-        xd.resize(nb);
-        xs.resize(nb);
-        xz.resize(nb);
-    }
-    quantize_acts(x, n, cols, xq.data(), xd.data(), xs.data(), xz.data());
-    return {xq.data(), xd.data(), xs.data(), xz.data()};
-}
+// Activation scratch of one matmul call (matmul_grouped or matmul_rows), per thread and reused:
+// grown, never shrunk, so steady-state decode allocates nothing. A call sizes it once with
+// begin() (later growth would move what earlier groups point at), then takes consecutive pieces.
+struct ActScratch {
+    std::vector<int8_t> xq;  // int8 codes of every quantized x, one after another
+    std::vector<float> xd;
+    std::vector<int32_t> xs, xz;
+    std::vector<float> x_e4m3;      // x * 2^120 of every FP8 one-token input
+    size_t oq = 0, ob = 0, oe = 0;  // taken so far in this call
 
-// out = x * 2^120 (one token row of `cols`) for the FP8 kernels' multiply-free widening
-// (detail::QuantArgs::x_e4m3); false when some element would not be finite (|x| >= 2^8, inf,
-// NaN), and the kernels then widen as before (they get null).
-bool e4m3_scaled_into(const float* x, int64_t cols, float* out) {
-    bool overflow = false;  // also set by NaN (the comparison is false)
-    for (int64_t k = 0; k < cols; ++k) {
-        const float v = x[k] * detail::kE4m3Pow120;
-        out[k] = v;
-        overflow |= !(std::fabs(v) <= std::numeric_limits<float>::max());
+    void begin(size_t nq, size_t nb, size_t ne) {
+        if (xq.size() < nq) xq.resize(nq);
+        if (xd.size() < nb) {
+            xd.resize(nb);
+            xs.resize(nb);
+            xz.resize(nb);
+        }
+        if (x_e4m3.size() < ne) x_e4m3.resize(ne);
+        oq = ob = oe = 0;
     }
-    return !overflow;
-}
-// The same in per-thread scratch reused like quantize_to_scratch's; null when not finite.
-const float* e4m3_scaled_to_scratch(const float* x, int64_t cols) {
-    thread_local std::vector<float> xs;
-    if (xs.size() < static_cast<size_t>(cols)) xs.resize(static_cast<size_t>(cols));
-    return e4m3_scaled_into(x, cols, xs.data()) ? xs.data() : nullptr;
-}
+    // x [n, cols] quantized to int8 (kernels/matmul_quant.h) in the next n * cols codes.
+    QuantizedActs quantize(const float* x, int64_t n, int64_t cols) {
+        const QuantizedActs a{xq.data() + oq, xd.data() + ob, xs.data() + ob, xz.data() + ob};
+        quantize_acts(x, n, cols, xq.data() + oq, xd.data() + ob, xs.data() + ob, xz.data() + ob);
+        oq += static_cast<size_t>(n * cols);
+        ob += static_cast<size_t>(n * cols / kActBlock);
+        return a;
+    }
+    // x * 2^120 (one token row of `cols`) for the FP8 kernels' multiply-free widening
+    // (detail::QuantArgs::x_e4m3); null when some element would not be finite (|x| >= 2^8, inf,
+    // NaN), and the kernels then widen as before.
+    const float* scaled_x(const float* x, int64_t cols) {
+        float* out = x_e4m3.data() + oe;
+        oe += static_cast<size_t>(cols);
+        bool overflow = false;  // also set by NaN (the comparison is false)
+        for (int64_t k = 0; k < cols; ++k) {
+            const float v = x[k] * detail::kE4m3Pow120;
+            out[k] = v;
+            overflow |= !(std::fabs(v) <= std::numeric_limits<float>::max());
+        }
+        return overflow ? nullptr : out;
+    }
+};
 
 // Whether a matmul of w over n tokens on `isa` gets x * 2^120 (QuantArgs::x_e4m3): FP8 at one
 // token on the SIMD kernels; the scalar ones widen with the multiply and ignore it.
@@ -156,16 +164,13 @@ struct GroupEntry {
     detail::QuantArgs qa{};  // when the matrix is quantized
 };
 
-// The calling thread's storage for matmul_grouped: grown, never shrunk, so steady-state decode
-// steps allocate nothing. matmul_grouped is not re-entered on one thread (pool jobs run kernels
-// only), so one set per thread suffices.
+// The calling thread's storage for matmul_grouped and matmul_rows: grown, never shrunk, so
+// steady-state decode steps allocate nothing. Neither is re-entered on one thread (pool jobs run
+// kernels only), so one set per thread suffices.
 struct GroupedScratch {
     std::vector<GroupEntry> entries;
     std::vector<int64_t> panel0;  // entry i owns global panels [panel0[i], panel0[i+1])
-    std::vector<int8_t> xq;       // every int8-activation group's quantized x, one after another
-    std::vector<float> xd;
-    std::vector<int32_t> xs, xz;
-    std::vector<float> x_e4m3;  // every FP8 one-token group's x * 2^120
+    ActScratch acts;
 };
 GroupedScratch& grouped_scratch() {
     thread_local GroupedScratch s;
@@ -250,8 +255,13 @@ void matmul_rows(Isa isa, const WeightMatrix& w, const float* x, int64_t n, floa
     detail::QuantArgs qa{};
     if (is_quant(w)) {
         check_quant_shape(w);
-        qa = quant_args(w, x, n, y, int_acts(w) ? quantize_to_scratch(x, n, w.cols) : QuantizedActs{});
-        if (takes_e4m3_scaled_x(w, n, isa)) qa.x_e4m3 = e4m3_scaled_to_scratch(x, w.cols);
+        const bool int8_x = int_acts(w), scaled = takes_e4m3_scaled_x(w, n, isa);
+        ActScratch& s = grouped_scratch().acts;
+        s.begin(int8_x ? static_cast<size_t>(n * w.cols) : 0,
+                int8_x ? static_cast<size_t>(n * w.cols / kActBlock) : 0,
+                scaled ? static_cast<size_t>(w.cols) : 0);
+        qa = quant_args(w, x, n, y, int8_x ? s.quantize(x, n, w.cols) : QuantizedActs{});
+        if (scaled) qa.x_e4m3 = s.scaled_x(x, w.cols);
     }
     run_rows(table(isa), w, x, n, y, row_begin, row_end, qa);
 }
@@ -289,37 +299,20 @@ void matmul_grouped(std::span<const MatmulGroup> groups, util::ThreadPool& pool)
         count += g.outs.size();
     }
     if (count == 0) return;
-    if (s.xq.size() < nq) s.xq.resize(nq);
-    if (s.xd.size() < nb) {
-        s.xd.resize(nb);
-        s.xs.resize(nb);
-        s.xz.resize(nb);
-    }
-    if (s.x_e4m3.size() < ne) s.x_e4m3.resize(ne);
+    s.acts.begin(nq, nb, ne);
     if (s.entries.size() < count) s.entries.resize(count);
     if (s.panel0.size() < count + 1) s.panel0.resize(count + 1);
     // Pass 2: quantize each group's activations once (for all its int8-activation matrices) and
     // lay the matrices out in one panel numbering.
-    size_t oq = 0, ob = 0, oe = 0, i = 0;
+    size_t i = 0;
     s.panel0[0] = 0;
     for (const MatmulGroup& g : groups) {
         if (g.n <= 0 || g.outs.empty()) continue;
         const int64_t cols = g.outs[0].w->cols;
         const GroupNeeds need = group_needs(g, isa);
-        QuantizedActs acts{};
-        if (need.int_acts) {
-            acts = {s.xq.data() + oq, s.xd.data() + ob, s.xs.data() + ob, s.xz.data() + ob};
-            quantize_acts(g.x, g.n, cols, s.xq.data() + oq, s.xd.data() + ob, s.xs.data() + ob,
-                          s.xz.data() + ob);
-            oq += static_cast<size_t>(g.n * cols);
-            ob += static_cast<size_t>(g.n * cols / kActBlock);
-        }
-        const float* x_e4m3 = nullptr;
-        if (need.scaled_x) {
-            x_e4m3 =
-                e4m3_scaled_into(g.x, cols, s.x_e4m3.data() + oe) ? s.x_e4m3.data() + oe : nullptr;
-            oe += static_cast<size_t>(cols);
-        }
+        const QuantizedActs acts =
+            need.int_acts ? s.acts.quantize(g.x, g.n, cols) : QuantizedActs{};
+        const float* x_e4m3 = need.scaled_x ? s.acts.scaled_x(g.x, cols) : nullptr;
         for (const MatmulOut& o : g.outs) {
             GroupEntry& e = s.entries[i];
             e = GroupEntry{o.w, o.y, g.x, g.n, {}};

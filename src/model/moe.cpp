@@ -118,12 +118,9 @@ void MoeFfn::forward(const ModelConfig& c, const MoeWeights& w, const float* x, 
         while (e1 < E && start_[static_cast<size_t>(e1) + 1] - r0 <= budget) ++e1;
         return e1;
     };
-    int64_t cap = 0;  // gathered rows of the largest chunk
-    for (int64_t e0 = 0; e0 < E;) {
-        const int64_t e1 = chunk_end(e0);
-        cap = std::max(cap, start_[static_cast<size_t>(e1)] - start_[static_cast<size_t>(e0)]);
-        e0 = e1;
-    }
+    // Gathered rows of any chunk: at most the budget (one expert has at most n rows), and at most
+    // all n * top_k.
+    const int64_t cap = std::min(n * K, budget);
     xe_.resize(static_cast<size_t>(cap * d));
     ye_.resize(static_cast<size_t>(cap * d));
     g_.resize(static_cast<size_t>(cap * de));
@@ -131,6 +128,9 @@ void MoeFfn::forward(const ModelConfig& c, const MoeWeights& w, const float* x, 
     gs_.resize(static_cast<size_t>(n * ws));
     us_.resize(static_cast<size_t>(n * ws));
     ys_.resize(static_cast<size_t>(m.n_shared > 0 ? n * d : 0));
+    // groups_ holds spans of outs_: with room for a chunk's most matrices (every expert's gate
+    // and up, the shared expert's) reserved, outs_ never reallocates under them.
+    outs_.reserve(static_cast<size_t>(2 * E + 2));
 
     for (int64_t e0 = 0; e0 < E;) {
         const int64_t e1 = chunk_end(e0);
@@ -142,10 +142,9 @@ void MoeFfn::forward(const ModelConfig& c, const MoeWeights& w, const float* x, 
         // experts', so x is quantized once for all of them, as for the dense FFN.
         auto reads_x = [&](int64_t e) { return n > 0 && counts_[static_cast<size_t>(e)] == n; };
 
-        // Gate and up. pending_ lists each group as (first of outs_, count, x, n): the spans are
-        // made once outs_ has stopped growing.
+        // Gate and up.
         outs_.clear();
-        pending_.clear();
+        groups_.clear();
         for (int64_t e = e0; e < e1; ++e) {
             if (!reads_x(e)) continue;
             const auto ue = static_cast<size_t>(e);
@@ -165,7 +164,7 @@ void MoeFfn::forward(const ModelConfig& c, const MoeWeights& w, const float* x, 
             outs_.push_back({&w.shared_gate.view(), gs_.data()});
             outs_.push_back({&w.shared_up.view(), us_.data()});
         }
-        if (!outs_.empty()) pending_.push_back({0, outs_.size(), x, n});
+        if (!outs_.empty()) groups_.push_back({std::span(outs_.data(), outs_.size()), x, n});
         for (int64_t e = e0; e < e1; ++e) {
             const auto ue = static_cast<size_t>(e);
             const int64_t rows = counts_[ue], o = start_[ue] - r0;
@@ -179,31 +178,30 @@ void MoeFfn::forward(const ModelConfig& c, const MoeWeights& w, const float* x, 
                 observer->observe(w.gate[ue], xe, rows);
                 observer->observe(w.up[ue], xe, rows);
             }
-            pending_.push_back({outs_.size(), 2, xe, rows});
             outs_.push_back({&w.gate[ue].view(), g_.data() + o * de});
             outs_.push_back({&w.up[ue].view(), u_.data() + o * de});
+            groups_.push_back({std::span(outs_.data() + outs_.size() - 2, 2), xe, rows});
         }
-        dispatch_pending(pool);
+        kernels::matmul_grouped(groups_, pool);
         kernels::silu_mul(g_.data(), u_.data(), g_.data(), (r1 - r0) * de);
         if (shared) kernels::silu_mul(gs_.data(), us_.data(), gs_.data(), n * ws);
 
         // Down: every expert's input is its own rows of g_.
         outs_.clear();
-        pending_.clear();
+        groups_.clear();
+        auto add_down = [&](const Matrix& wd, const float* in, int64_t rows, float* y) {
+            if (observer) observer->observe(wd, in, rows);
+            outs_.push_back({&wd.view(), y});
+            groups_.push_back({std::span(outs_.data() + outs_.size() - 1, 1), in, rows});
+        };
         for (int64_t e = e0; e < e1; ++e) {
             const auto ue = static_cast<size_t>(e);
             if (counts_[ue] == 0) continue;
-            const float* ge = g_.data() + (start_[ue] - r0) * de;
-            if (observer) observer->observe(w.down[ue], ge, counts_[ue]);
-            pending_.push_back({outs_.size(), 1, ge, counts_[ue]});
-            outs_.push_back({&w.down[ue].view(), ye_.data() + (start_[ue] - r0) * d});
+            add_down(w.down[ue], g_.data() + (start_[ue] - r0) * de, counts_[ue],
+                     ye_.data() + (start_[ue] - r0) * d);
         }
-        if (shared) {
-            if (observer) observer->observe(w.shared_down, gs_.data(), n);
-            pending_.push_back({outs_.size(), 1, gs_.data(), n});
-            outs_.push_back({&w.shared_down.view(), ys_.data()});
-        }
-        dispatch_pending(pool);
+        if (shared) add_down(w.shared_down, gs_.data(), n, ys_.data());
+        kernels::matmul_grouped(groups_, pool);
         // Weighted sum into out, in expert order then token order (as one expert at a time did).
         for (int64_t i = r0; i < r1; ++i) {
             const int64_t slot = order_[static_cast<size_t>(i)];
@@ -214,13 +212,6 @@ void MoeFfn::forward(const ModelConfig& c, const MoeWeights& w, const float* x, 
     }
     if (m.n_shared > 0)
         for (int64_t i = 0; i < n * d; ++i) out[i] += ys_[static_cast<size_t>(i)];
-}
-
-void MoeFfn::dispatch_pending(util::ThreadPool& pool) {
-    groups_.clear();
-    for (const PendingGroup& p : pending_)
-        groups_.push_back({std::span(outs_.data() + p.begin, p.count), p.x, p.n});
-    kernels::matmul_grouped(groups_, pool);
 }
 
 std::unique_ptr<MoeWeights> load_moe_weights(const ModelConfig& c, const MoeTensorLoader& load) {

@@ -61,16 +61,9 @@ private:
     std::vector<float> ye_;        // [m, d_model]
     std::vector<float> gs_, us_;   // [n, n_shared * d_expert] the shared experts'
     std::vector<float> ys_;        // [n, d_model]
-    // The matrices of one kernels::matmul_grouped call, grouped by input.
-    struct PendingGroup {
-        size_t begin, count;  // outs_[begin, begin + count)
-        const float* x;
-        int64_t n;
-    };
+    // One kernels::matmul_grouped call: its matrices, and its groups (spans of outs_) by input.
     std::vector<kernels::MatmulOut> outs_;
-    std::vector<PendingGroup> pending_;
     std::vector<kernels::MatmulGroup> groups_;
-    void dispatch_pending(util::ThreadPool& pool);
 };
 
 // Loads one layer's MoE weights through the model loader's callbacks. Names are relative to the
