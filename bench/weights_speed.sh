@@ -12,7 +12,11 @@
 #
 # Every round also measures the read bandwidth (bench/membw.cpp, built into OUT_DIR when
 # missing), so the roofline is taken in the same minutes as the decode figures: the summary uses
-# the highest bandwidth any round saw (the strictest roofline). With BRACKET=1 (the default) every
+# the highest bandwidth any round saw (the strictest roofline). That reading is the best of three
+# ~35 ms bursts; every round also takes one reading over a SUSTAIN_S-second window (membw --seconds),
+# the time scale of one decode run, and the summary gives each configuration's fraction of the highest
+# such window too (docs/WEIGHT_QUANT.md, sessions 24-25: on a Zen 4 VM the burst maximum ran up to 12%
+# above the highest second-long window). With BRACKET=1 (the default) every
 # configuration's run is also bracketed by a short membw reading just before and just after it, and
 # the summary gives each run's draw against the mean of its two brackets (the bandwidth of the
 # seconds it ran in; this VM's moves by 30% or more within a minute).
@@ -38,6 +42,7 @@ WARDEN_BIN="${WARDEN_BIN:-$REPO/build-int4/warden}"
 LLAMA_BIN="${LLAMA_BIN:-/work/llama.cpp/build/bin}"
 OUT_DIR="${OUT_DIR:-$REPO/bench/out/weights}"
 BRACKET="${BRACKET:-1}"
+SUSTAIN_S="${SUSTAIN_S:-1}"
 MEMBW_JSON="${MEMBW_JSON:-$REPO/bench/out/membw.json}"
 mkdir -p "$OUT_DIR"
 log() { printf '[weights %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
@@ -69,6 +74,10 @@ bracket() {
 for round in $(seq 1 "$ROUNDS"); do
   log "round $round membw"
   printf 'membw\t%s\t%s\n' "$round" "$("$membw" --threads "$THREADS" --reps 3 --json 2>/dev/null | head -1)" >> "$results"
+  if [[ "$SUSTAIN_S" != 0 ]]; then
+    printf 'membw_sustained\t%s\t%s\n' "$round" \
+      "$("$membw" --threads "$THREADS" --reps 1 --seconds "$SUSTAIN_S" --json 2>/dev/null | head -1)" >> "$results"
+  fi
   for fmt in $FORMATS; do
     args=(--weights "${fmt%%+*}")
     [[ "$fmt" == auto@* ]] && args=(--weights auto)

@@ -21,6 +21,13 @@ a fifth the per-round ratio to warden bf16 at equal bandwidth: (tok/s / bracket 
 warden bf16's (tok/s / its bracket bandwidth), i.e. the speed ratio had both run on the same
 memory.
 
+Every round of weights_speed.sh also reads the bandwidth over a window of about one decode run's
+length (membw --seconds; the per-round reading above is the best of three ~35 ms bursts, and on a
+VM whose bandwidth moves within seconds the highest burst can sit above what any second-long
+run draws). Where the results have such readings, a column after "% of roofline" gives the best tok/s
+against the highest of them: the same order statistic (best of as many one-second samples) on
+both sides of the ratio.
+
 Usage: weights_speed_summary.py results.tsv membw.json THREADS
 """
 from __future__ import annotations
@@ -52,6 +59,7 @@ def main() -> int:
     tok = defaultdict(dict)  # config -> round -> tok/s
     bpt = {}
     round_bw = {}  # round -> bytes/s
+    sustained_bw = {}  # round -> bytes/s over a window of about one decode run
     brackets = defaultdict(list)  # (config, round) -> bytes/s readings before and after its run
     for line in open(results):
         f = line.rstrip("\n").split("\t")
@@ -60,6 +68,11 @@ def main() -> int:
                 round_bw[int(f[1])] = json.loads(f[2])["read_gbps"][str(threads)] * 1e9
             except (ValueError, KeyError, IndexError):
                 print(f"warning: round {f[1]}: unreadable membw reading, not used", file=sys.stderr)
+        elif f[0] == "membw_sustained":
+            try:
+                sustained_bw[int(f[1])] = json.loads(f[2])["read_gbps"][str(threads)] * 1e9
+            except (ValueError, KeyError, IndexError):
+                print(f"warning: round {f[1]}: unreadable sustained membw reading, not used", file=sys.stderr)
         elif f[0] == "bracket":
             try:
                 brackets[(f[2], int(f[1]))].append(json.loads(f[4])["read_gbps"][str(threads)] * 1e9)
@@ -93,8 +106,13 @@ def main() -> int:
     base = tok.get("warden bf16", {})
     print(f"membw {bw / 1e9:.1f} GB/s ({threads} threads, {src}); best of "
           f"{max((len(v) for v in tok.values()), default=0)} rounds")
+    sbw = max(sustained_bw.values()) if sustained_bw else None
+    if sbw:
+        print(f"sustained membw {sbw / 1e9:.1f} GB/s, highest of {len(sustained_bw)} one-run-long windows ("
+              + " ".join(f"{sustained_bw[r] / 1e9:.1f}" for r in sorted(sustained_bw)) + ")")
     bracketed = bool(brackets)
-    head = ("| config | best tok/s | MB/token | roofline tok/s | % of roofline | % of that round's membw, per round "
+    head = ("| config | best tok/s | MB/token | roofline tok/s | % of roofline |"
+            + (" % of sustained roofline |" if sbw else "") + " % of that round's membw, per round "
             "| GB/s drawn / warden bf16's, per round | best / warden bf16 best | per-round ratio to warden bf16 |")
     if bracketed:
         head += " % of the run's bracketing membw, per round (median) | per-round ratio to warden bf16 at equal bandwidth |"
@@ -115,7 +133,8 @@ def main() -> int:
                         if r in base and base[r] > 0) if base else "-"
         own = " ".join(f"{100 * rounds[r] * bpt[cfg] / round_bw[r]:.0f}" for r in sorted(rounds) if r in round_bw) or "-"
         rel = f"{best / bbest:.2f}" if bbest else "-"
-        row = (f"| {cfg} | {best:.2f} | {bpt[cfg] / 1e6:.0f} | {roof:.1f} | {100 * best / roof:.0f}% | {own} | {draw} "
+        sus = f" {100 * best * bpt[cfg] / sbw:.0f}% |" if sbw else ""
+        row = (f"| {cfg} | {best:.2f} | {bpt[cfg] / 1e6:.0f} | {roof:.1f} | {100 * best / roof:.0f}% |{sus} {own} | {draw} "
                f"| {rel} | {ratios} |")
         if bracketed:
             fr = {r: rounds[r] * bpt[cfg] / bracket_bw(cfg, r) for r in sorted(rounds) if bracket_bw(cfg, r)}

@@ -132,6 +132,21 @@ const char* cpu_vendor() {
     return vendor.data();
 }
 
+int cpu_family() {
+    static const int family = [] {
+#if WARDEN_X86
+        Regs r;
+        if (!cpuid(1, 0, r)) return 0;
+        const int base = static_cast<int>((r.a >> 8) & 0xf),
+                  ext = static_cast<int>((r.a >> 20) & 0xff);
+        return base == 0xf ? base + ext : base;
+#else
+        return 0;
+#endif
+    }();
+    return family;
+}
+
 bool set_active_isa(Isa isa) {
     if (!isa_supported(isa)) return false;
     active_slot().store(static_cast<int>(isa), std::memory_order_relaxed);

@@ -15,5 +15,8 @@ bool set_active_isa(Isa isa);
 bool isa_supported(Isa isa);
 // CPUID's 12-character vendor string ("GenuineIntel", "AuthenticAMD", ...); "" off x86.
 const char* cpu_vendor();
+// CPUID leaf 1's display family (base family, plus the extended family when the base is 0xF):
+// 0x19 for AMD Zen 3 and Zen 4, 0x1A for Zen 5, 6 for Intel's current cores; 0 off x86.
+int cpu_family();
 
 }  // namespace warden::kernels

@@ -41,7 +41,7 @@ DecodeTuning& slot() {
 }  // namespace
 
 // Measured tables (bench_gemv_decode, alternating runs; docs/WEIGHT_QUANT.md).
-DecodeTuning decode_tuning_table(const char* vendor) {
+DecodeTuning decode_tuning_table(const char* vendor, int family) {
     if (std::strcmp(vendor, "AuthenticAMD") == 0) {
         DecodeTuning t;
         t.panels = 1;
@@ -49,13 +49,24 @@ DecodeTuning decode_tuning_table(const char* vendor) {
         t.q8_prefetch = 1024;
         t.fp8_prefetch = 1024;
         t.half_loads = true;
-        // One int4 token drew more bandwidth through the AVX2 kernel than through the VNNI one
-        // (medians +2.8-6.9%, ahead in 19 of 24 alternating rounds over int4, int4-g128,
+        // ... with a 4096-byte prefetch when the AVX2 kernel takes batch-1 int4 (rather than its
+        // 2048, tuned on a Zen 3 host): ahead in 9 of 12 alternating rounds both in
+        // bench_gemv_decode and in the engine (Zen 5, session 21).
+        t.q4_avx2_prefetch = 4096;
+        if (family == 0x19) {
+            // Zen 4 runs 512-bit instructions on 256-bit units. Where the VM's bandwidth is ~32
+            // GB/s every int4 kernel draws all of it; in its minutes at ~51 GB/s the AVX2 kernel
+            // (36 GB/s per core in L2, against VNNI's 47) became the limit and drew 82% of the
+            // read loop against VNNI's 95%: VNNI led in every one of those alternating passes
+            // (session 25, docs/WEIGHT_QUANT.md).
+            t.q4_avx2 = false;
+            t.source = "amd-zen4";
+            return t;
+        }
+        // Zen 5: one int4 token drew more bandwidth through the AVX2 kernel than through the
+        // VNNI one (medians +2.8-6.9%, ahead in 19 of 24 alternating rounds over int4, int4-g128,
         // int4-asym; session 20, docs/WEIGHT_QUANT.md).
         t.q4_avx2 = true;
-        // ... and with a 4096-byte prefetch rather than its 2048 (tuned on a Zen 3 host): ahead in
-        // 9 of 12 alternating rounds both in bench_gemv_decode and in the engine (session 21).
-        t.q4_avx2_prefetch = 4096;
         t.source = "amd";
         return t;
     }
@@ -63,7 +74,7 @@ DecodeTuning decode_tuning_table(const char* vendor) {
 }
 
 DecodeTuning vendor_decode_tuning() {
-    return decode_tuning_table(cpu_vendor());
+    return decode_tuning_table(cpu_vendor(), cpu_family());
 }
 
 bool parse_decode_tuning(const char* spec, const DecodeTuning& base, DecodeTuning& out) {

@@ -25,7 +25,7 @@ struct DecodeTuning {
     bool q4_avx2 = false;
     // Software prefetch distance (bytes) of the AVX2 kernel when q4_avx2 hands it batch 1.
     int64_t q4_avx2_prefetch = 2048;
-    const char* source = "intel";  // which table ("intel", "amd") or "env"
+    const char* source = "intel";  // which table ("intel", "amd", "amd-zen4") or "env"
 };
 
 // The tuning the kernels use now (chosen once from CPUID's vendor and the environment).
@@ -37,9 +37,11 @@ bool set_decode_tuning(const DecodeTuning& t);
 // WARDEN_DECODE_TUNING's syntax: the keys in `spec` on top of `base`, into `out` (source "env").
 // False, `out` untouched, when anything is malformed or out of range.
 bool parse_decode_tuning(const char* spec, const DecodeTuning& base, DecodeTuning& out);
-// The table for a CPUID vendor string: "amd" for AuthenticAMD, "intel" (the type's defaults) for
-// everything else. vendor_decode_tuning() is the table of this CPU.
-DecodeTuning decode_tuning_table(const char* vendor);
+// The table for a CPUID vendor string and display family (kernels/cpu_features.h): for
+// AuthenticAMD "amd-zen4" at family 0x19 (Zen 4; Zen 3 shares the family but has no AVX-512,
+// where the table does not apply) and "amd" otherwise (tuned on Zen 5); "intel" (the type's
+// defaults) for every other vendor. vendor_decode_tuning() is the table of this CPU.
+DecodeTuning decode_tuning_table(const char* vendor, int family);
 DecodeTuning vendor_decode_tuning();
 // "panels=2 q4=512 q8=1024 fp8=1024 half=0 (intel)": test traces name the tuning a failure ran
 // under.

@@ -61,22 +61,46 @@ TEST(DecodeTuning, SetRejectsOutOfRangeValues) {
 }
 
 TEST(DecodeTuning, VendorTableFollowsCpuid) {
-    const DecodeTuning amd = decode_tuning_table("AuthenticAMD");
-    EXPECT_STREQ(amd.source, "amd");
-    EXPECT_EQ(amd.panels, 1);
-    EXPECT_EQ(amd.q4_prefetch, 0);
-    EXPECT_TRUE(amd.half_loads);
-    EXPECT_TRUE(amd.q4_avx2);
-    EXPECT_EQ(amd.q4_avx2_prefetch, 4096);
-    for (const char* other : {"GenuineIntel", "HygonGenuine", ""}) {
-        const DecodeTuning t = decode_tuning_table(other);
-        EXPECT_STREQ(t.source, "intel") << other;
-        EXPECT_EQ(t.panels, 2) << other;
-        EXPECT_FALSE(t.half_loads) << other;
-        EXPECT_FALSE(t.q4_avx2) << other;
-        EXPECT_EQ(t.q4_avx2_prefetch, 2048) << other;
+    // Zen 5 (family 0x1A) and any AMD family but 0x19: batch-1 int4 on the AVX2 kernel.
+    for (const int family : {0x1a, 0x17, 0}) {
+        const DecodeTuning amd = decode_tuning_table("AuthenticAMD", family);
+        EXPECT_STREQ(amd.source, "amd") << family;
+        EXPECT_EQ(amd.panels, 1);
+        EXPECT_EQ(amd.q4_prefetch, 0);
+        EXPECT_TRUE(amd.half_loads);
+        EXPECT_TRUE(amd.q4_avx2);
+        EXPECT_EQ(amd.q4_avx2_prefetch, 4096);
     }
-    EXPECT_STREQ(vendor_decode_tuning().source, decode_tuning_table(cpu_vendor()).source);
+    // Zen 4 (0x19): the same reading, batch-1 int4 on the VNNI kernel.
+    const DecodeTuning zen4 = decode_tuning_table("AuthenticAMD", 0x19);
+    EXPECT_STREQ(zen4.source, "amd-zen4");
+    EXPECT_EQ(zen4.panels, 1);
+    EXPECT_EQ(zen4.q4_prefetch, 0);
+    EXPECT_TRUE(zen4.half_loads);
+    EXPECT_FALSE(zen4.q4_avx2);
+    for (const char* other : {"GenuineIntel", "HygonGenuine", ""})
+        for (const int family : {6, 0x19, 0x1a}) {
+            const DecodeTuning t = decode_tuning_table(other, family);
+            EXPECT_STREQ(t.source, "intel") << other;
+            EXPECT_EQ(t.panels, 2) << other;
+            EXPECT_FALSE(t.half_loads) << other;
+            EXPECT_FALSE(t.q4_avx2) << other;
+            EXPECT_EQ(t.q4_avx2_prefetch, 2048) << other;
+        }
+    EXPECT_STREQ(vendor_decode_tuning().source,
+                 decode_tuning_table(cpu_vendor(), cpu_family()).source);
+}
+
+TEST(CpuFeatures, FamilyIsCpuidsDisplayFamily) {
+    // Off x86 there is no CPUID (0); on x86 every CPU since the Pentium Pro reports 6 or more.
+    if (cpu_vendor()[0] == '\0') {
+        EXPECT_EQ(cpu_family(), 0);
+        return;
+    }
+    EXPECT_GE(cpu_family(), 6);
+    if (std::strcmp(cpu_vendor(), "AuthenticAMD") == 0) {
+        EXPECT_GE(cpu_family(), 0xf);  // K8 onwards
+    }
 }
 
 }  // namespace
