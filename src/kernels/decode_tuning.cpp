@@ -49,16 +49,16 @@ DecodeTuning decode_tuning_table(const char* vendor, int family) {
         t.q8_prefetch = 1024;
         t.fp8_prefetch = 1024;
         t.half_loads = true;
-        // ... with a 4096-byte prefetch when the AVX2 kernel takes batch-1 int4 (rather than its
-        // 2048, tuned on a Zen 3 host): ahead in 9 of 12 alternating rounds both in
+        // When the AVX2 kernel takes batch-1 int4, it prefetches 4096 bytes ahead rather than its
+        // 2048 (tuned on a Zen 3 host): ahead in 9 of 12 alternating rounds both in
         // bench_gemv_decode and in the engine (Zen 5, session 21).
         t.q4_avx2_prefetch = 4096;
         if (family == 0x19) {
-            // Zen 4 runs 512-bit instructions on 256-bit units. Where the VM's bandwidth is ~32
-            // GB/s every int4 kernel draws all of it; in its minutes at ~51 GB/s the AVX2 kernel
-            // (36 GB/s per core in L2, against VNNI's 47) became the limit and drew 82% of the
-            // read loop against VNNI's 95%: VNNI led in every one of those alternating passes
-            // (session 25, docs/WEIGHT_QUANT.md).
+            // Zen 4 runs 512-bit instructions on 256-bit units. In a Zen 4 VM's usual minutes
+            // (~33 GB/s) both int4 kernels draw all the bandwidth there is; in its fast minutes
+            // (~53 GB/s) the AVX2 kernel (36 GB/s per core in L2, against VNNI's 47) became the
+            // limit: VNNI drew 46.4 against 43.5 GB/s and led in 55 of 85 alternating passes
+            // (bench_tuning_ab; session 25, docs/WEIGHT_QUANT.md).
             t.q4_avx2 = false;
             t.source = "amd-zen4";
             return t;
