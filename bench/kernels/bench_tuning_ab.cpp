@@ -8,13 +8,19 @@
 // sits near 32 GB/s most of the time and near 50 for a minute or two now and then, and a kernel
 // that keeps up with the first can fall behind the second (docs/WEIGHT_QUANT.md, session 25).
 //   bench_tuning_ab FORMAT ITERS PASSES SPEC [SPEC ...]
-// SPEC: WARDEN_DECODE_TUNING's syntax on top of this CPU's table ("-" for the table itself).
+// SPEC: WARDEN_DECODE_TUNING's syntax on top of this CPU's table ("-" for the table itself), or
+// one of two plain read loops over the same weight bytes, no arithmetic, that show what the pass's
+// structure costs apart from the kernel: "read:matmul" forks and joins the pool once per matmul
+// call of the decode pass, as the kernels do, each thread reading a fixed contiguous share of each
+// matrix; "read:pass" reads the same shares in one pool job per pass (no join between matrices).
 // Prints one line per iteration (bracket readings and each tuning's GB/s), then per regime (all;
 // the brackets' mean under 40 GB/s; at 45 or more) each tuning's median GB/s, its median
 // fraction of the brackets' mean, and how often it drew the most. Build (not part of the CMake
 // build):
-//   g++ -O3 -std=c++20 -I src bench/kernels/bench_tuning_ab.cpp build/libwarden_core.a -lpthread
-//   -o /tmp/bench_tuning_ab
+//   g++ -O3 -march=native -std=c++20 -I src bench/kernels/bench_tuning_ab.cpp
+//   build/libwarden_core.a -lpthread -o /tmp/bench_tuning_ab
+// (-march=native: the read loops, brackets included, then read with the widest loads the CPU
+// has; see read_bytes.)
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -25,6 +31,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "kernels/decode_tuning.h"
@@ -107,6 +114,35 @@ double read_gbps(const std::vector<uint64_t>& buf, double seconds) {
     return static_cast<double>(passes * n * 8) / elapsed / 1e9;
 }
 
+// A sum over [p, p + n) (n a multiple of 256) in whole 64-byte loads where the build has them
+// (-march=native on an AVX-512 CPU), four lines per turn. Load width matters here: each load in
+// flight holds a slot of the core's load queue, so 8- or 16-byte loads keep fewer lines in
+// flight per core than 64-byte ones, and where one core's share of the bandwidth is high (the
+// fast minutes) a narrow loop falls behind for that reason alone.
+using Line = uint64_t __attribute__((vector_size(64)));
+uint64_t read_bytes(const uint8_t* p, size_t n) {
+    Line s0{}, s1{}, s2{}, s3{};
+    for (size_t i = 0; i + 256 <= n; i += 256) {
+        Line v[4];
+        std::memcpy(v, p + i, sizeof v);
+        s0 += v[0];
+        s1 += v[1];
+        s2 += v[2];
+        s3 += v[3];
+    }
+    const Line t = s0 + s1 + s2 + s3;
+    uint64_t s = 0;
+    for (int k = 0; k < 8; ++k) s += t[k];
+    return s;
+}
+
+// Thread t's share of n bytes among `threads`: contiguous, in whole 256-byte runs.
+std::pair<size_t, size_t> share(size_t n, int t, int threads) {
+    const size_t runs = n / 256;
+    return {runs * static_cast<size_t>(t) / static_cast<size_t>(threads) * 256,
+            runs * static_cast<size_t>(t + 1) / static_cast<size_t>(threads) * 256};
+}
+
 double median(std::vector<double> v) {
     std::sort(v.begin(), v.end());
     return v.empty() ? 0.0 : v[v.size() / 2];
@@ -143,6 +179,11 @@ int main(int argc, char** argv) {
     std::vector<kernels::DecodeTuning> tunings;
     for (int i = 4; i < argc; ++i) {
         kernels::DecodeTuning t = kernels::vendor_decode_tuning();
+        if (std::strcmp(argv[i], "read:matmul") == 0 || std::strcmp(argv[i], "read:pass") == 0) {
+            specs.push_back(argv[i]);
+            tunings.push_back(t);
+            continue;
+        }
         if (std::strcmp(argv[i], "-") != 0 && !kernels::parse_decode_tuning(argv[i], t, t)) {
             std::fprintf(stderr, "not a WARDEN_DECODE_TUNING spec: %s\n", argv[i]);
             return 2;
@@ -169,11 +210,41 @@ int main(int argc, char** argv) {
     std::uniform_real_distribution<float> u(-1.0f, 1.0f);
     for (auto& v : x) v = u(rng);
     util::ThreadPool pool(2);
-    auto mm = [&](std::initializer_list<Mat*> ms) {
+    auto mm = [&](const std::vector<Mat*>& ms) {
         kernels::MatmulOut o[3];
         size_t k = 0;
         for (Mat* m : ms) o[k++] = {&m->w, m->y.data()};
         kernels::matmul_multi(std::span<const kernels::MatmulOut>(o, k), x.data(), 1, pool);
+    };
+    // The decode pass's matmul calls, in order: fused q/k/v, o, fused gate/up, down.
+    std::vector<std::vector<Mat*>> calls;
+    for (auto& l : L) {
+        calls.push_back({&l[0], &l[1], &l[2]});
+        calls.push_back({&l[3]});
+        calls.push_back({&l[4], &l[5]});
+        calls.push_back({&l[6]});
+    }
+    std::atomic<uint64_t> sink{0};
+    auto read_call = [&](const std::vector<Mat*>& ms) {
+        pool.run([&](int t, int threads) {
+            uint64_t s = 0;
+            for (const Mat* m : ms) {
+                const auto [b, e] = share(m->buf.size(), t, threads);
+                s += read_bytes(m->buf.data() + b, e - b);
+            }
+            sink += s;
+        });
+    };
+    auto read_pass = [&] {
+        pool.run([&](int t, int threads) {
+            uint64_t s = 0;
+            for (const auto& ms : calls)
+                for (const Mat* m : ms) {
+                    const auto [b, e] = share(m->buf.size(), t, threads);
+                    s += read_bytes(m->buf.data() + b, e - b);
+                }
+            sink += s;
+        });
     };
     std::printf("format %s, %.1f MB per pass, 2 threads\n", argv[1],
                 static_cast<double>(bytes) / 1e6);
@@ -191,13 +262,16 @@ int main(int argc, char** argv) {
             const int i = (k + it) % nt;
             kernels::set_decode_tuning(tunings[static_cast<size_t>(i)]);
             const auto t0 = std::chrono::steady_clock::now();
-            for (int p = 0; p < passes; ++p)
-                for (auto& l : L) {
-                    mm({&l[0], &l[1], &l[2]});
-                    mm({&l[3]});
-                    mm({&l[4], &l[5]});
-                    mm({&l[6]});
+            const std::string& spec = specs[static_cast<size_t>(i)];
+            for (int p = 0; p < passes; ++p) {
+                if (spec == "read:pass") {
+                    read_pass();
+                } else if (spec == "read:matmul") {
+                    for (const auto& ms : calls) read_call(ms);
+                } else {
+                    for (const auto& ms : calls) mm(ms);
                 }
+            }
             const double s =
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
             rec.gbps[static_cast<size_t>(i)] = static_cast<double>(bytes) * passes / s / 1e9;
@@ -212,6 +286,7 @@ int main(int argc, char** argv) {
         log.push_back(rec);
     }
 
+    if (sink.load() == 1) std::fputs("", stderr);  // keeps the read loops' sums alive
     const struct {
         const char* name;
         double lo, hi;

@@ -60,6 +60,13 @@ DecodeTuning decode_tuning_table(const char* vendor, int family) {
             // limit: VNNI drew 46.4 against 43.5 GB/s and led in 55 of 85 alternating passes
             // (bench_tuning_ab; session 25, docs/WEIGHT_QUANT.md).
             t.q4_avx2 = false;
+            // Whole 64-byte loads, not two 32-byte halves joined by an insert (the Zen 5 choice):
+            // on Zen 4 that insert is another 512-bit shuffle beside the kernel's permutes. In L2
+            // (bench_gemv_l2, one core) int4 computed 45-46 -> 52 GB/s, int4-g128 46 -> 53, int8
+            // 73 -> 74; in the fast minutes of bench_tuning_ab int4 drew 2.9% more (ahead in 14
+            // of 19), in the usual ones 0.6%; the engine's medians were equal (session 26,
+            // docs/WEIGHT_QUANT.md).
+            t.half_loads = false;
             t.source = "amd-zen4";
             return t;
         }

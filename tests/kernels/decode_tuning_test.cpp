@@ -71,12 +71,13 @@ TEST(DecodeTuning, VendorTableFollowsCpuid) {
         EXPECT_TRUE(amd.q4_avx2);
         EXPECT_EQ(amd.q4_avx2_prefetch, 4096);
     }
-    // Zen 4 (0x19): the same reading, batch-1 int4 on the VNNI kernel.
+    // Zen 4 (0x19): one panel and no int4 prefetch as well, but whole loads and batch-1 int4 on
+    // the VNNI kernel.
     const DecodeTuning zen4 = decode_tuning_table("AuthenticAMD", 0x19);
     EXPECT_STREQ(zen4.source, "amd-zen4");
     EXPECT_EQ(zen4.panels, 1);
     EXPECT_EQ(zen4.q4_prefetch, 0);
-    EXPECT_TRUE(zen4.half_loads);
+    EXPECT_FALSE(zen4.half_loads);
     EXPECT_FALSE(zen4.q4_avx2);
     for (const char* other : {"GenuineIntel", "HygonGenuine", ""})
         for (const int family : {6, 0x19, 0x1a}) {

@@ -62,8 +62,9 @@ private:
 
 // Every way the AVX-512 batch-1 kernels can read a panel: the vendor tables (intel: two panels,
 // whole 64-byte loads, prefetch; amd: one panel, half loads, no int4 prefetch, int4 on the AVX2
-// kernel; amd-zen4: the same on the VNNI kernel) and two panels with half loads and long
-// prefetches. Results must not depend on which.
+// kernel; amd-zen4: one panel, whole loads, no int4 prefetch, int4 on the VNNI kernel), two
+// panels with half loads and long prefetches (int4 on the AVX2 kernel without its prefetch), and
+// one panel with half loads and int4 on the VNNI kernel. Results must not depend on which.
 inline std::vector<DecodeTuning> decode_tunings_to_test() {
     DecodeTuning other;
     other.q4_prefetch = other.q8_prefetch = other.fp8_prefetch = 2048;
@@ -71,8 +72,11 @@ inline std::vector<DecodeTuning> decode_tunings_to_test() {
     other.q4_avx2 = true;  // batch-1 W4A8 on the AVX2 kernel, whatever the vendor's table says
     other.q4_avx2_prefetch = 0;  // and without its software prefetch
     other.source = "test";
+    DecodeTuning one_half = decode_tuning_table("AuthenticAMD", 0x19);
+    one_half.half_loads = true;
+    one_half.source = "test-half";
     return {decode_tuning_table("GenuineIntel", 6), decode_tuning_table("AuthenticAMD", 0x1a),
-            decode_tuning_table("AuthenticAMD", 0x19), other};
+            decode_tuning_table("AuthenticAMD", 0x19), other, one_half};
 }
 
 inline std::string isa_param_name(const ::testing::TestParamInfo<Isa>& info) {
