@@ -63,9 +63,9 @@ DecodeTuning decode_tuning_table(const char* vendor, int family) {
             // Whole 64-byte loads, not two 32-byte halves joined by an insert (the Zen 5 choice):
             // on Zen 4 that insert is another 512-bit shuffle beside the kernel's permutes. In L2
             // (bench_gemv_l2, one core) int4 computed 45-46 -> 52 GB/s, int4-g128 46 -> 53, int8
-            // 73 -> 74; in the fast minutes of bench_tuning_ab int4 drew 2.9% more (ahead in 14
-            // of 19), in the usual ones 0.6%; the engine's medians were equal (session 26,
-            // docs/WEIGHT_QUANT.md).
+            // 73 -> 74; in the fast minutes of bench_tuning_ab int4 drew about 3% more (ahead in
+            // 43 of 65 iterations over three runs), in the usual ones the same; the engine's
+            // medians were equal (session 26, docs/WEIGHT_QUANT.md).
             t.half_loads = false;
             t.source = "amd-zen4";
             return t;
