@@ -31,7 +31,6 @@
 #include <random>
 #include <string>
 #include <thread>
-#include <utility>
 #include <vector>
 
 #include "kernels/decode_tuning.h"
@@ -114,33 +113,40 @@ double read_gbps(const std::vector<uint64_t>& buf, double seconds) {
     return static_cast<double>(passes * n * 8) / elapsed / 1e9;
 }
 
-// A sum over [p, p + n) (n a multiple of 256) in whole 64-byte loads where the build has them
+// A sum over [p, p + n) (n a multiple of 64) in whole 64-byte loads where the build has them
 // (-march=native on an AVX-512 CPU), four lines per turn. Load width matters here: each load in
 // flight holds a slot of the core's load queue, so 8- or 16-byte loads keep fewer lines in
 // flight per core than 64-byte ones, and where one core's share of the bandwidth is high (the
-// fast minutes) a narrow loop falls behind for that reason alone.
+// fast minutes) a narrow loop can fall behind for that reason alone.
 using Line = uint64_t __attribute__((vector_size(64)));
 uint64_t read_bytes(const uint8_t* p, size_t n) {
-    Line s0{}, s1{}, s2{}, s3{};
-    for (size_t i = 0; i + 256 <= n; i += 256) {
+    Line s[4] = {};
+    size_t i = 0;
+    for (; i + 256 <= n; i += 256) {
         Line v[4];
         std::memcpy(v, p + i, sizeof v);
-        s0 += v[0];
-        s1 += v[1];
-        s2 += v[2];
-        s3 += v[3];
+        for (int k = 0; k < 4; ++k) s[k] += v[k];
     }
-    const Line t = s0 + s1 + s2 + s3;
-    uint64_t s = 0;
-    for (int k = 0; k < 8; ++k) s += t[k];
-    return s;
+    for (; i + 64 <= n; i += 64) {  // the last lines of a share
+        Line v;
+        std::memcpy(&v, p + i, sizeof v);
+        s[0] += v;
+    }
+    const Line t = s[0] + s[1] + s[2] + s[3];
+    uint64_t sum = 0;
+    for (int k = 0; k < 8; ++k) sum += t[k];
+    return sum;
 }
 
-// Thread t's share of n bytes among `threads`: contiguous, in whole 256-byte runs.
-std::pair<size_t, size_t> share(size_t n, int t, int threads) {
-    const size_t runs = n / 256;
-    return {runs * static_cast<size_t>(t) / static_cast<size_t>(threads) * 256,
-            runs * static_cast<size_t>(t + 1) / static_cast<size_t>(threads) * 256};
+// Thread t's contiguous share (whole lines, the pool's own split) of each matrix in `ms`, read.
+uint64_t read_share(const std::vector<Mat*>& ms, int t, int threads) {
+    uint64_t s = 0;
+    for (const Mat* m : ms) {
+        const auto [b, e] = util::ThreadPool::prefetch_slice(
+            m->buf.size(), static_cast<size_t>(threads), static_cast<size_t>(t));
+        s += read_bytes(m->buf.data() + b, e - b);
+    }
+    return s;
 }
 
 double median(std::vector<double> v) {
@@ -226,24 +232,11 @@ int main(int argc, char** argv) {
     }
     std::atomic<uint64_t> sink{0};
     auto read_call = [&](const std::vector<Mat*>& ms) {
-        pool.run([&](int t, int threads) {
-            uint64_t s = 0;
-            for (const Mat* m : ms) {
-                const auto [b, e] = share(m->buf.size(), t, threads);
-                s += read_bytes(m->buf.data() + b, e - b);
-            }
-            sink += s;
-        });
+        pool.run([&](int t, int threads) { sink += read_share(ms, t, threads); });
     };
     auto read_pass = [&] {
         pool.run([&](int t, int threads) {
-            uint64_t s = 0;
-            for (const auto& ms : calls)
-                for (const Mat* m : ms) {
-                    const auto [b, e] = share(m->buf.size(), t, threads);
-                    s += read_bytes(m->buf.data() + b, e - b);
-                }
-            sink += s;
+            for (const auto& ms : calls) sink += read_share(ms, t, threads);
         });
     };
     std::printf("format %s, %.1f MB per pass, 2 threads\n", argv[1],
