@@ -14,7 +14,7 @@ namespace {
 bool valid(const DecodeTuning& t) {
     const auto pf_ok = [](int64_t d) { return d >= 0 && d <= 16384 && d % 64 == 0; };
     return (t.panels == 1 || t.panels == 2) && pf_ok(t.q4_prefetch) && pf_ok(t.q8_prefetch) &&
-           pf_ok(t.fp8_prefetch) && pf_ok(t.q4_avx2_prefetch);
+           pf_ok(t.fp8_prefetch) && pf_ok(t.q4_avx2_prefetch) && t.grab_div >= 1 && t.grab_div <= 8;
 }
 
 // WARDEN_DECODE_TUNING on top of the vendor's table; anything malformed is reported once on
@@ -28,7 +28,8 @@ DecodeTuning initial() {
     std::fprintf(stderr,
                  "warden: WARDEN_DECODE_TUNING=%s is not a list of panels=1|2, q4=, q8=, fp8= "
                  "(bytes, multiples of "
-                 "64 up to 16384), half=0|1, q4avx2=0|1, q4avx2pf= (bytes); using the %s table\n",
+                 "64 up to 16384), half=0|1, q4avx2=0|1, q4avx2pf= (bytes), grabdiv=1..8; using "
+                 "the %s table\n",
                  env, base.source);
     return base;
 }
@@ -74,6 +75,13 @@ DecodeTuning decode_tuning_table(const char* vendor, int family) {
         // VNNI one (medians +2.8-6.9%, ahead in 19 of 24 alternating rounds over int4, int4-g128,
         // int4-asym; session 20, docs/WEIGHT_QUANT.md).
         t.q4_avx2 = true;
+        // Batch-1 grabs of half the panels left, not a quarter: 8 grabs per 1B-shaped matmul call
+        // instead of 17 (fewer restarts of each thread's weight stream), for a finishing spread
+        // that grew from ~3 to ~5 us. Alternating, int4-g32: bench_tuning_ab +2.5% (ahead in 40 of
+        // 60 iterations; a quarter against itself: 30 of 60), the engine +4% per round (74.1
+        // against 71.5 tok/s median, ahead in 21 of 30, identical text); a sixth drew 2% less than
+        // a quarter (session 27, docs/WEIGHT_QUANT.md). Not measured on Zen 4, which keeps 2.
+        t.grab_div = 1;
         t.source = "amd";
         return t;
     }
@@ -115,6 +123,8 @@ bool parse_decode_tuning(const char* spec, const DecodeTuning& base, DecodeTunin
             t.q4_avx2 = v == 1;
         } else if (key == "q4avx2pf") {
             t.q4_avx2_prefetch = v;
+        } else if (key == "grabdiv" && v >= 1 && v <= 8) {
+            t.grab_div = static_cast<int>(v);
         } else {
             return false;
         }
@@ -138,9 +148,10 @@ std::string decode_tuning_summary() {
     const DecodeTuning& t = decode_tuning();
     return "panels=" + std::to_string(t.panels) + " q4=" + std::to_string(t.q4_prefetch) +
            " q8=" + std::to_string(t.q8_prefetch) + " fp8=" + std::to_string(t.fp8_prefetch) +
-           " half=" + std::to_string(t.half_loads ? 1 : 0) + " q4avx2=" + std::to_string(t.q4_avx2 ? 1 : 0) +
-           " q4avx2pf=" + std::to_string(t.q4_avx2_prefetch) + " (" +
-           t.source + ")";
+           " half=" + std::to_string(t.half_loads ? 1 : 0) +
+           " q4avx2=" + std::to_string(t.q4_avx2 ? 1 : 0) +
+           " q4avx2pf=" + std::to_string(t.q4_avx2_prefetch) +
+           " grabdiv=" + std::to_string(t.grab_div) + " (" + t.source + ")";
 }
 
 }  // namespace warden::kernels

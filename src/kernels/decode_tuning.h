@@ -7,7 +7,8 @@
 // that do not split cache lines decoded int4 1.12-1.45x faster than that (docs/WEIGHT_QUANT.md,
 // "Zen 5"). So the values are chosen per CPU vendor at start-up; WARDEN_DECODE_TUNING overrides
 // them (benchmarks):
-//   WARDEN_DECODE_TUNING=panels=1,q4=2048,q8=1024,fp8=1024,half=1,q4avx2=1,q4avx2pf=4096   (any subset)
+//   WARDEN_DECODE_TUNING=panels=1,q4=2048,q8=1024,fp8=1024,half=1,q4avx2=1,q4avx2pf=4096,grabdiv=1
+//   (any subset)
 #include <cstdint>
 #include <string>
 
@@ -25,6 +26,11 @@ struct DecodeTuning {
     bool q4_avx2 = false;
     // Software prefetch distance (bytes) of the AVX2 kernel when q4_avx2 hands it batch 1.
     int64_t q4_avx2_prefetch = 2048;
+    // Batch 1: each guided grab of a matmul call's panels (kernels/matmul.cpp, matmul_grouped)
+    // takes 1/(grab_div * threads) of the panels still left. 2 bounds the threads' finishing
+    // spread to a few panels; 1 takes half as many grabs (fewer restarts of a thread's weight
+    // stream) for a somewhat wider spread. 1..8.
+    int grab_div = 2;
     const char* source = "intel";  // which table ("intel", "amd", "amd-zen4") or "env"
 };
 
@@ -32,7 +38,7 @@ struct DecodeTuning {
 const DecodeTuning& decode_tuning();
 // Replaces it (tests and benchmarks; call only while no kernel runs). Returns false and changes
 // nothing when a value is out of range (panels not 1 or 2, a prefetch distance that is negative,
-// over 16384, or not a multiple of 64).
+// over 16384, or not a multiple of 64, grab_div not in 1..8).
 bool set_decode_tuning(const DecodeTuning& t);
 // WARDEN_DECODE_TUNING's syntax: the keys in `spec` on top of `base`, into `out` (source "env").
 // False, `out` untouched, when anything is malformed or out of range.

@@ -10,6 +10,7 @@
 #include <limits>
 #include <vector>
 
+#include "kernels/decode_tuning.h"
 #include "kernels/kernels_internal.h"
 #include "kernels/matmul_quant.h"
 #include "tensor/float_convert.h"
@@ -184,6 +185,7 @@ struct GroupedJob {
     const GroupEntry* entries = nullptr;
     const int64_t* panel0 = nullptr;
     size_t count = 0;
+    int64_t grab_div = 2;  // each grab: 1/(grab_div * threads) of the panels left
     std::atomic<int64_t> next{0};
 
     // Global panels [p0, p1) (may span matrices).
@@ -281,8 +283,10 @@ void matmul_grouped(std::span<const MatmulGroup> groups, util::ThreadPool& pool)
     GroupedScratch& s = grouped_scratch();
     // Pass 1: check shapes and size the activation scratch of every group that needs it.
     size_t nq = 0, nb = 0, ne = 0, count = 0;
+    bool one_token = true;  // batch 1: the decode tuning's grab size applies
     for (const MatmulGroup& g : groups) {
         if (g.n <= 0 || g.outs.empty()) continue;
+        one_token = one_token && g.n == 1;
         const int64_t cols = g.outs[0].w->cols;
         for (const MatmulOut& o : g.outs) {
             const WeightMatrix& w = *o.w;
@@ -336,16 +340,20 @@ void matmul_grouped(std::span<const MatmulGroup> groups, util::ThreadPool& pool)
         job.run_panels(0, total);
         return;
     }
-    // Guided self-scheduling: each grab takes 1/(2 * threads) of the panels still left, at least
+    // Guided self-scheduling: each grab takes 1/(div * threads) of the panels still left, at least
     // kMinGrab. Early grabs are long contiguous runs (few restarts of the weight streams); the last
     // ones are a few panels, so the threads finish within a few panels' time of each other. Fixed
     // grabs of total / (8 * threads) left one thread waiting ~half a grab per matmul (at batch 1
-    // on two threads ~40-80 us for an FFN matrix, estimated from ~13 GB/s per thread); guided grabs made 1B-shaped batch-1 decode
-    // 1-4% faster on AVX-512 and 4-7% on AVX2 (docs/WEIGHT_QUANT.md). A lambda capturing one
-    // pointer fits in std::function's small buffer, so a decode matmul does no heap allocation.
+    // on two threads ~40-80 us for an FFN matrix, estimated from ~13 GB/s per thread); guided grabs
+    // made 1B-shaped batch-1 decode 1-4% faster on AVX-512 and 4-7% on AVX2 (docs/WEIGHT_QUANT.md).
+    // div is 2 but at batch 1, where the decode tuning chooses it (DecodeTuning::grab_div: the
+    // number of grabs against the finishing spread). A lambda capturing one pointer fits in
+    // std::function's small buffer, so a decode matmul does no heap allocation.
+    job.grab_div = one_token ? decode_tuning().grab_div : 2;
     GroupedJob* jp = &job;
     pool.run([jp](int, int threads) {
-        const int64_t tot = jp->panel0[jp->count], divisor = 2 * static_cast<int64_t>(threads);
+        const int64_t tot = jp->panel0[jp->count],
+                      divisor = jp->grab_div * static_cast<int64_t>(threads);
         int64_t p0 = jp->next.load(std::memory_order_relaxed);
         while (p0 < tot) {
             const int64_t c = std::max<int64_t>(kMinGrab, (tot - p0) / divisor);

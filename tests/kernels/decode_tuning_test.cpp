@@ -31,6 +31,12 @@ TEST(DecodeTuning, ParsesAnySubsetOfKeysOnTopOfTheBase) {
     EXPECT_TRUE(out.q4_avx2);
     EXPECT_EQ(out.q8_prefetch, 0);
     EXPECT_EQ(out.fp8_prefetch, 64);
+    EXPECT_EQ(out.grab_div, 2);
+    ASSERT_TRUE(parse_decode_tuning("grabdiv=1", base, out));
+    EXPECT_EQ(out.grab_div, 1);
+    ASSERT_TRUE(parse_decode_tuning("grabdiv=8,panels=1", base, out));
+    EXPECT_EQ(out.grab_div, 8);
+    EXPECT_EQ(out.panels, 1);
 }
 
 TEST(DecodeTuning, RejectsMalformedOrOutOfRangeAndLeavesOutAlone) {
@@ -44,6 +50,12 @@ TEST(DecodeTuning, RejectsMalformedOrOutOfRangeAndLeavesOutAlone) {
         EXPECT_FALSE(parse_decode_tuning(bad, base, out)) << bad;
         EXPECT_EQ(out.q4_prefetch, 4096) << bad;
     }
+    for (const char* bad : {"grabdiv=0", "grabdiv=9", "grabdiv=-1", "grabdiv=1.5", "grabdiv"}) {
+        DecodeTuning out;
+        out.grab_div = 5;  // a value no bad spec may overwrite
+        EXPECT_FALSE(parse_decode_tuning(bad, base, out)) << bad;
+        EXPECT_EQ(out.grab_div, 5) << bad;
+    }
 }
 
 TEST(DecodeTuning, SetRejectsOutOfRangeValues) {
@@ -55,13 +67,17 @@ TEST(DecodeTuning, SetRejectsOutOfRangeValues) {
     t.panels = 1;
     t.fp8_prefetch = 96;  // not a whole cache line
     EXPECT_FALSE(set_decode_tuning(t));
+    t.fp8_prefetch = 64;
+    t.grab_div = 0;  // no grab could be sized
+    EXPECT_FALSE(set_decode_tuning(t));
     EXPECT_EQ(decode_tuning().panels, before.panels);
     EXPECT_EQ(decode_tuning().q4_prefetch, before.q4_prefetch);
     EXPECT_EQ(decode_tuning().fp8_prefetch, before.fp8_prefetch);
 }
 
 TEST(DecodeTuning, VendorTableFollowsCpuid) {
-    // Zen 5 (family 0x1A) and any AMD family but 0x19: batch-1 int4 on the AVX2 kernel.
+    // Zen 5 (family 0x1A) and any AMD family but 0x19: batch-1 int4 on the AVX2 kernel, grabs of
+    // half the panels left.
     for (const int family : {0x1a, 0x17, 0}) {
         const DecodeTuning amd = decode_tuning_table("AuthenticAMD", family);
         EXPECT_STREQ(amd.source, "amd") << family;
@@ -70,15 +86,17 @@ TEST(DecodeTuning, VendorTableFollowsCpuid) {
         EXPECT_TRUE(amd.half_loads);
         EXPECT_TRUE(amd.q4_avx2);
         EXPECT_EQ(amd.q4_avx2_prefetch, 4096);
+        EXPECT_EQ(amd.grab_div, 1);
     }
-    // Zen 4 (0x19): one panel and no int4 prefetch as well, but whole loads and batch-1 int4 on
-    // the VNNI kernel.
+    // Zen 4 (0x19): one panel and no int4 prefetch as well, but whole loads, batch-1 int4 on the
+    // VNNI kernel and the default grabs (not measured there).
     const DecodeTuning zen4 = decode_tuning_table("AuthenticAMD", 0x19);
     EXPECT_STREQ(zen4.source, "amd-zen4");
     EXPECT_EQ(zen4.panels, 1);
     EXPECT_EQ(zen4.q4_prefetch, 0);
     EXPECT_FALSE(zen4.half_loads);
     EXPECT_FALSE(zen4.q4_avx2);
+    EXPECT_EQ(zen4.grab_div, 2);
     for (const char* other : {"GenuineIntel", "HygonGenuine", ""})
         for (const int family : {6, 0x19, 0x1a}) {
             const DecodeTuning t = decode_tuning_table(other, family);
@@ -87,6 +105,7 @@ TEST(DecodeTuning, VendorTableFollowsCpuid) {
             EXPECT_FALSE(t.half_loads) << other;
             EXPECT_FALSE(t.q4_avx2) << other;
             EXPECT_EQ(t.q4_avx2_prefetch, 2048) << other;
+            EXPECT_EQ(t.grab_div, 2) << other;
         }
     EXPECT_STREQ(vendor_decode_tuning().source,
                  decode_tuning_table(cpu_vendor(), cpu_family()).source);

@@ -119,17 +119,27 @@ TEST(QuantMatmulMulti, BitIdenticalToSeparateScalarMatmuls) {
                 want.emplace_back(static_cast<size_t>(n * w.rows));
                 matmul_rows(Isa::Scalar, w, x.data(), n, want.back().data(), 0, w.rows);
             }
-            for (auto& pool : pools) {
-                std::vector<std::vector<float>> got;
-                std::vector<MatmulOut> outs;
-                for (const WeightMatrix& w : ws) got.emplace_back(static_cast<size_t>(n * w.rows), -7.0f);
-                for (size_t i = 0; i < ws.size(); ++i) outs.push_back({&ws[i], got[i].data()});
-                matmul_multi(outs, x.data(), n, pool);
-                for (size_t i = 0; i < ws.size(); ++i)
-                    for (size_t j = 0; j < got[i].size(); ++j)
-                        ASSERT_EQ(std::bit_cast<uint32_t>(got[i][j]), std::bit_cast<uint32_t>(want[i][j]))
-                            << what << "matrix " << i << " out " << j << " n=" << n << " threads=" << pool.size();
-            }
+            // Every batch-1 grab size (DecodeTuning::grab_div: half, a quarter, a sixteenth of the
+            // panels left on two threads) covers every row exactly once; the -7 fill shows a row
+            // left unwritten.
+            for (const int grab_div : {1, 2, 8})
+                for (auto& pool : pools) {
+                    DecodeTuning tune = decode_tuning();
+                    tune.grab_div = grab_div;
+                    testing::DecodeTuningGuard tg(tune);
+                    std::vector<std::vector<float>> got;
+                    std::vector<MatmulOut> outs;
+                    for (const WeightMatrix& w : ws)
+                        got.emplace_back(static_cast<size_t>(n * w.rows), -7.0f);
+                    for (size_t i = 0; i < ws.size(); ++i) outs.push_back({&ws[i], got[i].data()});
+                    matmul_multi(outs, x.data(), n, pool);
+                    for (size_t i = 0; i < ws.size(); ++i)
+                        for (size_t j = 0; j < got[i].size(); ++j)
+                            ASSERT_EQ(std::bit_cast<uint32_t>(got[i][j]),
+                                      std::bit_cast<uint32_t>(want[i][j]))
+                                << what << "matrix " << i << " out " << j << " n=" << n
+                                << " threads=" << pool.size() << " grab_div=" << grab_div;
+                }
         }
     }
 }
