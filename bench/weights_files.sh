@@ -22,8 +22,14 @@ warden_file() {
   local f="$OUT_DIR/$base-warden-$fmt$qe$keep.gguf"
   if [[ ! -f "$f" ]]; then
     log "warden quantize $1"
-    "$WARDEN_BIN" quantize -m "$MODEL" -o "$f" --weights "$fmt" ${qe:+--quantize-embeddings} \
-      ${keep:+--head-weights keep} -t "$THREADS" > "$OUT_DIR/warden-quantize-$fmt$qe$keep.log" 2>&1
+    # A failed quantize leaves no file and fails the caller (weights_speed.sh runs under set -e),
+    # so a run never goes on with a path to nothing.
+    if ! "$WARDEN_BIN" quantize -m "$MODEL" -o "$f" --weights "$fmt" ${qe:+--quantize-embeddings} \
+      ${keep:+--head-weights keep} -t "$THREADS" > "$OUT_DIR/warden-quantize-$fmt$qe$keep.log" 2>&1; then
+      log "warden quantize $1 failed: $OUT_DIR/warden-quantize-$fmt$qe$keep.log"
+      rm -f "$f"
+      return 1
+    fi
   fi
   echo "$f"
 }
