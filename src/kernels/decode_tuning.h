@@ -26,8 +26,9 @@ struct DecodeTuning {
     bool q4_avx2 = false;
     // Software prefetch distance (bytes) of the AVX2 kernel when q4_avx2 hands it batch 1.
     int64_t q4_avx2_prefetch = 2048;
-    // Batch 1: each guided grab of a matmul call's panels (kernels/matmul.cpp, matmul_grouped)
-    // takes 1/(grab_div * threads) of the panels still left. 2 bounds the threads' finishing
+    // Batch 1, every ISA (it is how the pool's threads share a call, not how a kernel reads): each
+    // guided grab of a matmul call's panels (kernels/matmul.cpp, matmul_grouped) takes
+    // 1/(grab_div * threads) of the panels still left. 2 bounds the threads' finishing
     // spread to a few panels; 1 takes half as many grabs (fewer restarts of a thread's weight
     // stream) for a somewhat wider spread. 1..8.
     int grab_div = 2;
