@@ -11,16 +11,24 @@
 // 512 MiB buffer, best of 5), interleaved with the decode rounds.
 //
 // Build: cmake -DWARDEN_BENCH=ON ...; ninja bench_moe_bench
-// Run:   build/bench_moe_bench [--threads N] [--batch B] [--steps S] [--rounds R] [--ctx C] [--experts FORMAT]
-//        [--dense FORMAT]
-//        --experts: the routed experts' weight format (bf16 default; int4 = int4-g32 W4A8, any --weights name);
-//        --dense: every other matrix's (attention, shared expert, dense layer, head; bf16 default). The
-//        router stays f32 and the embedding bf16 (one row read per token), as the loader keeps them.
+// Run:   build/bench_moe_bench [--threads N] [--batch B] [--steps S] [--rounds R] [--ctx C]
+// [--experts FORMAT]
+//        [--dense FORMAT] [--prefill P]
+//        --prefill: also time a P-token prompt of one sequence, processed in one step (the prefill
+//        of a new request; 256 default, 0 skips), once per round, before the decode runs; prints
+//        its median tokens/s. Prefill is compute-bound (every expert a chunk routes to is read once
+//        for all its tokens), so it has no roofline line.
+//        --experts: the routed experts' weight format (bf16 default; int4 = int4-g32 W4A8, any
+//        --weights name);
+//        --dense: every other matrix's (attention, shared expert, dense layer, head; bf16 default).
+//        The router stays f32 and the embedding bf16 (one row read per token), as the loader keeps
+//        them.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -224,23 +232,42 @@ double read_bandwidth(int threads) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    int threads = 0, batch = 32, steps = 8, rounds = 3, ctx = 64;
+    int threads = 0, batch = 32, steps = 8, rounds = 3, ctx = 64, prefill = 256;
     std::string experts_fmt = "bf16", dense_fmt = "bf16";
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
-        auto next = [&] { return std::stoi(i + 1 < argc ? argv[++i] : "0"); };
+        // A missing or malformed number reads as -1, which the range check below rejects.
+        auto next = [&] {
+            if (i + 1 >= argc) return -1;
+            char* end = nullptr;
+            const long v = std::strtol(argv[++i], &end, 10);
+            return (*argv[i] == '\0' || *end != '\0' || v < 0 || v > (1 << 20))
+                       ? -1
+                       : static_cast<int>(v);
+        };
         if (a == "--threads") threads = next();
         else if (a == "--batch") batch = next();
         else if (a == "--steps") steps = next();
         else if (a == "--rounds") rounds = next();
         else if (a == "--ctx") ctx = next();
+        else if (a == "--prefill")
+            prefill = next();
         else if (a == "--experts" && i + 1 < argc) experts_fmt = argv[++i];
         else if (a == "--dense" && i + 1 < argc) dense_fmt = argv[++i];
         else {
-            std::fprintf(stderr, "usage: %s [--threads N] [--batch B] [--steps S] [--rounds R] [--ctx C] [--experts bf16|int4|int8|...] [--dense FORMAT]\n",
+            std::fprintf(stderr,
+                         "usage: %s [--threads N] [--batch B] [--steps S] [--rounds R] [--ctx C] "
+                         "[--experts bf16|int4|int8|...] [--dense FORMAT] [--prefill P]\n",
                          argv[0]);
             return 2;
         }
+    }
+    if (threads < 0 || batch < 1 || steps < 1 || rounds < 1 || ctx < 1 || prefill < 0) {
+        std::fprintf(stderr,
+                     "%s: --threads and --prefill take a number >= 0, --batch, --steps, --rounds "
+                     "and --ctx one >= 1\n",
+                     argv[0]);
+        return 2;
     }
     try {
         const quant::WeightFormat experts = quant::parse_weight_format(experts_fmt);
@@ -254,7 +281,9 @@ int main(int argc, char** argv) {
             const auto shape = c.kv_shape();
             auto kc = kv::KvCacheConfig::shaped(c.n_layers, shape.n_kv_heads, shape.head_dim, kernels::KvType::BF16, 16);
             kc.k_only = shape.k_only;
-            kc.budget_bytes = kv::kv_budget_for_tokens(kc, static_cast<int64_t>(batch) * (ctx + steps * rounds * 2 + 16));
+            kc.budget_bytes = kv::kv_budget_for_tokens(
+                kc, std::max<int64_t>(static_cast<int64_t>(batch) * (ctx + steps * rounds * 2 + 16),
+                                      prefill + 16));
             kv::KvCache cache(kc);
             const int64_t kv_tok = model::kv_bytes_per_token(c, 2);
             std::printf("%s: %lld layers (%lld MoE: %lld experts, top-%lld, 1 shared), d %lld, %s; non-expert weights %.1f MB (%s), "
@@ -265,6 +294,32 @@ int main(int argc, char** argv) {
                         quant::weight_format_name(dense).c_str(), static_cast<double>(b.expert_bytes) / 1e6, quant::weight_format_name(experts).c_str(),
                         static_cast<long long>(kv_tok),
                         static_cast<long long>(model::kv_bytes_per_token_uncompressed(c, 2)));
+            if (prefill > 0) {
+                // One new request's prompt in one step, into pages freed after each round.
+                std::vector<double> pps;
+                for (int r = 0; r < rounds; ++r) {
+                    kv::PageTable t;
+                    util::check(cache.reserve(t, prefill), "KV budget too small for --prefill");
+                    std::vector<int32_t> pid;
+                    for (const auto& p : t.pages) pid.push_back(p.page.v);
+                    std::vector<int32_t> prompt(static_cast<size_t>(prefill));
+                    for (auto& tk : prompt)
+                        tk = static_cast<int32_t>((rnd() + 1.0f) * 0.5f *
+                                                  static_cast<float>(c.vocab_size - 1));
+                    model::SeqInput in;
+                    in.tokens = prompt;
+                    in.pos0 = 0;
+                    in.page_ids = pid.data();
+                    const auto t0 = Clock::now();
+                    tf.step(std::span<const model::SeqInput>(&in, 1), cache.storage());
+                    pps.push_back(prefill /
+                                  std::chrono::duration<double>(Clock::now() - t0).count());
+                    cache.free(t);
+                }
+                std::sort(pps.begin(), pps.end());
+                std::printf("  prefill %d tokens: %.1f tok/s (median of %d rounds; best %.1f)\n",
+                            prefill, pps[pps.size() / 2], rounds, pps.back());
+            }
             for (const int B : {1, batch}) {
                 // Sequences with ctx tokens of (random-token) prefill.
                 std::vector<kv::PageTable> tables(static_cast<size_t>(B));
