@@ -12,17 +12,16 @@
 //
 // Build: cmake -DWARDEN_BENCH=ON ...; ninja bench_moe_bench
 // Run:   build/bench_moe_bench [--threads N] [--batch B] [--steps S] [--rounds R] [--ctx C]
-// [--experts FORMAT]
-//        [--dense FORMAT] [--prefill P]
-//        --prefill: also time a P-token prompt of one sequence, processed in one step (the prefill
-//        of a new request; 256 default, 0 skips), once per round, before the decode runs; prints
-//        its median tokens/s. Prefill is compute-bound (every expert a chunk routes to is read once
-//        for all its tokens), so it has no roofline line.
+//                              [--experts FORMAT] [--dense FORMAT] [--prefill P]
 //        --experts: the routed experts' weight format (bf16 default; int4 = int4-g32 W4A8, any
 //        --weights name);
 //        --dense: every other matrix's (attention, shared expert, dense layer, head; bf16 default).
 //        The router stays f32 and the embedding bf16 (one row read per token), as the loader keeps
-//        them.
+//        them;
+//        --prefill: also time a P-token prompt of one sequence, processed in one step (the prefill
+//        of a new request; 256 default, 0 skips), once per round, before the decode runs; prints
+//        its median tokens/s. Prefill is compute-bound (every expert a chunk routes to is read once
+//        for all its tokens), so it has no roofline line.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -286,6 +285,26 @@ int main(int argc, char** argv) {
                                       prefill + 16));
             kv::KvCache cache(kc);
             const int64_t kv_tok = model::kv_bytes_per_token(c, 2);
+            // The pages a reserved table holds, as the ids a SeqInput reads.
+            const auto page_ids = [](const kv::PageTable& t) {
+                std::vector<int32_t> v;
+                for (const auto& p : t.pages) v.push_back(p.page.v);
+                return v;
+            };
+            // One sequence's n-token random prompt from position 0, in one step; its seconds.
+            const auto prompt_step = [&](const int32_t* ids, int64_t n) {
+                std::vector<int32_t> prompt(static_cast<size_t>(n));
+                for (auto& t : prompt)
+                    t = static_cast<int32_t>((rnd() + 1.0f) * 0.5f *
+                                             static_cast<float>(c.vocab_size - 1));
+                model::SeqInput in;
+                in.tokens = prompt;
+                in.pos0 = 0;
+                in.page_ids = ids;
+                const auto t0 = Clock::now();
+                tf.step(std::span<const model::SeqInput>(&in, 1), cache.storage());
+                return std::chrono::duration<double>(Clock::now() - t0).count();
+            };
             std::printf("%s: %lld layers (%lld MoE: %lld experts, top-%lld, 1 shared), d %lld, %s; non-expert weights %.1f MB (%s), "
                         "one expert %.2f MB (%s), KV %lld B/token (uncompressed %lld)\n",
                         c.arch_name.c_str(), static_cast<long long>(c.n_layers), static_cast<long long>(b.n_moe_layers),
@@ -300,20 +319,7 @@ int main(int argc, char** argv) {
                 for (int r = 0; r < rounds; ++r) {
                     kv::PageTable t;
                     util::check(cache.reserve(t, prefill), "KV budget too small for --prefill");
-                    std::vector<int32_t> pid;
-                    for (const auto& p : t.pages) pid.push_back(p.page.v);
-                    std::vector<int32_t> prompt(static_cast<size_t>(prefill));
-                    for (auto& tk : prompt)
-                        tk = static_cast<int32_t>((rnd() + 1.0f) * 0.5f *
-                                                  static_cast<float>(c.vocab_size - 1));
-                    model::SeqInput in;
-                    in.tokens = prompt;
-                    in.pos0 = 0;
-                    in.page_ids = pid.data();
-                    const auto t0 = Clock::now();
-                    tf.step(std::span<const model::SeqInput>(&in, 1), cache.storage());
-                    pps.push_back(prefill /
-                                  std::chrono::duration<double>(Clock::now() - t0).count());
+                    pps.push_back(prefill / prompt_step(page_ids(t).data(), prefill));
                     cache.free(t);
                 }
                 std::sort(pps.begin(), pps.end());
@@ -328,14 +334,8 @@ int main(int argc, char** argv) {
                 const int64_t total = ctx + static_cast<int64_t>(steps) * rounds + 1;
                 for (int s = 0; s < B; ++s) {
                     util::check(cache.reserve(tables[static_cast<size_t>(s)], total), "KV budget too small");
-                    for (const auto& p : tables[static_cast<size_t>(s)].pages) ids[static_cast<size_t>(s)].push_back(p.page.v);
-                    std::vector<int32_t> prompt(static_cast<size_t>(ctx));
-                    for (auto& t : prompt) t = static_cast<int32_t>((rnd() + 1.0f) * 0.5f * static_cast<float>(c.vocab_size - 1));
-                    model::SeqInput in;
-                    in.tokens = prompt;
-                    in.pos0 = 0;
-                    in.page_ids = ids[static_cast<size_t>(s)].data();
-                    tf.step(std::span<const model::SeqInput>(&in, 1), cache.storage());
+                    ids[static_cast<size_t>(s)] = page_ids(tables[static_cast<size_t>(s)]);
+                    prompt_step(ids[static_cast<size_t>(s)].data(), ctx);
                     len[static_cast<size_t>(s)] = ctx;
                 }
                 std::vector<float> logits(static_cast<size_t>(B * c.vocab_size));

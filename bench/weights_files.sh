@@ -24,9 +24,10 @@ warden_file() {
     log "warden quantize $1"
     # A failed quantize leaves no file and fails the caller (weights_speed.sh runs under set -e),
     # so a run never goes on with a path to nothing.
+    local qlog="$OUT_DIR/warden-quantize-$fmt$qe$keep.log"
     if ! "$WARDEN_BIN" quantize -m "$MODEL" -o "$f" --weights "$fmt" ${qe:+--quantize-embeddings} \
-      ${keep:+--head-weights keep} -t "$THREADS" > "$OUT_DIR/warden-quantize-$fmt$qe$keep.log" 2>&1; then
-      log "warden quantize $1 failed: $OUT_DIR/warden-quantize-$fmt$qe$keep.log"
+      ${keep:+--head-weights keep} -t "$THREADS" > "$qlog" 2>&1; then
+      log "warden quantize $1 failed: $qlog"
       rm -f "$f"
       return 1
     fi

@@ -76,11 +76,12 @@ DecodeTuning decode_tuning_table(const char* vendor, int family) {
         // int4-asym; session 20, docs/WEIGHT_QUANT.md).
         t.q4_avx2 = true;
         // Batch-1 grabs of half the panels left, not a quarter: 8 grabs per 1B-shaped matmul call
-        // instead of 17 (fewer restarts of each thread's weight stream), for a finishing spread
-        // that grew from ~3 to ~5 us. Alternating, int4-g32: bench_tuning_ab +2.5% (ahead in 40 of
-        // 60 iterations; a quarter against itself: 30 of 60), the engine +4% per round (74.1
-        // against 71.5 tok/s median, ahead in 21 of 30, identical text); a sixth drew 2% less than
-        // a quarter (session 27, docs/WEIGHT_QUANT.md). Not measured on Zen 4, which keeps 2.
+        // instead of 17 (fewer restarts of each thread's weight stream), for threads finishing
+        // 3.1-6.0 us apart instead of 2.2-6.3 (per-call means, four scratch runs each).
+        // Alternating, int4-g32: bench_tuning_ab +2.5% (ahead in 40 of 60 iterations; a quarter
+        // against itself: 30 of 60), the engine +4% per round (74.1 against 71.5 tok/s median,
+        // ahead in 21 of 30, identical text); a sixth drew 2% less than a quarter (session 27,
+        // docs/WEIGHT_QUANT.md). Not measured on Zen 4, which keeps 2.
         t.grab_div = 1;
         t.source = "amd";
         return t;

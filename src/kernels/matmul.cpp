@@ -185,7 +185,8 @@ struct GroupedJob {
     const GroupEntry* entries = nullptr;
     const int64_t* panel0 = nullptr;
     size_t count = 0;
-    int64_t grab_div = 2;  // each grab: 1/(grab_div * threads) of the panels left
+    // Each grab: 1/(grab_div * threads) of the panels left (DecodeTuning's default unless batch 1).
+    int64_t grab_div = DecodeTuning{}.grab_div;
     std::atomic<int64_t> next{0};
 
     // Global panels [p0, p1) (may span matrices).
@@ -346,10 +347,11 @@ void matmul_grouped(std::span<const MatmulGroup> groups, util::ThreadPool& pool)
     // grabs of total / (8 * threads) left one thread waiting ~half a grab per matmul (at batch 1
     // on two threads ~40-80 us for an FFN matrix, estimated from ~13 GB/s per thread); guided grabs
     // made 1B-shaped batch-1 decode 1-4% faster on AVX-512 and 4-7% on AVX2 (docs/WEIGHT_QUANT.md).
-    // div is 2 but at batch 1, where the decode tuning chooses it (DecodeTuning::grab_div: the
-    // number of grabs against the finishing spread). A lambda capturing one pointer fits in
-    // std::function's small buffer, so a decode matmul does no heap allocation.
-    job.grab_div = one_token ? decode_tuning().grab_div : 2;
+    // div is DecodeTuning's default (2) but at batch 1, where the decode tuning chooses it
+    // (DecodeTuning::grab_div: the number of grabs against the finishing spread). A lambda
+    // capturing one pointer fits in std::function's small buffer, so a decode matmul does no heap
+    // allocation.
+    if (one_token) job.grab_div = decode_tuning().grab_div;
     GroupedJob* jp = &job;
     pool.run([jp](int, int threads) {
         const int64_t tot = jp->panel0[jp->count],
