@@ -110,6 +110,12 @@ uint16_t store_row(const PagedKvLayer& kv, const float* x, uint8_t* codes, const
     return sbits;
 }
 
+// How many pages ahead attend_chunk prefetches a page's rows and scales. One page of fp8 rows of a
+// head is 1 KiB at head dim 64, read in well under a DRAM round trip; two pages ahead (and the
+// scales, which were not prefetched at all) made fp8 decode attention 10-20% faster
+// (bench_paged_attention, docs/WEIGHT_QUANT.md session 28).
+constexpr int64_t kPagesAhead = 2;
+
 // Context positions per attention work item (see paged_attention).
 constexpr int64_t kChunkPositions = 1024;
 // Floats of chunk results held at once (16 MiB; see paged_attention); tests lower it to force
@@ -173,21 +179,31 @@ void attend_chunk(const detail::KvReadKernels& rk, const detail::KvReadKernels& 
             reinterpret_cast<const uint8_t*>(rows), dim * 4, &rk32};
     };
 
-    // Asks for the next page's rows of head g (one contiguous run) before they are needed. Pages
-    // lie far apart (a page holds every layer), so the hardware prefetchers stall at each page
-    // change; without this, decoding the first row of a page waits on DRAM.
-    auto prefetch_page = [&](int64_t p, int64_t off) {
+    // Asks for a page's rows of head g (one contiguous run), and its per-row scales, before they
+    // are needed. Pages lie far apart (a page holds every layer), so the hardware prefetchers
+    // stall at each page change; without this, decoding the first row of a page waits on DRAM.
+    // The scales of one head are 2 bytes every n_kv_heads * 2 (all heads' scales of a slot sit
+    // together), a few lines per page that a multiplier loop would otherwise wait on one by one.
+    auto prefetch_page = [&](int64_t p, int64_t off, int64_t scale_off) {
         if (p >= p_end) return;
-        const uint8_t* src = kv.base + static_cast<int64_t>(s.page_ids[p]) * kv.page_stride + off + g * head_bytes;
-        const int64_t bytes = page_span(p).second * row_bytes;
+        const uint8_t* pg = kv.base + static_cast<int64_t>(s.page_ids[p]) * kv.page_stride;
+        const uint8_t* src = pg + off + g * head_bytes;
+        const int64_t n = page_span(p).second, bytes = n * row_bytes;
         for (int64_t b = 0; b < bytes; b += 64) prefetch_line(src + b);
+        if (per_row) {
+            const uint8_t* sc0 = pg + scale_off + g * 2;
+            const int64_t sbytes = (n - 1) * kv.n_kv_heads * 2 + 2;
+            for (int64_t b = 0; b < sbytes; b += 64) prefetch_line(sc0 + b);
+            prefetch_line(sc0 + sbytes - 1);  // the last line when the run starts mid-line
+        }
     };
 
-    prefetch_page(p_begin, kv.k_offset);
+    for (int64_t p = p_begin; p < p_begin + kPagesAhead; ++p)
+        prefetch_page(p, kv.k_offset, kv.k_scale_offset);
     for (int64_t p = p_begin; p < p_end; ++p) {
         const uint8_t* page = kv.base + static_cast<int64_t>(s.page_ids[p]) * kv.page_stride;
         const auto [j0, cnt] = page_span(p);
-        prefetch_page(p + 1, kv.k_offset);
+        prefetch_page(p + kPagesAhead, kv.k_offset, kv.k_scale_offset);
         if (per_row) {
             const auto* sk = reinterpret_cast<const uint16_t*>(page + kv.k_scale_offset) + g;
             for (int64_t i = 0; i < cnt; ++i) w[i] = scale * tensor::bf16_to_f32(sk[i * kv.n_kv_heads]);
@@ -210,11 +226,12 @@ void attend_chunk(const detail::KvReadKernels& rk, const detail::KvReadKernels& 
         }
         std::fill(o + h * o_stride, o + h * o_stride + dim, 0.0f);
     }
-    prefetch_page(p_begin, kv.v_offset);
+    for (int64_t p = p_begin; p < p_begin + kPagesAhead; ++p)
+        prefetch_page(p, kv.v_offset, kv.v_scale_offset);
     for (int64_t p = p_begin; p < p_end; ++p) {
         const uint8_t* page = kv.base + static_cast<int64_t>(s.page_ids[p]) * kv.page_stride;
         const auto [j0, cnt] = page_span(p);
-        prefetch_page(p + 1, kv.v_offset);
+        prefetch_page(p + kPagesAhead, kv.v_offset, kv.v_scale_offset);
         const auto [src, stride, k] = page_rows(page, kv.v_offset, cnt);
         const auto* sv = reinterpret_cast<const uint16_t*>(page + kv.v_scale_offset) + g;
         for (int64_t h = 0; h < n_h; ++h) {
