@@ -113,6 +113,18 @@ inline zf e4m3x16_to_f32(const uint8_t* p) {
 #endif
 }
 
+// 16 int8 -> 16 f32, exactly (SIMDe 0.7.4 has no 512-bit cvtepi8_epi32).
+inline zf i8x16_to_f32(const uint8_t* p) {
+#ifdef WARDEN_AVX512_EMULATE
+    alignas(64) float f[kLanes];
+    for (int r = 0; r < kLanes; ++r) f[r] = static_cast<float>(static_cast<int8_t>(p[r]));
+    return WZ(mm512_load_ps)(f);
+#else
+    return _mm512_cvtepi32_ps(
+        _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+#endif
+}
+
 inline zf i32_to_f32(zi v) {
 #ifdef WARDEN_AVX512_EMULATE
     alignas(64) int32_t i[kLanes];

@@ -37,10 +37,10 @@ static_assert(static_cast<int>(KvType::F32) == 0 && static_cast<int>(KvType::BF1
 namespace {
 
 const detail::KvReadKernels& read_kernels(KvType t) {
-    // AVX-512 machines use the AVX2 kernels (no separate AVX-512 variant: the read path is
-    // bound by memory, not by vector width).
-    const detail::KvKernelTable& tab =
-        active_isa() == Isa::Scalar ? detail::kv_kernels_scalar() : detail::kv_kernels_avx2();
+    const Isa isa = active_isa();
+    const detail::KvKernelTable& tab = isa == Isa::Scalar ? detail::kv_kernels_scalar()
+                                       : isa == Isa::AVX2 ? detail::kv_kernels_avx2()
+                                                          : detail::kv_kernels_avx512();
     return tab.by_type[static_cast<int>(t)];
 }
 

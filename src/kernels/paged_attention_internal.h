@@ -29,5 +29,8 @@ const KvKernelTable& kv_kernels_scalar();
 // value makes it run a long context's tokens in several batches.
 void set_max_partial_floats(int64_t n);
 const KvKernelTable& kv_kernels_avx2();
+// The AVX2 table with the kernels decode attention spends its time in widened to 16 lanes (F32
+// scores and accum, bf16 / f16 / fp8_e4m3 / int8 dequant): paged_attention_avx512.cpp.
+const KvKernelTable& kv_kernels_avx512();
 
 }  // namespace warden::kernels::detail

@@ -20,6 +20,11 @@
 #include "tensor/fp8.h"
 #include "test_paths.h"
 
+namespace warden::kernels::detail {
+// tests/kv/paged_attention_avx512_emulated.cpp: paged_attention_avx512.cpp compiled on SIMDe.
+const KvKernelTable& kv_kernels_avx512_emulated();
+}  // namespace warden::kernels::detail
+
 using namespace warden;
 using kernels::KvType;
 
@@ -180,10 +185,10 @@ TEST(KvQuant, TensorScaleSaturates) {
 // SIMD read kernels against the scalar reference: dequantization bit-exact (all 256 codes of
 // the 8-bit formats, random f16/bf16/f32), dot products and weighted sums within a tolerance
 // (different summation order and fma: relative 1e-5 of sum |q_i * x_i|).
-TEST(KvQuant, SimdKernelsMatchScalar) {
-    if (!kernels::isa_supported(kernels::Isa::AVX2)) GTEST_SKIP() << "no AVX2";
+// One SIMD table against the scalar one; `name` says which in failure messages.
+static void simd_kernels_match_scalar(const kernels::detail::KvKernelTable& av, const char* name) {
+    SCOPED_TRACE(name);
     const auto& sc = kernels::detail::kv_kernels_scalar();
-    const auto& av = kernels::detail::kv_kernels_avx2();
     std::mt19937 rng(7);
     for (KvType t : kAll) {
         const int ti = static_cast<int>(t);
@@ -278,6 +283,17 @@ TEST(KvQuant, SimdKernelsMatchScalar) {
             else EXPECT_EQ(std::bit_cast<uint32_t>(a[static_cast<size_t>(i)]), std::bit_cast<uint32_t>(b[static_cast<size_t>(i)])) << i;
         }
     }
+}
+
+// The AVX2 table, the AVX-512 one (natively where the CPU has AVX-512, and always compiled
+// against SIMDe: tests/kv/paged_attention_avx512_emulated.cpp; both fall back to the AVX2
+// kernels for tails and NaN rows, so both need AVX2).
+TEST(KvQuant, SimdKernelsMatchScalar) {
+    if (!kernels::isa_supported(kernels::Isa::AVX2)) GTEST_SKIP() << "no AVX2";
+    simd_kernels_match_scalar(kernels::detail::kv_kernels_avx2(), "avx2");
+    simd_kernels_match_scalar(kernels::detail::kv_kernels_avx512_emulated(), "avx512 on SIMDe");
+    if (kernels::isa_supported(kernels::Isa::AVX512))
+        simd_kernels_match_scalar(kernels::detail::kv_kernels_avx512(), "avx512");
 }
 
 // Paged attention over quantized pages equals a double-precision attention over the values the

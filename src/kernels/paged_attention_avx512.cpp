@@ -1,0 +1,196 @@
+// AVX-512 paged-attention read kernels: the ones attend_chunk spends its time in. With a query
+// group (or a single head) attend_chunk decodes each page's rows of a kv head into f32 scratch
+// once (`dequant`) and every head reads them there through the F32 entry's `scores` and `accum`
+// (paged_attention.cpp), so those three are what this file widens to 16 lanes:
+//   dequant: bf16 (zero-extend, shift), f16 (vcvtph2ps), fp8_e4m3 (the weight kernel's widening,
+//            e4m3x16_to_f32, after a scan for the NaN codes), int8 (sign-extend, convert);
+//   scores:  each row's dot product in two 16-lane fma chains (alternate 16-element blocks), the
+//            two added, folded to 8 lanes and 8 rows reduced together by a transpose (hadd) tree;
+//   accum:   out[d] += w[j] * row_j[d], one fma chain per element over j in order: the AVX2
+//            kernel's arithmetic per element, so the same bits.
+// Decoding is exact and bit-identical to the scalar reference (tails and rows holding an e4m3 NaN
+// code go to the AVX2 kernels, which are); dot products differ from it only by summation order
+// and fma (tests/kv/test_kv_quant.cpp). Every other entry of the table is the AVX2 kernel's.
+// On the 2-vCPU Zen 5 VM the AVX2 read path computed well below the bandwidth it was given
+// (bench_paged_attention: fp8 KV read at ~9 GB/s, bf16 ~19), so vector width matters here.
+//
+// Tested on every machine: tests/kv/paged_attention_avx512_emulated.cpp compiles this file
+// against SIMDe (kernels/avx512_compat.h).
+#if defined(__GNUC__) && !defined(__clang__)
+// GCC 12 reports false -Wmaybe-uninitialized inside avx512fintrin.h for intrinsics built on
+// _mm512_undefined_* (GCC bug 105593); the diagnostic points into the system header, so it
+// can only be silenced for the whole file (as in ops_avx512.cpp).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+#include "kernels/avx512_compat.h"
+#include "kernels/paged_attention_internal.h"
+
+#ifndef WARDEN_KV_AVX512_TABLE
+#define WARDEN_KV_AVX512_TABLE kv_kernels_avx512
+#endif
+
+namespace warden::kernels::detail {
+namespace {
+
+// The AVX2 table's kernel for KV type index ti (tails, NaN rows, the formats not widened here).
+const KvReadKernels& avx2_kernels(int ti) {
+    return kv_kernels_avx2().by_type[ti];
+}
+
+constexpr int kF32 = 0, kBf16 = 1, kF16 = 2, kE4m3 = 3, kI8 = 5;
+
+// Lanes 0-7 of the result = the 16-lane sums of v[0..7], a fixed tree per row: the two 256-bit
+// halves added, then the AVX2 kernel's hadd transpose.
+inline yf reduce8x16(const zf* v) {
+    yf h[8];
+    for (int r = 0; r < 8; ++r)
+        h[r] = WZ(mm256_add_ps)(
+            WZ(mm512_castps512_ps256)(v[r]),
+            WZ(mm256_castpd_ps)(WZ(mm512_extractf64x4_pd)(WZ(mm512_castps_pd)(v[r]), 1)));
+    const yf t0 = WZ(mm256_hadd_ps)(h[0], h[1]), t1 = WZ(mm256_hadd_ps)(h[2], h[3]);
+    const yf t2 = WZ(mm256_hadd_ps)(h[4], h[5]), t3 = WZ(mm256_hadd_ps)(h[6], h[7]);
+    const yf u0 = WZ(mm256_hadd_ps)(t0, t1), u1 = WZ(mm256_hadd_ps)(t2, t3);
+    return WZ(mm256_add_ps)(WZ(mm256_permute2f128_ps)(u0, u1, 0x20),
+                            WZ(mm256_permute2f128_ps)(u0, u1, 0x31));
+}
+
+// Elements [i, dim) (fewer than 16) of an f32 row, zero-padded.
+inline zf load_tail_f32(const float* x, int64_t i, int64_t dim) {
+    alignas(64) float buf[kLanes] = {};
+    for (int64_t k = 0; k < dim - i; ++k) buf[k] = x[i + k];
+    return WZ(mm512_load_ps)(buf);
+}
+
+// D: the head dim when it is a compile-time constant (64, 128: loops fully unrolled, no tail), or
+// 0 for any dim.
+template <int64_t D>
+inline zf dot_row(const float* q, zf qtail, const float* r, int64_t dim) {
+    if constexpr (D != 0) dim = D;
+    zf a0 = WZ(mm512_setzero_ps)(), a1 = WZ(mm512_setzero_ps)();
+    int64_t i = 0;
+    for (; i + 32 <= dim; i += 32) {
+        a0 = fmadd(WZ(mm512_loadu_ps)(q + i), WZ(mm512_loadu_ps)(r + i), a0);
+        a1 = fmadd(WZ(mm512_loadu_ps)(q + i + 16), WZ(mm512_loadu_ps)(r + i + 16), a1);
+    }
+    if (i + 16 <= dim) {
+        a0 = fmadd(WZ(mm512_loadu_ps)(q + i), WZ(mm512_loadu_ps)(r + i), a0);
+        i += 16;
+    }
+    if (D == 0 && i < dim) a1 = fmadd(qtail, load_tail_f32(r, i, dim), a1);
+    return WZ(mm512_add_ps)(a0, a1);
+}
+
+// scores[j] = mult[j] * dot(q, row_j), rows of f32.
+template <int64_t D>
+void scores_f32_dim(const float* q, const uint8_t* rows, int64_t stride, int64_t n, int64_t dim,
+                    const float* mult, float* s) {
+    const zf qtail = dim % 16 ? load_tail_f32(q, dim / 16 * 16, dim) : WZ(mm512_setzero_ps)();
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        zf acc[8];
+        for (int r = 0; r < 8; ++r)
+            acc[r] =
+                dot_row<D>(q, qtail, reinterpret_cast<const float*>(rows + (j + r) * stride), dim);
+        WZ(mm256_storeu_ps)(s + j, WZ(mm256_mul_ps)(reduce8x16(acc), WZ(mm256_loadu_ps)(mult + j)));
+    }
+    if (j < n) {
+        zf acc[8];
+        for (int r = 0; r < 8; ++r)
+            acc[r] = j + r < n
+                         ? dot_row<D>(q, qtail,
+                                      reinterpret_cast<const float*>(rows + (j + r) * stride), dim)
+                         : WZ(mm512_setzero_ps)();
+        alignas(32) float out[8];
+        WZ(mm256_store_ps)(out, reduce8x16(acc));
+        for (int64_t r = 0; r < n - j; ++r) s[j + r] = out[r] * mult[j + r];
+    }
+}
+
+void scores_f32(const float* q, const uint8_t* rows, int64_t stride, int64_t n, int64_t dim,
+                const float* mult, float* s) {
+    if (dim == 64)
+        scores_f32_dim<64>(q, rows, stride, n, dim, mult, s);
+    else if (dim == 128)
+        scores_f32_dim<128>(q, rows, stride, n, dim, mult, s);
+    else
+        scores_f32_dim<0>(q, rows, stride, n, dim, mult, s);
+}
+
+// out[16K outputs] += sum_j w[j] * row_j: K independent fma chains over the rows.
+template <int K>
+inline void accum_cols(const float* w, const uint8_t* rows, int64_t stride, int64_t n, float* out) {
+    zf o[K];
+    for (int k = 0; k < K; ++k) o[k] = WZ(mm512_loadu_ps)(out + 16 * k);
+    for (int64_t j = 0; j < n; ++j, rows += stride) {
+        const zf wj = WZ(mm512_set1_ps)(w[j]);
+        const auto* r = reinterpret_cast<const float*>(rows);
+        for (int k = 0; k < K; ++k) o[k] = fmadd(wj, WZ(mm512_loadu_ps)(r + 16 * k), o[k]);
+    }
+    for (int k = 0; k < K; ++k) WZ(mm512_storeu_ps)(out + 16 * k, o[k]);
+}
+
+void accum_f32(const float* w, const uint8_t* rows, int64_t stride, int64_t n, int64_t dim,
+               float* out) {
+    int64_t d = 0;
+    for (; d + 128 <= dim; d += 128) accum_cols<8>(w, rows + d * 4, stride, n, out + d);
+    for (; d + 64 <= dim; d += 64) accum_cols<4>(w, rows + d * 4, stride, n, out + d);
+    for (; d + 16 <= dim; d += 16) accum_cols<1>(w, rows + d * 4, stride, n, out + d);
+    if (d < dim) avx2_kernels(kF32).accum(w, rows + d * 4, stride, n, dim - d, out + d);
+}
+
+void dequant_bf16(const uint8_t* row, int64_t dim, float* out) {
+    int64_t i = 0;
+    for (; i + 16 <= dim; i += 16) WZ(mm512_storeu_ps)(out + i, bf16x16_to_f32(row + 2 * i));
+    if (i < dim) avx2_kernels(kBf16).dequant(row + 2 * i, dim - i, out + i);
+}
+
+void dequant_f16(const uint8_t* row, int64_t dim, float* out) {
+    int64_t i = 0;
+    for (; i + 16 <= dim; i += 16) WZ(mm512_storeu_ps)(out + i, f16x16_to_f32(row + 2 * i));
+    if (i < dim) avx2_kernels(kF16).dequant(row + 2 * i, dim - i, out + i);
+}
+
+// A run holding a NaN code (x.1111.111), which e4m3x16_to_f32 would read as +-480, goes whole to
+// the AVX2 kernel (which decodes it exactly, NaN as NaN); so does the tail.
+void dequant_e4m3(const uint8_t* row, int64_t dim, float* out) {
+    const zi m7f = WZ(mm512_set1_epi8)(0x7f);
+    bool nan = false;
+    int64_t i = 0;
+    for (; i + 64 <= dim; i += 64) {
+        const zi v = WZ(mm512_and_si512)(WZ(mm512_loadu_si512)(row + i), m7f);
+        nan |= WZ(mm512_cmpeq_epi8_mask)(v, m7f) != 0;
+    }
+    for (; i < dim; ++i) nan |= (row[i] & 0x7f) == 0x7f;
+    if (nan) {
+        avx2_kernels(kE4m3).dequant(row, dim, out);
+        return;
+    }
+    i = 0;
+    for (; i + 16 <= dim; i += 16) WZ(mm512_storeu_ps)(out + i, e4m3x16_to_f32(row + i));
+    if (i < dim) avx2_kernels(kE4m3).dequant(row + i, dim - i, out + i);
+}
+
+void dequant_i8(const uint8_t* row, int64_t dim, float* out) {
+    int64_t i = 0;
+    for (; i + 16 <= dim; i += 16) WZ(mm512_storeu_ps)(out + i, i8x16_to_f32(row + i));
+    if (i < dim) avx2_kernels(kI8).dequant(row + i, dim - i, out + i);
+}
+
+}  // namespace
+
+const KvKernelTable& WARDEN_KV_AVX512_TABLE() {
+    static const KvKernelTable t = [] {
+        KvKernelTable k = kv_kernels_avx2();
+        k.by_type[kF32].scores = scores_f32;
+        k.by_type[kF32].accum = accum_f32;
+        k.by_type[kBf16].dequant = dequant_bf16;
+        k.by_type[kF16].dequant = dequant_f16;
+        k.by_type[kE4m3].dequant = dequant_e4m3;
+        k.by_type[kI8].dequant = dequant_i8;
+        return k;
+    }();
+    return t;
+}
+
+}  // namespace warden::kernels::detail
