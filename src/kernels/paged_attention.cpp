@@ -36,12 +36,15 @@ static_assert(static_cast<int>(KvType::F32) == 0 && static_cast<int>(KvType::BF1
 
 namespace {
 
-const detail::KvReadKernels& read_kernels(KvType t) {
+const detail::KvKernelTable& read_table() {
     const Isa isa = active_isa();
-    const detail::KvKernelTable& tab = isa == Isa::Scalar ? detail::kv_kernels_scalar()
-                                       : isa == Isa::AVX2 ? detail::kv_kernels_avx2()
-                                                          : detail::kv_kernels_avx512();
-    return tab.by_type[static_cast<int>(t)];
+    return isa == Isa::Scalar ? detail::kv_kernels_scalar()
+           : isa == Isa::AVX2 ? detail::kv_kernels_avx2()
+                              : detail::kv_kernels_avx512();
+}
+
+const detail::KvReadKernels& read_kernels(KvType t) {
+    return read_table().by_type[static_cast<int>(t)];
 }
 
 // A software prefetch of one cache line that the compiler keeps: GCC 12 deletes a loop of
@@ -126,6 +129,7 @@ struct Scratch {
     std::vector<float> scores;  // [heads of one item][n_ctx]
     std::vector<float> w;       // [page_size] per-row multipliers of one page
     std::vector<float> rows;    // [page_size][head_dim] one page's rows of one kv head, decoded
+    std::vector<float> wg;      // [heads of one item][page_size] per-row weights of each head
 };
 
 // Attention of query token t for the n_h consecutive query heads starting at h0, all of kv head
@@ -140,10 +144,12 @@ struct Scratch {
 // the 1-byte formats cheaper than bf16 per token rather than dearer. Rows are decoded even for
 // a single head, so a head's result never depends on how many heads share its item (which
 // depends on the batch): batching stays invisible to the outputs.
-void attend_chunk(const detail::KvReadKernels& rk, const detail::KvReadKernels& rk32, const detail::OpsTable& ops,
-                  const PagedKvLayer& kv, const PagedAttentionSeq& s, int64_t t, int64_t g, int64_t n_h,
-                  const float* q, float* o, int64_t o_stride, float* ml, int64_t ml_stride, float scale, int64_t c0,
-                  int64_t c1, int64_t ctx_stride, Scratch& sc) {
+void attend_chunk(const detail::KvReadKernels& rk, const detail::KvReadKernels& rk32,
+                  const detail::KvGroupKernels& gk, const detail::OpsTable& ops,
+                  const PagedKvLayer& kv, const PagedAttentionSeq& s, int64_t t, int64_t g,
+                  int64_t n_h, const float* q, float* o, int64_t o_stride, float* ml,
+                  int64_t ml_stride, float scale, int64_t c0, int64_t c1, int64_t ctx_stride,
+                  Scratch& sc) {
     const int64_t dim = kv.head_dim;
     const int64_t row = kv.n_kv_heads * dim;
     const int64_t eb = kv_elem_bytes(kv.type);
@@ -210,9 +216,15 @@ void attend_chunk(const detail::KvReadKernels& rk, const detail::KvReadKernels& 
         } else {
             std::fill(w, w + cnt, scale * fixed);
         }
+        // The whole group straight from the codes where the table can (the same bits), else
+        // decoded once into scratch and read there by every head.
+        float* const s0 = sc.scores.data() + (j0 - c0);
+        if (gk.scores &&
+            gk.scores(q, n_h, page + kv.k_offset + g * head_bytes, cnt, dim, w, s0, ctx_stride))
+            continue;
         const auto [src, stride, k] = page_rows(page, kv.k_offset, cnt);
         for (int64_t h = 0; h < n_h; ++h)
-            k->scores(q + h * dim, src, stride, cnt, dim, w, sc.scores.data() + h * ctx_stride + (j0 - c0));
+            k->scores(q + h * dim, src, stride, cnt, dim, w, s0 + h * ctx_stride);
     }
     for (int64_t h = 0; h < n_h; ++h) {
         float* scores = sc.scores.data() + h * ctx_stride - c0;  // indexed by position
@@ -230,19 +242,32 @@ void attend_chunk(const detail::KvReadKernels& rk, const detail::KvReadKernels& 
         prefetch_page(p, kv.v_offset, kv.v_scale_offset);
     for (int64_t p = p_begin; p < p_end; ++p) {
         const uint8_t* page = kv.base + static_cast<int64_t>(s.page_ids[p]) * kv.page_stride;
-        const auto [j0, cnt] = page_span(p);
+        const auto span = page_span(p);  // not a structured binding: the lambda below captures it
+        const int64_t j0 = span.first, cnt = span.second;
         prefetch_page(p + kPagesAhead, kv.v_offset, kv.v_scale_offset);
-        const auto [src, stride, k] = page_rows(page, kv.v_offset, cnt);
         const auto* sv = reinterpret_cast<const uint16_t*>(page + kv.v_scale_offset) + g;
-        for (int64_t h = 0; h < n_h; ++h) {
+        // Each head's weights for this page's rows: its softmax scores times the rows' scales.
+        const auto weights = [&](int64_t h, float* out) {
             const float* scores = sc.scores.data() + h * ctx_stride + (j0 - c0);
             if (per_row) {
-                for (int64_t i = 0; i < cnt; ++i) w[i] = scores[i] * tensor::bf16_to_f32(sv[i * kv.n_kv_heads]);
+                for (int64_t i = 0; i < cnt; ++i)
+                    out[i] = scores[i] * tensor::bf16_to_f32(sv[i * kv.n_kv_heads]);
             } else if (fixed != 1.0f) {
-                for (int64_t i = 0; i < cnt; ++i) w[i] = scores[i] * fixed;
+                for (int64_t i = 0; i < cnt; ++i) out[i] = scores[i] * fixed;
             } else {
-                std::copy(scores, scores + cnt, w);
+                std::copy(scores, scores + cnt, out);
             }
+        };
+        if (gk.accum) {
+            float* wg = sc.wg.data();
+            for (int64_t h = 0; h < n_h; ++h) weights(h, wg + h * kv.page_size);
+            if (gk.accum(wg, kv.page_size, n_h, page + kv.v_offset + g * head_bytes, cnt, dim, o,
+                         o_stride))
+                continue;
+        }
+        const auto [src, stride, k] = page_rows(page, kv.v_offset, cnt);
+        for (int64_t h = 0; h < n_h; ++h) {
+            weights(h, w);
             k->accum(w, src, stride, cnt, dim, o + h * o_stride);
         }
     }
@@ -319,6 +344,7 @@ void paged_attention(std::span<const PagedAttentionSeq> seqs, int64_t n_heads, c
     const detail::OpsTable& ops = detail::ops_table(active_isa());
     const detail::KvReadKernels& rk = read_kernels(kv.type);
     const detail::KvReadKernels& rk32 = read_kernels(KvType::F32);
+    const detail::KvGroupKernels& gk = read_table().group[static_cast<int>(kv.type)];
     const int64_t w_len = std::min(max_ctx, kv.page_size);
     // Long contexts are split into chunks of kChunkPositions (rounded to whole pages), each its
     // own work item with its own softmax, merged afterwards (below): a batch-1 decode step at 8k
@@ -381,6 +407,8 @@ void paged_attention(std::span<const PagedAttentionSeq> seqs, int64_t n_heads, c
                 sc.scores.resize(static_cast<size_t>(ctx_len * per_part));
             if (static_cast<int64_t>(sc.w.size()) < w_len) sc.w.resize(static_cast<size_t>(w_len));
             if (static_cast<int64_t>(sc.rows.size()) < w_len * dim) sc.rows.resize(static_cast<size_t>(w_len * dim));
+            if (gk.accum && static_cast<int64_t>(sc.wg.size()) < per_part * kv.page_size)
+                sc.wg.resize(static_cast<size_t>(per_part * kv.page_size));
             int64_t ti = 0;
             for (int64_t item = tid; item < total; item += nthreads) {
                 while (item >= tk[ti].item0 + per_token * tk[ti].nc) ++ti;
@@ -392,12 +420,13 @@ void paged_attention(std::span<const PagedAttentionSeq> seqs, int64_t n_heads, c
                 const int64_t at = (k.t * n_heads + h0) * dim;
                 const int64_t c0 = chunk * chunk_len, c1 = std::min(s.pos0 + k.t + 1, c0 + chunk_len);
                 if (k.nc == 1) {
-                    attend_chunk(rk, rk32, ops, kv, s, k.t, g, per_part, s.q + at, s.out + at, dim, nullptr, 0, scale,
-                                 c0, c1, ctx_len, sc);
+                    attend_chunk(rk, rk32, gk, ops, kv, s, k.t, g, per_part, s.q + at, s.out + at,
+                                 dim, nullptr, 0, scale, c0, c1, ctx_len, sc);
                 } else {
                     const int64_t slot = k.part0 + h0 * k.nc + chunk;  // head h0 + h at slot + h * nc
-                    attend_chunk(rk, rk32, ops, kv, s, k.t, g, per_part, s.q + at, po + slot * dim, k.nc * dim,
-                                 pml + 2 * slot, 2 * k.nc, scale, c0, c1, ctx_len, sc);
+                    attend_chunk(rk, rk32, gk, ops, kv, s, k.t, g, per_part, s.q + at,
+                                 po + slot * dim, k.nc * dim, pml + 2 * slot, 2 * k.nc, scale, c0,
+                                 c1, ctx_len, sc);
                 }
             }
         });

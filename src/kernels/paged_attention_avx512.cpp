@@ -177,6 +177,162 @@ void dequant_i8(const uint8_t* row, int64_t dim, float* out) {
     if (i < dim) avx2_kernels(kI8).dequant(row + i, dim - i, out + i);
 }
 
+// Whole-group e4m3 kernels (KvGroupKernels): each code widened once, in registers, for every
+// head of the group, without its * 2^120 (e4m3x16_raw); the query (scores) or the weight (accum)
+// carries the 2^120 instead. The product of the two is the product of the value and the query,
+// exactly (x * 2^120 is exact for |x| < 2^8, and the fma rounds the exact product once), so each
+// head's chains are scores_f32_dim's / accum_f32's on the decoded rows, bit for bit. Head dims
+// 64 and 128; at most kGroupHeads heads share one widening (registers), more take turns.
+constexpr int kGroupHeads = 3;
+
+// True when every |x[i]| < 2^8 (NaN fails): x * 2^120 is then finite and exact. Runs once per
+// page and head group, so 16 lanes at a time.
+inline bool below_pow8(const float* x, int64_t n) {
+    const zf lim = WZ(mm512_set1_ps)(256.0f);
+    const zi abs_mask = WZ(mm512_set1_epi32)(0x7fffffff);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const zf a = WZ(mm512_castsi512_ps)(
+            WZ(mm512_and_si512)(WZ(mm512_castps_si512)(WZ(mm512_loadu_ps)(x + i)), abs_mask));
+        if (WZ(mm512_cmp_ps_mask)(a, lim, WZC(_CMP_LT_OQ)) != 0xffff)
+            return false;  // NaN compares false
+    }
+    for (; i < n; ++i)
+        if (!(x[i] < 256.0f && x[i] > -256.0f)) return false;
+    return true;
+}
+
+// True when the count codes at p hold no NaN code (x.1111.111), which the raw widening misreads.
+inline bool e4m3_finite(const uint8_t* p, int64_t count) {
+    const zi m7f = WZ(mm512_set1_epi8)(0x7f);
+    int64_t i = 0;
+    for (; i + 64 <= count; i += 64) {
+        const zi v = WZ(mm512_and_si512)(WZ(mm512_loadu_si512)(p + i), m7f);
+        if (WZ(mm512_cmpeq_epi8_mask)(v, m7f) != 0) return false;
+    }
+    for (; i < count; ++i)
+        if ((p[i] & 0x7f) == 0x7f) return false;
+    return true;
+}
+
+// Heads [0, HC) of qs (x * 2^120, D floats per head): their scores over rows [0, n).
+template <int64_t D, int HC>
+void e4m3_scores_heads(const float* qs, const uint8_t* rows, int64_t n, const float* mult, float* s,
+                       int64_t s_stride) {
+    constexpr int kV = static_cast<int>(D / 16);
+    for (int64_t j = 0; j < n; j += 8) {
+        zf acc[HC][8];
+        for (int r = 0; r < 8; ++r) {
+            if (j + r >= n) {
+                for (int h = 0; h < HC; ++h) acc[h][r] = WZ(mm512_setzero_ps)();
+                continue;
+            }
+            zf x[kV];
+            for (int v = 0; v < kV; ++v) x[v] = e4m3x16_raw(rows + (j + r) * D + 16 * v);
+            for (int h = 0; h < HC; ++h) {
+                zf a0 = WZ(mm512_setzero_ps)(), a1 = WZ(mm512_setzero_ps)();
+                for (int v = 0; v < kV; v += 2) {  // dot_row's two chains, the same order
+                    a0 = fmadd(WZ(mm512_loadu_ps)(qs + h * D + 16 * v), x[v], a0);
+                    a1 = fmadd(WZ(mm512_loadu_ps)(qs + h * D + 16 * v + 16), x[v + 1], a1);
+                }
+                acc[h][r] = WZ(mm512_add_ps)(a0, a1);
+            }
+        }
+        for (int h = 0; h < HC; ++h) {
+            float* sh = s + h * s_stride;
+            if (j + 8 <= n) {
+                WZ(mm256_storeu_ps)
+                (sh + j, WZ(mm256_mul_ps)(reduce8x16(acc[h]), WZ(mm256_loadu_ps)(mult + j)));
+            } else {
+                alignas(32) float out[8];
+                WZ(mm256_store_ps)(out, reduce8x16(acc[h]));
+                for (int64_t r = 0; r < n - j; ++r) sh[j + r] = out[r] * mult[j + r];
+            }
+        }
+    }
+}
+
+template <int64_t D>
+void e4m3_scores_dim(const float* q, int64_t n_h, const uint8_t* rows, int64_t n, const float* mult,
+                     float* s, int64_t s_stride) {
+    alignas(64) float qs[kGroupHeads * D];
+    for (int64_t h0 = 0; h0 < n_h; h0 += kGroupHeads) {
+        const int hc = static_cast<int>(n_h - h0 < kGroupHeads ? n_h - h0 : kGroupHeads);
+        const zf p120 = WZ(mm512_set1_ps)(kE4m3Pow120);
+        for (int64_t i = 0; i < hc * D; i += 16)
+            WZ(mm512_store_ps)(qs + i, WZ(mm512_mul_ps)(WZ(mm512_loadu_ps)(q + h0 * D + i), p120));
+        float* sh = s + h0 * s_stride;
+        if (hc == 3)
+            e4m3_scores_heads<D, 3>(qs, rows, n, mult, sh, s_stride);
+        else if (hc == 2)
+            e4m3_scores_heads<D, 2>(qs, rows, n, mult, sh, s_stride);
+        else
+            e4m3_scores_heads<D, 1>(qs, rows, n, mult, sh, s_stride);
+    }
+}
+
+bool e4m3_group_scores(const float* q, int64_t n_h, const uint8_t* rows, int64_t n, int64_t dim,
+                       const float* mult, float* s, int64_t s_stride) {
+    if ((dim != 64 && dim != 128) || !below_pow8(q, n_h * dim) || !e4m3_finite(rows, n * dim))
+        return false;
+    if (dim == 64)
+        e4m3_scores_dim<64>(q, n_h, rows, n, mult, s, s_stride);
+    else
+        e4m3_scores_dim<128>(q, n_h, rows, n, mult, s, s_stride);
+    return true;
+}
+
+// Heads [0, HC): out_h += sum_j w_h[j] * row_j, each element one fma chain over j in order.
+template <int64_t D, int HC>
+void e4m3_accum_heads(const float* w, int64_t w_stride, const uint8_t* rows, int64_t n, float* out,
+                      int64_t o_stride) {
+    constexpr int kV = static_cast<int>(D / 16);
+    zf o[HC][kV];
+    for (int h = 0; h < HC; ++h)
+        for (int v = 0; v < kV; ++v) o[h][v] = WZ(mm512_loadu_ps)(out + h * o_stride + 16 * v);
+    for (int64_t j = 0; j < n; ++j) {
+        zf x[kV];
+        for (int v = 0; v < kV; ++v) x[v] = e4m3x16_raw(rows + j * D + 16 * v);
+        for (int h = 0; h < HC; ++h) {
+            const zf wj = WZ(mm512_set1_ps)(w[h * w_stride + j] * kE4m3Pow120);
+            for (int v = 0; v < kV; ++v) o[h][v] = fmadd(wj, x[v], o[h][v]);
+        }
+    }
+    for (int h = 0; h < HC; ++h)
+        for (int v = 0; v < kV; ++v) WZ(mm512_storeu_ps)(out + h * o_stride + 16 * v, o[h][v]);
+}
+
+template <int64_t D>
+void e4m3_accum_dim(const float* w, int64_t w_stride, int64_t n_h, const uint8_t* rows, int64_t n,
+                    float* out, int64_t o_stride) {
+    // 128-dim heads hold 8 accumulators each: two at a time fit the registers with the row.
+    constexpr int kHeads = D == 64 ? kGroupHeads : 2;
+    for (int64_t h0 = 0; h0 < n_h; h0 += kHeads) {
+        const int hc = static_cast<int>(n_h - h0 < kHeads ? n_h - h0 : kHeads);
+        const float* wh = w + h0 * w_stride;
+        float* oh = out + h0 * o_stride;
+        if (hc == 3)
+            e4m3_accum_heads<D, 3>(wh, w_stride, rows, n, oh, o_stride);
+        else if (hc == 2)
+            e4m3_accum_heads<D, 2>(wh, w_stride, rows, n, oh, o_stride);
+        else
+            e4m3_accum_heads<D, 1>(wh, w_stride, rows, n, oh, o_stride);
+    }
+}
+
+bool e4m3_group_accum(const float* w, int64_t w_stride, int64_t n_h, const uint8_t* rows, int64_t n,
+                      int64_t dim, float* out, int64_t o_stride) {
+    if (dim != 64 && dim != 128) return false;
+    for (int64_t h = 0; h < n_h; ++h)
+        if (!below_pow8(w + h * w_stride, n)) return false;
+    if (!e4m3_finite(rows, n * dim)) return false;
+    if (dim == 64)
+        e4m3_accum_dim<64>(w, w_stride, n_h, rows, n, out, o_stride);
+    else
+        e4m3_accum_dim<128>(w, w_stride, n_h, rows, n, out, o_stride);
+    return true;
+}
+
 }  // namespace
 
 const KvKernelTable& WARDEN_KV_AVX512_TABLE() {
@@ -188,6 +344,7 @@ const KvKernelTable& WARDEN_KV_AVX512_TABLE() {
         k.by_type[kF16].dequant = dequant_f16;
         k.by_type[kE4m3].dequant = dequant_e4m3;
         k.by_type[kI8].dequant = dequant_i8;
+        k.group[kE4m3] = {e4m3_group_scores, e4m3_group_accum};
         return k;
     }();
     return t;

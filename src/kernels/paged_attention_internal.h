@@ -20,8 +20,25 @@ struct KvReadKernels {
     void (*dequant)(const uint8_t* row, int64_t dim, float* out);
 };
 
+// Whole-group kernels for one page's run of rows of one kv head (rows contiguous, `dim` codes
+// apart): each code is widened in registers once for all n_h query heads of the group, with no
+// f32 scratch between decoding and use. Each returns false, having written nothing, when it
+// cannot give exactly the bits of `dequant` followed by the F32 entry's `scores` / `accum` of the
+// same table (an unsupported head dim, a NaN code in the rows, a query or weight too large for
+// the scaling it uses); the caller then takes that path. Null where a table has none.
+struct KvGroupKernels {
+    // s[h * s_stride + j] = mult[j] * dot(q_h, decode(row_j)), q_h = q + h * dim; h < n_h, j < n.
+    bool (*scores)(const float* q, int64_t n_h, const uint8_t* rows, int64_t n, int64_t dim,
+                   const float* mult, float* s, int64_t s_stride);
+    // out_h[d] += sum_j w_h[j] * decode(row_j)[d], j in order; w_h = w + h * w_stride,
+    // out_h = out + h * o_stride.
+    bool (*accum)(const float* w, int64_t w_stride, int64_t n_h, const uint8_t* rows, int64_t n,
+                  int64_t dim, float* out, int64_t o_stride);
+};
+
 struct KvKernelTable {
     KvReadKernels by_type[kKvTypes];
+    KvGroupKernels group[kKvTypes] = {};
 };
 
 const KvKernelTable& kv_kernels_scalar();
