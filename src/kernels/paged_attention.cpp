@@ -1,8 +1,8 @@
 // Two passes per (sequence, query token, head) item, like attention.cpp, but walking the
 // sequence's pages: scores over the visible prefix page by page, softmax, then the weighted
 // sum of V page by page. The page walk costs one table lookup per page, not per position.
-// Per page the format's kernel (paged_attention_{scalar,avx2}.cpp) decodes the stored rows in
-// registers; the per-(token, head) scales are folded into the score multiplier (K) and the
+// Per page the format's kernels (paged_attention_{scalar,avx2,avx512}.cpp) decode the stored
+// rows; the per-(token, head) scales are folded into the score multiplier (K) and the
 // softmax weights (V), so no dequantized copy of the cache is ever made. Positions the step
 // brings itself (FreshKv) are read from the f32 k_new/v_new instead.
 // Items of all sequences are dealt round-robin to the threads so ragged lengths balance.
@@ -116,7 +116,7 @@ uint16_t store_row(const PagedKvLayer& kv, const float* x, uint8_t* codes, const
 // How many pages ahead attend_chunk prefetches a page's rows and scales. One page of fp8 rows of a
 // head is 1 KiB at head dim 64, read in well under a DRAM round trip; two pages ahead (and the
 // scales, which were not prefetched at all) made fp8 decode attention 10-20% faster
-// (bench_paged_attention, docs/WEIGHT_QUANT.md session 28).
+// (bench_paged_attention, docs/KV_QUANT.md session 28).
 constexpr int64_t kPagesAhead = 2;
 
 // Context positions per attention work item (see paged_attention).
@@ -143,7 +143,10 @@ struct Scratch {
 // kernels: a group of G heads decodes each code once instead of G times, which is what makes
 // the 1-byte formats cheaper than bf16 per token rather than dearer. Rows are decoded even for
 // a single head, so a head's result never depends on how many heads share its item (which
-// depends on the batch): batching stays invisible to the outputs.
+// depends on the batch): batching stays invisible to the outputs. Where the table has whole-group
+// kernels for the format (detail::KvGroupKernels: AVX-512, e4m3), the group's heads read the codes
+// straight from the page instead, with exactly the bits of the path through `rows`, so which path
+// a page takes (it depends on the item's queries and the page's codes) changes no output.
 void attend_chunk(const detail::KvReadKernels& rk, const detail::KvReadKernels& rk32,
                   const detail::KvGroupKernels& gk, const detail::OpsTable& ops,
                   const PagedKvLayer& kv, const PagedAttentionSeq& s, int64_t t, int64_t g,

@@ -11,8 +11,11 @@
 // Decoding is exact and bit-identical to the scalar reference (tails and rows holding an e4m3 NaN
 // code go to the AVX2 kernels, which are); dot products differ from it only by summation order
 // and fma (tests/kv/test_kv_quant.cpp). Every other entry of the table is the AVX2 kernel's.
+// For fp8_e4m3 the table also has whole-group kernels (KvGroupKernels, below): the codes widened
+// once in registers for all heads of the group, no scratch, the same bits.
 // On the 2-vCPU Zen 5 VM the AVX2 read path computed well below the bandwidth it was given
-// (bench_paged_attention: fp8 KV read at ~9 GB/s, bf16 ~19), so vector width matters here.
+// (bench_paged_attention: fp8 KV read at ~9 GB/s, bf16 ~19); these kernels made decode
+// attention 1.5-2.2x faster there (docs/KV_QUANT.md, session 28).
 //
 // Tested on every machine: tests/kv/paged_attention_avx512_emulated.cpp compiles this file
 // against SIMDe (kernels/avx512_compat.h).
