@@ -130,6 +130,7 @@ struct Scratch {
     std::vector<float> w;       // [page_size] per-row multipliers of one page
     std::vector<float> rows;    // [page_size][head_dim] one page's rows of one kv head, decoded
     std::vector<float> wg;      // [heads of one item][page_size] per-row weights of each head
+    std::vector<float> qs;  // [heads of one item][head_dim] the queries as group kernels take them
 };
 
 // Attention of query token t for the n_h consecutive query heads starting at h0, all of kv head
@@ -144,9 +145,9 @@ struct Scratch {
 // the 1-byte formats cheaper than bf16 per token rather than dearer. Rows are decoded even for
 // a single head, so a head's result never depends on how many heads share its item (which
 // depends on the batch): batching stays invisible to the outputs. Where the table has whole-group
-// kernels for the format (detail::KvGroupKernels: AVX-512, e4m3), the group's heads read the codes
-// straight from the page instead, with exactly the bits of the path through `rows`, so which path
-// a page takes (it depends on the item's queries and the page's codes) changes no output.
+// kernels for the format (detail::KvGroupKernels: AVX-512; bf16, e4m3, int8), the heads read the
+// codes straight from the page instead, with exactly the bits of the path through `rows`, so which
+// path a page takes (it depends on the item's queries and the page's codes) changes no output.
 void attend_chunk(const detail::KvReadKernels& rk, const detail::KvReadKernels& rk32,
                   const detail::KvGroupKernels& gk, const detail::OpsTable& ops,
                   const PagedKvLayer& kv, const PagedAttentionSeq& s, int64_t t, int64_t g,
@@ -209,6 +210,7 @@ void attend_chunk(const detail::KvReadKernels& rk, const detail::KvReadKernels& 
 
     for (int64_t p = p_begin; p < p_begin + kPagesAhead; ++p)
         prefetch_page(p, kv.k_offset, kv.k_scale_offset);
+    const bool group_q = gk.prepare && gk.prepare(q, n_h, dim, sc.qs.data());
     for (int64_t p = p_begin; p < p_end; ++p) {
         const uint8_t* page = kv.base + static_cast<int64_t>(s.page_ids[p]) * kv.page_stride;
         const auto [j0, cnt] = page_span(p);
@@ -222,8 +224,8 @@ void attend_chunk(const detail::KvReadKernels& rk, const detail::KvReadKernels& 
         // The whole group straight from the codes where the table can (the same bits), else
         // decoded once into scratch and read there by every head.
         float* const s0 = sc.scores.data() + (j0 - c0);
-        if (gk.scores &&
-            gk.scores(q, n_h, page + kv.k_offset + g * head_bytes, cnt, dim, w, s0, ctx_stride))
+        if (group_q && gk.scores(sc.qs.data(), n_h, page + kv.k_offset + g * head_bytes, cnt, dim,
+                                 w, s0, ctx_stride))
             continue;
         const auto [src, stride, k] = page_rows(page, kv.k_offset, cnt);
         for (int64_t h = 0; h < n_h; ++h)
@@ -412,6 +414,8 @@ void paged_attention(std::span<const PagedAttentionSeq> seqs, int64_t n_heads, c
             if (static_cast<int64_t>(sc.rows.size()) < w_len * dim) sc.rows.resize(static_cast<size_t>(w_len * dim));
             if (gk.accum && static_cast<int64_t>(sc.wg.size()) < per_part * kv.page_size)
                 sc.wg.resize(static_cast<size_t>(per_part * kv.page_size));
+            if (gk.prepare && static_cast<int64_t>(sc.qs.size()) < per_part * dim)
+                sc.qs.resize(static_cast<size_t>(per_part * dim));
             int64_t ti = 0;
             for (int64_t item = tid; item < total; item += nthreads) {
                 while (item >= tk[ti].item0 + per_token * tk[ti].nc) ++ti;

@@ -11,8 +11,8 @@
 // Decoding is exact and bit-identical to the scalar reference (tails and rows holding an e4m3 NaN
 // code go to the AVX2 kernels, which are); dot products differ from it only by summation order
 // and fma (tests/kv/test_kv_quant.cpp). Every other entry of the table is the AVX2 kernel's.
-// For fp8_e4m3 the table also has whole-group kernels (KvGroupKernels, below): the codes widened
-// once in registers for all heads of the group, no scratch, the same bits.
+// For bf16, fp8_e4m3 and int8 the table also has whole-group kernels (KvGroupKernels, below): the
+// codes widened once in registers for all heads of the group, no scratch, the same bits.
 // On the 2-vCPU Zen 5 VM the AVX2 read path computed well below the bandwidth it was given
 // (bench_paged_attention: fp8 KV read at ~9 GB/s, bf16 ~19); these kernels made decode
 // attention 1.5-2.2x faster there (docs/KV_QUANT.md, session 28).
@@ -180,13 +180,33 @@ void dequant_i8(const uint8_t* row, int64_t dim, float* out) {
     if (i < dim) avx2_kernels(kI8).dequant(row + i, dim - i, out + i);
 }
 
-// Whole-group e4m3 kernels (KvGroupKernels): each code widened once, in registers, for every
-// head of the group, without its * 2^120 (e4m3x16_raw); the query (scores) or the weight (accum)
-// carries the 2^120 instead. The product of the two is the product of the value and the query,
-// exactly (x * 2^120 is exact for |x| < 2^8, and the fma rounds the exact product once), so each
-// head's chains are scores_f32_dim's / accum_f32's on the decoded rows, bit for bit. Head dims
-// 64 and 128; at most kGroupHeads heads share one widening (registers), more take turns.
+// Whole-group kernels (KvGroupKernels): each page's run of codes widened once, in registers, for
+// every head of the group, with no f32 scratch between decoding and use. L says how 16 codes
+// become 16 f32 and what the other operand must carry:
+//   e4m3: widened without their * 2^120 (e4m3x16_raw); the query (scores) or the weight (accum)
+//         carries the 2^120 instead. The product of the two is the product of the value and the
+//         query exactly (x * 2^120 is exact for |x| < 2^8, and the fma rounds the exact product
+//         once). A NaN code (read as +-480 raw) or an |x| >= 2^8 declines the call;
+//   int8, bf16: widened to their exact values, nothing carried, nothing to decline.
+// So each head's chains are scores_f32_dim's / accum_f32's on the decoded rows, bit for bit. Head
+// dims 64 and 128; at most kGroupHeads heads share one widening (registers), more take turns.
 constexpr int kGroupHeads = 3;
+
+struct GrE4m3 {
+    static constexpr int64_t kBytes = 1;
+    static constexpr bool kScaled = true;  // x * 2^120 meets the raw widening
+    static zf load16(const uint8_t* p) { return e4m3x16_raw(p); }
+};
+struct GrI8 {
+    static constexpr int64_t kBytes = 1;
+    static constexpr bool kScaled = false;
+    static zf load16(const uint8_t* p) { return i8x16_to_f32(p); }
+};
+struct GrBf16 {
+    static constexpr int64_t kBytes = 2;
+    static constexpr bool kScaled = false;
+    static zf load16(const uint8_t* p) { return bf16x16_to_f32(p); }
+};
 
 // True when every |x[i]| < 2^8 (NaN fails): x * 2^120 is then finite and exact. Runs once per
 // page and head group, so 16 lanes at a time.
@@ -197,8 +217,7 @@ inline bool below_pow8(const float* x, int64_t n) {
     for (; i + 16 <= n; i += 16) {
         const zf a = WZ(mm512_castsi512_ps)(
             WZ(mm512_and_si512)(WZ(mm512_castps_si512)(WZ(mm512_loadu_ps)(x + i)), abs_mask));
-        if (WZ(mm512_cmp_ps_mask)(a, lim, WZC(_CMP_LT_OQ)) != 0xffff)
-            return false;  // NaN compares false
+        if (WZ(mm512_cmp_ps_mask)(a, lim, WZC(_CMP_LT_OQ)) != 0xffff) return false;  // NaN: false
     }
     for (; i < n; ++i)
         if (!(x[i] < 256.0f && x[i] > -256.0f)) return false;
@@ -218,10 +237,11 @@ inline bool e4m3_finite(const uint8_t* p, int64_t count) {
     return true;
 }
 
-// Heads [0, HC) of qs (x * 2^120, D floats per head): their scores over rows [0, n).
-template <int64_t D, int HC>
-void e4m3_scores_heads(const float* qs, const uint8_t* rows, int64_t n, const float* mult, float* s,
-                       int64_t s_stride) {
+// Heads [0, HC) of qs (the query as L needs it, D floats per head): their scores over rows
+// [0, n) (D codes each, L::kBytes bytes per code).
+template <class L, int64_t D, int HC>
+void group_scores_heads(const float* qs, const uint8_t* rows, int64_t n, const float* mult,
+                        float* s, int64_t s_stride) {
     constexpr int kV = static_cast<int>(D / 16);
     for (int64_t j = 0; j < n; j += 8) {
         zf acc[HC][8];
@@ -231,7 +251,8 @@ void e4m3_scores_heads(const float* qs, const uint8_t* rows, int64_t n, const fl
                 continue;
             }
             zf x[kV];
-            for (int v = 0; v < kV; ++v) x[v] = e4m3x16_raw(rows + (j + r) * D + 16 * v);
+            for (int v = 0; v < kV; ++v)
+                x[v] = L::load16(rows + ((j + r) * D + 16 * v) * L::kBytes);
             for (int h = 0; h < HC; ++h) {
                 zf a0 = WZ(mm512_setzero_ps)(), a1 = WZ(mm512_setzero_ps)();
                 for (int v = 0; v < kV; v += 2) {  // dot_row's two chains, the same order
@@ -255,49 +276,59 @@ void e4m3_scores_heads(const float* qs, const uint8_t* rows, int64_t n, const fl
     }
 }
 
-template <int64_t D>
-void e4m3_scores_dim(const float* q, int64_t n_h, const uint8_t* rows, int64_t n, const float* mult,
-                     float* s, int64_t s_stride) {
-    alignas(64) float qs[kGroupHeads * D];
+template <class L, int64_t D>
+void group_scores_dim(const float* qs, int64_t n_h, const uint8_t* rows, int64_t n,
+                      const float* mult, float* s, int64_t s_stride) {
     for (int64_t h0 = 0; h0 < n_h; h0 += kGroupHeads) {
         const int hc = static_cast<int>(n_h - h0 < kGroupHeads ? n_h - h0 : kGroupHeads);
-        const zf p120 = WZ(mm512_set1_ps)(kE4m3Pow120);
-        for (int64_t i = 0; i < hc * D; i += 16)
-            WZ(mm512_store_ps)(qs + i, WZ(mm512_mul_ps)(WZ(mm512_loadu_ps)(q + h0 * D + i), p120));
+        const float* qh = qs + h0 * D;
         float* sh = s + h0 * s_stride;
         if (hc == 3)
-            e4m3_scores_heads<D, 3>(qs, rows, n, mult, sh, s_stride);
+            group_scores_heads<L, D, 3>(qh, rows, n, mult, sh, s_stride);
         else if (hc == 2)
-            e4m3_scores_heads<D, 2>(qs, rows, n, mult, sh, s_stride);
+            group_scores_heads<L, D, 2>(qh, rows, n, mult, sh, s_stride);
         else
-            e4m3_scores_heads<D, 1>(qs, rows, n, mult, sh, s_stride);
+            group_scores_heads<L, D, 1>(qh, rows, n, mult, sh, s_stride);
     }
 }
 
-bool e4m3_group_scores(const float* q, int64_t n_h, const uint8_t* rows, int64_t n, int64_t dim,
-                       const float* mult, float* s, int64_t s_stride) {
-    if ((dim != 64 && dim != 128) || !below_pow8(q, n_h * dim) || !e4m3_finite(rows, n * dim))
-        return false;
+// The queries as group_scores takes them: times 2^120 for e4m3 (declined at |q| >= 2^8), as they
+// are otherwise. Once per query group, not per page.
+template <class L>
+bool group_prepare(const float* q, int64_t n_h, int64_t dim, float* qs) {
+    if (dim != 64 && dim != 128) return false;
+    if (L::kScaled && !below_pow8(q, n_h * dim)) return false;
+    const float carry = L::kScaled ? kE4m3Pow120 : 1.0f;
+    for (int64_t i = 0; i < n_h * dim; ++i) qs[i] = q[i] * carry;  // * 1 is exact
+    return true;
+}
+
+template <class L>
+bool group_scores(const float* qs, int64_t n_h, const uint8_t* rows, int64_t n, int64_t dim,
+                  const float* mult, float* s, int64_t s_stride) {
+    if (dim != 64 && dim != 128) return false;
+    if (L::kScaled && !e4m3_finite(rows, n * dim)) return false;
     if (dim == 64)
-        e4m3_scores_dim<64>(q, n_h, rows, n, mult, s, s_stride);
+        group_scores_dim<L, 64>(qs, n_h, rows, n, mult, s, s_stride);
     else
-        e4m3_scores_dim<128>(q, n_h, rows, n, mult, s, s_stride);
+        group_scores_dim<L, 128>(qs, n_h, rows, n, mult, s, s_stride);
     return true;
 }
 
 // Heads [0, HC): out_h += sum_j w_h[j] * row_j, each element one fma chain over j in order.
-template <int64_t D, int HC>
-void e4m3_accum_heads(const float* w, int64_t w_stride, const uint8_t* rows, int64_t n, float* out,
-                      int64_t o_stride) {
+template <class L, int64_t D, int HC>
+void group_accum_heads(const float* w, int64_t w_stride, const uint8_t* rows, int64_t n, float* out,
+                       int64_t o_stride) {
     constexpr int kV = static_cast<int>(D / 16);
     zf o[HC][kV];
     for (int h = 0; h < HC; ++h)
         for (int v = 0; v < kV; ++v) o[h][v] = WZ(mm512_loadu_ps)(out + h * o_stride + 16 * v);
     for (int64_t j = 0; j < n; ++j) {
         zf x[kV];
-        for (int v = 0; v < kV; ++v) x[v] = e4m3x16_raw(rows + j * D + 16 * v);
+        for (int v = 0; v < kV; ++v) x[v] = L::load16(rows + (j * D + 16 * v) * L::kBytes);
         for (int h = 0; h < HC; ++h) {
-            const zf wj = WZ(mm512_set1_ps)(w[h * w_stride + j] * kE4m3Pow120);
+            const float wv = w[h * w_stride + j];
+            const zf wj = WZ(mm512_set1_ps)(L::kScaled ? wv * kE4m3Pow120 : wv);
             for (int v = 0; v < kV; ++v) o[h][v] = fmadd(wj, x[v], o[h][v]);
         }
     }
@@ -305,9 +336,9 @@ void e4m3_accum_heads(const float* w, int64_t w_stride, const uint8_t* rows, int
         for (int v = 0; v < kV; ++v) WZ(mm512_storeu_ps)(out + h * o_stride + 16 * v, o[h][v]);
 }
 
-template <int64_t D>
-void e4m3_accum_dim(const float* w, int64_t w_stride, int64_t n_h, const uint8_t* rows, int64_t n,
-                    float* out, int64_t o_stride) {
+template <class L, int64_t D>
+void group_accum_dim(const float* w, int64_t w_stride, int64_t n_h, const uint8_t* rows, int64_t n,
+                     float* out, int64_t o_stride) {
     // 128-dim heads hold 8 accumulators each: two at a time fit the registers with the row.
     constexpr int kHeads = D == 64 ? kGroupHeads : 2;
     for (int64_t h0 = 0; h0 < n_h; h0 += kHeads) {
@@ -315,24 +346,27 @@ void e4m3_accum_dim(const float* w, int64_t w_stride, int64_t n_h, const uint8_t
         const float* wh = w + h0 * w_stride;
         float* oh = out + h0 * o_stride;
         if (hc == 3)
-            e4m3_accum_heads<D, 3>(wh, w_stride, rows, n, oh, o_stride);
+            group_accum_heads<L, D, 3>(wh, w_stride, rows, n, oh, o_stride);
         else if (hc == 2)
-            e4m3_accum_heads<D, 2>(wh, w_stride, rows, n, oh, o_stride);
+            group_accum_heads<L, D, 2>(wh, w_stride, rows, n, oh, o_stride);
         else
-            e4m3_accum_heads<D, 1>(wh, w_stride, rows, n, oh, o_stride);
+            group_accum_heads<L, D, 1>(wh, w_stride, rows, n, oh, o_stride);
     }
 }
 
-bool e4m3_group_accum(const float* w, int64_t w_stride, int64_t n_h, const uint8_t* rows, int64_t n,
-                      int64_t dim, float* out, int64_t o_stride) {
+template <class L>
+bool group_accum(const float* w, int64_t w_stride, int64_t n_h, const uint8_t* rows, int64_t n,
+                 int64_t dim, float* out, int64_t o_stride) {
     if (dim != 64 && dim != 128) return false;
-    for (int64_t h = 0; h < n_h; ++h)
-        if (!below_pow8(w + h * w_stride, n)) return false;
-    if (!e4m3_finite(rows, n * dim)) return false;
+    if (L::kScaled) {
+        for (int64_t h = 0; h < n_h; ++h)
+            if (!below_pow8(w + h * w_stride, n)) return false;
+        if (!e4m3_finite(rows, n * dim)) return false;
+    }
     if (dim == 64)
-        e4m3_accum_dim<64>(w, w_stride, n_h, rows, n, out, o_stride);
+        group_accum_dim<L, 64>(w, w_stride, n_h, rows, n, out, o_stride);
     else
-        e4m3_accum_dim<128>(w, w_stride, n_h, rows, n, out, o_stride);
+        group_accum_dim<L, 128>(w, w_stride, n_h, rows, n, out, o_stride);
     return true;
 }
 
@@ -347,7 +381,9 @@ const KvKernelTable& WARDEN_KV_AVX512_TABLE() {
         k.by_type[kF16].dequant = dequant_f16;
         k.by_type[kE4m3].dequant = dequant_e4m3;
         k.by_type[kI8].dequant = dequant_i8;
-        k.group[kE4m3] = {e4m3_group_scores, e4m3_group_accum};
+        k.group[kE4m3] = {group_prepare<GrE4m3>, group_scores<GrE4m3>, group_accum<GrE4m3>};
+        k.group[kI8] = {group_prepare<GrI8>, group_scores<GrI8>, group_accum<GrI8>};
+        k.group[kBf16] = {group_prepare<GrBf16>, group_scores<GrBf16>, group_accum<GrBf16>};
         return k;
     }();
     return t;

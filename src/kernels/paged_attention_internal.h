@@ -27,8 +27,12 @@ struct KvReadKernels {
 // same table (an unsupported head dim, a NaN code in the rows, a query or weight too large for
 // the scaling it uses); the caller then takes that path. Null where a table has none.
 struct KvGroupKernels {
-    // s[h * s_stride + j] = mult[j] * dot(q_h, decode(row_j)), q_h = q + h * dim; h < n_h, j < n.
-    bool (*scores)(const float* q, int64_t n_h, const uint8_t* rows, int64_t n, int64_t dim,
+    // Once per query group: the n_h queries (dim floats each, contiguous) as `scores` takes them,
+    // into qs (n_h * dim floats). False when `scores` cannot take these queries at all.
+    bool (*prepare)(const float* q, int64_t n_h, int64_t dim, float* qs);
+    // s[h * s_stride + j] = mult[j] * dot(q_h, decode(row_j)) for h < n_h, j < n, where qs holds
+    // prepare's form of the queries q_h.
+    bool (*scores)(const float* qs, int64_t n_h, const uint8_t* rows, int64_t n, int64_t dim,
                    const float* mult, float* s, int64_t s_stride);
     // out_h[d] += sum_j w_h[j] * decode(row_j)[d], j in order; w_h = w + h * w_stride,
     // out_h = out + h * o_stride.

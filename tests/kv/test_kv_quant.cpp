@@ -383,82 +383,111 @@ static void paged_attention_matches_reference(int64_t ctx, int64_t ps, int64_t n
 
 TEST(KvQuant, PagedAttentionMatchesReferenceOnStoredValues) { paged_attention_matches_reference(23, 5, 4); }
 TEST(KvQuant, PagedAttentionMatchesReferenceAcrossContextChunks) { paged_attention_matches_reference(2050, 16, 4); }
-// Head dims 64 and 128: the AVX-512 table's whole-group e4m3 kernels take these (three query
-// heads per kv head here), the other formats its unrolled f32 scores.
+// Head dims 64 and 128: the AVX-512 table's whole-group kernels (bf16, e4m3, int8) take these
+// (three query heads per kv head here), the other formats its unrolled f32 scores.
 TEST(KvQuant, PagedAttentionMatchesReferenceAtHeadDims64And128) {
     paged_attention_matches_reference(70, 16, 3, 64);
     paged_attention_matches_reference(37, 8, 2, 128);
 }
 
-// The whole-group e4m3 kernels (KvGroupKernels) give exactly the bits of dequant + the F32
-// scores / accum of the same table, for every head count that splits into register groups
-// differently, partial row blocks, and both head dims; and they decline (return false, write
-// nothing) rows holding a NaN code, queries or weights of 2^8 or more, and other head dims.
+// The whole-group kernels (KvGroupKernels: bf16, fp8_e4m3, int8) give exactly the bits of
+// dequant + the F32 scores / accum of the same table, for every head count that splits into
+// register groups differently, partial row blocks, both head dims, and queries / weights on both
+// sides of 2^8. The e4m3 ones decline (return false, write nothing) rows holding a NaN code and
+// queries (prepare) or weights of 2^8 or more; every one declines other head dims.
 static void group_kernels_match_dequant_path(const kernels::detail::KvKernelTable& tab,
                                              const char* name) {
     SCOPED_TRACE(name);
-    const int ti = static_cast<int>(KvType::FP8_E4M3);
-    const auto& gk = tab.group[ti];
-    ASSERT_NE(gk.scores, nullptr);
-    ASSERT_NE(gk.accum, nullptr);
-    const auto& rk = tab.by_type[ti];
     const auto& f32 = tab.by_type[static_cast<int>(KvType::F32)];
     std::mt19937 rng(5);
-    for (int64_t dim : {int64_t{64}, int64_t{128}}) {
-        for (int64_t n_h : {1, 2, 3, 4, 7}) {
-            for (int64_t n : {1, 5, 8, 13, 16}) {
-                std::vector<uint8_t> codes(static_cast<size_t>(n * dim));
-                for (auto& c : codes) {
-                    c = static_cast<uint8_t>(rng());
-                    if ((c & 0x7f) == 0x7f) c ^= 1;  // no NaN codes
+    for (KvType t : {KvType::FP8_E4M3, KvType::INT8, KvType::BF16}) {
+        SCOPED_TRACE(kernels::kv_type_name(t));
+        const int ti = static_cast<int>(t);
+        const auto& gk = tab.group[ti];
+        ASSERT_NE(gk.prepare, nullptr);
+        ASSERT_NE(gk.scores, nullptr);
+        ASSERT_NE(gk.accum, nullptr);
+        const auto& rk = tab.by_type[ti];
+        const bool e4m3 = t == KvType::FP8_E4M3;
+        const int64_t eb = kernels::kv_elem_bytes(t);
+        for (int64_t dim : {int64_t{64}, int64_t{128}}) {
+            for (int64_t n_h : {1, 2, 3, 4, 7}) {
+                for (int64_t n : {1, 5, 8, 13, 16}) {
+                    std::vector<uint8_t> codes(static_cast<size_t>(n * dim * eb));
+                    if (t == KvType::BF16) {
+                        for (size_t i = 0; i < codes.size(); i += 2) {
+                            const uint16_t h = tensor::f32_to_bf16(
+                                std::normal_distribution<float>(0.0f, 2.0f)(rng));
+                            std::memcpy(codes.data() + i, &h, 2);
+                        }
+                    } else {
+                        for (auto& c : codes) {
+                            c = static_cast<uint8_t>(rng());
+                            if (e4m3 && (c & 0x7f) == 0x7f) c ^= 1;  // no NaN codes
+                        }
+                    }
+                    auto q = randn(static_cast<size_t>(n_h * dim), 31, 3.0f);
+                    std::vector<float> mult(static_cast<size_t>(n)),
+                        w(static_cast<size_t>(n_h * 16));
+                    for (auto& m : mult)
+                        m = std::uniform_real_distribution<float>(0.01f, 2.0f)(rng);
+                    for (auto& x : w) x = std::uniform_real_distribution<float>(-3.0f, 3.0f)(rng);
+                    if (!e4m3) {  // no carried scale: large queries and weights are taken too
+                        q[0] = 1000.0f;
+                        w[0] = -700.0f;
+                    }
+                    // The dequant path: rows decoded to f32, each head through the F32 kernels.
+                    std::vector<float> rows(static_cast<size_t>(n * dim));
+                    rk.dequant(codes.data(), n * dim, rows.data());
+                    const auto* rb = reinterpret_cast<const uint8_t*>(rows.data());
+                    const int64_t ss = n + 3, os = dim + 5;  // strides other than the widths
+                    std::vector<float> s1(static_cast<size_t>(n_h * ss), -1.0f), s2 = s1;
+                    auto o1 = randn(static_cast<size_t>(n_h * os), 32), o2 = o1;
+                    for (int64_t h = 0; h < n_h; ++h) {
+                        f32.scores(q.data() + h * dim, rb, dim * 4, n, dim, mult.data(),
+                                   s1.data() + h * ss);
+                        f32.accum(w.data() + h * 16, rb, dim * 4, n, dim, o1.data() + h * os);
+                    }
+                    std::vector<float> qs(q.size());
+                    ASSERT_TRUE(gk.prepare(q.data(), n_h, dim, qs.data()));
+                    ASSERT_TRUE(gk.scores(qs.data(), n_h, codes.data(), n, dim, mult.data(),
+                                          s2.data(), ss));
+                    ASSERT_TRUE(gk.accum(w.data(), 16, n_h, codes.data(), n, dim, o2.data(), os));
+                    for (size_t i = 0; i < s1.size(); ++i)
+                        ASSERT_EQ(std::bit_cast<uint32_t>(s1[i]), std::bit_cast<uint32_t>(s2[i]))
+                            << "scores dim " << dim << " heads " << n_h << " rows " << n << " at "
+                            << i;
+                    for (size_t i = 0; i < o1.size(); ++i)
+                        ASSERT_EQ(std::bit_cast<uint32_t>(o1[i]), std::bit_cast<uint32_t>(o2[i]))
+                            << "accum dim " << dim << " heads " << n_h << " rows " << n << " at "
+                            << i;
+                    if (!e4m3) continue;
+                    // Declined: nothing written.
+                    const auto s_before = s2, o_before = o2;
+                    auto big = q;
+                    big[static_cast<size_t>(n_h * dim - 1)] = 256.0f;
+                    std::vector<float> qs_big(q.size(), 7.0f);
+                    EXPECT_FALSE(gk.prepare(big.data(), n_h, dim, qs_big.data()));
+                    auto wbig = w;
+                    wbig[static_cast<size_t>((n_h - 1) * 16 + n - 1)] = -300.0f;
+                    EXPECT_FALSE(
+                        gk.accum(wbig.data(), 16, n_h, codes.data(), n, dim, o2.data(), os));
+                    auto nan = codes;
+                    nan[static_cast<size_t>(n * dim / 2)] = 0xff;
+                    EXPECT_FALSE(
+                        gk.scores(qs.data(), n_h, nan.data(), n, dim, mult.data(), s2.data(), ss));
+                    EXPECT_FALSE(gk.accum(w.data(), 16, n_h, nan.data(), n, dim, o2.data(), os));
+                    EXPECT_EQ(s2, s_before);
+                    EXPECT_EQ(o2, o_before);
                 }
-                auto q = randn(static_cast<size_t>(n_h * dim), 31, 3.0f);
-                std::vector<float> mult(static_cast<size_t>(n)), w(static_cast<size_t>(n_h * 16));
-                for (auto& m : mult) m = std::uniform_real_distribution<float>(0.01f, 2.0f)(rng);
-                for (auto& x : w) x = std::uniform_real_distribution<float>(-3.0f, 3.0f)(rng);
-                // The dequant path: rows decoded to f32, each head through the F32 kernels.
-                std::vector<float> rows(static_cast<size_t>(n * dim));
-                rk.dequant(codes.data(), n * dim, rows.data());
-                const auto* rb = reinterpret_cast<const uint8_t*>(rows.data());
-                const int64_t ss = n + 3, os = dim + 5;  // strides other than the widths
-                std::vector<float> s1(static_cast<size_t>(n_h * ss), -1.0f), s2 = s1;
-                auto o1 = randn(static_cast<size_t>(n_h * os), 32), o2 = o1;
-                for (int64_t h = 0; h < n_h; ++h) {
-                    f32.scores(q.data() + h * dim, rb, dim * 4, n, dim, mult.data(),
-                               s1.data() + h * ss);
-                    f32.accum(w.data() + h * 16, rb, dim * 4, n, dim, o1.data() + h * os);
-                }
-                ASSERT_TRUE(
-                    gk.scores(q.data(), n_h, codes.data(), n, dim, mult.data(), s2.data(), ss));
-                ASSERT_TRUE(gk.accum(w.data(), 16, n_h, codes.data(), n, dim, o2.data(), os));
-                for (size_t i = 0; i < s1.size(); ++i)
-                    ASSERT_EQ(std::bit_cast<uint32_t>(s1[i]), std::bit_cast<uint32_t>(s2[i]))
-                        << "scores dim " << dim << " heads " << n_h << " rows " << n << " at " << i;
-                for (size_t i = 0; i < o1.size(); ++i)
-                    ASSERT_EQ(std::bit_cast<uint32_t>(o1[i]), std::bit_cast<uint32_t>(o2[i]))
-                        << "accum dim " << dim << " heads " << n_h << " rows " << n << " at " << i;
-                // Declined: nothing written.
-                const auto s_before = s2, o_before = o2;
-                auto big = q;
-                big[static_cast<size_t>(n_h * dim - 1)] = 256.0f;
-                EXPECT_FALSE(
-                    gk.scores(big.data(), n_h, codes.data(), n, dim, mult.data(), s2.data(), ss));
-                auto wbig = w;
-                wbig[static_cast<size_t>((n_h - 1) * 16 + n - 1)] = -300.0f;
-                EXPECT_FALSE(gk.accum(wbig.data(), 16, n_h, codes.data(), n, dim, o2.data(), os));
-                auto nan = codes;
-                nan[static_cast<size_t>(n * dim / 2)] = 0xff;
-                EXPECT_FALSE(
-                    gk.scores(q.data(), n_h, nan.data(), n, dim, mult.data(), s2.data(), ss));
-                EXPECT_FALSE(gk.accum(w.data(), 16, n_h, nan.data(), n, dim, o2.data(), os));
-                EXPECT_EQ(s2, s_before);
-                EXPECT_EQ(o2, o_before);
             }
         }
+        std::vector<uint8_t> codes(static_cast<size_t>(40 * 4 * eb), 0x38);
+        std::vector<float> q(40, 1.0f), qs(40), mult(4, 1.0f), s(4), w(4, 1.0f), o(40);
+        EXPECT_FALSE(gk.prepare(q.data(), 1, 40, qs.data()));
+        EXPECT_FALSE(gk.scores(q.data(), 1, codes.data(), 4, 40, mult.data(), s.data(), 4));
+        EXPECT_FALSE(gk.accum(w.data(), 4, 1, codes.data(), 4, 40, o.data(), 40));
     }
-    std::vector<uint8_t> codes(40 * 4, 0x38);
-    std::vector<float> q(40, 1.0f), mult(4, 1.0f), s(4);
-    EXPECT_FALSE(gk.scores(q.data(), 1, codes.data(), 4, 40, mult.data(), s.data(), 4));
 }
 
 TEST(KvQuant, GroupKernelsMatchDequantPath) {
