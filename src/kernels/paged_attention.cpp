@@ -115,8 +115,9 @@ uint16_t store_row(const PagedKvLayer& kv, const float* x, uint8_t* codes, const
 
 // How many pages ahead attend_chunk prefetches a page's rows and scales. One page of fp8 rows of a
 // head is 1 KiB at head dim 64, read in well under a DRAM round trip; two pages ahead (and the
-// scales, which were not prefetched at all) made fp8 decode attention 10-20% faster
-// (bench_paged_attention, docs/KV_QUANT.md session 28).
+// scales, which were not prefetched at all) made decode attention 1.24x faster for fp8_e4m3,
+// 1.30x for int8 and 1.15x for bf16 (bench_paged_attention, medians of five alternating rounds,
+// docs/KV_QUANT.md session 28).
 constexpr int64_t kPagesAhead = 2;
 
 // Context positions per attention work item (see paged_attention).
@@ -127,9 +128,9 @@ std::atomic<int64_t> g_max_partial_floats{int64_t{4} << 20};
 
 struct Scratch {
     std::vector<float> scores;  // [heads of one item][n_ctx]
-    std::vector<float> w;       // [page_size] per-row multipliers of one page
+    std::vector<float> w;       // [page_size] per-row score multipliers (K) of one page
     std::vector<float> rows;    // [page_size][head_dim] one page's rows of one kv head, decoded
-    std::vector<float> wg;      // [heads of one item][page_size] per-row weights of each head
+    std::vector<float> wg;      // [heads of one item][page_size] per-row weights (V) of each head
     std::vector<float> qs;  // [heads of one item][head_dim] the queries as group kernels take them
 };
 
@@ -247,34 +248,30 @@ void attend_chunk(const detail::KvReadKernels& rk, const detail::KvReadKernels& 
         prefetch_page(p, kv.v_offset, kv.v_scale_offset);
     for (int64_t p = p_begin; p < p_end; ++p) {
         const uint8_t* page = kv.base + static_cast<int64_t>(s.page_ids[p]) * kv.page_stride;
-        const auto span = page_span(p);  // not a structured binding: the lambda below captures it
-        const int64_t j0 = span.first, cnt = span.second;
+        const auto [j0, cnt] = page_span(p);
         prefetch_page(p + kPagesAhead, kv.v_offset, kv.v_scale_offset);
+        // Each head's weights for this page's rows (its softmax scores times the rows' scales),
+        // computed once for whichever path reads the rows.
         const auto* sv = reinterpret_cast<const uint16_t*>(page + kv.v_scale_offset) + g;
-        // Each head's weights for this page's rows: its softmax scores times the rows' scales.
-        const auto weights = [&](int64_t h, float* out) {
+        float* const wg = sc.wg.data();
+        for (int64_t h = 0; h < n_h; ++h) {
             const float* scores = sc.scores.data() + h * ctx_stride + (j0 - c0);
+            float* wh = wg + h * kv.page_size;
             if (per_row) {
                 for (int64_t i = 0; i < cnt; ++i)
-                    out[i] = scores[i] * tensor::bf16_to_f32(sv[i * kv.n_kv_heads]);
+                    wh[i] = scores[i] * tensor::bf16_to_f32(sv[i * kv.n_kv_heads]);
             } else if (fixed != 1.0f) {
-                for (int64_t i = 0; i < cnt; ++i) out[i] = scores[i] * fixed;
+                for (int64_t i = 0; i < cnt; ++i) wh[i] = scores[i] * fixed;
             } else {
-                std::copy(scores, scores + cnt, out);
+                std::copy(scores, scores + cnt, wh);
             }
-        };
-        if (gk.accum) {
-            float* wg = sc.wg.data();
-            for (int64_t h = 0; h < n_h; ++h) weights(h, wg + h * kv.page_size);
-            if (gk.accum(wg, kv.page_size, n_h, page + kv.v_offset + g * head_bytes, cnt, dim, o,
-                         o_stride))
-                continue;
         }
+        if (gk.accum && gk.accum(wg, kv.page_size, n_h, page + kv.v_offset + g * head_bytes, cnt,
+                                 dim, o, o_stride))
+            continue;
         const auto [src, stride, k] = page_rows(page, kv.v_offset, cnt);
-        for (int64_t h = 0; h < n_h; ++h) {
-            weights(h, w);
-            k->accum(w, src, stride, cnt, dim, o + h * o_stride);
-        }
+        for (int64_t h = 0; h < n_h; ++h)
+            k->accum(wg + h * kv.page_size, src, stride, cnt, dim, o + h * o_stride);
     }
     for (int64_t h = 0; h < n_h; ++h) {
         const float* scores = sc.scores.data() + h * ctx_stride - c0;
@@ -412,7 +409,7 @@ void paged_attention(std::span<const PagedAttentionSeq> seqs, int64_t n_heads, c
                 sc.scores.resize(static_cast<size_t>(ctx_len * per_part));
             if (static_cast<int64_t>(sc.w.size()) < w_len) sc.w.resize(static_cast<size_t>(w_len));
             if (static_cast<int64_t>(sc.rows.size()) < w_len * dim) sc.rows.resize(static_cast<size_t>(w_len * dim));
-            if (gk.accum && static_cast<int64_t>(sc.wg.size()) < per_part * kv.page_size)
+            if (static_cast<int64_t>(sc.wg.size()) < per_part * kv.page_size)
                 sc.wg.resize(static_cast<size_t>(per_part * kv.page_size));
             if (gk.prepare && static_cast<int64_t>(sc.qs.size()) < per_part * dim)
                 sc.qs.resize(static_cast<size_t>(per_part * dim));

@@ -14,8 +14,9 @@
 // For bf16, fp8_e4m3 and int8 the table also has whole-group kernels (KvGroupKernels, below): the
 // codes widened once in registers for all heads of the group, no scratch, the same bits.
 // On the 2-vCPU Zen 5 VM the AVX2 read path computed well below the bandwidth it was given
-// (bench_paged_attention: fp8 KV read at ~9 GB/s, bf16 ~19); these kernels made decode
-// attention 1.5-2.2x faster there (docs/KV_QUANT.md, session 28).
+// (bench_paged_attention: fp8 KV read at ~9 GB/s, bf16 ~19); these kernels, with the scale
+// prefetch in paged_attention.cpp, made decode attention 1.75x (bf16), 2.05x (fp8_e4m3) and 2.07x
+// (int8) faster there (docs/KV_QUANT.md, session 28).
 //
 // Tested on every machine: tests/kv/paged_attention_avx512_emulated.cpp compiles this file
 // against SIMDe (kernels/avx512_compat.h).
@@ -154,22 +155,28 @@ void dequant_f16(const uint8_t* row, int64_t dim, float* out) {
     if (i < dim) avx2_kernels(kF16).dequant(row + 2 * i, dim - i, out + i);
 }
 
-// A run holding a NaN code (x.1111.111), which e4m3x16_to_f32 would read as +-480, goes whole to
-// the AVX2 kernel (which decodes it exactly, NaN as NaN); so does the tail.
-void dequant_e4m3(const uint8_t* row, int64_t dim, float* out) {
+// True when the count codes at p hold no NaN code (x.1111.111), which e4m3x16_to_f32 and
+// e4m3x16_raw would read as +-480.
+inline bool e4m3_finite(const uint8_t* p, int64_t count) {
     const zi m7f = WZ(mm512_set1_epi8)(0x7f);
-    bool nan = false;
     int64_t i = 0;
-    for (; i + 64 <= dim; i += 64) {
-        const zi v = WZ(mm512_and_si512)(WZ(mm512_loadu_si512)(row + i), m7f);
-        nan |= WZ(mm512_cmpeq_epi8_mask)(v, m7f) != 0;
+    for (; i + 64 <= count; i += 64) {
+        const zi v = WZ(mm512_and_si512)(WZ(mm512_loadu_si512)(p + i), m7f);
+        if (WZ(mm512_cmpeq_epi8_mask)(v, m7f) != 0) return false;
     }
-    for (; i < dim; ++i) nan |= (row[i] & 0x7f) == 0x7f;
-    if (nan) {
+    for (; i < count; ++i)
+        if ((p[i] & 0x7f) == 0x7f) return false;
+    return true;
+}
+
+// A run holding a NaN code goes whole to the AVX2 kernel (which decodes it exactly, NaN as NaN);
+// so does the tail.
+void dequant_e4m3(const uint8_t* row, int64_t dim, float* out) {
+    if (!e4m3_finite(row, dim)) {
         avx2_kernels(kE4m3).dequant(row, dim, out);
         return;
     }
-    i = 0;
+    int64_t i = 0;
     for (; i + 16 <= dim; i += 16) WZ(mm512_storeu_ps)(out + i, e4m3x16_to_f32(row + i));
     if (i < dim) avx2_kernels(kE4m3).dequant(row + i, dim - i, out + i);
 }
@@ -224,19 +231,6 @@ inline bool below_pow8(const float* x, int64_t n) {
     return true;
 }
 
-// True when the count codes at p hold no NaN code (x.1111.111), which the raw widening misreads.
-inline bool e4m3_finite(const uint8_t* p, int64_t count) {
-    const zi m7f = WZ(mm512_set1_epi8)(0x7f);
-    int64_t i = 0;
-    for (; i + 64 <= count; i += 64) {
-        const zi v = WZ(mm512_and_si512)(WZ(mm512_loadu_si512)(p + i), m7f);
-        if (WZ(mm512_cmpeq_epi8_mask)(v, m7f) != 0) return false;
-    }
-    for (; i < count; ++i)
-        if ((p[i] & 0x7f) == 0x7f) return false;
-    return true;
-}
-
 // Heads [0, HC) of qs (the query as L needs it, D floats per head): their scores over rows
 // [0, n) (D codes each, L::kBytes bytes per code).
 template <class L, int64_t D, int HC>
@@ -276,20 +270,28 @@ void group_scores_heads(const float* qs, const uint8_t* rows, int64_t n, const f
     }
 }
 
+// Calls f.template operator()<HC>(h0) for heads [h0, h0 + HC) of n_h, in groups of kMax (at
+// most 3) that share one widening of each row, the last group smaller.
+template <int kMax, class F>
+inline void by_head_groups(int64_t n_h, F&& f) {
+    static_assert(kMax >= 1 && kMax <= 3);
+    for (int64_t h0 = 0; h0 < n_h; h0 += kMax) {
+        const int64_t hc = n_h - h0 < kMax ? n_h - h0 : kMax;
+        if (hc == 3)
+            f.template operator()<3>(h0);
+        else if (hc == 2)
+            f.template operator()<2>(h0);
+        else
+            f.template operator()<1>(h0);
+    }
+}
+
 template <class L, int64_t D>
 void group_scores_dim(const float* qs, int64_t n_h, const uint8_t* rows, int64_t n,
                       const float* mult, float* s, int64_t s_stride) {
-    for (int64_t h0 = 0; h0 < n_h; h0 += kGroupHeads) {
-        const int hc = static_cast<int>(n_h - h0 < kGroupHeads ? n_h - h0 : kGroupHeads);
-        const float* qh = qs + h0 * D;
-        float* sh = s + h0 * s_stride;
-        if (hc == 3)
-            group_scores_heads<L, D, 3>(qh, rows, n, mult, sh, s_stride);
-        else if (hc == 2)
-            group_scores_heads<L, D, 2>(qh, rows, n, mult, sh, s_stride);
-        else
-            group_scores_heads<L, D, 1>(qh, rows, n, mult, sh, s_stride);
-    }
+    by_head_groups<kGroupHeads>(n_h, [&]<int HC>(int64_t h0) {
+        group_scores_heads<L, D, HC>(qs + h0 * D, rows, n, mult, s + h0 * s_stride, s_stride);
+    });
 }
 
 // The queries as group_scores takes them: times 2^120 for e4m3 (declined at |q| >= 2^8), as they
@@ -340,18 +342,10 @@ template <class L, int64_t D>
 void group_accum_dim(const float* w, int64_t w_stride, int64_t n_h, const uint8_t* rows, int64_t n,
                      float* out, int64_t o_stride) {
     // 128-dim heads hold 8 accumulators each: two at a time fit the registers with the row.
-    constexpr int kHeads = D == 64 ? kGroupHeads : 2;
-    for (int64_t h0 = 0; h0 < n_h; h0 += kHeads) {
-        const int hc = static_cast<int>(n_h - h0 < kHeads ? n_h - h0 : kHeads);
-        const float* wh = w + h0 * w_stride;
-        float* oh = out + h0 * o_stride;
-        if (hc == 3)
-            group_accum_heads<L, D, 3>(wh, w_stride, rows, n, oh, o_stride);
-        else if (hc == 2)
-            group_accum_heads<L, D, 2>(wh, w_stride, rows, n, oh, o_stride);
-        else
-            group_accum_heads<L, D, 1>(wh, w_stride, rows, n, oh, o_stride);
-    }
+    by_head_groups<D == 64 ? kGroupHeads : 2>(n_h, [&]<int HC>(int64_t h0) {
+        group_accum_heads<L, D, HC>(w + h0 * w_stride, w_stride, rows, n, out + h0 * o_stride,
+                                    o_stride);
+    });
 }
 
 template <class L>
