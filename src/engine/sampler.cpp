@@ -5,6 +5,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "kernels/ops.h"
 #include "util/error.h"
 
 namespace warden::engine {
@@ -49,11 +50,10 @@ TokenLogprobs token_logprobs(std::span<const float> logits, int32_t token, int32
 Sampler::Sampler(const SamplingParams& p) : p_(p), rng_(p.seed) { p_.validate(); }
 
 int32_t Sampler::argmax(std::span<const float> logits) {
-    // First maximum wins, as in torch.argmax, so ties resolve like the reference.
-    int32_t best = 0;
-    for (size_t i = 1; i < logits.size(); ++i)
-        if (logits[i] > logits[static_cast<size_t>(best)]) best = static_cast<int32_t>(i);
-    return best;
+    // First maximum wins, as in torch.argmax, so ties resolve like the reference (kernels/ops.h;
+    // a vocabulary fits int32).
+    return static_cast<int32_t>(
+        kernels::argmax(logits.data(), static_cast<int64_t>(logits.size())));
 }
 
 int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> history, size_t n_prompt) {

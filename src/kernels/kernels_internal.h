@@ -33,6 +33,7 @@ struct OpsTable {
     void (*axpy_bf16)(float a, const bf16* x, float* y, int64_t n);
     void (*f32_to_bf16_row)(const float* x, bf16* y, int64_t n);
     void (*bf16_to_f32_row)(const bf16* x, float* y, int64_t n);
+    int64_t (*argmax)(const float* x, int64_t n);  // kernels/ops.h
 };
 
 // y[t, r] = sum_k x[t, k] * W[r, k] for t in [0, n), r in [row_begin, row_end).

@@ -51,6 +51,10 @@ void bf16_to_f32_row(const bf16_t* x, float* y, int64_t n) {
     table(active_isa()).bf16_to_f32_row(x, y, n);
 }
 
+int64_t argmax(const float* x, int64_t n) {
+    return table(active_isa()).argmax(x, n);
+}
+
 void rmsnorm_isa(Isa isa, const float* x, const float* w, float* y, int64_t n, float eps) {
     checked(isa).rmsnorm(x, w, y, n, eps);
 }
@@ -58,6 +62,9 @@ void silu_mul_isa(Isa isa, const float* gate, const float* up, float* out, int64
     checked(isa).silu_mul(gate, up, out, n);
 }
 void softmax_isa(Isa isa, float* x, int64_t n) { checked(isa).softmax(x, n); }
+int64_t argmax_isa(Isa isa, const float* x, int64_t n) {
+    return checked(isa).argmax(x, n);
+}
 float dot_f32_isa(Isa isa, const float* a, const float* b, int64_t n) {
     return checked(isa).dot_f32(a, b, n);
 }

@@ -24,6 +24,13 @@ void axpy_bf16(float a, const bf16_t* x, float* y, int64_t n);
 // Round-to-nearest-even conversion of a row.
 void f32_to_bf16_row(const float* x, bf16_t* y, int64_t n);
 void bf16_to_f32_row(const bf16_t* x, float* y, int64_t n);
+// Index of the largest of x[0, n): the first of equal maxima (+0 and -0 are equal), NaNs never
+// win; 0 when n <= 0 or x[0] is NaN. Exactly what `best = 0; for i: if (x[i] > x[best]) best =
+// i` returns (the scalar kernel), which is torch.argmax's first-maximum rule for NaN-free rows.
+// Greedy sampling runs it on every token's logits: the scalar loop's compare-and-select chain
+// took ~150 us for a 32000-entry vocabulary, while the main thread's serial time between two
+// decode steps is where the other threads wait.
+int64_t argmax(const float* x, int64_t n);
 
 // Explicit-ISA variants for tests.
 void rmsnorm_isa(Isa isa, const float* x, const float* w, float* y, int64_t n, float eps);
@@ -35,5 +42,6 @@ void axpy_f32_isa(Isa isa, float a, const float* x, float* y, int64_t n);
 void axpy_bf16_isa(Isa isa, float a, const bf16_t* x, float* y, int64_t n);
 void f32_to_bf16_row_isa(Isa isa, const float* x, bf16_t* y, int64_t n);
 void bf16_to_f32_row_isa(Isa isa, const bf16_t* x, float* y, int64_t n);
+int64_t argmax_isa(Isa isa, const float* x, int64_t n);
 
 }  // namespace warden::kernels

@@ -4,6 +4,7 @@
 #include <immintrin.h>
 
 #include <cstring>
+#include <limits>
 
 #include "kernels/kernels_internal.h"
 
@@ -225,11 +226,62 @@ void bf16_to_f32_row(const bf16* x, float* y, int64_t n) {
     for (; i < n; ++i) y[i] = bf16_to_f32_s(x[i]);
 }
 
+// kernels::argmax. Two accumulators (even and odd blocks of 8), each keeping per lane the
+// largest value seen and the first index that had it: a strict > never lets in a NaN or a later
+// equal value. Lanes start at -inf with index -1; then the first index of the largest candidate
+// (ties, +0 against -0 too, go to the lower index), then the tail in order. If nothing beats
+// -inf, every non-NaN value is -inf, x[0] among them: 0, as the scalar loop returns.
+int64_t argmax(const float* x, int64_t n) {
+    if (n <= 1 || x[0] != x[0] || n > INT32_MAX) {
+        int64_t best = 0;
+        for (int64_t i = 1; i < n && x[0] == x[0]; ++i)
+            if (x[i] > x[best]) best = i;
+        return best;
+    }
+    const __m256 neg_inf = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+    __m256 m0 = neg_inf, m1 = neg_inf;
+    __m256i i0 = _mm256_set1_epi32(-1), i1 = i0;
+    __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i eight = _mm256_set1_epi32(8), sixteen = _mm256_set1_epi32(16);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m256 a = _mm256_loadu_ps(x + i), b = _mm256_loadu_ps(x + i + 8);
+        const __m256 ga = _mm256_cmp_ps(a, m0, _CMP_GT_OQ), gb = _mm256_cmp_ps(b, m1, _CMP_GT_OQ);
+        m0 = _mm256_blendv_ps(m0, a, ga);
+        m1 = _mm256_blendv_ps(m1, b, gb);
+        i0 = _mm256_castps_si256(
+            _mm256_blendv_ps(_mm256_castsi256_ps(i0), _mm256_castsi256_ps(idx), ga));
+        i1 = _mm256_castps_si256(_mm256_blendv_ps(
+            _mm256_castsi256_ps(i1), _mm256_castsi256_ps(_mm256_add_epi32(idx, eight)), gb));
+        idx = _mm256_add_epi32(idx, sixteen);
+    }
+    alignas(32) float mv[16];
+    alignas(32) int32_t iv[16];
+    _mm256_store_ps(mv, m0);
+    _mm256_store_ps(mv + 8, m1);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(iv), i0);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(iv + 8), i1);
+    float best_v = -std::numeric_limits<float>::infinity();
+    int64_t best = -1;
+    for (int l = 0; l < 16; ++l)
+        if (iv[l] >= 0 && (mv[l] > best_v || (mv[l] == best_v && iv[l] < best))) {
+            best_v = mv[l];
+            best = iv[l];
+        }
+    for (; i < n; ++i)
+        if (x[i] > best_v) {
+            best_v = x[i];
+            best = i;
+        }
+    return best < 0 ? 0 : best;
+}
+
 }  // namespace
 
 const OpsTable& ops_avx2() {
-    static const OpsTable t{rmsnorm,  silu_mul,  softmax,         softmax_stats,   dot_f32,
-                            dot_bf16, axpy_f32, axpy_bf16, f32_to_bf16_row, bf16_to_f32_row};
+    static const OpsTable t{rmsnorm,         silu_mul,        softmax,  softmax_stats,
+                            dot_f32,         dot_bf16,        axpy_f32, axpy_bf16,
+                            f32_to_bf16_row, bf16_to_f32_row, argmax};
     return t;
 }
 

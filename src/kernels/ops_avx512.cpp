@@ -13,6 +13,7 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 #include <cstring>
+#include <limits>
 
 #include "kernels/avx512_compat.h"
 #include "kernels/kernels_internal.h"
@@ -209,11 +210,59 @@ void bf16_to_f32_row(const bf16* x, float* y, int64_t n) {
     for (; i < n; ++i) y[i] = bf16_to_f32_s(x[i]);
 }
 
+// kernels::argmax, as in ops_avx2.cpp with two accumulators of 16 lanes: per lane the largest
+// value seen and its first index (strict >: no NaN, no later equal value), lanes starting at
+// -inf with index -1; then the first index of the largest candidate, then the tail in order.
+int64_t argmax(const float* x, int64_t n) {
+    if (n <= 1 || x[0] != x[0] || n > INT32_MAX) {
+        int64_t best = 0;
+        for (int64_t i = 1; i < n && x[0] == x[0]; ++i)
+            if (x[i] > x[best]) best = i;
+        return best;
+    }
+    const zf neg_inf = WZ(mm512_set1_ps)(-std::numeric_limits<float>::infinity());
+    zf m0 = neg_inf, m1 = neg_inf;
+    zi i0 = WZ(mm512_set1_epi32)(-1), i1 = i0;
+    zi idx = WZ(mm512_setr_epi32)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const zi sixteen = WZ(mm512_set1_epi32)(16), thirty_two = WZ(mm512_set1_epi32)(32);
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        const zf a = WZ(mm512_loadu_ps)(x + i), b = WZ(mm512_loadu_ps)(x + i + 16);
+        const mask16 ga = WZ(mm512_cmp_ps_mask)(a, m0, WZC(_CMP_GT_OQ));
+        const mask16 gb = WZ(mm512_cmp_ps_mask)(b, m1, WZC(_CMP_GT_OQ));
+        m0 = WZ(mm512_mask_mov_ps)(m0, ga, a);
+        m1 = WZ(mm512_mask_mov_ps)(m1, gb, b);
+        i0 = WZ(mm512_mask_mov_epi32)(i0, ga, idx);
+        i1 = WZ(mm512_mask_mov_epi32)(i1, gb, WZ(mm512_add_epi32)(idx, sixteen));
+        idx = WZ(mm512_add_epi32)(idx, thirty_two);
+    }
+    alignas(64) float mv[32];
+    alignas(64) int32_t iv[32];
+    WZ(mm512_store_ps)(mv, m0);
+    WZ(mm512_store_ps)(mv + 16, m1);
+    WZ(mm512_store_si512)(iv, i0);
+    WZ(mm512_store_si512)(iv + 16, i1);
+    float best_v = -std::numeric_limits<float>::infinity();
+    int64_t best = -1;
+    for (int l = 0; l < 32; ++l)
+        if (iv[l] >= 0 && (mv[l] > best_v || (mv[l] == best_v && iv[l] < best))) {
+            best_v = mv[l];
+            best = iv[l];
+        }
+    for (; i < n; ++i)
+        if (x[i] > best_v) {
+            best_v = x[i];
+            best = i;
+        }
+    return best < 0 ? 0 : best;
+}
+
 }  // namespace
 
 const OpsTable& WARDEN_OPS_AVX512_ENTRY() {
-    static const OpsTable t{rmsnorm,  silu_mul, softmax,   softmax_stats,   dot_f32,
-                            dot_bf16, axpy_f32, axpy_bf16, f32_to_bf16_row, bf16_to_f32_row};
+    static const OpsTable t{rmsnorm,         silu_mul,        softmax,  softmax_stats,
+                            dot_f32,         dot_bf16,        axpy_f32, axpy_bf16,
+                            f32_to_bf16_row, bf16_to_f32_row, argmax};
     return t;
 }
 

@@ -74,11 +74,20 @@ void bf16_to_f32_row(const bf16* x, float* y, int64_t n) {
     for (int64_t i = 0; i < n; ++i) y[i] = tensor::bf16_to_f32(x[i]);
 }
 
+// The contract of kernels::argmax, as written.
+int64_t argmax(const float* x, int64_t n) {
+    int64_t best = 0;
+    for (int64_t i = 1; i < n; ++i)
+        if (x[i] > x[best]) best = i;
+    return best;
+}
+
 }  // namespace
 
 const OpsTable& ops_scalar() {
-    static const OpsTable t{rmsnorm,  silu_mul,  softmax,         softmax_stats,   dot_f32,
-                            dot_bf16, axpy_f32, axpy_bf16, f32_to_bf16_row, bf16_to_f32_row};
+    static const OpsTable t{rmsnorm,         silu_mul,        softmax,  softmax_stats,
+                            dot_f32,         dot_bf16,        axpy_f32, axpy_bf16,
+                            f32_to_bf16_row, bf16_to_f32_row, argmax};
     return t;
 }
 

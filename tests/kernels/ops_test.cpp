@@ -4,9 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <limits>
+#include <random>
 
 #include "kernels/kernels_internal.h"
 #include "kernels_test_util.h"
@@ -218,6 +220,85 @@ TEST_P(KernelsOps, Bf16RowConversionBitExact) {
     ops.bf16_to_f32_row(all.data(), f.data(), 65536);
     for (uint32_t i = 0; i < 65536; ++i)
         ASSERT_EQ(std::bit_cast<uint32_t>(f[i]), i << 16) << i;
+}
+
+// argmax: the same index as the scalar loop on every row, including the rows where the SIMD
+// bookkeeping could go wrong: equal maxima across lanes, accumulators and the tail (the first
+// must win), +0 against -0, NaNs anywhere (never win; a NaN first element gives 0), rows of -inf,
+// +inf. On NaN-free rows also std::max_element's answer (its first largest), an independent
+// reference.
+TEST_P(KernelsOps, ArgmaxMatchesScalar) {
+    const detail::OpsTable& ops = GetParam().table();
+    const float nan = std::numeric_limits<float>::quiet_NaN(),
+                inf = std::numeric_limits<float>::infinity();
+    std::mt19937 rng(11);
+    int checked = 0;
+    for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{2}, int64_t{7}, int64_t{8}, int64_t{15},
+                      int64_t{16}, int64_t{17}, int64_t{31}, int64_t{32}, int64_t{33}, int64_t{47},
+                      int64_t{64}, int64_t{100}, int64_t{257}, int64_t{1000}, int64_t{32000}}) {
+        for (int variant = 0; variant < 12; ++variant) {
+            std::vector<float> x = random_floats(n + 1, 100 + n * 13 + variant);
+            float* row = x.data() + 1;  // unaligned on purpose
+            std::uniform_int_distribution<int64_t> pos(0, n > 0 ? n - 1 : 0);
+            if (n > 0) {
+                switch (variant) {
+                    case 1:  // one maximum, anywhere (also in the tail)
+                        row[pos(rng)] = 50.0f;
+                        break;
+                    case 2:  // several equal maxima: the first must win
+                        for (int k = 0; k < 4; ++k) row[pos(rng)] = 50.0f;
+                        break;
+                    case 3:  // +0 and -0 as the maxima, in either order
+                        for (int64_t i = 0; i < n; ++i) row[i] = -std::fabs(row[i]) - 1.0f;
+                        for (int k = 0; k < 3; ++k) row[pos(rng)] = (k % 2) ? 0.0f : -0.0f;
+                        break;
+                    case 4:  // NaNs sprinkled, one of them where the maximum was
+                        for (int k = 0; k < 5; ++k) row[pos(rng)] = nan;
+                        row[std::max_element(row, row + n) - row] = nan;
+                        break;
+                    case 5:  // a NaN first element: 0 whatever follows
+                        row[0] = nan;
+                        break;
+                    case 6:  // all NaN
+                        std::fill(row, row + n, nan);
+                        break;
+                    case 7:  // all -inf, and -inf with NaNs after the first
+                        std::fill(row, row + n, -inf);
+                        if (n > 2) row[n - 1] = nan;
+                        break;
+                    case 8:  // +inf twice
+                        row[pos(rng)] = inf;
+                        row[pos(rng)] = inf;
+                        break;
+                    case 9:  // the maximum at the last element, an equal one earlier in the tail
+                        row[n - 1] = 60.0f;
+                        if (n > 3) row[n - 3] = 60.0f;
+                        break;
+                    case 10:  // the maximum first
+                        row[0] = 70.0f;
+                        break;
+                    case 11:  // -inf everywhere but one NaN-free small value late
+                        std::fill(row, row + n, -inf);
+                        row[n - 1] = -1e30f;
+                        break;
+                    default:
+                        break;
+                }
+            }
+            const int64_t want = scalar_ops().argmax(row, n);
+            ASSERT_EQ(ops.argmax(row, n), want) << "n=" << n << " variant " << variant;
+            const bool has_nan = std::any_of(row, row + n, [](float v) { return v != v; });
+            if (n > 0 && !has_nan) {
+                ASSERT_EQ(want, std::max_element(row, row + n) - row)
+                    << "n=" << n << " variant " << variant;
+                ++checked;
+            }
+            if (n > 0 && row[0] != row[0]) {
+                ASSERT_EQ(want, 0) << "n=" << n;
+            }
+        }
+    }
+    EXPECT_GT(checked, 100);  // the independent reference was used
 }
 
 // avx512_emulated runs on every CPU: the AVX-512 source on SIMDe (kernels/avx512_compat.h).
