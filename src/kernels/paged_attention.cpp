@@ -356,10 +356,18 @@ void paged_attention(std::span<const PagedAttentionSeq> seqs, int64_t n_heads, c
     // context of one chunk is computed exactly as without chunking.
     const int64_t chunk_len = kv.page_size * std::max<int64_t>(1, kChunkPositions / kv.page_size);
     auto n_chunks = [&](int64_t n_ctx) { return (n_ctx + chunk_len - 1) / chunk_len; };
-    // Work items are (sequence, token, part of a GQA group, chunk). Whole groups share their
-    // decoded rows, but a group is split into parts while there are fewer than 4 items per
-    // thread (a batch-1 decode step of a model with few kv heads at short context), so every
-    // thread stays busy. Results do not depend on the split.
+    // Work items are (sequence, token, chunk, part of a GQA group), handed to the threads one at
+    // a time from a shared counter, a token's full chunks before its last, partial one. Whole
+    // groups share their decoded rows, and a group is split into parts only while there are
+    // fewer items than threads (a model with fewer kv heads than threads at short context).
+    // Results do not depend on the split or on which thread takes an item.
+    //
+    // Before, items went round-robin (thread t took items t, t + T, ...) and groups were split
+    // until there were 4 items per thread. At batch 1 with two chunks and two threads, one
+    // thread then took every full chunk and the other every partial one, and the split lost the
+    // group's shared rows: SmolLM2's 3 kv heads at batch 1 on 2 threads,
+    // bench_paged_attention bf16 1 CTX 30 2 16 30 took 0.56 / 1.19 / 1.69 ms per step at
+    // CTX 700 / 1100 / 2000, and 0.42 / 0.57 / 1.16 ms this way (docs/KV_QUANT.md, session 29).
     struct Tok {
         int64_t seq, t, nc, item0, part0;  // part0: first partial (head, chunk) slot when nc > 1
     };
@@ -371,7 +379,7 @@ void paged_attention(std::span<const PagedAttentionSeq> seqs, int64_t n_heads, c
             toks.push_back({static_cast<int64_t>(i), t, n_chunks(seqs[i].pos0 + t + 1), 0, 0});
             groups += kv.n_kv_heads * toks.back().nc;
         }
-    const int64_t enough = 4 * static_cast<int64_t>(pool.size());
+    const int64_t enough = pool.size();  // items
     int64_t parts = 1;
     while (parts < group && group % (parts * 2) == 0 && groups * parts < enough) parts *= 2;
     if (groups * parts < enough) parts = group;  // group sizes that do not halve: one head per item
@@ -403,23 +411,26 @@ void paged_attention(std::span<const PagedAttentionSeq> seqs, int64_t n_heads, c
         const int64_t n_tok = static_cast<int64_t>(b1 - b0);
         b0 = b1;
 
-        pool.run([&](int tid, int nthreads) {
+        std::atomic<int64_t> next_item{0};
+        pool.run([&](int, int) {
             thread_local Scratch sc;
             if (static_cast<int64_t>(sc.scores.size()) < ctx_len * per_part)
                 sc.scores.resize(static_cast<size_t>(ctx_len * per_part));
             if (static_cast<int64_t>(sc.w.size()) < w_len) sc.w.resize(static_cast<size_t>(w_len));
-            if (static_cast<int64_t>(sc.rows.size()) < w_len * dim) sc.rows.resize(static_cast<size_t>(w_len * dim));
+            if (static_cast<int64_t>(sc.rows.size()) < w_len * dim)
+                sc.rows.resize(static_cast<size_t>(w_len * dim));
             if (static_cast<int64_t>(sc.wg.size()) < per_part * kv.page_size)
                 sc.wg.resize(static_cast<size_t>(per_part * kv.page_size));
             if (gk.prepare && static_cast<int64_t>(sc.qs.size()) < per_part * dim)
                 sc.qs.resize(static_cast<size_t>(per_part * dim));
             int64_t ti = 0;
-            for (int64_t item = tid; item < total; item += nthreads) {
+            for (int64_t item = next_item.fetch_add(1, std::memory_order_relaxed); item < total;
+                 item = next_item.fetch_add(1, std::memory_order_relaxed)) {
                 while (item >= tk[ti].item0 + per_token * tk[ti].nc) ++ti;
                 const Tok& k = tk[ti];
                 const PagedAttentionSeq& s = seqs[static_cast<size_t>(k.seq)];
                 const int64_t local = item - k.item0;
-                const int64_t chunk = local % k.nc, part = local / k.nc;
+                const int64_t chunk = local / per_token, part = local % per_token;
                 const int64_t h0 = part * per_part, g = h0 / group;
                 const int64_t at = (k.t * n_heads + h0) * dim;
                 const int64_t c0 = chunk * chunk_len, c1 = std::min(s.pos0 + k.t + 1, c0 + chunk_len);

@@ -305,6 +305,9 @@ TEST(KvQuant, SimdKernelsMatchScalar) {
 static void paged_attention_matches_reference(int64_t ctx, int64_t ps, int64_t n_q,
                                               int64_t dim = 40) {
     util::ThreadPool pool(2);
+    // Other thread counts must give the same bits: 1, and 5 and 9, where some configurations
+    // have fewer (token, kv head, chunk) items than threads and split their GQA groups.
+    util::ThreadPool pool1(1), pool5(5), pool9(9);
     const int64_t n_kv = 2, n_heads = 6, pos0 = ctx - n_q;
     auto k = randn(ctx * n_kv * dim, 21, 2.0f), v = randn(ctx * n_kv * dim, 22), q = randn(n_q * n_heads * dim, 23, 0.5f);
     const int64_t n_pages = (ctx + ps - 1) / ps;
@@ -371,6 +374,14 @@ static void paged_attention_matches_reference(int64_t ctx, int64_t ps, int64_t n
                 kernels::detail::set_max_partial_floats(int64_t{4} << 20);
                 for (size_t i = 0; i < out.size(); ++i)
                     ASSERT_EQ(std::bit_cast<uint32_t>(out1[i]), std::bit_cast<uint32_t>(out[i])) << "token batches, i " << i;
+                for (util::ThreadPool* other : {&pool1, &pool5, &pool9}) {
+                    std::fill(out1.begin(), out1.end(), NAN);
+                    kernels::paged_attention(std::span<const kernels::PagedAttentionSeq>(&seq1, 1),
+                                             n_heads, L, scale, *other);
+                    for (size_t i = 0; i < out.size(); ++i)
+                        ASSERT_EQ(std::bit_cast<uint32_t>(out1[i]), std::bit_cast<uint32_t>(out[i]))
+                            << other->size() << " threads, i " << i;
+                }
                 kernels::set_active_isa(saved);
                 for (size_t i = 0; i < out.size(); ++i)
                     ASSERT_NEAR(out[i], want[i], 2e-5) << kernels::kv_type_name(t) << " " << kernels::kv_scales_name(m.sc)
