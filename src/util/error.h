@@ -20,5 +20,11 @@ std::string printable(const std::string& s, size_t max_len = 200);
 inline void check(bool cond, const std::string& message) {
     if (!cond) throw Error(message);
 }
+// The same for a literal message, which then costs nothing while cond holds: through the
+// std::string overload a literal longer than the small-string buffer was a heap allocation and
+// free on every call, and decode makes hundreds of checked kernel calls per token.
+inline void check(bool cond, const char* message) {
+    if (!cond) throw Error(message);
+}
 
 }  // namespace warden::util
