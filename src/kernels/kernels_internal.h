@@ -36,6 +36,16 @@ struct OpsTable {
     int64_t (*argmax)(const float* x, int64_t n);  // kernels/ops.h
 };
 
+// The scalar parts of kernels::argmax, shared by the SIMD kernels (ops_scalar.cpp; not inline,
+// so no ISA's build of them is linked into another). argmax_scalar is the contract itself.
+// argmax_merge finishes a SIMD pass: `lanes` candidates (each lane's largest value and the first
+// index that had it; index -1: the lane saw nothing above -inf) merged to the first index of the
+// largest, then x[i, n) in order. It returns 0 when nothing beat -inf (then every non-NaN value is
+// -inf, x[0] among them, when the caller has checked that x[0] is not NaN).
+int64_t argmax_scalar(const float* x, int64_t n);
+int64_t argmax_merge(const float* lane_max, const int32_t* lane_idx, int lanes, const float* x,
+                     int64_t i, int64_t n);
+
 // y[t, r] = sum_k x[t, k] * W[r, k] for t in [0, n), r in [row_begin, row_end).
 // W: [rows, cols] in the packed panel layout of kernels/matmul.h (panels of 16 output rows,
 // element (r, k) at (r / 16) * cols * 16 + k * 16 + r % 16, padding rows zero; f32 or bf16

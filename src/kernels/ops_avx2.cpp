@@ -228,16 +228,10 @@ void bf16_to_f32_row(const bf16* x, float* y, int64_t n) {
 
 // kernels::argmax. Two accumulators (even and odd blocks of 8), each keeping per lane the
 // largest value seen and the first index that had it: a strict > never lets in a NaN or a later
-// equal value. Lanes start at -inf with index -1; then the first index of the largest candidate
-// (ties, +0 against -0 too, go to the lower index), then the tail in order. If nothing beats
-// -inf, every non-NaN value is -inf, x[0] among them: 0, as the scalar loop returns.
+// equal value. Lanes start at -inf with index -1; argmax_merge (ops_scalar.cpp) then takes the
+// first index of the largest candidate and the tail.
 int64_t argmax(const float* x, int64_t n) {
-    if (n <= 1 || x[0] != x[0] || n > INT32_MAX) {
-        int64_t best = 0;
-        for (int64_t i = 1; i < n && x[0] == x[0]; ++i)
-            if (x[i] > x[best]) best = i;
-        return best;
-    }
+    if (n <= 1 || x[0] != x[0] || n > INT32_MAX) return argmax_scalar(x, n);
     const __m256 neg_inf = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
     __m256 m0 = neg_inf, m1 = neg_inf;
     __m256i i0 = _mm256_set1_epi32(-1), i1 = i0;
@@ -261,19 +255,7 @@ int64_t argmax(const float* x, int64_t n) {
     _mm256_store_ps(mv + 8, m1);
     _mm256_store_si256(reinterpret_cast<__m256i*>(iv), i0);
     _mm256_store_si256(reinterpret_cast<__m256i*>(iv + 8), i1);
-    float best_v = -std::numeric_limits<float>::infinity();
-    int64_t best = -1;
-    for (int l = 0; l < 16; ++l)
-        if (iv[l] >= 0 && (mv[l] > best_v || (mv[l] == best_v && iv[l] < best))) {
-            best_v = mv[l];
-            best = iv[l];
-        }
-    for (; i < n; ++i)
-        if (x[i] > best_v) {
-            best_v = x[i];
-            best = i;
-        }
-    return best < 0 ? 0 : best;
+    return argmax_merge(mv, iv, 16, x, i, n);
 }
 
 }  // namespace

@@ -212,14 +212,9 @@ void bf16_to_f32_row(const bf16* x, float* y, int64_t n) {
 
 // kernels::argmax, as in ops_avx2.cpp with two accumulators of 16 lanes: per lane the largest
 // value seen and its first index (strict >: no NaN, no later equal value), lanes starting at
-// -inf with index -1; then the first index of the largest candidate, then the tail in order.
+// -inf with index -1; then argmax_merge.
 int64_t argmax(const float* x, int64_t n) {
-    if (n <= 1 || x[0] != x[0] || n > INT32_MAX) {
-        int64_t best = 0;
-        for (int64_t i = 1; i < n && x[0] == x[0]; ++i)
-            if (x[i] > x[best]) best = i;
-        return best;
-    }
+    if (n <= 1 || x[0] != x[0] || n > INT32_MAX) return argmax_scalar(x, n);
     const zf neg_inf = WZ(mm512_set1_ps)(-std::numeric_limits<float>::infinity());
     zf m0 = neg_inf, m1 = neg_inf;
     zi i0 = WZ(mm512_set1_epi32)(-1), i1 = i0;
@@ -242,19 +237,7 @@ int64_t argmax(const float* x, int64_t n) {
     WZ(mm512_store_ps)(mv + 16, m1);
     WZ(mm512_store_si512)(iv, i0);
     WZ(mm512_store_si512)(iv + 16, i1);
-    float best_v = -std::numeric_limits<float>::infinity();
-    int64_t best = -1;
-    for (int l = 0; l < 32; ++l)
-        if (iv[l] >= 0 && (mv[l] > best_v || (mv[l] == best_v && iv[l] < best))) {
-            best_v = mv[l];
-            best = iv[l];
-        }
-    for (; i < n; ++i)
-        if (x[i] > best_v) {
-            best_v = x[i];
-            best = i;
-        }
-    return best < 0 ? 0 : best;
+    return argmax_merge(mv, iv, 32, x, i, n);
 }
 
 }  // namespace

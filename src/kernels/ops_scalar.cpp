@@ -2,6 +2,7 @@
 // clarity and accuracy (double accumulation where it is cheap) because every SIMD variant is
 // tested against them.
 #include <cmath>
+#include <limits>
 
 #include "kernels/kernels_internal.h"
 #include "tensor/float_convert.h"
@@ -74,20 +75,38 @@ void bf16_to_f32_row(const bf16* x, float* y, int64_t n) {
     for (int64_t i = 0; i < n; ++i) y[i] = tensor::bf16_to_f32(x[i]);
 }
 
+}  // namespace
+
 // The contract of kernels::argmax, as written.
-int64_t argmax(const float* x, int64_t n) {
+int64_t argmax_scalar(const float* x, int64_t n) {
     int64_t best = 0;
     for (int64_t i = 1; i < n; ++i)
         if (x[i] > x[best]) best = i;
     return best;
 }
 
-}  // namespace
+int64_t argmax_merge(const float* lane_max, const int32_t* lane_idx, int lanes, const float* x,
+                     int64_t i, int64_t n) {
+    float best_v = -std::numeric_limits<float>::infinity();
+    int64_t best = -1;
+    for (int l = 0; l < lanes; ++l)  // ties (+0 against -0 too) go to the lower index
+        if (lane_idx[l] >= 0 &&
+            (lane_max[l] > best_v || (lane_max[l] == best_v && lane_idx[l] < best))) {
+            best_v = lane_max[l];
+            best = lane_idx[l];
+        }
+    for (; i < n; ++i)  // after every lane's index: only a strictly larger value wins
+        if (x[i] > best_v) {
+            best_v = x[i];
+            best = i;
+        }
+    return best < 0 ? 0 : best;
+}
 
 const OpsTable& ops_scalar() {
-    static const OpsTable t{rmsnorm,         silu_mul,        softmax,  softmax_stats,
-                            dot_f32,         dot_bf16,        axpy_f32, axpy_bf16,
-                            f32_to_bf16_row, bf16_to_f32_row, argmax};
+    static const OpsTable t{rmsnorm,         silu_mul,        softmax,      softmax_stats,
+                            dot_f32,         dot_bf16,        axpy_f32,     axpy_bf16,
+                            f32_to_bf16_row, bf16_to_f32_row, argmax_scalar};
     return t;
 }
 
