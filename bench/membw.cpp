@@ -10,28 +10,26 @@
 //
 // --pages 2m (the default) asks for 2 MiB pages (madvise MADV_HUGEPAGE on a 2 MiB-aligned buffer),
 // as warden's weights get (src/util/huge_page_arena.h); --pages 4k reads the buffer on 4 KiB pages,
-// as this bench did before 2026-12-01 session 12. On this project's VM one thread read 17.7-25.8
-// GB/s on 4 KiB pages and 22.1-27.4 on 2 MiB pages (10 alternating rounds); two threads differ
-// less. Where the kernel has no transparent huge pages, 2m reads 4 KiB pages and says so on
-// stderr; where they are set to `never`, it reads 4 KiB pages without a word (check
-// /sys/kernel/mm/transparent_hugepage/enabled). 4k advises MADV_NOHUGEPAGE, so it means 4 KiB
-// pages under the `always` setting too.
+// for comparison. On a 2-core VM one thread read 17.7-25.8 GB/s on 4 KiB pages and 22.1-27.4 on
+// 2 MiB pages (alternating); two threads differ less. Where the kernel has no transparent huge
+// pages, 2m reads 4 KiB pages and says so on stderr; where they are set to `never`, it reads
+// 4 KiB pages without a word (check /sys/kernel/mm/transparent_hugepage/enabled). 4k advises
+// MADV_NOHUGEPAGE, so it means 4 KiB pages under the `always` setting too.
 //
 // --streams S (S > 1) reads each thread's slice as S interleaved streams instead of one: the
 // slice is cut into blocks of --block bytes (default: one 16-row panel of a 2048-column int4-g32
 // matrix) and S consecutive blocks are read a cache line from each in turn: close to the access
-// pattern of a kernel that works on S weight panels at once (the AVX2 two-panel W4A8 kernel,
-// removed in session 10, and the AVX-512 kernels at batch 1 since session 16; the removed one
-// alternated 256-byte runs). On this project's 2-core VM one thread reads two streams at 62-87%
-// of one, two threads at 92-99% (docs/WEIGHT_QUANT.md, "One stream per thread"). A slice shorter
-// than S blocks is read as one stream.
+// pattern of a kernel that works on S weight panels at once (the AVX-512 kernels at batch 1 with
+// two panels per thread, and a removed two-panel AVX2 W4A8 kernel, which alternated 256-byte
+// runs). On a 2-core VM one thread reads two streams at 62-87% of one, two threads at 92-99%
+// (docs/WEIGHT_QUANT.md, Tried and dropped). A slice shorter than S blocks is read as one stream.
 //
 // --seconds S (S > 0) makes each rep a window of at least S seconds: whole passes over the buffer
 // back to back, the rep's bandwidth their bytes over their summed time. A pass over 1 GiB takes
 // ~35 ms here, so the default best-of-reps reading is the best of a few 35 ms bursts, while a
 // batch-1 decode run of 64 tokens lasts a second or more; on a VM whose bandwidth moves by 30%
 // within seconds the burst maximum can sit above what any second-long run draws (up to 12% above on
-// a Zen 4 VM: docs/WEIGHT_QUANT.md, sessions 24-25). A window as long as the run measures the
+// a Zen 4 VM; docs/BENCHMARKS.md, Batch-1 decode per weight format). A window as long as the run measures the
 // bandwidth on the run's own time scale.
 //
 // Each thread streams over its own contiguous slice of one buffer (default 1 GiB,

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """An independent load generator built on the official `openai` client, to cross-check
-`warden bench` (issue 7: both must agree within a few percent on throughput and TTFT).
+`warden bench` (both must agree within a few percent on throughput and TTFT).
 
 Closed loop: for each concurrency level, C threads (one openai.OpenAI client each, no
 retries) send `--requests` streaming /v1/completions requests of `--input-len` words and

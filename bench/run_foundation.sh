@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Foundation benchmark: batch-1 prefill and decode of a BF16 Llama GGUF, warden vs
 # llama.cpp on the same file and thread count, as a fraction of the memory roofline
-# (see docs/BENCHMARKS.md and shared/DESIGN.md "How we measure speed").
+# (see docs/BENCHMARKS.md and docs/DESIGN.md, How we measure speed).
 #
 # Builds nothing of llama.cpp and commits nothing of it: point LLAMA_CPP_DIR at a
 # CPU build made elsewhere (its source dir with build/bin/, or the build dir itself).

@@ -2,7 +2,8 @@
 # Format sweep under load: starts `warden serve` once per configuration (weights x KV x
 # integrity), drives it with `warden bench` at each concurrency, then the same against
 # llama.cpp's llama-server on a Q4_0 copy of the model (when present), and renders one
-# comparison table + plot into $DOC (see docs/BENCH_SWEEP.md).
+# comparison table + plot into $DOC (docs/BENCHMARKS.md, Server against llama.cpp's llama-server,
+# quotes one such table).
 #
 # Environment (defaults in brackets):
 #   MODEL        GGUF to serve [/work/bench-models/llama-1b-bf16.gguf]
@@ -18,7 +19,8 @@
 #   WARDEN_BIN   [<repo>/build/warden] LLAMA_DIR  llama.cpp build/bin [/work/llama.cpp/build/bin]
 #   SKIP_LLAMA=1 skip llama-server     OUT_DIR  raw results [bench/out/sweep]
 #   REUSE_LLAMA  a llama-server bench.json from an earlier run of the same workload, used instead
-#   DOC          markdown output [docs/BENCH_SWEEP.md]   PYTHON  [<repo>/.venv/bin/python]
+#   DOC          markdown output, the plot beside it [$OUT_DIR/table.md]
+#   PYTHON       [<repo>/.venv/bin/python]
 #   SWEEP_MOCK=1 serve bench/mock_openai_server.py instead (tests the script itself)
 #   RENDER_ONLY=1 run nothing: render $DOC from the results already in $OUT_DIR (e.g. after
 #                rerunning one level into it)
@@ -36,7 +38,7 @@ MAX_S="${MAX_S:-1800}"
 WARDEN_BIN="${WARDEN_BIN:-$REPO/build/warden}"
 LLAMA_DIR="${LLAMA_DIR:-/work/llama.cpp/build/bin}"
 OUT_DIR="${OUT_DIR:-$REPO/bench/out/sweep}"
-DOC="${DOC:-$REPO/docs/BENCH_SWEEP.md}"
+DOC="${DOC:-$OUT_DIR/table.md}"
 PYTHON="${PYTHON:-$REPO/.venv/bin/python}"
 MAXCTX=$(( (INPUT_LEN + OUTPUT_LEN + 64) ))
 mkdir -p "$OUT_DIR"

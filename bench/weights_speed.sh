@@ -15,11 +15,11 @@
 # the highest bandwidth any round saw (the strictest roofline). That reading is the best of three
 # ~35 ms bursts; every round also takes one reading over a SUSTAIN_S-second window (membw --seconds),
 # the time scale of one decode run, and the summary gives each configuration's fraction of the highest
-# such window too (docs/WEIGHT_QUANT.md, sessions 24-25: on a Zen 4 VM the burst maximum ran up to 12%
-# above the highest second-long window). With BRACKET=1 (the default) every
-# configuration's run is also bracketed by a short membw reading just before and just after it, and
-# the summary gives each run's draw against the mean of its two brackets (the bandwidth of the
-# seconds it ran in; this VM's moves by 30% or more within a minute).
+# such window too (on a Zen 4 VM the burst maximum ran up to 12% above the highest second-long
+# window; docs/BENCHMARKS.md, Batch-1 decode per weight format, gives both). With BRACKET=1 (the
+# default) every configuration's run is also bracketed by a short membw reading just before and
+# just after it, and the summary gives each run's draw against the mean of its two brackets (the
+# bandwidth of the seconds it ran in; this VM's moves by 30% or more within a minute).
 #
 # Env: MODEL [/work/bench-models/llama-1b-bf16.gguf], THREADS [2], TG [32], ROUNDS [5],
 #      FORMATS ["bf16 fp8 int8 int4-g32 int4-g128 int4-g32+hb int4-g32+qe"] (+qe: --quantize-embeddings,

@@ -195,7 +195,7 @@ def tiny_specs() -> list[dict]:
 
 
 def moe_specs() -> list[dict]:
-    """Tiny mixture-of-experts models (issue 9). Kept out of tiny_specs() so the draws of
+    """Tiny mixture-of-experts models. Kept out of tiny_specs() so the draws of
     the dense models above are untouched."""
     from transformers import DeepseekV3Config, Glm4MoeConfig, Qwen3MoeConfig
 
@@ -281,7 +281,7 @@ def moe_specs() -> list[dict]:
     ]
 
 
-# FP8 block-scaled variants (issue 9): the base model's layer weights quantized blockwise to
+# FP8 block-scaled variants: the base model's layer weights quantized blockwise to
 # float8_e4m3fn with one f32 `weight_scale_inv` per block (DeepSeek-V3 / GLM-4.5-FP8 / Qwen3-FP8
 # checkpoint layout; dequantized weight = e4m3 value * weight_scale_inv of its block). Block size
 # 32x32 instead of the real 128x128 so that the tiny matrices have several blocks, some partial;

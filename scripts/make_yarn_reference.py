@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Reference outputs for YaRN rope scaling (issue 9), same format and conventions as
+"""Reference outputs for YaRN rope scaling, same format and conventions as
 scripts/make_reference.py (whose helpers it imports; run it with the same pinned venv):
 
     .venv-ref/bin/python scripts/make_yarn_reference.py [--check]

@@ -6,7 +6,8 @@
 // reading. Each pass is then set against the bandwidth of the seconds it ran in, and the summary
 // splits the iterations by that bandwidth: on the 2-vCPU VMs these benchmarks run on, the read loop
 // sits near 32 GB/s most of the time and near 50 for a minute or two now and then, and a kernel
-// that keeps up with the first can fall behind the second (docs/WEIGHT_QUANT.md, session 25).
+// that keeps up with the first can fall behind the second (docs/WEIGHT_QUANT.md, Decode tuning per
+// CPU: the Zen 4 entry).
 //   bench_tuning_ab FORMAT ITERS PASSES SPEC [SPEC ...]
 // SPEC: WARDEN_DECODE_TUNING's syntax on top of this CPU's table ("-" for the table itself), or
 // one of two plain read loops over the same weight bytes, no arithmetic, that show what the pass's

@@ -41,7 +41,8 @@ DecodeTuning& slot() {
 
 }  // namespace
 
-// Measured tables (bench_gemv_decode, alternating runs; docs/WEIGHT_QUANT.md).
+// Measured tables (bench_gemv_decode and the engine, alternating builds; docs/WEIGHT_QUANT.md,
+// Decode tuning per CPU).
 DecodeTuning decode_tuning_table(const char* vendor, int family) {
     if (std::strcmp(vendor, "AuthenticAMD") == 0) {
         DecodeTuning t;
@@ -51,37 +52,32 @@ DecodeTuning decode_tuning_table(const char* vendor, int family) {
         t.fp8_prefetch = 1024;
         t.half_loads = true;
         // When the AVX2 kernel takes batch-1 int4, it prefetches 4096 bytes ahead rather than its
-        // 2048 (tuned on a Zen 3 host): ahead in 9 of 12 alternating rounds both in
-        // bench_gemv_decode and in the engine (Zen 5, session 21).
+        // 2048 (tuned on a Zen 3 host): on Zen 5 the longer distance drew more bandwidth, in
+        // bench_gemv_decode and in the engine.
         t.q4_avx2_prefetch = 4096;
         if (family == 0x19) {
             // Zen 4 runs 512-bit instructions on 256-bit units. In a Zen 4 VM's usual minutes
             // (~33 GB/s) both int4 kernels draw all the bandwidth there is; in its fast minutes
             // (~53 GB/s) the AVX2 kernel (36 GB/s per core in L2, against VNNI's 47) became the
-            // limit: VNNI drew 46.4 against 43.5 GB/s and led in 55 of 85 alternating passes
-            // (bench_tuning_ab; session 25, docs/WEIGHT_QUANT.md).
+            // limit, so VNNI draws more there (bench_tuning_ab).
             t.q4_avx2 = false;
             // Whole 64-byte loads, not two 32-byte halves joined by an insert (the Zen 5 choice):
             // on Zen 4 that insert is another 512-bit shuffle beside the kernel's permutes. In L2
-            // (bench_gemv_l2, one core) int4 computed 45-46 -> 52 GB/s, int4-g128 46 -> 53, int8
-            // 73 -> 74; in the fast minutes of bench_tuning_ab int4 drew about 3% more (ahead in
-            // 43 of 65 iterations over three runs), in the usual ones the same; the engine's
-            // medians were equal (session 26, docs/WEIGHT_QUANT.md).
+            // (bench_gemv_l2, one core) whole loads computed int4 faster; from DRAM they drew
+            // as much or more (bench_tuning_ab), and the engine was no slower.
             t.half_loads = false;
             t.source = "amd-zen4";
             return t;
         }
         // Zen 5: one int4 token drew more bandwidth through the AVX2 kernel than through the
-        // VNNI one (medians +2.8-6.9%, ahead in 19 of 24 alternating rounds over int4, int4-g128,
-        // int4-asym; session 20, docs/WEIGHT_QUANT.md).
+        // VNNI one, for int4, int4-g128 and int4-asym (docs/WEIGHT_QUANT.md, Decode tuning per
+        // CPU).
         t.q4_avx2 = true;
         // Batch-1 grabs of half the panels left, not a quarter: 8 grabs per 1B-shaped matmul call
-        // instead of 17 (fewer restarts of each thread's weight stream), for threads finishing
-        // 3.1-6.0 us apart instead of 2.2-6.3 (per-call means, four scratch runs each).
-        // Alternating, int4-g32: bench_tuning_ab +2.5% (ahead in 40 of 60 iterations; a quarter
-        // against itself: 30 of 60), the engine +4% per round (74.1 against 71.5 tok/s median,
-        // ahead in 21 of 30, identical text); a sixth drew 2% less than a quarter (session 27,
-        // docs/WEIGHT_QUANT.md). Not measured on Zen 4, which keeps 2.
+        // instead of 17 (fewer restarts of each thread's weight stream), at a small cost in how
+        // evenly threads finish. int4-g32 decoded faster this way in bench_tuning_ab and in the
+        // engine, with identical text; a sixth drew less than a quarter. Not measured on Zen 4,
+        // which keeps 2.
         t.grab_div = 1;
         t.source = "amd";
         return t;

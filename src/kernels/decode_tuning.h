@@ -4,9 +4,9 @@
 // properties of the memory system, not of the arithmetic (every choice gives the same result
 // bits), and the best values differ between CPU families: on a Sapphire Rapids-class VM two
 // panels and a short prefetch drew the most bandwidth; on an AMD Zen 5 VM, one panel and loads
-// that do not split cache lines decoded int4 1.12-1.45x faster than that (docs/WEIGHT_QUANT.md,
-// "Zen 5"). So the values are chosen per CPU vendor at start-up; WARDEN_DECODE_TUNING overrides
-// them (benchmarks):
+// that do not split cache lines decoded int4 faster (measured: docs/WEIGHT_QUANT.md, Decode
+// tuning per CPU). So the values are chosen per CPU vendor at start-up; WARDEN_DECODE_TUNING
+// overrides them (benchmarks):
 //   WARDEN_DECODE_TUNING=panels=1,q4=2048,q8=1024,fp8=1024,half=1,q4avx2=1,q4avx2pf=4096,grabdiv=1
 //   (any subset)
 #include <cstdint>

@@ -346,7 +346,8 @@ void matmul_grouped(std::span<const MatmulGroup> groups, util::ThreadPool& pool)
     // ones are a few panels, so the threads finish within a few panels' time of each other. Fixed
     // grabs of total / (8 * threads) left one thread waiting ~half a grab per matmul (at batch 1
     // on two threads ~40-80 us for an FFN matrix, estimated from ~13 GB/s per thread); guided grabs
-    // made 1B-shaped batch-1 decode 1-4% faster on AVX-512 and 4-7% on AVX2 (docs/WEIGHT_QUANT.md).
+    // made 1B-shaped batch-1 decode 1-4% faster on AVX-512 and 4-7% on AVX2 (grab sizes per CPU:
+    // docs/WEIGHT_QUANT.md, Decode tuning per CPU).
     // div is DecodeTuning's default (2) but at batch 1, where the decode tuning chooses it
     // (DecodeTuning::grab_div: the number of grabs against the finishing spread). A lambda
     // capturing one pointer fits in std::function's small buffer, so a decode matmul does no heap

@@ -17,7 +17,8 @@
 // before the k loop, so the result is still the single chain.
 //
 // One token (decode) is bound by memory bandwidth, not by the FMA width: n == 1 runs the AVX2
-// kernel, which already streams at the read loop's rate (docs/WEIGHT_QUANT.md).
+// kernel, which already streams at the read loop's rate (docs/BENCHMARKS.md, Batch-1 decode per
+// weight format).
 //
 // Tested on CPUs without AVX-512 too: tests/kernels/matmul_avx512_emulated.cpp compiles this file
 // against SIMDe (kernels/avx512_compat.h) and compares it with the scalar kernels bit for bit.

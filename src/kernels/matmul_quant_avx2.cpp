@@ -17,13 +17,13 @@
 // two panels per pass (sharing each activation broadcast over 32 rows) was faster with the
 // weights in cache but read DRAM as two interleaved streams, which one core of this machine reads
 // at 62-87% of one stream's bandwidth; removing it made batch-1 decode faster
-// (docs/WEIGHT_QUANT.md, "One stream per thread"). With 8 or more tokens the first 4-token pass
+// (docs/WEIGHT_QUANT.md, Tried and dropped). With 8 or more tokens the first 4-token pass
 // also stores the panel's codes unpacked to bytes (QuantArgs::unpack) and every later pass loads
 // them ready to multiply. A pass is issue-bound
 // (16 maddubs + 16 adds per token and 32-block cannot shrink without VNNI) and the unpacking
 // (and, shift, and per 32-byte load, shared by 4 tokens) was 6 of its ~46 vector instructions
 // per token and block. Without them a 512-token GEMM on one matrix runs 10-19% faster, on a
-// model's 16 layers of weights streamed from DRAM 5.6% (docs/WEIGHT_QUANT.md).
+// model's 16 layers of weights streamed from DRAM 5.6%.
 //
 // ODR: helpers live in the anonymous namespace; only <immintrin.h> and kernels_internal.h.
 #include <immintrin.h>
@@ -37,9 +37,8 @@ namespace {
 
 constexpr int64_t kNr = 16;
 // Software prefetch distance (bytes ahead in the panel stream) of the W4A8 kernel; a macro so
-// bench/kernels/bench_gemv_decode.cpp can try other values (-DWARDEN_Q4_PREFETCH=...). 2048 beat
-// 1024 in 9 of 11 alternating rounds of batch-1 decode (best-of-15 ms per token, 4% on average;
-// 3072 was slower): docs/WEIGHT_QUANT.md.
+// bench/kernels/bench_gemv_decode.cpp can try other values (-DWARDEN_Q4_PREFETCH=...). 2048 made
+// batch-1 decode faster than 1024 and than 3072 on a Zen 3 host (alternating builds).
 #ifndef WARDEN_Q4_PREFETCH
 #define WARDEN_Q4_PREFETCH 2048
 #endif

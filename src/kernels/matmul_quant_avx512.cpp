@@ -53,8 +53,8 @@ constexpr int64_t kNr = 16;
 // two threads: two panels took int4 23 -> 25.7-27.1 GB/s and int8 24.4-25.4 -> 26.8 GB/s, and with
 // them the prefetch distance hardly mattered (none, 256, 512 within noise; prefetchnta 40% slower).
 // AMD Zen 5 VM: the pair drew 10-20% less than one panel, and int4 did best without software
-// prefetch (docs/WEIGHT_QUANT.md, "Zen 5"). Several tokens always read one panel (compute-bound),
-// prefetching at the table's distance.
+// prefetch (docs/WEIGHT_QUANT.md, Decode tuning per CPU). Several tokens always read one panel
+// (compute-bound), prefetching at the table's distance.
 
 // 64 weight bytes. In the symmetric int4 and the int8 layouts each block (int8 per channel: each
 // panel) of codes follows 32 bytes of scales, so every other one starts 32 bytes past a cache line
@@ -502,7 +502,7 @@ void WARDEN_AVX512_ENTRY(const QuantArgs& a, int64_t r0, int64_t r1) {
 #endif
     const int64_t pf = fp8 ? tune.fp8_prefetch : w4a8 ? tune.q4_prefetch : tune.q8_prefetch;
     // Half loads at batch 1 only: with several tokens the kernel is compute-bound and the extra
-    // insert per 64 bytes cost 7-13% on the Zen 5 VM (64 tokens, bench_gemv_decode, 5 of 5 rounds).
+    // insert per 64 bytes cost 7-13% on the Zen 5 VM (64 tokens, bench_gemv_decode).
     const bool half = tune.half_loads && a.n == 1;
     if (a.kind == 0 && a.act_f32) {  // W4A16
         if (a.asym)

@@ -116,8 +116,8 @@ uint16_t store_row(const PagedKvLayer& kv, const float* x, uint8_t* codes, const
 // How many pages ahead attend_chunk prefetches a page's rows and scales. One page of fp8 rows of a
 // head is 1 KiB at head dim 64, read in well under a DRAM round trip; two pages ahead (and the
 // scales, which were not prefetched at all) made decode attention 1.24x faster for fp8_e4m3,
-// 1.30x for int8 and 1.15x for bf16 (bench_paged_attention, medians of five alternating rounds,
-// docs/KV_QUANT.md session 28).
+// 1.30x for int8 and 1.15x for bf16 (bench_paged_attention, alternating builds; four pages ahead
+// changed nothing: docs/KV_QUANT.md, Tried and dropped).
 constexpr int64_t kPagesAhead = 2;
 
 // Context positions per attention work item (see paged_attention).
@@ -362,12 +362,11 @@ void paged_attention(std::span<const PagedAttentionSeq> seqs, int64_t n_heads, c
     // fewer items than threads (a model with fewer kv heads than threads at short context).
     // Results do not depend on the split or on which thread takes an item.
     //
-    // Before, items went round-robin (thread t took items t, t + T, ...) and groups were split
-    // until there were 4 items per thread. At batch 1 with two chunks and two threads, one
-    // thread then took every full chunk and the other every partial one, and the split lost the
-    // group's shared rows: SmolLM2's 3 kv heads at batch 1 on 2 threads,
-    // bench_paged_attention bf16 1 CTX 30 2 16 30 took 0.56 / 1.19 / 1.69 ms per step at
-    // CTX 700 / 1100 / 2000, and 0.42 / 0.57 / 1.16 ms this way (docs/KV_QUANT.md, session 29).
+    // Why not round-robin (thread t takes items t, t + T, ...) with groups split until there are
+    // 4 items per thread: at batch 1 with two chunks and two threads, one thread would take every
+    // full chunk and the other every partial one, and the split loses the group's shared rows.
+    // For SmolLM2's 3 kv heads at batch 1 on 2 threads that was 1.3-2.1x slower per step from 700
+    // to 2000 positions (bench_paged_attention bf16 1 CTX 30 2 16 30).
     struct Tok {
         int64_t seq, t, nc, item0, part0;  // part0: first partial (head, chunk) slot when nc > 1
     };

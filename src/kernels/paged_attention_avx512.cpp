@@ -16,7 +16,7 @@
 // On the 2-vCPU Zen 5 VM the AVX2 read path computed well below the bandwidth it was given
 // (bench_paged_attention: fp8 KV read at ~9 GB/s, bf16 ~19); these kernels, with the scale
 // prefetch in paged_attention.cpp, made decode attention 1.75x (bf16), 2.05x (fp8_e4m3) and 2.07x
-// (int8) faster there (docs/KV_QUANT.md, session 28).
+// (int8) faster there (docs/KV_QUANT.md, Design: Dequantize in the kernel).
 //
 // Tested on every machine: tests/kv/paged_attention_avx512_emulated.cpp compiles this file
 // against SIMDe (kernels/avx512_compat.h).

@@ -452,8 +452,8 @@ std::unique_ptr<Model> load_hf_dir(const std::string& dir, const LoadOptions& op
     Fp8BlockResolver fp8_resolver(st, fp8);
     // Every Loader accessor turns the tensor it resolves into runtime memory (or owned vectors)
     // before it resolves the next one, so the f32 copy of the previous FP8 block-scaled weight can
-    // go: loading an FP8 checkpoint holds one weight dequantized, not all of them (4 bytes per
-    // parameter until session 16: by arithmetic 32 GB for an 8B model).
+    // go: loading an FP8 checkpoint holds one weight dequantized, not all of them (all of them
+    // would be 4 bytes per parameter: 32 GB for an 8B model).
     auto find = [&fp8_resolver, &ct, &st](const std::string& n) -> std::optional<SourceTensor> {
         if (ct)
             if (auto t = ct_find(st, *ct, n)) return t;

@@ -109,8 +109,9 @@ void MoeFfn::forward(const ModelConfig& c, const MoeWeights& w, const float* x, 
     // Experts go to the pool in chunks of whole experts holding at most `budget` gathered rows
     // (a batch-1 or batch-32 step is one chunk): per chunk, one kernels::matmul_grouped call for
     // every expert's gate and up and one for every down, instead of two dispatches per expert,
-    // each with its barrier (what bounded batch 1: docs/MOE.md). The budget keeps the gathered
-    // buffers at O(max(n, 256)) rows for a long prefill chunk, as one expert's were.
+    // each with its barrier (what bounded batch 1: docs/MOE.md, Tried and dropped). The budget
+    // keeps the gathered buffers at O(max(n, 256)) rows for a long prefill chunk, as one expert's
+    // were.
     const int64_t budget = std::max<int64_t>(n, 256);
     auto chunk_end = [&](int64_t e0) {  // experts [e0, result) form the chunk that starts at e0
         const int64_t r0 = start_[static_cast<size_t>(e0)];

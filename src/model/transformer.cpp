@@ -17,8 +17,8 @@ namespace {
 // How much of the next matrix idle workers prefetch between matmuls. Most gaps end before a
 // worker gets through this much (the next job interrupts it: 511 of 11392 hints finished in a
 // 128-token int4 decode of a 1B-shaped model on 2 threads); 0.5, 1 and 2 MiB all sped up
-// batch-1 int4 decode of a 1B-shaped model by a few percent, 2 MiB the most
-// (docs/WEIGHT_QUANT.md, "Prefetching the next matrix between matmuls"). Within a shared L3.
+// batch-1 int4 decode of a 1B-shaped model by a few percent, 2 MiB the most (prefetching at the
+// join instead is under Tried and dropped in docs/WEIGHT_QUANT.md). Within a shared L3.
 constexpr int64_t kPrefetchAheadBytes = int64_t{2} << 20;
 }  // namespace
 

@@ -181,9 +181,9 @@ void asym_fit_sums(const float* x, const float* wt, int64_t G, float mn, float i
 // d = max / -8 itself (so the search can only beat it on this error), then 19 inverse scales
 // -(8 + 0.1 * s) / max (s = -9..9), each also refit by weighted least squares to the codes it
 // gives (d = sum w x l / sum w l^2). Every candidate is rounded to the stored scale dtype before
-// its codes are chosen. On SmolLM2 (20,400 tokens) this took KL to bf16 from 0.296 (the former
-// clip-ratio search on plain squared error) to 0.265 and ppl from 22.20 to 20.71, against 0.295 /
-// 21.81 for llama.cpp's Q4_0 (docs/WEIGHT_QUANT.md).
+// its codes are chosen. It moves the model less than llama.cpp's Q4_0 of the same weights
+// (docs/WEIGHT_QUANT.md, Results: int4 quality against llama.cpp's Q4_0; the clip-ratio search on
+// plain squared error it replaced is under Tried and dropped there).
 void quant4_sym(const WeightMatrix& w, const float* x, const float* imp, int64_t k0, QuantRow& out, size_t g) {
     const int64_t G = w.group;
     float amax = 0.0f, vmax = 0.0f;
@@ -237,9 +237,8 @@ void quant4_sym(const WeightMatrix& w, const float* x, const float* imp, int64_t
 // (15 - 0.9 + 0.05 s) / (max - min), s = 0..36, each with the (d, m) that fits the codes it gives
 // by weighted least squares. Every candidate's d and m are rounded to the stored scale dtype
 // first, and its codes are chosen for the rounded pair (the codes the kernels decode), so the
-// error compared is the stored row's (group_error). On SmolLM2's tied head (20,400 tokens) it took
-// KL to bf16 from 0.078 (the former clip-ratio search on plain squared error) to 0.059, level with
-// llama.cpp's Q4_1 rule (docs/WEIGHT_QUANT.md, session 21).
+// error compared is the stored row's (group_error). On SmolLM2's tied head it moved the model less
+// than the clip-ratio search on plain squared error did, level with llama.cpp's Q4_1 rule.
 void quant4_asym(const WeightMatrix& w, const float* x, const float* imp, int64_t k0, QuantRow& out,
                  size_t g) {
     const int64_t G = w.group;

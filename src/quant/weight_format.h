@@ -33,8 +33,8 @@ WeightFormat parse_weight_format(const std::string& s);
 std::string weight_format_name(const WeightFormat& f);
 // The token embeddings' and output head's format beside layers in `layers` when nothing else
 // chooses one: int8 beside any int4 (as llama.cpp's Q4_0 files carry a Q6_K head: in bf16 the
-// head is ~19% of a 1B model's bytes per decoded token; docs/WEIGHT_QUANT.md, "An int8 head by
-// default for int4"); unset (the runtime dtype) beside anything else.
+// head is ~19% of a 1B model's bytes per decoded token; docs/WEIGHT_QUANT.md, Design: Embeddings
+// and head); unset (the runtime dtype) beside anything else.
 std::optional<WeightFormat> default_head_format(const WeightFormat& layers);
 // Bytes of a [rows, cols] matrix in this format (packed, whole panels).
 int64_t weight_bytes(const WeightFormat& f, int64_t rows, int64_t cols);

@@ -6,9 +6,8 @@
 // Why: batch-1 decode streams every weight byte once per token, and long-context attention visits
 // every KV page of a sequence, a few KiB each, in a scattered order. On 4 KiB pages that is a TLB
 // miss (a two-level page walk in a VM) every 4 KiB, and a hardware-prefetcher restart. Measured on
-// this project's VM with alternating builds (docs/WEIGHT_QUANT.md, "Weights and the KV pool on
-// 2 MiB pages"): one-thread int4 decode +9.5%, the default model +12%, 8k-context decode of 8
-// sequences +12-23% from the KV pool alone.
+// a 2-vCPU VM with alternating builds: one-thread int4 decode +9.5%, the default model +12%,
+// 8k-context decode of 8 sequences +12-23% from the KV pool alone.
 //
 // Matrices are carved from shared chunks rather than mapped one by one because most matrices of
 // small and mid-sized models are under 2 MiB, or a little over a multiple of it: alone, few of

@@ -16,7 +16,7 @@ inline void cpu_relax() {
 }
 // ~20-50 us of spinning: covers the gap between the parallel loops of one decode step. (17 us on
 // a Sapphire Rapids-class VM, where a pause takes 11 ns; spinning 100 us by the clock instead
-// made batch-1 decode there no faster, 4 alternating rounds, session 16.)
+// made batch-1 decode there no faster.)
 constexpr int kSpinIterations = 1500;
 constexpr size_t kLine = 64;
 // Cache lines prefetched per turn of the spin loop, between checks for a new job: small, so a

@@ -1,4 +1,4 @@
-// YaRN rope scaling and the llama.cpp GGUF metadata of the MoE / MLA architectures (issue 9):
+// YaRN rope scaling and the llama.cpp GGUF metadata of the MoE / MLA architectures:
 //  * the yarn frequency table, cos/sin attention factor and DeepSeek softmax scale of the
 //    DeepSeek-V3 and Kimi-K2 rope_scaling configs against numbers printed by transformers 4.57.6
 //    (_compute_yarn_parameters and DeepseekV3Attention.scaling; see kYarnRef below);

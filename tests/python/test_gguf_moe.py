@@ -1,4 +1,4 @@
-"""GGUF for the MoE / MLA architectures in llama.cpp's conventions (issue 9): qwen3moe, glm4moe,
+"""GGUF for the MoE / MLA architectures in llama.cpp's conventions: qwen3moe, glm4moe,
 deepseek2 (DeepSeek-V2/V3, Kimi-K2), plus YaRN rope scaling from GGUF metadata.
 
 The tiny HF checkpoints under tests/golden/models/ are converted at test time by gguf_convert.py

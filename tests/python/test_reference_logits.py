@@ -26,7 +26,7 @@ import pytest
 from conftest import GOLDEN, SMOLLM2_GGUF, record, require_warden, run_logits
 
 TINY_MODELS = ["tiny-llama", "tiny-llama-bf16-sharded", "tiny-qwen2", "tiny-qwen3",
-               # mixture of experts (issue 9): the same checks -- full logits, top-1 at every
+               # mixture of experts: the same checks -- full logits, top-1 at every
                # position, 64-token greedy continuation -- on Qwen3-MoE and GLM-4 MoE
                "tiny-qwen3-moe", "tiny-glm4-moe",
                # DeepSeek-V3 (MLA over the compressed latent cache + noaux_tc MoE), with and
@@ -56,7 +56,7 @@ BF16_TOP1_MIN = float(os.environ.get("WARDEN_BF16_TOP1_MIN", "0.9"))
 BF16_REL = float(os.environ.get("WARDEN_BF16_REL", "0.1"))
 SMOLLM2_BF16_REL = float(os.environ.get("WARDEN_SMOLLM2_BF16_REL", "0.1"))
 # The default format of the default model (int4 Q4_1 import, int8 activations and head):
-# top-1 agreement with the f32 reference and max |diff| / spread. Measured 2026-12-01: 197/205 =
+# top-1 agreement with the f32 reference and max |diff| / spread, as measured: 197/205 =
 # 0.961 and 0.041 (bf16: 0.995 and 0.0068; the int8 head alone costs bf16 layers 6 positions).
 SMOLLM2_NATIVE_TOP1_MIN = float(os.environ.get("WARDEN_SMOLLM2_NATIVE_TOP1_MIN", "0.93"))
 SMOLLM2_NATIVE_REL = float(os.environ.get("WARDEN_SMOLLM2_NATIVE_REL", "0.08"))
