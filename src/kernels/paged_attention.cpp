@@ -49,7 +49,7 @@ const detail::KvReadKernels& read_kernels(KvType t) {
 
 // A software prefetch of one cache line that the compiler keeps: GCC 12 deletes a loop of
 // __builtin_prefetch calls here as if it had no effect (checked in the disassembly: not one
-// prefetch instruction was left in this file), so the page-ahead prefetch below never ran.
+// prefetch instruction was left in this file), so the page-ahead prefetch below would never run.
 inline void prefetch_line(const uint8_t* p) {
 #if defined(__x86_64__) || defined(__i386__)
     asm volatile("prefetcht0 %0" : : "m"(*p));
