@@ -15,6 +15,7 @@ section() { echo; echo "=== $* ==="; }
 section "dependencies"
 scripts/setup_deps.sh
 scripts/fetch_model.sh
+scripts/fetch_vocab_tests.sh
 scripts/setup_venv.sh
 
 section "build (g++, Release)"

@@ -33,6 +33,7 @@ std::unique_ptr<model::Model> load(const CommonOptions& o, bool weights, util::T
 void register_run(CLI::App& app, int& rc);
 void register_info(CLI::App& app, int& rc);
 void register_tokenize(CLI::App& app, int& rc);
+void register_pretokenizers(CLI::App& app, int& rc);
 void register_logits(CLI::App& app, int& rc);
 void register_batch(CLI::App& app, int& rc);
 void register_quantize(CLI::App& app, int& rc);

@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
     warden::cli::register_run(app, rc);
     warden::cli::register_info(app, rc);
     warden::cli::register_tokenize(app, rc);
+    warden::cli::register_pretokenizers(app, rc);
     warden::cli::register_logits(app, rc);
     warden::cli::register_batch(app, rc);
     warden::cli::register_quantize(app, rc);

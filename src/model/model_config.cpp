@@ -320,6 +320,72 @@ T json_get_or(const nlohmann::json& j, const char* key, T fallback, const std::s
     return json_get<T>(j, key, path);
 }
 
+// A value a config may hold under either of two names (transformers 4 and 5 layouts). Missing
+// from both is an error; both present with different values too.
+template <typename T>
+T json_get_either(const nlohmann::json& j, const char* key4, const char* key5, const std::string& path) {
+    const bool has4 = j.contains(key4) && !j.at(key4).is_null(), has5 = j.contains(key5) && !j.at(key5).is_null();
+    if (!has4 && !has5) throw Error(path + ": config.json has neither '" + key4 + "' nor '" + key5 + "'");
+    if (has4 && has5 && j.at(key4) != j.at(key5))
+        throw Error(path + ": config.json has '" + key4 + "' and '" + key5 + "' with different values");
+    return json_get<T>(j, has5 ? key5 : key4, path);
+}
+
+// RoPE settings in either layout. transformers 4: top-level rope_theta, rope_scaling
+// ({rope_type|type, factor, ...} or null) and, for GLM-4, partial_rotary_factor. transformers 5:
+// one rope_parameters object holding rope_theta, rope_type, the scaling fields and
+// partial_rotary_factor. `scaling` is the object with the scaling fields, or null for none.
+struct RopeJson {
+    double theta = 0.0;
+    nlohmann::json scaling;   // null: no scaling
+    nlohmann::json partial;   // partial_rotary_factor, null when absent
+};
+
+RopeJson rope_from_hf_json(const nlohmann::json& j, const std::string& path) {
+    RopeJson r;
+    const bool has_params = j.contains("rope_parameters") && !j.at("rope_parameters").is_null();
+    if (!has_params) {
+        // A config without rope_theta is not read with a guessed theta: the checkpoint's value
+        // differs between models of one architecture (10000, 500000, 1000000, ...).
+        r.theta = json_get<double>(j, "rope_theta", path);
+        if (j.contains("rope_scaling") && !j.at("rope_scaling").is_null()) {
+            r.scaling = j.at("rope_scaling");
+            if (!r.scaling.is_object()) throw Error(path + ": rope_scaling is not an object");
+        }
+        if (j.contains("partial_rotary_factor")) r.partial = j.at("partial_rotary_factor");
+        return r;
+    }
+    const auto& rp = j.at("rope_parameters");
+    if (!rp.is_object()) throw Error(path + ": rope_parameters is not an object");
+    if (!rp.contains("rope_theta") && !rp.contains("rope_type")) {
+        // transformers 5 keys rope_parameters by layer type for models with several attention
+        // kinds ({"full_attention": {...}, "sliding_attention": {...}}).
+        throw Error(path + ": rope_parameters without rope_theta/rope_type (per-layer-type RoPE is not supported)");
+    }
+    r.theta = json_get<double>(rp, "rope_theta", path);
+    // A 4.x key beside rope_parameters must agree with it, or the file is ambiguous.
+    if (j.contains("rope_theta") && !j.at("rope_theta").is_null() && j.at("rope_theta") != rp.at("rope_theta"))
+        throw Error(path + ": rope_theta and rope_parameters.rope_theta differ");
+    if (j.contains("rope_scaling") && !j.at("rope_scaling").is_null()) {
+        const auto& rs = j.at("rope_scaling");
+        if (!rs.is_object()) throw Error(path + ": rope_scaling is not an object");
+        for (auto it = rs.begin(); it != rs.end(); ++it) {
+            const std::string key = it.key() == "type" ? "rope_type" : it.key();
+            if (!rp.contains(key) || rp.at(key) != it.value())
+                throw Error(path + ": rope_scaling." + it.key() + " disagrees with rope_parameters");
+        }
+    }
+    const std::string type = json_get_or<std::string>(rp, "rope_type", "default", path);
+    if (type != "default") r.scaling = rp;
+    if (rp.contains("partial_rotary_factor")) r.partial = rp.at("partial_rotary_factor");
+    if (j.contains("partial_rotary_factor") && !j.at("partial_rotary_factor").is_null()) {
+        if (!r.partial.is_null() && r.partial != j.at("partial_rotary_factor"))
+            throw Error(path + ": partial_rotary_factor and rope_parameters.partial_rotary_factor differ");
+        r.partial = j.at("partial_rotary_factor");
+    }
+    return r;
+}
+
 // Qwen3-MoE: softmax router; layer l is sparse unless listed in mlp_only_layers, and only
 // every decoder_sparse_step-th layer ((l + 1) % step == 0). GLM-4 MoE: sigmoid "noaux_tc"
 // router with correction bias and grouped top-k, shared experts, layers < first_k_dense_replace
@@ -332,7 +398,8 @@ void moe_from_hf_json(ModelConfig& c, const nlohmann::json& j, const std::string
     if (c.n_layers <= 0 || c.n_layers > (int64_t{1} << 24)) return;  // validate() reports it
     m.sparse.assign(static_cast<size_t>(c.n_layers), 1);
     if (c.arch == Arch::Qwen3Moe) {
-        m.n_experts = json_get<int64_t>(j, "num_experts", path);
+        // transformers 5 writes num_local_experts, 4.x num_experts.
+        m.n_experts = json_get_either<int64_t>(j, "num_experts", "num_local_experts", path);
         m.scoring = RouterScoring::Softmax;
         m.norm_topk_prob = json_get_or<bool>(j, "norm_topk_prob", false, path);
         const int64_t step = json_get_or<int64_t>(j, "decoder_sparse_step", 1, path);
@@ -380,7 +447,8 @@ ModelConfig config_from_hf_json(const nlohmann::json& j, const std::string& path
     c.vocab_size = json_get<int64_t>(j, "vocab_size", path);
     c.max_ctx = json_get_or<int64_t>(j, "max_position_embeddings", 2048, path);
     c.rms_eps = static_cast<float>(json_get_or<double>(j, "rms_norm_eps", 1e-6, path));
-    c.rope_theta = static_cast<float>(json_get_or<double>(j, "rope_theta", 10000.0, path));
+    const RopeJson rope = rope_from_hf_json(j, path);
+    c.rope_theta = static_cast<float>(rope.theta);
     const bool tied_default = c.arch == Arch::Qwen2 || c.arch == Arch::Qwen3;
     c.tied_embeddings = json_get_or<bool>(j, "tie_word_embeddings", tied_default, path);
     c.rope_style = RopeStyle::NeoX;
@@ -390,7 +458,11 @@ ModelConfig config_from_hf_json(const nlohmann::json& j, const std::string& path
     c.rope_dim = c.head_dim;
     if (c.arch == Arch::Glm4Moe) {
         // transformers: rotary dim = int(head_dim * partial_rotary_factor), rotate_half on it.
-        const double f = json_get_or<double>(j, "partial_rotary_factor", 0.5, path);
+        // Required: no guessed default (transformers' class default is 0.5, but a checkpoint
+        // that rotates another fraction would be read wrong without a word).
+        if (rope.partial.is_null()) throw Error(path + ": glm4_moe config.json has no partial_rotary_factor");
+        if (!rope.partial.is_number()) throw Error(path + ": partial_rotary_factor is not a number");
+        const double f = rope.partial.get<double>();
         if (!(f > 0.0 && f <= 1.0)) throw Error(path + ": partial_rotary_factor must be in (0, 1]");
         c.rope_dim = static_cast<int64_t>(static_cast<double>(c.head_dim) * f);
     }
@@ -411,9 +483,8 @@ ModelConfig config_from_hf_json(const nlohmann::json& j, const std::string& path
     }
     moe_from_hf_json(c, j, path);
     if (c.rope_dim > 0) c.rope_inv_freq = rope_inv_freq(c.rope_dim, c.rope_theta);
-    if (j.contains("rope_scaling") && !j.at("rope_scaling").is_null()) {
-        const auto& rs = j.at("rope_scaling");
-        if (!rs.is_object()) throw Error(path + ": rope_scaling is not an object");
+    if (!rope.scaling.is_null()) {
+        const auto& rs = rope.scaling;
         std::string type = json_get_or<std::string>(rs, "rope_type", "", path);
         if (type.empty()) type = json_get_or<std::string>(rs, "type", "default", path);
         const double factor = json_get_or<double>(rs, "factor", 1.0, path);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
@@ -65,8 +66,12 @@ void moe_route(const MoeConfig& m, const float* logits, const float* bias, int64
             top_k_indices(group_score.data(), G, m.topk_group, keep.data());
             std::vector<char> eligible(static_cast<size_t>(G), 0);
             for (int32_t g : keep) eligible[static_cast<size_t>(g)] = 1;
+            // -inf, as DeepSeek-V3's reference gate, transformers 5, vLLM and SGLang: with a negative
+            // correction bias every eligible choice can be below 0, and a 0.0 mask would then pick
+            // experts of groups that were just excluded.
             for (int64_t e = 0; e < E; ++e)
-                if (!eligible[static_cast<size_t>(e / per)]) choice[static_cast<size_t>(e)] = 0.0f;
+                if (!eligible[static_cast<size_t>(e / per)])
+                    choice[static_cast<size_t>(e)] = -std::numeric_limits<float>::infinity();
         }
         top_k_indices(choice.data(), E, K, sel);
         for (int64_t j = 0; j < K; ++j) wt[j] = score[static_cast<size_t>(sel[j])];

@@ -28,7 +28,7 @@ namespace warden::model {
 //  Softmax: p = softmax(logits); top_k of p; renormalized to sum 1 when norm_topk_prob.
 //  Sigmoid: s = sigmoid(logits); choice = s + bias; with n_group > 1 each group is scored by the
 //           sum of its two best choices, the best topk_group groups stay eligible and the other
-//           experts' choices become 0 (transformers' masked_fill); top_k of choice; the weights are
+//           experts' choices become -inf (DeepSeek-V3's masked_fill); top_k of choice; the weights are
 //           s (without bias), renormalized when norm_topk_prob (sum + 1e-20), times
 //           routed_scaling.
 // Ties pick the lower expert id.

@@ -37,7 +37,7 @@ struct PreTokenizerSpec {
 };
 
 // llama.cpp's tokenizer.ggml.pre names -> the regexes llama.cpp uses for them. Throws
-// util::Error for an unknown name.
+// util::Error for an unknown name or one warden does not support (regex_split.cpp lists them).
 PreTokenizerSpec pretokenizer_for(const std::string& pre_name);
 
 // The GPT-2 pattern (what Hugging Face ByteLevel(use_regex=true) applies).

@@ -76,6 +76,17 @@ public:
     virtual std::vector<std::pair<std::string, int32_t>> special_tokens() const = 0;
 };
 
+// The GGUF pre-tokenizer table (llama.cpp's tokenizer.ggml.pre names; regex_split.cpp), for
+// `warden pretokenizer` and the test that compares it with llama.cpp's source.
+struct PreTokenizerInfo {
+    std::vector<std::string> patterns;  // PCRE2, applied in order
+    bool ignore_merges = false;         // a pre-token that is a whole vocabulary entry skips BPE
+    bool add_bos = false;               // default when the GGUF has no add_bos_token
+};
+std::vector<std::string> pretokenizer_names();
+// Throws util::Error for an unknown name or one warden does not support.
+PreTokenizerInfo pretokenizer_info(const std::string& pre_name);
+
 // Turns a stream of token ids into text pieces that are always complete UTF-8: bytes of a
 // partial code point are held back until it completes; invalid sequences are replaced with
 // U+FFFD rather than emitted broken.

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <random>
@@ -57,7 +58,8 @@ void ref_route(const MoeConfig& m, const float* lg, const float* bias, std::vect
         if (G > 1) {
             auto keep = topk(gs, static_cast<int>(m.topk_group));
             for (int e = 0; e < E; ++e)
-                if (std::find(keep.begin(), keep.end(), e / per) == keep.end()) ch[e] = 0.0;
+                if (std::find(keep.begin(), keep.end(), e / per) == keep.end())
+                    ch[e] = -std::numeric_limits<double>::infinity();
         }
         sel = topk(ch, K);
     }
@@ -140,6 +142,35 @@ TEST(MoeRoute, GroupedTopKExcludesTheBestExpertOfAWeakGroup) {
     EXPECT_NEAR(w[0], 2.5 * 0.9 / 1.4, 1e-5);
 }
 
+TEST(MoeRoute, GroupedTopKNeverPicksAnExcludedGroupWithNegativeBias) {
+    // DeepSeek-V3 checkpoints carry negative e_score_correction_bias values: every eligible
+    // choice (sigmoid + bias) is then below 0. The excluded groups must lose to them (-inf mask),
+    // not win with a masked choice of 0.
+    MoeConfig m = glm_like();  // 8 experts, 4 groups of two, best 2 groups, top 2
+    const double p[8] = {0.9, 0.8, 0.7, 0.6, 0.2, 0.1, 0.15, 0.05};
+    float lg[8], bias[8];
+    for (int e = 0; e < 8; ++e) {
+        lg[e] = logit_of(p[e]);
+        bias[e] = -2.0f;
+    }
+    int32_t sel[2];
+    float w[2];
+    model::moe_route(m, lg, bias, 1, sel, w);
+    // Groups 0 {0.9, 0.8} and 1 {0.7, 0.6} are kept; experts 0 and 1 are the best of them.
+    EXPECT_EQ(sel[0], 0);
+    EXPECT_EQ(sel[1], 1);
+    EXPECT_NEAR(w[0], 2.5 * 0.9 / 1.7, 1e-5);
+    EXPECT_NEAR(w[1], 2.5 * 0.8 / 1.7, 1e-5);
+    // top_k larger than the eligible experts of one group: the second kept group supplies the rest.
+    m.top_k = 3;
+    int32_t sel3[3];
+    float w3[3];
+    model::moe_route(m, lg, bias, 1, sel3, w3);
+    EXPECT_EQ(sel3[0], 0);
+    EXPECT_EQ(sel3[1], 1);
+    EXPECT_EQ(sel3[2], 2);
+}
+
 TEST(MoeRoute, MatchesBruteForceReferenceOnRandomLogits) {
     std::mt19937_64 rng(5);
     std::normal_distribution<float> nd(0.0f, 2.0f);
@@ -162,7 +193,9 @@ TEST(MoeRoute, MatchesBruteForceReferenceOnRandomLogits) {
         const int n = 200, E = static_cast<int>(m.n_experts), K = static_cast<int>(m.top_k);
         std::vector<float> lg(static_cast<size_t>(n * E)), bias(static_cast<size_t>(E));
         for (auto& v : lg) v = nd(rng);
-        for (auto& v : bias) v = std::abs(nd(rng)) * 0.05f;
+        // Positive and (as in DeepSeek-V3 checkpoints) negative correction biases.
+        for (int sign : {1, -1}) {
+        for (auto& v : bias) v = static_cast<float>(sign) * (std::abs(nd(rng)) * 0.05f + (sign < 0 ? 1.0f : 0.0f));
         std::vector<int32_t> sel(static_cast<size_t>(n * K));
         std::vector<float> w(static_cast<size_t>(n * K));
         model::moe_route(m, lg.data(), bias.data(), n, sel.data(), w.data());
@@ -174,6 +207,7 @@ TEST(MoeRoute, MatchesBruteForceReferenceOnRandomLogits) {
                 ASSERT_EQ(sel[static_cast<size_t>(t * K + j)], rs[static_cast<size_t>(j)]) << "token " << t << " slot " << j;
                 ASSERT_NEAR(w[static_cast<size_t>(t * K + j)], rw[static_cast<size_t>(j)], 1e-5);
             }
+        }
         }
     }
 }
@@ -371,7 +405,7 @@ TEST(MoeConfig, ParsesQwen3MoeAndGlm4Moe) {
                         {"intermediate_size", 96}, {"num_attention_heads", 4}, {"num_key_value_heads", 2},
                         {"head_dim", 16}, {"vocab_size", 100}, {"num_experts", 8}, {"num_experts_per_tok", 2},
                         {"moe_intermediate_size", 32}, {"norm_topk_prob", true}, {"decoder_sparse_step", 2},
-                        {"mlp_only_layers", {3}}};
+                        {"mlp_only_layers", {3}}, {"rope_theta", 10000.0}};
     auto c = model::config_from_hf_json(q, "q");
     c.validate();
     EXPECT_TRUE(c.qk_norm);
@@ -384,7 +418,7 @@ TEST(MoeConfig, ParsesQwen3MoeAndGlm4Moe) {
 
     nlohmann::json g = {{"model_type", "glm4_moe"}, {"num_hidden_layers", 3}, {"hidden_size", 64},
                         {"intermediate_size", 96}, {"num_attention_heads", 4}, {"num_key_value_heads", 2},
-                        {"vocab_size", 100}, {"partial_rotary_factor", 0.5}, {"use_qk_norm", true},
+                        {"vocab_size", 100}, {"partial_rotary_factor", 0.5}, {"use_qk_norm", true}, {"rope_theta", 10000.0},
                         {"attention_bias", true}, {"n_routed_experts", 8}, {"num_experts_per_tok", 2},
                         {"moe_intermediate_size", 32}, {"n_shared_experts", 1}, {"routed_scaling_factor", 2.5},
                         {"n_group", 4}, {"topk_group", 2}, {"first_k_dense_replace", 1}};

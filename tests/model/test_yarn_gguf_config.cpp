@@ -172,7 +172,7 @@ TEST(YarnRope, AttentionFactorFollowsTransformersRules) {
     j["rope_scaling"]["attention_factor"] = 0.5;
     EXPECT_FLOAT_EQ(config_from_hf_json(j, "x").rope_attn_factor, 0.5f);
     auto q = nlohmann::json{{"model_type", "qwen2"}, {"num_hidden_layers", 2}, {"hidden_size", 64},
-                            {"intermediate_size", 128}, {"num_attention_heads", 4}, {"vocab_size", 320},
+                            {"intermediate_size", 128}, {"num_attention_heads", 4}, {"vocab_size", 320}, {"rope_theta", 10000.0},
                             {"rope_scaling", {{"rope_type", "yarn"}, {"factor", 4.0}, {"mscale_all_dim", 1.0}}}};
     c = config_from_hf_json(q, "q");
     EXPECT_NEAR(c.rope_attn_factor, 0.1 * std::log(4.0) + 1, 1e-6);
