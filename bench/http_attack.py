@@ -576,8 +576,8 @@ def _json_prefix(srv: Server) -> bytes:
 
 def make_chunked_over(total: int):
     def attack(srv: Server, stop: threading.Event, size: dict) -> Outcome:
-        head = request_bytes("POST", "/v1/completions", headers={"Content-Type": "application/json",
-                                                                 "Transfer-Encoding": "chunked", **auth(srv)})
+        head = request_bytes("POST", "/v1/completions", length=False, headers={
+            "Content-Type": "application/json", "Transfer-Encoding": "chunked", **auth(srv)})
         piece = b"a" * 65536
 
         def pieces():
@@ -653,12 +653,11 @@ def make_auth_before_body(claimed: int):
 
 def make_header_count(n: int):
     def attack(srv: Server, stop: threading.Event, size: dict) -> Outcome:
-        hs = "".join(f"X-H{i}: v\r\n" for i in range(n)).encode()
         head = b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n"
 
-        def pieces():
-            for i in range(0, len(hs), 65536):
-                yield hs[i:i + 65536]
+        def pieces():  # generated as sent: the server should stop reading long before the end
+            for i in range(0, n, 4096):
+                yield "".join(f"X-H{j}: v\r\n" for j in range(i, min(n, i + 4096))).encode()
             yield b"\r\n"
 
         r, sent, secs = send_streaming_body(srv.port, head, pieces(), timeout=30)
@@ -867,20 +866,38 @@ def make_sigterm(drain: float, streams: int, slow: int):
             srv.port, slow, b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 1000, 1.0,
             drain + 8)), daemon=True)
         slow_t.start()
+        # A keep-alive connection that already served a request before the signal.
+        ka = connect(srv.port, 10, PROBE_SOURCE)
+        ka.sendall(request_bytes("GET", "/health", headers=auth(srv)))
+        ka_reader = Reader(ka)
+        ka_reader.read()
         time.sleep(1.0)
         t0 = time.monotonic()
         srv.proc.send_signal(signal.SIGTERM)
         time.sleep(0.3)
+        new_req = request_bytes("POST", "/v1/completions", json.dumps(
+            {"model": srv.model_id, "prompt": "x", "max_tokens": 1}).encode(),
+            {"Content-Type": "application/json", **auth(srv)})
+        # A new request is refused at once: 503, or the connection closed / refused (listener
+        # closed); never served, never left hanging.
         try:
-            r, _ = exchange(srv.port, request_bytes("POST", "/v1/completions",
-                                                    json.dumps({"model": srv.model_id, "prompt": "x",
-                                                                "max_tokens": 1}).encode(),
-                                                    {"Content-Type": "application/json", **auth(srv)}),
-                            timeout=5, src=PROBE_SOURCE)
-            during = fmt(r)
-            got503 = r is not None and r.status == 503
+            ka.sendall(new_req)
+            r = ka_reader.read()
+            during = "keep-alive " + (fmt(r) if r or not ka_reader.eof else "closed")
+            got503 = (r is not None and r.status == 503) or (r is None and ka_reader.eof)
         except OSError as e:
-            during, got503 = type(e).__name__, False
+            during = "keep-alive " + type(e).__name__
+            got503 = isinstance(e, (ConnectionResetError, BrokenPipeError))
+        ka.close()
+        t1 = time.monotonic()
+        try:
+            r, closed = exchange(srv.port, new_req, timeout=5, src=PROBE_SOURCE)
+            hung = r is None and time.monotonic() - t1 > 4
+            during += ", new conn " + ("hung" if hung else fmt(r) if r else "closed")
+            got503 = got503 and ((r is not None and r.status == 503) or (r is None and not hung))
+        except OSError as e:
+            during += ", new conn " + type(e).__name__
+            got503 = got503 and isinstance(e, (ConnectionRefusedError, ConnectionResetError))
         try:
             srv.proc.wait(timeout=drain + 15)
         except subprocess.TimeoutExpired:
@@ -905,7 +922,8 @@ def make_sigterm(drain: float, streams: int, slow: int):
         ok = got503 and exited and exit_s <= drain + 2.5 and all(ends) and started == streams
         got = (f"new req {during}; exit {exit_s:.1f}s" + ("" if exited else " (still running)") +
                f"; {sum(ends)}/{started} streams end error+[DONE]")
-        return Outcome(f"503; exit <= {drain + 1:.0f}s; error+[DONE]", got, ok)
+        return Outcome(f"new requests refused (503/closed/refused); exit <= {drain + 1:.0f}s; error+[DONE]", got,
+                       ok)
     return attack
 
 
@@ -976,6 +994,41 @@ def cases(small: bool) -> list[Case]:
 
 # ------------------------------------------------------------------------------------ runner
 
+class AttackProcess:
+    """Runs a case's attack in a forked child and hands its Outcome back through a pipe."""
+
+    def __init__(self, case: Case, srv: Server, size: dict):
+        import multiprocessing as mp
+        ctx = mp.get_context("fork")
+        self.rx, tx = ctx.Pipe(duplex=False)
+
+        def child():
+            try:
+                out = case.attack(srv, threading.Event(), size)
+            except Exception as e:  # noqa: BLE001 - a broken attack is a failed case
+                out = Outcome(case.expected, f"harness error: {type(e).__name__}: {e}", False)
+            tx.send(out)
+
+        self.proc = ctx.Process(target=child, daemon=True)
+
+    def start(self):
+        self.proc.start()
+
+    def is_alive(self) -> bool:
+        return self.proc.is_alive()
+
+    def join(self, timeout: float):
+        self.proc.join(timeout)
+
+    def result(self) -> list:
+        if self.rx.poll(1):
+            return [self.rx.recv()]
+        if self.proc.is_alive():
+            self.proc.kill()
+            self.proc.join(5)
+        return []
+
+
 class Harness:
     def __init__(self, warden: str, model: str | None = None, threads: int = 2, floor: float = 0.1,
                  keys_dir: str | None = None):
@@ -1009,7 +1062,7 @@ class Harness:
             # starts from an idle server.
             self.close()
             srv = self.server_for(case)
-        base = statistics.median(srv.probe()[0] for _ in range(3))
+        base = statistics.median(srv.probe()[0] for _ in range(5))
         rss_before = srv.rss_mib()
         stop = threading.Event()
         box: list = []
@@ -1020,7 +1073,10 @@ class Harness:
             except Exception as e:  # noqa: BLE001 - a broken attack is a failed case, not a crash
                 box.append(Outcome(case.expected, f"harness error: {type(e).__name__}: {e}", False))
 
-        t = threading.Thread(target=attack, daemon=True)
+        if case.fresh_server:  # it signals and waits for the server: only its parent can
+            t = threading.Thread(target=attack, daemon=True)
+        else:  # its own process: building payloads never holds this one's GIL during a probe
+            t = AttackProcess(case, srv, size or {})
         t.start()
         lat, statuses = [], []
         if case.probe_when_done:
@@ -1036,6 +1092,8 @@ class Harness:
                 time.sleep(0.2)
         stop.set()
         t.join(timeout=180)
+        if isinstance(t, AttackProcess):
+            box = t.result()
         out = box[0] if box else Outcome(case.expected, "attack did not finish in 180 s", False)
         if case.fresh_server:
             alive = True  # the case itself ends the server; its outcome says whether it did
