@@ -31,7 +31,7 @@ def _needs_new_server():
 @pytest.fixture(scope="module")
 def harness(tmp_path_factory):
     _needs_new_server()
-    h = http_attack.Harness(str(WARDEN_BIN), keys_dir=str(tmp_path_factory.mktemp("keys")))
+    h = http_attack.Harness(str(WARDEN_BIN), keys_dir=str(tmp_path_factory.mktemp("keys")), base_probes=3)
     yield h
     h.close()
 
