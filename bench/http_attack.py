@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gzip
 import http.client
 import json
 import os
@@ -32,6 +31,7 @@ import subprocess
 import sys
 import threading
 import time
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -626,13 +626,27 @@ def make_nolength_over(total: int):
 
 
 def make_gzip(expanded: int):
+    import functools
+
+    @functools.lru_cache(maxsize=1)
+    def bomb() -> bytes:
+        # Compressed once before the baseline (Case.prepare), not while the probes run.
+        z = zlib.compressobj(6, zlib.DEFLATED, 31)  # gzip framing
+        out = [z.compress(b'{"model":"m","max_tokens":1,"prompt":"')]
+        piece = b"a" * (1 << 20)
+        for _ in range(expanded >> 20):
+            out.append(z.compress(piece))
+        out.append(z.compress(b'"}'))
+        out.append(z.flush())
+        return b"".join(out)
+
     def attack(srv: Server, stop: threading.Event, size: dict) -> Outcome:
-        raw = _json_prefix(srv) + b"a" * expanded + b'"}'
-        body = gzip.compress(raw, 6)
+        body = bomb()
         r, closed = exchange(srv.port, request_bytes("POST", "/v1/completions", body, {
             "Content-Type": "application/json", "Content-Encoding": "gzip", **auth(srv)}), timeout=60)
         return Outcome("415", f"{fmt(r)} ({len(body) // 1024} KiB -> {expanded >> 20} MiB)",
                        r is not None and r.status == 415)
+    attack.prepare = bomb
     return attack
 
 
@@ -1069,6 +1083,8 @@ class Harness:
             self.srv = None
 
     def run(self, case: Case, size: dict | None = None) -> Result:
+        if hasattr(case.attack, "prepare"):
+            case.attack.prepare()
         srv = self.server_for(case)
         if srv.wait_pages_zero(10) != 0:
             # Work left over from an earlier case (a server that does not cancel it): each case

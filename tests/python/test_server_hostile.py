@@ -20,17 +20,9 @@ PROBE_BOUND_S = 5.0  # a normal request during an attack, on a loaded 2-core CI 
 RSS_BOUND = 1.25  # generous; the harness checks +10%
 
 
-def _needs_new_server():
-    # The limits these cases test arrived with the asynchronous HTTP front end; a binary
-    # without --header-timeout is the server from before it.
-    require_warden()
-    if "--header-timeout" not in http_attack.supported_flags(str(WARDEN_BIN)):
-        pytest.skip("warden serve predates the hostile-client limits (no --header-timeout)")
-
-
 @pytest.fixture(scope="module")
 def harness(tmp_path_factory):
-    _needs_new_server()
+    require_warden()
     h = http_attack.Harness(str(WARDEN_BIN), keys_dir=str(tmp_path_factory.mktemp("keys")), base_probes=3)
     yield h
     h.close()
