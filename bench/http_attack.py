@@ -498,8 +498,10 @@ def make_nested(where: str, depth: int):
     return attack
 
 
-async def _slow_conn(port: int, src: str, payload: bytes, interval: float, until: float, result: dict):
-    """Send payload one byte per interval; note when and how the server ends the connection."""
+async def _slow_conn(port: int, src: str, payload: bytes, interval: float, until: float, result: dict,
+                     prefix: bytes = b""):
+    """Send prefix at once, then payload one byte per interval; note when and how the server
+    ends the connection."""
     t0 = time.monotonic()
     try:
         reader, writer = await asyncio.open_connection("127.0.0.1", port, local_addr=(src, 0))
@@ -508,6 +510,9 @@ async def _slow_conn(port: int, src: str, payload: bytes, interval: float, until
         return
     status = None
     try:
+        if prefix:
+            writer.write(prefix)
+            await writer.drain()
         i = 0
         while time.monotonic() < until:
             if i < len(payload):
@@ -540,7 +545,7 @@ async def _slow_conn(port: int, src: str, payload: bytes, interval: float, until
 
 
 def run_slow_clients(port: int, n: int, payload: bytes, interval: float, duration: float,
-                     stagger: float = 0.0) -> dict:
+                     stagger: float = 0.0, prefix: bytes = b"") -> dict:
     result = {"closed": 0, "still_open": 0, "connect_failed": 0, "close_s": [], "statuses": {}}
 
     async def main():
@@ -548,7 +553,8 @@ def run_slow_clients(port: int, n: int, payload: bytes, interval: float, duratio
         tasks = []
         for i in range(n):
             tasks.append(asyncio.create_task(
-                _slow_conn(port, ATTACK_SOURCES[i % len(ATTACK_SOURCES)], payload, interval, until, result)))
+                _slow_conn(port, ATTACK_SOURCES[i % len(ATTACK_SOURCES)], payload, interval, until, result,
+                           prefix)))
             if stagger:
                 await asyncio.sleep(stagger)
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -566,6 +572,45 @@ def make_slowloris(n: int, duration: float, deadline_s: float):
                f"status {','.join(f'{k}x{v}' for k, v in sorted(res['statuses'].items(), key=str))}")
         ok = in_time == n and set(res["statuses"]) <= {408}
         return Outcome(f"{n} x 408+close by {deadline_s:.0f}s", got, ok)
+    return attack
+
+
+def make_slow_body(n: int, duration: float, deadline_s: float):
+    """The head at once, then the declared 1000-byte body one byte per second: the body
+    deadline ends it with 408."""
+    def attack(srv: Server, stop: threading.Event, size: dict) -> Outcome:
+        head = request_bytes("POST", "/v1/completions", headers={
+            "Content-Type": "application/json", "Content-Length": "1000", **auth(srv)})
+        res = run_slow_clients(srv.port, n, b'{"prompt":"' + b"a" * 989, 1.0, duration, prefix=head)
+        in_time = sum(1 for t in res["close_s"] if t <= deadline_s)
+        got = (f"{res['closed']}/{n} closed ({in_time} by {deadline_s:.0f}s), "
+               f"status {','.join(f'{k}x{v}' for k, v in sorted(res['statuses'].items(), key=str))}")
+        return Outcome(f"{n} x 408+close by {deadline_s:.0f}s", got, in_time == n and set(res["statuses"]) <= {408})
+    return attack
+
+
+def make_per_client_limit(extra: int, limit: int = 256):
+    """limit + extra connections from one address: the extra ones are closed at once, the
+    first `limit` stay open, and another address still gets served."""
+    def attack(srv: Server, stop: threading.Event, size: dict) -> Outcome:
+        src = ATTACK_SOURCES[-1]
+        socks = []
+        try:
+            for _ in range(limit + extra):
+                socks.append(connect(srv.port, 5, src))
+            closed = sum(Reader(s).closed(0.5) if i >= limit - 8 else False for i, s in enumerate(socks))
+            # The connections under the limit still work.
+            s0 = socks[0]
+            s0.settimeout(10)
+            s0.sendall(request_bytes("GET", "/health", headers=auth(srv)))
+            r0 = Reader(s0).read()
+            r1, _ = exchange(srv.port, request_bytes("GET", "/health", headers=auth(srv)), src=ATTACK_SOURCES[0])
+        finally:
+            for s in socks:
+                s.close()
+        ok = closed == extra and r0 is not None and r0.status == 200 and r1 is not None and r1.status == 200
+        return Outcome(f"{extra} of {limit + extra} closed; first and other address 200",
+                       f"{closed} closed; {fmt(r0)}, other address {fmt(r1)}", ok)
     return attack
 
 
@@ -988,6 +1033,9 @@ def cases(small: bool) -> list[Case]:
     out += [
         Case("slowloris", "", make_slowloris(slow_n, hdr_t + 4, hdr_t + 2), slow_args, probe_after=1.0),
         Case("idle_conns", "", make_idle(idle_n, hdr_t + 4, hdr_t + 2), slow_args, probe_after=1.0),
+        Case("slow_body", "", make_slow_body(50, hdr_t + 6, hdr_t + 4), ("--body-timeout", str(hdr_t)),
+             probe_after=1.0),
+        Case("per_client_limit", "", make_per_client_limit(20)),
         Case("chunked_over_limit", "413", make_chunked_over(big)),
         Case("nolength_over_limit", "4xx", make_nolength_over(big)),
         Case("gzip_bomb", "415", make_gzip((20 << 20) if small else (200 << 20))),
