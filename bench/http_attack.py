@@ -614,6 +614,28 @@ def make_per_client_limit(extra: int, limit: int = 256):
     return attack
 
 
+def make_keepalive_idle(n: int, deadline_s: float):
+    """n keep-alive connections that made one request and then go silent: closed by the idle
+    timeout."""
+    def attack(srv: Server, stop: threading.Event, size: dict) -> Outcome:
+        socks, served = [], 0
+        t0 = time.monotonic()
+        try:
+            for _ in range(n):
+                s = connect(srv.port, 10)
+                s.sendall(request_bytes("GET", "/health", headers=auth(srv)))
+                r = Reader(s).read()
+                served += r is not None and r.status == 200
+                socks.append(s)
+            closed = sum(Reader(s).closed(max(0.05, t0 + deadline_s - time.monotonic())) for s in socks)
+        finally:
+            for s in socks:
+                s.close()
+        return Outcome(f"{n} served, closed by {deadline_s:.0f}s", f"{served} served, {closed} closed",
+                       served == n and closed == n)
+    return attack
+
+
 def make_idle(n: int, duration: float, deadline_s: float):
     def attack(srv: Server, stop: threading.Event, size: dict) -> Outcome:
         res = run_slow_clients(srv.port, n, b"", 1.0, duration)
@@ -1033,6 +1055,7 @@ def cases(small: bool) -> list[Case]:
     out += [
         Case("slowloris", "", make_slowloris(slow_n, hdr_t + 4, hdr_t + 2), slow_args, probe_after=1.0),
         Case("idle_conns", "", make_idle(idle_n, hdr_t + 4, hdr_t + 2), slow_args, probe_after=1.0),
+        Case("keepalive_idle", "", make_keepalive_idle(100, hdr_t + 2), slow_args, probe_after=1.0),
         Case("slow_body", "", make_slow_body(50, hdr_t + 6, hdr_t + 4), ("--body-timeout", str(hdr_t)),
              probe_after=1.0),
         Case("per_client_limit", "", make_per_client_limit(20)),
