@@ -1,5 +1,6 @@
 // `warden serve`: the OpenAI-compatible HTTP server over the continuous-batching engine.
-// SIGTERM/SIGINT drain in-flight requests (new ones get 503), then the process exits.
+// SIGTERM/SIGINT drain in-flight requests (new ones get 503), then the process exits, at most
+// --drain-timeout (+ about 1 s) after the signal.
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -11,6 +12,7 @@
 #include "engine/engine.h"
 #include "model/transformer.h"
 #include "server/api_keys.h"
+#include "server/http_limits.h"
 #include "server/server.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
@@ -36,6 +38,7 @@ struct ServeOptions {
     std::string admission = "watermark";
     int drain_timeout_s = 60;
     bool no_prefix_cache = false;
+    server::HttpLimits http;
     std::vector<std::string> shared_prefixes;  // files of prompt text as the server tokenizes it
 };
 
@@ -78,7 +81,8 @@ int serve(const ServeOptions& o) {
     sc.host = o.host;
     sc.port = o.port;
     sc.tenant_max_concurrency = o.tenant_concurrency;
-    sc.max_body_bytes = static_cast<size_t>(parse_bytes(o.max_body, "--max-body"));
+    sc.http = o.http;
+    sc.http.max_body_bytes = static_cast<size_t>(parse_bytes(o.max_body, "--max-body"));
     if (!o.api_keys.empty()) sc.api_keys = server::load_api_keys(o.api_keys);
 
     // Signals are taken by one thread (sigwait); block them before any thread starts.
@@ -184,8 +188,36 @@ void register_serve(CLI::App& app, int& rc) {
                     "watermark (default): admit on the prompt's pages, preempt when running sequences outgrow the "
                     "pool; reserve: admit only when prompt + max_tokens of every running request fit, never preempt")
         ->check(CLI::IsMember({"watermark", "reserve"}));
-    sub->add_option("--drain-timeout", o->drain_timeout_s, "seconds SIGTERM waits for in-flight requests (default 60)")
+    sub->add_option("--drain-timeout", o->drain_timeout_s,
+                    "seconds SIGTERM waits for in-flight requests before cutting them and exiting (default 60)")
         ->check(CLI::Range(0, 3600));
+    sub->add_option("--http-threads", o->http.io_threads, "threads running the HTTP event loop (default 2)")
+        ->check(CLI::Range(1, 64));
+    sub->add_option("--prepare-threads", o->http.prepare_threads,
+                    "threads parsing, templating and tokenizing requests off the event loop (default 2)")
+        ->check(CLI::Range(1, 64));
+    sub->add_option("--max-connections", o->http.max_connections,
+                    "open connections at most (default 4096); more are closed at once")
+        ->check(CLI::Range(1, 1 << 20));
+    sub->add_option("--max-connections-per-client", o->http.max_connections_per_client,
+                    "open connections per client IP address (default 256); more are closed at once")
+        ->check(CLI::Range(1, 1 << 20));
+    sub->add_option("--header-timeout", o->http.header_timeout_s,
+                    "seconds for a request's whole head (request line + headers) to arrive (default 10); then 408")
+        ->check(CLI::Range(0.1, 3600.0));
+    sub->add_option("--body-timeout", o->http.body_timeout_s,
+                    "seconds for a request body to arrive, plus 1 s per 64 KiB of it (default 10); then 408")
+        ->check(CLI::Range(0.1, 3600.0));
+    sub->add_option("--idle-timeout", o->http.idle_timeout_s,
+                    "seconds a kept-alive connection may wait for its next request (default 5); then closed")
+        ->check(CLI::Range(0.1, 3600.0));
+    sub->add_option("--max-header-bytes", o->http.max_header_bytes,
+                    "largest request head (request line + headers) in bytes (default 16384); larger -> 431")
+        ->check(CLI::Range(1024, 1 << 20));
+    sub->add_option("--max-headers", o->http.max_headers, "most header fields in a request (default 100); more -> 431")
+        ->check(CLI::Range(1, 10000));
+    sub->add_option("--cors-origin", o->http.cors_origin,
+                    "answer CORS preflight (OPTIONS) and allow this origin (default: no CORS, OPTIONS -> 405)");
     sub->add_flag("--no-prefix-cache", o->no_prefix_cache, "do not reuse the KV pages of earlier prompts");
     sub->add_option("--shared-prefix", o->shared_prefixes,
                     "file holding a prompt prefix (text as the chat template renders it) whose KV pages every "

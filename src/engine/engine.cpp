@@ -20,6 +20,19 @@ void Stream::push(Event&& e) {
         events_.push_back(std::move(e));
     }
     cv_.notify_all();
+    std::lock_guard nl(notify_mu_);
+    if (notify_) notify_();
+}
+
+void Stream::set_notify(std::function<void()> fn) {
+    std::lock_guard nl(notify_mu_);
+    notify_ = std::move(fn);
+    bool pending = false;
+    {
+        std::lock_guard lk(mu_);
+        pending = !events_.empty();
+    }
+    if (notify_ && pending) notify_();
 }
 
 void Stream::cancel() {

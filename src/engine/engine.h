@@ -13,6 +13,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -49,6 +50,11 @@ public:
     bool next(Event& out, std::chrono::milliseconds timeout);
     // Ends the request (idempotent; a no-op once it finished). Its Finish event still arrives.
     void cancel();
+    // Calls `fn` (from the engine's thread, outside the event lock) after each event is queued,
+    // so an event loop can drain the stream with next(ev, 0ms) instead of blocking on it. If
+    // events are already queued, `fn` is called once at once. An empty `fn` removes the hook;
+    // once set_notify returns, the previous hook is not running and will not run again.
+    void set_notify(std::function<void()> fn);
     uint64_t id() const { return id_; }
 
 private:
@@ -59,6 +65,8 @@ private:
     std::mutex mu_;
     std::condition_variable cv_;
     std::deque<Event> events_;
+    std::mutex notify_mu_;  // held while the hook runs, so removing it waits for a running call
+    std::function<void()> notify_;
     bool cancel_sent_ = false;
     bool finished_ = false;
 };

@@ -146,7 +146,14 @@ class WardenServer:
     def metrics(self) -> dict[str, float]:
         """Prometheus text -> {'name{labels}': value}."""
         import httpx
-        text = httpx.get(self.base + "/metrics", timeout=30).text
+        headers = {}
+        if "--api-keys" in self.cmd:  # /metrics needs a key when keys are set: the first one
+            keys = Path(self.cmd[self.cmd.index("--api-keys") + 1]).read_text().split("\n")
+            key = next(l.split()[0] for l in keys if l.strip() and not l.startswith("#"))
+            headers["Authorization"] = f"Bearer {key}"
+        r = httpx.get(self.base + "/metrics", headers=headers, timeout=30)
+        assert r.status_code == 200, r.text
+        text = r.text
         out = {}
         for line in text.splitlines():
             if line and not line.startswith("#"):
