@@ -1,3 +1,6 @@
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <cstdio>
 #include <cstring>
@@ -81,6 +84,26 @@ std::string hf_name(const std::string& role, int layer) {
     // "raw:<name>": a tensor named relative to the layer (MoE experts, model/moe.cpp).
     if (role.rfind("raw:", 0) == 0) return "model.layers." + std::to_string(layer) + "." + role.substr(4);
     return "model.layers." + std::to_string(layer) + "." + per_layer.at(role);
+}
+
+// Every runtime weight is its own buffer once loaded (none borrows the mapping), so the mapped
+// tensor data need not stay resident: its pages go back to the page cache (a later read would
+// fault them in again). Without this a GGUF model's resident memory is its runtime weights plus
+// the whole file (a Q4_K_M file run natively: twice the file).
+void release_tensor_pages(const GGUFFile& g) {
+    const uint8_t* lo = nullptr;
+    const uint8_t* hi = nullptr;
+    for (const auto& t : g.tensors()) {
+        if (t.data == nullptr || t.n_bytes == 0) continue;
+        if (lo == nullptr || t.data < lo) lo = t.data;
+        if (hi == nullptr || t.data + t.n_bytes > hi) hi = t.data + t.n_bytes;
+    }
+    const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+    if (lo == nullptr || page == 0) return;
+    // Whole pages inside the tensor data only (the header pages before it stay).
+    const uintptr_t a = (reinterpret_cast<uintptr_t>(lo) + page - 1) / page * page;
+    const uintptr_t b = reinterpret_cast<uintptr_t>(hi) / page * page;
+    if (b > a) (void)madvise(reinterpret_cast<void*>(a), b - a, MADV_DONTNEED);  // advice: failure is harmless
 }
 
 class Loader {
@@ -414,7 +437,10 @@ std::unique_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
     m->config.validate();
     if (g.has("tokenizer.chat_template")) m->chat_template = g.get_string("tokenizer.chat_template");
     if (opts.load_tokenizer) m->tokenizer = tokenizer::Tokenizer::from_gguf(g);
-    if (opts.load_weights) loader.load_all();
+    if (opts.load_weights) {
+        loader.load_all();
+        release_tensor_pages(g);
+    }
     if (!m->weights_note.empty() && loader.ggml_requant_rows_ > 0)
         m->weights_note += "; " + std::to_string(loader.ggml_requant_rows_.load()) +
                            " rows did not import into " + m->weights_format +
