@@ -6,6 +6,7 @@
 #define KQ(name) _##name
 using KQI = __m256i;
 using KQH = __m128i;
+using KQF = __m256;
 #define KQ_VNNI 0
 #define KQ_SCALAR_FLOAT 0
 #include "kernels/matmul_kquant_simd.h"

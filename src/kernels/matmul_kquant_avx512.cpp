@@ -6,6 +6,7 @@
 
 #define KQ(name) WZ(name)
 using KQI = warden::kernels::detail::yi;
+using KQF = warden::kernels::detail::yf;
 #ifdef WARDEN_AVX512_EMULATE
 using KQH = simde__m128i;
 #define KQ_SCALAR_FLOAT 1

@@ -4,7 +4,7 @@
 // matmul_kquant_avx512.cpp (AVX-512 VNNI: vpdpbusd on ymm, natively or on SIMDe in the tests).
 // The including file defines before it:
 //   KQ(name)   the intrinsic: KQ(mm256_add_epi32) is _mm256_add_epi32 (or simde_mm256_add_epi32)
-//   KQI, KQH   the 256-bit and 128-bit integer vector types
+//   KQI, KQH   the 256-bit and 128-bit integer vector types, KQF the 256-bit float vector type
 //   KQ_VNNI    1 to form the 4-products sums with vpdpbusd, 0 with maddubs + madd
 //   KQ_SCALAR_FLOAT 1 to do the per-super-block float step lane by lane (SIMDe's fma rounds twice)
 // Everything is in an anonymous namespace (internal linkage: one copy per ISA, see the ODR note
@@ -15,7 +15,8 @@
 namespace warden::kernels::detail {
 namespace {
 
-// f16 bits -> f32, exact (no F16C needed, and no shared inline helper: ODR).
+#if KQ_SCALAR_FLOAT
+// f16 bits -> f32, exact, without F16C (the SIMDe build; no shared inline helper: ODR).
 float kq_f16(const uint8_t* p) {
     const uint32_t h = static_cast<uint32_t>(p[0] | (p[1] << 8));
     const uint32_t sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff;
@@ -38,6 +39,7 @@ float kq_f16(const uint8_t* p) {
     __builtin_memcpy(&f, &bits, 4);
     return f;
 }
+#endif
 
 // Sum of u8 x s8 products, 8 int32 lanes (lane i: bytes 4i..4i+3).
 inline KQI kq_dot(KQI u, KQI s) {
@@ -57,29 +59,66 @@ inline KQI kq_hsum8(const KQI* v) {
                                KQ(mm256_permute2x128_si256)(a, b, 0x31));
 }
 
-// The float step of one super-block: acc[j] = fma(float(i[j]), d*xd[j], acc[j]), then (Q4_K/Q5_K)
-// acc[j] = fma(float(mx[j]), -(dmin*xd[j]), acc[j]). acc: 8 floats.
-inline void kq_float_step(float* acc, KQI i, const float* xd, float d, bool mins, KQI mx,
-                          float dmin) {
-#if KQ_SCALAR_FLOAT
-    alignas(32) int32_t iv[8], mv[8];
-    KQ(mm256_store_si256)(reinterpret_cast<KQI*>(iv), i);
-    KQ(mm256_store_si256)(reinterpret_cast<KQI*>(mv), mx);
-    for (int j = 0; j < 8; ++j) {
-        acc[j] = __builtin_fmaf(static_cast<float>(iv[j]), d * xd[j], acc[j]);
-        if (mins) acc[j] = __builtin_fmaf(static_cast<float>(mv[j]), -(dmin * xd[j]), acc[j]);
-    }
-#else
-    const auto xdv = KQ(mm256_loadu_ps)(xd);
-    auto a = KQ(mm256_loadu_ps)(acc);
-    a = KQ(mm256_fmadd_ps)(KQ(mm256_cvtepi32_ps)(i), KQ(mm256_mul_ps)(KQ(mm256_set1_ps)(d), xdv),
-                           a);
-    if (mins)
-        a = KQ(mm256_fnmadd_ps)(KQ(mm256_cvtepi32_ps)(mx),
-                                KQ(mm256_mul_ps)(KQ(mm256_set1_ps)(dmin), xdv), a);
-    KQ(mm256_storeu_ps)(acc, a);
-#endif
+float kq_reduce(const float* acc) {
+    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
 }
+
+// The eight float lanes of one row and token. step: the float step of one super-block,
+// acc[j] = fma(float(i[j]), d*xd[j], acc[j]), then (Q4_K/Q5_K) acc[j] = fma(float(mx[j]),
+// -(dmin*xd[j]), acc[j]).
+#if KQ_SCALAR_FLOAT
+struct KqAcc {
+    float v[8] = {};
+    void step(KQI i, const float* xd, float d, bool mins, KQI mx, float dmin) {
+        alignas(32) int32_t iv[8], mv[8];
+        KQ(mm256_store_si256)(reinterpret_cast<KQI*>(iv), i);
+        KQ(mm256_store_si256)(reinterpret_cast<KQI*>(mv), mx);
+        for (int j = 0; j < 8; ++j) {
+            v[j] = __builtin_fmaf(static_cast<float>(iv[j]), d * xd[j], v[j]);
+            if (mins) v[j] = __builtin_fmaf(static_cast<float>(mv[j]), -(dmin * xd[j]), v[j]);
+        }
+    }
+    float reduce() const { return kq_reduce(v); }
+};
+inline float kq_scale_f16(const uint8_t* p) {
+    return kq_f16(p);
+}
+// f16 bits of d and of dmin after it -> f32.
+inline void kq_scales_f16(const uint8_t* p, float& d, float& dmin) {
+    d = kq_f16(p);
+    dmin = kq_f16(p + 2);
+}
+#else
+struct KqAcc {
+    KQF v = KQ(mm256_setzero_ps)();
+    void step(KQI i, const float* xd, float d, bool mins, KQI mx, float dmin) {
+        const KQF xdv = KQ(mm256_loadu_ps)(xd);
+        v = KQ(mm256_fmadd_ps)(KQ(mm256_cvtepi32_ps)(i),
+                               KQ(mm256_mul_ps)(KQ(mm256_set1_ps)(d), xdv), v);
+        if (mins)
+            v = KQ(mm256_fnmadd_ps)(KQ(mm256_cvtepi32_ps)(mx),
+                                    KQ(mm256_mul_ps)(KQ(mm256_set1_ps)(dmin), xdv), v);
+    }
+    float reduce() const {
+        alignas(32) float a[8];
+        KQ(mm256_store_ps)(a, v);
+        return kq_reduce(a);
+    }
+};
+inline float kq_scale_f16(const uint8_t* p) {
+    uint16_t bits;
+    __builtin_memcpy(&bits, p, 2);
+    return KQ(mm_cvtss_f32)(KQ(mm_cvtph_ps)(KQ(mm_cvtsi32_si128)(bits)));
+}
+// F16C: both scales in one conversion (exact).
+inline void kq_scales_f16(const uint8_t* p, float& d, float& dmin) {
+    int32_t bits;
+    __builtin_memcpy(&bits, p, 4);
+    const auto f = KQ(mm_cvtph_ps)(KQ(mm_cvtsi32_si128)(bits));
+    d = KQ(mm_cvtss_f32)(f);
+    dmin = KQ(mm_cvtss_f32)(KQ(mm_movehdup_ps)(f));
+}
+#endif
 
 inline KQI kq_load(const void* p) {
     return KQ(mm256_loadu_si256)(static_cast<const KQI*>(p));
@@ -101,15 +140,11 @@ inline void kq_scales_mins(const uint8_t* q, KQI& sc, KQI& mn) {
         KQ(mm_set_epi32)(0, 0, static_cast<int>(u[3]), static_cast<int>(u[2])));
 }
 
-float kq_reduce(const float* acc) {
-    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-}
-
 // One row of Q4_K (kQ5 false) or Q5_K (true) against one token's activations.
 template <bool kQ5>
 float kq_row_q45(const uint8_t* row, int64_t nsb, const int8_t* xq, const float* xd,
                  const int32_t* xs) {
-    alignas(32) float acc[8] = {};
+    KqAcc acc;
     const KQI m4 = KQ(mm256_set1_epi8)(0x0f), one = KQ(mm256_set1_epi8)(1);
     constexpr int64_t bb = kQ5 ? 176 : 144;
     for (int64_t s = 0; s < nsb; ++s) {
@@ -139,14 +174,16 @@ float kq_row_q45(const uint8_t* row, int64_t nsb, const int8_t* xq, const float*
         kq_scales_mins(blk + 4, sc, mn);
         const KQI i = KQ(mm256_mullo_epi32)(kq_hsum8(v), sc);
         const KQI mx = KQ(mm256_mullo_epi32)(mn, kq_load(xs + s * 8));
-        kq_float_step(acc, i, xd + s * 8, kq_f16(blk), true, mx, kq_f16(blk + 2));
+        float d, dmin;
+        kq_scales_f16(blk, d, dmin);
+        acc.step(i, xd + s * 8, d, true, mx, dmin);
     }
-    return kq_reduce(acc);
+    return acc.reduce();
 }
 
 // One row of Q6_K against one token's activations.
 float kq_row_q6(const uint8_t* row, int64_t nsb, const int8_t* xq, const float* xd) {
-    alignas(32) float acc[8] = {};
+    KqAcc acc;
     const KQI m4 = KQ(mm256_set1_epi8)(0x0f), m30 = KQ(mm256_set1_epi8)(0x30),
               k32 = KQ(mm256_set1_epi8)(32);
     for (int64_t s = 0; s < nsb; ++s) {
@@ -185,10 +222,10 @@ float kq_row_q6(const uint8_t* row, int64_t nsb, const int8_t* xq, const float* 
                 v[j] = KQ(mm256_madd_epi16)(p, scv);
             }
         }
-        kq_float_step(acc, kq_hsum8(v), xd + s * 8, kq_f16(blk + 208), false,
-                      KQ(mm256_setzero_si256)(), 0.0f);
+        acc.step(kq_hsum8(v), xd + s * 8, kq_scale_f16(blk + 208), false, KQ(mm256_setzero_si256)(),
+                 0.0f);
     }
-    return kq_reduce(acc);
+    return acc.reduce();
 }
 
 // Rows [r0, r1) for every token: a row's blocks stay in L1 across the tokens.
