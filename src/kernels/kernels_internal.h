@@ -56,7 +56,7 @@ int64_t argmax_merge(const float* lane_max, const int32_t* lane_idx, int lanes, 
 // A quantized matmul call (layouts and arithmetic: kernels/matmul_quant.h). xq/xd/xs/xz are the
 // per-token activation blocks (W4A8 / W8A8), x the f32 activations (W4A16 / FP8).
 struct QuantArgs {
-    int kind;  // 0 = Q4, 1 = Q8, 2 = FP8
+    int kind;  // 0 = Q4, 1 = Q8, 2 = FP8, kQuantKindQ4K / Q5K / Q6K (kernels/matmul_kquant.h)
     int64_t rows, cols;
     const uint8_t* data;
     int64_t group;  // Q4: 32 or 128; Q8: 0 (a scale per row) or 32 (a scale per block)
@@ -83,6 +83,13 @@ struct QuantArgs {
     // 1 to the AVX2 kernel (q4_avx2).
     int64_t q4_avx2_prefetch = -1;
 };
+
+// QuantArgs::kind of the K-quant layouts (kernels/matmul_kquant.h); every ISA's `quant` hands
+// them to its mm_kquant_* kernel.
+constexpr int kQuantKindQ4K = 3, kQuantKindQ5K = 4, kQuantKindQ6K = 5;
+void mm_kquant_scalar(const QuantArgs& a, int64_t row_begin, int64_t row_end);  // matmul_kquant.cpp
+void mm_kquant_avx2(const QuantArgs& a, int64_t row_begin, int64_t row_end);    // matmul_kquant_avx2.cpp
+void mm_kquant_avx512(const QuantArgs& a, int64_t row_begin, int64_t row_end);  // matmul_kquant_avx512.cpp
 
 // int8-g32 (Q8 group 32): bytes of one 32-column block of a panel, its 16 u16 scales then 8
 // quads of 16 rows x 4 codes (kernels/matmul_quant.h).

@@ -12,6 +12,7 @@
 
 #include "kernels/decode_tuning.h"
 #include "kernels/kernels_internal.h"
+#include "kernels/matmul_kquant.h"
 #include "kernels/matmul_quant.h"
 #include "tensor/float_convert.h"
 #include "util/error.h"
@@ -34,12 +35,12 @@ const detail::MatmulTable& table(Isa isa) {
 }
 
 bool is_quant(const WeightMatrix& w) {
-    return w.type == WeightType::Q4 || w.type == WeightType::Q8 || w.type == WeightType::FP8;
+    return w.type == WeightType::Q4 || w.type == WeightType::Q8 || w.type == WeightType::FP8 || is_kquant(w.type);
 }
 
 // W4A8/W8A8 matrices take their activations quantized to int8 (kernels/matmul_quant.h).
 bool int_acts(const WeightMatrix& w) {
-    return w.type == WeightType::Q8 || (w.type == WeightType::Q4 && !w.act_f32);
+    return w.type == WeightType::Q8 || (w.type == WeightType::Q4 && !w.act_f32) || is_kquant(w.type);
 }
 
 struct QuantizedActs {
@@ -101,7 +102,14 @@ bool takes_e4m3_scaled_x(const WeightMatrix& w, int64_t n, Isa isa) {
 // Per-call arguments of a quantized matmul (acts: the quantized x when int_acts(w)).
 detail::QuantArgs quant_args(const WeightMatrix& w, const float* x, int64_t n, float* y, const QuantizedActs& acts) {
     detail::QuantArgs a{};
-    a.kind = w.type == WeightType::Q4 ? 0 : (w.type == WeightType::Q8 ? 1 : 2);
+    switch (w.type) {
+        case WeightType::Q4: a.kind = 0; break;
+        case WeightType::Q8: a.kind = 1; break;
+        case WeightType::Q4K: a.kind = detail::kQuantKindQ4K; break;
+        case WeightType::Q5K: a.kind = detail::kQuantKindQ5K; break;
+        case WeightType::Q6K: a.kind = detail::kQuantKindQ6K; break;
+        default: a.kind = 2; break;
+    }
     a.rows = w.rows;
     a.cols = w.cols;
     a.data = static_cast<const uint8_t*>(w.data);

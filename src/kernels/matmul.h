@@ -12,7 +12,8 @@ namespace warden::kernels {
 
 // F32/BF16: the panel layout below. Q8, Q4, FP8: quantized panel layouts, see
 // kernels/matmul_quant.h (per-output-channel or per-group scales stored inside each panel).
-enum class WeightType { F32, BF16, Q8, Q4, FP8 };
+// Q4K, Q5K, Q6K: GGUF K-quant super-blocks kept as stored, row after row (kernels/matmul_kquant.h).
+enum class WeightType { F32, BF16, Q8, Q4, FP8, Q4K, Q5K, Q6K };
 
 // Weights are stored packed in panels of kPanelRows output rows: element (r, k) lives at
 // index (r / kPanelRows) * cols * kPanelRows + k * kPanelRows + r % kPanelRows; rows past

@@ -9,6 +9,7 @@
 
 #include "kernels/cpu_features.h"
 #include "kernels/kernels_internal.h"
+#include "kernels/matmul_kquant.h"
 #include "tensor/float_convert.h"
 #include "tensor/fp8.h"
 #include "util/error.h"
@@ -48,6 +49,13 @@ void check_quant_shape(const WeightMatrix& w) {
                 throw util::Error("int8 weights need a row length divisible by 32, got " + shp());
             break;
         case WeightType::FP8: break;
+        case WeightType::Q4K:
+        case WeightType::Q5K:
+        case WeightType::Q6K:
+            if (w.cols % kKQuantBlock != 0)
+                throw util::Error(std::string(kquant_type_name(w.type)) + " weights need a row length divisible by 256, got " +
+                                  shp());
+            break;
         default: throw util::Error("check_quant_shape: not a quantized weight type");
     }
 }
@@ -57,6 +65,9 @@ int64_t quant_panel_bytes(const WeightMatrix& w) {
         case WeightType::Q4: return w.cols / w.group * q4_group_bytes(w);
         case WeightType::Q8: return w.group == 0 ? 32 + w.cols * 16 : w.cols / 32 * kQ8BlockBytes;
         case WeightType::FP8: return 64 + w.cols * 16;
+        case WeightType::Q4K:
+        case WeightType::Q5K:
+        case WeightType::Q6K: return kPanelRows * kquant_row_bytes(w);
         default: throw util::Error("quant_panel_bytes: not a quantized weight type");
     }
 }
@@ -69,9 +80,14 @@ float quant_scale_to_f32(const WeightMatrix& w, uint16_t bits) {
 
 void pack_quant_row(const WeightMatrix& w, int64_t r, const QuantRow& row, uint8_t* packed) {
     util::check(r >= 0 && r < w.rows, "pack_quant_row: row out of bounds");
-    util::check(static_cast<int64_t>(row.q.size()) == w.cols, "pack_quant_row: wrong code count");
     // The word-at-a-time packing below needs whole quads of codes, which a valid shape guarantees.
     check_quant_shape(w);
+    if (is_kquant(w.type)) {  // the row's blocks as stored (kernels/matmul_kquant.h)
+        util::check(static_cast<int64_t>(row.q.size()) == kquant_row_bytes(w), "pack_quant_row: wrong block bytes");
+        std::memcpy(packed + r * kquant_row_bytes(w), row.q.data(), row.q.size());
+        return;
+    }
+    util::check(static_cast<int64_t>(row.q.size()) == w.cols, "pack_quant_row: wrong code count");
     uint8_t* p = packed + (r / kPanelRows) * quant_panel_bytes(w);
     const int64_t lr = r % kPanelRows, lane = lr % 8;
     const bool high = lr >= 8;
@@ -111,6 +127,10 @@ void pack_quant_row(const WeightMatrix& w, int64_t r, const QuantRow& row, uint8
 
 QuantRow unpack_quant_row(const WeightMatrix& w, int64_t r) {
     util::check(r >= 0 && r < w.rows, "unpack_quant_row: row out of bounds");
+    if (is_kquant(w.type)) {
+        const uint8_t* b = kquant_row(w, r);
+        return QuantRow{std::vector<uint8_t>(b, b + kquant_row_bytes(w)), {}, {}, 0.0f};
+    }
     const uint8_t* p = static_cast<const uint8_t*>(w.data) + (r / kPanelRows) * quant_panel_bytes(w);
     const int64_t lr = r % kPanelRows, lane = lr % 8;
     const bool high = lr >= 8;
@@ -144,6 +164,11 @@ QuantRow unpack_quant_row(const WeightMatrix& w, int64_t r) {
 }
 
 void dequant_row(const WeightMatrix& w, int64_t r, float* out) {
+    if (is_kquant(w.type)) {
+        util::check(r >= 0 && r < w.rows, "dequant_row: row out of bounds");
+        kquant_dequant_row(w, r, out);
+        return;
+    }
     const QuantRow row = unpack_quant_row(w, r);
     for (int64_t k = 0; k < w.cols; ++k) {
         const uint8_t q = row.q[static_cast<size_t>(k)];

@@ -21,6 +21,7 @@
 // FP8 (e4m3 per output channel, f32 scales): a panel is [16 x f32 scale][cols x 16 codes],
 //   code of (r, k) at k*16 + r%16, w = s * e4m3(code).
 // Padding rows of the last panel are zero codes with zero scales.
+// Q4K / Q5K / Q6K (GGUF K-quant blocks as stored) and their arithmetic: kernels/matmul_kquant.h.
 //
 // Arithmetic contract (identical in every ISA, so results are bit-exact across ISAs, thread
 // splits and batch sizes: each token row is computed alone):
@@ -61,7 +62,8 @@ void check_quant_shape(const WeightMatrix& w);
 // One row in code form, independent of the panel layout (what quantizers produce, what the
 // GGUF/safetensors writers consume).
 struct QuantRow {
-    std::vector<uint8_t> q;        // Q4: 0..15; Q8: int8 bits; FP8: e4m3 codes   [cols]
+    std::vector<uint8_t> q;        // Q4: 0..15; Q8: int8 bits; FP8: e4m3 codes   [cols];
+                                   // K-quants: the row's GGUF blocks as stored [row bytes]
     std::vector<uint16_t> d;       // Q4, Q8 group 32: per group; Q8: 1 (f16/bf16 bits)
     std::vector<uint16_t> m;       // Q4 asym: per group
     float scale = 0.0f;            // FP8 per-channel scale

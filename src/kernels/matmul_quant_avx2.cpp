@@ -411,6 +411,10 @@ void quantize_acts_avx2(const float* x, int64_t n, int64_t cols, int8_t* xq, flo
 }
 
 void mm_quant_avx2(const QuantArgs& a, int64_t r0, int64_t r1) {
+    if (a.kind >= kQuantKindQ4K) {
+        mm_kquant_avx2(a, r0, r1);
+        return;
+    }
     int64_t pb;
     switch (a.kind) {
         case 0: pb = a.cols / a.group * (32 + (a.asym ? 32 : 0) + a.group * 8); break;

@@ -486,6 +486,12 @@ void q4_a16(const QuantArgs& a, int64_t r0, int64_t r1, int64_t pb, int64_t pf) 
 }  // namespace
 
 void WARDEN_AVX512_ENTRY(const QuantArgs& a, int64_t r0, int64_t r1) {
+#ifndef WARDEN_AVX512_EMULATE  // the emulated K-quant kernel has its own entry (tests)
+    if (a.kind >= kQuantKindQ4K) {
+        mm_kquant_avx512(a, r0, r1);
+        return;
+    }
+#endif
     const bool w4a8 = a.kind == 0 && !a.act_f32, fp8 = a.kind == 2;
     const int64_t pb = fp8                ? 64 + a.cols * 16
                        : a.kind == 0      ? a.cols / a.group * (32 + (a.asym ? 32 : 0) + a.group * 8)

@@ -46,6 +46,10 @@ float scale_f32(const QuantArgs& a, const uint8_t* p) {
 }
 
 void mm_quant(const QuantArgs& a, int64_t r0, int64_t r1) {
+    if (a.kind >= kQuantKindQ4K) {
+        mm_kquant_scalar(a, r0, r1);
+        return;
+    }
     const int64_t cols = a.cols, nb = cols / 32;
     for (int64_t t = 0; t < a.n; ++t) {
         const float* x = a.x + t * cols;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <set>
 #include <vector>
 
 #include "kernels/matmul_quant.h"
@@ -91,6 +92,18 @@ bool first_row_imports(const GGUFTensor& t, const std::string& format) {
 
 }  // namespace
 
+std::optional<std::string> gguf_mixed_native_format(tensor::GgmlType type) {
+    switch (type) {
+        case tensor::GgmlType::Q4_0: return "int4-g32";
+        case tensor::GgmlType::Q4_1: return "int4-g32-asym";
+        case tensor::GgmlType::Q8_0: return "int8-g32";
+        case tensor::GgmlType::Q4_K: return "q4_k";
+        case tensor::GgmlType::Q5_K: return "q5_k";
+        case tensor::GgmlType::Q6_K: return "q6_k";
+        default: return std::nullopt;
+    }
+}
+
 namespace {
 
 // The runtime format a GGUF matrix of `rows` x `cols` (row-major blocks at `data`; only Q8_0
@@ -100,6 +113,8 @@ std::optional<std::string> ggml_native_format(tensor::GgmlType type, const uint8
     if (type == tensor::GgmlType::Q4_0) return "int4-g32";
     if (type == tensor::GgmlType::Q4_1) return "int4-g32-asym";
     if (type == tensor::GgmlType::Q8_0) return first_row_imports(type, data, rows, cols, "int8") ? "int8" : "int8-g32";
+    // K-quants run as stored (kernels/matmul_kquant.h) when the row is whole super-blocks.
+    if (auto k = gguf_mixed_native_format(type); k && type != tensor::GgmlType::Q8_0 && cols % 256 == 0) return k;
     return std::nullopt;
 }
 
@@ -184,6 +199,32 @@ GgufNativeWeights gguf_native_weights(const GGUFFile& g, const ModelConfig& c,
         // imports any Q8_0 block without loss.
         for (size_t i = 1; i < s.layer.size() && r.layers == "int8"; ++i)
             if (gguf_tensor_native_format(*s.layer[i]) != r.layers) r.layers = "int8-g32";
+    }
+    // Several block types (llama.cpp's mixes: Q4_K_M is Q4_K with some Q6_K): each matrix runs in
+    // its own type's format when every type has one and every row is whole K-quant super-blocks.
+    if (!declared && !r.layers && s.types.size() > 1) {
+        bool all = true;
+        std::set<std::string> formats;
+        for (const GGUFTensor* t : s.layer) {
+            const auto f = gguf_mixed_native_format(t->type);
+            const bool kq = t->type == tensor::GgmlType::Q4_K || t->type == tensor::GgmlType::Q5_K ||
+                            t->type == tensor::GgmlType::Q6_K;
+            all = all && f && (!kq || t->shape[0] % 256 == 0);
+            if (f) formats.insert(*f);
+        }
+        if (all) {
+            r.per_tensor = true;
+            std::string list, names;
+            for (const auto& [name, n] : s.types)
+                list += (list.empty() ? "" : ", ") + name + " x" + std::to_string(n);
+            for (const auto& f : formats) names += (names.empty() ? "" : "+") + f;
+            r.per_tensor_name = names;
+            r.note = "auto: layer matrices " + list + ", each imported without loss in its own type's format (" +
+                     names + ")" + ignored;
+            if (!head_chosen) decide_heads(g, c, s, std::nullopt, std::nullopt, dtype_name, false, r);
+            r.note += "; --weights chooses";
+            return r;
+        }
     }
     if (!r.layers) {
         std::string list;

@@ -7,7 +7,9 @@
 // the speed and memory of its own format, as it does in llama.cpp. Then the token embeddings and
 // output head are decided one by one the same way; one that does not map gets the default head
 // beside those layers (int8 beside int4), as `--weights` gives it. Anything else (K-quants,
-// mixed types) has no lossless runtime format and loads at --dtype, as before.
+// K-quant layers (Q4_K, Q5_K, Q6_K) run as stored (kernels/matmul_kquant.h), and a file mixing
+// these types (llama.cpp's Q4_K_M, Q5_K_M, ...) runs each matrix in its own type's format
+// (GgufNativeWeights::per_tensor). Anything else loads at --dtype, as before.
 #include <optional>
 #include <string>
 
@@ -27,7 +29,16 @@ struct GgufNativeWeights {
     std::optional<std::string> embed;   // token_embd.weight, likewise
     std::optional<std::string> output;  // output.weight (not when tied or absent), likewise
     std::string note;                   // why, for the load report; empty for an all-float file
+    // Layer matrices of several block types that all run natively (a llama.cpp mix such as
+    // Q4_K_M: Q4_K beside Q6_K): each in gguf_mixed_native_format of its own type; `layers`
+    // stays unset and per_tensor_name names the formats ("q4_k+q6_k").
+    bool per_tensor = false;
+    std::string per_tensor_name;
 };
+
+// The lossless runtime format of a GGUF matrix of `type` in a file of mixed layer types (Q8_0:
+// int8-g32, which holds any Q8_0 block), if any: Q4_0, Q4_1, Q8_0, Q4_K, Q5_K, Q6_K.
+std::optional<std::string> gguf_mixed_native_format(tensor::GgmlType type);
 
 // `dtype_name` names the fallback in the note; `head_chosen`: --head-weights decides the
 // embeddings and head, so they are left unset and out of the note. Reads only each Q8_0

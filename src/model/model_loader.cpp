@@ -1,3 +1,6 @@
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <cstdio>
 #include <cstring>
@@ -9,6 +12,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "kernels/matmul_kquant.h"
 #include "model/compressed_tensors.h"
 #include "model/gguf_file.h"
 #include "model/gguf_names.h"
@@ -82,6 +86,26 @@ std::string hf_name(const std::string& role, int layer) {
     return "model.layers." + std::to_string(layer) + "." + per_layer.at(role);
 }
 
+// Every runtime weight is its own buffer once loaded (none borrows the mapping), so the mapped
+// tensor data need not stay resident: its pages go back to the page cache (a later read would
+// fault them in again). Without this a GGUF model's resident memory is its runtime weights plus
+// the whole file (a Q4_K_M file run natively: twice the file).
+void release_tensor_pages(const GGUFFile& g) {
+    const uint8_t* lo = nullptr;
+    const uint8_t* hi = nullptr;
+    for (const auto& t : g.tensors()) {
+        if (t.data == nullptr || t.n_bytes == 0) continue;
+        if (lo == nullptr || t.data < lo) lo = t.data;
+        if (hi == nullptr || t.data + t.n_bytes > hi) hi = t.data + t.n_bytes;
+    }
+    const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+    if (lo == nullptr || page == 0) return;
+    // Whole pages inside the tensor data only (the header pages before it stay).
+    const uintptr_t a = (reinterpret_cast<uintptr_t>(lo) + page - 1) / page * page;
+    const uintptr_t b = reinterpret_cast<uintptr_t>(hi) / page * page;
+    if (b > a) (void)madvise(reinterpret_cast<void*>(a), b - a, MADV_DONTNEED);  // advice: failure is harmless
+}
+
 class Loader {
 public:
     Loader(Model& m, const LoadOptions& o, util::ThreadPool& pool,
@@ -140,6 +164,9 @@ public:
         if (embd && !chosen)
             if (auto it = head_formats_.find(role); it != head_formats_.end()) chosen = it->second;
         if (embd && !chosen && opts_.weights) chosen = quant::default_head_format(*opts_.weights);
+        // A file of mixed block types that all run natively: each layer matrix in its own type's.
+        if (!embd && !chosen && per_tensor_native && t.is_ggml)
+            if (auto nf = gguf_mixed_native_format(t.ggml_type)) chosen = quant::parse_weight_format(*nf);
         const quant::WeightFormat f = chosen.value_or(hi);
         Matrix m = build_matrix(t, f, rows, cols);
         (embd ? m_.weight_memory.embeddings : m_.weight_memory.layers) += m.bytes();
@@ -149,6 +176,8 @@ public:
         }
         return m;
     }
+
+    bool per_tensor_native = false;  // GgufNativeWeights::per_tensor (set by load_gguf)
 
     // Converts a source tensor into runtime format f: f32/bf16 packing, or quantization
     // (kernels/matmul_quant.h). GGUF Q4_0/Q4_1/Q8_0 rows that map onto f without loss are
@@ -168,6 +197,10 @@ public:
         const kernels::WeightMatrix layout = f.layout(rows, cols);
         Matrix m;
         try {
+            if (kernels::is_kquant(layout.type) &&
+                !(t.is_ggml && tensor::ggml_type_name(t.ggml_type) == kernels::kquant_type_name(layout.type)))
+                throw Error(std::string("only a GGUF ") + kernels::kquant_type_name(layout.type) +
+                            " tensor loads in this format (warden does not quantize into it)");
             m = Matrix::quantized(layout, &arena_);
             const int64_t row_bytes = t.is_ggml ? tensor::ggml_row_bytes(t.ggml_type, cols) : 0;
             pool_.parallel_for(rows, kernels::kPanelRows, [&](int64_t r0, int64_t r1) {
@@ -374,6 +407,7 @@ std::unique_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
         if (nw.output) head_formats["output"] = quant::parse_weight_format(*nw.output);
     };
     std::string named_head_note;  // heads that kept their format beside named layers
+    bool per_tensor = false;      // mixed native block types (GgufNativeWeights::per_tensor)
     if (!opts.weights && opts.native_weights) {  // also without load_weights: `warden info` reports it
         const GgufNativeWeights nw =
             gguf_native_weights(g, cfg, runtime_dtype_name(opts.dtype), opts.head_weights.has_value());
@@ -382,6 +416,8 @@ std::unique_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
             eff.weights = quant::parse_weight_format(*nw.layers);
             m->weights_format = *nw.layers;
         }
+        if (nw.per_tensor) m->weights_format = nw.per_tensor_name;
+        per_tensor = nw.per_tensor;
         keep_heads(nw);
     } else if (opts.weights && opts.weights->quantized() && !opts.head_weights) {
         const GgufNativeWeights nw = gguf_named_heads(g, cfg);
@@ -389,6 +425,7 @@ std::unique_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
         keep_heads(nw);
     }
     Loader loader(*m, eff, pool, find, names, head_formats);
+    loader.per_tensor_native = per_tensor;
     // Llama 3 rope scaling: per-dimension frequency divisors stored as a tensor.
     if (auto rf = loader.get_opt("rope_freqs", -1)) {
         const auto factors = loader.vec(*rf, m->config.rope_dim / 2);
@@ -400,7 +437,10 @@ std::unique_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
     m->config.validate();
     if (g.has("tokenizer.chat_template")) m->chat_template = g.get_string("tokenizer.chat_template");
     if (opts.load_tokenizer) m->tokenizer = tokenizer::Tokenizer::from_gguf(g);
-    if (opts.load_weights) loader.load_all();
+    if (opts.load_weights) {
+        loader.load_all();
+        release_tensor_pages(g);
+    }
     if (!m->weights_note.empty() && loader.ggml_requant_rows_ > 0)
         m->weights_note += "; " + std::to_string(loader.ggml_requant_rows_.load()) +
                            " rows did not import into " + m->weights_format +

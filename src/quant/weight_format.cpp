@@ -10,7 +10,7 @@ namespace warden::quant {
 namespace {
 const char* kAccepted =
     "bf16, f32, fp8, int8, int8-g32 (int8 suffix: -bf16s), int4, int4-g32, int4-g128 (int4 suffixes: -asym, -bf16s, "
-    "-a16)";
+    "-a16), q4_k, q5_k, q6_k (GGUF tensors of that type only)";
 
 std::vector<std::string> split_dash(const std::string& s) {
     std::vector<std::string> out(1);
@@ -49,6 +49,12 @@ WeightFormat parse_weight_format(const std::string& s) {
         if (parts.size() != 1) throw bad("no suffixes for " + base);
         f.type = base == "bf16" ? kernels::WeightType::BF16
                                 : (base == "f32" ? kernels::WeightType::F32 : kernels::WeightType::FP8);
+        return f;
+    }
+    if (base == "q4_k" || base == "q5_k" || base == "q6_k") {
+        if (parts.size() != 1) throw bad("no suffixes for " + base);
+        f.type = base == "q4_k" ? kernels::WeightType::Q4K
+                                : (base == "q5_k" ? kernels::WeightType::Q5K : kernels::WeightType::Q6K);
         return f;
     }
     if (base == "int8") {
@@ -107,6 +113,9 @@ std::string weight_format_name(const WeightFormat& f) {
         case kernels::WeightType::FP8: return "fp8";
         case kernels::WeightType::Q8:
             return std::string("int8") + (f.group ? "-g" + std::to_string(f.group) : "") + (f.bf16_scales ? "-bf16s" : "");
+        case kernels::WeightType::Q4K: return "q4_k";
+        case kernels::WeightType::Q5K: return "q5_k";
+        case kernels::WeightType::Q6K: return "q6_k";
         case kernels::WeightType::Q4: break;
     }
     std::string s = "int4-g" + std::to_string(f.group);

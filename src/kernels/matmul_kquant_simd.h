@@ -1,0 +1,254 @@
+#pragma once
+// The K-quant kernels of kernels/matmul_kquant.h on 256-bit integer vectors, included by
+// matmul_kquant_avx2.cpp (AVX2: u8 x s8 products through maddubs + madd) and
+// matmul_kquant_avx512.cpp (AVX-512 VNNI: vpdpbusd on ymm, natively or on SIMDe in the tests).
+// The including file defines before it:
+//   KQ(name)   the intrinsic: KQ(mm256_add_epi32) is _mm256_add_epi32 (or simde_mm256_add_epi32)
+//   KQI, KQH   the 256-bit and 128-bit integer vector types, KQF the 256-bit float vector type
+//   KQ_VNNI    1 to form the 4-products sums with vpdpbusd, 0 with maddubs + madd
+//   KQ_SCALAR_FLOAT 1 to do the per-super-block float step lane by lane (SIMDe's fma rounds twice)
+// Everything is in an anonymous namespace (internal linkage: one copy per ISA, see the ODR note
+// in kernels_internal.h). The integer sums are exact, so the vector order of their additions does
+// not matter; the float steps are the contract's, lane j for 32-block j.
+#include <cstdint>
+
+namespace warden::kernels::detail {
+namespace {
+
+#if KQ_SCALAR_FLOAT
+// f16 bits -> f32, exact, without F16C (the SIMDe build; no shared inline helper: ODR).
+float kq_f16(const uint8_t* p) {
+    const uint32_t h = static_cast<uint32_t>(p[0] | (p[1] << 8));
+    const uint32_t sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff;
+    uint32_t bits;
+    if (exp == 0x1f) {
+        bits = sign | 0x7f800000u | (man << 13);
+    } else if (exp != 0) {
+        bits = sign | ((exp + 112) << 23) | (man << 13);
+    } else if (man == 0) {
+        bits = sign;
+    } else {  // subnormal: normalize
+        uint32_t e = 113, m = man;
+        while ((m & 0x400u) == 0) {
+            m <<= 1;
+            --e;
+        }
+        bits = sign | (e << 23) | ((m & 0x3ff) << 13);
+    }
+    float f;
+    __builtin_memcpy(&f, &bits, 4);
+    return f;
+}
+#endif
+
+// Sum of u8 x s8 products, 8 int32 lanes (lane i: bytes 4i..4i+3).
+inline KQI kq_dot(KQI u, KQI s) {
+#if KQ_VNNI
+    return KQ(mm256_dpbusd_epi32)(KQ(mm256_setzero_si256)(), u, s);
+#else
+    return KQ(mm256_madd_epi16)(KQ(mm256_maddubs_epi16)(u, s), KQ(mm256_set1_epi16)(1));
+#endif
+}
+
+// Lane j = the sum of v[j]'s 8 lanes.
+inline KQI kq_hsum8(const KQI* v) {
+    const KQI h01 = KQ(mm256_hadd_epi32)(v[0], v[1]), h23 = KQ(mm256_hadd_epi32)(v[2], v[3]);
+    const KQI h45 = KQ(mm256_hadd_epi32)(v[4], v[5]), h67 = KQ(mm256_hadd_epi32)(v[6], v[7]);
+    const KQI a = KQ(mm256_hadd_epi32)(h01, h23), b = KQ(mm256_hadd_epi32)(h45, h67);
+    return KQ(mm256_add_epi32)(KQ(mm256_permute2x128_si256)(a, b, 0x20),
+                               KQ(mm256_permute2x128_si256)(a, b, 0x31));
+}
+
+float kq_reduce(const float* acc) {
+    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+// The eight float lanes of one row and token. step: the float step of one super-block,
+// acc[j] = fma(float(i[j]), d*xd[j], acc[j]), then (Q4_K/Q5_K) acc[j] = fma(float(mx[j]),
+// -(dmin*xd[j]), acc[j]).
+#if KQ_SCALAR_FLOAT
+struct KqAcc {
+    float v[8] = {};
+    void step(KQI i, const float* xd, float d, bool mins, KQI mx, float dmin) {
+        alignas(32) int32_t iv[8], mv[8];
+        KQ(mm256_store_si256)(reinterpret_cast<KQI*>(iv), i);
+        KQ(mm256_store_si256)(reinterpret_cast<KQI*>(mv), mx);
+        for (int j = 0; j < 8; ++j) {
+            v[j] = __builtin_fmaf(static_cast<float>(iv[j]), d * xd[j], v[j]);
+            if (mins) v[j] = __builtin_fmaf(static_cast<float>(mv[j]), -(dmin * xd[j]), v[j]);
+        }
+    }
+    float reduce() const { return kq_reduce(v); }
+};
+inline float kq_scale_f16(const uint8_t* p) {
+    return kq_f16(p);
+}
+// f16 bits of d and of dmin after it -> f32.
+inline void kq_scales_f16(const uint8_t* p, float& d, float& dmin) {
+    d = kq_f16(p);
+    dmin = kq_f16(p + 2);
+}
+#else
+struct KqAcc {
+    KQF v = KQ(mm256_setzero_ps)();
+    void step(KQI i, const float* xd, float d, bool mins, KQI mx, float dmin) {
+        const KQF xdv = KQ(mm256_loadu_ps)(xd);
+        v = KQ(mm256_fmadd_ps)(KQ(mm256_cvtepi32_ps)(i),
+                               KQ(mm256_mul_ps)(KQ(mm256_set1_ps)(d), xdv), v);
+        if (mins)
+            v = KQ(mm256_fnmadd_ps)(KQ(mm256_cvtepi32_ps)(mx),
+                                    KQ(mm256_mul_ps)(KQ(mm256_set1_ps)(dmin), xdv), v);
+    }
+    float reduce() const {
+        alignas(32) float a[8];
+        KQ(mm256_store_ps)(a, v);
+        return kq_reduce(a);
+    }
+};
+inline float kq_scale_f16(const uint8_t* p) {
+    uint16_t bits;
+    __builtin_memcpy(&bits, p, 2);
+    return KQ(mm_cvtss_f32)(KQ(mm_cvtph_ps)(KQ(mm_cvtsi32_si128)(bits)));
+}
+// F16C: both scales in one conversion (exact).
+inline void kq_scales_f16(const uint8_t* p, float& d, float& dmin) {
+    int32_t bits;
+    __builtin_memcpy(&bits, p, 4);
+    const auto f = KQ(mm_cvtph_ps)(KQ(mm_cvtsi32_si128)(bits));
+    d = KQ(mm_cvtss_f32)(f);
+    dmin = KQ(mm_cvtss_f32)(KQ(mm_movehdup_ps)(f));
+}
+#endif
+
+inline KQI kq_load(const void* p) {
+    return KQ(mm256_loadu_si256)(static_cast<const KQI*>(p));
+}
+
+// The 8 scales and 8 mins of a Q4_K / Q5_K block as int32 lanes (llama.cpp's get_scale_min_k4).
+inline void kq_scales_mins(const uint8_t* q, KQI& sc, KQI& mn) {
+    uint32_t u[4];
+    __builtin_memcpy(u, q, 12);
+    constexpr uint32_t k1 = 0x3f3f3f3fu, k2 = 0x0f0f0f0fu, k3 = 0x03030303u;
+    u[3] = ((u[2] >> 4) & k2) | (((u[1] >> 6) & k3) << 4);
+    const uint32_t m_lo = u[1] & k1;
+    u[1] = (u[2] & k2) | (((u[0] >> 6) & k3) << 4);
+    u[2] = m_lo;
+    u[0] &= k1;
+    sc = KQ(mm256_cvtepu8_epi32)(
+        KQ(mm_set_epi32)(0, 0, static_cast<int>(u[1]), static_cast<int>(u[0])));
+    mn = KQ(mm256_cvtepu8_epi32)(
+        KQ(mm_set_epi32)(0, 0, static_cast<int>(u[3]), static_cast<int>(u[2])));
+}
+
+// One row of Q4_K (kQ5 false) or Q5_K (true) against one token's activations.
+template <bool kQ5>
+float kq_row_q45(const uint8_t* row, int64_t nsb, const int8_t* xq, const float* xd,
+                 const int32_t* xs) {
+    KqAcc acc;
+    const KQI m4 = KQ(mm256_set1_epi8)(0x0f), one = KQ(mm256_set1_epi8)(1);
+    constexpr int64_t bb = kQ5 ? 176 : 144;
+    for (int64_t s = 0; s < nsb; ++s) {
+        const uint8_t* blk = row + s * bb;
+        const uint8_t* qs = blk + (kQ5 ? 48 : 16);
+        const int8_t* x = xq + s * 256;
+        KQI v[8];
+        KQI hb{};
+        if constexpr (kQ5) hb = kq_load(blk + 16);
+        for (int c = 0; c < 4; ++c) {
+            const KQI q = kq_load(qs + 32 * c);
+            KQI lo = KQ(mm256_and_si256)(q, m4),
+                hi = KQ(mm256_and_si256)(KQ(mm256_srli_epi16)(q, 4), m4);
+            if constexpr (kQ5) {
+                // bit j of qh[l] -> 16 in sub-block j's code (j = 2c, 2c + 1).
+                const KQI b0 =
+                    KQ(mm256_and_si256)(KQ(mm256_srl_epi16)(hb, KQ(mm_cvtsi32_si128)(2 * c)), one);
+                const KQI b1 = KQ(mm256_and_si256)(
+                    KQ(mm256_srl_epi16)(hb, KQ(mm_cvtsi32_si128)(2 * c + 1)), one);
+                lo = KQ(mm256_or_si256)(lo, KQ(mm256_slli_epi16)(b0, 4));
+                hi = KQ(mm256_or_si256)(hi, KQ(mm256_slli_epi16)(b1, 4));
+            }
+            v[2 * c] = kq_dot(lo, kq_load(x + 64 * c));
+            v[2 * c + 1] = kq_dot(hi, kq_load(x + 64 * c + 32));
+        }
+        KQI sc, mn;
+        kq_scales_mins(blk + 4, sc, mn);
+        const KQI i = KQ(mm256_mullo_epi32)(kq_hsum8(v), sc);
+        const KQI mx = KQ(mm256_mullo_epi32)(mn, kq_load(xs + s * 8));
+        float d, dmin;
+        kq_scales_f16(blk, d, dmin);
+        acc.step(i, xd + s * 8, d, true, mx, dmin);
+    }
+    return acc.reduce();
+}
+
+// One row of Q6_K against one token's activations.
+float kq_row_q6(const uint8_t* row, int64_t nsb, const int8_t* xq, const float* xd) {
+    KqAcc acc;
+    const KQI m4 = KQ(mm256_set1_epi8)(0x0f), m30 = KQ(mm256_set1_epi8)(0x30),
+              k32 = KQ(mm256_set1_epi8)(32);
+    for (int64_t s = 0; s < nsb; ++s) {
+        const uint8_t* blk = row + s * 210;
+        const int8_t* x = xq + s * 256;
+        const KQH sc8 = KQ(mm_loadu_si128)(reinterpret_cast<const KQH*>(blk + 192));
+        KQI v[8];
+        for (int h = 0; h < 2; ++h) {
+            const KQI qa = kq_load(blk + 64 * h), qb = kq_load(blk + 64 * h + 32),
+                      qh = kq_load(blk + 128 + 32 * h);
+            KQI q[4];
+            q[0] = KQ(mm256_or_si256)(KQ(mm256_and_si256)(qa, m4),
+                                      KQ(mm256_and_si256)(KQ(mm256_slli_epi16)(qh, 4), m30));
+            q[1] = KQ(mm256_or_si256)(KQ(mm256_and_si256)(qb, m4),
+                                      KQ(mm256_and_si256)(KQ(mm256_slli_epi16)(qh, 2), m30));
+            q[2] = KQ(mm256_or_si256)(KQ(mm256_and_si256)(KQ(mm256_srli_epi16)(qa, 4), m4),
+                                      KQ(mm256_and_si256)(qh, m30));
+            q[3] = KQ(mm256_or_si256)(KQ(mm256_and_si256)(KQ(mm256_srli_epi16)(qb, 4), m4),
+                                      KQ(mm256_and_si256)(KQ(mm256_srli_epi16)(qh, 2), m30));
+            for (int k = 0; k < 4; ++k) {
+                const int j = 4 * h + k;
+                const KQI xv = kq_load(x + 32 * j);
+                // (q - 32) * x pair sums in int16 (|.| <= 24130), then times the scale of each
+                // 16-half: sc[2j] for bytes 0..15 (the low 128 bits), sc[2j + 1] for 16..31.
+                const KQI p = KQ(mm256_sub_epi16)(KQ(mm256_maddubs_epi16)(q[k], xv),
+                                                  KQ(mm256_maddubs_epi16)(k32, xv));
+                const KQH sel = KQ(mm_set_epi8)(
+                    static_cast<char>(2 * j + 1), static_cast<char>(2 * j + 1),
+                    static_cast<char>(2 * j + 1), static_cast<char>(2 * j + 1),
+                    static_cast<char>(2 * j + 1), static_cast<char>(2 * j + 1),
+                    static_cast<char>(2 * j + 1), static_cast<char>(2 * j + 1),
+                    static_cast<char>(2 * j), static_cast<char>(2 * j), static_cast<char>(2 * j),
+                    static_cast<char>(2 * j), static_cast<char>(2 * j), static_cast<char>(2 * j),
+                    static_cast<char>(2 * j), static_cast<char>(2 * j));
+                const KQI scv = KQ(mm256_cvtepi8_epi16)(KQ(mm_shuffle_epi8)(sc8, sel));
+                v[j] = KQ(mm256_madd_epi16)(p, scv);
+            }
+        }
+        acc.step(kq_hsum8(v), xd + s * 8, kq_scale_f16(blk + 208), false, KQ(mm256_setzero_si256)(),
+                 0.0f);
+    }
+    return acc.reduce();
+}
+
+// Rows [r0, r1) for every token: a row's blocks stay in L1 across the tokens.
+void kq_matmul(const QuantArgs& a, int64_t r0, int64_t r1) {
+    const int64_t nsb = a.cols / 256, nb = a.cols / 32;
+    const int64_t bb = a.kind == kQuantKindQ4K ? 144 : (a.kind == kQuantKindQ5K ? 176 : 210);
+    for (int64_t r = r0; r < r1; ++r) {
+        const uint8_t* row = a.data + r * nsb * bb;
+        for (int64_t t = 0; t < a.n; ++t) {
+            const int8_t* xq = a.xq + t * a.cols;
+            const float* xd = a.xd + t * nb;
+            const int32_t* xs = a.xs + t * nb;
+            float y;
+            if (a.kind == kQuantKindQ4K)
+                y = kq_row_q45<false>(row, nsb, xq, xd, xs);
+            else if (a.kind == kQuantKindQ5K)
+                y = kq_row_q45<true>(row, nsb, xq, xd, xs);
+            else
+                y = kq_row_q6(row, nsb, xq, xd);
+            a.y[t * a.ldy + r] = y;
+        }
+    }
+}
+
+}  // namespace
+}  // namespace warden::kernels::detail

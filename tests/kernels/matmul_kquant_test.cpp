@@ -1,0 +1,225 @@
+// K-quant matmul kernels (kernels/matmul_kquant.h): every ISA variant bit-exact against the scalar
+// kernel for any batch size, thread split and row range, on random valid blocks with extreme
+// scales; the scalar kernel against an independent double-precision sum of the dequantized
+// weights (tensor::dequantize_row, itself checked against gguf-py in
+// tests/python/test_gguf_kquant.py) times the dequantized int8 activations.
+#include "kernels/matmul_kquant.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "kernels/kernels_internal.h"
+#include "kernels/kernels_test_util.h"
+#include "kernels/matmul.h"
+#include "kernels/matmul_quant.h"
+#include "util/error.h"
+#include "util/thread_pool.h"
+
+namespace warden::kernels::detail {
+void mm_kquant_avx512_emulated(const QuantArgs& a, int64_t r0,
+                               int64_t r1);  // *_avx512_emulated.cpp
+}
+
+namespace warden::kernels {
+namespace {
+
+using testing::random_floats;
+
+uint16_t f16_bits(float f) {
+    return tensor::f32_to_f16(f);
+}
+
+// Random valid super-blocks of `t`; scale `kind` 0: ordinary, 1: extreme (largest f16, smallest
+// subnormal, zero, negative).
+std::vector<uint8_t> random_row(WeightType t, int64_t cols, std::mt19937& rng, int kind) {
+    const int64_t bb = kquant_block_bytes(t), nsb = cols / kKQuantBlock;
+    std::vector<uint8_t> row(static_cast<size_t>(nsb * bb));
+    for (auto& b : row) b = static_cast<uint8_t>(rng() & 0xff);
+    const float extremes[] = {65504.0f, -65504.0f, 5.96e-8f, 0.0f, -3.0f, 1e-3f};
+    for (int64_t s = 0; s < nsb; ++s) {
+        uint8_t* blk = row.data() + s * bb;
+        auto scale = [&] {
+            if (kind == 1) return f16_bits(extremes[rng() % 6]);
+            return f16_bits(std::ldexp(static_cast<float>(rng() % 1000 + 1) / 1000.0f,
+                                       -static_cast<int>(rng() % 10)));
+        };
+        auto put = [](uint8_t* p, uint16_t v) { std::memcpy(p, &v, 2); };
+        if (t == WeightType::Q6K) {
+            put(blk + 208, scale());
+        } else {
+            put(blk, scale());
+            put(blk + 2, scale());
+        }
+    }
+    return row;
+}
+
+struct KCase {
+    WeightMatrix w;
+    std::vector<uint8_t> packed;
+};
+
+KCase make_case(WeightType t, int64_t rows, int64_t cols, uint32_t seed, int kind) {
+    KCase c;
+    c.w.type = t;
+    c.w.rows = rows;
+    c.w.cols = cols;
+    c.packed.assign(static_cast<size_t>(quant_packed_bytes(c.w)), 0);
+    std::mt19937 rng(seed);
+    for (int64_t r = 0; r < rows; ++r) {
+        QuantRow q;
+        q.q = random_row(t, cols, rng, kind);
+        pack_quant_row(c.w, r, q, c.packed.data());
+    }
+    c.w.data = c.packed.data();
+    return c;
+}
+
+std::vector<float> acts(int64_t n, int64_t cols, uint32_t seed) {
+    std::vector<float> x = random_floats(static_cast<size_t>(n * cols), seed, -2.0f, 2.0f);
+    for (int64_t i = 0; i < n * cols; i += 97) x[static_cast<size_t>(i)] *= 1000.0f;  // outliers
+    if (n > 1)
+        for (int64_t k = 0; k < 32; ++k)
+            x[static_cast<size_t>(cols + k)] = 0.0f;  // an all-zero block
+    return x;
+}
+
+std::vector<float> run(Isa isa, const WeightMatrix& w, const std::vector<float>& x, int64_t n,
+                       int64_t r0 = 0, int64_t r1 = -1) {
+    std::vector<float> y(static_cast<size_t>(n * w.rows), -7.0f);
+    matmul_rows(isa, w, x.data(), n, y.data(), r0, r1 < 0 ? w.rows : r1);
+    return y;
+}
+
+void expect_same_bits(const std::vector<float>& a, const std::vector<float>& b, const char* what) {
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+        uint32_t ua, ub;
+        std::memcpy(&ua, &a[i], 4);
+        std::memcpy(&ub, &b[i], 4);
+        ASSERT_EQ(ua, ub) << what << " at " << i << ": " << a[i] << " vs " << b[i];
+    }
+}
+
+class KQuantMatmul : public ::testing::TestWithParam<WeightType> {};
+
+TEST_P(KQuantMatmul, ScalarMatchesDequantizedSum) {
+    const int64_t rows = 19, cols = 512, n = 3;
+    const KCase c = make_case(GetParam(), rows, cols, 11, 0);
+    const std::vector<float> x = acts(n, cols, 5);
+    const std::vector<float> y = run(Isa::Scalar, c.w, x, n);
+    // Independent: dequantized weights (llama.cpp's formula) times the dequantized activations.
+    std::vector<int8_t> xq(static_cast<size_t>(n * cols));
+    std::vector<float> xd(static_cast<size_t>(n * cols / 32));
+    std::vector<int32_t> xs(xd.size());
+    quantize_acts(x.data(), n, cols, xq.data(), xd.data(), xs.data());
+    std::vector<float> wr(static_cast<size_t>(cols));
+    for (int64_t r = 0; r < rows; ++r) {
+        dequant_row(c.w, r, wr.data());
+        for (int64_t t = 0; t < n; ++t) {
+            double ref = 0.0, mag = 0.0;
+            for (int64_t k = 0; k < cols; ++k) {
+                const double xv = static_cast<double>(xq[static_cast<size_t>(t * cols + k)]) *
+                                  xd[static_cast<size_t>((t * cols + k) / 32)];
+                ref += wr[static_cast<size_t>(k)] * xv;
+                mag += std::fabs(wr[static_cast<size_t>(k)] * xv);
+            }
+            EXPECT_NEAR(y[static_cast<size_t>(t * rows + r)], ref, 1e-5 * mag + 1e-30)
+                << "row " << r << " token " << t;
+        }
+    }
+}
+
+TEST_P(KQuantMatmul, SimdBitExactVsScalarAnyBatchAndRows) {
+    for (int kind = 0; kind < 2; ++kind) {
+        const int64_t rows = 37, cols = 768, n = 5;
+        const KCase c = make_case(GetParam(), rows, cols, 100 + static_cast<uint32_t>(kind), kind);
+        const std::vector<float> x = acts(n, cols, 7);
+        const std::vector<float> ref = run(Isa::Scalar, c.w, x, n);
+        for (Isa isa : {Isa::AVX2, Isa::AVX512}) {
+            if (!isa_supported(isa)) continue;
+            expect_same_bits(run(isa, c.w, x, n), ref, isa_name(isa));
+            // Batch invariance: token 3 alone gives the bits it got in the batch of 5.
+            const std::vector<float> x3(x.begin() + 3 * cols, x.begin() + 4 * cols);
+            const std::vector<float> y3 = run(isa, c.w, x3, 1);
+            expect_same_bits(y3, std::vector<float>(ref.begin() + 3 * rows, ref.begin() + 4 * rows),
+                             "batch 1");
+            // A row range writes only its rows, with the same bits.
+            const std::vector<float> part = run(isa, c.w, x, n, 5, 21);
+            for (int64_t t = 0; t < n; ++t)
+                for (int64_t r = 0; r < rows; ++r) {
+                    const float got = part[static_cast<size_t>(t * rows + r)];
+                    if (r >= 5 && r < 21)
+                        ASSERT_EQ(got, ref[static_cast<size_t>(t * rows + r)]);
+                    else
+                        ASSERT_EQ(got, -7.0f);
+                }
+        }
+    }
+}
+
+TEST_P(KQuantMatmul, EmulatedAvx512BitExactVsScalar) {
+    const int64_t rows = 21, cols = 512, n = 2;
+    for (int kind = 0; kind < 2; ++kind) {
+        const KCase c = make_case(GetParam(), rows, cols, 200 + static_cast<uint32_t>(kind), kind);
+        const std::vector<float> x = acts(n, cols, 9);
+        const std::vector<float> ref = run(Isa::Scalar, c.w, x, n);
+        std::vector<int8_t> xq(static_cast<size_t>(n * cols));
+        std::vector<float> xd(static_cast<size_t>(n * cols / 32));
+        std::vector<int32_t> xs(xd.size());
+        quantize_acts_isa(Isa::Scalar, x.data(), n, cols, xq.data(), xd.data(), xs.data());
+        detail::QuantArgs a{};
+        a.kind = GetParam() == WeightType::Q4K   ? detail::kQuantKindQ4K
+                 : GetParam() == WeightType::Q5K ? detail::kQuantKindQ5K
+                                                 : detail::kQuantKindQ6K;
+        a.rows = rows;
+        a.cols = cols;
+        a.data = c.packed.data();
+        a.xq = xq.data();
+        a.xd = xd.data();
+        a.xs = xs.data();
+        a.n = n;
+        std::vector<float> y(static_cast<size_t>(n * rows));
+        a.y = y.data();
+        a.ldy = rows;
+        detail::mm_kquant_avx512_emulated(a, 0, rows);
+        expect_same_bits(y, ref, "emulated AVX-512");
+    }
+}
+
+TEST_P(KQuantMatmul, ThreadCountInvariant) {
+    const int64_t rows = 70, cols = 256, n = 2;
+    const KCase c = make_case(GetParam(), rows, cols, 300, 0);
+    const std::vector<float> x = acts(n, cols, 3);
+    const std::vector<float> ref = run(Isa::Scalar, c.w, x, n);
+    for (int threads : {1, 2, 3}) {
+        util::ThreadPool pool(threads);
+        std::vector<float> y(static_cast<size_t>(n * rows));
+        matmul(c.w, x.data(), n, y.data(), pool);
+        expect_same_bits(y, ref, "pool");
+    }
+}
+
+TEST_P(KQuantMatmul, LayoutRoundTripAndShapeCheck) {
+    const KCase c = make_case(GetParam(), 17, 256, 400, 0);
+    EXPECT_EQ(quant_packed_bytes(c.w), 32 * kquant_block_bytes(GetParam()));
+    std::mt19937 rng(400);
+    for (int64_t r = 0; r < 17; ++r)
+        EXPECT_EQ(unpack_quant_row(c.w, r).q, random_row(GetParam(), 256, rng, 0));
+    WeightMatrix bad = c.w;
+    bad.cols = 320;
+    EXPECT_THROW(check_quant_shape(bad), util::Error);
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, KQuantMatmul,
+                         ::testing::Values(WeightType::Q4K, WeightType::Q5K, WeightType::Q6K),
+                         [](const auto& p) {
+                             return std::string(kquant_type_name(p.param)).erase(2, 1);  // Q4K ...
+                         });
+
+}  // namespace
+}  // namespace warden::kernels

@@ -1,0 +1,166 @@
+"""K-quant GGUF layers run natively (kernels/matmul_kquant.h): a tiny llama written with gguf-py
+(GGUFWriter, raw_dtype) whose matrices are random-but-valid Q4_K / Q5_K / Q6_K blocks, mixed per
+tensor as llama.cpp's Q4_K_M mixes them (Q6_K for attn_v, ffn_down and the head).
+
+Independent reference: gguf-py's numpy dequantization (gguf.quants.dequantize) of the same block
+bytes, written as an f32 GGUF.
+  * warden's dequantization of every block is exactly gguf-py's: the K-quant file loaded at
+    --weights f32 gives the f32 file's logits bit for bit (same text);
+  * the native load (no --weights) runs every matrix in its own block type (the load report says
+    so) and its logits match the f32 reference within the int8 activation quantization's error,
+    with the same top-1 at every position;
+  * --weights bf16 still forces the dequantized path.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import gguf
+import numpy as np
+import pytest
+
+from conftest import ROOT, TIMEOUT_S, WARDEN_BIN, record, require_warden
+
+Q = gguf.GGMLQuantizationType
+D, FF, LAYERS, HEADS, KV_HEADS, VOCAB = 256, 512, 2, 4, 2, 320
+HEAD_DIM = D // HEADS
+
+
+def _f16(v: np.ndarray) -> np.ndarray:
+    return v.astype(np.float16).view(np.uint8).reshape(-1, 2)
+
+
+def random_blocks(rng: np.random.Generator, qtype, rows: int, cols: int) -> np.ndarray:
+    """[rows, row_bytes] uint8 of valid blocks: random codes and scales, weights of ~0.05."""
+    block, nbytes = gguf.GGML_QUANT_SIZES[qtype]
+    nb = rows * cols // block
+    b = rng.integers(0, 256, size=(nb, nbytes), dtype=np.uint8)
+    if qtype == Q.Q6_K:  # w = d * sc * (q - 32), sc int8
+        b[:, 208:210] = _f16(rng.uniform(0.3, 1.0, nb) * 1.5e-5)
+    else:  # w = d * sc * q - dmin * m, sc and m 6-bit
+        b[:, 0:2] = _f16(rng.uniform(0.3, 1.0, nb) * 2e-4)
+        b[:, 2:4] = _f16(rng.uniform(0.3, 1.0, nb) * 3e-4)
+    return b.reshape(rows, cols // block * nbytes)
+
+
+# Q4_K_M's choices: Q6_K for attn_v, ffn_down and output, Q4_K elsewhere; one layer's up in Q5_K.
+def _matrices():
+    out = {"token_embd.weight": (Q.Q4_K, VOCAB, D), "output.weight": (Q.Q6_K, VOCAB, D)}
+    for i in range(LAYERS):
+        p = f"blk.{i}."
+        out[p + "attn_q.weight"] = (Q.Q4_K, D, D)
+        out[p + "attn_k.weight"] = (Q.Q4_K, KV_HEADS * HEAD_DIM, D)
+        out[p + "attn_v.weight"] = (Q.Q6_K, KV_HEADS * HEAD_DIM, D)
+        out[p + "attn_output.weight"] = (Q.Q4_K, D, D)
+        out[p + "ffn_gate.weight"] = (Q.Q4_K, FF, D)
+        out[p + "ffn_up.weight"] = (Q.Q5_K if i == 1 else Q.Q4_K, FF, D)
+        out[p + "ffn_down.weight"] = (Q.Q6_K, D, FF)
+    return out
+
+
+def write_model(path: Path, tensors: dict[str, tuple[object, np.ndarray]]) -> None:
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_name("tiny-kquant")
+    w.add_block_count(LAYERS)
+    w.add_context_length(256)
+    w.add_embedding_length(D)
+    w.add_feed_forward_length(FF)
+    w.add_head_count(HEADS)
+    w.add_head_count_kv(KV_HEADS)
+    w.add_rope_freq_base(10000.0)
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_vocab_size(VOCAB)
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("default")
+    w.add_token_list([f"t{i}" for i in range(VOCAB)])
+    w.add_token_types([int(gguf.TokenType.NORMAL)] * VOCAB)
+    w.add_token_merges(["t 0"])
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    w.add_add_bos_token(False)
+    for name, (qtype, arr) in tensors.items():
+        if qtype is None:
+            w.add_tensor(name, arr)
+        else:
+            w.add_tensor(name, arr, raw_dtype=qtype)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory) -> tuple[Path, Path]:
+    """(the K-quant file, its exact f32 dequantization by gguf-py)."""
+    rng = np.random.default_rng(44)
+    d = tmp_path_factory.mktemp("kquant")
+    quant: dict[str, tuple[object, np.ndarray]] = {}
+    exact: dict[str, tuple[object, np.ndarray]] = {}
+    for name, (qt, rows, cols) in _matrices().items():
+        blocks = random_blocks(rng, qt, rows, cols)
+        quant[name] = (qt, blocks)
+        deq = gguf.quants.dequantize(blocks, qt)
+        assert deq.shape == (rows, cols) and deq.dtype == np.float32
+        exact[name] = (None, deq)
+    for i in range(LAYERS):
+        for n in ("attn_norm", "ffn_norm"):
+            v = (1.0 + 0.1 * rng.standard_normal(D)).astype(np.float32)
+            quant[f"blk.{i}.{n}.weight"] = exact[f"blk.{i}.{n}.weight"] = (None, v)
+    quant["output_norm.weight"] = exact["output_norm.weight"] = (None, np.ones(D, np.float32))
+    write_model(d / "kquant.gguf", quant)
+    write_model(d / "exact-f32.gguf", exact)
+    return d / "kquant.gguf", d / "exact-f32.gguf"
+
+
+IDS = [5, 17, 99, 3, 250, 41, 8, 300, 77, 12]
+
+
+def _logits(path: Path, *extra: str, top: int = VOCAB) -> subprocess.CompletedProcess:
+    require_warden()
+    cmd = [str(WARDEN_BIN), "logits", "-m", str(path), "--tokens", ",".join(map(str, IDS)), "--top", str(top),
+           "--dtype", "f32", *extra]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT_S, cwd=ROOT)
+    assert p.returncode == 0, p.stderr[-3000:]
+    return p
+
+
+def _parse(text: str) -> list[dict[int, float]]:
+    """`warden logits` stdout -> per position {token: logit}."""
+    rows: list[dict[int, float]] = []
+    for line in text.splitlines():
+        if line.strip().startswith("{"):
+            obj = json.loads(line)
+            if "pos" in obj:
+                rows.append({int(i): float(v) for i, v in obj["top"]})
+    return rows
+
+
+def test_dequantization_matches_gguf_py_exactly(files):
+    kq, ref = files
+    assert _logits(kq, "--weights", "f32").stdout == _logits(ref, "--weights", "f32").stdout
+
+
+def test_native_layers_match_f32_reference(files):
+    kq, ref = files
+    native = _logits(kq)
+    assert "weights q4_k+q5_k+q6_k (auto: layer matrices Q4_K x9, Q5_K x1, Q6_K x4, each imported without loss" \
+        in native.stderr, native.stderr
+    assert "token_embd Q4_K as q4_k without loss" in native.stderr, native.stderr
+    assert "output Q6_K as q6_k without loss" in native.stderr, native.stderr
+    got, want = _parse(native.stdout), _parse(_logits(ref, "--weights", "f32").stdout)
+    assert len(got) == len(IDS) and len(want) == len(IDS)
+    worst = 0.0
+    for pos, (g, e) in enumerate(zip(got, want)):
+        assert max(g, key=g.get) == max(e, key=e.get), pos
+        spread = max(e.values()) - min(e.values())
+        worst = max(worst, max(abs(g[i] - e[i]) for i in e) / spread)
+    record("gguf k-quants", "tiny llama Q4_K/Q5_K/Q6_K native vs its f32 dequantization, max |diff| / spread", worst)
+    assert worst <= 0.05, worst
+
+
+def test_bf16_still_forces_dequantized_path(files):
+    kq, _ = files
+    p = _logits(kq, "--weights", "bf16", top=1)
+    assert "q4_k" not in p.stderr.split("weights", 1)[1].split("\n", 1)[0], p.stderr
