@@ -8,7 +8,7 @@
 
 #include "cli/common.h"
 #include "cli/engine_options.h"
-#include "engine/batch_runner.h"
+#include "engine/scheduler.h"
 #include "model/transformer.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
@@ -96,11 +96,11 @@ int batch(const BatchOptions& o) {
     auto faults = make_fault_injector(o.engine);
     model::Transformer tf(*model, pool);
     engine::Executor exec(tf, *cache, kv::parse_integrity_mode(o.engine.kv_integrity));
-    engine::RunnerOptions ro;
+    engine::SchedulerOptions ro;
     ro.max_seqs = o.engine.max_seqs;
     ro.max_batch_tokens = o.engine.max_batch_tokens;
     ro.prefill_chunk = std::min<int64_t>(o.engine.max_batch_tokens, model::Transformer::kMaxChunk);
-    engine::BatchRunner runner(exec, *cache, ro, faults.get());
+    engine::Scheduler runner(exec, *cache, ro, faults.get());
     const auto t0 = std::chrono::steady_clock::now();
     const auto results = runner.run(reqs);
     const double wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();

@@ -105,11 +105,11 @@ int serve(const ServeOptions& o) {
     model::Transformer tf(*model, pool);
     engine::Executor exec(tf, *cache, kv::parse_integrity_mode(o.engine.kv_integrity));
     engine::EngineConfig ec;
-    ec.runner.max_seqs = o.engine.max_seqs;
-    ec.runner.max_batch_tokens = o.engine.max_batch_tokens;
-    ec.runner.prefill_chunk = std::min<int64_t>(o.engine.max_batch_tokens, model::Transformer::kMaxChunk);
-    ec.runner.watermark = o.watermark;
-    ec.runner.reserve_outputs = o.admission == "reserve";
+    ec.scheduler.max_seqs = o.engine.max_seqs;
+    ec.scheduler.max_batch_tokens = o.engine.max_batch_tokens;
+    ec.scheduler.prefill_chunk = std::min<int64_t>(o.engine.max_batch_tokens, model::Transformer::kMaxChunk);
+    ec.scheduler.watermark = o.watermark;
+    ec.scheduler.reserve_outputs = o.admission == "reserve";
     ec.max_queue = static_cast<size_t>(o.max_queue);
     ec.request_timeout = std::chrono::milliseconds(static_cast<int64_t>(o.request_timeout_s * 1000));
     // The prefix cache is keyed by the weights (path, format, runtime dtype) and the KV format,
