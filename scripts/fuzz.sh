@@ -16,8 +16,12 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="$ROOT/build-fuzz"
 JOBS="${FUZZ_JOBS:-1}"
 
+# A build directory configured before (scripts/test.sh's clang++ stage builds every target here,
+# tests included) keeps its WARDEN_TESTS, so that nothing is rebuilt; a new one skips the tests.
+tests_opt=()
+[ -f "$BUILD/CMakeCache.txt" ] || tests_opt=(-DWARDEN_TESTS=OFF)
 cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Release \
-    -DWARDEN_FUZZ=ON -DWARDEN_TESTS=OFF >/dev/null
+    -DWARDEN_FUZZ=ON "${tests_opt[@]}" >/dev/null
 ninja -C "$BUILD" -j2 fuzz_gguf
 
 SEEDS="$BUILD/seeds"

@@ -7,8 +7,8 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/common.h"
-#include "cli/engine_options.h"
-#include "engine/batch_runner.h"
+#include "cli/engine_assembly.h"
+#include "engine/scheduler.h"
 #include "model/transformer.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
@@ -92,17 +92,13 @@ int batch(const BatchOptions& o) {
     util::ThreadPool pool(o.common.threads);
     auto model = load(o.common, true, pool);
     const auto reqs = read_requests(o, *model);
-    auto cache = make_kv_cache(o.engine, *model);
-    auto faults = make_fault_injector(o.engine);
-    model::Transformer tf(*model, pool);
-    engine::Executor exec(tf, *cache, kv::parse_integrity_mode(o.engine.kv_integrity));
-    engine::RunnerOptions ro;
-    ro.max_seqs = o.engine.max_seqs;
-    ro.max_batch_tokens = o.engine.max_batch_tokens;
-    ro.prefill_chunk = std::min<int64_t>(o.engine.max_batch_tokens, model::Transformer::kMaxChunk);
-    engine::BatchRunner runner(exec, *cache, ro, faults.get());
+    const EngineParts parts = assemble_engine(o.engine, *model, pool);
+    const auto& cache = parts.cache;
+    const auto& faults = parts.faults;
+    const engine::Executor& exec = *parts.executor;
+    engine::Scheduler scheduler(*parts.executor, *cache, parts.scheduler, faults.get());
     const auto t0 = std::chrono::steady_clock::now();
-    const auto results = runner.run(reqs);
+    const auto results = scheduler.run(reqs);
     const double wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 
     int64_t generated = 0, aborted = 0;
@@ -120,7 +116,7 @@ int batch(const BatchOptions& o) {
         if (!r.error.empty()) j["error"] = r.error;
         std::puts(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     }
-    const auto& st = runner.stats();
+    const auto& st = scheduler.stats();
     nlohmann::json s;
     s["summary"] = true;
     s["requests"] = results.size();

@@ -4,7 +4,7 @@
 #include <cstdio>
 
 #include "cli/common.h"
-#include "cli/engine_options.h"
+#include "cli/engine_assembly.h"
 #include "engine/sampler.h"
 #include "model/transformer.h"
 #include "util/error.h"
@@ -55,12 +55,13 @@ int logits(const LogitsOptions& o) {
     util::check(ctx <= model->config.max_ctx, std::to_string(ctx) + " tokens exceed the model's context of " +
                                                   std::to_string(model->config.max_ctx));
     // One sequence on the paged KV cache, sized to fit exactly.
-    auto cache = make_kv_cache(EngineOptions{}, *model, ctx);
+    const EngineParts parts = assemble_engine(EngineOptions{}, *model, pool, ctx);
+    const auto& cache = parts.cache;
+    model::Transformer& tf = *parts.transformer;
     kv::PageTable table;
     util::check(cache->reserve(table, ctx), "KV cache too small");
     std::vector<int32_t> page_ids;
     for (const auto& p : table.pages) page_ids.push_back(p.page.v);
-    model::Transformer tf(*model, pool);
     auto forward = [&](const int32_t* toks, int64_t m, int64_t pos0, float* out, bool all) {
         util::check(!cache->verify(kv::SeqId{0}, table).has_value(), "kv integrity violation");
         model::SeqInput in;

@@ -1,12 +1,12 @@
 // `warden run`: stream a continuation of a prompt to stdout. The request goes through the
-// same engine pieces as served traffic: paged KV cache, integrity checks, batch runner.
+// same engine pieces as served traffic: paged KV cache, integrity checks, scheduler.
 #include <chrono>
 #include <cstdio>
 #include <random>
 
 #include "cli/common.h"
-#include "cli/engine_options.h"
-#include "engine/batch_runner.h"
+#include "cli/engine_assembly.h"
+#include "engine/scheduler.h"
 #include "kernels/decode_tuning.h"
 #include "model/transformer.h"
 #include "tokenizer/tokenizer.h"
@@ -54,21 +54,18 @@ int run(const RunOptions& o) {
     if (!o.ignore_eos) req.stop_ids = tok.stop_ids();
 
     // Default KV budget: exactly the pages this request needs.
-    auto cache = make_kv_cache(o.engine, *model, need);
-    auto faults = make_fault_injector(o.engine);
-    model::Transformer tf(*model, pool);
-    engine::Executor exec(tf, *cache, kv::parse_integrity_mode(o.engine.kv_integrity));
-    engine::RunnerOptions ro;
-    ro.max_seqs = 1;
-    ro.max_batch_tokens = model::Transformer::kMaxChunk;
-    ro.prefill_chunk = model::Transformer::kMaxChunk;
-    engine::BatchRunner runner(exec, *cache, ro, faults.get());
+    EngineParts parts = assemble_engine(o.engine, *model, pool, need);
+    // One request: all of it in one sequence, prefill in the model's largest chunks.
+    parts.scheduler.max_seqs = 1;
+    parts.scheduler.max_batch_tokens = model::Transformer::kMaxChunk;
+    parts.scheduler.prefill_chunk = model::Transformer::kMaxChunk;
+    engine::Scheduler scheduler(*parts.executor, *parts.cache, parts.scheduler, parts.faults.get());
 
     tokenizer::StreamingDecoder detok(tok);
     const auto t0 = std::chrono::steady_clock::now();
     auto t_first = t0;
     int64_t n_tokens = 0;
-    runner.on_token([&](engine::BatchRunner::Handle, const engine::TokenInfo& info) {
+    scheduler.on_token([&](engine::Scheduler::Handle, const engine::TokenInfo& info) {
         const int32_t id = info.token;
         if (n_tokens++ == 0) t_first = std::chrono::steady_clock::now();
         const bool is_stop = std::find(req.stop_ids.begin(), req.stop_ids.end(), id) != req.stop_ids.end();
@@ -77,7 +74,7 @@ int run(const RunOptions& o) {
         std::fwrite(piece.data(), 1, piece.size(), stdout);
         std::fflush(stdout);
     });
-    const auto results = runner.run({req});
+    const auto results = scheduler.run({req});
     const auto t_end = std::chrono::steady_clock::now();
     const std::string tail = detok.flush();
     std::fwrite(tail.data(), 1, tail.size(), stdout);

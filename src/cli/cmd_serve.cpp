@@ -8,7 +8,7 @@
 #include <thread>
 
 #include "cli/common.h"
-#include "cli/engine_options.h"
+#include "cli/engine_assembly.h"
 #include "engine/engine.h"
 #include "model/transformer.h"
 #include "server/api_keys.h"
@@ -104,16 +104,12 @@ int serve(const ServeOptions& o) {
             spdlog::warn("chat template unusable ({}); /v1/chat/completions is disabled", e.what());
         }
     }
-    auto cache = make_kv_cache(o.engine, *model);
-    auto faults = make_fault_injector(o.engine);
-    model::Transformer tf(*model, pool);
-    engine::Executor exec(tf, *cache, kv::parse_integrity_mode(o.engine.kv_integrity));
+    const EngineParts parts = assemble_engine(o.engine, *model, pool);
+    const auto& cache = parts.cache;
     engine::EngineConfig ec;
-    ec.runner.max_seqs = o.engine.max_seqs;
-    ec.runner.max_batch_tokens = o.engine.max_batch_tokens;
-    ec.runner.prefill_chunk = std::min<int64_t>(o.engine.max_batch_tokens, model::Transformer::kMaxChunk);
-    ec.runner.watermark = o.watermark;
-    ec.runner.reserve_outputs = o.admission == "reserve";
+    ec.scheduler = parts.scheduler;
+    ec.scheduler.watermark = o.watermark;
+    ec.scheduler.reserve_outputs = o.admission == "reserve";
     ec.max_queue = static_cast<size_t>(o.max_queue);
     ec.request_timeout = std::chrono::milliseconds(static_cast<int64_t>(o.request_timeout_s * 1000));
     // The prefix cache is keyed by the weights (path, format, runtime dtype) and the KV format,
@@ -132,7 +128,7 @@ int serve(const ServeOptions& o) {
     } else {
         util::check(o.shared_prefixes.empty(), "--shared-prefix needs the prefix cache (drop --no-prefix-cache)");
     }
-    engine::Engine eng(exec, *cache, ec, faults.get());
+    engine::Engine eng(*parts.executor, *cache, ec, parts.faults.get());
     if (prefix) warm_shared_prefixes(o, *model->tokenizer, *prefix, eng);
 
     server::ModelInfo mi;

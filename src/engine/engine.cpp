@@ -45,9 +45,9 @@ void Stream::cancel() {
 }
 
 Engine::Engine(Executor& exec, kv::KvCache& kv, EngineConfig cfg, kv::FaultInjector* faults)
-    : exec_(exec), kv_(kv), cfg_(cfg), runner_(exec, kv, cfg.runner, faults) {
-    runner_.set_prefix_cache(cfg_.prefix_cache);
-    runner_.on_token([this](BatchRunner::Handle h, const TokenInfo& info) {
+    : exec_(exec), kv_(kv), cfg_(cfg), scheduler_(exec, kv, cfg.scheduler, faults) {
+    scheduler_.set_prefix_cache(cfg_.prefix_cache);
+    scheduler_.on_token([this](Scheduler::Handle h, const TokenInfo& info) {
         auto it = by_handle_.find(h);
         if (it == by_handle_.end()) return;
         Event e;
@@ -55,7 +55,7 @@ Engine::Engine(Executor& exec, kv::KvCache& kv, EngineConfig cfg, kv::FaultInjec
         e.token = info;
         active_.at(it->second).stream->push(std::move(e));
     });
-    runner_.on_finish([this](BatchRunner::Handle h, Result&& r) {
+    scheduler_.on_finish([this](Scheduler::Handle h, Result&& r) {
         Active* a = nullptr;
         uint64_t id = 0;
         auto it = by_handle_.find(h);
@@ -139,16 +139,16 @@ bool Engine::wait_idle(std::chrono::milliseconds timeout) {
 
 void Engine::publish_gauges() {
     Gauges g;
-    g.running = static_cast<int64_t>(runner_.n_running());
-    g.waiting = static_cast<int64_t>(runner_.n_waiting());
+    g.running = static_cast<int64_t>(scheduler_.n_running());
+    g.waiting = static_cast<int64_t>(scheduler_.n_waiting());
     g.kv_pages_used = kv_.pool().used_pages();
     g.kv_pages_free = kv_.pool().free_pages();
     g.kv_pages_total = kv_.pool().capacity();
     g.kv_bytes_per_page = kv_.bytes_per_page();
-    g.preemptions = runner_.stats().preemptions;
+    g.preemptions = scheduler_.stats().preemptions;
     g.integrity_violations = exec_.stats().integrity_violations;
-    g.steps = runner_.stats().steps;
-    if (const kv::PrefixCache* pc = runner_.prefix_cache()) {
+    g.steps = scheduler_.stats().steps;
+    if (const kv::PrefixCache* pc = scheduler_.prefix_cache()) {
         g.prefix_cache = true;
         g.kv_pages_cached = kv_.pool().cached_pages();
         g.pc_pinned_pages = pc->pinned_pages();
@@ -164,10 +164,10 @@ void Engine::loop() {
         bool stopping = false;
         {
             std::unique_lock lk(mu_);
-            if (runner_.idle() && inbox_.empty() && cancels_.empty() && !stop_) {
+            if (scheduler_.idle() && inbox_.empty() && cancels_.empty() && !stop_) {
                 // Idle: the pool must be whole (free + used == total, nothing leaked).
                 std::string bad = kv_.pool().check_integrity();
-                if (bad.empty() && runner_.prefix_cache()) bad = runner_.prefix_cache()->check_integrity();
+                if (bad.empty() && scheduler_.prefix_cache()) bad = scheduler_.prefix_cache()->check_integrity();
                 if (!bad.empty()) spdlog::error("kv pool inconsistent while idle: {}", bad);
                 cv_.wait(lk, [&] { return !inbox_.empty() || !cancels_.empty() || stop_; });
             }
@@ -181,7 +181,7 @@ void Engine::loop() {
             a.tenant = p.req.tenant;
             a.deadline = std::chrono::steady_clock::now() + cfg_.request_timeout;
             adding_ = &a;
-            const BatchRunner::Handle h = runner_.add(std::move(p.req));
+            const Scheduler::Handle h = scheduler_.add(std::move(p.req));
             adding_ = nullptr;
             if (!a.stream) continue;  // rejected: its Finish event was delivered
             a.handle = h;
@@ -190,34 +190,34 @@ void Engine::loop() {
         }
         for (uint64_t id : cancels) {
             auto it = active_.find(id);
-            if (it != active_.end()) runner_.cancel(it->second.handle, FinishReason::Cancelled);
+            if (it != active_.end()) scheduler_.cancel(it->second.handle, FinishReason::Cancelled);
         }
         if (stopping) {
-            std::vector<BatchRunner::Handle> all;
+            std::vector<Scheduler::Handle> all;
             for (const auto& [id, a] : active_) all.push_back(a.handle);
-            for (auto h : all) runner_.cancel(h, FinishReason::Cancelled);
+            for (auto h : all) scheduler_.cancel(h, FinishReason::Cancelled);
             publish_gauges();
             return;
         }
         const auto now = std::chrono::steady_clock::now();
-        std::vector<BatchRunner::Handle> expired;
+        std::vector<Scheduler::Handle> expired;
         for (const auto& [id, a] : active_)
             if (a.deadline <= now) expired.push_back(a.handle);
-        for (auto h : expired) runner_.cancel(h, FinishReason::Timeout);
-        if (!runner_.idle()) {
+        for (auto h : expired) scheduler_.cancel(h, FinishReason::Timeout);
+        if (!scheduler_.idle()) {
             try {
-                runner_.step();
+                scheduler_.step();
             } catch (const std::exception& e) {
                 // Never leave a request without a reply: end everything in flight.
                 spdlog::error("scheduler step failed: {}; ending {} requests", e.what(), active_.size());
-                std::vector<BatchRunner::Handle> all;
+                std::vector<Scheduler::Handle> all;
                 for (const auto& [id, a] : active_) all.push_back(a.handle);
-                for (auto h : all) runner_.cancel(h, FinishReason::Rejected);
+                for (auto h : all) scheduler_.cancel(h, FinishReason::Rejected);
             }
         }
         {
             std::lock_guard lk(mu_);
-            n_waiting_ = runner_.n_waiting();
+            n_waiting_ = scheduler_.n_waiting();
         }
         publish_gauges();
     }

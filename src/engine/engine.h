@@ -1,5 +1,5 @@
 #pragma once
-// The serving engine: one scheduler thread owns the BatchRunner (and through it the KV cache and
+// The serving engine: one scheduler thread owns the Scheduler (and through it the KV cache and
 // every page free). Other threads talk to it only by messages: submit() queues a request and
 // returns its event Stream; Stream::cancel() (client gone) and request deadlines become cancel
 // messages handled between steps. Bounded FCFS queue: submit refuses when it is full.
@@ -20,13 +20,13 @@
 #include <unordered_map>
 #include <vector>
 
-#include "engine/batch_runner.h"
 #include "engine/metrics.h"
+#include "engine/scheduler.h"
 
 namespace warden::engine {
 
 struct EngineConfig {
-    RunnerOptions runner;
+    SchedulerOptions scheduler;
     size_t max_queue = 256;  // requests waiting for admission (plus not yet seen by the scheduler)
     std::chrono::milliseconds request_timeout{std::chrono::minutes(10)};  // arrival -> finish
     // The prefix cache over the same KvCache's pool, or nullptr. Used by the scheduler thread
@@ -85,7 +85,7 @@ public:
     Engine(const Engine&) = delete;
     Engine& operator=(const Engine&) = delete;
 
-    // Thread-safe. The request must be validated (BatchRunner::add rejects what can never run).
+    // Thread-safe. The request must be validated (Scheduler::add rejects what can never run).
     Submitted submit(Request req);
     // Stop accepting (submit -> Draining); in-flight and queued requests still finish.
     void begin_drain();
@@ -102,7 +102,7 @@ private:
         std::shared_ptr<Stream> stream;
         std::string tenant;
         std::chrono::steady_clock::time_point deadline;
-        BatchRunner::Handle handle = 0;
+        Scheduler::Handle handle = 0;
     };
     struct Pending {
         uint64_t id;
@@ -116,7 +116,7 @@ private:
     Executor& exec_;
     kv::KvCache& kv_;
     EngineConfig cfg_;
-    BatchRunner runner_;
+    Scheduler scheduler_;
     Metrics metrics_;
 
     std::mutex mu_;  // guards the inbox, draining_, n_active_
@@ -126,12 +126,12 @@ private:
     std::vector<uint64_t> cancels_;
     bool stop_ = false;
     bool draining_ = false;
-    size_t n_waiting_ = 0;  // runner's queue as of the last iteration
+    size_t n_waiting_ = 0;  // scheduler's queue as of the last iteration
     size_t n_active_ = 0;   // submitted and not finished
 
     // Scheduler thread only.
     std::unordered_map<uint64_t, Active> active_;                   // by engine id
-    std::unordered_map<BatchRunner::Handle, uint64_t> by_handle_;   // runner handle -> engine id
+    std::unordered_map<Scheduler::Handle, uint64_t> by_handle_;   // scheduler handle -> engine id
     Active* adding_ = nullptr;
     uint64_t next_id_ = 1;  // guarded by mu_
     std::thread thread_;

@@ -8,7 +8,8 @@
 #include <mutex>
 #include <string>
 
-#include "engine/batch_runner.h"
+#include "engine/request.h"
+#include "kv/prefix_cache.h"
 
 namespace warden::engine {
 

@@ -1,5 +1,5 @@
 // The serving engine over the incremental scheduler core: requests submitted from many threads
-// give exactly the tokens BatchRunner::run gives for the same requests; cancellation (a message
+// give exactly the tokens Scheduler::run gives for the same requests; cancellation (a message
 // to the scheduler thread) frees pages; the bounded queue refuses when full.
 #include <gtest/gtest.h>
 
@@ -65,18 +65,18 @@ TEST(Engine, ConcurrentSubmitsMatchBatchRun) {
     {
         kv::KvCache cache(f.kv_config(256));
         engine::Executor exec(*f.tf, cache, kv::IntegrityMode::Step);
-        engine::RunnerOptions ro;
+        engine::SchedulerOptions ro;
         ro.max_seqs = 1;  // one at a time: the reference has no batching at all
-        engine::BatchRunner runner(exec, cache, ro);
+        engine::Scheduler runner(exec, cache, ro);
         ref = runner.run(reqs);
     }
     // A small pool (preemption) and concurrent submitters.
     kv::KvCache cache(f.kv_config(24));
     engine::Executor exec(*f.tf, cache, kv::IntegrityMode::Step);
     engine::EngineConfig cfg;
-    cfg.runner.max_seqs = 16;
-    cfg.runner.max_batch_tokens = 32;
-    cfg.runner.prefill_chunk = 8;
+    cfg.scheduler.max_seqs = 16;
+    cfg.scheduler.max_batch_tokens = 32;
+    cfg.scheduler.prefill_chunk = 8;
     engine::Engine eng(exec, cache, cfg);
     std::vector<std::vector<int32_t>> got(reqs.size());
     std::vector<std::thread> th;
@@ -102,7 +102,7 @@ TEST(Engine, CancelFreesPagesAndQueueIsBounded) {
     kv::KvCache cache(f.kv_config(64));
     engine::Executor exec(*f.tf, cache, kv::IntegrityMode::Step);
     engine::EngineConfig cfg;
-    cfg.runner.max_seqs = 1;
+    cfg.scheduler.max_seqs = 1;
     cfg.max_queue = 2;
     engine::Engine eng(exec, cache, cfg);
     engine::Request long_req;
@@ -134,7 +134,7 @@ TEST(Engine, CancelFreesPagesAndQueueIsBounded) {
     EXPECT_EQ(eng.submit(long_req).status, engine::SubmitStatus::Draining);
 }
 
-// Admission by expected length (RunnerOptions::reserve_outputs): on a pool small enough that the
+// Admission by expected length (SchedulerOptions::reserve_outputs): on a pool small enough that the
 // default policy preempts, reserving every running request's prompt + max_new_tokens never
 // preempts, still batches, and gives exactly the same tokens.
 TEST(Engine, ReserveAdmissionNeverPreemptsAndKeepsOutputs) {
@@ -142,21 +142,21 @@ TEST(Engine, ReserveAdmissionNeverPreemptsAndKeepsOutputs) {
     EngineFixture f;
     auto reqs = requests(24, f.model->config.vocab_size);
     for (size_t i = 0; i < reqs.size(); ++i) reqs[i].max_new_tokens = 6 + static_cast<int64_t>(i % 5) * 3;
-    auto run = [&](int64_t pages, int64_t max_seqs, bool reserve, engine::RunnerStats& st) {
+    auto run = [&](int64_t pages, int64_t max_seqs, bool reserve, engine::SchedulerStats& st) {
         kv::KvCache cache(f.kv_config(pages));
         engine::Executor exec(*f.tf, cache, kv::IntegrityMode::Step);
-        engine::RunnerOptions ro;
+        engine::SchedulerOptions ro;
         ro.max_seqs = max_seqs;
         ro.max_batch_tokens = 32;
         ro.prefill_chunk = 8;
         ro.reserve_outputs = reserve;
-        engine::BatchRunner runner(exec, cache, ro);
+        engine::Scheduler runner(exec, cache, ro);
         auto out = runner.run(reqs);
         st = runner.stats();
         EXPECT_EQ(cache.pool().used_pages(), 0);
         return out;
     };
-    engine::RunnerStats s_ref, s_wm, s_res;
+    engine::SchedulerStats s_ref, s_wm, s_res;
     const auto ref = run(256, 1, false, s_ref);
     const auto wm = run(20, 16, false, s_wm);
     const auto res = run(20, 16, true, s_res);

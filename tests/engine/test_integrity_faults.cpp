@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <random>
 
-#include "engine/batch_runner.h"
+#include "engine/scheduler.h"
 #include "model/model.h"
 #include "tiny_llama.h"
 
@@ -33,8 +33,8 @@ std::vector<engine::Request> make_requests(int n, uint64_t seed, int64_t vocab) 
 
 bool model_present() { return test::tiny_llama_present(); }
 
-engine::RunnerOptions runner_options() {
-    engine::RunnerOptions ro;
+engine::SchedulerOptions runner_options() {
+    engine::SchedulerOptions ro;
     ro.max_seqs = 24;
     ro.max_batch_tokens = 128;
     ro.prefill_chunk = 16;
@@ -43,7 +43,7 @@ engine::RunnerOptions runner_options() {
 
 struct RunOutcome {
     std::vector<engine::Result> results;
-    engine::RunnerStats stats;
+    engine::SchedulerStats stats;
     int64_t injected = 0;
     int64_t refused = 0;
     std::array<int64_t, kv::kFaultKinds> by_kind{};
@@ -56,7 +56,7 @@ RunOutcome run_once(Fixture& f, const std::vector<engine::Request>& reqs, const 
     engine::Executor exec(*f.tf, cache, mode);
     std::unique_ptr<kv::FaultInjector> fi;
     if (!spec.empty()) fi = std::make_unique<kv::FaultInjector>(kv::FaultSpec::parse(spec));
-    engine::BatchRunner runner(exec, cache, runner_options(), fi.get());
+    engine::Scheduler runner(exec, cache, runner_options(), fi.get());
     RunOutcome o;
     o.results = runner.run(reqs);
     EXPECT_EQ(cache.pool().used_pages(), 0) << "pages leaked";
@@ -123,17 +123,17 @@ TEST(KvIntegrity, FaultsAreDetectedAndOnlyVictimsAbort) {
     Fixture f;
     const auto reqs = make_requests(160, 42, f.model->config.vocab_size);
 
-    auto run = [&](const std::string& spec, kv::IntegrityMode mode, int32_t page_size, engine::RunnerStats* st,
+    auto run = [&](const std::string& spec, kv::IntegrityMode mode, int32_t page_size, engine::SchedulerStats* st,
                    kv::FaultInjector** fi_out, std::unique_ptr<kv::FaultInjector>& holder) {
         kv::KvCache cache(f.kv_config(page_size, 96));
         engine::Executor exec(*f.tf, cache, mode);
         holder = spec.empty() ? nullptr : std::make_unique<kv::FaultInjector>(kv::FaultSpec::parse(spec));
         if (fi_out) *fi_out = holder.get();
-        engine::RunnerOptions ro;
+        engine::SchedulerOptions ro;
         ro.max_seqs = 24;
         ro.max_batch_tokens = 128;
         ro.prefill_chunk = 16;
-        engine::BatchRunner runner(exec, cache, ro, holder.get());
+        engine::Scheduler runner(exec, cache, ro, holder.get());
         auto res = runner.run(reqs);
         EXPECT_EQ(cache.pool().used_pages(), 0) << "pages leaked";
         EXPECT_EQ(cache.pool().check_integrity(), "");
@@ -148,7 +148,7 @@ TEST(KvIntegrity, FaultsAreDetectedAndOnlyVictimsAbort) {
     for (auto mode : {kv::IntegrityMode::Step, kv::IntegrityMode::Layer}) {
         std::unique_ptr<kv::FaultInjector> holder;
         kv::FaultInjector* fi = nullptr;
-        engine::RunnerStats st;
+        engine::SchedulerStats st;
         const auto faulty = run("all=0.04,seed=9", mode, 16, &st, &fi, holder);
         int64_t victims = 0;
         for (size_t i = 0; i < reqs.size(); ++i) {

@@ -1,4 +1,4 @@
-// The prefix cache inside the scheduler (BatchRunner with set_prefix_cache), on tiny-llama:
+// The prefix cache inside the scheduler (Scheduler with set_prefix_cache), on tiny-llama:
 //  - outputs with the cache on equal outputs with it off, token for token, for many requests
 //    sharing prefixes of different lengths across tenants and salts, in a pool small enough
 //    that cached pages are evicted and running sequences preempted;
@@ -13,7 +13,7 @@
 #include <random>
 #include <set>
 
-#include "engine/batch_runner.h"
+#include "engine/scheduler.h"
 #include "kv/prefix_cache.h"
 #include "tiny_llama.h"
 
@@ -93,7 +93,7 @@ std::vector<engine::Request> agent_requests(int64_t vocab, const std::vector<int
 
 struct RunOut {
     std::vector<engine::Result> results;
-    engine::RunnerStats stats;
+    engine::SchedulerStats stats;
     kv::PrefixCacheStats pc;
 };
 
@@ -101,14 +101,14 @@ RunOut run(Fixture& f, const std::vector<engine::Request>& reqs, int64_t pages, 
            const std::vector<int32_t>& shared = {}, int64_t max_seqs = 4) {
     kv::KvCache kv(f.kv_config(pages));
     engine::Executor exec(*f.tf, kv, kv::IntegrityMode::Step);
-    engine::RunnerOptions ro;
+    engine::SchedulerOptions ro;
     ro.max_seqs = max_seqs;
     ro.max_batch_tokens = 24;
     ro.prefill_chunk = 8;
     RunOut o;
     std::optional<kv::PrefixCache> pc;
     {
-        engine::BatchRunner runner(exec, kv, ro);
+        engine::Scheduler runner(exec, kv, ro);
         if (cache) {
             pc.emplace(kv.pool(), pc_config());
             if (!shared.empty()) {
@@ -189,7 +189,7 @@ TEST(PrefixCacheRunner, TenantsNeverHitEachOthersPrefixesAndMissesCostTheSame) {
     // Cost of a cold request on an empty cache: the baseline every miss must equal.
     kv::KvCache cold_kv(f.kv_config(64));
     engine::Executor cold_exec(*f.tf, cold_kv, kv::IntegrityMode::Step);
-    engine::BatchRunner cold(cold_exec, cold_kv, engine::RunnerOptions{});
+    engine::Scheduler cold(cold_exec, cold_kv, engine::SchedulerOptions{});
     kv::PrefixCache cold_pc(cold_kv.pool(), pc_config());
     cold.set_prefix_cache(&cold_pc);
     const auto cold_res = cold.run({req("bob", "")});
@@ -197,7 +197,7 @@ TEST(PrefixCacheRunner, TenantsNeverHitEachOthersPrefixesAndMissesCostTheSame) {
 
     kv::KvCache kv(f.kv_config(64));
     engine::Executor exec(*f.tf, kv, kv::IntegrityMode::Step);
-    engine::BatchRunner runner(exec, kv, engine::RunnerOptions{});
+    engine::Scheduler runner(exec, kv, engine::SchedulerOptions{});
     kv::PrefixCache pc(kv.pool(), pc_config());
     runner.set_prefix_cache(&pc);
     struct Case {
@@ -265,13 +265,13 @@ TEST(PrefixCacheRunner, SharedPageFaultsAbortOnlyTheHolder) {
         {
             kv::KvCache kv(f.kv_config(64));
             engine::Executor exec(*f.tf, kv, kv::IntegrityMode::Step);
-            engine::BatchRunner r(exec, kv, engine::RunnerOptions{});
+            engine::Scheduler r(exec, kv, engine::SchedulerOptions{});
             ref = r.run(batch);
             ref.push_back(r.run({late})[0]);
         }
         kv::KvCache kv(f.kv_config(64));
         engine::Executor exec(*f.tf, kv, kv::IntegrityMode::Step);
-        engine::BatchRunner runner(exec, kv, engine::RunnerOptions{});
+        engine::Scheduler runner(exec, kv, engine::SchedulerOptions{});
         kv::PrefixCache pc(kv.pool(), pc_config());
         runner.set_prefix_cache(&pc);
         (void)runner.run({warm});
@@ -279,10 +279,10 @@ TEST(PrefixCacheRunner, SharedPageFaultsAbortOnlyTheHolder) {
         for (int32_t pg = 1; pg <= kv.pool().capacity(); ++pg)
             if (kv.pool().is_cache_held(kv::PageId{pg})) warm_pages.insert(pg);
         ASSERT_EQ(warm_pages.size(), p.size() / kPs);
-        const engine::BatchRunner::Handle victim = 1;  // batch[0]: handles count from 0 (warm)
+        const engine::Scheduler::Handle victim = 1;  // batch[0]: handles count from 0 (warm)
         std::optional<kv::PageRef> reused;
         int32_t broken = 0;
-        runner.on_token([&](engine::BatchRunner::Handle h, const engine::TokenInfo&) {
+        runner.on_token([&](engine::Scheduler::Handle h, const engine::TokenInfo&) {
             if (h != victim || broken) return;
             for (int32_t pg : warm_pages) {
                 const kv::PageId id{pg};

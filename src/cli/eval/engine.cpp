@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "cli/engine_assembly.h"
 #include "engine/sampler.h"
 #include "kv/page_table.h"
 #include "tokenizer/tokenizer.h"
@@ -15,7 +16,6 @@ EvalEngine::EvalEngine(const std::string& model_path, const EvalConfig& cfg, uti
     cfg_.common.model_path = model_path;
     model_ = load(cfg_.common, true, pool_);
     util::check(model_->tokenizer != nullptr, "warden eval needs a model with a tokenizer");
-    tf_ = std::make_unique<model::Transformer>(*model_, pool_);
 }
 
 std::vector<int32_t> EvalEngine::encode(const std::string& text, bool bos) const {
@@ -44,7 +44,9 @@ void EvalEngine::run(const std::vector<int32_t>& prompt, int64_t n, std::vector<
     util::check(ctx <= model_->config.max_ctx, "eval: " + std::to_string(ctx) + " tokens exceed the model's context of " +
                                                    std::to_string(model_->config.max_ctx));
     const int64_t V = vocab();
-    auto cache = make_kv_cache(cfg_.engine, *model_, ctx);
+    // Each sequence gets its own engine, its KV cache sized to fit it exactly.
+    const EngineParts parts = assemble_engine(cfg_.engine, *model_, pool_, ctx);
+    const auto& cache = parts.cache;
     kv::PageTable table;
     util::check(cache->reserve(table, ctx), "eval: KV cache too small");
     std::vector<int32_t> page_ids;
@@ -58,7 +60,7 @@ void EvalEngine::run(const std::vector<int32_t>& prompt, int64_t n, std::vector<
         in.page_ids = page_ids.data();
         in.logits = out;
         in.all_logits = every;
-        tf_->step(std::span<const model::SeqInput>(&in, 1), cache->storage());
+        parts.transformer->step(std::span<const model::SeqInput>(&in, 1), cache->storage());
     };
     using Clock = std::chrono::steady_clock;
     std::vector<float> last(static_cast<size_t>(V));

@@ -32,7 +32,6 @@ private:
     EvalConfig cfg_;
     util::ThreadPool& pool_;
     std::unique_ptr<model::Model> model_;
-    std::unique_ptr<model::Transformer> tf_;
 };
 
 }  // namespace warden::cli::eval

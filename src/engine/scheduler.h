@@ -1,9 +1,15 @@
 #pragma once
-// The scheduler core over the paged KV cache, shared by `warden batch`/`warden run` (run(): add
+// The scheduler over the paged KV cache, shared by `warden batch`/`warden run` (run(): add
 // everything, step until idle) and the server's scheduler thread (engine.h: add / cancel / step
 // as messages arrive). Iteration-level continuous batching: FCFS admission by free pages with a
 // watermark, chunked prefill and decode under a per-step token budget, preemption by recompute
 // when pages run out, and the fault injector's hooks between steps.
+//
+// One step() is schedule -> execute -> postprocess; each job has its own file:
+//   scheduler.cpp     requests' lifecycle (add, cancel, finish), admission, building the step
+//   preemption.cpp    pages for the step: prefix-cache eviction first, then preemption
+//   fault_hooks.cpp   the fault injector's hooks (page-table faults, stale members, reordering)
+//   postprocess.cpp   applying a step's result: sampling, stop conditions, finishing
 //
 // Single-threaded: the thread that calls add/cancel/step owns the KvCache and does every free.
 //
@@ -17,59 +23,17 @@
 #include <deque>
 #include <functional>
 #include <memory>
-#include <optional>
-#include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "engine/executor.h"
-#include "engine/sampler.h"
+#include "engine/request.h"
+#include "engine/step_batch.h"
 #include "kv/fault_injector.h"
 #include "kv/prefix_cache.h"
 
 namespace warden::engine {
 
-struct Request {
-    std::vector<int32_t> prompt;
-    int64_t max_new_tokens = 16;
-    SamplingParams sampling;
-    std::vector<int32_t> stop_ids;
-    int32_t top_logprobs = -1;  // < 0: no logprobs; >= 0: logprob of each token + this many top ones
-    // The server-side tenant (from the API key, never from the client): the metrics label and
-    // the prefix cache's isolation scope. cache_salt is the client's optional narrowing of it.
-    std::string tenant;
-    std::string cache_salt;
-};
-
-enum class FinishReason { Length, Stop, IntegrityError, Cancelled, Rejected, Timeout };
-const char* finish_reason_name(FinishReason r);
-
-// Per-request latency breakdown, milliseconds. queue: arrival -> first admission; prefill:
-// first admission -> first token; ttft: arrival -> first token; tpot: mean gap between output
-// tokens after the first; total: arrival -> finish. Zero where the event never happened.
-struct Timing {
-    double queue_ms = 0, prefill_ms = 0, ttft_ms = 0, tpot_ms = 0, total_ms = 0;
-};
-
-struct Result {
-    std::vector<int32_t> output;
-    FinishReason finish = FinishReason::Length;
-    std::optional<kv::IntegrityViolation> violation;
-    bool fault_target = false;  // an injected fault was aimed at this sequence
-    int64_t preemptions = 0;
-    std::string error;          // for Rejected
-    int64_t n_prompt = 0;
-    int64_t cached_tokens = 0;  // prompt tokens served by the prefix cache at first admission
-    Timing timing;
-};
-
-// One sampled token as delivered to on_token.
-struct TokenInfo {
-    int32_t token = 0;
-    TokenLogprobs logprobs;  // filled when the request asked for logprobs
-};
-
-struct RunnerOptions {
+struct SchedulerOptions {
     int64_t max_seqs = 64;
     int64_t max_batch_tokens = 512;
     int64_t prefill_chunk = 256;
@@ -84,30 +48,32 @@ struct RunnerOptions {
     bool reserve_outputs = false;
 };
 
-struct RunnerStats {
+struct SchedulerStats {
     int64_t steps = 0;
-    std::vector<double> step_ms;  // wall time of every executed step (run() only; bounded otherwise)
-    int64_t tokens_computed = 0;  // prompt + generated tokens run through the model
-    int64_t prompt_tokens = 0;    // prompt tokens of finished requests
-    int64_t generated_tokens = 0; // tokens sampled
+    std::vector<double>
+        step_ms;  // wall time of every executed step (run() only; bounded otherwise)
+    int64_t tokens_computed = 0;   // prompt + generated tokens run through the model
+    int64_t prompt_tokens = 0;     // prompt tokens of finished requests
+    int64_t generated_tokens = 0;  // tokens sampled
     int64_t preemptions = 0;
     int64_t refused_frees = 0;  // releases the pool refused (stale entries of aborted sequences)
     int64_t max_running = 0;
 };
 
-class BatchRunner {
-public:
+class Scheduler {
+  public:
     using Handle = uint64_t;
 
-    BatchRunner(Executor& exec, kv::KvCache& kv, RunnerOptions opts, kv::FaultInjector* faults = nullptr);
-    ~BatchRunner();
+    Scheduler(Executor& exec, kv::KvCache& kv, SchedulerOptions opts,
+              kv::FaultInjector* faults = nullptr);
+    ~Scheduler();
 
-    // Called on the runner's thread for every sampled token.
+    // Called on the scheduler's thread for every sampled token.
     void on_token(std::function<void(Handle, const TokenInfo&)> cb) { on_token_ = std::move(cb); }
-    // Called on the runner's thread exactly once per added request, when it ends for any reason.
+    // Called on the scheduler's thread exactly once per added request, when it ends for any reason.
     void on_finish(std::function<void(Handle, Result&&)> cb) { on_finish_ = std::move(cb); }
-    // The prefix cache (owned by the caller, used on the runner's thread only; it must share
-    // the KvCache's pool and outlive the runner's use of it). nullptr: no caching.
+    // The prefix cache (owned by the caller, used on the scheduler's thread only; it must share
+    // the KvCache's pool and outlive the scheduler's use of it). nullptr: no caching.
     void set_prefix_cache(kv::PrefixCache* pc) { prefix_ = pc; }
     kv::PrefixCache* prefix_cache() const { return prefix_; }
 
@@ -117,8 +83,9 @@ public:
     // (Cancelled, Timeout), freeing its pages; unknown/finished handles are ignored.
     Handle add(Request r);
     void cancel(Handle h, FinishReason why = FinishReason::Cancelled);
-    // One iteration: admission, fault injection, one model step over the batch, sampling,
-    // finishing. Throws util::Error when the head of the queue can never be admitted.
+    // One iteration: schedule (admission, fault injection, the step's batch within the token
+    // budget), execute (one model step), postprocess (sampling, stop conditions, finishing).
+    // Throws util::Error when the head of the queue can never be admitted.
     void step();
     bool idle() const { return waiting_.empty() && running_.empty(); }
     size_t n_waiting() const { return waiting_.size(); }
@@ -127,26 +94,46 @@ public:
     // Synchronous batch: add all, step until idle; results in request order. Uses on_finish.
     std::vector<Result> run(const std::vector<Request>& requests);
 
-    const RunnerStats& stats() const { return stats_; }
+    const SchedulerStats& stats() const { return stats_; }
     kv::KvCache& kv() { return kv_; }
 
-private:
+  private:
     struct Seq;
     using Clock = std::chrono::steady_clock;
+    // One step's batch; member[b] is the index into running_ of batch.seqs[b].
+    struct StepPlan {
+        StepBatch batch;
+        std::vector<size_t> member;
+    };
+
+    // schedule (scheduler.cpp)
+    StepPlan schedule();
     void admit();
+    void end_step(const StepPlan& plan);
+    // pages for the step (preemption.cpp)
+    bool reserve_or_preempt(size_t i, int64_t n_new);
+    size_t newest_unfinished() const;
     bool release_pages(Seq& s, bool offer);
     void offer(Seq& s);
     int64_t evict_for(int64_t pages_short);
+    // fault hooks (fault_hooks.cpp)
+    void inject_table_faults(std::vector<size_t>& stale_members);
+    void inject_batch_faults(StepPlan& plan, const std::vector<size_t>& stale_members);
+    void release_deferred_frees();
+    // execute (scheduler.cpp) and postprocess (postprocess.cpp)
+    StepResult execute(const StepPlan& plan, Clock::time_point& done);
+    void postprocess(const StepPlan& plan, const StepResult& r, Clock::time_point done);
+    void sample_next(Seq& s, const std::vector<float>& logits, Clock::time_point done);
+    // requests' lifecycle (scheduler.cpp)
     void finish(Seq& s, FinishReason why);
     void emit_finish(Seq& s);
-    void inject_faults(std::vector<size_t>& stale_members);
 
     Executor& exec_;
     kv::KvCache& kv_;
-    RunnerOptions opts_;
+    SchedulerOptions opts_;
     kv::FaultInjector* faults_;
     kv::PrefixCache* prefix_ = nullptr;
-    RunnerStats stats_;
+    SchedulerStats stats_;
     bool keep_step_times_ = false;
     std::function<void(Handle, const TokenInfo&)> on_token_;
     std::function<void(Handle, Result&&)> on_finish_;

@@ -1,0 +1,55 @@
+#pragma once
+// What a caller hands the scheduler (Request) and what it gets back: every sampled token
+// (TokenInfo) and, once per request, how it ended (Result, FinishReason, Timing).
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/sampler.h"
+#include "kv/page_table.h"
+
+namespace warden::engine {
+
+struct Request {
+    std::vector<int32_t> prompt;
+    int64_t max_new_tokens = 16;
+    SamplingParams sampling;
+    std::vector<int32_t> stop_ids;
+    int32_t top_logprobs =
+        -1;  // < 0: no logprobs; >= 0: logprob of each token + this many top ones
+    // The server-side tenant (from the API key, never from the client): the metrics label and
+    // the prefix cache's isolation scope. cache_salt is the client's optional narrowing of it.
+    std::string tenant;
+    std::string cache_salt;
+};
+
+enum class FinishReason { Length, Stop, IntegrityError, Cancelled, Rejected, Timeout };
+const char* finish_reason_name(FinishReason r);
+
+// Per-request latency breakdown, milliseconds. queue: arrival -> first admission; prefill:
+// first admission -> first token; ttft: arrival -> first token; tpot: mean gap between output
+// tokens after the first; total: arrival -> finish. Zero where the event never happened.
+struct Timing {
+    double queue_ms = 0, prefill_ms = 0, ttft_ms = 0, tpot_ms = 0, total_ms = 0;
+};
+
+struct Result {
+    std::vector<int32_t> output;
+    FinishReason finish = FinishReason::Length;
+    std::optional<kv::IntegrityViolation> violation;
+    bool fault_target = false;  // an injected fault was aimed at this sequence
+    int64_t preemptions = 0;
+    std::string error;  // for Rejected
+    int64_t n_prompt = 0;
+    int64_t cached_tokens = 0;  // prompt tokens served by the prefix cache at first admission
+    Timing timing;
+};
+
+// One sampled token as delivered to on_token.
+struct TokenInfo {
+    int32_t token = 0;
+    TokenLogprobs logprobs;  // filled when the request asked for logprobs
+};
+
+}  // namespace warden::engine

@@ -1,0 +1,31 @@
+#pragma once
+// The scheduler's state of one request (private to the scheduler's source files).
+#include <memory>
+#include <vector>
+
+#include "engine/scheduler.h"
+
+namespace warden::engine {
+
+struct Scheduler::Seq {
+    Handle h = 0;
+    Request req;
+    kv::CacheScope scope;  // prefix-cache isolation: server-side tenant + client salt
+    kv::SeqId id;
+    std::vector<int32_t> tokens;  // prompt + generated
+    int64_t n_prompt = 0;
+    int64_t n_computed = 0;  // tokens whose K/V are in the cache
+    kv::PageTable table;
+    std::unique_ptr<Sampler> sampler;
+    bool finished = false;
+    bool cancelled = false;              // cancellation processed; a racing step may still name it
+    bool emitted = false;                // on_finish called
+    std::vector<kv::PageRef> displaced;  // live pages a stale-mapping fault pushed out of the table
+    Result res;
+    Clock::time_point t_arrival, t_admit, t_first, t_last;
+    bool admitted_once = false;
+
+    int64_t generated() const { return static_cast<int64_t>(tokens.size()) - n_prompt; }
+};
+
+}  // namespace warden::engine
