@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "cli/common.h"
-#include "model/gguf_file.h"
+#include "formats/gguf_file.h"
 #include "tokenizer/chat_template.h"
 #include "util/error.h"
 
@@ -39,7 +39,7 @@ int chat_template(const ChatTemplateOptions& o) {
     } else if (std::filesystem::is_directory(o.model_path)) {
         src = tokenizer::chat_template_from_hf_dir(o.model_path);
     } else {
-        src = tokenizer::chat_template_from_gguf(model::GGUFFile(o.model_path));
+        src = tokenizer::chat_template_from_gguf(formats::GGUFFile(o.model_path));
     }
     const auto messages = parse_json(read_text_file(o.messages_path), "--messages file '" + o.messages_path + "'");
     const auto tools = o.tools_path.empty() ? nlohmann::ordered_json()

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "model/gguf_writer.h"
+#include "formats/gguf_writer.h"
 #include "util/error.h"
 
 namespace warden::quant {
@@ -101,7 +101,7 @@ void ImatrixCollector::write_gguf(const std::string& path, const std::vector<std
                                   int64_t chunks, int64_t chunk_size) const {
     util::check(chunks >= 0 && chunks <= UINT32_MAX && chunk_size > 0 && chunk_size <= UINT32_MAX,
                 "imatrix: chunk count / size out of range");
-    model::GGUFWriter w;
+    formats::GGUFWriter w;
     w.set_string("general.type", "imatrix");
     w.set_string_array("imatrix.datasets", datasets);
     w.set_u32("imatrix.chunk_count", static_cast<uint32_t>(chunks));

@@ -10,13 +10,13 @@
 
 #include <nlohmann/json.hpp>
 
-#include "model/compressed_tensors.h"
-#include "model/fp8_block.h"
-#include "model/gguf_names.h"
+#include "formats/compressed_tensors.h"
+#include "formats/fp8_block.h"
+#include "formats/gguf_names.h"
 #include "model/gguf_native_weights.h"
-#include "model/safetensors_file.h"
-#include "model/safetensors_writer.h"
-#include "model/tensor_source.h"
+#include "formats/safetensors_file.h"
+#include "formats/safetensors_writer.h"
+#include "formats/tensor_source.h"
 #include "quant/quantizer.h"
 #include "util/error.h"
 #include "util/json_file.h"
@@ -42,11 +42,11 @@ void write_text(const std::string& path, const std::string& text) {
 // with no GGUF name or past num_hidden_layers (MTP blocks), so loading the output matches
 // quantizing the source at load.
 bool is_layer_linear(const std::string& n, int64_t n_layers) {
-    const std::string g = model::gguf_tensor_name(n);
+    const std::string g = formats::gguf_tensor_name(n);
     return !g.empty() && model::is_layer_matrix_name(g, n_layers);
 }
 
-std::vector<uint8_t> f32_bytes(const model::SourceTensor& t) {
+std::vector<uint8_t> f32_bytes(const formats::SourceTensor& t) {
     const int64_t rows = t.n_rows(), cols = t.row_len();
     std::vector<uint8_t> out(static_cast<size_t>(rows * cols * 4));
     std::vector<float> row(static_cast<size_t>(cols));
@@ -111,18 +111,18 @@ QuantizeStats quantize_hf_compressed_tensors(const std::string& in_dir, const st
     if (layers_it == cfg_plain.end() || !layers_it->is_number_integer() || layers_it->get<int64_t>() < 0)
         throw Error("'" + in_dir + "/config.json': num_hidden_layers is missing or not a non-negative integer");
     const int64_t n_layers = layers_it->get<int64_t>();
-    std::optional<model::CtConfig> ct;
-    std::optional<model::Fp8BlockConfig> fp8;
-    if (model::is_compressed_tensors_config(cfg_plain)) {
-        ct = model::ct_config_from_hf_json(cfg_plain, in_dir + "/config.json");
+    std::optional<formats::CtConfig> ct;
+    std::optional<formats::Fp8BlockConfig> fp8;
+    if (formats::is_compressed_tensors_config(cfg_plain)) {
+        ct = formats::ct_config_from_hf_json(cfg_plain, in_dir + "/config.json");
     } else {
-        fp8 = model::fp8_block_config_from_hf_json(cfg_plain, in_dir + "/config.json");
+        fp8 = formats::fp8_block_config_from_hf_json(cfg_plain, in_dir + "/config.json");
     }
-    const model::SafetensorsModel st = model::SafetensorsModel::open_dir(in_dir);
-    model::Fp8BlockResolver fp8_res(st, fp8);
-    auto find = [&](const std::string& n) -> std::optional<model::SourceTensor> {
+    const formats::SafetensorsModel st = formats::SafetensorsModel::open_dir(in_dir);
+    formats::Fp8BlockResolver fp8_res(st, fp8);
+    auto find = [&](const std::string& n) -> std::optional<formats::SourceTensor> {
         if (ct)
-            if (auto t = model::ct_find(st, *ct, n)) return t;
+            if (auto t = formats::ct_find(st, *ct, n)) return t;
         return fp8_res.find(n);
     };
     // Logical tensor names: auxiliary tensors of packed / FP8 weights fold into their weight.
@@ -131,7 +131,7 @@ QuantizeStats quantize_hf_compressed_tensors(const std::string& in_dir, const st
     for (const auto& t : st.tensors()) {
         std::string n = t.name;
         if (ct) {
-            const auto logical = model::ct_logical_name(st, n);
+            const auto logical = formats::ct_logical_name(st, n);
             if (!logical) continue;
             n = *logical;
         }
@@ -148,10 +148,10 @@ QuantizeStats quantize_hf_compressed_tensors(const std::string& in_dir, const st
         std::string name;  // logical (source) name
         // Unset for an FP8 block-scaled weight: the resolver dequantizes it to f32 when found, so
         // that happens in emit, one tensor at a time, not for the whole model here.
-        std::optional<model::SourceTensor> src;
+        std::optional<formats::SourceTensor> src;
         std::vector<int64_t> dims;
         bool quantize = false;
-        const model::SafetensorsTensor* raw = nullptr;  // copied as stored (else dequantized to f32)
+        const formats::SafetensorsTensor* raw = nullptr;  // copied as stored (else dequantized to f32)
         int64_t words = 0, groups = 0;      // quantized: int32 words and scales per row
         int64_t bytes = 0;                  // in the output (packed + scales + shape when quantized)
         const float* importance = nullptr;  // the imatrix entry of its GGUF name, if any
@@ -186,7 +186,7 @@ QuantizeStats quantize_hf_compressed_tensors(const std::string& in_dir, const st
             p.groups = f.group != 0 ? cols / f.group : 1;  // int4 groups, int8-g32 blocks, or per row
             p.bytes = rows * p.words * 4 + rows * p.groups * 2 + 16;
             if (imatrix)
-                if (const std::string gname = model::gguf_tensor_name(n); !gname.empty())
+                if (const std::string gname = formats::gguf_tensor_name(n); !gname.empty())
                     if ((p.importance = imatrix->find(gname, cols))) ++stats.imatrix_weighted;
             if (n == "model.embed_tokens.weight") embed_quantized = true;
         } else {
@@ -215,8 +215,8 @@ QuantizeStats quantize_hf_compressed_tensors(const std::string& in_dir, const st
 
     // Writes plan[i] into w; returns the names of the tensors it added. An FP8 weight is
     // dequantized here (released by the caller once written).
-    const auto emit = [&](const Planned& p, model::SafetensorsWriter& w) -> std::vector<std::string> {
-        const model::SourceTensor t = p.src ? *p.src : *fp8_res.find(p.name);
+    const auto emit = [&](const Planned& p, formats::SafetensorsWriter& w) -> std::vector<std::string> {
+        const formats::SourceTensor t = p.src ? *p.src : *fp8_res.find(p.name);
         const std::string& n = p.name;
         if (!p.quantize) {
             if (p.raw) {
@@ -239,7 +239,7 @@ QuantizeStats quantize_hf_compressed_tensors(const std::string& in_dir, const st
                 std::vector<uint8_t> codes(static_cast<size_t>(cols));
                 for (int64_t r = r0; r < r1; ++r) {
                     std::optional<kernels::QuantRow> qr;
-                    if (t.ct) qr = model::ct_import_row(*t.ct, r, layout);
+                    if (t.ct) qr = formats::ct_import_row(*t.ct, r, layout);
                     if (!qr) {
                         t.row_to_f32(r, row.data());
                         qr = default_quantizer().quantize_row(layout, row.data(), p.importance);
@@ -249,7 +249,7 @@ QuantizeStats quantize_hf_compressed_tensors(const std::string& in_dir, const st
                         // int4: warden's code is already q + 8; int8: int8 bits -> q + 128.
                         codes[static_cast<size_t>(c)] = num_bits == 4 ? q : static_cast<uint8_t>(q ^ 0x80u);
                     }
-                    const auto wv = model::ct_pack_codes(codes.data(), cols, num_bits);
+                    const auto wv = formats::ct_pack_codes(codes.data(), cols, num_bits);
                     std::memcpy(packed.data() + r * words * 4, wv.data(), static_cast<size_t>(words) * 4);
                     std::memcpy(scales.data() + r * ng * 2, qr->d.data(), static_cast<size_t>(ng) * 2);
                 }
@@ -280,7 +280,7 @@ QuantizeStats quantize_hf_compressed_tensors(const std::string& in_dir, const st
             char shard_name[64];
             std::snprintf(shard_name, sizeof shard_name, "model-%05zu-of-%05zu.safetensors", s + 1, shards.size());
             finals.push_back(shards.size() == 1 ? out_file : out_dir + "/" + shard_name);
-            model::SafetensorsWriter w;
+            formats::SafetensorsWriter w;
             for (size_t i : shards[s]) {
                 for (const auto& tn : emit(plan[i], w)) weight_map[tn] = shard_name;
                 fp8_res.release();  // w holds its own bytes now

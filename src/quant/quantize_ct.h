@@ -1,6 +1,6 @@
 #pragma once
 // `warden quantize` to a compressed-tensors "pack-quantized" safetensors checkpoint (the layout
-// of INT4 Kimi-K2 / GLM releases; model/compressed_tensors.h), from a Hugging Face directory
+// of INT4 Kimi-K2 / GLM releases; formats/compressed_tensors.h), from a Hugging Face directory
 // (bf16/f16/f32, FP8 block-scaled or pack-quantized). The codes come from exactly the path the
 // loader uses (bit-exact import of a pack-quantized source, else the default quantizer on the
 // f32 row), so loading the output with the same --weights gives the packed bytes of loading the
@@ -34,7 +34,7 @@ inline constexpr int64_t kDefaultMaxShardBytes = int64_t{5} << 30;
 // removed) or a path ending in ".safetensors" (one file whatever its size, so max_shard_bytes is
 // an error; config.json is written next to it unless that would overwrite the source's). Memory
 // holds one shard's output at a time. `imatrix`: llama.cpp importance per input column, found by
-// each tensor's GGUF name (model/gguf_names.h; expert e of a stacked entry for MoE experts).
+// each tensor's GGUF name (formats/gguf_names.h; expert e of a stacked entry for MoE experts).
 // Throws util::Error, before writing anything for a bad format, shape, option or imatrix entry.
 QuantizeStats quantize_hf_compressed_tensors(const std::string& in_dir, const std::string& out, const WeightFormat& f,
                                              bool embeddings, util::ThreadPool& pool,

@@ -3,11 +3,11 @@
 #include <cstring>
 #include <optional>
 
-#include "model/gguf_file.h"
+#include "formats/gguf_file.h"
 #include "model/gguf_native_weights.h"
-#include "model/gguf_writer.h"
+#include "formats/gguf_writer.h"
 #include "model/model_config.h"
-#include "model/tensor_source.h"
+#include "formats/tensor_source.h"
 #include "quant/quantizer.h"
 #include "util/error.h"
 
@@ -34,8 +34,8 @@ QuantizeStats quantize_gguf(const std::string& in, const std::string& out, const
     const tensor::GgmlType out_type = gguf_type(f, "--weights");
     if (head.mode == HeadOptions::Mode::Format) gguf_type(head.format, "--head-weights");
     const std::optional<WeightFormat> default_head = default_head_format(f);
-    model::GGUFFile src(in);
-    model::GGUFWriter w;
+    formats::GGUFFile src(in);
+    formats::GGUFWriter w;
     for (const auto& [k, v] : src.metadata()) w.set(k, v);
     // llama_ftype: MOSTLY_Q4_0 = 2, MOSTLY_Q4_1 = 3, MOSTLY_Q8_0 = 7.
     w.set_u32("general.file_type", out_type == tensor::GgmlType::Q4_0 ? 2u : (out_type == tensor::GgmlType::Q4_1 ? 3u : 7u));
@@ -103,7 +103,7 @@ QuantizeStats quantize_gguf(const std::string& in, const std::string& out, const
         }
         w.add_tensor(t.name, t.shape, tensor_type,
                      [&t, &pool, layout, rows, rows_per, cols, in_row, out_row, what, importance] {
-            const model::SourceTensor s = model::SourceTensor::from(t);
+            const formats::SourceTensor s = formats::SourceTensor::from(t);
             std::vector<uint8_t> data(static_cast<size_t>(rows * out_row), 0);
             try {
                 pool.parallel_for(rows, 16, [&](int64_t r0, int64_t r1) {

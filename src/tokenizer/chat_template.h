@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace warden::model {
+namespace warden::formats {
 class GGUFFile;
 }
 
@@ -49,7 +49,7 @@ struct ModelChatTemplate {
     std::string source;
     nlohmann::json special_tokens = nlohmann::json::object();  // {"bos_token": "...", ...}
 };
-ModelChatTemplate chat_template_from_gguf(const model::GGUFFile& gguf);
+ModelChatTemplate chat_template_from_gguf(const formats::GGUFFile& gguf);
 ModelChatTemplate chat_template_from_hf_dir(const std::string& dir);
 
 }  // namespace warden::tokenizer

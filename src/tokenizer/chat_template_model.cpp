@@ -3,13 +3,13 @@
 #include <fstream>
 #include <sstream>
 
-#include "model/gguf_file.h"
+#include "formats/gguf_file.h"
 #include "tokenizer/chat_template.h"
 #include "util/error.h"
 
 namespace warden::tokenizer {
 
-ModelChatTemplate chat_template_from_gguf(const model::GGUFFile& gguf) {
+ModelChatTemplate chat_template_from_gguf(const formats::GGUFFile& gguf) {
     ModelChatTemplate out;
     util::check(gguf.has("tokenizer.chat_template"),
                 "model '" + gguf.path() + "' has no chat template (tokenizer.chat_template)");

@@ -1,4 +1,4 @@
-// compressed-tensors pack-quantized checkpoints (model/compressed_tensors.h, quant/quantize_ct.h):
+// compressed-tensors pack-quantized checkpoints (formats/compressed_tensors.h, quant/quantize_ct.h):
 // bit packing against hand-computed words, config parsing and its errors, corrupt tensors,
 // bit-exact import (quantize -> write -> load gives the packed bytes and logits of quantizing at
 // load, dense and MoE), asymmetric zero points, and dequantization through f32.
@@ -18,12 +18,12 @@
 #include <nlohmann/json.hpp>
 
 #include "kernels/matmul_quant.h"
-#include "model/compressed_tensors.h"
-#include "model/gguf_names.h"
+#include "formats/compressed_tensors.h"
+#include "formats/gguf_names.h"
 #include "model/kv_cache.h"
 #include "model/model.h"
-#include "model/safetensors_file.h"
-#include "model/safetensors_writer.h"
+#include "formats/safetensors_file.h"
+#include "formats/safetensors_writer.h"
 #include "model/transformer.h"
 #include "quant/imatrix.h"
 #include "quant/quantize_ct.h"
@@ -38,7 +38,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
-using model::CtPacked;
+using formats::CtPacked;
 
 std::string tmp_dir(const std::string& name) {
     const fs::path p = fs::temp_directory_path() / ("warden_ct_" + std::to_string(::getpid()) + "_" + name);
@@ -68,20 +68,20 @@ TEST(CompressedTensors, PackingHandVectors) {
     // int4 q = -8..7 -> stored 0..15, low nibble first.
     std::vector<uint8_t> c4(16);
     for (int i = 0; i < 16; ++i) c4[static_cast<size_t>(i)] = static_cast<uint8_t>(i);
-    EXPECT_EQ(model::ct_pack_codes(c4.data(), 16, 4), (std::vector<uint32_t>{0x76543210u, 0xFEDCBA98u}));
+    EXPECT_EQ(formats::ct_pack_codes(c4.data(), 16, 4), (std::vector<uint32_t>{0x76543210u, 0xFEDCBA98u}));
     // 12 values -> ceil(12 * 4 / 32) = 2 words, the tail zero-padded.
-    EXPECT_EQ(model::ct_pack_codes(c4.data() + 4, 12, 4), (std::vector<uint32_t>{0xBA987654u, 0x0000FEDCu}));
+    EXPECT_EQ(formats::ct_pack_codes(c4.data() + 4, 12, 4), (std::vector<uint32_t>{0xBA987654u, 0x0000FEDCu}));
     // int8 q + 128: four per word.
     const uint8_t c8[] = {0x80, 0x81, 0x7f, 0xff, 0x01};
-    EXPECT_EQ(model::ct_pack_codes(c8, 5, 8), (std::vector<uint32_t>{0xff7f8180u, 0x00000001u}));
+    EXPECT_EQ(formats::ct_pack_codes(c8, 5, 8), (std::vector<uint32_t>{0xff7f8180u, 0x00000001u}));
     // 3 bits: the 11th value straddles words 0 and 1.
     std::vector<uint8_t> c3(11, 7);
-    EXPECT_EQ(model::ct_pack_codes(c3.data(), 11, 3), (std::vector<uint32_t>{0xFFFFFFFFu, 0x1u}));
+    EXPECT_EQ(formats::ct_pack_codes(c3.data(), 11, 3), (std::vector<uint32_t>{0xFFFFFFFFu, 0x1u}));
     std::vector<uint8_t> c3b = {1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 5};
-    const auto w3 = words_bytes(model::ct_pack_codes(c3b.data(), 11, 3));
-    for (int64_t i = 0; i < 11; ++i) EXPECT_EQ(model::ct_unpack_code(w3.data(), i, 3), c3b[static_cast<size_t>(i)]);
+    const auto w3 = words_bytes(formats::ct_pack_codes(c3b.data(), 11, 3));
+    for (int64_t i = 0; i < 11; ++i) EXPECT_EQ(formats::ct_unpack_code(w3.data(), i, 3), c3b[static_cast<size_t>(i)]);
     const auto w4 = words_bytes({0x76543210u, 0xFEDCBA98u});
-    for (int64_t i = 0; i < 16; ++i) EXPECT_EQ(model::ct_unpack_code(w4.data(), i, 4), i);
+    for (int64_t i = 0; i < 16; ++i) EXPECT_EQ(formats::ct_unpack_code(w4.data(), i, 4), i);
 
     // A CtPacked row: signed codes, zero points packed along the output dimension, dequant.
     CtPacked t;
@@ -117,7 +117,7 @@ TEST(CompressedTensors, PackingHandVectors) {
 std::vector<uint8_t> packed_rows(const std::vector<uint8_t>& codes, int64_t rows, int64_t cols, int bits) {
     std::vector<uint8_t> packed;
     for (int64_t r = 0; r < rows; ++r) {
-        const auto b = words_bytes(model::ct_pack_codes(codes.data() + r * cols, cols, bits));
+        const auto b = words_bytes(formats::ct_pack_codes(codes.data() + r * cols, cols, bits));
         packed.insert(packed.end(), b.begin(), b.end());
     }
     return packed;
@@ -130,7 +130,7 @@ void expect_import_matches_dequant(const CtPacked& t, const kernels::WeightMatri
     std::vector<uint8_t> buf(static_cast<size_t>(kernels::quant_packed_bytes(layout)), 0);
     m.data = buf.data();
     for (int64_t r = 0; r < t.rows; ++r) {
-        auto qr = model::ct_import_row(t, r, layout);
+        auto qr = formats::ct_import_row(t, r, layout);
         ASSERT_TRUE(qr) << what << " row " << r;
         kernels::pack_quant_row(m, r, *qr, buf.data());
     }
@@ -162,17 +162,17 @@ TEST(CompressedTensors, AsymmetricImportMatchesDequant) {
     t.scale_dtype = "BF16";
     const std::vector<uint8_t> zc = {2, 15, 8, 0, 7, 9};  // [rows][groups] stored values
     std::vector<uint8_t> zcol0 = {zc[0], zc[2], zc[4]}, zcol1 = {zc[1], zc[3], zc[5]};
-    const uint32_t z0 = model::ct_pack_codes(zcol0.data(), 3, 4)[0], z1 = model::ct_pack_codes(zcol1.data(), 3, 4)[0];
+    const uint32_t z0 = formats::ct_pack_codes(zcol0.data(), 3, 4)[0], z1 = formats::ct_pack_codes(zcol1.data(), 3, 4)[0];
     const auto zp = words_bytes({z0, z1});
     t.zero = zp.data();
     t.zero_cols = 2;
     for (const char* fmt : {"int4-g32-asym", "int4-g32-asym-bf16s"})
         expect_import_matches_dequant(t, quant::parse_weight_format(fmt).layout(3, 64), fmt);
     // Asymmetric codes do not map onto a symmetric layout, nor 4-bit codes onto int8.
-    EXPECT_FALSE(model::ct_import_row(t, 0, quant::parse_weight_format("int4-g32").layout(3, 64)));
-    EXPECT_FALSE(model::ct_import_row(t, 0, quant::parse_weight_format("int8").layout(3, 64)));
+    EXPECT_FALSE(formats::ct_import_row(t, 0, quant::parse_weight_format("int4-g32").layout(3, 64)));
+    EXPECT_FALSE(formats::ct_import_row(t, 0, quant::parse_weight_format("int8").layout(3, 64)));
     // A checkpoint group of 32 does not split into warden's 128.
-    EXPECT_FALSE(model::ct_import_row(t, 0, quant::parse_weight_format("int4-g128-asym").layout(3, 64)));
+    EXPECT_FALSE(formats::ct_import_row(t, 0, quant::parse_weight_format("int4-g128-asym").layout(3, 64)));
 }
 
 // 8-bit, group strategy: a checkpoint group of 32 (or a multiple) imports into int8-g32 exactly,
@@ -198,28 +198,28 @@ TEST(CompressedTensors, Int8GroupImportsIntoInt8G32) {
         t.scale = reinterpret_cast<const uint8_t*>(sc.data());
         expect_import_matches_dequant(t, layout, "group " + std::to_string(group));
         if (group == 32) {
-            EXPECT_FALSE(model::ct_import_row(t, 0, quant::parse_weight_format("int8").layout(2, 64)));
+            EXPECT_FALSE(formats::ct_import_row(t, 0, quant::parse_weight_format("int8").layout(2, 64)));
         }
     }
     t.group = 16;
     std::vector<float> sc16 = {1.0f, 1.0f, 0.5f, 0.5f, 2.0f, 2.0f, 4.0f, 4.0f};
     t.scale = reinterpret_cast<const uint8_t*>(sc16.data());
-    EXPECT_TRUE(model::ct_import_row(t, 0, layout));
+    EXPECT_TRUE(formats::ct_import_row(t, 0, layout));
     sc16[1] = 0.75f;  // the halves of row 0's first 32-block differ
-    EXPECT_FALSE(model::ct_import_row(t, 0, layout));
-    EXPECT_TRUE(model::ct_import_row(t, 1, layout));
-    model::CtWeightArgs a;
+    EXPECT_FALSE(formats::ct_import_row(t, 0, layout));
+    EXPECT_TRUE(formats::ct_import_row(t, 1, layout));
+    formats::CtWeightArgs a;
     a.num_bits = 8;
     a.symmetric = true;
     a.strategy = "group";
     a.group_size = 128;
-    EXPECT_EQ(model::ct_native_format(a, "F16"), std::optional<std::string>("int8-g32"));
-    EXPECT_EQ(model::ct_native_format(a, "BF16"), std::optional<std::string>("int8-g32-bf16s"));
+    EXPECT_EQ(formats::ct_native_format(a, "F16"), std::optional<std::string>("int8-g32"));
+    EXPECT_EQ(formats::ct_native_format(a, "BF16"), std::optional<std::string>("int8-g32-bf16s"));
     a.group_size = 16;
-    EXPECT_FALSE(model::ct_native_format(a, "F16"));
+    EXPECT_FALSE(formats::ct_native_format(a, "F16"));
     a.strategy = "channel";
     a.group_size = 0;
-    EXPECT_EQ(model::ct_native_format(a, "F16"), std::optional<std::string>("int8"));
+    EXPECT_EQ(formats::ct_native_format(a, "F16"), std::optional<std::string>("int8"));
 }
 
 json ct_config(json weights, json extra = json::object()) {
@@ -236,14 +236,14 @@ json w4(int64_t group = 32) {
 }
 
 TEST(CompressedTensors, ConfigParsingAndErrors) {
-    EXPECT_FALSE(model::is_compressed_tensors_config(json{{"model_type", "llama"}}));
-    EXPECT_TRUE(model::is_compressed_tensors_config(ct_config(w4())));
-    const auto c = model::ct_config_from_hf_json(ct_config(w4()), "cfg");
+    EXPECT_FALSE(formats::is_compressed_tensors_config(json{{"model_type", "llama"}}));
+    EXPECT_TRUE(formats::is_compressed_tensors_config(ct_config(w4())));
+    const auto c = formats::ct_config_from_hf_json(ct_config(w4()), "cfg");
     ASSERT_EQ(c.groups.size(), 1u);
     EXPECT_EQ(c.groups[0].weights.group_size, 32);
     EXPECT_EQ(c.ignore, std::vector<std::string>{"lm_head"});
     EXPECT_EQ(c.group_for("model.layers.0.mlp.down_proj").name, "group_0");
-    auto err = [](json j) { return message_of([&] { model::ct_config_from_hf_json(j, "cfg"); }); };
+    auto err = [](json j) { return message_of([&] { formats::ct_config_from_hf_json(j, "cfg"); }); };
     auto w = w4();
     w["num_bits"] = 3;
     EXPECT_NE(err(ct_config(w)).find("num_bits is 3"), std::string::npos) << err(ct_config(w));
@@ -261,7 +261,7 @@ TEST(CompressedTensors, ConfigParsingAndErrors) {
     EXPECT_NE(err(ct_config(w)).find("actorder"), std::string::npos);
     w = w4();
     w["actorder"] = "weight";  // calibration-only ordering: same storage, accepted
-    EXPECT_NO_THROW(model::ct_config_from_hf_json(ct_config(w), "cfg"));
+    EXPECT_NO_THROW(formats::ct_config_from_hf_json(ct_config(w), "cfg"));
     w = w4();
     w["type"] = "float";
     EXPECT_NE(err(ct_config(w)).find("type is 'float'"), std::string::npos);
@@ -274,38 +274,38 @@ TEST(CompressedTensors, ConfigParsingAndErrors) {
         {"targets", {"re:.*experts.*"}},
         {"weights", {{"num_bits", 8}, {"type", "int"}, {"symmetric", true}, {"strategy", "channel"}}}};
     // A regex naming the module wins over the class target "Linear".
-    const auto c1 = model::ct_config_from_hf_json(j, "cfg");
+    const auto c1 = formats::ct_config_from_hf_json(j, "cfg");
     EXPECT_EQ(c1.group_for("model.layers.1.mlp.experts.3.up_proj").weights.num_bits, 8);
     EXPECT_EQ(c1.group_for("model.layers.1.self_attn.q_proj").weights.num_bits, 4);
     j["quantization_config"]["config_groups"]["group_0"]["targets"] = {"re:.*self_attn.*"};
-    const auto c2 = model::ct_config_from_hf_json(j, "cfg");
+    const auto c2 = formats::ct_config_from_hf_json(j, "cfg");
     EXPECT_EQ(c2.group_for("model.layers.1.mlp.experts.3.up_proj").weights.num_bits, 8);
     EXPECT_EQ(c2.group_for("model.layers.1.self_attn.q_proj").weights.num_bits, 4);
     EXPECT_NE(message_of([&] { c2.group_for("model.layers.1.mlp.gate"); }).find("matches no"), std::string::npos);
     // Two groups claiming one module with different arguments.
     j["quantization_config"]["config_groups"]["group_0"]["targets"] = {"re:.*up_proj"};
-    const auto c3 = model::ct_config_from_hf_json(j, "cfg");
+    const auto c3 = formats::ct_config_from_hf_json(j, "cfg");
     EXPECT_NE(message_of([&] { c3.group_for("model.layers.1.mlp.experts.3.up_proj"); }).find("several"),
               std::string::npos);
     // Targets are Python regexes (re.match: anchored at the start, Python syntax such as (?P<name>...)).
     j["quantization_config"]["config_groups"]["group_0"]["targets"] = {"re:(?P<m>model)\\.layers\\.\\d+\\.self_attn"};
-    const auto c4 = model::ct_config_from_hf_json(j, "cfg");
+    const auto c4 = formats::ct_config_from_hf_json(j, "cfg");
     EXPECT_EQ(c4.group_for("model.layers.12.self_attn.q_proj").weights.num_bits, 4);
     j["quantization_config"]["config_groups"]["group_0"]["targets"] = {"re:layers\\.1\\.self_attn"};  // not at the start
-    const auto c5 = model::ct_config_from_hf_json(j, "cfg");
+    const auto c5 = formats::ct_config_from_hf_json(j, "cfg");
     EXPECT_NE(message_of([&] { c5.group_for("model.layers.1.self_attn.q_proj"); }).find("matches no"), std::string::npos);
     j["quantization_config"]["config_groups"]["group_0"]["targets"] = {"re:model.(unclosed"};
-    const auto c6 = model::ct_config_from_hf_json(j, "cfg");
+    const auto c6 = formats::ct_config_from_hf_json(j, "cfg");
     EXPECT_NE(message_of([&] { c6.group_for("model.layers.1.self_attn.q_proj"); }).find("not a valid regular expression"),
               std::string::npos);
     // Malformed JSON types are errors, not exceptions of another kind.
     json bad = ct_config(w4());
     bad["quantization_config"]["config_groups"]["group_0"]["weights"]["type"] = 4;
     EXPECT_NE(err(bad).find("malformed"), std::string::npos) << err(bad);
-    EXPECT_EQ(model::ct_native_format(c2.groups[0].weights, "BF16").value(), "int4-g32-bf16s");
-    EXPECT_EQ(model::ct_native_format(model::CtWeightArgs{4, true, "group", 256}, "F16").value(), "int4-g128");
-    EXPECT_EQ(model::ct_native_format(model::CtWeightArgs{4, false, "group", 64}, "F16").value(), "int4-g32-asym");
-    EXPECT_FALSE(model::ct_native_format(model::CtWeightArgs{4, true, "group", 48}, "F16"));
+    EXPECT_EQ(formats::ct_native_format(c2.groups[0].weights, "BF16").value(), "int4-g32-bf16s");
+    EXPECT_EQ(formats::ct_native_format(formats::CtWeightArgs{4, true, "group", 256}, "F16").value(), "int4-g128");
+    EXPECT_EQ(formats::ct_native_format(formats::CtWeightArgs{4, false, "group", 64}, "F16").value(), "int4-g32-asym");
+    EXPECT_FALSE(formats::ct_native_format(formats::CtWeightArgs{4, true, "group", 48}, "F16"));
 }
 
 // One packed tensor "m.weight" in a file, with overridable pieces, checked by ct_find.
@@ -319,7 +319,7 @@ struct CorruptCase {
 };
 
 std::string corrupt_error(const CorruptCase& c, const std::string& dir) {
-    model::SafetensorsWriter w;
+    formats::SafetensorsWriter w;
     int64_t np = 1, ns = 1;
     for (auto d : c.packed_shape) np *= d;
     for (auto d : c.scale_shape) ns *= d;
@@ -339,10 +339,10 @@ std::string corrupt_error(const CorruptCase& c, const std::string& dir) {
     if (c.g_idx) w.add_tensor("m.weight_g_idx", "I32", {64}, std::vector<uint8_t>(256, 0));
     const std::string path = dir + "/c.safetensors";
     w.write(path);
-    model::SafetensorsModel st(std::vector<std::string>{path});
-    const auto cfg = model::ct_config_from_hf_json(ct_config(w4()), "cfg");
+    formats::SafetensorsModel st(std::vector<std::string>{path});
+    const auto cfg = formats::ct_config_from_hf_json(ct_config(w4()), "cfg");
     return message_of([&] {
-        auto t = model::ct_find(st, cfg, "m.weight");
+        auto t = formats::ct_find(st, cfg, "m.weight");
         ASSERT_TRUE(t.has_value());
         EXPECT_EQ(t->dims, (std::vector<int64_t>{4, 64}));
     });
@@ -451,7 +451,7 @@ void check_round_trip(const std::string& model_name, const std::string& fmt, int
     // The written config parses, lists the unquantized Linear layers, and names the format.
     std::ifstream cf(out + "/config.json");
     const json cj = json::parse(cf);
-    const auto cfg = model::ct_config_from_hf_json(cj, "out");
+    const auto cfg = formats::ct_config_from_hf_json(cj, "out");
     EXPECT_EQ(cfg.groups.at(0).weights.num_bits, fmt.rfind("int8", 0) == 0 ? 8 : 4);
     EXPECT_EQ(cfg.groups.at(0).weights.strategy, fmt == "int8" ? "channel" : "group");
     EXPECT_EQ(cfg.groups.at(0).weights.group_size, fmt == "int8" ? 0 : 32);
@@ -484,7 +484,7 @@ void check_round_trip(const std::string& model_name, const std::string& fmt, int
     // Re-quantizing the output is a fixed point (bit-exact import of the packed source).
     const std::string out2 = tmp_dir(model_name + "_" + fmt + "_2");
     quant::quantize_hf_compressed_tensors(out, out2, quant::parse_weight_format(fmt), false, pool);
-    const model::SafetensorsModel s1 = model::SafetensorsModel::open_dir(out), s2 = model::SafetensorsModel::open_dir(out2);
+    const formats::SafetensorsModel s1 = formats::SafetensorsModel::open_dir(out), s2 = formats::SafetensorsModel::open_dir(out2);
     ASSERT_EQ(s1.tensors().size(), s2.tensors().size());
     for (const auto& t : s1.tensors()) {
         const auto* u = s2.find(t.name);
@@ -589,7 +589,7 @@ TEST(CompressedTensors, WriterShardsADirectoryOutput) {
     int64_t in_shards = 0;
     for (const auto& file : files) {
         EXPECT_TRUE(file.starts_with("model-") && file.ends_with(of)) << file;
-        const model::SafetensorsModel one({sharded + "/" + file});
+        const formats::SafetensorsModel one({sharded + "/" + file});
         int64_t bytes = 0;
         for (const auto& t : one.tensors()) {
             EXPECT_EQ(ix["weight_map"][t.name].get<std::string>(), file) << t.name;
@@ -600,7 +600,7 @@ TEST(CompressedTensors, WriterShardsADirectoryOutput) {
         EXPECT_TRUE(bytes <= kLimit || one.tensors().size() <= 3) << file << ": " << bytes;
     }
     EXPECT_EQ(in_shards, st1.bytes_out);
-    const model::SafetensorsModel a = model::SafetensorsModel::open_dir(single), b = model::SafetensorsModel::open_dir(sharded);
+    const formats::SafetensorsModel a = formats::SafetensorsModel::open_dir(single), b = formats::SafetensorsModel::open_dir(sharded);
     ASSERT_EQ(a.tensors().size(), b.tensors().size());
     EXPECT_EQ(a.tensors().size(), ix["weight_map"].size());
     for (const auto& t : a.tensors()) {
@@ -647,11 +647,11 @@ TEST(CompressedTensors, GgufNamesOfHfTensors) {
         {"model.layers.0.mlp.unknown.weight", ""},
         {"vision.encoder.weight", ""},
     };
-    for (const auto& [hf, gguf] : cases) EXPECT_EQ(model::gguf_tensor_name(hf), gguf) << hf;
+    for (const auto& [hf, gguf] : cases) EXPECT_EQ(formats::gguf_tensor_name(hf), gguf) << hf;
 }
 
 namespace {
-bool same_tensor(const model::SafetensorsModel& a, const model::SafetensorsModel& b, const std::string& n) {
+bool same_tensor(const formats::SafetensorsModel& a, const formats::SafetensorsModel& b, const std::string& n) {
     const auto *x = a.find(n), *y = b.find(n);
     return x && y && x->n_bytes == y->n_bytes && std::memcmp(x->data, y->data, x->n_bytes) == 0;
 }
@@ -666,10 +666,10 @@ TEST(CompressedTensors, WriterTakesAnImatrixByGgufName) {
     util::ThreadPool pool(2);
     const auto fmt = quant::parse_weight_format("int4-g32");
     const std::string dense = test::golden_model("tiny-llama");
-    const model::SafetensorsModel ds = model::SafetensorsModel::open_dir(dense);
+    const formats::SafetensorsModel ds = formats::SafetensorsModel::open_dir(dense);
     std::vector<test::ImatrixEntry> uni, skew;
     for (const auto& t : ds.tensors()) {
-        const std::string g = model::gguf_tensor_name(t.name);
+        const std::string g = formats::gguf_tensor_name(t.name);
         if (t.shape.size() != 2 || !g.starts_with("blk.")) continue;
         const auto cols = static_cast<size_t>(t.shape[1]);
         uni.push_back({g, 1, std::vector<float>(cols, 2.0f)});
@@ -685,8 +685,8 @@ TEST(CompressedTensors, WriterTakesAnImatrixByGgufName) {
     EXPECT_EQ(quant::quantize_hf_compressed_tensors(dense, o1, fmt, false, pool, std::nullopt, &mu).imatrix_weighted, 21);
     EXPECT_EQ(quant::quantize_hf_compressed_tensors(dense, o2, fmt, false, pool, std::nullopt, &ms).imatrix_weighted, 21);
     {
-        const auto a = model::SafetensorsModel::open_dir(o0), b = model::SafetensorsModel::open_dir(o1),
-                   c = model::SafetensorsModel::open_dir(o2);
+        const auto a = formats::SafetensorsModel::open_dir(o0), b = formats::SafetensorsModel::open_dir(o1),
+                   c = formats::SafetensorsModel::open_dir(o2);
         for (const auto& t : a.tensors()) {
             EXPECT_TRUE(same_tensor(a, b, t.name)) << t.name;
             if (t.name.ends_with(".weight_packed")) {
@@ -696,7 +696,7 @@ TEST(CompressedTensors, WriterTakesAnImatrixByGgufName) {
     }
 
     const std::string moe = test::golden_model("tiny-qwen3-moe");
-    const model::SafetensorsModel ms2 = model::SafetensorsModel::open_dir(moe);
+    const formats::SafetensorsModel ms2 = formats::SafetensorsModel::open_dir(moe);
     const auto* up0 = ms2.find("model.layers.0.mlp.experts.0.up_proj.weight");
     ASSERT_NE(up0, nullptr);
     const auto cols = static_cast<size_t>(up0->shape[1]);
@@ -710,7 +710,7 @@ TEST(CompressedTensors, WriterTakesAnImatrixByGgufName) {
     EXPECT_EQ(quant::quantize_hf_compressed_tensors(moe, m1, fmt, false, pool, std::nullopt, &me).imatrix_weighted,
               static_cast<int64_t>(kExperts));
     {
-        const auto a = model::SafetensorsModel::open_dir(m0), b = model::SafetensorsModel::open_dir(m1);
+        const auto a = formats::SafetensorsModel::open_dir(m0), b = formats::SafetensorsModel::open_dir(m1);
         for (size_t e = 0; e < kExperts; ++e) {
             const std::string n = "model.layers.0.mlp.experts." + std::to_string(e) + ".up_proj.weight_packed";
             EXPECT_EQ(same_tensor(a, b, n), e != 3) << n;
@@ -738,9 +738,9 @@ TEST(CompressedTensors, WriterPacksOnlyTheMatricesTheLoaderQuantizes) {
     const std::string src = test::golden_model("tiny-llama");  // 3 layers
     const std::string dir = tmp_dir("extra_src"), out = tmp_dir("extra_out");
     fs::copy_file(src + "/config.json", dir + "/config.json");
-    const model::SafetensorsModel in = model::SafetensorsModel::open_dir(src);
-    model::SafetensorsWriter w;
-    const model::SafetensorsTensor* q0 = nullptr;
+    const formats::SafetensorsModel in = formats::SafetensorsModel::open_dir(src);
+    formats::SafetensorsWriter w;
+    const formats::SafetensorsTensor* q0 = nullptr;
     for (const auto& t : in.tensors()) {
         w.add_tensor(t.name, t.dtype, t.shape, std::vector<uint8_t>(t.data, t.data + t.n_bytes));
         if (t.name == "model.layers.0.self_attn.q_proj.weight") q0 = &t;
@@ -752,7 +752,7 @@ TEST(CompressedTensors, WriterPacksOnlyTheMatricesTheLoaderQuantizes) {
 
     const auto st = quant::quantize_hf_compressed_tensors(dir, out, quant::parse_weight_format("int4"), false, pool);
     EXPECT_EQ(st.tensors_quantized, 3 * 7);
-    const model::SafetensorsModel o = model::SafetensorsModel::open_dir(out);
+    const formats::SafetensorsModel o = formats::SafetensorsModel::open_dir(out);
     for (const auto& n : extras) {
         const auto* t = o.find(n);
         ASSERT_NE(t, nullptr) << n;

@@ -1,4 +1,4 @@
-// model::GGUFFile: a small in-test GGUF writer produces v2/v3 files with every metadata type and
+// formats::GGUFFile: a small in-test GGUF writer produces v2/v3 files with every metadata type and
 // every tensor type; then the parser is attacked with truncations, random mutations and
 // hand-made malformed headers (this file also runs under ASan/UBSan), and finally pointed at
 // the real vocab files and the default model when they are present.
@@ -20,7 +20,7 @@
 
 #include <unistd.h>
 
-#include "model/gguf_file.h"
+#include "formats/gguf_file.h"
 #include "tensor/ggml_types.h"
 #include "util/error.h"
 
@@ -28,7 +28,7 @@ namespace warden::model {
 namespace {
 
 using Bytes = std::vector<uint8_t>;
-using VT = GGUFValueType;
+using VT = formats::GGUFValueType;
 
 template <typename T>
 void put(Bytes& b, T v) {
@@ -140,7 +140,7 @@ struct GgufWriter {
 };
 
 // Exercises everything a caller could touch on a parsed file; any failure must be util::Error.
-void touch_everything(const GGUFFile& f) {
+void touch_everything(const formats::GGUFFile& f) {
     volatile uint8_t sink = 0;
     for (const auto& t : f.tensors()) {
         EXPECT_EQ(f.find_tensor(t.name), &t);
@@ -152,7 +152,7 @@ void touch_everything(const GGUFFile& f) {
         (void)tensor::ggml_type_name(t.type);
     }
     for (const auto& [key, v] : f.metadata()) {
-        (void)gguf_value_type_name(v.type);
+        (void)formats::gguf_value_type_name(v.type);
         (void)v.is_integer();
         try { (void)v.as_int(key); } catch (const util::Error&) {}
         try { (void)v.as_float(key); } catch (const util::Error&) {}
@@ -175,7 +175,7 @@ bool parses_cleanly(const Bytes& bytes, std::string* error = nullptr) {
     const std::unique_ptr<uint8_t[]> copy(bytes.empty() ? nullptr : new uint8_t[bytes.size()]);
     if (!bytes.empty()) std::memcpy(copy.get(), bytes.data(), bytes.size());
     try {
-        GGUFFile f(copy.get(), bytes.size(), "test.gguf");
+        formats::GGUFFile f(copy.get(), bytes.size(), "test.gguf");
         touch_everything(f);
         return true;
     } catch (const util::Error& e) {
@@ -246,7 +246,7 @@ class GgufVersion : public ::testing::TestWithParam<uint32_t> {};
 TEST_P(GgufVersion, ParsesEveryMetadataType) {
     GgufWriter w = metadata_writer(GetParam());
     const Bytes bytes = w.build();
-    GGUFFile f(bytes.data(), bytes.size(), "meta.gguf");
+    formats::GGUFFile f(bytes.data(), bytes.size(), "meta.gguf");
     EXPECT_EQ(f.version(), GetParam());
     EXPECT_EQ(f.path(), "meta.gguf");
     EXPECT_EQ(f.metadata().size(), w.kvs.size());
@@ -317,8 +317,8 @@ TEST_P(GgufVersion, ParsesEveryMetadataType) {
 TEST_P(GgufVersion, ParsesEveryArrayType) {
     GgufWriter w = metadata_writer(GetParam());
     const Bytes bytes = w.build();
-    GGUFFile f(bytes.data(), bytes.size(), "meta.gguf");
-    const GGUFValue& b = f.get("a.bool");
+    formats::GGUFFile f(bytes.data(), bytes.size(), "meta.gguf");
+    const formats::GGUFValue& b = f.get("a.bool");
     ASSERT_EQ(b.type, VT::ARRAY);
     EXPECT_EQ(b.elem_type, VT::BOOL);
     ASSERT_EQ(b.arr.size(), 3u);
@@ -337,7 +337,7 @@ TEST_P(GgufVersion, ParsesEveryArrayType) {
     EXPECT_EQ(f.get("a.empty").elem_type, VT::INT32);
     EXPECT_EQ(f.get_float_array("a.i32"), (std::vector<double>{-1, 2, -3}));
 
-    const GGUFValue& nested = f.get("a.nested");
+    const formats::GGUFValue& nested = f.get("a.nested");
     EXPECT_EQ(nested.elem_type, VT::ARRAY);
     ASSERT_EQ(nested.arr.size(), 3u);
     EXPECT_EQ(nested.arr[0].elem_type, VT::INT32);
@@ -386,12 +386,12 @@ TEST(GgufTensors, EveryTypeDefaultAndDeclaredAlignment) {
                 ++k;
             }
             const Bytes bytes = w.build();
-            GGUFFile f(bytes.data(), bytes.size(), "tensors.gguf");
+            formats::GGUFFile f(bytes.data(), bytes.size(), "tensors.gguf");
             ASSERT_EQ(f.tensors().size(), w.tensors.size());
             const uint8_t* data_start = nullptr;
             for (size_t i = 0; i < w.tensors.size(); ++i) {
                 const auto& want = w.tensors[i];
-                const GGUFTensor& t = f.tensors()[i];
+                const formats::GGUFTensor& t = f.tensors()[i];
                 SCOPED_TRACE(want.name + " alignment " + std::to_string(alignment));
                 EXPECT_EQ(t.name, want.name);
                 EXPECT_EQ(static_cast<uint32_t>(t.type), want.type);
@@ -421,7 +421,7 @@ TEST(GgufTensors, EmptyFileAndZeroSizedData) {
     GgufWriter w;
     const Bytes bytes = w.build();
     ASSERT_EQ(bytes.size(), 24u);
-    GGUFFile f(bytes.data(), bytes.size());
+    formats::GGUFFile f(bytes.data(), bytes.size());
     EXPECT_TRUE(f.metadata().empty());
     EXPECT_TRUE(f.tensors().empty());
     EXPECT_EQ(f.path(), "<memory>");
@@ -440,7 +440,7 @@ TEST(GgufTensors, OpensFromDiskAndNamesMissingFile) {
         std::fclose(fp);
     }
     {
-        GGUFFile f(path.string());
+        formats::GGUFFile f(path.string());
         EXPECT_EQ(f.path(), path.string());
         ASSERT_NE(f.find_tensor("w"), nullptr);
         EXPECT_EQ(f.find_tensor("w")->n_bytes, 2u * 2 * 34);
@@ -448,7 +448,7 @@ TEST(GgufTensors, OpensFromDiskAndNamesMissingFile) {
     }
     std::filesystem::remove(path);
     try {
-        GGUFFile f(path.string());
+        formats::GGUFFile f(path.string());
         ADD_FAILURE() << "opened a missing file";
     } catch (const util::Error& e) {
         EXPECT_NE(std::string(e.what()).find(path.string()), std::string::npos) << e.what();
@@ -490,7 +490,7 @@ TEST(GgufRobustness, RandomMutationsNeverCrash) {
     // The header (everything before the tensor data) is where mutations matter most.
     size_t header_end = full.size();
     {
-        GGUFFile f(full.data(), full.size());
+        formats::GGUFFile f(full.data(), full.size());
         header_end = static_cast<size_t>(f.tensors().front().data - full.data());
     }
     std::mt19937_64 rng(12345);
@@ -734,7 +734,7 @@ TEST(GgufRealFiles, VocabFiles) {
         if (entry.path().extension() != ".gguf") continue;
         SCOPED_TRACE(entry.path().string());
         ++n_files;
-        GGUFFile f(entry.path().string());
+        formats::GGUFFile f(entry.path().string());
         EXPECT_TRUE(f.version() == 2 || f.version() == 3);
         const auto tokens = f.get_string_array("tokenizer.ggml.tokens");
         EXPECT_GT(tokens.size(), 1000u);
@@ -755,7 +755,7 @@ TEST(GgufRealFiles, SmolLM2Model) {
     const std::string path = std::string(WARDEN_SOURCE_DIR) + "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
     std::error_code ec;
     if (!std::filesystem::is_regular_file(path, ec)) GTEST_SKIP() << path << " not present";
-    GGUFFile f(path);
+    formats::GGUFFile f(path);
     EXPECT_EQ(f.get_string("general.architecture"), "llama");
     ASSERT_EQ(f.tensors().size(), 272u);
     const auto file_size = std::filesystem::file_size(path);
@@ -778,7 +778,7 @@ TEST(GgufRealFiles, SmolLM2Model) {
     for (const char* name : {"token_embd.weight", "output_norm.weight", "blk.0.attn_q.weight",
                              "blk.29.ffn_down.weight"})
         EXPECT_NE(f.find_tensor(name), nullptr) << name;
-    const GGUFTensor* emb = f.find_tensor("token_embd.weight");
+    const formats::GGUFTensor* emb = f.find_tensor("token_embd.weight");
     ASSERT_NE(emb, nullptr);
     EXPECT_EQ(emb->shape[0], f.get_int("llama.embedding_length"));
     EXPECT_EQ(static_cast<size_t>(emb->shape[1]), f.get_string_array("tokenizer.ggml.tokens").size());

@@ -1,4 +1,4 @@
-// model::SafetensorsModel / parse_safetensors: valid single files and sharded sets written by the
+// formats::SafetensorsModel / parse_safetensors: valid single files and sharded sets written by the
 // test into a temporary directory, then truncations, random mutations and hand-made malicious
 // headers (this file also runs under ASan/UBSan).
 #include <gtest/gtest.h>
@@ -18,7 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "model/safetensors_file.h"
+#include "formats/safetensors_file.h"
 #include "util/error.h"
 
 namespace warden::model {
@@ -112,7 +112,7 @@ bool parses_cleanly(const Bytes& bytes, std::string* error = nullptr) {
     if (!bytes.empty()) std::memcpy(copy.get(), bytes.data(), bytes.size());
     try {
         std::map<std::string, std::string> meta;
-        const auto tensors = parse_safetensors(copy.get(), bytes.size(), "test.safetensors", &meta);
+        const auto tensors = formats::parse_safetensors(copy.get(), bytes.size(), "test.safetensors", &meta);
         volatile uint8_t sink = 0;
         for (const auto& t : tensors) {
             if (t.n_bytes) {
@@ -165,10 +165,10 @@ StWriter all_dtypes_writer() {
     return w;
 }
 
-void check_matches(const SafetensorsModel& m, const StWriter& w) {
+void check_matches(const formats::SafetensorsModel& m, const StWriter& w) {
     for (const auto& want : w.tensors) {
         SCOPED_TRACE(want.name);
-        const SafetensorsTensor* t = m.find(want.name);
+        const formats::SafetensorsTensor* t = m.find(want.name);
         ASSERT_NE(t, nullptr);
         EXPECT_EQ(t->name, want.name);
         EXPECT_EQ(t->dtype, want.dtype);
@@ -189,7 +189,7 @@ TEST(SafetensorsFile, SingleFileEveryDtype) {
     TempDir dir;
     const StWriter w = all_dtypes_writer();
     write_file(dir.path() / "model.safetensors", w.build());
-    const SafetensorsModel m = SafetensorsModel::open_dir(dir.str());
+    const formats::SafetensorsModel m = formats::SafetensorsModel::open_dir(dir.str());
     EXPECT_EQ(m.tensors().size(), w.tensors.size());
     check_matches(m, w);
     EXPECT_EQ(m.metadata(), w.metadata);
@@ -198,8 +198,8 @@ TEST(SafetensorsFile, SingleFileEveryDtype) {
     EXPECT_EQ(m.find("empty")->n_bytes, 0u);
 
     // Explicit file list, and moves keep the tensors' data pointers valid.
-    SafetensorsModel m2({(dir.path() / "model.safetensors").string()});
-    SafetensorsModel m3 = std::move(m2);
+    formats::SafetensorsModel m2({(dir.path() / "model.safetensors").string()});
+    formats::SafetensorsModel m3 = std::move(m2);
     check_matches(m3, w);
 }
 
@@ -207,15 +207,15 @@ TEST(SafetensorsFile, InMemoryParse) {
     const StWriter w = all_dtypes_writer();
     const Bytes b = w.build();
     std::map<std::string, std::string> meta;
-    const auto tensors = parse_safetensors(b.data(), b.size(), "mem", &meta);
+    const auto tensors = formats::parse_safetensors(b.data(), b.size(), "mem", &meta);
     EXPECT_EQ(tensors.size(), w.tensors.size());
     EXPECT_EQ(meta, w.metadata);
-    EXPECT_EQ(parse_safetensors(b.data(), b.size(), "mem", nullptr).size(), w.tensors.size());
+    EXPECT_EQ(formats::parse_safetensors(b.data(), b.size(), "mem", nullptr).size(), w.tensors.size());
     // No tensors at all, and tensors with holes between them, are fine.
-    EXPECT_TRUE(parse_safetensors(header_only("{}").data(), header_only("{}").size(), "mem", nullptr).empty());
+    EXPECT_TRUE(formats::parse_safetensors(header_only("{}").data(), header_only("{}").size(), "mem", nullptr).empty());
     const Bytes holes = header_only(R"({"a":{"dtype":"U8","shape":[2],"data_offsets":[10,12]},)"
                                     R"("b":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}})");
-    const auto t2 = parse_safetensors(holes.data(), holes.size(), "mem", nullptr);
+    const auto t2 = formats::parse_safetensors(holes.data(), holes.size(), "mem", nullptr);
     ASSERT_EQ(t2.size(), 2u);
 }
 
@@ -238,7 +238,7 @@ TEST(SafetensorsFile, ShardedSet) {
                               {"model.layers.1.mlp.weight", "model-00002-of-00002.safetensors"},
                               {"lm_head.weight", "model-00002-of-00002.safetensors"}}}};
     write_file(dir.path() / "model.safetensors.index.json", index.dump(2));
-    const SafetensorsModel m = SafetensorsModel::open_dir(dir.str());
+    const formats::SafetensorsModel m = formats::SafetensorsModel::open_dir(dir.str());
     EXPECT_EQ(m.tensors().size(), 5u);
     check_matches(m, s1);
     check_matches(m, s2);
@@ -248,7 +248,7 @@ TEST(SafetensorsFile, ShardedSet) {
     StWriter single;
     single.add("only", "U8", {4});
     write_file(dir.path() / "model.safetensors", single.build());
-    const SafetensorsModel m2 = SafetensorsModel::open_dir(dir.str());
+    const formats::SafetensorsModel m2 = formats::SafetensorsModel::open_dir(dir.str());
     ASSERT_EQ(m2.tensors().size(), 1u);
     EXPECT_EQ(m2.tensors()[0].name, "only");
 }
@@ -257,7 +257,7 @@ TEST(SafetensorsFile, ShardedSet) {
 
 std::string open_dir_error(const std::string& dir) {
     try {
-        SafetensorsModel::open_dir(dir);
+        formats::SafetensorsModel::open_dir(dir);
     } catch (const util::Error& e) {
         const std::string msg = e.what();
         EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
@@ -333,7 +333,7 @@ TEST(SafetensorsDir, ShardNamesCannotEscapeTheDirectory) {
 TEST(SafetensorsDir, EveryIndexedTensorMustBeInItsShard) {
     ShardFixture f;
     f.index(R"({"weight_map":{"x":"a.safetensors","y":"b.safetensors"}})");
-    EXPECT_EQ(SafetensorsModel::open_dir(f.dir.str()).tensors().size(), 2u);
+    EXPECT_EQ(formats::SafetensorsModel::open_dir(f.dir.str()).tensors().size(), 2u);
     f.index(R"({"weight_map":{"x":"a.safetensors","y":"b.safetensors","z":"b.safetensors"}})");
     EXPECT_DIR_ERROR(f.dir.str(), "tensor 'z' listed in the index is missing");
     f.index(R"({"weight_map":{"x":"b.safetensors","y":"b.safetensors"}})");
@@ -349,7 +349,7 @@ TEST(SafetensorsDir, EveryIndexedTensorMustBeInItsShard) {
     // And a corrupt shard names itself.
     write_file(f.dir.path() / "b.safetensors", std::string("garbage"));
     EXPECT_DIR_ERROR(f.dir.str(), "b.safetensors");
-    EXPECT_THROW(SafetensorsModel({(f.dir.path() / "a.safetensors").string(), (f.dir.path() / "a.safetensors").string()}),
+    EXPECT_THROW(formats::SafetensorsModel({(f.dir.path() / "a.safetensors").string(), (f.dir.path() / "a.safetensors").string()}),
                  util::Error);
 }
 

@@ -239,7 +239,7 @@ TEST(ImatrixCollector, MlaProjectionsAndSharedExperts) {
 }
 
 // The names the collector gives a Hugging Face checkpoint's matrices are the ones `warden quantize`
-// looks up for it (via model/gguf_names.h): every matrix the compressed-tensors writer packs,
+// looks up for it (via formats/gguf_names.h): every matrix the compressed-tensors writer packs,
 // routed and shared experts and MLA projections included, finds its entry.
 TEST(ImatrixCollector, EveryMatrixTheWriterPacksFindsItsEntry) {
     for (const char* name : {"tiny-qwen3-moe", "tiny-deepseek-v3-qproj"}) {

@@ -17,9 +17,9 @@
 
 #include "../test_paths.h"
 #include "imatrix_test_util.h"
-#include "model/gguf_file.h"
-#include "model/gguf_writer.h"
-#include "model/tensor_source.h"
+#include "formats/gguf_file.h"
+#include "formats/gguf_writer.h"
+#include "formats/tensor_source.h"
 #include "quant/imatrix.h"
 #include "quant/quantize_model.h"
 #include "quant/weight_format.h"
@@ -142,7 +142,7 @@ std::vector<uint8_t> f32_bytes(const std::vector<float>& v) {
 
 // An imatrix GGUF with the metadata llama-imatrix writes; `skip_key` leaves one key out.
 std::vector<uint8_t> imatrix_gguf(const std::vector<GgufEntry>& es, const std::string& skip_key = "") {
-    model::GGUFWriter w;
+    formats::GGUFWriter w;
     w.set_string("general.type", "imatrix");
     if (skip_key != "imatrix.datasets") w.set_string_array("imatrix.datasets", {"calib.txt", "more.txt"});
     if (skip_key != "imatrix.chunk_count") w.set_u32("imatrix.chunk_count", 12);
@@ -238,7 +238,7 @@ TEST(Imatrix, CorruptGgufImatrixIsAClearError) {
     // Every truncation of a good file before its last tensor's last byte is an error, never a crash
     // (the writer pads the file's end to the alignment; cutting that padding leaves a valid file).
     const auto b = imatrix_gguf({good});
-    const model::GGUFFile whole(b.data(), b.size());
+    const formats::GGUFFile whole(b.data(), b.size());
     size_t data_end = 0;
     for (const auto& t : whole.tensors()) data_end = std::max(data_end, static_cast<size_t>(t.data - b.data()) + t.n_bytes);
     ASSERT_GT(data_end, 100u);
@@ -249,13 +249,13 @@ TEST(Imatrix, CorruptGgufImatrixIsAClearError) {
 
 // Importance-weighted squared error of every linear tensor of `quantized` against `src`.
 double weighted_error(const std::string& src, const std::string& quantized, const Imatrix& m) {
-    const model::GGUFFile a(src), b(quantized);
+    const formats::GGUFFile a(src), b(quantized);
     double err = 0.0;
     for (const auto& t : a.tensors()) {
         if (!t.name.starts_with("blk.") || t.shape.size() != 2) continue;  // tiny-llama's 21 matrices
         const int64_t cols = t.shape[0], rows = t.shape[1];
         const float* imp = m.find(t.name, cols);
-        const auto sa = model::SourceTensor::from(t), sb = model::SourceTensor::from(*b.find_tensor(t.name));
+        const auto sa = formats::SourceTensor::from(t), sb = formats::SourceTensor::from(*b.find_tensor(t.name));
         std::vector<float> x(static_cast<size_t>(cols)), q(x.size());
         for (int64_t r = 0; r < rows; ++r) {
             sa.row_to_f32(r, x.data());
@@ -272,7 +272,7 @@ double weighted_error(const std::string& src, const std::string& quantized, cons
 TEST(Imatrix, WeightsTheScaleSearch) {
     util::ThreadPool pool(2);
     const std::string src = test::golden_model("tiny-llama.gguf");
-    const model::GGUFFile g(src);
+    const formats::GGUFFile g(src);
     // An importance for every linear tensor: uniform 4 (a power of two scales every weighted error
     // exactly, so the search picks what it picks without one), and skewed (every 8th column 100x).
     std::vector<Entry> uniform, skewed;

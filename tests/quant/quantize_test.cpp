@@ -21,9 +21,9 @@
 #include "../kernels/kernels_test_util.h"
 #include "../test_paths.h"
 #include "kernels/matmul_quant.h"
-#include "model/gguf_file.h"
+#include "formats/gguf_file.h"
 #include "model/gguf_native_weights.h"
-#include "model/gguf_writer.h"
+#include "formats/gguf_writer.h"
 #include "model/model_config.h"
 #include "model/kv_cache.h"
 #include "model/model.h"
@@ -331,8 +331,8 @@ std::unique_ptr<model::Model> load(const std::string& path, const std::string& f
 // tensor's bytes.
 void rewrite_gguf(const std::string& src, const std::string& dst, const std::string& drop_key,
                   const std::function<void(const std::string&, std::vector<uint8_t>&)>& edit) {
-    const model::GGUFFile g(src);
-    model::GGUFWriter w;
+    const formats::GGUFFile g(src);
+    formats::GGUFWriter w;
     for (const auto& [k, v] : g.metadata())
         if (k != drop_key) w.set(k, v);
     for (const auto& t : g.tensors()) {
@@ -357,7 +357,7 @@ void expect_same_packed(const model::Matrix& a, const model::Matrix& b, const st
 TEST(QuantGguf, QuantizeSaveLoadBitExact) {
     util::ThreadPool pool(2);
     const std::string src = test::golden_model("tiny-llama.gguf");
-    const model::GGUFFile sg(src);
+    const formats::GGUFFile sg(src);
     const bool tied = sg.find_tensor("output.weight") == nullptr;
     const int64_t heads = tied ? 1 : 2;
     const std::map<std::string, tensor::GgmlType> block_type = {{"int4", tensor::GgmlType::Q4_0},
@@ -381,7 +381,7 @@ TEST(QuantGguf, QuantizeSaveLoadBitExact) {
                                              : std::string())
                 << what;
             {
-                const model::GGUFFile og(out);
+                const formats::GGUFFile og(out);
                 const auto* te = og.find_tensor("token_embd.weight");
                 ASSERT_NE(te, nullptr);
                 // --quantize-embeddings: the layers' block type; the default head beside int4: int8's
@@ -537,7 +537,7 @@ TEST(QuantGguf, Q8_0WithPerBlockScalesIsNativeInt8G32) {
     in.close();
     std::filesystem::remove(out);
     auto resolve = [](const std::vector<uint8_t>& b) {
-        const model::GGUFFile g(b.data(), b.size());
+        const formats::GGUFFile g(b.data(), b.size());
         return model::gguf_native_weights(g, model::config_from_gguf(g), "bf16", false);
     };
     ASSERT_EQ(resolve(file).layers, std::optional<std::string>("int8")) << resolve(file).note;
@@ -545,8 +545,8 @@ TEST(QuantGguf, Q8_0WithPerBlockScalesIsNativeInt8G32) {
         for (int mutation = 0; mutation < 2; ++mutation) {
             const std::string what = "row " + std::to_string(row) + " mutation " + std::to_string(mutation);
             std::vector<uint8_t> buf = file;
-            const model::GGUFFile g0(buf.data(), buf.size());
-            const model::GGUFTensor* t = g0.find_tensor("blk.1.ffn_down.weight");
+            const formats::GGUFFile g0(buf.data(), buf.size());
+            const formats::GGUFTensor* t = g0.find_tensor("blk.1.ffn_down.weight");
             ASSERT_NE(t, nullptr);
             ASSERT_EQ(t->type, tensor::GgmlType::Q8_0);
             ASSERT_GE(t->shape[0], 64);
@@ -573,8 +573,8 @@ TEST(QuantGguf, Q8_0WithPerBlockScalesIsNativeInt8G32) {
             // The load holds the mutated file exactly (int8-g32 the per-block one, int8 the one
             // with a -128 code): every value of the mutated tensor is what ggml's dequantizer
             // (tensor::dequantize_row) reads from the file.
-            const model::GGUFFile g1(buf.data(), buf.size());
-            const model::GGUFTensor* src = g1.find_tensor("blk.1.ffn_down.weight");
+            const formats::GGUFFile g1(buf.data(), buf.size());
+            const formats::GGUFTensor* src = g1.find_tensor("blk.1.ffn_down.weight");
             const kernels::WeightMatrix v = m->weights.layers[1].w_down.view();
             ASSERT_EQ(v.type, kernels::WeightType::Q8);
             ASSERT_EQ(v.group, want == "int8-g32" ? 32 : 0) << what;
@@ -591,8 +591,8 @@ TEST(QuantGguf, Q8_0WithPerBlockScalesIsNativeInt8G32) {
     // first row with a scale does.
     {
         std::vector<uint8_t> buf = file;
-        const model::GGUFFile g0(buf.data(), buf.size());
-        const model::GGUFTensor* t = g0.find_tensor("blk.1.ffn_down.weight");
+        const formats::GGUFFile g0(buf.data(), buf.size());
+        const formats::GGUFTensor* t = g0.find_tensor("blk.1.ffn_down.weight");
         const int64_t row_bytes = (t->shape[0] / 32) * 34;
         uint8_t* d0 = buf.data() + (t->data - buf.data());
         std::fill(d0, d0 + row_bytes, uint8_t{0});
@@ -611,8 +611,8 @@ TEST(QuantGguf, Q8_0WithPerBlockScalesIsNativeInt8G32) {
     std::filesystem::remove(emb);
     EXPECT_EQ(resolve(ebuf).embed, std::optional<std::string>("int8"));
     {
-        const model::GGUFFile g0(ebuf.data(), ebuf.size());
-        const model::GGUFTensor* t = g0.find_tensor("token_embd.weight");
+        const formats::GGUFFile g0(ebuf.data(), ebuf.size());
+        const formats::GGUFTensor* t = g0.find_tensor("token_embd.weight");
         ASSERT_EQ(t->type, tensor::GgmlType::Q8_0);
         ebuf[static_cast<size_t>(t->data - ebuf.data()) + 34] ^= 0x01;
     }
@@ -626,16 +626,16 @@ TEST(QuantGguf, Q8_0WithPerBlockScalesIsNativeInt8G32) {
 TEST(QuantGguf, DeclaredFormatChoosesG128) {
     // head: the output.weight Q4_0 tensor's bytes (none when empty).
     // named: the heads beside layers named by --weights (gguf_named_heads), by the same rule.
-    auto resolve = [](const model::GGUFValue* declared, const std::vector<uint8_t>& head = {},
+    auto resolve = [](const formats::GGUFValue* declared, const std::vector<uint8_t>& head = {},
                       bool named = false) {
-        model::GGUFWriter w;
+        formats::GGUFWriter w;
         if (declared) w.set(model::kGgufDeclaredWeightsKey, *declared);
         std::vector<uint8_t> q4(2 * 4 * 18, 0x11);  // 2 rows x 4 Q4_0 blocks, every scale 0x1111
         w.add_tensor("blk.0.attn_q.weight", {128, 2}, tensor::GgmlType::Q4_0, q4);
         if (!head.empty()) w.add_tensor("output.weight", {128, 2}, tensor::GgmlType::Q4_0, head);
         const std::string path = tmp_path("declared.gguf");
         w.write(path);
-        const model::GGUFFile g(path);
+        const formats::GGUFFile g(path);
         model::ModelConfig c;
         c.n_layers = 1;
         auto r =
@@ -644,8 +644,8 @@ TEST(QuantGguf, DeclaredFormatChoosesG128) {
         return r;
     };
     auto str = [](const std::string& s) {
-        model::GGUFValue v;
-        v.type = model::GGUFValueType::STRING;
+        formats::GGUFValue v;
+        v.type = formats::GGUFValueType::STRING;
         v.s = s;
         return v;
     };
@@ -672,8 +672,8 @@ TEST(QuantGguf, DeclaredFormatChoosesG128) {
     EXPECT_EQ(resolve(&g128, head).output, std::optional<std::string>("int4-g128"));
     head[4 * 18 + 18] = 0x12;  // row 1 decides
     EXPECT_EQ(resolve(&g128, head).output, std::optional<std::string>("int4-g32"));
-    model::GGUFValue u32;
-    u32.type = model::GGUFValueType::UINT32;
+    formats::GGUFValue u32;
+    u32.type = formats::GGUFValueType::UINT32;
     u32.u = 7;
     for (const auto& bad : {str("int8"), str("int4-g128-asym"), str("int4-g7"), str("fp8"), u32}) {
         const auto b = resolve(&bad);
@@ -783,7 +783,7 @@ TEST(QuantGguf, CorruptBlockScaleIsAnError) {
     quantize_gguf(test::golden_model("tiny-llama.gguf"), out, parse_weight_format("int4"), HeadOptions{}, pool);
     std::string needle;
     {
-        model::GGUFFile g(out);
+        formats::GGUFFile g(out);
         const auto* t = g.find_tensor("blk.1.ffn_up.weight");
         ASSERT_NE(t, nullptr);
         needle.assign(reinterpret_cast<const char*>(t->data), 18 * 4);
@@ -829,7 +829,7 @@ namespace warden::quant {
 // (model::is_layer_matrix), for a model running 4 layers.
 TEST(QuantizeModel, LayerMatrixNames) {
     const auto t = [](const std::string& name, std::vector<int64_t> shape) {
-        return model::GGUFTensor{name, std::move(shape), tensor::GgmlType::F32, 0, nullptr, 0};
+        return formats::GGUFTensor{name, std::move(shape), tensor::GgmlType::F32, 0, nullptr, 0};
     };
     for (const auto& yes : {t("blk.0.attn_q.weight", {64, 64}), t("blk.3.ffn_down.weight", {128, 64}),
                             t("blk.1.attn_output.weight", {64, 64}), t("blk.2.ffn_up_exps.weight", {64, 32, 8}),

@@ -1,7 +1,7 @@
 // Bad input: every problem is a util::Error whose message names it; nothing crashes.
 #include <gtest/gtest.h>
 
-#include "model/gguf_file.h"
+#include "formats/gguf_file.h"
 #include "tok_test_util.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
@@ -24,7 +24,7 @@ GgufBuilder tiny_bpe(const std::string& pre = "gpt-2") {
 
 std::unique_ptr<Tokenizer> from_builder(const GgufBuilder& b) {
     const auto bytes = b.bytes();
-    model::GGUFFile g(bytes.data(), bytes.size(), "test.gguf");
+    formats::GGUFFile g(bytes.data(), bytes.size(), "test.gguf");
     return Tokenizer::from_gguf(g);
 }
 
@@ -98,7 +98,7 @@ TEST(TokenizerErrors, SentencePieceUnknownFallsBackToUnk) {
 }
 
 TEST(TokenizerErrors, DecodeOutOfRange) {
-    model::GGUFFile g(testing::shared_dir() + "/testdata/tokenizer/ggml-vocab-gpt-2.gguf");
+    formats::GGUFFile g(testing::shared_dir() + "/testdata/tokenizer/ggml-vocab-gpt-2.gguf");
     auto tok = Tokenizer::from_gguf(g);
     expect_error([&] { tok->decode(std::vector<int32_t>{1, -1}); }, "token id -1 is out of range");
     expect_error([&] { tok->decode(std::vector<int32_t>{tok->vocab_size()}); }, "token id 50257 is out of range");

@@ -4,7 +4,7 @@
 
 #include <random>
 
-#include "model/gguf_file.h"
+#include "formats/gguf_file.h"
 #include "tok_test_util.h"
 #include "tokenizer/tokenizer.h"
 
@@ -31,7 +31,7 @@ std::string random_text(std::mt19937& rng) {
 class TokenizerRoundTrip : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(TokenizerRoundTrip, RandomBytes) {
-    model::GGUFFile g(testing::shared_dir() + "/testdata/tokenizer/ggml-vocab-" + GetParam() + ".gguf");
+    formats::GGUFFile g(testing::shared_dir() + "/testdata/tokenizer/ggml-vocab-" + GetParam() + ".gguf");
     auto tok = Tokenizer::from_gguf(g);
     std::mt19937 rng(1234);
     for (int i = 0; i < 300; ++i) {

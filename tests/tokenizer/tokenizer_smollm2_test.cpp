@@ -9,7 +9,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "model/gguf_file.h"
+#include "formats/gguf_file.h"
 #include "tok_test_util.h"
 #include "tokenizer/tokenizer.h"
 
@@ -60,7 +60,7 @@ TEST(TokenizerSmolLM2, FromGgufMatchesHuggingFace) {
     if (!std::filesystem::exists(kModel)) GTEST_SKIP() << "model file " << kModel << " absent (scripts/fetch_model.sh)";
     const auto golden = load_golden();
     ASSERT_FALSE(golden.empty());
-    model::GGUFFile gguf(kModel);
+    formats::GGUFFile gguf(kModel);
     auto tok = Tokenizer::from_gguf(gguf);
     EXPECT_EQ(tok->kind(), "byte-level BPE (pre: smollm)");
     EXPECT_EQ(tok->vocab_size(), 49152);
@@ -87,7 +87,7 @@ TEST(TokenizerSmolLM2, FromHfDirMatchesHuggingFace) {
 
 TEST(TokenizerSmolLM2, GgufAndHfAgreeOnSpecialsAndBytes) {
     if (!std::filesystem::exists(kModel)) GTEST_SKIP() << "model file " << kModel << " absent";
-    model::GGUFFile gguf(kModel);
+    formats::GGUFFile gguf(kModel);
     auto a = Tokenizer::from_gguf(gguf);
     auto b = Tokenizer::from_hf_dir(testing::source_dir() + "/tests/golden/tokenizer/smollm2");
     ASSERT_EQ(a->vocab_size(), b->vocab_size());
@@ -106,7 +106,7 @@ TEST(TokenizerSmolLM2, GgufAndHfAgreeOnSpecialsAndBytes) {
 
 TEST(TokenizerSmolLM2, ThousandsOfStringsAreFast) {
     if (!std::filesystem::exists(kModel)) GTEST_SKIP() << "model file " << kModel << " absent";
-    model::GGUFFile gguf(kModel);
+    formats::GGUFFile gguf(kModel);
     auto tok = Tokenizer::from_gguf(gguf);
     const auto golden = load_golden();
     std::string big;

@@ -2,7 +2,7 @@
 // across tokens come out whole; ill-formed bytes become U+FFFD.
 #include <gtest/gtest.h>
 
-#include "model/gguf_file.h"
+#include "formats/gguf_file.h"
 #include "tok_test_util.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/unicode.h"
@@ -15,7 +15,7 @@ using testing::escaped;
 bool valid_utf8(const std::string& s) { return detail::sanitize_utf8(s) == s; }
 
 std::unique_ptr<Tokenizer> load_vocab(const std::string& name) {
-    model::GGUFFile g(testing::shared_dir() + "/testdata/tokenizer/ggml-vocab-" + name + ".gguf");
+    formats::GGUFFile g(testing::shared_dir() + "/testdata/tokenizer/ggml-vocab-" + name + ".gguf");
     return Tokenizer::from_gguf(g);
 }
 

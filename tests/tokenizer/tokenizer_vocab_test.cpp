@@ -5,7 +5,7 @@
 
 #include <chrono>
 
-#include "model/gguf_file.h"
+#include "formats/gguf_file.h"
 #include "tok_test_util.h"
 #include "tokenizer/tokenizer.h"
 
@@ -57,7 +57,7 @@ TEST_P(TokenizerVocab, MatchesLlamaCppVectors) {
     const std::string base = testing::shared_dir() + "/testdata/tokenizer/ggml-vocab-" + GetParam() + ".gguf";
     const auto cases = read_cases(base);
     ASSERT_FALSE(cases.empty()) << "cannot read " << base << ".inp/.out (or their counts differ)";
-    model::GGUFFile gguf(base);
+    formats::GGUFFile gguf(base);
     auto tok = Tokenizer::from_gguf(gguf);
     int failures = 0;
     for (size_t i = 0; i < cases.size(); ++i) {

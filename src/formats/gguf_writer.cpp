@@ -1,4 +1,4 @@
-#include "model/gguf_writer.h"
+#include "formats/gguf_writer.h"
 
 #include <cstdio>
 #include <cstring>
@@ -7,7 +7,7 @@
 
 #include "util/error.h"
 
-namespace warden::model {
+namespace warden::formats {
 
 namespace {
 
@@ -181,4 +181,4 @@ void GGUFWriter::write(const std::string& path) const {
     if (ec) throw util::Error("cannot rename '" + tmp + "' to '" + path + "': " + ec.message());
 }
 
-}  // namespace warden::model
+}  // namespace warden::formats

@@ -4,7 +4,7 @@
 // importance matrices applied to a Hugging Face checkpoint (quant/quantize_ct.h).
 #include <string>
 
-namespace warden::model {
+namespace warden::formats {
 
 // A layer-relative HF name ("self_attn.q_proj.weight") -> "attn_q.weight". Routed experts are
 // stacked per layer in GGUF into one 3-D tensor [n_expert, rows, cols]; expert e
@@ -17,4 +17,4 @@ std::string gguf_layer_name(const std::string& hf);
 // (experts as above, with the "[e]" suffix). Empty when the name has no GGUF counterpart.
 std::string gguf_tensor_name(const std::string& hf);
 
-}  // namespace warden::model
+}  // namespace warden::formats

@@ -1,16 +1,16 @@
-#include "model/fp8_block.h"
+#include "formats/fp8_block.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <nlohmann/json.hpp>
 
-#include "model/safetensors_file.h"
+#include "formats/safetensors_file.h"
 #include "tensor/float_convert.h"
 #include "tensor/fp8.h"
 #include "util/error.h"
 
-namespace warden::model {
+namespace warden::formats {
 
 using util::Error;
 
@@ -92,4 +92,4 @@ std::optional<SourceTensor> Fp8BlockResolver::find(const std::string& name) {
     return out;
 }
 
-}  // namespace warden::model
+}  // namespace warden::formats

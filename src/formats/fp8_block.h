@@ -14,9 +14,9 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "model/tensor_source.h"
+#include "formats/tensor_source.h"
 
-namespace warden::model {
+namespace warden::formats {
 
 class SafetensorsModel;
 
@@ -60,4 +60,4 @@ private:
     int64_t dequant_count_ = 0;
 };
 
-}  // namespace warden::model
+}  // namespace warden::formats

@@ -10,7 +10,7 @@
 
 #include "util/mapped_file.h"
 
-namespace warden::model {
+namespace warden::formats {
 
 struct SafetensorsTensor {
     std::string name;
@@ -50,4 +50,4 @@ std::vector<SafetensorsTensor> parse_safetensors(const uint8_t* data, size_t siz
                                                  const std::string& name,
                                                  std::map<std::string, std::string>* metadata);
 
-}  // namespace warden::model
+}  // namespace warden::formats

@@ -1,4 +1,4 @@
-#include "model/safetensors_writer.h"
+#include "formats/safetensors_writer.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -8,7 +8,7 @@
 
 #include "util/error.h"
 
-namespace warden::model {
+namespace warden::formats {
 
 namespace {
 int64_t dtype_bytes(const std::string& d) {
@@ -79,4 +79,4 @@ void SafetensorsWriter::write(const std::string& path) const {
     if (ec) throw util::Error("cannot rename '" + tmp + "' to '" + path + "': " + ec.message());
 }
 
-}  // namespace warden::model
+}  // namespace warden::formats

@@ -1,4 +1,4 @@
-#include "model/safetensors_file.h"
+#include "formats/safetensors_file.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -9,7 +9,7 @@
 
 #include "util/error.h"
 
-namespace warden::model {
+namespace warden::formats {
 
 using util::Error;
 using nlohmann::json;
@@ -315,4 +315,4 @@ SafetensorsModel SafetensorsModel::open_dir(const std::string& dir) {
     return m;
 }
 
-}  // namespace warden::model
+}  // namespace warden::formats

@@ -1,4 +1,4 @@
-#include "model/compressed_tensors.h"
+#include "formats/compressed_tensors.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
@@ -8,11 +8,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "model/safetensors_file.h"
+#include "formats/safetensors_file.h"
 #include "tensor/float_convert.h"
 #include "util/error.h"
 
-namespace warden::model {
+namespace warden::formats {
 
 using util::Error;
 
@@ -432,4 +432,4 @@ std::optional<std::string> ct_native_format(const CtWeightArgs& a, const std::st
     return f;
 }
 
-}  // namespace warden::model
+}  // namespace warden::formats

@@ -1,11 +1,11 @@
-#include "model/gguf_file.h"
+#include "formats/gguf_file.h"
 
 #include <cstring>
 #include <limits>
 
 #include "util/error.h"
 
-namespace warden::model {
+namespace warden::formats {
 
 using util::Error;
 
@@ -323,4 +323,4 @@ const GGUFTensor* GGUFFile::find_tensor(const std::string& name) const {
     return it == tensor_index_.end() ? nullptr : &tensors_[it->second];
 }
 
-}  // namespace warden::model
+}  // namespace warden::formats

@@ -1,8 +1,8 @@
-#include "model/gguf_names.h"
+#include "formats/gguf_names.h"
 
 #include <map>
 
-namespace warden::model {
+namespace warden::formats {
 
 std::string gguf_layer_name(const std::string& hf) {
     static const std::map<std::string, std::string> names = {
@@ -55,4 +55,4 @@ std::string gguf_tensor_name(const std::string& hf) {
     return "blk." + idx + "." + g;
 }
 
-}  // namespace warden::model
+}  // namespace warden::formats

@@ -9,7 +9,7 @@
 
 #include "tensor/ggml_types.h"
 
-namespace warden::model {
+namespace warden::formats {
 
 struct GGUFTensor;
 struct SafetensorsTensor;
@@ -22,7 +22,7 @@ struct SourceTensor {
     tensor::GgmlType ggml_type = tensor::GgmlType::F32;  // when is_ggml
     std::string st_dtype;          // when !is_ggml: "F32", "F16", "BF16"
     const uint8_t* data = nullptr;
-    // compressed-tensors pack-quantized weight (model/compressed_tensors.h); st_dtype "I4"/"I8".
+    // compressed-tensors pack-quantized weight (formats/compressed_tensors.h); st_dtype "I4"/"I8".
     std::shared_ptr<const CtPacked> ct;
 
     static SourceTensor from(const GGUFTensor& t);
@@ -36,4 +36,4 @@ struct SourceTensor {
     void row_to_f32(int64_t r, float* out) const;
 };
 
-}  // namespace warden::model
+}  // namespace warden::formats

@@ -1,14 +1,14 @@
-#include "model/tensor_source.h"
+#include "formats/tensor_source.h"
 
 #include <cstring>
 
-#include "model/compressed_tensors.h"
-#include "model/gguf_file.h"
-#include "model/safetensors_file.h"
+#include "formats/compressed_tensors.h"
+#include "formats/gguf_file.h"
+#include "formats/safetensors_file.h"
 #include "tensor/float_convert.h"
 #include "util/error.h"
 
-namespace warden::model {
+namespace warden::formats {
 
 SourceTensor SourceTensor::from(const GGUFTensor& t) {
     SourceTensor s;
@@ -68,4 +68,4 @@ void SourceTensor::row_to_f32(int64_t r, float* out) const {
     }
 }
 
-}  // namespace warden::model
+}  // namespace warden::formats

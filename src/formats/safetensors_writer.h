@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-namespace warden::model {
+namespace warden::formats {
 
 class SafetensorsWriter {
 public:
@@ -32,4 +32,4 @@ private:
     std::map<std::string, std::string> metadata_{{"format", "pt"}};
 };
 
-}  // namespace warden::model
+}  // namespace warden::formats

@@ -7,9 +7,9 @@
 #include <utility>
 #include <vector>
 
-#include "model/gguf_file.h"
+#include "formats/gguf_file.h"
 
-namespace warden::model {
+namespace warden::formats {
 
 class GGUFWriter {
 public:
@@ -51,4 +51,4 @@ private:
     std::vector<Tensor> tensors_;
 };
 
-}  // namespace warden::model
+}  // namespace warden::formats

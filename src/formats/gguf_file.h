@@ -12,7 +12,7 @@
 #include "tensor/ggml_types.h"
 #include "util/mapped_file.h"
 
-namespace warden::model {
+namespace warden::formats {
 
 enum class GGUFValueType : uint32_t {
     UINT8 = 0, INT8 = 1, UINT16 = 2, INT16 = 3, UINT32 = 4, INT32 = 5, FLOAT32 = 6, BOOL = 7,
@@ -87,4 +87,4 @@ private:
     std::map<std::string, size_t> tensor_index_;
 };
 
-}  // namespace warden::model
+}  // namespace warden::formats

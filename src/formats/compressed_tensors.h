@@ -24,9 +24,9 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "kernels/matmul_quant.h"
-#include "model/tensor_source.h"
+#include "formats/tensor_source.h"
 
-namespace warden::model {
+namespace warden::formats {
 
 class SafetensorsModel;
 
@@ -107,4 +107,4 @@ std::optional<std::string> ct_native_format(const CtWeightArgs& a, const std::st
 std::vector<uint32_t> ct_pack_codes(const uint8_t* codes, int64_t n, int num_bits);
 uint8_t ct_unpack_code(const uint8_t* words, int64_t i, int num_bits);
 
-}  // namespace warden::model
+}  // namespace warden::formats
