@@ -1,7 +1,7 @@
 #pragma once
 // Hugging Face tensor names in llama.cpp's GGUF naming (gguf-py's TensorNameMap), for what is
 // named the GGUF way outside a GGUF file: the loader's MoE / MLA "raw:" roles, and llama.cpp
-// importance matrices applied to a Hugging Face checkpoint (quant/quantize_ct.h).
+// importance matrices applied to a Hugging Face checkpoint (convert/quantize_ct.h).
 #include <string>
 
 namespace warden::formats {

@@ -39,9 +39,9 @@ GgufNativeWeights gguf_native_weights(const formats::GGUFFile& g, const ModelCon
 // The matrices --weights applies to: "blk.N.*" of layers the model runs (N < n_layers: not the
 // MTP / nextn blocks after them) with two or more dimensions (stacked experts have three),
 // except those that always load in f32 or --dtype: MoE routers and MLA's kv_b / k_b / v_b
-// (model/mla.cpp). `warden quantize` writes exactly these quantized (quant/quantize_model.h),
+// (model/mla.cpp). `warden quantize` writes exactly these quantized (convert/quantize_model.h),
 // and so does its compressed-tensors writer, by each Hugging Face name's GGUF name
-// (quant/quantize_ct.cpp, formats/gguf_names.h).
+// (convert/quantize_ct.cpp, formats/gguf_names.h).
 bool is_layer_matrix(const formats::GGUFTensor& t, int64_t n_layers);
 
 // The name half of is_layer_matrix (a routed expert's "blk.N.ffn_up_exps.weight[e]" included).

@@ -1,4 +1,4 @@
-// compressed-tensors pack-quantized checkpoints (formats/compressed_tensors.h, quant/quantize_ct.h):
+// compressed-tensors pack-quantized checkpoints (formats/compressed_tensors.h, convert/quantize_ct.h):
 // bit packing against hand-computed words, config parsing and its errors, corrupt tensors,
 // bit-exact import (quantize -> write -> load gives the packed bytes and logits of quantizing at
 // load, dense and MoE), asymmetric zero points, and dequantization through f32.
@@ -26,7 +26,7 @@
 #include "formats/safetensors_writer.h"
 #include "model/transformer.h"
 #include "quant/imatrix.h"
-#include "quant/quantize_ct.h"
+#include "convert/quantize_ct.h"
 #include "quant/quantizer.h"
 #include "tensor/float_convert.h"
 #include "quant/imatrix_test_util.h"
@@ -446,7 +446,7 @@ void check_round_trip(const std::string& model_name, const std::string& fmt, int
     util::ThreadPool pool(2);
     const std::string src = test::golden_model(model_name);
     const std::string out = tmp_dir(model_name + "_" + fmt);
-    const auto st = quant::quantize_hf_compressed_tensors(src, out, quant::parse_weight_format(fmt), false, pool);
+    const auto st = convert::quantize_hf_compressed_tensors(src, out, quant::parse_weight_format(fmt), false, pool);
     EXPECT_EQ(st.tensors_quantized, want_quantized);
     // The written config parses, lists the unquantized Linear layers, and names the format.
     std::ifstream cf(out + "/config.json");
@@ -483,7 +483,7 @@ void check_round_trip(const std::string& model_name, const std::string& fmt, int
     }
     // Re-quantizing the output is a fixed point (bit-exact import of the packed source).
     const std::string out2 = tmp_dir(model_name + "_" + fmt + "_2");
-    quant::quantize_hf_compressed_tensors(out, out2, quant::parse_weight_format(fmt), false, pool);
+    convert::quantize_hf_compressed_tensors(out, out2, quant::parse_weight_format(fmt), false, pool);
     const formats::SafetensorsModel s1 = formats::SafetensorsModel::open_dir(out), s2 = formats::SafetensorsModel::open_dir(out2);
     ASSERT_EQ(s1.tensors().size(), s2.tensors().size());
     for (const auto& t : s1.tensors()) {
@@ -538,7 +538,7 @@ TEST(CompressedTensors, MlaRowsShorterThanABlockAreRefused) {
     const std::string out = tmp_dir("tiny-deepseek-v3-refused");
     for (const char* fmt : {"int4-g32", "int8"}) {
         try {
-            quant::quantize_hf_compressed_tensors(test::golden_model("tiny-deepseek-v3"), out, quant::parse_weight_format(fmt), false, pool);
+            convert::quantize_hf_compressed_tensors(test::golden_model("tiny-deepseek-v3"), out, quant::parse_weight_format(fmt), false, pool);
             ADD_FAILURE() << fmt << ": no error";
         } catch (const std::exception& e) {
             const std::string msg = e.what();
@@ -568,12 +568,12 @@ TEST(CompressedTensors, WriterShardsADirectoryOutput) {
     const std::string src = test::golden_model("tiny-llama");
     const auto fmt = quant::parse_weight_format("int4-g32");
     const std::string single = tmp_dir("shard_single"), sharded = tmp_dir("shard_many");
-    const auto st1 = quant::quantize_hf_compressed_tensors(src, single, fmt, false, pool);
+    const auto st1 = convert::quantize_hf_compressed_tensors(src, single, fmt, false, pool);
     EXPECT_FALSE(fs::exists(single + "/model.safetensors.index.json"));
     std::ofstream(sharded + "/model.safetensors") << "stale";  // an earlier single-file run
     std::ofstream(sharded + "/notes.txt") << "mine";
     constexpr int64_t kLimit = 20000;
-    const auto st2 = quant::quantize_hf_compressed_tensors(src, sharded, fmt, false, pool, kLimit);
+    const auto st2 = convert::quantize_hf_compressed_tensors(src, sharded, fmt, false, pool, kLimit);
     EXPECT_EQ(st2.bytes_out, st1.bytes_out);
     EXPECT_EQ(st2.tensors_quantized, st1.tensors_quantized);
     EXPECT_FALSE(fs::exists(sharded + "/model.safetensors"));
@@ -611,14 +611,14 @@ TEST(CompressedTensors, WriterShardsADirectoryOutput) {
     }
     EXPECT_TRUE(all_logits(*load(single, "", pool), pool) == all_logits(*load(sharded, "", pool), pool));
     // Back to one file: the shards and the index go.
-    quant::quantize_hf_compressed_tensors(src, sharded, fmt, false, pool);
+    convert::quantize_hf_compressed_tensors(src, sharded, fmt, false, pool);
     for (const auto& e : fs::directory_iterator(sharded))
         EXPECT_TRUE(e.path().filename() == "model.safetensors" || e.path().filename() == "config.json" ||
                     e.path().filename() == "notes.txt")
             << e.path();
     // A file output is one file: a shard size is an error, as is a size that is not positive.
     const auto msg = [&](const std::string& out, int64_t limit) {
-        return message_of([&] { quant::quantize_hf_compressed_tensors(src, out, fmt, false, pool, limit); });
+        return message_of([&] { convert::quantize_hf_compressed_tensors(src, out, fmt, false, pool, limit); });
     };
     EXPECT_NE(msg(sharded + "/x.safetensors", kLimit).find("needs a directory output"), std::string::npos);
     EXPECT_FALSE(fs::exists(sharded + "/x.safetensors"));
@@ -681,9 +681,9 @@ TEST(CompressedTensors, WriterTakesAnImatrixByGgufName) {
     const auto ub = test::imatrix_dat(uni), sb = test::imatrix_dat(skew);
     const quant::Imatrix mu = quant::parse_imatrix(ub.data(), ub.size(), "u"), ms = quant::parse_imatrix(sb.data(), sb.size(), "s");
     const std::string o0 = tmp_dir("im_none"), o1 = tmp_dir("im_uni"), o2 = tmp_dir("im_skew");
-    EXPECT_EQ(quant::quantize_hf_compressed_tensors(dense, o0, fmt, false, pool).imatrix_weighted, 0);
-    EXPECT_EQ(quant::quantize_hf_compressed_tensors(dense, o1, fmt, false, pool, std::nullopt, &mu).imatrix_weighted, 21);
-    EXPECT_EQ(quant::quantize_hf_compressed_tensors(dense, o2, fmt, false, pool, std::nullopt, &ms).imatrix_weighted, 21);
+    EXPECT_EQ(convert::quantize_hf_compressed_tensors(dense, o0, fmt, false, pool).imatrix_weighted, 0);
+    EXPECT_EQ(convert::quantize_hf_compressed_tensors(dense, o1, fmt, false, pool, std::nullopt, &mu).imatrix_weighted, 21);
+    EXPECT_EQ(convert::quantize_hf_compressed_tensors(dense, o2, fmt, false, pool, std::nullopt, &ms).imatrix_weighted, 21);
     {
         const auto a = formats::SafetensorsModel::open_dir(o0), b = formats::SafetensorsModel::open_dir(o1),
                    c = formats::SafetensorsModel::open_dir(o2);
@@ -706,8 +706,8 @@ TEST(CompressedTensors, WriterTakesAnImatrixByGgufName) {
     const auto eb = test::imatrix_dat({{"blk.0.ffn_up_exps.weight", 1, stacked}});
     const quant::Imatrix me = quant::parse_imatrix(eb.data(), eb.size(), "e");
     const std::string m0 = tmp_dir("im_moe_none"), m1 = tmp_dir("im_moe_e3");
-    quant::quantize_hf_compressed_tensors(moe, m0, fmt, false, pool);
-    EXPECT_EQ(quant::quantize_hf_compressed_tensors(moe, m1, fmt, false, pool, std::nullopt, &me).imatrix_weighted,
+    convert::quantize_hf_compressed_tensors(moe, m0, fmt, false, pool);
+    EXPECT_EQ(convert::quantize_hf_compressed_tensors(moe, m1, fmt, false, pool, std::nullopt, &me).imatrix_weighted,
               static_cast<int64_t>(kExperts));
     {
         const auto a = formats::SafetensorsModel::open_dir(m0), b = formats::SafetensorsModel::open_dir(m1);
@@ -721,7 +721,7 @@ TEST(CompressedTensors, WriterTakesAnImatrixByGgufName) {
     const auto wb = test::imatrix_dat({{"blk.0.ffn_up_exps.weight", 1, stacked}});
     const quant::Imatrix mw = quant::parse_imatrix(wb.data(), wb.size(), "w");
     const std::string bad = tmp_dir("im_moe_bad");
-    EXPECT_NE(message_of([&] { quant::quantize_hf_compressed_tensors(moe, bad, fmt, false, pool, std::nullopt, &mw); })
+    EXPECT_NE(message_of([&] { convert::quantize_hf_compressed_tensors(moe, bad, fmt, false, pool, std::nullopt, &mw); })
                   .find("'blk.0.ffn_up_exps.weight' has"),
               std::string::npos);
     EXPECT_FALSE(fs::exists(bad + "/model.safetensors"));
@@ -750,7 +750,7 @@ TEST(CompressedTensors, WriterPacksOnlyTheMatricesTheLoaderQuantizes) {
     for (const auto& n : extras) w.add_tensor(n, q0->dtype, q0->shape, std::vector<uint8_t>(q0->data, q0->data + q0->n_bytes));
     w.write(dir + "/model.safetensors");
 
-    const auto st = quant::quantize_hf_compressed_tensors(dir, out, quant::parse_weight_format("int4"), false, pool);
+    const auto st = convert::quantize_hf_compressed_tensors(dir, out, quant::parse_weight_format("int4"), false, pool);
     EXPECT_EQ(st.tensors_quantized, 3 * 7);
     const formats::SafetensorsModel o = formats::SafetensorsModel::open_dir(out);
     for (const auto& n : extras) {
@@ -766,7 +766,7 @@ TEST(CompressedTensors, WriterPacksOnlyTheMatricesTheLoaderQuantizes) {
     cfg.erase("num_hidden_layers");
     std::ofstream(dir + "/config.json") << cfg.dump();
     EXPECT_NE(message_of([&] {
-                  quant::quantize_hf_compressed_tensors(dir, tmp_dir("extra_out2"), quant::parse_weight_format("int4"), false, pool);
+                  convert::quantize_hf_compressed_tensors(dir, tmp_dir("extra_out2"), quant::parse_weight_format("int4"), false, pool);
               }).find("num_hidden_layers"),
               std::string::npos);
     fs::remove_all(dir);
@@ -779,7 +779,7 @@ TEST(CompressedTensors, WriterRefusesWhatItCannotStoreExactly) {
     const std::string src = test::golden_model("tiny-llama");
     const std::string out = tmp_dir("refuse");
     auto err = [&](const std::string& in, const std::string& fmt) {
-        return message_of([&] { quant::quantize_hf_compressed_tensors(in, out, quant::parse_weight_format(fmt), false, pool); });
+        return message_of([&] { convert::quantize_hf_compressed_tensors(in, out, quant::parse_weight_format(fmt), false, pool); });
     };
     EXPECT_NE(err(src, "int4-asym").find("symmetric int4 only"), std::string::npos);
     EXPECT_NE(err(src, "fp8").find("int4 or int8"), std::string::npos);
@@ -789,7 +789,7 @@ TEST(CompressedTensors, WriterRefusesWhatItCannotStoreExactly) {
     EXPECT_NE(e.find("does not divide"), std::string::npos) << e;
     EXPECT_NE(err(src, "int4").find("<no error>"), std::string::npos);
     EXPECT_NE(message_of([&] {
-                  quant::quantize_hf_compressed_tensors(src, src + "/x.safetensors", quant::parse_weight_format("int4"),
+                  convert::quantize_hf_compressed_tensors(src, src + "/x.safetensors", quant::parse_weight_format("int4"),
                                                         false, pool);
               }).find("inside the source directory"),
               std::string::npos);

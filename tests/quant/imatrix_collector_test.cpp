@@ -1,11 +1,11 @@
-// `warden imatrix`'s collector (quant/imatrix_collector.h): what it sums is each layer matrix's
+// `warden imatrix`'s collector (convert/imatrix_collector.h): what it sums is each layer matrix's
 // input. Layer 0's q/k/v input is computed here from the weights alone (the normed embeddings),
 // independently of the transformer; matrices that share an input (q/k/v, gate/up) get equal
 // entries; every dense matrix counts every token, routed experts exactly the tokens routed to
 // them; and the GGUF it writes reads back through quant/imatrix.h to the same importances.
 // Agreement with llama.cpp's llama-imatrix on a real model is a measurement in
 // docs/WEIGHT_QUANT.md (bench/imatrix_compare.py), not a test: CI has no llama.cpp.
-#include "quant/imatrix_collector.h"
+#include "convert/imatrix_collector.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -21,7 +21,7 @@
 #include "model/model.h"
 #include "model/transformer.h"
 #include "quant/imatrix.h"
-#include "quant/quantize_ct.h"
+#include "convert/quantize_ct.h"
 #include "quant/weight_format.h"
 #include "util/thread_pool.h"
 
@@ -63,7 +63,7 @@ TEST(ImatrixCollector, DenseModelSumsEachMatrixsInput) {
     const auto m = load(test::golden_model("tiny-llama.gguf"), pool);
     const auto& c = m->config;
     const std::vector<int32_t> toks = some_tokens(40, c.vocab_size);
-    ImatrixCollector col(*m);
+    convert::ImatrixCollector col(*m);
     collect(*m, col, toks, pool);
     const Imatrix imp = col.importance(1, "t");
     ASSERT_EQ(col.entries().size(), static_cast<size_t>(7 * c.n_layers));
@@ -123,10 +123,10 @@ TEST(ImatrixCollector, DenseModelSumsEachMatrixsInput) {
 
 // Passes every observation on to the collector and keeps the rows of one matrix.
 struct Recorder final : model::ActivationObserver {
-    ImatrixCollector& col;
+    convert::ImatrixCollector& col;
     const model::Matrix* watch;
     std::vector<float> rows;
-    Recorder(ImatrixCollector& c, const model::Matrix* w) : col(c), watch(w) {}
+    Recorder(convert::ImatrixCollector& c, const model::Matrix* w) : col(c), watch(w) {}
     void observe(const model::Matrix& m, const float* x, int64_t n) override {
         if (&m == watch) rows.insert(rows.end(), x, x + n * m.cols());
         col.observe(m, x, n);
@@ -140,7 +140,7 @@ TEST(ImatrixCollector, RoutedExpertsCountTheirTokens) {
     const auto m = load(dir, pool);
     const auto& c = m->config;
     const int64_t n = 24;
-    ImatrixCollector col(*m);
+    convert::ImatrixCollector col(*m);
     collect(*m, col, some_tokens(n, c.vocab_size), pool);
     // Layers 0 and 2 are MoE (8 experts, top 3), layer 1 dense.
     for (int l : {0, 2}) {
@@ -187,7 +187,7 @@ TEST(ImatrixCollector, RoutedExpertsCountTheirTokens) {
     while (ex < moe.gate.size() && col.entries().at("blk.0.ffn_up_exps.weight").counts[ex] == 0)
         ++ex;
     ASSERT_LT(ex, moe.gate.size());
-    ImatrixCollector col2(*m);
+    convert::ImatrixCollector col2(*m);
     Recorder rec(col2, &moe.gate[ex]);
     collect(*m, rec, some_tokens(n, c.vocab_size), pool);
     const int64_t de = c.moe.d_expert, d = c.d_model,
@@ -223,7 +223,7 @@ TEST(ImatrixCollector, MlaProjectionsAndSharedExperts) {
     if (!std::filesystem::exists(dir + "/config.json")) GTEST_SKIP() << "no tiny-deepseek-v3";
     util::ThreadPool pool(2);
     const auto m = load(dir, pool);
-    ImatrixCollector col(*m);
+    convert::ImatrixCollector col(*m);
     collect(*m, col, some_tokens(20, m->config.vocab_size), pool);
     for (const char* n : {"attn_q_a", "attn_q_b", "attn_kv_a_mqa", "attn_output"})
         for (int l = 0; l < 3; ++l) {
@@ -247,13 +247,13 @@ TEST(ImatrixCollector, EveryMatrixTheWriterPacksFindsItsEntry) {
         if (!std::filesystem::exists(dir + "/config.json")) GTEST_SKIP() << "no " << name;
         util::ThreadPool pool(2);
         const auto m = load(dir, pool);
-        ImatrixCollector col(*m);
+        convert::ImatrixCollector col(*m);
         collect(*m, col, some_tokens(16, m->config.vocab_size), pool);
         const Imatrix imp = col.importance(1, "t");
         const std::string out = (std::filesystem::temp_directory_path() /
                                  ("warden_imc_ct_" + std::to_string(::getpid()) + "_" + name))
                                     .string();
-        const auto st = quantize_hf_compressed_tensors(dir, out, parse_weight_format("int4"), false,
+        const auto st = convert::quantize_hf_compressed_tensors(dir, out, parse_weight_format("int4"), false,
                                                        pool, std::nullopt, &imp);
         std::filesystem::remove_all(out);
         EXPECT_GT(st.tensors_quantized, 50) << name;
@@ -271,8 +271,8 @@ TEST(ImatrixCollector, ProcessOutputSumsTheHeadsInput) {
     const auto& c = m->config;
     const int64_t n = 24, d = c.d_model, vocab = c.vocab_size;
     const std::vector<int32_t> toks = some_tokens(n, vocab);
-    EXPECT_EQ(ImatrixCollector(*m).entries().count("output.weight"), 0u);  // off by default
-    ImatrixCollector col(*m, true);
+    EXPECT_EQ(convert::ImatrixCollector(*m).entries().count("output.weight"), 0u);  // off by default
+    convert::ImatrixCollector col(*m, true);
     ASSERT_EQ(col.entries().size(), static_cast<size_t>(7 * c.n_layers + 1));
     Recorder rec(col, &m->weights.output);
     model::Transformer tf(*m, pool);
@@ -281,7 +281,7 @@ TEST(ImatrixCollector, ProcessOutputSumsTheHeadsInput) {
     std::vector<float> logits(static_cast<size_t>(n * vocab));
     tf.forward(toks.data(), n, cache, logits.data(), true);
     ASSERT_EQ(rec.rows.size(), static_cast<size_t>(n * d));
-    const ImatrixCollector::Entry& e = col.entries().at("output.weight");
+    const convert::ImatrixCollector::Entry& e = col.entries().at("output.weight");
     EXPECT_EQ(e.counts, std::vector<double>{static_cast<double>(n)});
     std::vector<double> sums(static_cast<size_t>(d), 0.0);
     std::vector<float> w(static_cast<size_t>(d));
@@ -308,7 +308,7 @@ TEST(ImatrixCollector, ProcessOutputSumsTheHeadsInput) {
     if (!std::filesystem::exists(tied + "/config.json")) GTEST_SKIP() << "no tiny-qwen3";
     const auto mt = load(tied, pool);
     ASSERT_TRUE(mt->config.tied_embeddings);
-    EXPECT_EQ(ImatrixCollector(*mt, true).entries().count("output.weight"), 0u);
+    EXPECT_EQ(convert::ImatrixCollector(*mt, true).entries().count("output.weight"), 0u);
 }
 
 }  // namespace

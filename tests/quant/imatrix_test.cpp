@@ -21,7 +21,7 @@
 #include "formats/gguf_writer.h"
 #include "formats/tensor_source.h"
 #include "quant/imatrix.h"
-#include "quant/quantize_model.h"
+#include "convert/quantize_model.h"
 #include "quant/weight_format.h"
 #include "util/error.h"
 #include "util/thread_pool.h"
@@ -289,10 +289,10 @@ TEST(Imatrix, WeightsTheScaleSearch) {
     for (const char* fmt : {"int4", "int4-asym", "int8"}) {
         const std::string plain = tmp(std::string(fmt) + "_plain.gguf"), uni = tmp(std::string(fmt) + "_u.gguf"),
                           skew = tmp(std::string(fmt) + "_s.gguf");
-        EXPECT_EQ(quantize_gguf(src, plain, parse_weight_format(fmt), HeadOptions::keep(), pool).imatrix_weighted, 0);
-        EXPECT_EQ(quantize_gguf(src, uni, parse_weight_format(fmt), HeadOptions::keep(), pool, &mu).imatrix_weighted,
+        EXPECT_EQ(convert::quantize_gguf(src, plain, parse_weight_format(fmt), convert::HeadOptions::keep(), pool).imatrix_weighted, 0);
+        EXPECT_EQ(convert::quantize_gguf(src, uni, parse_weight_format(fmt), convert::HeadOptions::keep(), pool, &mu).imatrix_weighted,
                   static_cast<int64_t>(uniform.size()));
-        quantize_gguf(src, skew, parse_weight_format(fmt), HeadOptions::keep(), pool, &ms);
+        convert::quantize_gguf(src, skew, parse_weight_format(fmt), convert::HeadOptions::keep(), pool, &ms);
         EXPECT_TRUE(file_bytes(plain) == file_bytes(uni)) << fmt;
         EXPECT_FALSE(file_bytes(plain) == file_bytes(skew)) << fmt;
         const double e_plain = weighted_error(src, plain, ms), e_skew = weighted_error(src, skew, ms);
@@ -307,7 +307,7 @@ TEST(Imatrix, WeightsTheScaleSearch) {
     const auto wb = imatrix_dat(wrong);
     const Imatrix mw = parse_imatrix(wb.data(), wb.size(), "w");
     try {
-        quantize_gguf(src, tmp("wrong.gguf"), parse_weight_format("int4"), HeadOptions::keep(), pool, &mw);
+        convert::quantize_gguf(src, tmp("wrong.gguf"), parse_weight_format("int4"), convert::HeadOptions::keep(), pool, &mw);
         FAIL();
     } catch (const util::Error& e) {
         EXPECT_NE(std::string(e.what()).find(wrong[0].name), std::string::npos) << e.what();

@@ -28,7 +28,7 @@
 #include "model/kv_cache.h"
 #include "model/model.h"
 #include "model/transformer.h"
-#include "quant/quantize_model.h"
+#include "convert/quantize_model.h"
 #include "quant/quantizer.h"
 #include "quant/weight_format.h"
 #include "tensor/float_convert.h"
@@ -368,13 +368,13 @@ TEST(QuantGguf, QuantizeSaveLoadBitExact) {
         const bool int4 = std::string(fmt).starts_with("int4");
         for (const char* mode : {"default", "keep", "emb"}) {
             const bool emb = std::string(mode) == "emb";
-            HeadOptions head;  // "default"
-            if (emb) head = HeadOptions::as(parse_weight_format(fmt));
-            if (std::string(mode) == "keep") head = HeadOptions::keep();
+            convert::HeadOptions head;  // "default"
+            if (emb) head = convert::HeadOptions::as(parse_weight_format(fmt));
+            if (std::string(mode) == "keep") head = convert::HeadOptions::keep();
             const bool head_written = emb || (std::string(mode) == "default" && int4);
             const std::string what = std::string(fmt) + " head " + mode;
             const std::string out = tmp_path(std::string(fmt) + "_" + mode + ".gguf");
-            const auto st = quantize_gguf(src, out, parse_weight_format(fmt), head, pool);
+            const auto st = convert::quantize_gguf(src, out, parse_weight_format(fmt), head, pool);
             EXPECT_EQ(st.tensors_quantized, 3 * 7 + (head_written ? heads : 0)) << what;
             const std::string head_name = emb ? weight_format_name(parse_weight_format(fmt)) : std::string("int8");
             EXPECT_EQ(st.heads, head_written ? "token_embd as " + head_name + (tied ? "" : ", output as " + head_name)
@@ -415,7 +415,7 @@ TEST(QuantGguf, QuantizeSaveLoadBitExact) {
             // Quantizing twice is a fixed point: the output re-quantized gives the same file content
             // (a head written once is copied the second time: it is no longer a float tensor).
             const std::string out2 = tmp_path(std::string(fmt) + "_2.gguf");
-            const auto st2 = quantize_gguf(out, out2, parse_weight_format(fmt), head, pool);
+            const auto st2 = convert::quantize_gguf(out, out2, parse_weight_format(fmt), head, pool);
             EXPECT_EQ(st2.tensors_quantized, st.tensors_quantized - (head_written && !emb ? heads : 0)) << what;
             const auto c = load(out2, fmt, pool, emb);
             expect_same_packed(b->weights.layers[1].w_down, c->weights.layers[1].w_down, what + " requant");
@@ -427,8 +427,8 @@ TEST(QuantGguf, QuantizeSaveLoadBitExact) {
     // --head-weights must have a GGUF block type too: a clear error before anything is written.
     for (const char* bad : {"fp8", "bf16", "int8-bf16s"}) {
         try {
-            quantize_gguf(src, tmp_path("badhead.gguf"), parse_weight_format("int4"),
-                          HeadOptions::as(parse_weight_format(bad)), pool);
+            convert::quantize_gguf(src, tmp_path("badhead.gguf"), parse_weight_format("int4"),
+                          convert::HeadOptions::as(parse_weight_format(bad)), pool);
             FAIL() << bad;
         } catch (const util::Error& e) {
             EXPECT_NE(std::string(e.what()).find("--head-weights"), std::string::npos) << e.what();
@@ -437,14 +437,14 @@ TEST(QuantGguf, QuantizeSaveLoadBitExact) {
     }
     // int4-g128 does not divide tiny-llama rows (64): clear error naming tensor and sizes.
     try {
-        quantize_gguf(src, tmp_path("g128.gguf"), parse_weight_format("int4-g128"), HeadOptions{}, pool);
+        convert::quantize_gguf(src, tmp_path("g128.gguf"), parse_weight_format("int4-g128"), convert::HeadOptions{}, pool);
         FAIL();
     } catch (const util::Error& e) {
         EXPECT_NE(std::string(e.what()).find("blk.0.attn_q.weight"), std::string::npos) << e.what();
         EXPECT_NE(std::string(e.what()).find("does not divide"), std::string::npos) << e.what();
     }
     EXPECT_THROW(load(src, "int4-g128", pool), util::Error);
-    EXPECT_THROW(quantize_gguf(src, tmp_path("fp8.gguf"), parse_weight_format("fp8"), HeadOptions{}, pool), util::Error);
+    EXPECT_THROW(convert::quantize_gguf(src, tmp_path("fp8.gguf"), parse_weight_format("fp8"), convert::HeadOptions{}, pool), util::Error);
 }
 
 // Without --weights, a file warden can run in its own format loads in it: Q4_0 / Q4_1 / per-
@@ -468,8 +468,8 @@ TEST(QuantGguf, WithoutWeightsFlagAFileLoadsInItsOwnFormat) {
         for (bool emb : {false, true}) {
             const std::string what = std::string(c.fmt) + (emb ? " +emb" : "");
             const std::string out = tmp_path(std::string("native_") + c.fmt + (emb ? "_e" : "") + ".gguf");
-            quantize_gguf(src, out, parse_weight_format(c.fmt),
-                          emb ? HeadOptions::as(parse_weight_format(c.fmt)) : HeadOptions{}, pool);
+            convert::quantize_gguf(src, out, parse_weight_format(c.fmt),
+                          emb ? convert::HeadOptions::as(parse_weight_format(c.fmt)) : convert::HeadOptions{}, pool);
             const auto native = load(out, "", pool);
             EXPECT_EQ(native->weights_format, c.native) << what;
             EXPECT_NE(native->weights_note.find("without loss"), std::string::npos) << native->weights_note;
@@ -515,7 +515,7 @@ TEST(QuantGguf, WithoutWeightsFlagAFileLoadsInItsOwnFormat) {
 TEST(QuantGguf, Q8_0WithPerBlockScalesIsNativeInt8G32) {
     util::ThreadPool pool(2);
     const std::string declared = tmp_path("native_q8_declared.gguf");
-    quantize_gguf(test::golden_model("tiny-llama.gguf"), declared, parse_weight_format("int8"), HeadOptions{}, pool);
+    convert::quantize_gguf(test::golden_model("tiny-llama.gguf"), declared, parse_weight_format("int8"), convert::HeadOptions{}, pool);
     {  // the declared file with row 0 changed: still int8, one row requantized
         const std::string bad_row0 = tmp_path("native_q8_declared_row0.gguf");
         rewrite_gguf(declared, bad_row0, "", [](const std::string& name, std::vector<uint8_t>& d) {
@@ -603,8 +603,8 @@ TEST(QuantGguf, Q8_0WithPerBlockScalesIsNativeInt8G32) {
     // A file declaring int8 whose Q8_0 head has a scale per block (copied from a per-block source):
     // the head's blocks decide, int8-g32, not the declaration.
     const std::string emb = tmp_path("native_q8_emb.gguf");
-    quantize_gguf(test::golden_model("tiny-llama.gguf"), emb, parse_weight_format("int8"),
-                  HeadOptions::as(parse_weight_format("int8")), pool);
+    convert::quantize_gguf(test::golden_model("tiny-llama.gguf"), emb, parse_weight_format("int8"),
+                  convert::HeadOptions::as(parse_weight_format("int8")), pool);
     std::ifstream ein(emb, std::ios::binary);
     std::vector<uint8_t> ebuf((std::istreambuf_iterator<char>(ein)), std::istreambuf_iterator<char>());
     ein.close();
@@ -690,7 +690,7 @@ TEST(QuantGguf, NamedWeightsKeepAQuantizedHeadsOwnFormat) {
     util::ThreadPool pool(2);
     const std::string src = test::golden_model("tiny-llama.gguf");
     const std::string q8 = tmp_path("named_head_q8.gguf");
-    quantize_gguf(src, q8, parse_weight_format("int8-g32"), HeadOptions::as(parse_weight_format("int8-g32")), pool);
+    convert::quantize_gguf(src, q8, parse_weight_format("int8-g32"), convert::HeadOptions::as(parse_weight_format("int8-g32")), pool);
     for (const char* fmt : {"int4", "int8", "fp8"}) {
         const auto m = load(q8, fmt, pool);
         EXPECT_EQ(m->weights.token_embd.view().type, kernels::WeightType::Q8) << fmt;
@@ -780,7 +780,7 @@ TEST(QuantGguf, HeadWeightsInt8) {
 TEST(QuantGguf, CorruptBlockScaleIsAnError) {
     util::ThreadPool pool(1);
     const std::string out = tmp_path("corrupt.gguf");
-    quantize_gguf(test::golden_model("tiny-llama.gguf"), out, parse_weight_format("int4"), HeadOptions{}, pool);
+    convert::quantize_gguf(test::golden_model("tiny-llama.gguf"), out, parse_weight_format("int4"), convert::HeadOptions{}, pool);
     std::string needle;
     {
         formats::GGUFFile g(out);
@@ -809,7 +809,7 @@ TEST(QuantGguf, CorruptBlockScaleIsAnError) {
     // bytes are made as the writer reaches it): nothing is left at the output, not even the .tmp.
     const std::string again = tmp_path("corrupt_again.gguf");
     try {
-        quantize_gguf(out, again, parse_weight_format("int4"), HeadOptions{}, pool);
+        convert::quantize_gguf(out, again, parse_weight_format("int4"), convert::HeadOptions{}, pool);
         FAIL();
     } catch (const util::Error& e) {
         EXPECT_NE(std::string(e.what()).find("tensor 'blk.1.ffn_up.weight' as int4-g32: "), std::string::npos)

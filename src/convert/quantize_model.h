@@ -10,7 +10,7 @@
 #include "quant/weight_format.h"
 #include "util/thread_pool.h"
 
-namespace warden::quant {
+namespace warden::convert {
 
 struct QuantizeStats {
     int64_t tensors_quantized = 0;  // the embeddings / head included
@@ -31,9 +31,9 @@ struct QuantizeStats {
 //   Format: every one in `format` (`--quantize-embeddings`: the layers' format; `--head-weights F`).
 struct HeadOptions {
     enum class Mode { Default, Keep, Format } mode = Mode::Default;
-    WeightFormat format;  // Mode::Format only
+    quant::WeightFormat format;  // Mode::Format only
     static HeadOptions keep() { return {Mode::Keep, {}}; }
-    static HeadOptions as(const WeightFormat& f) { return {Mode::Format, f}; }
+    static HeadOptions as(const quant::WeightFormat& f) { return {Mode::Format, f}; }
 };
 
 // Is this tensor the token embeddings or the output head (GGUF or HF naming)?
@@ -45,7 +45,7 @@ bool is_embedding_weight(const std::string& name);
 // copied unchanged. `imatrix`: the
 // importance of each quantized tensor's input columns where it has an entry of that name
 // (quant/imatrix.h; rows that import without loss are imported all the same).
-QuantizeStats quantize_gguf(const std::string& in, const std::string& out, const WeightFormat& f,
-                            const HeadOptions& head, util::ThreadPool& pool, const Imatrix* imatrix = nullptr);
+QuantizeStats quantize_gguf(const std::string& in, const std::string& out, const quant::WeightFormat& f,
+                            const HeadOptions& head, util::ThreadPool& pool, const quant::Imatrix* imatrix = nullptr);
 
-}  // namespace warden::quant
+}  // namespace warden::convert

@@ -1,4 +1,4 @@
-#include "quant/imatrix_collector.h"
+#include "convert/imatrix_collector.h"
 
 #include <cmath>
 #include <cstring>
@@ -6,7 +6,7 @@
 #include "formats/gguf_writer.h"
 #include "util/error.h"
 
-namespace warden::quant {
+namespace warden::convert {
 
 void ImatrixCollector::add(const model::Matrix& m, const std::string& name, int64_t index,
                            int64_t n_mat) {
@@ -78,9 +78,9 @@ void ImatrixCollector::observe(const model::Matrix& m, const float* x, int64_t n
     e.counts[static_cast<size_t>(it->second.index)] += static_cast<double>(n_rows);
 }
 
-Imatrix ImatrixCollector::importance(int32_t chunks, const std::string& dataset) const {
+quant::Imatrix ImatrixCollector::importance(int32_t chunks, const std::string& dataset) const {
     // Through the same f32 values write_gguf stores, so that this equals reading the file back.
-    Imatrix m;
+    quant::Imatrix m;
     m.chunks = chunks;
     m.dataset = dataset;
     for (const auto& [name, e] : entries_) {
@@ -89,7 +89,7 @@ Imatrix ImatrixCollector::importance(int32_t chunks, const std::string& dataset)
             const auto cnt = static_cast<float>(e.counts[static_cast<size_t>(j)]);
             for (int64_t c = 0; c < e.cols; ++c) {
                 const auto k = static_cast<size_t>(j * e.cols + c);
-                v[k] = mean_square_importance(static_cast<float>(e.sums[k]), cnt);
+                v[k] = quant::mean_square_importance(static_cast<float>(e.sums[k]), cnt);
             }
         }
         m.entries.emplace(name, std::move(v));
@@ -123,4 +123,4 @@ void ImatrixCollector::write_gguf(const std::string& path, const std::vector<std
     w.write(path);
 }
 
-}  // namespace warden::quant
+}  // namespace warden::convert

@@ -1,4 +1,4 @@
-#include "quant/quantize_model.h"
+#include "convert/quantize_model.h"
 
 #include <cstring>
 #include <optional>
@@ -11,29 +11,29 @@
 #include "quant/quantizer.h"
 #include "util/error.h"
 
-namespace warden::quant {
+namespace warden::convert {
 
 bool is_embedding_weight(const std::string& name) {
     return name == "token_embd.weight" || name == "output.weight" || name == "model.embed_tokens.weight" ||
            name == "lm_head.weight";
 }
 
-QuantizeStats quantize_gguf(const std::string& in, const std::string& out, const WeightFormat& f,
-                            const HeadOptions& head, util::ThreadPool& pool, const Imatrix* imatrix) {
+QuantizeStats quantize_gguf(const std::string& in, const std::string& out, const quant::WeightFormat& f,
+                            const HeadOptions& head, util::ThreadPool& pool, const quant::Imatrix* imatrix) {
     // A format with a GGUF block type, or a clear error naming what asked for it.
-    const auto gguf_type = [](const WeightFormat& w, const char* what) {
+    const auto gguf_type = [](const quant::WeightFormat& w, const char* what) {
         if (!w.quantized() || w.type == kernels::WeightType::FP8)
             throw util::Error(std::string(what) + ": GGUF output needs an int4 or int8 format (fp8/bf16 have no GGUF "
-                              "block type here), got '" + weight_format_name(w) + "'");
+                              "block type here), got '" + quant::weight_format_name(w) + "'");
         try {
-            return ggml_type_for(w.layout(32, w.group ? w.group : 32));
+            return quant::ggml_type_for(w.layout(32, w.group ? w.group : 32));
         } catch (const util::Error& e) {
-            throw util::Error(std::string(what) + " '" + weight_format_name(w) + "': " + e.what());
+            throw util::Error(std::string(what) + " '" + quant::weight_format_name(w) + "': " + e.what());
         }
     };
     const tensor::GgmlType out_type = gguf_type(f, "--weights");
     if (head.mode == HeadOptions::Mode::Format) gguf_type(head.format, "--head-weights");
-    const std::optional<WeightFormat> default_head = default_head_format(f);
+    const std::optional<quant::WeightFormat> default_head = quant::default_head_format(f);
     formats::GGUFFile src(in);
     formats::GGUFWriter w;
     for (const auto& [k, v] : src.metadata()) w.set(k, v);
@@ -43,9 +43,9 @@ QuantizeStats quantize_gguf(const std::string& in, const std::string& out, const
     // The runtime format the blocks were written from, which loading without --weights uses: the
     // block types alone cannot tell int4-g128 (four Q4_0 blocks sharing a scale) from int4-g32
     // without reading every row (model/gguf_native_weights.h).
-    WeightFormat stored = f;
+    quant::WeightFormat stored = f;
     stored.act_f32 = false;  // a kernel choice (-a16), not part of the stored blocks
-    w.set_string(std::string(model::kGgufDeclaredWeightsKey), weight_format_name(stored));
+    w.set_string(std::string(model::kGgufDeclaredWeightsKey), quant::weight_format_name(stored));
     // The layers the model runs, for the matrices --weights applies to at load (attention, MLP,
     // MLA projections, shared and stacked routed experts; not routers, MLA's kv_b, MTP blocks).
     const int64_t n_layers = model::config_from_gguf(src).n_layers;
@@ -53,17 +53,17 @@ QuantizeStats quantize_gguf(const std::string& in, const std::string& out, const
     for (const auto& t : src.tensors()) {
         st.bytes_in += static_cast<int64_t>(t.n_bytes);
         // The format this tensor is written in; unset: copied.
-        std::optional<WeightFormat> fmt;
+        std::optional<quant::WeightFormat> fmt;
         if (model::is_layer_matrix(t, n_layers) && t.shape.size() <= 3) {
             fmt = f;
         } else if (t.shape.size() == 2 && is_embedding_weight(t.name)) {
             if (head.mode == HeadOptions::Mode::Format) fmt = head.format;
             else if (head.mode == HeadOptions::Mode::Default && tensor::ggml_is_float(t.type)) fmt = default_head;
             if (fmt) {
-                WeightFormat named = *fmt;
+                quant::WeightFormat named = *fmt;
                 named.act_f32 = false;
                 st.heads += (st.heads.empty() ? "" : ", ") + t.name.substr(0, t.name.find('.')) + " as " +
-                            weight_format_name(named);
+                            quant::weight_format_name(named);
             }
         }
         // Bytes are made as the writer reaches each tensor (one tensor in memory, not the model);
@@ -80,13 +80,13 @@ QuantizeStats quantize_gguf(const std::string& in, const std::string& out, const
         const int64_t rows = rows_per * n_mat;
         const kernels::WeightMatrix layout = fmt->layout(rows, cols);
         // By value: the producer runs after this iteration's locals are gone.
-        const std::string what = "'" + in + "': tensor '" + t.name + "' as " + weight_format_name(*fmt) + ": ";
+        const std::string what = "'" + in + "': tensor '" + t.name + "' as " + quant::weight_format_name(*fmt) + ": ";
         try {
             kernels::check_quant_shape(layout);
         } catch (const util::Error& e) {
             throw util::Error(what + e.what());
         }
-        const tensor::GgmlType tensor_type = ggml_type_for(layout);
+        const tensor::GgmlType tensor_type = quant::ggml_type_for(layout);
         const int64_t in_row = tensor::ggml_row_bytes(t.type, cols), out_row = tensor::ggml_row_bytes(tensor_type, cols);
         // Importance per matrix: llama-imatrix collects a stacked tensor's experts in one entry,
         // expert e's columns at [e * cols, (e + 1) * cols) (Imatrix::find "name[e]").
@@ -109,13 +109,13 @@ QuantizeStats quantize_gguf(const std::string& in, const std::string& out, const
                 pool.parallel_for(rows, 16, [&](int64_t r0, int64_t r1) {
                     std::vector<float> row(static_cast<size_t>(cols));
                     for (int64_t r = r0; r < r1; ++r) {
-                        auto qr = import_ggml_row(t.type, t.data + r * in_row, layout);
+                        auto qr = quant::import_ggml_row(t.type, t.data + r * in_row, layout);
                         if (!qr) {
                             s.row_to_f32(r, row.data());
-                            qr = default_quantizer().quantize_row(layout, row.data(),
+                            qr = quant::default_quantizer().quantize_row(layout, row.data(),
                                                                   importance[static_cast<size_t>(r / rows_per)]);
                         }
-                        export_ggml_row(layout, *qr, data.data() + r * out_row);
+                        quant::export_ggml_row(layout, *qr, data.data() + r * out_row);
                     }
                 });
             } catch (const util::Error& e) {
@@ -130,4 +130,4 @@ QuantizeStats quantize_gguf(const std::string& in, const std::string& out, const
     return st;
 }
 
-}  // namespace warden::quant
+}  // namespace warden::convert

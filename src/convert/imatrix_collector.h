@@ -17,7 +17,7 @@
 #include "model/model.h"
 #include "quant/imatrix.h"
 
-namespace warden::quant {
+namespace warden::convert {
 
 class ImatrixCollector final : public model::ActivationObserver {
   public:
@@ -37,7 +37,7 @@ class ImatrixCollector final : public model::ActivationObserver {
     const std::map<std::string, Entry>& entries() const { return entries_; }
     // The importances `--imatrix` would read back from write_gguf's file: sums / count, 1 for a
     // matrix that saw no token.
-    Imatrix importance(int32_t chunks, const std::string& dataset) const;
+    quant::Imatrix importance(int32_t chunks, const std::string& dataset) const;
     // llama.cpp's GGUF imatrix: NAME.in_sum2 F32 [cols, n_mat], NAME.counts F32 [1, n_mat],
     // imatrix.datasets / imatrix.chunk_count / imatrix.chunk_size. Written atomically.
     void write_gguf(const std::string& path, const std::vector<std::string>& datasets,
@@ -53,4 +53,4 @@ class ImatrixCollector final : public model::ActivationObserver {
     std::unordered_map<const model::Matrix*, Slot> slots_;
 };
 
-}  // namespace warden::quant
+}  // namespace warden::convert

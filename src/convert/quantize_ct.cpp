@@ -1,4 +1,4 @@
-#include "quant/quantize_ct.h"
+#include "convert/quantize_ct.h"
 
 #include <cstdio>
 #include <cstring>
@@ -21,7 +21,7 @@
 #include "util/error.h"
 #include "util/json_file.h"
 
-namespace warden::quant {
+namespace warden::convert {
 
 namespace fs = std::filesystem;
 using util::Error;
@@ -59,20 +59,20 @@ std::vector<uint8_t> f32_bytes(const formats::SourceTensor& t) {
 
 }  // namespace
 
-QuantizeStats quantize_hf_compressed_tensors(const std::string& in_dir, const std::string& out, const WeightFormat& f,
+QuantizeStats quantize_hf_compressed_tensors(const std::string& in_dir, const std::string& out, const quant::WeightFormat& f,
                                              bool embeddings, util::ThreadPool& pool,
-                                             std::optional<int64_t> max_shard_bytes, const Imatrix* imatrix) {
+                                             std::optional<int64_t> max_shard_bytes, const quant::Imatrix* imatrix) {
     std::error_code ec;
     if (!fs::is_directory(in_dir, ec) || !fs::exists(in_dir + "/config.json"))
         throw Error("quantize: compressed-tensors output needs a Hugging Face model directory (config.json + "
                     "safetensors) as input, got '" + in_dir + "'");
     if (f.type == kernels::WeightType::Q4 && f.asym)
         throw Error("quantize: compressed-tensors output supports symmetric int4 only: warden's '" +
-                    weight_format_name(f) +
+                    quant::weight_format_name(f) +
                     "' stores a free offset per group, which has no exact pack-quantized zero point");
     if (f.type != kernels::WeightType::Q4 && f.type != kernels::WeightType::Q8)
         throw Error("quantize: compressed-tensors pack-quantized output needs an int4 or int8 format, got '" +
-                    weight_format_name(f) + "'");
+                    quant::weight_format_name(f) + "'");
     const int num_bits = f.type == kernels::WeightType::Q4 ? 4 : 8;
     const std::string scale_dtype = f.bf16_scales ? "BF16" : "F16";
 
@@ -180,7 +180,7 @@ QuantizeStats quantize_hf_compressed_tensors(const std::string& in_dir, const st
             try {
                 kernels::check_quant_shape(f.layout(rows, cols));
             } catch (const Error& e) {
-                throw Error("'" + in_dir + "': tensor '" + n + "' as " + weight_format_name(f) + ": " + e.what());
+                throw Error("'" + in_dir + "': tensor '" + n + "' as " + quant::weight_format_name(f) + ": " + e.what());
             }
             p.words = (cols * num_bits + 31) / 32;
             p.groups = f.group != 0 ? cols / f.group : 1;  // int4 groups, int8-g32 blocks, or per row
@@ -242,7 +242,7 @@ QuantizeStats quantize_hf_compressed_tensors(const std::string& in_dir, const st
                     if (t.ct) qr = formats::ct_import_row(*t.ct, r, layout);
                     if (!qr) {
                         t.row_to_f32(r, row.data());
-                        qr = default_quantizer().quantize_row(layout, row.data(), p.importance);
+                        qr = quant::default_quantizer().quantize_row(layout, row.data(), p.importance);
                     }
                     for (int64_t c = 0; c < cols; ++c) {
                         const uint8_t q = qr->q[static_cast<size_t>(c)];
@@ -255,7 +255,7 @@ QuantizeStats quantize_hf_compressed_tensors(const std::string& in_dir, const st
                 }
             });
         } catch (const Error& e) {
-            throw Error("'" + in_dir + "': tensor '" + n + "' as " + weight_format_name(f) + ": " + e.what());
+            throw Error("'" + in_dir + "': tensor '" + n + "' as " + quant::weight_format_name(f) + ": " + e.what());
         }
         const std::string m = n.substr(0, n.size() - 7);
         w.add_tensor(m + ".weight_packed", "I32", {rows, words}, std::move(packed));
@@ -360,4 +360,4 @@ QuantizeStats quantize_hf_compressed_tensors(const std::string& in_dir, const st
     return stats;
 }
 
-}  // namespace warden::quant
+}  // namespace warden::convert
