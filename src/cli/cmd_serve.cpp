@@ -12,7 +12,7 @@
 #include "model/transformer.h"
 #include "server/api_keys.h"
 #include "server/server.h"
-#include "tokenizer/chat_template.h"
+#include "chat_template/chat_template.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
 #include "util/log.h"
@@ -92,10 +92,10 @@ int serve(const ServeOptions& o) {
     util::ThreadPool pool(o.common.threads);
     auto model = load(o.common, true, pool);
     util::check(model->tokenizer != nullptr, "model '" + o.common.model_path + "' has no tokenizer");
-    std::unique_ptr<tokenizer::ChatTemplate> chat;
+    std::unique_ptr<chat_template::ChatTemplate> chat;
     if (!model->chat_template.empty()) {
         try {
-            chat = std::make_unique<tokenizer::ChatTemplate>(tokenizer::ChatTemplate::parse(model->chat_template));
+            chat = std::make_unique<chat_template::ChatTemplate>(chat_template::ChatTemplate::parse(model->chat_template));
         } catch (const util::Error& e) {
             spdlog::warn("chat template unusable ({}); /v1/chat/completions is disabled", e.what());
         }

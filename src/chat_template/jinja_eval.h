@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "tokenizer/jinja_ast.h"
+#include "chat_template/jinja_ast.h"
 
-namespace warden::tokenizer::jinja {
+namespace warden::chat_template::jinja {
 
 class Evaluator {
 public:
@@ -67,4 +67,4 @@ void add_globals(Dict& globals);
 // Python-style str.strip(chars) family; chars null: whitespace.
 std::string py_strip(const std::string& s, const Value* chars, bool left, bool right);
 
-}  // namespace warden::tokenizer::jinja
+}  // namespace warden::chat_template::jinja

@@ -1,5 +1,5 @@
 // Jinja values with Python semantics (see jinja_value.h).
-#include "tokenizer/jinja_value.h"
+#include "chat_template/jinja_value.h"
 
 #include <algorithm>
 #include <charconv>
@@ -9,7 +9,7 @@
 
 #include "util/error.h"
 
-namespace warden::tokenizer::jinja {
+namespace warden::chat_template::jinja {
 
 const Value* Args::get(size_t idx, const char* name) const {
     if (idx < pos.size()) return &pos[idx];
@@ -476,4 +476,4 @@ List iterate(const Value& v) {
     }
 }
 
-}  // namespace warden::tokenizer::jinja
+}  // namespace warden::chat_template::jinja

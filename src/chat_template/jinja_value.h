@@ -11,7 +11,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-namespace warden::tokenizer::jinja {
+namespace warden::chat_template::jinja {
 
 struct Value;
 struct Dict;
@@ -98,4 +98,4 @@ size_t utf8_length(const std::string& s);
 // Undefined iterates as empty.
 List iterate(const Value& v);
 
-}  // namespace warden::tokenizer::jinja
+}  // namespace warden::chat_template::jinja

@@ -1,10 +1,10 @@
 // ChatTemplate: parse once, render many times (see chat_template.h).
-#include "tokenizer/chat_template.h"
+#include "chat_template/chat_template.h"
 
-#include "tokenizer/jinja_ast.h"
+#include "chat_template/jinja_ast.h"
 #include "util/error.h"
 
-namespace warden::tokenizer {
+namespace warden::chat_template {
 
 ChatTemplate ChatTemplate::parse(const std::string& source) {
     ChatTemplate t;
@@ -47,4 +47,4 @@ std::string ChatTemplate::render(const nlohmann::ordered_json& messages, const n
     return render_impl(*tpl_, messages, tools, add_generation_prompt, extra);
 }
 
-}  // namespace warden::tokenizer
+}  // namespace warden::chat_template

@@ -4,10 +4,10 @@
 #include <sstream>
 
 #include "formats/gguf_file.h"
-#include "tokenizer/chat_template.h"
+#include "chat_template/chat_template.h"
 #include "util/error.h"
 
-namespace warden::tokenizer {
+namespace warden::chat_template {
 
 ModelChatTemplate chat_template_from_gguf(const formats::GGUFFile& gguf) {
     ModelChatTemplate out;
@@ -71,4 +71,4 @@ ModelChatTemplate chat_template_from_hf_dir(const std::string& dir) {
     return out;
 }
 
-}  // namespace warden::tokenizer
+}  // namespace warden::chat_template

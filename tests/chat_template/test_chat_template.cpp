@@ -9,14 +9,14 @@
 #include <random>
 #include <string>
 
-#include "tokenizer/chat_template.h"
-#include "tokenizer/jinja_ast.h"
+#include "chat_template/chat_template.h"
+#include "chat_template/jinja_ast.h"
 #include "util/error.h"
 
 namespace {
 
-using warden::tokenizer::ChatTemplate;
-namespace jinja = warden::tokenizer::jinja;
+using warden::chat_template::ChatTemplate;
+namespace jinja = warden::chat_template::jinja;
 
 struct RenderCase {
     const char* tpl;

@@ -1,5 +1,5 @@
 // Evaluation of the Jinja syntax tree: statements, scopes, expressions and operators.
-#include "tokenizer/jinja_eval.h"
+#include "chat_template/jinja_eval.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,7 +7,7 @@
 
 #include "util/error.h"
 
-namespace warden::tokenizer::jinja {
+namespace warden::chat_template::jinja {
 
 namespace {
 
@@ -554,4 +554,4 @@ std::string render(const Template& t, const Value& globals, const Limits& limits
     return ev.run(t.body);
 }
 
-}  // namespace warden::tokenizer::jinja
+}  // namespace warden::chat_template::jinja

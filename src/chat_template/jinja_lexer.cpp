@@ -3,10 +3,10 @@
 #include <cctype>
 #include <cstring>
 
-#include "tokenizer/jinja_ast.h"
+#include "chat_template/jinja_ast.h"
 #include "util/error.h"
 
-namespace warden::tokenizer::jinja {
+namespace warden::chat_template::jinja {
 
 namespace {
 
@@ -323,4 +323,4 @@ std::vector<Token> lex(const std::string& source) {
     return Lexer(std::move(s)).run();
 }
 
-}  // namespace warden::tokenizer::jinja
+}  // namespace warden::chat_template::jinja

@@ -15,7 +15,7 @@ namespace warden::formats {
 class GGUFFile;
 }
 
-namespace warden::tokenizer {
+namespace warden::chat_template {
 
 namespace jinja {
 struct Template;
@@ -52,4 +52,4 @@ struct ModelChatTemplate {
 ModelChatTemplate chat_template_from_gguf(const formats::GGUFFile& gguf);
 ModelChatTemplate chat_template_from_hf_dir(const std::string& dir);
 
-}  // namespace warden::tokenizer
+}  // namespace warden::chat_template

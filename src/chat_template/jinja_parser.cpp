@@ -4,10 +4,10 @@
 #include <charconv>
 #include <set>
 
-#include "tokenizer/jinja_ast.h"
+#include "chat_template/jinja_ast.h"
 #include "util/error.h"
 
-namespace warden::tokenizer::jinja {
+namespace warden::chat_template::jinja {
 
 namespace {
 
@@ -631,4 +631,4 @@ private:
 
 Template parse(const std::vector<Token>& tokens) { return Parser(tokens).run(); }
 
-}  // namespace warden::tokenizer::jinja
+}  // namespace warden::chat_template::jinja

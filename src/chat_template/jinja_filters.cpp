@@ -4,10 +4,10 @@
 #include <cctype>
 #include <cmath>
 
-#include "tokenizer/jinja_eval.h"
+#include "chat_template/jinja_eval.h"
 #include "util/error.h"
 
-namespace warden::tokenizer::jinja {
+namespace warden::chat_template::jinja {
 
 namespace {
 
@@ -381,4 +381,4 @@ Value apply_filter(Evaluator& ev, const std::string& name, const Value& v, Args&
     throw util::Error("no filter named '" + util::printable(name, 40) + "'");
 }
 
-}  // namespace warden::tokenizer::jinja
+}  // namespace warden::chat_template::jinja

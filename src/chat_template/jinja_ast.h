@@ -5,9 +5,9 @@
 #include <string>
 #include <vector>
 
-#include "tokenizer/jinja_value.h"
+#include "chat_template/jinja_value.h"
 
-namespace warden::tokenizer::jinja {
+namespace warden::chat_template::jinja {
 
 struct Token {
     enum class Type { Text, VarBegin, VarEnd, BlockBegin, BlockEnd, Name, String, Int, Float, Op, Eof };
@@ -72,4 +72,4 @@ struct Limits {
 // Renders with `globals` (a dict) as the outermost scope.
 std::string render(const Template& t, const Value& globals, const Limits& limits = {});
 
-}  // namespace warden::tokenizer::jinja
+}  // namespace warden::chat_template::jinja

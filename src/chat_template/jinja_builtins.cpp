@@ -3,10 +3,10 @@
 #include <cctype>
 #include <ctime>
 
-#include "tokenizer/jinja_eval.h"
+#include "chat_template/jinja_eval.h"
 #include "util/error.h"
 
-namespace warden::tokenizer::jinja {
+namespace warden::chat_template::jinja {
 
 namespace {
 
@@ -449,4 +449,4 @@ void add_globals(Dict& g) {
     g.set("dict", make_dict(false));
 }
 
-}  // namespace warden::tokenizer::jinja
+}  // namespace warden::chat_template::jinja
