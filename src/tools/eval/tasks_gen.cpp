@@ -8,10 +8,10 @@
 #include <random>
 #include <set>
 
-#include "cli/eval/tasks.h"
+#include "tools/eval/tasks.h"
 #include "util/error.h"
 
-namespace warden::cli::eval {
+namespace warden::tools::eval {
 
 namespace {
 
@@ -284,4 +284,4 @@ void check_task_name(const std::string& name) {
     throw util::Error("eval: unknown task '" + name + "' (tasks: " + known + ")");
 }
 
-}  // namespace warden::cli::eval
+}  // namespace warden::tools::eval

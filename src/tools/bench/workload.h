@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-namespace warden::cli::bench {
+namespace warden::tools::bench {
 
 // "128" (fixed), "64:256" (uniform, inclusive), "lognormal:MEDIAN:SIGMA[:MAX]" (long tail,
 // clamped to [1, MAX], MAX default 8*MEDIAN).
@@ -49,4 +49,4 @@ std::vector<BenchRequest> make_workload(const WorkloadOptions& o, int64_t n);
 // `n` words of synthetic text (leading space before every word but the first).
 std::string synthetic_text(std::mt19937_64& rng, int64_t n);
 
-}  // namespace warden::cli::bench
+}  // namespace warden::tools::bench

@@ -5,13 +5,13 @@
 #include <string>
 #include <vector>
 
-#include "cli/eval/config.h"
+#include "tools/eval/config.h"
 #include "kv/kv_cache.h"
 #include "model/model.h"
 #include "model/transformer.h"
 #include "util/thread_pool.h"
 
-namespace warden::cli::eval {
+namespace warden::tools::eval {
 
 class EvalEngine {
 public:
@@ -35,4 +35,4 @@ private:
     std::unique_ptr<model::Transformer> tf_;
 };
 
-}  // namespace warden::cli::eval
+}  // namespace warden::tools::eval

@@ -1,11 +1,11 @@
-#include "cli/eval/report.h"
+#include "tools/eval/report.h"
 
 #include <cmath>
 #include <cstdio>
 
 #include "util/error.h"
 
-namespace warden::cli::eval {
+namespace warden::tools::eval {
 
 PairedStats paired(const std::vector<double>& base, const std::vector<double>& test) {
     util::check(base.size() == test.size(), "eval: unpaired scores");
@@ -70,4 +70,4 @@ nlohmann::json to_json(const TaskResult& r) {
     return j;
 }
 
-}  // namespace warden::cli::eval
+}  // namespace warden::tools::eval

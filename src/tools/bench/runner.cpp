@@ -1,4 +1,4 @@
-#include "cli/bench/runner.h"
+#include "tools/bench/runner.h"
 
 #include <algorithm>
 #include <atomic>
@@ -6,7 +6,7 @@
 #include <random>
 #include <thread>
 
-namespace warden::cli::bench {
+namespace warden::tools::bench {
 
 LevelResult run_level(const Endpoint& ep, const ClientOptions& co, const std::vector<BenchRequest>& reqs,
                       int64_t concurrency, double rate, uint64_t seed, Clock::time_point deadline) {
@@ -61,4 +61,4 @@ LevelResult run_level(const Endpoint& ep, const ClientOptions& co, const std::ve
     return out;
 }
 
-}  // namespace warden::cli::bench
+}  // namespace warden::tools::bench

@@ -4,9 +4,9 @@
 #include <string>
 #include <vector>
 
-#include "cli/eval/tasks.h"
+#include "tools/eval/tasks.h"
 
-namespace warden::cli::eval {
+namespace warden::tools::eval {
 
 struct PairedStats {
     int64_t n = 0;
@@ -20,4 +20,4 @@ PairedStats paired(const std::vector<double>& base, const std::vector<double>& t
 std::string format_task(const TaskResult& r);
 nlohmann::json to_json(const TaskResult& r);
 
-}  // namespace warden::cli::eval
+}  // namespace warden::tools::eval

@@ -4,9 +4,9 @@
 // fixed list of requests, and returns one record per request. Always ends by `deadline`.
 #include <vector>
 
-#include "cli/bench/client.h"
+#include "tools/bench/client.h"
 
-namespace warden::cli::bench {
+namespace warden::tools::bench {
 
 struct LevelResult {
     std::vector<RequestRecord> records;  // in request order
@@ -16,4 +16,4 @@ struct LevelResult {
 LevelResult run_level(const Endpoint& ep, const ClientOptions& co, const std::vector<BenchRequest>& reqs,
                       int64_t concurrency, double rate, uint64_t seed, Clock::time_point deadline);
 
-}  // namespace warden::cli::bench
+}  // namespace warden::tools::bench

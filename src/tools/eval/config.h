@@ -6,12 +6,12 @@
 #include "cli/common.h"
 #include "cli/engine_options.h"
 
-namespace warden::cli::eval {
+namespace warden::tools::eval {
 
 struct EvalConfig {
     std::string text;  // as given
-    CommonOptions common;
-    EngineOptions engine;
+    cli::CommonOptions common;
+    cli::EngineOptions engine;
 };
 
 // Keys: weights (the runtime weight format; bf16 when not named, so that a configuration that
@@ -20,4 +20,4 @@ struct EvalConfig {
 // util::Error naming the bad key or value and what is accepted.
 EvalConfig parse_config(const std::string& spec, const std::string& flag);
 
-}  // namespace warden::cli::eval
+}  // namespace warden::tools::eval

@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "cli/eval/engine.h"
+#include "tools/eval/engine.h"
 
-namespace warden::cli::eval {
+namespace warden::tools::eval {
 
 struct Metric {
     std::string name;
@@ -54,4 +54,4 @@ TaskResult task_copy(TaskContext& ctx);
 TaskResult task_drift(TaskContext& ctx);
 TaskResult task_latency(TaskContext& ctx);
 
-}  // namespace warden::cli::eval
+}  // namespace warden::tools::eval

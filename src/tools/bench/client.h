@@ -7,13 +7,13 @@
 #include <string>
 #include <vector>
 
-#include "cli/bench/workload.h"
+#include "tools/bench/workload.h"
 
 namespace httplib {
 class Client;
 }
 
-namespace warden::cli::bench {
+namespace warden::tools::bench {
 
 using Clock = std::chrono::steady_clock;
 
@@ -77,4 +77,4 @@ private:
     std::string buf_;
 };
 
-}  // namespace warden::cli::bench
+}  // namespace warden::tools::bench

@@ -1,4 +1,4 @@
-#include "cli/eval/engine.h"
+#include "tools/eval/engine.h"
 
 #include <algorithm>
 #include <chrono>
@@ -8,7 +8,10 @@
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
 
-namespace warden::cli::eval {
+namespace warden::tools::eval {
+
+// The model and KV cache come from the CLI's options and assembly (cli/common.h, cli/engine_options.h).
+using namespace cli;
 
 EvalEngine::EvalEngine(const std::string& model_path, const EvalConfig& cfg, util::ThreadPool& pool)
     : cfg_(cfg), pool_(pool) {
@@ -86,4 +89,4 @@ void EvalEngine::run(const std::vector<int32_t>& prompt, int64_t n, std::vector<
     }
 }
 
-}  // namespace warden::cli::eval
+}  // namespace warden::tools::eval

@@ -5,9 +5,9 @@
 #include <string>
 #include <vector>
 
-#include "cli/bench/client.h"
+#include "tools/bench/client.h"
 
-namespace warden::cli::bench {
+namespace warden::tools::bench {
 
 struct Dist {
     int64_t n = 0;
@@ -41,4 +41,4 @@ nlohmann::json to_json(const Dist& d);
 nlohmann::json to_json(const LevelSummary& s);
 nlohmann::json to_json(const RequestRecord& r);
 
-}  // namespace warden::cli::bench
+}  // namespace warden::tools::bench

@@ -1,4 +1,4 @@
-#include "cli/bench/report.h"
+#include "tools/bench/report.h"
 
 #include <sys/wait.h>
 
@@ -9,7 +9,7 @@
 
 #include "util/error.h"
 
-namespace warden::cli::bench {
+namespace warden::tools::bench {
 
 namespace {
 
@@ -66,4 +66,4 @@ std::string render_plot(const std::string& python, const std::string& script, co
     return "";
 }
 
-}  // namespace warden::cli::bench
+}  // namespace warden::tools::bench

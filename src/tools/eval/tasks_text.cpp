@@ -4,11 +4,11 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "cli/eval/tasks.h"
+#include "tools/eval/tasks.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
 
-namespace warden::cli::eval {
+namespace warden::tools::eval {
 
 std::string read_text(const std::string& path) {
     std::ifstream f(path, std::ios::binary);
@@ -92,4 +92,4 @@ TaskResult task_kl(TaskContext& ctx) {
     return r;
 }
 
-}  // namespace warden::cli::eval
+}  // namespace warden::tools::eval

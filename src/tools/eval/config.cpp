@@ -1,4 +1,4 @@
-#include "cli/eval/config.h"
+#include "tools/eval/config.h"
 
 #include <vector>
 
@@ -6,7 +6,7 @@
 #include "quant/weight_format.h"
 #include "util/error.h"
 
-namespace warden::cli::eval {
+namespace warden::tools::eval {
 
 namespace {
 
@@ -64,4 +64,4 @@ EvalConfig parse_config(const std::string& spec, const std::string& flag) {
     return c;
 }
 
-}  // namespace warden::cli::eval
+}  // namespace warden::tools::eval

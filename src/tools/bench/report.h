@@ -5,9 +5,9 @@
 #include <string>
 #include <vector>
 
-#include "cli/bench/stats.h"
+#include "tools/bench/stats.h"
 
-namespace warden::cli::bench {
+namespace warden::tools::bench {
 
 std::string format_table(const std::vector<LevelSummary>& levels);
 void write_json(const std::string& path, const nlohmann::json& j);
@@ -15,4 +15,4 @@ void write_json(const std::string& path, const nlohmann::json& j);
 std::string render_plot(const std::string& python, const std::string& script, const std::string& json_path,
                         const std::string& png_path);
 
-}  // namespace warden::cli::bench
+}  // namespace warden::tools::bench

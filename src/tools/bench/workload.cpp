@@ -1,4 +1,4 @@
-#include "cli/bench/workload.h"
+#include "tools/bench/workload.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,7 +6,7 @@
 
 #include "util/error.h"
 
-namespace warden::cli::bench {
+namespace warden::tools::bench {
 
 namespace {
 
@@ -158,4 +158,4 @@ std::vector<BenchRequest> make_workload(const WorkloadOptions& o, int64_t n) {
     return reqs;
 }
 
-}  // namespace warden::cli::bench
+}  // namespace warden::tools::bench

@@ -1,4 +1,4 @@
-#include "cli/bench/client.h"
+#include "tools/bench/client.h"
 
 #include <httplib.h>
 
@@ -7,7 +7,7 @@
 
 #include "util/error.h"
 
-namespace warden::cli::bench {
+namespace warden::tools::bench {
 
 namespace {
 
@@ -233,4 +233,4 @@ std::string discover_model(const Endpoint& ep, double timeout_s) {
     return m.contains("id") && m["id"].is_string() ? m["id"].get<std::string>() : "";
 }
 
-}  // namespace warden::cli::bench
+}  // namespace warden::tools::bench

@@ -1,9 +1,9 @@
-#include "cli/bench/stats.h"
+#include "tools/bench/stats.h"
 
 #include <algorithm>
 #include <cmath>
 
-namespace warden::cli::bench {
+namespace warden::tools::bench {
 
 double percentile(const std::vector<double>& sorted, double q) {
     if (sorted.empty()) return 0;
@@ -119,4 +119,4 @@ nlohmann::json to_json(const RequestRecord& r) {
     return j;
 }
 
-}  // namespace warden::cli::bench
+}  // namespace warden::tools::bench
