@@ -19,8 +19,8 @@
 // One token (decode) is bound by memory bandwidth, not by the FMA width: n == 1 runs the AVX2
 // kernel, which already streams at the read loop's rate (docs/WEIGHT_QUANT.md).
 //
-// Tested on CPUs without AVX-512 too: tests/kernels/matmul_avx512_emulated.cpp compiles this file
-// against SIMDe (kernels/avx512_compat.h) and compares it with the scalar kernels bit for bit.
+// Tested on CPUs without AVX-512 too: tests/kernels/test_matmul_avx512_emulated.cpp compiles
+// this file against SIMDe (kernels/avx512_compat.h) and compares it with the scalar kernels bit for bit.
 //
 // ODR: helpers live in the anonymous namespace; only intrinsics headers and kernels_internal.h.
 #if defined(__GNUC__) && !defined(__clang__)

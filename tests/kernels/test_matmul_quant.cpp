@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "../kernels/kernels_test_util.h"
+#include "kernels_test_util.h"
 #include "kernels/kernels_internal.h"
 #include "kernels/matmul.h"
 #include "kernels/matmul_quant.h"
@@ -23,7 +23,7 @@
 
 namespace warden::kernels {
 namespace detail {
-// tests/quant/matmul_quant_avx512_emulated.cpp: the AVX-512 VNNI kernels on SIMDe.
+// tests/kernels/test_matmul_quant_avx512_emulated.cpp: the AVX-512 VNNI kernels on SIMDe.
 void mm_quant_avx512_emulated(const QuantArgs& a, int64_t row_begin, int64_t row_end);
 }  // namespace detail
 namespace {

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "../test_paths.h"
+#include "test_paths.h"
 #include "imatrix_test_util.h"
 #include "formats/gguf_file.h"
 #include "formats/gguf_writer.h"

@@ -1,6 +1,6 @@
 // WARDEN_DECODE_TUNING's parser and the range checks of set_decode_tuning
 // (kernels/decode_tuning.h). That the kernels give the same bits under every tuning is tested with
-// them (tests/quant/matmul_quant_test.cpp).
+// them (tests/kernels/test_matmul_quant.cpp).
 #include "kernels/decode_tuning.h"
 
 #include <gtest/gtest.h>

@@ -20,7 +20,7 @@
 
 namespace warden::kernels {
 namespace detail {
-const MatmulTable& matmul_avx512_emulated();  // tests/kernels/matmul_avx512_emulated.cpp
+const MatmulTable& matmul_avx512_emulated();  // tests/kernels/test_matmul_avx512_emulated.cpp
 }
 namespace {
 

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "../test_paths.h"
+#include "test_paths.h"
 #include "model/kv_cache.h"
 #include "model/model.h"
 #include "model/transformer.h"

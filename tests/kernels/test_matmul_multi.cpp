@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "../kernels/kernels_test_util.h"
+#include "kernels_test_util.h"
 #include "kernels/matmul.h"
 #include "kernels/matmul_quant.h"
 #include "quant/quantizer.h"

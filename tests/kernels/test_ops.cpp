@@ -24,7 +24,7 @@ constexpr float kEps = 5.96e-8f;  // 2^-24, f32 unit roundoff
 
 }  // namespace
 namespace detail {
-// tests/kernels/ops_avx512_emulated.cpp: ops_avx512.cpp compiled against SIMDe.
+// tests/kernels/test_ops_avx512_emulated.cpp: ops_avx512.cpp compiled against SIMDe.
 const OpsTable& ops_avx512_emulated();
 }  // namespace detail
 namespace {

@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "../kernels/kernels_test_util.h"
-#include "../test_paths.h"
+#include "kernels/kernels_test_util.h"
+#include "test_paths.h"
 #include "kernels/matmul_quant.h"
 #include "formats/gguf_file.h"
 #include "model/gguf_native_weights.h"
