@@ -13,9 +13,10 @@ stays near the size of the largest tensor (~131 MB), not the file (~2.2 GB).
 
 Usage (from the repo root):
     .venv/bin/python bench/make_llama_gguf.py \
-        --out /work/bench-models/llama-1b-bf16.gguf
-Small smoke-test file:
-    .venv/bin/python bench/make_llama_gguf.py --layers 2 --out /tmp/tiny.gguf
+        --vocab-gguf VOCAB.gguf --out models/llama-1b-bf16.gguf
+VOCAB.gguf is any GGUF with a Llama SentencePiece vocab (llama.cpp's
+models/ggml-vocab-llama-spm.gguf). Small smoke-test file:
+    .venv/bin/python bench/make_llama_gguf.py --vocab-gguf VOCAB.gguf --layers 2 --out tiny.gguf
 """
 from __future__ import annotations
 
@@ -27,14 +28,13 @@ import time
 import numpy as np
 import gguf
 
-DEFAULT_VOCAB = "/work/shared/testdata/tokenizer/ggml-vocab-llama-spm.gguf"
 ARCH = "llama"
 
 
 def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", default="/work/bench-models/llama-1b-bf16.gguf")
-    p.add_argument("--vocab-gguf", default=DEFAULT_VOCAB,
+    p.add_argument("--out", default="models/llama-1b-bf16.gguf")
+    p.add_argument("--vocab-gguf", required=True,
                    help="GGUF whose tokenizer.ggml.* metadata is copied")
     p.add_argument("--hidden", type=int, default=2048)
     p.add_argument("--layers", type=int, default=22)

@@ -2,10 +2,10 @@
 //
 //   decode tokens/s <= read bandwidth / bytes read per token (weights + KV)
 //
-// Build (standalone, nothing from warden):
-//   g++ -O3 -march=native -pthread -o bench/out/membw bench/membw.cpp
+// Build: scripts/build.sh build -DWARDEN_BENCH=ON (build/bench_membw, with -march=native; it
+// links nothing of warden).
 // Run:
-//   bench/out/membw [--mib 1024] [--reps 7] [--threads 1,2] [--streams 1] [--block 18432]
+//   build/bench_membw [--mib 1024] [--reps 7] [--threads 1,2] [--streams 1] [--block 18432]
 //                   [--pages 2m|4k] [--seconds 0] [--json]
 //
 // --pages 2m (the default) asks for 2 MiB pages (madvise MADV_HUGEPAGE on a 2 MiB-aligned buffer),

@@ -8,7 +8,7 @@
 # Each half is skipped, with a note, when its binary is missing or does not work.
 #
 # Environment (defaults in brackets):
-#   MODEL          GGUF to run [/work/bench-models/llama-1b-bf16.gguf]
+#   MODEL          GGUF to run [<repo>/models/llama-1b-bf16.gguf, bench/make_llama_gguf.py writes it]
 #                  (make it: .venv/bin/python bench/make_llama_gguf.py --out "$MODEL")
 #   THREADS        threads for both engines and membw [2]
 #   LLAMA_CPP_DIR  llama.cpp checkout or build dir [unset: llama.cpp half skipped]
@@ -21,11 +21,11 @@
 #   OUT_DIR        raw outputs and foundation.json [bench/out]
 #   SKIP_LLAMA=1 / SKIP_WARDEN=1 / SKIP_MEMBW=1   skip a part (SKIP_MEMBW reuses $OUT_DIR/membw.json)
 #
-# Usage: LLAMA_CPP_DIR=/work/llama.cpp bench/run_foundation.sh
+# Usage: LLAMA_CPP_DIR=../llama.cpp bench/run_foundation.sh
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-MODEL="${MODEL:-/work/bench-models/llama-1b-bf16.gguf}"
+MODEL="${MODEL:-$REPO/models/llama-1b-bf16.gguf}"
 THREADS="${THREADS:-2}"
 WARDEN_BIN="${WARDEN_BIN:-$REPO/build/warden}"
 LLAMA_CPP_DIR="${LLAMA_CPP_DIR:-}"

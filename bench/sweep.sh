@@ -6,7 +6,7 @@
 # quotes one such table).
 #
 # Environment (defaults in brackets):
-#   MODEL        GGUF to serve [/work/bench-models/llama-1b-bf16.gguf]
+#   MODEL        GGUF to serve [<repo>/models/llama-1b-bf16.gguf, bench/make_llama_gguf.py writes it]
 #   CONFIGS      space-separated configurations, each KEY=VAL,... with keys weights, kv,
 #                integrity [weights=bf16,kv=bf16,integrity=step weights=int4,kv=bf16,integrity=step
 #                weights=bf16,kv=fp8_e4m3,integrity=step weights=int4,kv=fp8_e4m3,integrity=step
@@ -16,7 +16,7 @@
 #   CONCURRENCY  levels [1,8,32]       REQUESTS  per level [32]
 #   INPUT_LEN    prompt tokens [170]   OUTPUT_LEN  max_tokens [64]
 #   THREADS      server threads [2]    TIMEOUT_S  per request [600]   MAX_S  per bench run [1800]
-#   WARDEN_BIN   [<repo>/build/warden] LLAMA_DIR  llama.cpp build/bin [/work/llama.cpp/build/bin]
+#   WARDEN_BIN   [<repo>/build/warden] LLAMA_DIR  llama.cpp build/bin [unset: llama.cpp half skipped]
 #   SKIP_LLAMA=1 skip llama-server     OUT_DIR  raw results [bench/out/sweep]
 #   REUSE_LLAMA  a llama-server bench.json from an earlier run of the same workload, used instead
 #   DOC          markdown output, the plot beside it [$OUT_DIR/table.md]
@@ -26,7 +26,7 @@
 #                rerunning one level into it)
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-MODEL="${MODEL:-/work/bench-models/llama-1b-bf16.gguf}"
+MODEL="${MODEL:-$REPO/models/llama-1b-bf16.gguf}"
 CONFIGS="${CONFIGS:-weights=bf16,kv=bf16,integrity=step weights=int4,kv=bf16,integrity=step weights=bf16,kv=fp8_e4m3,integrity=step weights=int4,kv=fp8_e4m3,integrity=step weights=bf16,kv=bf16,integrity=off}"
 CONCURRENCY="${CONCURRENCY:-1,8,32}"
 REQUESTS="${REQUESTS:-32}"
@@ -36,7 +36,7 @@ THREADS="${THREADS:-2}"
 TIMEOUT_S="${TIMEOUT_S:-600}"
 MAX_S="${MAX_S:-1800}"
 WARDEN_BIN="${WARDEN_BIN:-$REPO/build/warden}"
-LLAMA_DIR="${LLAMA_DIR:-/work/llama.cpp/build/bin}"
+LLAMA_DIR="${LLAMA_DIR:-}"
 OUT_DIR="${OUT_DIR:-$REPO/bench/out/sweep}"
 DOC="${DOC:-$OUT_DIR/table.md}"
 PYTHON="${PYTHON:-$REPO/.venv/bin/python}"

@@ -9,12 +9,12 @@
 # bench/weights_speed.sh: written once when missing). FORMAT@P loads MODEL itself, so that the
 # prefill copy holds the source's values rather than the int4 file's.
 #
-# Env: MODEL [/work/bench-models/llama-1b-bf16.gguf], THREADS [2], TG [64], ROUNDS [2],
+# Env: MODEL [<repo>/models/llama-1b-bf16.gguf, bench/make_llama_gguf.py writes it], THREADS [2], TG [64], ROUNDS [2],
 #      BATCHES ["8 32"], CONFIGS ["bf16 fp8 int8 int4-g32 int4-g128 int4-g32@bf16 int4-g32@fp8"]
 #      (FORMAT@P: --prefill-weights P), WARDEN_BIN [build/warden], OUT_DIR [bench/out/weights]
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-MODEL="${MODEL:-/work/bench-models/llama-1b-bf16.gguf}"
+MODEL="${MODEL:-$REPO/models/llama-1b-bf16.gguf}"
 THREADS="${THREADS:-2}"
 TG="${TG:-64}"
 ROUNDS="${ROUNDS:-2}"

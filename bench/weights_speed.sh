@@ -21,17 +21,17 @@
 # just after it, and the summary gives each run's draw against the mean of its two brackets (the
 # bandwidth of the seconds it ran in; this VM's moves by 30% or more within a minute).
 #
-# Env: MODEL [/work/bench-models/llama-1b-bf16.gguf], THREADS [2], TG [32], ROUNDS [5],
+# Env: MODEL [<repo>/models/llama-1b-bf16.gguf, bench/make_llama_gguf.py writes it], THREADS [2], TG [32], ROUNDS [5],
 #      FORMATS ["bf16 fp8 int8 int4-g32 int4-g128 int4-g32+hb int4-g32+qe"] (+qe: --quantize-embeddings,
 #      i.e. int4 output head; +h8: --head-weights int8; +hb: --head-weights bf16, int4's old default;
 #      auto@Q8_0: llama.cpp's own Q8_0 file, loaded as it is: int8-g32),
 #      LLAMA_TYPES ["Q4_0 Q8_0 BF16"], PROMPT ["Once upon a time"],
-#      WARDEN_BIN [build-int4/warden], LLAMA_BIN [/work/llama.cpp/build/bin],
+#      WARDEN_BIN [build-int4/warden], LLAMA_BIN [required: a llama.cpp build/bin],
 #      OUT_DIR [bench/out/weights], MEMBW_JSON [bench/out/membw.json] (used only when no round
 #      measured the bandwidth), BRACKET [1]
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-MODEL="${MODEL:-/work/bench-models/llama-1b-bf16.gguf}"
+MODEL="${MODEL:-$REPO/models/llama-1b-bf16.gguf}"
 THREADS="${THREADS:-2}"
 TG="${TG:-32}"
 ROUNDS="${ROUNDS:-5}"
@@ -39,7 +39,7 @@ FORMATS="${FORMATS:-bf16 fp8 int8 int4-g32 int4-g128 int4-g32+hb int4-g32+qe}"
 LLAMA_TYPES="${LLAMA_TYPES:-Q4_0 Q8_0 BF16}"
 PROMPT="${PROMPT:-Once upon a time}"
 WARDEN_BIN="${WARDEN_BIN:-$REPO/build-int4/warden}"
-LLAMA_BIN="${LLAMA_BIN:-/work/llama.cpp/build/bin}"
+LLAMA_BIN="${LLAMA_BIN:?set LLAMA_BIN to a llama.cpp build/bin}"
 OUT_DIR="${OUT_DIR:-$REPO/bench/out/weights}"
 BRACKET="${BRACKET:-1}"
 SUSTAIN_S="${SUSTAIN_S:-1}"

@@ -16,8 +16,8 @@
 #include <utility>
 #include <vector>
 
-#include "model/gguf_file.h"
-#include "model/safetensors_file.h"
+#include "formats/gguf_file.h"
+#include "formats/safetensors_file.h"
 #include "quant/imatrix.h"
 #include "tensor/ggml_types.h"
 #include "util/error.h"
@@ -43,9 +43,9 @@ void check_error(const util::Error& e) {
     require(!msg.empty() && msg.find('\n') == std::string::npos);
 }
 
-void visit_value(const model::GGUFValue& v, const std::string& key, int depth) {
+void visit_value(const formats::GGUFValue& v, const std::string& key, int depth) {
     require(depth <= 64);
-    (void)model::gguf_value_type_name(v.type);
+    (void)formats::gguf_value_type_name(v.type);
     (void)v.is_integer();
     try { (void)v.as_int(key); } catch (const util::Error& e) { check_error(e); }
     try { (void)v.as_float(key); } catch (const util::Error& e) { check_error(e); }
@@ -56,7 +56,7 @@ void visit_value(const model::GGUFValue& v, const std::string& key, int depth) {
 
 void fuzz_gguf(const uint8_t* data, size_t size) {
     try {
-        model::GGUFFile f(data, size, "fuzz.gguf");
+        formats::GGUFFile f(data, size, "fuzz.gguf");
         require(f.version() == 2 || f.version() == 3);
         for (const auto& t : f.tensors()) {
             require(t.data >= data && t.n_bytes <= size && t.data + t.n_bytes <= data + size);
@@ -104,7 +104,7 @@ uint64_t st_dtype_size(const std::string& d) {
 void fuzz_safetensors(const uint8_t* data, size_t size) {
     try {
         std::map<std::string, std::string> meta;
-        const auto tensors = model::parse_safetensors(data, size, "fuzz.safetensors", &meta);
+        const auto tensors = formats::parse_safetensors(data, size, "fuzz.safetensors", &meta);
         std::vector<std::pair<const uint8_t*, const uint8_t*>> ranges;
         for (const auto& t : tensors) {
             require(t.data >= data && t.n_bytes <= size && t.data + t.n_bytes <= data + size);

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes the SmolLM2 tokenizer golden files for tests/tokenizer/tokenizer_smollm2_test.cpp.
+"""Writes the SmolLM2 tokenizer golden files for tests/tokenizer/test_tokenizer_smollm2.cpp.
 
   tests/golden/tokenizer/smollm2/tokenizer.json         Hugging Face reference tokenizer
   tests/golden/tokenizer/smollm2/tokenizer_config.json  (built from the GGUF by transformers)

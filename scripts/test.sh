@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # README "test" command: installs what is needed, then runs every test:
+#   0. the layer check (no include from a lower folder to a higher one, no folder cycle),
 #   1. unit tests (GoogleTest via ctest) in a Release build,
 #   2. the end-to-end tests (pytest: CLI contract, reference logits, bad input),
 #   3. the unit tests again under AddressSanitizer + UndefinedBehaviorSanitizer,
@@ -65,6 +66,10 @@ scripts/setup_deps.sh
 scripts/fetch_model.sh
 scripts/fetch_vocab_tests.sh
 scripts/setup_venv.sh
+
+section "layers (every include points downward; scripts/check_layers.py)"
+python3 scripts/check_layers.py --self-test
+python3 scripts/check_layers.py
 
 section "build (g++, Release)"
 scripts/build.sh build -DWARDEN_TESTS=ON

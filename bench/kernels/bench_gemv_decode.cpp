@@ -9,8 +9,7 @@
 // ms per token over REPS passes, and GB/s. Weights come from util::HugePageArena, as the engine's
 // do (2 MiB pages where available); BENCH_PAGES_4K=1 in the environment takes them from the heap
 // instead, which is 4 KiB pages where transparent huge pages are in `madvise` mode (as here).
-// Build (not part of the CMake build):
-//   g++ -O3 -std=c++20 -I src bench/kernels/bench_gemv_decode.cpp build-me/libwarden_core.a -lpthread -o /tmp/bench_gemv_decode
+// Build: scripts/build.sh build -DWARDEN_BENCH=ON (build/bench_gemv_decode).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>

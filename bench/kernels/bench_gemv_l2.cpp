@@ -7,9 +7,8 @@
 // The weights are real codes: normal values (sigma 0.02) through warden's quantizer, so FP8
 // holds the code mix of a quantized model (few subnormal codes) rather than random bytes. The
 // kernel is the active ISA's (WARDEN_ISA=avx2|avx512|scalar) under the active decode tuning
-// (WARDEN_DECODE_TUNING, kernels/decode_tuning.h). Build (not part of the CMake build):
-//   g++ -O3 -std=c++20 -I src bench/kernels/bench_gemv_l2.cpp build/libwarden_core.a -lpthread -o
-//   /tmp/bench_gemv_l2
+// (WARDEN_DECODE_TUNING, kernels/decode_tuning.h).
+// Build: scripts/build.sh build -DWARDEN_BENCH=ON (build/bench_gemv_l2).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>

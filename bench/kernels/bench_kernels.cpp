@@ -1,7 +1,6 @@
 // Kernel micro-benchmarks: memory-read roofline, decode matvec (bandwidth) and prefill GEMM
-// (compute). Standalone, not part of the CMake build. Build (after building warden_core):
-//   g++ -O3 -std=c++20 -mavx2 -I/work/main/src /work/main/bench/kernels/bench_kernels.cpp /work/main/build-mm/libwarden_core.a -lpthread -o /tmp/bench_kernels
-// Run: /tmp/bench_kernels [threads=2]   (WARDEN_ISA=scalar|avx2|avx512 picks the kernels)
+// (compute). Build: scripts/build.sh build -DWARDEN_BENCH=ON (build/bench_kernels).
+// Run: build/bench_kernels [threads=2]   (WARDEN_ISA=scalar|avx2|avx512 picks the kernels)
 // Weights are rotated over several copies (>= 256 MiB in total) so each matvec streams from
 // DRAM rather than from a warm 32 MiB L3. Weights use the packed panel layout of
 // kernels/matmul.h (packed_weight_elems elements; the values are uniform, so the fill does not

@@ -4,8 +4,7 @@
 // time per step over REPS and the KV bytes read per second. Page ids are a permutation (every
 // third page), as a pool that has served a while hands them out.
 //   bench_paged_attention FORMAT(bf16|fp8_e4m3|int8) S CTX REPS [THREADS=2] [P=16] [L=30]
-// Build (not part of the CMake build):
-//   g++ -O3 -std=c++20 -I src bench/kernels/bench_paged_attention.cpp build-me/libwarden_core.a -lpthread -o /tmp/bpa
+// Build: scripts/build.sh build -DWARDEN_BENCH=ON (build/bench_paged_attention).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>

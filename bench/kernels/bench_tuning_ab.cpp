@@ -16,12 +16,10 @@
 // matrix; "read:pass" reads the same shares in one pool job per pass (no join between matrices).
 // Prints one line per iteration (bracket readings and each tuning's GB/s), then per regime (all;
 // the brackets' mean under 40 GB/s; at 45 or more) each tuning's median GB/s, its median
-// fraction of the brackets' mean, and how often it drew the most. Build (not part of the CMake
-// build):
-//   g++ -O3 -march=native -std=c++20 -I src bench/kernels/bench_tuning_ab.cpp
-//   build/libwarden_core.a -lpthread -o /tmp/bench_tuning_ab
-// (-march=native: the read loops, brackets included, then read with the widest loads the CPU
-// has; see read_bytes.)
+// fraction of the brackets' mean, and how often it drew the most.
+// Build: scripts/build.sh build -DWARDEN_BENCH=ON (build/bench_tuning_ab, with -march=native:
+// the read loops, brackets included, then read with the widest loads the CPU has; see
+// read_bytes).
 #include <algorithm>
 #include <atomic>
 #include <chrono>

@@ -9,11 +9,11 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "cli/bench/client.h"
-#include "cli/bench/report.h"
-#include "cli/bench/runner.h"
-#include "cli/bench/stats.h"
-#include "cli/bench/workload.h"
+#include "tools/bench/client.h"
+#include "tools/bench/report.h"
+#include "tools/bench/runner.h"
+#include "tools/bench/stats.h"
+#include "tools/bench/workload.h"
 #include "cli/common.h"
 #include "util/error.h"
 
@@ -65,7 +65,7 @@ std::string default_python() {
 }
 
 int run_bench(const BenchOptions& o) {
-    using namespace bench;
+    using namespace tools::bench;
     util::check(o.timeout_s > 0, "--timeout-s must be positive");
     util::check(o.max_duration_s > 0, "--max-duration-s must be positive");
     util::check(o.rate >= 0, "--rate must be >= 0");

@@ -7,8 +7,8 @@
 #include <sstream>
 
 #include "cli/common.h"
-#include "model/gguf_file.h"
-#include "tokenizer/chat_template.h"
+#include "formats/gguf_file.h"
+#include "chat_template/chat_template.h"
 #include "util/error.h"
 
 namespace warden::cli {
@@ -33,13 +33,13 @@ nlohmann::ordered_json parse_json(const std::string& text, const std::string& wh
 
 int chat_template(const ChatTemplateOptions& o) {
     util::check(o.template_path.empty() != o.model_path.empty(), "give exactly one of --template or --model");
-    tokenizer::ModelChatTemplate src;
+    chat_template::ModelChatTemplate src;
     if (!o.template_path.empty()) {
         src.source = read_text_file(o.template_path);
     } else if (std::filesystem::is_directory(o.model_path)) {
-        src = tokenizer::chat_template_from_hf_dir(o.model_path);
+        src = chat_template::chat_template_from_hf_dir(o.model_path);
     } else {
-        src = tokenizer::chat_template_from_gguf(model::GGUFFile(o.model_path));
+        src = chat_template::chat_template_from_gguf(formats::GGUFFile(o.model_path));
     }
     const auto messages = parse_json(read_text_file(o.messages_path), "--messages file '" + o.messages_path + "'");
     const auto tools = o.tools_path.empty() ? nlohmann::ordered_json()
@@ -51,7 +51,7 @@ int chat_template(const ChatTemplateOptions& o) {
         util::check(e.is_object(), "--extra must be a JSON object");
         for (auto it = e.begin(); it != e.end(); ++it) extra[it.key()] = it.value();
     }
-    const auto tpl = tokenizer::ChatTemplate::parse(src.source);
+    const auto tpl = chat_template::ChatTemplate::parse(src.source);
     const std::string text = tpl.render(messages, tools, o.add_generation_prompt, extra);
     std::fwrite(text.data(), 1, text.size(), stdout);
     std::fflush(stdout);

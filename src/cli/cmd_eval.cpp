@@ -8,10 +8,10 @@
 #include <fstream>
 
 #include "cli/common.h"
-#include "cli/eval/config.h"
-#include "cli/eval/engine.h"
-#include "cli/eval/report.h"
-#include "cli/eval/tasks.h"
+#include "tools/eval/config.h"
+#include "tools/eval/engine.h"
+#include "tools/eval/report.h"
+#include "tools/eval/tasks.h"
 #include "util/error.h"
 
 namespace warden::cli {
@@ -35,11 +35,11 @@ std::string default_data_dir() {
 }
 
 int run_eval(const EvalOptions& o) {
-    const auto base_cfg = eval::parse_config(o.base, "--base");
-    const auto test_cfg = eval::parse_config(o.test, "--test");
+    const auto base_cfg = tools::eval::parse_config(o.base, "--base");
+    const auto test_cfg = tools::eval::parse_config(o.test, "--test");
     std::vector<std::string> tasks;
     if (o.tasks.empty()) {
-        tasks = eval::default_tasks();
+        tasks = tools::eval::default_tasks();
     } else {
         size_t i = 0;
         while (i <= o.tasks.size()) {
@@ -47,24 +47,24 @@ int run_eval(const EvalOptions& o) {
             tasks.push_back(o.tasks.substr(i, j - i));
             i = j + 1;
         }
-        for (const auto& t : tasks) eval::check_task_name(t);
+        for (const auto& t : tasks) tools::eval::check_task_name(t);
     }
     util::check(o.limit >= 0, "--limit must be >= 0");
     const std::string data = o.data_dir.empty() ? default_data_dir() : o.data_dir;
     util::check(std::filesystem::exists(data + "/text.txt"), "eval: no task data in '" + data + "' (see --data)");
     util::ThreadPool pool(o.threads);
-    eval::EvalEngine base(o.model, base_cfg, pool);
-    eval::EvalEngine test(o.model, test_cfg, pool);
-    eval::TaskContext ctx{base, test, data, o.limit};
+    tools::eval::EvalEngine base(o.model, base_cfg, pool);
+    tools::eval::EvalEngine test(o.model, test_cfg, pool);
+    tools::eval::TaskContext ctx{base, test, data, o.limit};
     std::printf("warden eval: model %s\nbase: %s\ntest: %s\n\n", o.model.c_str(), o.base.c_str(), o.test.c_str());
     nlohmann::json all = {{"model", o.model}, {"base", o.base}, {"test", o.test}, {"limit", o.limit},
                           {"ci", "95%, normal approximation of the paired mean difference"},
                           {"tasks", nlohmann::json::array()}};
     for (const auto& t : tasks) {
-        const auto r = eval::run_task(t, ctx);
-        std::fputs((eval::format_task(r) + "\n").c_str(), stdout);
+        const auto r = tools::eval::run_task(t, ctx);
+        std::fputs((tools::eval::format_task(r) + "\n").c_str(), stdout);
         std::fflush(stdout);
-        all["tasks"].push_back(eval::to_json(r));
+        all["tasks"].push_back(tools::eval::to_json(r));
     }
     if (!o.json_out.empty()) {
         std::ofstream f(o.json_out, std::ios::binary);

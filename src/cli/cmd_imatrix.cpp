@@ -2,7 +2,7 @@
 // --imatrix` and llama.cpp's llama-quantize, computed as llama-imatrix computes it: the text is
 // tokenized once (with BOS where the model asks for it), cut into chunks of --chunk-size tokens,
 // each chunk starts with BOS and runs from position 0 on an empty cache, and every layer matrix's
-// input columns accumulate their squared activations (quant/imatrix_collector.h). The output is
+// input columns accumulate their squared activations (convert/imatrix_collector.h). The output is
 // llama.cpp's GGUF imatrix format.
 #include <chrono>
 #include <cstdio>
@@ -10,7 +10,7 @@
 #include "cli/common.h"
 #include "model/kv_cache.h"
 #include "model/transformer.h"
-#include "quant/imatrix_collector.h"
+#include "convert/imatrix_collector.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
 
@@ -51,7 +51,7 @@ int imatrix(const ImatrixOptions& o) {
                     " tokens, fewer than one chunk of " + std::to_string(o.chunk_size));
     const int64_t n_chunks = o.chunks < 0 ? available : std::min(o.chunks, available);
 
-    quant::ImatrixCollector collector(*model, o.process_output);
+    convert::ImatrixCollector collector(*model, o.process_output);
     if (o.process_output && collector.entries().count("output.weight") == 0)
         std::fprintf(stderr, "imatrix: --process-output: the output head is tied to the embeddings "
                              "(token_embd.weight), which is not collected, as llama-imatrix does not\n");

@@ -3,7 +3,7 @@
 //   OUT ending in .safetensors, or a directory (existing, or a path without extension):
 //   compressed-tensors pack-quantized safetensors (int4-g32 / int4-g128 / int8 / int8-g32, symmetric;
 //   input must be a Hugging Face directory; a directory gets shards of --max-shard-size with an
-//   index when the weights are larger; quant/quantize_ct.h).
+//   index when the weights are larger; convert/quantize_ct.h).
 #include <cstdio>
 #include <filesystem>
 #include <optional>
@@ -11,8 +11,8 @@
 #include "cli/common.h"
 #include "cli/engine_options.h"
 #include "quant/imatrix.h"
-#include "quant/quantize_ct.h"
-#include "quant/quantize_model.h"
+#include "convert/quantize_ct.h"
+#include "convert/quantize_model.h"
 #include "util/error.h"
 
 namespace warden::cli {
@@ -57,14 +57,14 @@ int quantize(const QuantizeOptions& o) {
     if (!o.imatrix.empty()) imatrix = quant::read_imatrix(o.imatrix);
     std::optional<int64_t> max_shard;
     if (!o.max_shard_size.empty()) max_shard = parse_bytes(o.max_shard_size, "--max-shard-size");
-    quant::HeadOptions head;  // GGUF: a float head becomes the default beside the layers (int8 beside int4)
-    if (o.common.quantize_embeddings) head = quant::HeadOptions::as(f);
-    else if (o.head_weights == "keep") head = quant::HeadOptions::keep();
-    else if (!o.head_weights.empty()) head = quant::HeadOptions::as(quant::parse_weight_format(o.head_weights));
-    const auto st = ct_out ? quant::quantize_hf_compressed_tensors(o.common.model_path, o.out, f,
+    convert::HeadOptions head;  // GGUF: a float head becomes the default beside the layers (int8 beside int4)
+    if (o.common.quantize_embeddings) head = convert::HeadOptions::as(f);
+    else if (o.head_weights == "keep") head = convert::HeadOptions::keep();
+    else if (!o.head_weights.empty()) head = convert::HeadOptions::as(quant::parse_weight_format(o.head_weights));
+    const auto st = ct_out ? convert::quantize_hf_compressed_tensors(o.common.model_path, o.out, f,
                                                                    o.common.quantize_embeddings, pool, max_shard,
                                                                    imatrix ? &*imatrix : nullptr)
-                           : quant::quantize_gguf(o.common.model_path, o.out, f, head, pool,
+                           : convert::quantize_gguf(o.common.model_path, o.out, f, head, pool,
                                                   imatrix ? &*imatrix : nullptr);
     std::printf("wrote %s: %lld tensors quantized (%s%s%s), %lld copied; tensor data %.1f MiB -> %.1f MiB\n",
                 o.out.c_str(), static_cast<long long>(st.tensors_quantized), quant::weight_format_name(f).c_str(),

@@ -14,7 +14,7 @@
 #include "server/api_keys.h"
 #include "server/http_limits.h"
 #include "server/server.h"
-#include "tokenizer/chat_template.h"
+#include "chat_template/chat_template.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
 #include "util/log.h"
@@ -96,10 +96,10 @@ int serve(const ServeOptions& o) {
     util::ThreadPool pool(o.common.threads);
     auto model = load(o.common, true, pool);
     util::check(model->tokenizer != nullptr, "model '" + o.common.model_path + "' has no tokenizer");
-    std::unique_ptr<tokenizer::ChatTemplate> chat;
+    std::unique_ptr<chat_template::ChatTemplate> chat;
     if (!model->chat_template.empty()) {
         try {
-            chat = std::make_unique<tokenizer::ChatTemplate>(tokenizer::ChatTemplate::parse(model->chat_template));
+            chat = std::make_unique<chat_template::ChatTemplate>(chat_template::ChatTemplate::parse(model->chat_template));
         } catch (const util::Error& e) {
             spdlog::warn("chat template unusable ({}); /v1/chat/completions is disabled", e.what());
         }

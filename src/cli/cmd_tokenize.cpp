@@ -9,7 +9,7 @@
 #include <sstream>
 
 #include "cli/common.h"
-#include "model/gguf_file.h"
+#include "formats/gguf_file.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
 #include "util/utf8.h"
@@ -31,7 +31,7 @@ struct TokenizeOptions {
 std::unique_ptr<tokenizer::Tokenizer> load_tokenizer(const std::string& path) {
     std::error_code ec;
     if (std::filesystem::is_directory(path, ec)) return tokenizer::Tokenizer::from_hf_dir(path);
-    return tokenizer::Tokenizer::from_gguf(model::GGUFFile(path));
+    return tokenizer::Tokenizer::from_gguf(formats::GGUFFile(path));
 }
 
 int tokenize(const TokenizeOptions& o) {

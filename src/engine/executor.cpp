@@ -1,5 +1,6 @@
 #include "engine/executor.h"
 
+#include "util/assert.h"
 #include "util/error.h"
 
 namespace warden::engine {
@@ -29,7 +30,7 @@ StepResult Executor::execute(const StepBatch& batch) {
     std::vector<std::vector<int32_t>> page_ids(n);
     for (size_t i = 0; i < n; ++i) {
         const StepSeq& s = batch.seqs[i];
-        util::check(s.table != nullptr, "executor: sequence without a page table");
+        WARDEN_ASSERT(s.table != nullptr, "executor: sequence without a page table");
         util::check(s.table->capacity(kv_.page_size()) >= s.pos0 + static_cast<int64_t>(s.tokens.size()),
                     "executor: page table of seq " + std::to_string(s.id.v) + " does not cover the step");
         if (mode_ == kv::IntegrityMode::Step && !check(i)) continue;

@@ -2,7 +2,8 @@
 // The one place where the AVX-512 kernels (*_avx512.cpp) meet their intrinsics, so each file can
 // be compiled twice: natively (with the -mavx512* flags, for AVX-512 CPUs) and, in the tests,
 // against SIMDe's portable implementations of the same intrinsics (WARDEN_AVX512_EMULATE, see
-// tests/kernels/ops_avx512_emulated.cpp, tests/quant/matmul_quant_avx512_emulated.cpp), where it
+// tests/kernels/test_ops_avx512_emulated.cpp,
+// tests/kernels/test_matmul_quant_avx512_emulated.cpp), where it
 // runs, and is compared with the scalar kernels, on any x86-64. Intrinsics are written
 // WZ(mm512_add_ps)(...), which is _mm512_add_ps natively and simde_mm512_add_ps emulated; constants
 // WZC(_CMP_GE_OQ) likewise.

@@ -15,6 +15,7 @@
 #include "kernels/matmul_kquant.h"
 #include "kernels/matmul_quant.h"
 #include "tensor/float_convert.h"
+#include "util/assert.h"
 #include "util/error.h"
 
 namespace warden::kernels {
@@ -260,7 +261,7 @@ void unpack_weight_row(const WeightMatrix& w, int64_t r, float* out) {
 
 void matmul_rows(Isa isa, const WeightMatrix& w, const float* x, int64_t n, float* y,
                  int64_t row_begin, int64_t row_end) {
-    util::check(row_begin >= 0 && row_begin <= row_end && row_end <= w.rows,
+    WARDEN_ASSERT(row_begin >= 0 && row_begin <= row_end && row_end <= w.rows,
                 "matmul_rows: row range out of bounds");
     if (n <= 0 || row_begin == row_end) return;
     detail::QuantArgs qa{};

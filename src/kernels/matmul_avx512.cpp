@@ -20,8 +20,8 @@
 // kernel, which already streams at the read loop's rate (docs/BENCHMARKS.md, Batch-1 decode per
 // weight format).
 //
-// Tested on CPUs without AVX-512 too: tests/kernels/matmul_avx512_emulated.cpp compiles this file
-// against SIMDe (kernels/avx512_compat.h) and compares it with the scalar kernels bit for bit.
+// Tested on CPUs without AVX-512 too: tests/kernels/test_matmul_avx512_emulated.cpp compiles
+// this file against SIMDe (kernels/avx512_compat.h) and compares it with the scalar kernels bit for bit.
 //
 // ODR: helpers live in the anonymous namespace; only intrinsics headers and kernels_internal.h.
 #if defined(__GNUC__) && !defined(__clang__)

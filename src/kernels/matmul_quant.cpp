@@ -12,6 +12,7 @@
 #include "kernels/matmul_kquant.h"
 #include "tensor/float_convert.h"
 #include "tensor/fp8.h"
+#include "util/assert.h"
 #include "util/error.h"
 
 namespace warden::kernels {
@@ -79,7 +80,7 @@ float quant_scale_to_f32(const WeightMatrix& w, uint16_t bits) {
 }
 
 void pack_quant_row(const WeightMatrix& w, int64_t r, const QuantRow& row, uint8_t* packed) {
-    util::check(r >= 0 && r < w.rows, "pack_quant_row: row out of bounds");
+    WARDEN_ASSERT(r >= 0 && r < w.rows, "pack_quant_row: row out of bounds");
     // The word-at-a-time packing below needs whole quads of codes, which a valid shape guarantees.
     check_quant_shape(w);
     if (is_kquant(w.type)) {  // the row's blocks as stored (kernels/matmul_kquant.h)
@@ -87,13 +88,13 @@ void pack_quant_row(const WeightMatrix& w, int64_t r, const QuantRow& row, uint8
         std::memcpy(packed + r * kquant_row_bytes(w), row.q.data(), row.q.size());
         return;
     }
-    util::check(static_cast<int64_t>(row.q.size()) == w.cols, "pack_quant_row: wrong code count");
+    WARDEN_ASSERT(static_cast<int64_t>(row.q.size()) == w.cols, "pack_quant_row: wrong code count");
     uint8_t* p = packed + (r / kPanelRows) * quant_panel_bytes(w);
     const int64_t lr = r % kPanelRows, lane = lr % 8;
     const bool high = lr >= 8;
     if (w.type == WeightType::Q4) {
         const int64_t ng = w.cols / w.group, gb = q4_group_bytes(w);
-        util::check(static_cast<int64_t>(row.d.size()) == ng && (!w.asym || static_cast<int64_t>(row.m.size()) == ng),
+        WARDEN_ASSERT(static_cast<int64_t>(row.d.size()) == ng && (!w.asym || static_cast<int64_t>(row.m.size()) == ng),
                     "pack_quant_row: wrong scale count");
         for (int64_t g = 0; g < ng; ++g) {
             uint8_t* b = p + g * gb;
@@ -113,7 +114,7 @@ void pack_quant_row(const WeightMatrix& w, int64_t r, const QuantRow& row, uint8
             }
         }
     } else if (w.type == WeightType::Q8) {
-        util::check(static_cast<int64_t>(row.d.size()) == q8_scale_count(w), "pack_quant_row: wrong scale count");
+        WARDEN_ASSERT(static_cast<int64_t>(row.d.size()) == q8_scale_count(w), "pack_quant_row: wrong scale count");
         for (int64_t b = 0; b < q8_scale_count(w); ++b)
             std::memcpy(p + q8_scale_offset(w, b) + lr * 2, &row.d[static_cast<size_t>(b)], 2);
         for (int64_t k = 0; k < w.cols; k += 4)

@@ -22,7 +22,7 @@
 // W8A8: one 64-byte load = 4 k x 16 rows (dword = row); signed codes become unsigned by
 // q ^ 0x80 = q + 128, and each block's sum starts at -128 * xs to take that back.
 //
-// Tested on CPUs without AVX-512 too: tests/quant/matmul_quant_avx512_emulated.cpp compiles
+// Tested on CPUs without AVX-512 too: tests/kernels/test_matmul_quant_avx512_emulated.cpp compiles
 // this file against SIMDe (portable implementations of the same intrinsics) and compares it
 // with the scalar kernels bit for bit. Only the helpers with WARDEN_AVX512_EMULATE branches (here
 // and in kernels/avx512_compat.h) differ between the two builds.

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <vector>
 
+#include "util/assert.h"
 #include "util/error.h"
 
 namespace warden::kernels {
@@ -16,7 +17,7 @@ void mla_attention(std::span<const MlaAttentionSeq> seqs, int64_t n_heads, int64
     const int64_t D = kv.head_dim, L = latent_dim;
     std::vector<float> ctx;  // [pos0 + n_q, D] this sequence's cached rows, dequantized once
     for (const MlaAttentionSeq& s : seqs) {
-        util::check(s.n_q >= 0 && s.pos0 >= 0, "MLA attention: negative length");
+        WARDEN_ASSERT(s.n_q >= 0 && s.pos0 >= 0, "MLA attention: negative length");
         if (s.n_q == 0) continue;
         const int64_t n_ctx = s.pos0 + s.n_q;
         ctx.resize(static_cast<size_t>(n_ctx * D));

@@ -2,8 +2,8 @@
 // algorithms as ops_avx2.cpp (same exp polynomial, same integer RNE for bf16) so results are
 // comparable with the same tolerances. Not using vcvtneps2bf16 for f32->bf16: it flushes
 // denormal inputs to zero, which would break bit-exactness with tensor::f32_to_bf16.
-// Tested on every machine: tests/kernels/ops_avx512_emulated.cpp compiles this file against
-// SIMDe's portable intrinsics (kernels/avx512_compat.h) and tests/kernels/ops_test.cpp compares
+// Tested on every machine: tests/kernels/test_ops_avx512_emulated.cpp compiles this file against
+// SIMDe's portable intrinsics (kernels/avx512_compat.h) and tests/kernels/test_ops.cpp compares
 // that table with the scalar one, as it does the native table on AVX-512 machines.
 #if defined(__GNUC__) && !defined(__clang__)
 // GCC 12 reports false -Wmaybe-uninitialized inside avx512fintrin.h for intrinsics built on

@@ -25,6 +25,7 @@
 #include "kernels/paged_attention_internal.h"
 #include "tensor/float_convert.h"
 #include "tensor/fp8.h"
+#include "util/assert.h"
 #include "util/error.h"
 
 namespace warden::kernels {
@@ -338,7 +339,7 @@ void paged_attention(std::span<const PagedAttentionSeq> seqs, int64_t n_heads, c
     const int64_t group = n_heads / kv.n_kv_heads;
     int64_t max_ctx = 0, n_tokens = 0;
     for (const PagedAttentionSeq& s : seqs) {
-        util::check(s.n_q >= 0 && s.pos0 >= 0, "paged attention: negative length");
+        WARDEN_ASSERT(s.n_q >= 0 && s.pos0 >= 0, "paged attention: negative length");
         n_tokens += s.n_q;
         max_ctx = std::max(max_ctx, s.pos0 + s.n_q);
     }

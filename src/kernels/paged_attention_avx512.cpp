@@ -18,8 +18,8 @@
 // prefetch in paged_attention.cpp, made decode attention 1.75x (bf16), 2.05x (fp8_e4m3) and 2.07x
 // (int8) faster there (docs/KV_QUANT.md, Design: Dequantize in the kernel).
 //
-// Tested on every machine: tests/kv/paged_attention_avx512_emulated.cpp compiles this file
-// against SIMDe (kernels/avx512_compat.h).
+// Tested on every machine: tests/kernels/test_paged_attention_avx512_emulated.cpp compiles this
+// file against SIMDe (kernels/avx512_compat.h).
 #if defined(__GNUC__) && !defined(__clang__)
 // GCC 12 reports false -Wmaybe-uninitialized inside avx512fintrin.h for intrinsics built on
 // _mm512_undefined_* (GCC bug 105593); the diagnostic points into the system header, so it

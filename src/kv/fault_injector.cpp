@@ -5,6 +5,7 @@
 #include <numeric>
 #include <sstream>
 
+#include "util/assert.h"
 #include "util/error.h"
 
 namespace warden::kv {
@@ -105,15 +106,15 @@ SharedFaultEffect apply_shared_fault(SharedFaultKind kind, PagePool& pool, PageT
         case SharedFaultKind::EvictWhileReferenced:
         case SharedFaultKind::ReuseAfterEvict: {
             fx.broken = e;
-            while (pool.refcount(e.page) > 0) util::check(pool.release(e) == PoolStatus::Ok, "fault injector: forced eviction refused");
+            while (pool.refcount(e.page) > 0) WARDEN_ASSERT(pool.release(e) == PoolStatus::Ok, "fault injector: forced eviction refused");
             if (kind == SharedFaultKind::ReuseAfterEvict) {
                 fx.reused = pool.allocate();  // LIFO free list: the page just freed comes back
-                util::check(fx.reused && fx.reused->page == e.page, "fault injector: the evicted page was not reused");
+                WARDEN_ASSERT(fx.reused && fx.reused->page == e.page, "fault injector: the evicted page was not reused");
             }
             break;
         }
         case SharedFaultKind::StaleAttach:
-            util::check(pool.release(e) == PoolStatus::Ok, "fault injector: stale attach release refused");
+            WARDEN_ASSERT(pool.release(e) == PoolStatus::Ok, "fault injector: stale attach release refused");
             e.gen -= 1;  // generation 0 (page never allocated before) is never live either
             fx.broken = e;
             break;

@@ -1,6 +1,6 @@
 #pragma once
 // A hook that sees the input rows of the weight matrices a forward step multiplies, before the
-// multiplication: `warden imatrix` (quant/imatrix_collector.h) sums each column's squared input
+// multiplication: `warden imatrix` (convert/imatrix_collector.h) sums each column's squared input
 // there, as llama.cpp's llama-imatrix does from its graph callback. Null by default, so serving
 // pays one pointer test per matrix. Observed: every layer matrix that a quantized checkpoint holds
 // (GQA q/k/v/o, dense gate/up/down, the MoE router, routed experts with the rows routed to each,

@@ -27,7 +27,7 @@ bool is_layer_matrix_name(const std::string& name, int64_t n_layers) {
     return true;
 }
 
-bool is_layer_matrix(const GGUFTensor& t, int64_t n_layers) {
+bool is_layer_matrix(const formats::GGUFTensor& t, int64_t n_layers) {
     return t.shape.size() >= 2 && is_layer_matrix_name(t.name, n_layers);
 }
 
@@ -37,7 +37,7 @@ namespace {
 // `format` exactly (import_ggml_row checks the same for every row at load). An all-zero row, such
 // as a padding token's embedding, fits every format and decides nothing; a file quantized per
 // block, or with another group, shows it in its first real row. The parser checked that the data
-// holds every row (model/gguf_file.cpp).
+// holds every row (formats/gguf_file.cpp).
 bool first_row_imports(tensor::GgmlType type, const uint8_t* data, int64_t rows, int64_t cols,
                        const std::string& format) {
     if (data == nullptr) return false;
@@ -60,12 +60,12 @@ bool first_row_imports(tensor::GgmlType type, const uint8_t* data, int64_t rows,
 // whose GGUF block type is `layer_type`. Otherwise unset, and a key that is present but does not
 // fit is named in `note` (appended) rather than failing the load: it is a hint; the blocks are
 // the data.
-std::optional<std::string> declared_format(const GGUFFile& g, tensor::GgmlType layer_type,
+std::optional<std::string> declared_format(const formats::GGUFFile& g, tensor::GgmlType layer_type,
                                            std::string& note) {
-    const GGUFValue* v = g.find(kGgufDeclaredWeightsKey);
+    const formats::GGUFValue* v = g.find(kGgufDeclaredWeightsKey);
     if (v == nullptr) return std::nullopt;
     std::string why;
-    if (v->type != GGUFValueType::STRING) {
+    if (v->type != formats::GGUFValueType::STRING) {
         why = "not a string";
     } else {
         try {
@@ -86,7 +86,7 @@ std::optional<std::string> declared_format(const GGUFFile& g, tensor::GgmlType l
     return std::nullopt;
 }
 
-bool first_row_imports(const GGUFTensor& t, const std::string& format) {
+bool first_row_imports(const formats::GGUFTensor& t, const std::string& format) {
     return t.shape.size() == 2 && first_row_imports(t.type, t.data, t.shape[1], t.shape[0], format);
 }
 
@@ -119,7 +119,7 @@ std::optional<std::string> ggml_native_format(tensor::GgmlType type, const uint8
 }
 
 // The runtime format one tensor's first row imports into bit-exactly, if any.
-std::optional<std::string> gguf_tensor_native_format(const GGUFTensor& t) {
+std::optional<std::string> gguf_tensor_native_format(const formats::GGUFTensor& t) {
     // Stacked (3-D) experts: only Q8_0 reads rows, and a stack is taken as per block.
     if (t.shape.size() != 2) return ggml_native_format(t.type, nullptr, 0, 0);
     return ggml_native_format(t.type, t.data, t.shape[1], t.shape[0]);
@@ -129,10 +129,10 @@ std::optional<std::string> gguf_tensor_native_format(const GGUFTensor& t) {
 struct LayerScan {
     std::map<std::string, int> types;  // type name -> layer matrices of it
     bool all_float = true;
-    std::vector<const GGUFTensor*> layer;
+    std::vector<const formats::GGUFTensor*> layer;
 };
 
-LayerScan scan_layers(const GGUFFile& g, const ModelConfig& c) {
+LayerScan scan_layers(const formats::GGUFFile& g, const ModelConfig& c) {
     LayerScan s;
     for (const auto& t : g.tensors()) {
         if (!is_layer_matrix(t, c.n_layers)) continue;
@@ -147,12 +147,12 @@ LayerScan scan_layers(const GGUFFile& g, const ModelConfig& c) {
 // --weights). `fallback` (only without --weights): the format a head without one gets, for the
 // note; `note` gets "; token_embd Q8_0 as int8-g32 without loss" per head (per head that maps,
 // with `only_exact`).
-void decide_heads(const GGUFFile& g, const ModelConfig& c, const LayerScan& s,
+void decide_heads(const formats::GGUFFile& g, const ModelConfig& c, const LayerScan& s,
                   const std::optional<std::string>& declared,
                   const std::optional<quant::WeightFormat>& fallback, const std::string& dtype_name,
                   bool only_exact, GgufNativeWeights& r) {
     auto head = [&](const char* name, std::optional<std::string>& out) {
-        const GGUFTensor* t = g.find_tensor(std::string(name) + ".weight");
+        const formats::GGUFTensor* t = g.find_tensor(std::string(name) + ".weight");
         if (t == nullptr) return;
         // A Q4 head of the layers' block type in a declared file was usually written in the
         // declared format too (--quantize-embeddings), but `warden quantize --head-weights` may
@@ -175,7 +175,7 @@ void decide_heads(const GGUFFile& g, const ModelConfig& c, const LayerScan& s,
 }
 
 // The declared format of a file whose layer matrices are all of one type, else unset.
-std::optional<std::string> declared_layers(const GGUFFile& g, const LayerScan& s,
+std::optional<std::string> declared_layers(const formats::GGUFFile& g, const LayerScan& s,
                                            std::string& ignored) {
     if (s.types.empty() || s.all_float) return std::nullopt;
     return declared_format(g, s.types.size() == 1 ? s.layer.front()->type : tensor::GgmlType::F32,
@@ -184,7 +184,7 @@ std::optional<std::string> declared_layers(const GGUFFile& g, const LayerScan& s
 
 }  // namespace
 
-GgufNativeWeights gguf_native_weights(const GGUFFile& g, const ModelConfig& c,
+GgufNativeWeights gguf_native_weights(const formats::GGUFFile& g, const ModelConfig& c,
                                       const std::string& dtype_name, bool head_chosen) {
     GgufNativeWeights r;
     const LayerScan s = scan_layers(g, c);
@@ -248,7 +248,7 @@ GgufNativeWeights gguf_native_weights(const GGUFFile& g, const ModelConfig& c,
     return r;
 }
 
-GgufNativeWeights gguf_named_heads(const GGUFFile& g, const ModelConfig& c) {
+GgufNativeWeights gguf_named_heads(const formats::GGUFFile& g, const ModelConfig& c) {
     GgufNativeWeights r;
     const LayerScan s = scan_layers(g, c);
     // A declaration that does not fit the layers is reported by a load without --weights.

@@ -13,7 +13,7 @@
 #include <optional>
 #include <string>
 
-#include "model/gguf_file.h"
+#include "formats/gguf_file.h"
 #include "model/model_config.h"
 
 namespace warden::model {
@@ -44,16 +44,16 @@ std::optional<std::string> gguf_mixed_native_format(tensor::GgmlType type);
 // embeddings and head, so they are left unset and out of the note. Reads only each Q8_0
 // tensor's first row (a per-block Q8_0 file shows itself there); rows further down that turn out
 // not to be per channel are requantized at load, and the loader reports how many.
-GgufNativeWeights gguf_native_weights(const GGUFFile& g, const ModelConfig& c,
+GgufNativeWeights gguf_native_weights(const formats::GGUFFile& g, const ModelConfig& c,
                                       const std::string& dtype_name, bool head_chosen);
 
 // The matrices --weights applies to: "blk.N.*" of layers the model runs (N < n_layers: not the
 // MTP / nextn blocks after them) with two or more dimensions (stacked experts have three),
 // except those that always load in f32 or --dtype: MoE routers and MLA's kv_b / k_b / v_b
-// (model/mla.cpp). `warden quantize` writes exactly these quantized (quant/quantize_model.h),
+// (model/mla.cpp). `warden quantize` writes exactly these quantized (convert/quantize_model.h),
 // and so does its compressed-tensors writer, by each Hugging Face name's GGUF name
-// (quant/quantize_ct.cpp, model/gguf_names.h).
-bool is_layer_matrix(const GGUFTensor& t, int64_t n_layers);
+// (convert/quantize_ct.cpp, formats/gguf_names.h).
+bool is_layer_matrix(const formats::GGUFTensor& t, int64_t n_layers);
 
 // The name half of is_layer_matrix (a routed expert's "blk.N.ffn_up_exps.weight[e]" included).
 bool is_layer_matrix_name(const std::string& gguf_name, int64_t n_layers);
@@ -64,6 +64,6 @@ bool is_layer_matrix_name(const std::string& gguf_name, int64_t n_layers);
 // so does a head without one (the loader gives it the layers' default head). So the same file
 // gives the same head whether or not the layer format is named, and nothing in it is quantized
 // twice.
-GgufNativeWeights gguf_named_heads(const GGUFFile& g, const ModelConfig& c);
+GgufNativeWeights gguf_named_heads(const formats::GGUFFile& g, const ModelConfig& c);
 
 }  // namespace warden::model

@@ -14,10 +14,12 @@ namespace warden::tokenizer {
 class Tokenizer;
 }
 
-namespace warden::model {
-
+namespace warden::formats {
 class GGUFFile;
 class SafetensorsModel;
+}  // namespace warden::formats
+
+namespace warden::model {
 
 struct LoadOptions {
     RuntimeDType dtype = RuntimeDType::BF16;
@@ -73,8 +75,8 @@ struct Model {
     int64_t fp8_dequant_count = 0;  // FP8 weights dequantized while loading (each once, if all is well)
 
     // The mappings that borrowed weights point into.
-    std::shared_ptr<GGUFFile> gguf;
-    std::shared_ptr<SafetensorsModel> safetensors;
+    std::shared_ptr<formats::GGUFFile> gguf;
+    std::shared_ptr<formats::SafetensorsModel> safetensors;
 };
 
 // Loads a GGUF file or a Hugging Face model directory. Throws util::Error with a one-line

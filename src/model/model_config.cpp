@@ -4,7 +4,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
-#include "model/gguf_file.h"
+#include "formats/gguf_file.h"
 #include "util/error.h"
 
 namespace warden::model {
@@ -149,7 +149,7 @@ void ModelConfig::validate() const {
 namespace {
 
 // MoE / MLA hyper-parameters from llama.cpp's GGUF keys (qwen3moe, glm4moe, deepseek2).
-void moe_mla_from_gguf(ModelConfig& c, const GGUFFile& g) {
+void moe_mla_from_gguf(ModelConfig& c, const formats::GGUFFile& g) {
     const std::string a = c.arch_name + ".";
     const std::string where = "GGUF '" + g.path() + "'";
     auto layer_has = [&](int64_t l, const std::string& t) {
@@ -221,7 +221,7 @@ void moe_mla_from_gguf(ModelConfig& c, const GGUFFile& g) {
 
 }  // namespace
 
-ModelConfig config_from_gguf(const GGUFFile& g) {
+ModelConfig config_from_gguf(const formats::GGUFFile& g) {
     ModelConfig c;
     c.arch_name = g.get_string("general.architecture");
     c.arch = arch_from_name(c.arch_name, "GGUF '" + g.path() + "'");
@@ -256,7 +256,7 @@ ModelConfig config_from_gguf(const GGUFFile& g) {
     c.tied_embeddings = g.find_tensor("output.weight") == nullptr;
     if (c.arch == Arch::Qwen3Moe || c.arch == Arch::Glm4Moe || c.arch == Arch::DeepseekV3) moe_mla_from_gguf(c, g);
     if (c.rope_dim > 0 && c.rope_dim <= (int64_t{1} << 24)) c.rope_inv_freq = rope_inv_freq(c.rope_dim, c.rope_theta);
-    if (const GGUFValue* st = g.find(a + "rope.scaling.type")) {
+    if (const formats::GGUFValue* st = g.find(a + "rope.scaling.type")) {
         const std::string type = st->as_string(a + "rope.scaling.type");
         const double factor = g.get_float_opt(a + "rope.scaling.factor").value_or(1.0);
         if (type == "linear") {

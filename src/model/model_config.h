@@ -8,9 +8,11 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-namespace warden::model {
-
+namespace warden::formats {
 class GGUFFile;
+}
+
+namespace warden::model {
 
 enum class Arch { Llama, Qwen2, Qwen3, Qwen3Moe, Glm4Moe, DeepseekV3 };
 
@@ -99,7 +101,7 @@ struct ModelConfig {
     void validate() const;
 };
 
-ModelConfig config_from_gguf(const GGUFFile& gguf);
+ModelConfig config_from_gguf(const formats::GGUFFile& gguf);
 ModelConfig config_from_hf_json(const nlohmann::json& config, const std::string& path);
 
 // inv_freq[i] = theta^(-2i/dim), optionally adjusted by Llama 3's frequency-dependent scaling.

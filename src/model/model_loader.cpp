@@ -12,17 +12,17 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "formats/compressed_tensors.h"
+#include "formats/gguf_file.h"
+#include "formats/gguf_names.h"
 #include "kernels/matmul_kquant.h"
-#include "model/compressed_tensors.h"
-#include "model/gguf_file.h"
-#include "model/gguf_names.h"
 #include "model/gguf_native_weights.h"
 #include "model/model.h"
-#include "model/fp8_block.h"
+#include "formats/fp8_block.h"
 #include "model/mla.h"
 #include "model/moe.h"
-#include "model/safetensors_file.h"
-#include "model/tensor_source.h"
+#include "formats/safetensors_file.h"
+#include "formats/tensor_source.h"
 #include "quant/quantizer.h"
 #include "tensor/float_convert.h"
 #include "tokenizer/tokenizer.h"
@@ -57,7 +57,7 @@ std::string gguf_name(const std::string& role, int layer) {
         {"k_norm", "attn_k_norm.weight"},  {"w_gate", "ffn_gate.weight"},
         {"w_up", "ffn_up.weight"},         {"w_down", "ffn_down.weight"}};
     if (layer < 0) return global.at(role);
-    if (role.rfind("raw:", 0) == 0) return "blk." + std::to_string(layer) + "." + gguf_layer_name(role.substr(4));
+    if (role.rfind("raw:", 0) == 0) return "blk." + std::to_string(layer) + "." + formats::gguf_layer_name(role.substr(4));
     return "blk." + std::to_string(layer) + "." + per_layer.at(role);
 }
 
@@ -109,7 +109,7 @@ void release_tensor_pages(const GGUFFile& g) {
 class Loader {
 public:
     Loader(Model& m, const LoadOptions& o, util::ThreadPool& pool,
-           std::function<std::optional<SourceTensor>(const std::string&)> find,
+           std::function<std::optional<formats::SourceTensor>(const std::string&)> find,
            std::function<std::string(const std::string&, int)> name,
            std::map<std::string, quant::WeightFormat> head_formats = {},
            std::function<bool(const std::string&)> exists = nullptr)
@@ -124,13 +124,13 @@ public:
         return exists_ ? exists_(n) : find_(n).has_value();
     }
 
-    std::optional<SourceTensor> get_opt(const std::string& role, int layer) const {
+    std::optional<formats::SourceTensor> get_opt(const std::string& role, int layer) const {
         const std::string n = name_(role, layer);
         if (n.empty()) return std::nullopt;
         return find_(n);
     }
 
-    SourceTensor get(const std::string& role, int layer) const {
+    formats::SourceTensor get(const std::string& role, int layer) const {
         auto t = get_opt(role, layer);
         if (!t) throw Error("model '" + m_.path + "': missing tensor '" + name_(role, layer) + "'");
         return *t;
@@ -142,7 +142,7 @@ public:
         return s + "]";
     }
 
-    void expect_shape(const SourceTensor& t, std::vector<int64_t> want) const {
+    void expect_shape(const formats::SourceTensor& t, std::vector<int64_t> want) const {
         if (t.dims != want)
             throw Error("model '" + m_.path + "': tensor '" + t.name + "' has shape " + shape_str(t.dims) +
                         ", expected " + shape_str(want));
@@ -152,7 +152,7 @@ public:
     // --dtype where unset), plus the optional prefill copy (--prefill-weights). Weight memory
     // is accounted per role in Model::weight_memory.
     Matrix matrix(const std::string& role, int layer, int64_t rows, int64_t cols) const {
-        const SourceTensor t = get(role, layer);
+        const formats::SourceTensor t = get(role, layer);
         expect_shape(t, {rows, cols});
         const bool embd = layer < 0;
         quant::WeightFormat hi;
@@ -182,7 +182,7 @@ public:
     // Converts a source tensor into runtime format f: f32/bf16 packing, or quantization
     // (kernels/matmul_quant.h). GGUF Q4_0/Q4_1/Q8_0 rows that map onto f without loss are
     // imported bit-exactly (quant/quantizer.h), others are dequantized and requantized.
-    Matrix build_matrix(const SourceTensor& t, const quant::WeightFormat& f, int64_t rows, int64_t cols) const {
+    Matrix build_matrix(const formats::SourceTensor& t, const quant::WeightFormat& f, int64_t rows, int64_t cols) const {
         if (!f.quantized()) {
             Matrix m = Matrix::owned(f.type, rows, cols, &arena_);
             pool_.parallel_for(rows, kernels::kPanelRows, [&](int64_t r0, int64_t r1) {
@@ -215,8 +215,8 @@ public:
                             t.ggml_type == tensor::GgmlType::Q8_0)
                             ggml_requant_rows_ += 1;
                     }
-                    if (t.ct) {  // compressed-tensors pack-quantized (model/compressed_tensors.h)
-                        if (auto qr = ct_import_row(*t.ct, r, layout)) {
+                    if (t.ct) {  // compressed-tensors pack-quantized (formats/compressed_tensors.h)
+                        if (auto qr = formats::ct_import_row(*t.ct, r, layout)) {
                             m.pack_quant_row(r, *qr);
                             ct_exact_rows_ += 1;
                             continue;
@@ -234,7 +234,7 @@ public:
         return m;
     }
 
-    std::vector<float> vec(const SourceTensor& t, int64_t n) const {
+    std::vector<float> vec(const formats::SourceTensor& t, int64_t n) const {
         expect_shape(t, {n});
         std::vector<float> v(static_cast<size_t>(n));
         t.row_to_f32(0, v.data());
@@ -253,7 +253,7 @@ public:
             return matrix("raw:" + nm, l, rows, cols);
         };
         ld.matrix_f32 = [this, l](const std::string& nm, int64_t rows, int64_t cols) {
-            const SourceTensor t = get("raw:" + nm, l);
+            const formats::SourceTensor t = get("raw:" + nm, l);
             expect_shape(t, {rows, cols});
             Matrix mat = Matrix::owned(kernels::WeightType::F32, rows, cols, &arena_);
             std::vector<float> row(static_cast<size_t>(cols));
@@ -273,7 +273,7 @@ public:
         };
         ld.has = [this, l](const std::string& nm) { return has("raw:" + nm, l); };
         ld.f32 = [this, l](const std::string& nm, const std::vector<int64_t>& dims) {
-            const SourceTensor t = get("raw:" + nm, l);
+            const formats::SourceTensor t = get("raw:" + nm, l);
             expect_shape(t, dims);
             std::vector<float> v(static_cast<size_t>(t.n_elements()));
             for (int64_t r = 0; r < t.n_rows(); ++r) t.row_to_f32(r, v.data() + r * t.row_len());
@@ -343,7 +343,7 @@ private:
     Model& m_;
     const LoadOptions& opts_;
     util::ThreadPool& pool_;
-    std::function<std::optional<SourceTensor>(const std::string&)> find_;
+    std::function<std::optional<formats::SourceTensor>(const std::string&)> find_;
     std::function<std::string(const std::string&, int)> name_;
     // "embed" / "output" -> the format the checkpoint's own tensor imports into without loss,
     // used when no --head-weights is given (model/gguf_native_weights.h).
@@ -351,7 +351,7 @@ private:
     std::function<bool(const std::string&)> exists_;  // null: find_(name) decides
 };
 
-void count_params(Model& m, const std::vector<SourceTensor>& all) {
+void count_params(Model& m, const std::vector<formats::SourceTensor>& all) {
     for (const auto& t : all) {
         m.n_params += t.n_elements();
         m.source_tensor_types[t.type_name()] += 1;
@@ -364,19 +364,19 @@ std::unique_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
     m->format = "gguf";
     m->dtype = opts.dtype;
     m->weights_format = opts.weights ? quant::weight_format_name(*opts.weights) : runtime_dtype_name(opts.dtype);
-    m->gguf = std::make_shared<GGUFFile>(path);
-    const GGUFFile& g = *m->gguf;
+    m->gguf = std::make_shared<formats::GGUFFile>(path);
+    const formats::GGUFFile& g = *m->gguf;
     m->config = config_from_gguf(g);
-    std::vector<SourceTensor> all;
-    for (const auto& t : g.tensors()) all.push_back(SourceTensor::from(t));
+    std::vector<formats::SourceTensor> all;
+    for (const auto& t : g.tensors()) all.push_back(formats::SourceTensor::from(t));
     count_params(*m, all);
     const ModelConfig& cfg = m->config;
-    auto find = [&g, &cfg](const std::string& n) -> std::optional<SourceTensor> {
+    auto find = [&g, &cfg](const std::string& n) -> std::optional<formats::SourceTensor> {
         // "<name>[e]": expert e of a stacked [n_expert, rows, cols] tensor (gguf_layer_name).
         const size_t br = !n.empty() && n.back() == ']' ? n.rfind('[') : std::string::npos;
-        const GGUFTensor* t = g.find_tensor(br == std::string::npos ? n : n.substr(0, br));
+        const formats::GGUFTensor* t = g.find_tensor(br == std::string::npos ? n : n.substr(0, br));
         if (!t) return std::nullopt;
-        SourceTensor s = SourceTensor::from(*t);
+        formats::SourceTensor s = formats::SourceTensor::from(*t);
         if (br == std::string::npos) return s;
         const int64_t e = std::stoll(n.substr(br + 1, n.size() - br - 2));
         if (s.dims.size() != 3 || s.dims[0] != cfg.moe.n_experts || e < 0 || e >= s.dims[0]) {
@@ -459,44 +459,44 @@ std::unique_ptr<Model> load_hf_dir(const std::string& dir, const LoadOptions& op
     const nlohmann::json config_json = util::read_json_file(dir + "/config.json");
     m->config = config_from_hf_json(config_json, dir + "/config.json");
     m->config.validate();
-    // compressed-tensors pack-quantized checkpoints (model/compressed_tensors.h), else FP8
-    // block-scaled ones: F8_E4M3 weights are dequantized at load (model/fp8_block.h).
-    std::optional<CtConfig> ct;
-    std::optional<Fp8BlockConfig> fp8;
-    if (is_compressed_tensors_config(config_json)) {
-        ct = ct_config_from_hf_json(config_json, dir + "/config.json");
+    // compressed-tensors pack-quantized checkpoints (formats/compressed_tensors.h), else FP8
+    // block-scaled ones: F8_E4M3 weights are dequantized at load (formats/fp8_block.h).
+    std::optional<formats::CtConfig> ct;
+    std::optional<formats::Fp8BlockConfig> fp8;
+    if (formats::is_compressed_tensors_config(config_json)) {
+        ct = formats::ct_config_from_hf_json(config_json, dir + "/config.json");
     } else {
-        fp8 = fp8_block_config_from_hf_json(config_json, dir + "/config.json");
+        fp8 = formats::fp8_block_config_from_hf_json(config_json, dir + "/config.json");
     }
-    m->safetensors = std::make_shared<SafetensorsModel>(SafetensorsModel::open_dir(dir));
-    const SafetensorsModel& st = *m->safetensors;
-    std::vector<SourceTensor> all;
+    m->safetensors = std::make_shared<formats::SafetensorsModel>(formats::SafetensorsModel::open_dir(dir));
+    const formats::SafetensorsModel& st = *m->safetensors;
+    std::vector<formats::SourceTensor> all;
     for (const auto& t : st.tensors()) {
         // Count every tensor, even of dtypes the loader cannot convert. A compressed-tensors
         // Linear counts as its logical [rows, cols] weight: its packed int32 words hold 8 (or 4)
         // parameters each, and its scale / zero-point / shape tensors are quantization metadata.
-        SourceTensor s;
+        formats::SourceTensor s;
         s.name = t.name;
         s.dims = t.shape.empty() ? std::vector<int64_t>{1} : t.shape;
         s.is_ggml = false;
         s.st_dtype = t.dtype;
         if (ct) {
-            const auto logical = ct_logical_name(st, t.name);
+            const auto logical = formats::ct_logical_name(st, t.name);
             if (!logical) continue;
             if (*logical != t.name)
-                if (auto w = ct_find(st, *ct, *logical)) s.dims = w->dims;
+                if (auto w = formats::ct_find(st, *ct, *logical)) s.dims = w->dims;
         }
         all.push_back(s);
     }
     count_params(*m, all);
-    Fp8BlockResolver fp8_resolver(st, fp8);
+    formats::Fp8BlockResolver fp8_resolver(st, fp8);
     // Every Loader accessor turns the tensor it resolves into runtime memory (or owned vectors)
     // before it resolves the next one, so the f32 copy of the previous FP8 block-scaled weight can
     // go: loading an FP8 checkpoint holds one weight dequantized, not all of them (all of them
     // would be 4 bytes per parameter: 32 GB for an 8B model).
-    auto find = [&fp8_resolver, &ct, &st](const std::string& n) -> std::optional<SourceTensor> {
+    auto find = [&fp8_resolver, &ct, &st](const std::string& n) -> std::optional<formats::SourceTensor> {
         if (ct)
-            if (auto t = ct_find(st, *ct, n)) return t;
+            if (auto t = formats::ct_find(st, *ct, n)) return t;
         fp8_resolver.release();
         return fp8_resolver.find(n);
     };
@@ -507,9 +507,9 @@ std::unique_ptr<Model> load_hf_dir(const std::string& dir, const LoadOptions& op
         for (const auto& t : st.tensors()) {
             static const std::string kPacked = ".weight_packed";
             if (t.name.size() <= kPacked.size() || !t.name.ends_with(kPacked)) continue;
-            const auto src = ct_find(st, *ct, t.name.substr(0, t.name.size() - kPacked.size()) + ".weight");
+            const auto src = formats::ct_find(st, *ct, t.name.substr(0, t.name.size() - kPacked.size()) + ".weight");
             const auto& grp = ct->group_for(t.name.substr(0, t.name.size() - kPacked.size()));
-            if (auto f = ct_native_format(grp.weights, src->ct->scale_dtype)) {
+            if (auto f = formats::ct_native_format(grp.weights, src->ct->scale_dtype)) {
                 eff.weights = quant::parse_weight_format(*f);
                 m->weights_format = *f;
                 m->weights_note = "auto: the compressed-tensors " + std::to_string(grp.weights.num_bits) +
@@ -534,7 +534,7 @@ std::unique_ptr<Model> load_hf_dir(const std::string& dir, const LoadOptions& op
             m->chat_template = j["chat_template"].get<std::string>();
     }
     auto exists = [&ct, &st](const std::string& n) {
-        return st.find(n) != nullptr || (ct && ct_find(st, *ct, n).has_value());
+        return st.find(n) != nullptr || (ct && formats::ct_find(st, *ct, n).has_value());
     };
     Loader loader(*m, eff, pool, find, hf_name, {}, exists);
     if (opts.load_weights) loader.load_all();

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <memory>
 
-#include "model/gguf_file.h"
+#include "formats/gguf_file.h"
 #include "util/error.h"
 #include "util/mapped_file.h"
 
@@ -101,9 +101,9 @@ namespace {
 }
 
 Imatrix parse_gguf_imatrix(const uint8_t* data, size_t size, const std::string& name) {
-    std::unique_ptr<model::GGUFFile> g;
+    std::unique_ptr<formats::GGUFFile> g;
     try {
-        g = std::make_unique<model::GGUFFile>(data, size, name);
+        g = std::make_unique<formats::GGUFFile>(data, size, name);
     } catch (const util::Error& e) {
         throw util::Error("imatrix '" + name + "': not a readable GGUF: " + e.what());
     }
@@ -124,8 +124,8 @@ Imatrix parse_gguf_imatrix(const uint8_t* data, size_t size, const std::string& 
         if (!m.dataset.empty()) m.dataset += ", ";
         m.dataset += printable(reinterpret_cast<const uint8_t*>(d.data()), d.size());
     }
-    std::map<std::string, std::pair<const model::GGUFTensor*, const model::GGUFTensor*>> pairs;  // sums, counts
-    for (const model::GGUFTensor& t : g->tensors()) {
+    std::map<std::string, std::pair<const formats::GGUFTensor*, const formats::GGUFTensor*>> pairs;  // sums, counts
+    for (const formats::GGUFTensor& t : g->tensors()) {
         if (t.name.ends_with(".in_sum2")) pairs[t.name.substr(0, t.name.size() - 8)].first = &t;
         else if (t.name.ends_with(".counts")) pairs[t.name.substr(0, t.name.size() - 7)].second = &t;
     }

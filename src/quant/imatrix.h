@@ -5,7 +5,7 @@
 // quantizer as `importance` (quant/quantizer.h) for the matrix of that GGUF name, which is how
 // llama.cpp's Q4_0 / Q4_1 / Q8_0 quantizers use it: columns that see large activations weigh more
 // in the scale search. Compressed-tensors output (Hugging Face names) finds its entries through
-// the GGUF name of each tensor (model/gguf_names.h), experts included.
+// the GGUF name of each tensor (formats/gguf_names.h), experts included.
 //
 // Legacy layout (little-endian, llama.cpp examples/imatrix/imatrix.cpp save_imatrix):
 //   int32 n_entries; n_entries x { int32 len; char name[len]; int32 ncall; int32 nval;
@@ -31,7 +31,7 @@ struct Imatrix {
     std::string dataset;                                 // calibration file(s) named by the tool, if any
     // The entry for `tensor` with `cols` values; nullptr when there is none. An entry of another
     // length is an error naming the tensor (the file is for another model). "name[e]" (expert e of
-    // a stacked MoE tensor, model/gguf_names.h) is the e-th run of `cols` values of the entry
+    // a stacked MoE tensor, formats/gguf_names.h) is the e-th run of `cols` values of the entry
     // "name", which llama-imatrix collects for all experts at once.
     const float* find(const std::string& tensor, int64_t cols) const;
 };

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <random>
 
-#include "tokenizer/chat_template.h"
+#include "chat_template/chat_template.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
 #include "util/utf8.h"

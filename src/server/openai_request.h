@@ -13,15 +13,18 @@
 
 namespace warden::tokenizer {
 class Tokenizer;
-class ChatTemplate;
 }  // namespace warden::tokenizer
+
+namespace warden::chat_template {
+class ChatTemplate;
+}  // namespace warden::chat_template
 
 namespace warden::server {
 
 struct ModelInfo {
     std::string id;                        // what "model" must name
     const tokenizer::Tokenizer* tok = nullptr;
-    const tokenizer::ChatTemplate* chat = nullptr;  // null: chat endpoint unavailable
+    const chat_template::ChatTemplate* chat = nullptr;  // null: chat endpoint unavailable
     int64_t max_ctx = 0;                   // model context length
     int64_t kv_tokens = 0;                 // KV cache capacity in tokens
 };

@@ -2,7 +2,7 @@
 #include <algorithm>
 #include <cctype>
 
-#include "model/gguf_file.h"
+#include "formats/gguf_file.h"
 #include "tokenizer/regex_split.h"
 #include "tokenizer/vocab.h"
 #include "util/error.h"
@@ -13,7 +13,7 @@ using detail::TokenType;
 
 namespace {
 
-int32_t optional_id(const model::GGUFFile& g, const std::string& key) {
+int32_t optional_id(const formats::GGUFFile& g, const std::string& key) {
     const auto v = g.get_int_opt(key);
     if (!v) return -1;
     if (*v < -1 || *v > INT32_MAX) throw util::Error(g.path() + ": " + key + " = " + std::to_string(*v) + " is not a token id");
@@ -27,7 +27,7 @@ std::string lower(std::string s) {
 
 }  // namespace
 
-std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const model::GGUFFile& g) {
+std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const formats::GGUFFile& g) {
     const std::string src = g.path();
     util::check(g.has("tokenizer.ggml.model"), src + ": no tokenizer in this GGUF (tokenizer.ggml.model missing)");
     const std::string model = g.get_string("tokenizer.ggml.model");

@@ -16,7 +16,7 @@
 #include <string_view>
 #include <vector>
 
-namespace warden::model {
+namespace warden::formats {
 class GGUFFile;
 }
 
@@ -27,7 +27,7 @@ public:
     virtual ~Tokenizer() = default;
 
     // From GGUF metadata (tokenizer.ggml.*). Throws util::Error on unsupported/missing data.
-    static std::unique_ptr<Tokenizer> from_gguf(const model::GGUFFile& gguf);
+    static std::unique_ptr<Tokenizer> from_gguf(const formats::GGUFFile& gguf);
     // From a Hugging Face model directory: tokenizer.json (+ tokenizer_config.json for
     // BOS/EOS and add_bos rules), or, without tokenizer.json, a Kimi tiktoken.model
     // (+ tokenizer_config.json special tokens; see tiktoken.h).

@@ -16,7 +16,8 @@ public:
 // control bytes escaped as \xNN, cut after max_len bytes.
 std::string printable(const std::string& s, size_t max_len = 200);
 
-// Throws Error(message) when cond is false. For validating untrusted input, not for bugs.
+// Throws Error(message) when cond is false. For validating untrusted input (files, flags,
+// requests), not for bugs: an internal invariant is a WARDEN_ASSERT (util/assert.h), which aborts.
 inline void check(bool cond, const std::string& message) {
     if (!cond) throw Error(message);
 }

@@ -21,7 +21,8 @@
 #include "test_paths.h"
 
 namespace warden::kernels::detail {
-// tests/kv/paged_attention_avx512_emulated.cpp: paged_attention_avx512.cpp compiled on SIMDe.
+// tests/kernels/test_paged_attention_avx512_emulated.cpp: paged_attention_avx512.cpp compiled on
+// SIMDe.
 const KvKernelTable& kv_kernels_avx512_emulated();
 }  // namespace warden::kernels::detail
 
@@ -286,7 +287,7 @@ static void simd_kernels_match_scalar(const kernels::detail::KvKernelTable& av, 
 }
 
 // The AVX2 table, the AVX-512 one (natively where the CPU has AVX-512, and always compiled
-// against SIMDe: tests/kv/paged_attention_avx512_emulated.cpp; both fall back to the AVX2
+// against SIMDe: tests/kernels/test_paged_attention_avx512_emulated.cpp; both fall back to the AVX2
 // kernels for tails and NaN rows, so both need AVX2).
 TEST(KvQuant, SimdKernelsMatchScalar) {
     if (!kernels::isa_supported(kernels::Isa::AVX2)) GTEST_SKIP() << "no AVX2";

@@ -1,4 +1,4 @@
-// FP8 block-scaled checkpoints (model/fp8_block.h): block indexing with partial blocks against an
+// FP8 block-scaled checkpoints (formats/fp8_block.h): block indexing with partial blocks against an
 // element-by-element reference, the resolver on a real safetensors file (scale lookup, shape and
 // dtype errors), and quantization_config parsing.
 #include <gtest/gtest.h>
@@ -13,10 +13,10 @@
 #include <tuple>
 #include <unistd.h>
 
-#include "model/fp8_block.h"
+#include "formats/fp8_block.h"
 #include "model/model.h"
-#include "model/safetensors_file.h"
-#include "model/tensor_source.h"
+#include "formats/safetensors_file.h"
+#include "formats/tensor_source.h"
 #include "tensor/fp8.h"
 #include "util/error.h"
 #include "util/thread_pool.h"
@@ -27,7 +27,7 @@ namespace {
 
 struct Fp8Case {
     int64_t rows = 70, cols = 45;
-    model::Fp8BlockConfig block{32, 16};
+    formats::Fp8BlockConfig block{32, 16};
     int64_t nbr() const { return (rows + block.block_rows - 1) / block.block_rows; }
     int64_t nbc() const { return (cols + block.block_cols - 1) / block.block_cols; }
     std::vector<uint8_t> codes;
@@ -80,7 +80,7 @@ TEST(Fp8Block, DequantizesPartialBlocksWithTheirOwnScale) {
     ASSERT_EQ(k.nbr(), 3);
     ASSERT_EQ(k.nbc(), 3);
     std::vector<float> out(static_cast<size_t>(k.rows * k.cols));
-    model::dequantize_fp8_block(k.codes.data(), k.rows, k.cols, k.scales.data(), k.block, out.data());
+    formats::dequantize_fp8_block(k.codes.data(), k.rows, k.cols, k.scales.data(), k.block, out.data());
     for (int64_t r = 0; r < k.rows; ++r)
         for (int64_t c = 0; c < k.cols; ++c) ASSERT_EQ(out[static_cast<size_t>(r * k.cols + c)], k.want(r, c)) << r << "," << c;
 }
@@ -97,8 +97,8 @@ TEST(Fp8Block, ResolverReadsWeightAndScaleFromSafetensors) {
                              {"b.weight_scale_inv", "F32", {k.nbr(), k.nbc() + 1}, bytes_of(std::vector<float>(12, 1.0f))},
                              {"c.weight", "F8_E4M3", {k.rows, k.cols}, k.codes},
                              {"bias", "F32", {2}, bytes_of(bias)}});
-    model::SafetensorsModel st({path});
-    model::Fp8BlockResolver res(st, k.block);
+    formats::SafetensorsModel st({path});
+    formats::Fp8BlockResolver res(st, k.block);
     auto a = res.find("a.weight");
     ASSERT_TRUE(a);
     EXPECT_EQ(a->st_dtype, "F32");
@@ -113,7 +113,7 @@ TEST(Fp8Block, ResolverReadsWeightAndScaleFromSafetensors) {
     EXPECT_FALSE(res.find("missing"));
     EXPECT_THROW(res.find("b.weight"), util::Error);  // scale grid has the wrong shape
     EXPECT_THROW(res.find("c.weight"), util::Error);  // no scale tensor
-    model::Fp8BlockResolver no_cfg(st, std::nullopt);
+    formats::Fp8BlockResolver no_cfg(st, std::nullopt);
     EXPECT_THROW(no_cfg.find("a.weight"), util::Error);  // FP8 without quantization_config
     std::filesystem::remove_all(dir);
 }
@@ -124,7 +124,7 @@ TEST(Fp8Block, ResolverReadsWeightAndScaleFromSafetensors) {
 TEST(Fp8Block, LoaderHoldsOneDequantizedWeightAtATime) {
     for (const char* name : {"tiny-qwen3-moe-fp8", "tiny-glm4-moe-fp8", "tiny-deepseek-v3-fp8"}) {
         const std::string dir = std::string(WARDEN_SOURCE_DIR) + "/tests/golden/models/" + name;
-        model::SafetensorsModel st({dir + "/model.safetensors"});
+        formats::SafetensorsModel st({dir + "/model.safetensors"});
         int64_t largest = 0, total = 0, n_fp8 = 0;
         for (const auto& t : st.tensors()) {
             if (t.dtype != "F8_E4M3") continue;
@@ -149,21 +149,21 @@ TEST(Fp8Block, LoaderHoldsOneDequantizedWeightAtATime) {
 
 TEST(Fp8Block, ParsesQuantizationConfig) {
     using nlohmann::json;
-    EXPECT_FALSE(model::fp8_block_config_from_hf_json(json{{"model_type", "x"}}, "p"));
-    auto c = model::fp8_block_config_from_hf_json(
+    EXPECT_FALSE(formats::fp8_block_config_from_hf_json(json{{"model_type", "x"}}, "p"));
+    auto c = formats::fp8_block_config_from_hf_json(
         json{{"quantization_config", {{"quant_method", "fp8"}, {"fmt", "e4m3"}, {"weight_block_size", {128, 128}}}}}, "p");
     ASSERT_TRUE(c);
     EXPECT_EQ(c->block_rows, 128);
     EXPECT_EQ(c->block_cols, 128);
-    EXPECT_THROW(model::fp8_block_config_from_hf_json(
+    EXPECT_THROW(formats::fp8_block_config_from_hf_json(
                      json{{"quantization_config", {{"quant_method", "compressed-tensors"}}}}, "p"),
                  util::Error);
-    EXPECT_THROW(model::fp8_block_config_from_hf_json(json{{"quantization_config", {{"quant_method", "fp8"}}}}, "p"),
+    EXPECT_THROW(formats::fp8_block_config_from_hf_json(json{{"quantization_config", {{"quant_method", "fp8"}}}}, "p"),
                  util::Error);
-    EXPECT_THROW(model::fp8_block_config_from_hf_json(
+    EXPECT_THROW(formats::fp8_block_config_from_hf_json(
                      json{{"quantization_config", {{"quant_method", "fp8"}, {"weight_block_size", {0, 128}}}}}, "p"),
                  util::Error);
-    EXPECT_THROW(model::fp8_block_config_from_hf_json(
+    EXPECT_THROW(formats::fp8_block_config_from_hf_json(
                      json{{"quantization_config", {{"quant_method", "fp8"}, {"fmt", "e5m2"}, {"weight_block_size", {1, 1}}}}},
                      "p"),
                  util::Error);
@@ -181,7 +181,7 @@ TEST(Fp8Block, PresenceTestDoesNotDequantize) {
                                std::filesystem::copy_options::overwrite_existing);
     int64_t n_fp8 = 0;
     {
-        model::SafetensorsModel st({src + "/model.safetensors"});
+        formats::SafetensorsModel st({src + "/model.safetensors"});
         std::vector<std::tuple<std::string, std::string, std::vector<int64_t>, std::vector<uint8_t>>> ts;
         bool head = false;
         for (const auto& t : st.tensors()) {
@@ -193,7 +193,7 @@ TEST(Fp8Block, PresenceTestDoesNotDequantize) {
             ASSERT_NE(t.dtype, "F8_E4M3");
             head = true;
             const int64_t rows = t.shape.at(0), cols = t.shape.at(1);
-            const model::SourceTensor s = model::SourceTensor::from(t);
+            const formats::SourceTensor s = formats::SourceTensor::from(t);
             std::vector<float> row(static_cast<size_t>(cols));
             std::vector<uint8_t> codes(static_cast<size_t>(rows * cols));
             for (int64_t r = 0; r < rows; ++r) {

@@ -17,8 +17,8 @@
 
 #include <unistd.h>
 
-#include "model/gguf_file.h"
-#include "model/gguf_writer.h"
+#include "formats/gguf_file.h"
+#include "formats/gguf_writer.h"
 #include "model/model_config.h"
 #include "util/error.h"
 
@@ -66,25 +66,25 @@ void expect_ref(const ModelConfig& c, const YarnRef& ref, const char* what) {
 
 // Builds a metadata-only GGUF of `arch` from key/value setters and parses it.
 struct GgufBuilder {
-    GGUFWriter w;
+    formats::GGUFWriter w;
     std::string arch;
     explicit GgufBuilder(std::string a) : arch(std::move(a)) { str("general.architecture", arch); }
     void u32(const std::string& k, uint32_t v) { w.set_u32(arch + "." + k, v); }
     void f32(const std::string& k, double v) {
-        GGUFValue x;
-        x.type = GGUFValueType::FLOAT32;
+        formats::GGUFValue x;
+        x.type = formats::GGUFValueType::FLOAT32;
         x.f = v;
         w.set(arch + "." + k, x);
     }
     void boolean(const std::string& k, bool v) {
-        GGUFValue x;
-        x.type = GGUFValueType::BOOL;
+        formats::GGUFValue x;
+        x.type = formats::GGUFValueType::BOOL;
         x.u = v ? 1 : 0;
         w.set(arch + "." + k, x);
     }
     void str(const std::string& k, const std::string& v) {
-        GGUFValue x;
-        x.type = GGUFValueType::STRING;
+        formats::GGUFValue x;
+        x.type = formats::GGUFValueType::STRING;
         x.s = v;
         w.set(k, x);
     }
@@ -97,7 +97,7 @@ struct GgufBuilder {
         const auto path = std::filesystem::temp_directory_path() /
                           ("warden_yarn_gguf_" + std::to_string(::getpid()) + "_" + arch + ".gguf");
         w.write(path.string());
-        GGUFFile f(path.string());
+        formats::GGUFFile f(path.string());
         std::filesystem::remove(path);
         return config_from_gguf(f);
     }

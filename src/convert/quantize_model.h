@@ -1,0 +1,51 @@
+#pragma once
+// Offline quantization of a checkpoint (`warden quantize`). The codes are produced by exactly
+// the path the loader uses at load time (bit-exact GGUF import, else the default quantizer),
+// so loading the output with the same --weights gives the same packed bytes as quantizing the
+// source at load (tested).
+#include <cstdint>
+#include <string>
+
+#include "quant/imatrix.h"
+#include "quant/weight_format.h"
+#include "util/thread_pool.h"
+
+namespace warden::convert {
+
+struct QuantizeStats {
+    int64_t tensors_quantized = 0;  // the embeddings / head included
+    int64_t tensors_copied = 0;
+    int64_t bytes_in = 0;   // tensor data of the source
+    int64_t bytes_out = 0;  // tensor data written
+    std::string heads;      // "token_embd as int8, output as int8" for the ones quantized; empty if none
+    int64_t imatrix_weighted = 0;  // quantized tensors that had an importance-matrix entry
+};
+
+// How quantize_gguf writes token_embd / output.
+//   Default: a float (F32/F16/BF16) one becomes the default head beside the layers
+//     (quant::default_head_format: int8 beside int4), the format loading with --weights gives it
+//     anyway, so the file holds what runs: smaller, and nothing to quantize at each load. One already
+//     quantized (a Q8_0 or Q6_K head, say) is copied, so nothing is quantized twice; beside int8
+//     layers every head is copied (no default head there).
+//   Keep: copied unchanged (`--head-weights keep`).
+//   Format: every one in `format` (`--quantize-embeddings`: the layers' format; `--head-weights F`).
+struct HeadOptions {
+    enum class Mode { Default, Keep, Format } mode = Mode::Default;
+    quant::WeightFormat format;  // Mode::Format only
+    static HeadOptions keep() { return {Mode::Keep, {}}; }
+    static HeadOptions as(const quant::WeightFormat& f) { return {Mode::Format, f}; }
+};
+
+// Is this tensor the token embeddings or the output head (GGUF or HF naming)?
+bool is_embedding_weight(const std::string& name);
+
+// GGUF -> GGUF with the matrices --weights quantizes at load (model::is_layer_matrix: attention,
+// MLP, MLA projections, shared and stacked routed experts) as Q4_0 / Q4_1 / Q8_0
+// (quant/quantizer.h ggml_type_for), the embeddings / head as `head` says; everything else is
+// copied unchanged. `imatrix`: the
+// importance of each quantized tensor's input columns where it has an entry of that name
+// (quant/imatrix.h; rows that import without loss are imported all the same).
+QuantizeStats quantize_gguf(const std::string& in, const std::string& out, const quant::WeightFormat& f,
+                            const HeadOptions& head, util::ThreadPool& pool, const quant::Imatrix* imatrix = nullptr);
+
+}  // namespace warden::convert

@@ -1,0 +1,63 @@
+#pragma once
+// FP8 block-scaled safetensors checkpoints (DeepSeek-V3, Kimi K2, GLM-4.5-FP8, Qwen3-*-FP8):
+// a linear weight W [rows, cols] is stored as float8_e4m3fn codes plus `<name>_scale_inv`
+// ("...weight_scale_inv") of shape [ceil(rows / br), ceil(cols / bc)] (F32 or BF16), with the
+// block size [br, bc] from config.json's quantization_config.weight_block_size (128x128 in the
+// published models). W[r][c] = e4m3(code[r][c]) * scale_inv[r / br][c / bc].
+// The loader dequantizes these to f32 rows at load time and packs them into the runtime format.
+#include <cstdint>
+#include <list>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "formats/tensor_source.h"
+
+namespace warden::formats {
+
+class SafetensorsModel;
+
+struct Fp8BlockConfig {
+    int64_t block_rows = 128;
+    int64_t block_cols = 128;
+};
+
+// quantization_config of a config.json: nullopt when absent; an Fp8BlockConfig for
+// quant_method "fp8" (fmt e4m3, block-wise); util::Error for any other quantization scheme.
+std::optional<Fp8BlockConfig> fp8_block_config_from_hf_json(const nlohmann::json& config, const std::string& path);
+
+// out[rows, cols] = decode(codes[rows, cols]) * scale_inv[r / br][c / bc]; scale_inv is
+// [ceil(rows / br), ceil(cols / bc)] f32, row-major.
+void dequantize_fp8_block(const uint8_t* codes, int64_t rows, int64_t cols, const float* scale_inv,
+                          const Fp8BlockConfig& block, float* out);
+
+// Resolves tensor names for the loader: F8_E4M3 tensors come back dequantized (as an F32
+// SourceTensor over a buffer this object owns, so it must outlive their use); every other tensor
+// is passed through. Throws util::Error on a missing or misshapen scale tensor.
+class Fp8BlockResolver {
+public:
+    Fp8BlockResolver(const SafetensorsModel& st, std::optional<Fp8BlockConfig> cfg) : st_(st), cfg_(cfg) {}
+    std::optional<SourceTensor> find(const std::string& name);
+    // Frees the dequantized buffers: the SourceTensors find returned for F8_E4M3 tensors must not
+    // be read after this.
+    void release() {
+        buffers_.clear();
+        held_bytes_ = 0;
+    }
+    // The most bytes of f32 held at once since construction.
+    size_t peak_bytes() const { return peak_bytes_; }
+    // F8_E4M3 tensors dequantized by find since construction.
+    int64_t dequant_count() const { return dequant_count_; }
+
+private:
+    const SafetensorsModel& st_;
+    std::optional<Fp8BlockConfig> cfg_;
+    std::list<std::vector<float>> buffers_;
+    size_t held_bytes_ = 0, peak_bytes_ = 0;
+    int64_t dequant_count_ = 0;
+};
+
+}  // namespace warden::formats
