@@ -204,20 +204,20 @@ GgufNativeWeights gguf_native_weights(const formats::GGUFFile& g, const ModelCon
     // its own type's format when every type has one and every row is whole K-quant super-blocks.
     if (!declared && !r.layers && s.types.size() > 1) {
         bool all = true;
-        std::set<std::string> formats;
-        for (const GGUFTensor* t : s.layer) {
+        std::set<std::string> kinds;
+        for (const formats::GGUFTensor* t : s.layer) {
             const auto f = gguf_mixed_native_format(t->type);
             const bool kq = t->type == tensor::GgmlType::Q4_K || t->type == tensor::GgmlType::Q5_K ||
                             t->type == tensor::GgmlType::Q6_K;
             all = all && f && (!kq || t->shape[0] % 256 == 0);
-            if (f) formats.insert(*f);
+            if (f) kinds.insert(*f);
         }
         if (all) {
             r.per_tensor = true;
             std::string list, names;
             for (const auto& [name, n] : s.types)
                 list += (list.empty() ? "" : ", ") + name + " x" + std::to_string(n);
-            for (const auto& f : formats) names += (names.empty() ? "" : "+") + f;
+            for (const auto& f : kinds) names += (names.empty() ? "" : "+") + f;
             r.per_tensor_name = names;
             r.note = "auto: layer matrices " + list + ", each imported without loss in its own type's format (" +
                      names + ")" + ignored;

@@ -90,7 +90,7 @@ std::string hf_name(const std::string& role, int layer) {
 // tensor data need not stay resident: its pages go back to the page cache (a later read would
 // fault them in again). Without this a GGUF model's resident memory is its runtime weights plus
 // the whole file (a Q4_K_M file run natively: twice the file).
-void release_tensor_pages(const GGUFFile& g) {
+void release_tensor_pages(const formats::GGUFFile& g) {
     const uint8_t* lo = nullptr;
     const uint8_t* hi = nullptr;
     for (const auto& t : g.tensors()) {
