@@ -23,7 +23,8 @@
 // bundled pydoc topics, no downloads):
 //   build/bench_kv_quality -m MODEL --text FILE [--windows 2048x6,4096x1,512x10] [--skip 0]
 //                          [--probe-min 2048] [--retrieval 0] [--retrieval-ctx 1024,2048,...]
-//                          [--threads N] [--f32] [--weights FMT] [--formats bf16,fp8_e4m3:tensor,...]
+//                          [--threads N] [--f32] [--weights FMT] [--formats
+//                          bf16,fp8_e4m3:tensor,...]
 #include <algorithm>
 #include <cctype>
 #include <chrono>
@@ -55,7 +56,8 @@ struct Fmt {
     KvScales scales;
     std::string name() const {
         std::string s = kernels::kv_type_name(type);
-        if (kernels::kv_type_scaled(type)) s += scales == KvScales::TokenHead ? " token-head" : " tensor";
+        if (kernels::kv_type_scaled(type))
+            s += scales == KvScales::TokenHead ? " token-head" : " tensor";
         return s;
     }
 };
@@ -97,7 +99,8 @@ struct Runner {
     kv::PageTable table;
     std::vector<int32_t> ids;
     int64_t pos = 0;
-    Runner(model::Transformer& t, const model::ModelConfig& c, const Fmt& f, int64_t max_tokens) : tf(t) {
+    Runner(model::Transformer& t, const model::ModelConfig& c, const Fmt& f, int64_t max_tokens)
+        : tf(t) {
         auto kc = kv::KvCacheConfig::shaped(c.n_layers, c.n_kv_heads, c.head_dim, f.type, 16);
         kc.scales = f.scales;
         kc.budget_bytes = kv::kv_budget_for_tokens(kc, max_tokens);
@@ -132,8 +135,9 @@ struct Probe {
     std::vector<int> hit;      // per format
 };
 
-void eval_window(model::Transformer& tf, const model::ModelConfig& c, const std::vector<int32_t>& toks,
-                 const std::vector<char>& scored, std::vector<Probe>& probes, const std::vector<int64_t>& edges,
+void eval_window(model::Transformer& tf, const model::ModelConfig& c,
+                 const std::vector<int32_t>& toks, const std::vector<char>& scored,
+                 std::vector<Probe>& probes, const std::vector<int64_t>& edges,
                  std::vector<std::vector<Acc>>& acc, util::ThreadPool& pool) {
     const int64_t n = static_cast<int64_t>(toks.size()), V = c.vocab_size, chunk = 256;
     const size_t nf = g_formats.size();
@@ -151,8 +155,9 @@ void eval_window(model::Transformer& tf, const model::ModelConfig& c, const std:
         const int64_t m = std::min(chunk, n - off);
         for (size_t f = 0; f < nf; ++f) rs[f]->run(toks.data() + off, m, lg[f].data(), true);
         // Score the chunk's positions in parallel (each thread its own partial sums).
-        std::vector<std::vector<std::vector<Acc>>> part(static_cast<size_t>(pool.size()),
-                                                        std::vector<std::vector<Acc>>(nf, std::vector<Acc>(acc[0].size())));
+        std::vector<std::vector<std::vector<Acc>>> part(
+            static_cast<size_t>(pool.size()),
+            std::vector<std::vector<Acc>>(nf, std::vector<Acc>(acc[0].size())));
         pool.run([&](int ti, int nt) {
             std::vector<double> p(static_cast<size_t>(V));
             for (int64_t t = ti; t < m; t += nt) {
@@ -169,7 +174,8 @@ void eval_window(model::Transformer& tf, const model::ModelConfig& c, const std:
                 double mx = -1e300;
                 for (int64_t i = 0; i < V; ++i) mx = std::max(mx, static_cast<double>(a[i]));
                 double s = 0;
-                for (int64_t i = 0; i < V; ++i) s += (p[static_cast<size_t>(i)] = std::exp(static_cast<double>(a[i]) - mx));
+                for (int64_t i = 0; i < V; ++i)
+                    s += (p[static_cast<size_t>(i)] = std::exp(static_cast<double>(a[i]) - mx));
                 const double la = mx + std::log(s);
                 double h = 0;
                 for (int64_t i = 0; i < V; ++i) {
@@ -198,14 +204,16 @@ void eval_window(model::Transformer& tf, const model::ModelConfig& c, const std:
     }
     for (auto& pr : probes)
         for (size_t f = 0; f < nf; ++f)
-            for (int64_t q : pr.pos) pr.hit[f] &= arg[f][static_cast<size_t>(q - 1)] == toks[static_cast<size_t>(q)];
+            for (int64_t q : pr.pos)
+                pr.hit[f] &= arg[f][static_cast<size_t>(q - 1)] == toks[static_cast<size_t>(q)];
 }
 
 // Storage round trip of every format on Gaussian rows (no model): relative RMS error of
 // read_kv_row(write_kv(x)) for rows of N(0, sigma^2), head dim 64, 1024 rows per sigma.
 void roundtrip_report() {
-    std::printf("### Round trip write_kv -> read_kv_row, N(0, sigma^2) rows of 64: relative RMS error\n\n"
-                "| KV format | scales | sigma 0.05 | sigma 1 | sigma 20 |\n|---|---|---|---|---|\n");
+    std::printf(
+        "### Round trip write_kv -> read_kv_row, N(0, sigma^2) rows of 64: relative RMS error\n\n"
+        "| KV format | scales | sigma 0.05 | sigma 1 | sigma 20 |\n|---|---|---|---|---|\n");
     const int64_t n = 1024, d = 64;
     for (const Fmt& f : g_formats) {
         std::printf("| %s | %s |", kernels::kv_type_name(f.type),
@@ -221,7 +229,8 @@ void roundtrip_report() {
             for (const auto& p : table.pages) ids.push_back(p.page.v);
             std::mt19937 rng(1);
             std::normal_distribution<float> nd(0.0f, sigma);
-            std::vector<float> k(static_cast<size_t>(n * d)), v(static_cast<size_t>(n * d)), out(static_cast<size_t>(d));
+            std::vector<float> k(static_cast<size_t>(n * d)), v(static_cast<size_t>(n * d)),
+                out(static_cast<size_t>(d));
             for (auto& x : k) x = nd(rng);
             for (auto& x : v) x = nd(rng);
             const auto layer = cache.storage().layer(0);
@@ -230,7 +239,8 @@ void roundtrip_report() {
             for (int64_t p = 0; p < n; ++p) {
                 kernels::read_kv_row(layer, ids.data(), p, 0, false, out.data());
                 for (int64_t i = 0; i < d; ++i) {
-                    const double x = k[static_cast<size_t>(p * d + i)], e = out[static_cast<size_t>(i)] - x;
+                    const double x = k[static_cast<size_t>(p * d + i)],
+                                 e = out[static_cast<size_t>(i)] - x;
                     e2 += e * e;
                     x2 += x * x;
                 }
@@ -263,17 +273,28 @@ int run_main(int argc, char** argv) {
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         auto next = [&] { return std::string(i + 1 < argc ? argv[++i] : ""); };
-        if (a == "-m") model_path = next();
-        else if (a == "--text") text_path = next();
-        else if (a == "--windows") window_spec = next();
-        else if (a == "--skip") skip = std::stoll(next());
-        else if (a == "--probe-min") probe_min = std::stoll(next());
-        else if (a == "--retrieval") retrieval = std::stoll(next());
-        else if (a == "--retrieval-ctx") retrieval_ctx = parse_list(next());
-        else if (a == "--threads") threads = std::stoi(next());
-        else if (a == "--f32") with_f32 = true;
-        else if (a == "--roundtrip") roundtrip = true;
-        else if (a == "--weights") weights = next();
+        if (a == "-m")
+            model_path = next();
+        else if (a == "--text")
+            text_path = next();
+        else if (a == "--windows")
+            window_spec = next();
+        else if (a == "--skip")
+            skip = std::stoll(next());
+        else if (a == "--probe-min")
+            probe_min = std::stoll(next());
+        else if (a == "--retrieval")
+            retrieval = std::stoll(next());
+        else if (a == "--retrieval-ctx")
+            retrieval_ctx = parse_list(next());
+        else if (a == "--threads")
+            threads = std::stoi(next());
+        else if (a == "--f32")
+            with_f32 = true;
+        else if (a == "--roundtrip")
+            roundtrip = true;
+        else if (a == "--weights")
+            weights = next();
         else if (a == "--formats") {
             // e.g. bf16,fp8_e4m3,fp8_e4m3:tensor,int8 (the first is the reference)
             g_formats.clear();
@@ -286,18 +307,20 @@ int run_main(int argc, char** argv) {
                     std::fprintf(stderr, "bad --formats entry %s\n", item.c_str());
                     return 2;
                 }
-                const bool tensor = colon != std::string::npos && item.substr(colon + 1) == "tensor";
+                const bool tensor =
+                    colon != std::string::npos && item.substr(colon + 1) == "tensor";
                 g_formats.push_back({*t, tensor ? KvScales::Tensor : KvScales::TokenHead});
             }
             if (g_formats.size() < 2) {
                 std::fprintf(stderr, "--formats needs the reference and at least one more\n");
                 return 2;
             }
-        }
-        else {
+        } else {
             std::fprintf(stderr,
-                         "usage: %s -m MODEL --text FILE [--windows LENxN,...] [--skip TOKENS] [--probe-min W] [--retrieval T] "
-                         "[--retrieval-ctx C1,C2,...] [--threads N] [--f32] [--weights FMT] [--formats bf16,fp8_e4m3,fp8_e4m3:tensor,...] [--roundtrip]\n",
+                         "usage: %s -m MODEL --text FILE [--windows LENxN,...] [--skip TOKENS] "
+                         "[--probe-min W] [--retrieval T] "
+                         "[--retrieval-ctx C1,C2,...] [--threads N] [--f32] [--weights FMT] "
+                         "[--formats bf16,fp8_e4m3,fp8_e4m3:tensor,...] [--roundtrip]\n",
                          argv[0]);
             return 2;
         }
@@ -328,11 +351,13 @@ int run_main(int argc, char** argv) {
         ss << in.rdbuf();
         const std::string text = ss.str();
         const auto all = model->tokenizer->encode(text, false);
-        std::printf("model %s: %lld layers, %lld kv heads, head dim %lld, vocab %lld; text %zu bytes = %zu tokens; "
-                    "%d threads\n",
-                    model_path.c_str(), static_cast<long long>(c.n_layers), static_cast<long long>(c.n_kv_heads),
-                    static_cast<long long>(c.head_dim), static_cast<long long>(c.vocab_size), text.size(), all.size(),
-                    pool.size());
+        std::printf(
+            "model %s: %lld layers, %lld kv heads, head dim %lld, vocab %lld; text %zu bytes = %zu "
+            "tokens; "
+            "%d threads\n",
+            model_path.c_str(), static_cast<long long>(c.n_layers),
+            static_cast<long long>(c.n_kv_heads), static_cast<long long>(c.head_dim),
+            static_cast<long long>(c.vocab_size), text.size(), all.size(), pool.size());
         std::fflush(stdout);
         const size_t nf = g_formats.size();
 
@@ -345,14 +370,17 @@ int run_main(int argc, char** argv) {
             while (std::getline(ws, item, ',')) {
                 if (item.empty()) continue;
                 const size_t x = item.find('x');
-                wins.emplace_back(std::stoll(item.substr(0, x)), x == std::string::npos ? 1 : std::stoll(item.substr(x + 1)));
-                util::check(wins.back().first >= 64 && wins.back().second >= 0, "bench: bad --windows " + window_spec);
+                wins.emplace_back(std::stoll(item.substr(0, x)),
+                                  x == std::string::npos ? 1 : std::stoll(item.substr(x + 1)));
+                util::check(wins.back().first >= 64 && wins.back().second >= 0,
+                            "bench: bad --windows " + window_spec);
             }
         }
         if (!wins.empty()) {
-            static const char* kNames[] = {"Alice", "Boris", "Carmen", "Dmitri", "Elena", "Farid", "Greta",
-                                           "Hiro", "Ingrid", "Jamal", "Katya", "Luis", "Mira", "Nils",
-                                           "Olga", "Pavel", "Quinn", "Rosa", "Sven", "Tariq"};
+            static const char* kNames[] = {"Alice", "Boris", "Carmen", "Dmitri", "Elena",
+                                           "Farid", "Greta", "Hiro",   "Ingrid", "Jamal",
+                                           "Katya", "Luis",  "Mira",   "Nils",   "Olga",
+                                           "Pavel", "Quinn", "Rosa",   "Sven",   "Tariq"};
             int64_t max_w = 0;
             for (auto& w : wins) max_w = std::max(max_w, w.first);
             std::vector<int64_t> edges = {0};
@@ -367,69 +395,85 @@ int run_main(int argc, char** argv) {
             int64_t total_win = 0;
             for (auto& w : wins) total_win += w.second;
             auto report = [&]() {
-            const double tq_s = seconds_since(tq);
-            int64_t n_scored = 0;
-            for (const auto& a : acc[1]) n_scored += a.n;
-            std::printf("\n### All %lld scored positions (windows %s = %lld tokens from text token %lld on, "
-                        "planted probe tokens not scored), vs bf16 KV\n\n",
-                        static_cast<long long>(n_scored), window_spec.c_str(), static_cast<long long>(n_tok),
-                        static_cast<long long>(skip));
-            std::printf("| KV format | scales | mean KL (nats) | max KL | top-1 agreement |\n|---|---|---|---|---|\n");
-            for (size_t f = 1; f < nf; ++f) {
-                Acc t;
-                for (const auto& a : acc[f]) t.merge(a);
-                const bool sc = kernels::kv_type_scaled(g_formats[f].type);
-                std::printf("| %s | %s | %.2e | %.2e | %.4f |\n", kernels::kv_type_name(g_formats[f].type),
-                            sc ? kernels::kv_scales_name(g_formats[f].scales) : "-", t.mean_kl(), t.kl_max, t.top1());
-            }
-            std::printf("\n### By position p (context length p + 1): mean KL / top-1 agreement (positions scored)\n\n"
-                        "| KV format | scales |");
-            for (size_t b = 0; b < nb; ++b)
-                std::printf(" %lld-%lld (%lld) |", static_cast<long long>(edges[b]), static_cast<long long>(edges[b + 1]),
-                            static_cast<long long>(acc[1][b].n));
-            std::printf("\n|---|---|");
-            for (size_t b = 0; b < nb; ++b) std::printf("---|");
-            std::printf("\n");
-            for (size_t f = 1; f < nf; ++f) {
-                const bool sc = kernels::kv_type_scaled(g_formats[f].type);
-                std::printf("| %s | %s |", kernels::kv_type_name(g_formats[f].type),
-                            sc ? kernels::kv_scales_name(g_formats[f].scales) : "-");
-                for (size_t b = 0; b < nb; ++b) std::printf(" %.2e / %.4f |", acc[f][b].mean_kl(), acc[f][b].top1());
-                std::printf("\n");
-            }
-            if (!done.empty()) {
-                std::vector<std::string> slots;
-                for (auto& pr : done)
-                    if (std::find(slots.begin(), slots.end(), pr.slot) == slots.end()) slots.push_back(pr.slot);
-                std::printf("\n### Retrieval probes: codes found exactly (greedy = argmax at every answer token) / probes\n\n"
-                            "| probe slot | mean distance fact -> question (tokens) |");
-                for (size_t f = 0; f < nf; ++f) std::printf(" %s |", g_formats[f].name().c_str());
+                const double tq_s = seconds_since(tq);
+                int64_t n_scored = 0;
+                for (const auto& a : acc[1]) n_scored += a.n;
+                std::printf(
+                    "\n### All %lld scored positions (windows %s = %lld tokens from text token "
+                    "%lld on, "
+                    "planted probe tokens not scored), vs bf16 KV\n\n",
+                    static_cast<long long>(n_scored), window_spec.c_str(),
+                    static_cast<long long>(n_tok), static_cast<long long>(skip));
+                std::printf(
+                    "| KV format | scales | mean KL (nats) | max KL | top-1 agreement "
+                    "|\n|---|---|---|---|---|\n");
+                for (size_t f = 1; f < nf; ++f) {
+                    Acc t;
+                    for (const auto& a : acc[f]) t.merge(a);
+                    const bool sc = kernels::kv_type_scaled(g_formats[f].type);
+                    std::printf("| %s | %s | %.2e | %.2e | %.4f |\n",
+                                kernels::kv_type_name(g_formats[f].type),
+                                sc ? kernels::kv_scales_name(g_formats[f].scales) : "-",
+                                t.mean_kl(), t.kl_max, t.top1());
+                }
+                std::printf(
+                    "\n### By position p (context length p + 1): mean KL / top-1 agreement "
+                    "(positions scored)\n\n"
+                    "| KV format | scales |");
+                for (size_t b = 0; b < nb; ++b)
+                    std::printf(" %lld-%lld (%lld) |", static_cast<long long>(edges[b]),
+                                static_cast<long long>(edges[b + 1]),
+                                static_cast<long long>(acc[1][b].n));
                 std::printf("\n|---|---|");
-                for (size_t f = 0; f < nf; ++f) std::printf("---|");
+                for (size_t b = 0; b < nb; ++b) std::printf("---|");
                 std::printf("\n");
-                std::vector<int> tot(nf, 0);
-                for (const auto& sl : slots) {
-                    std::vector<int> hit(nf, 0);
-                    int64_t cnt = 0, dist = 0;
-                    for (auto& pr : done)
-                        if (pr.slot == sl) {
-                            ++cnt;
-                            dist += pr.distance;
-                            for (size_t f = 0; f < nf; ++f) hit[f] += pr.hit[f];
-                        }
-                    std::printf("| %s | %lld |", sl.c_str(), static_cast<long long>(dist / cnt));
-                    for (size_t f = 0; f < nf; ++f) {
-                        std::printf(" %d/%lld |", hit[f], static_cast<long long>(cnt));
-                        tot[f] += hit[f];
-                    }
+                for (size_t f = 1; f < nf; ++f) {
+                    const bool sc = kernels::kv_type_scaled(g_formats[f].type);
+                    std::printf("| %s | %s |", kernels::kv_type_name(g_formats[f].type),
+                                sc ? kernels::kv_scales_name(g_formats[f].scales) : "-");
+                    for (size_t b = 0; b < nb; ++b)
+                        std::printf(" %.2e / %.4f |", acc[f][b].mean_kl(), acc[f][b].top1());
                     std::printf("\n");
                 }
-                std::printf("| all | |");
-                for (size_t f = 0; f < nf; ++f) std::printf(" %d/%zu |", tot[f], done.size());
-                std::printf("\n");
-            }
-            std::printf("\nquality part: %.0f s (%lld tokens x %zu formats)\n", tq_s, static_cast<long long>(n_tok), nf);
-            std::fflush(stdout);
+                if (!done.empty()) {
+                    std::vector<std::string> slots;
+                    for (auto& pr : done)
+                        if (std::find(slots.begin(), slots.end(), pr.slot) == slots.end())
+                            slots.push_back(pr.slot);
+                    std::printf(
+                        "\n### Retrieval probes: codes found exactly (greedy = argmax at every "
+                        "answer token) / probes\n\n"
+                        "| probe slot | mean distance fact -> question (tokens) |");
+                    for (size_t f = 0; f < nf; ++f)
+                        std::printf(" %s |", g_formats[f].name().c_str());
+                    std::printf("\n|---|---|");
+                    for (size_t f = 0; f < nf; ++f) std::printf("---|");
+                    std::printf("\n");
+                    std::vector<int> tot(nf, 0);
+                    for (const auto& sl : slots) {
+                        std::vector<int> hit(nf, 0);
+                        int64_t cnt = 0, dist = 0;
+                        for (auto& pr : done)
+                            if (pr.slot == sl) {
+                                ++cnt;
+                                dist += pr.distance;
+                                for (size_t f = 0; f < nf; ++f) hit[f] += pr.hit[f];
+                            }
+                        std::printf("| %s | %lld |", sl.c_str(),
+                                    static_cast<long long>(dist / cnt));
+                        for (size_t f = 0; f < nf; ++f) {
+                            std::printf(" %d/%lld |", hit[f], static_cast<long long>(cnt));
+                            tot[f] += hit[f];
+                        }
+                        std::printf("\n");
+                    }
+                    std::printf("| all | |");
+                    for (size_t f = 0; f < nf; ++f) std::printf(" %d/%zu |", tot[f], done.size());
+                    std::printf("\n");
+                }
+                std::printf("\nquality part: %.0f s (%lld tokens x %zu formats)\n", tq_s,
+                            static_cast<long long>(n_tok), nf);
+                std::fflush(stdout);
             };
             for (auto& w : wins) {
                 for (int64_t wi = 0; wi < w.second; ++wi) {
@@ -439,7 +483,8 @@ int run_main(int argc, char** argv) {
                     std::vector<char> scored;
                     std::vector<Probe> probes;
                     auto add_text = [&](int64_t upto) {
-                        util::check(cursor + (upto - static_cast<int64_t>(toks.size())) <= static_cast<int64_t>(all.size()),
+                        util::check(cursor + (upto - static_cast<int64_t>(toks.size())) <=
+                                        static_cast<int64_t>(all.size()),
                                     "bench: text too short for --windows " + window_spec);
                         while (static_cast<int64_t>(toks.size()) < upto) {
                             toks.push_back(all[static_cast<size_t>(cursor++)]);
@@ -459,28 +504,39 @@ int run_main(int argc, char** argv) {
                         std::string facts;
                         for (int k = 0; k < np; ++k) {
                             names.push_back(kNames[(probe_id + k) % 20]);
-                            codes.push_back(1000 + static_cast<int>(((probe_id + k) * 7919 + 1237) % 9000));
-                            facts += " The secret code of " + names.back() + " is " + std::to_string(codes.back()) + ".";
+                            codes.push_back(
+                                1000 + static_cast<int>(((probe_id + k) * 7919 + 1237) % 9000));
+                            facts += " The secret code of " + names.back() + " is " +
+                                     std::to_string(codes.back()) + ".";
                         }
                         planted(model->tokenizer->encode(facts + "\n\n", false));
                     }
                     const int64_t fact_end = static_cast<int64_t>(toks.size());
                     for (int k = 0; k < np; ++k) {
-                        const auto q = model->tokenizer->encode("\n\nQuestion: What is the secret code of " + names[static_cast<size_t>(k)] +
-                                                                    "?\nAnswer: The secret code of " + names[static_cast<size_t>(k)] + " is",
-                                                                false);
-                        const auto a = model->tokenizer->encode(std::string(" ").append(std::to_string(codes[static_cast<size_t>(k)])).append("."), false);
+                        const auto q = model->tokenizer->encode(
+                            "\n\nQuestion: What is the secret code of " +
+                                names[static_cast<size_t>(k)] + "?\nAnswer: The secret code of " +
+                                names[static_cast<size_t>(k)] + " is",
+                            false);
+                        const auto a = model->tokenizer->encode(
+                            std::string(" ")
+                                .append(std::to_string(codes[static_cast<size_t>(k)]))
+                                .append("."),
+                            false);
                         const auto e = model->tokenizer->encode("\n\n", false);
                         const int64_t len = static_cast<int64_t>(q.size() + a.size() + e.size());
-                        const int64_t end = W * (k + 1) / np - 8;  // last probe ends 8 tokens before the window's end
+                        const int64_t end = W * (k + 1) / np -
+                                            8;  // last probe ends 8 tokens before the window's end
                         add_text(end - len);
                         planted(q);
                         Probe pr;
                         pr.distance = static_cast<int64_t>(toks.size()) - 32;
-                        for (size_t j = 0; j < a.size(); ++j) pr.pos.push_back(static_cast<int64_t>(toks.size() + j));
+                        for (size_t j = 0; j < a.size(); ++j)
+                            pr.pos.push_back(static_cast<int64_t>(toks.size() + j));
                         planted(a);
                         planted(e);
-                        pr.slot = std::to_string(W) + "-token window, question " + std::to_string(k + 1) + "/" + std::to_string(np);
+                        pr.slot = std::to_string(W) + "-token window, question " +
+                                  std::to_string(k + 1) + "/" + std::to_string(np);
                         probes.push_back(pr);
                     }
                     (void)fact_end;
@@ -496,11 +552,14 @@ int run_main(int argc, char** argv) {
                         for (size_t f = 0; f < nf; ++f) hits += pr.hit[f] ? '1' : '0';
                         hits += "]";
                     }
-                    std::fprintf(stderr, "window %lld/%lld (%lld tokens) done at %.0f s; probes bf16..int8:%s\n",
-                                 static_cast<long long>(n_win), static_cast<long long>(total_win), static_cast<long long>(W),
-                                 seconds_since(t0), hits.c_str());
+                    std::fprintf(
+                        stderr,
+                        "window %lld/%lld (%lld tokens) done at %.0f s; probes bf16..int8:%s\n",
+                        static_cast<long long>(n_win), static_cast<long long>(total_win),
+                        static_cast<long long>(W), seconds_since(t0), hits.c_str());
                 }
-                std::printf("\n## after windows up to %lldx%lld\n", static_cast<long long>(w.first), static_cast<long long>(w.second));
+                std::printf("\n## after windows up to %lldx%lld\n", static_cast<long long>(w.first),
+                            static_cast<long long>(w.second));
                 report();
             }
         }
@@ -508,9 +567,10 @@ int run_main(int argc, char** argv) {
         // 2. Retrieval: "The secret code of NAME is NNNN." planted near the start of a prompt of
         // filler text, asked for at the end; greedy decode; success = the code's digits.
         if (retrieval > 0 && !retrieval_ctx.empty()) {
-            static const char* kNames[] = {"Alice", "Boris", "Carmen", "Dmitri", "Elena", "Farid", "Greta",
-                                           "Hiro", "Ingrid", "Jamal", "Katya", "Luis", "Mira", "Nils",
-                                           "Olga", "Pavel", "Quinn", "Rosa", "Sven", "Tariq"};
+            static const char* kNames[] = {"Alice", "Boris", "Carmen", "Dmitri", "Elena",
+                                           "Farid", "Greta", "Hiro",   "Ingrid", "Jamal",
+                                           "Katya", "Luis",  "Mira",   "Nils",   "Olga",
+                                           "Pavel", "Quinn", "Rosa",   "Sven",   "Tariq"};
             const int64_t V = c.vocab_size;
             std::vector<float> logits(static_cast<size_t>(V));
             std::vector<std::vector<int>> ok(retrieval_ctx.size(), std::vector<int>(nf, 0));
@@ -520,34 +580,41 @@ int run_main(int argc, char** argv) {
                 const int64_t ctx = retrieval_ctx[ci];
                 for (int64_t trial = 0; trial < retrieval; ++trial) {
                     const std::string name = kNames[trial % 20];
-                    const int code = 1000 + static_cast<int>((trial * 7919 + ctx * 31 + 1237) % 9000);
-                    const std::string fact = " The secret code of " + name + " is " + std::to_string(code) + ".\n\n";
-                    const std::string question =
-                        "\n\nQuestion: What is the secret code of " + name + "?\nAnswer: The secret code of " + name + " is";
+                    const int code =
+                        1000 + static_cast<int>((trial * 7919 + ctx * 31 + 1237) % 9000);
+                    const std::string fact =
+                        " The secret code of " + name + " is " + std::to_string(code) + ".\n\n";
+                    const std::string question = "\n\nQuestion: What is the secret code of " +
+                                                 name + "?\nAnswer: The secret code of " + name +
+                                                 " is";
                     auto fact_t = model->tokenizer->encode(fact, false);
                     auto tail = model->tokenizer->encode(question, false);
                     const int64_t lead = 64;  // filler tokens before the fact
-                    const int64_t fill = ctx - lead - static_cast<int64_t>(fact_t.size() + tail.size());
+                    const int64_t fill =
+                        ctx - lead - static_cast<int64_t>(fact_t.size() + tail.size());
                     util::check(fill > 0, "bench: retrieval context too short");
                     // Filler from the second half of the text (the quality windows use the start).
                     const int64_t span = static_cast<int64_t>(all.size()) / 2 - lead - fill;
                     util::check(span > 0, "bench: text too short for retrieval");
-                    const int64_t start = static_cast<int64_t>(all.size()) / 2 + (trial * 7727 + ctx) % span;
+                    const int64_t start =
+                        static_cast<int64_t>(all.size()) / 2 + (trial * 7727 + ctx) % span;
                     std::vector<int32_t> prompt(all.begin() + start, all.begin() + start + lead);
                     prompt.insert(prompt.end(), fact_t.begin(), fact_t.end());
-                    prompt.insert(prompt.end(), all.begin() + start + lead, all.begin() + start + lead + fill);
+                    prompt.insert(prompt.end(), all.begin() + start + lead,
+                                  all.begin() + start + lead + fill);
                     prompt.insert(prompt.end(), tail.begin(), tail.end());
                     std::string ref_ans;
                     for (size_t f = 0; f < nf; ++f) {
                         Runner r(tf, c, g_formats[f], static_cast<int64_t>(prompt.size()) + 8);
                         for (size_t off = 0; off < prompt.size(); off += 256) {
-                            const int64_t m = std::min<int64_t>(256, static_cast<int64_t>(prompt.size() - off));
+                            const int64_t m =
+                                std::min<int64_t>(256, static_cast<int64_t>(prompt.size() - off));
                             r.run(prompt.data() + off, m, logits.data(), false);
                         }
                         std::vector<int32_t> out;
                         for (int s = 0; s < 6; ++s) {
-                            const int32_t nx =
-                                static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+                            const int32_t nx = static_cast<int32_t>(
+                                std::max_element(logits.begin(), logits.end()) - logits.begin());
                             out.push_back(nx);
                             if (s + 1 < 6) r.run(&out.back(), 1, logits.data(), false);
                         }
@@ -557,22 +624,28 @@ int run_main(int argc, char** argv) {
                         // Exact: the answer's first number is the code.
                         size_t d = ans.find_first_of("0123456789");
                         std::string num;
-                        while (d < ans.size() && std::isdigit(static_cast<unsigned char>(ans[d]))) num += ans[d++];
+                        while (d < ans.size() && std::isdigit(static_cast<unsigned char>(ans[d])))
+                            num += ans[d++];
                         ok[ci][f] += num == std::to_string(code);
                         if (f == 0) ref_ans = ans;
                         agree_bf16[f] += ans == ref_ans;
                         ++total[f];
                         std::fprintf(stderr, "retrieval ctx %lld trial %lld %s: '%s' (want %d)\n",
-                                     static_cast<long long>(prompt.size()), static_cast<long long>(trial),
-                                     g_formats[f].name().c_str(), ans.c_str(), code);
+                                     static_cast<long long>(prompt.size()),
+                                     static_cast<long long>(trial), g_formats[f].name().c_str(),
+                                     ans.c_str(), code);
                     }
                 }
-                std::fprintf(stderr, "retrieval ctx %lld done at %.0f s\n", static_cast<long long>(ctx), seconds_since(t0));
+                std::fprintf(stderr, "retrieval ctx %lld done at %.0f s\n",
+                             static_cast<long long>(ctx), seconds_since(t0));
             }
-            std::printf("\n### Retrieval: fact planted after 64 filler tokens, asked at the end, greedy 6 tokens; "
-                        "exact code found / %lld trials per context\n\n| KV format | scales |",
-                        static_cast<long long>(retrieval));
-            for (int64_t ctx : retrieval_ctx) std::printf(" ctx %lld |", static_cast<long long>(ctx));
+            std::printf(
+                "\n### Retrieval: fact planted after 64 filler tokens, asked at the end, greedy 6 "
+                "tokens; "
+                "exact code found / %lld trials per context\n\n| KV format | scales |",
+                static_cast<long long>(retrieval));
+            for (int64_t ctx : retrieval_ctx)
+                std::printf(" ctx %lld |", static_cast<long long>(ctx));
             std::printf(" same answer as bf16 |\n|---|---|");
             for (size_t ci = 0; ci <= retrieval_ctx.size(); ++ci) std::printf("---|");
             std::printf("\n");

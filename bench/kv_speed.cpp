@@ -8,7 +8,8 @@
 // every page, so no prefill is needed to reach long contexts.
 // Build with -DWARDEN_BENCH=ON; run:
 //   build/bench_kv_speed -m MODEL [--ctx 512,2048,8192] [--seqs 1,8,32] [--steps 3] [--rounds 2]
-//                        [--budget 1G] [--budget-ctx 2048] [--formats bf16,fp8_e4m3,...] [--threads N]
+//                        [--budget 1G] [--budget-ctx 2048] [--formats bf16,fp8_e4m3,...] [--threads
+//                        N]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -54,10 +55,13 @@ struct Setup {
     std::vector<std::vector<int32_t>> ids;
 };
 
-Setup make(const model::ModelConfig& c, KvType t, int64_t n_seqs, int64_t ctx, int64_t steps, int64_t budget = 0) {
+Setup make(const model::ModelConfig& c, KvType t, int64_t n_seqs, int64_t ctx, int64_t steps,
+           int64_t budget = 0) {
     Setup s;
     auto kc = kv::KvCacheConfig::shaped(c.n_layers, c.n_kv_heads, c.head_dim, t, 16);
-    kc.budget_bytes = budget ? budget : kv::kv_budget_for_tokens(kc, (n_seqs * ((ctx + steps + 15) / 16) + 1) * 16);
+    kc.budget_bytes =
+        budget ? budget
+               : kv::kv_budget_for_tokens(kc, (n_seqs * ((ctx + steps + 15) / 16) + 1) * 16);
     s.cache = std::make_unique<kv::KvCache>(kc);
     // One template page through write_kv for every layer, then copied to all pages.
     const auto& st = s.cache->storage();
@@ -77,10 +81,12 @@ Setup make(const model::ModelConfig& c, KvType t, int64_t n_seqs, int64_t ctx, i
     s.tables.resize(static_cast<size_t>(n_seqs));
     s.ids.resize(static_cast<size_t>(n_seqs));
     for (int64_t i = 0; i < n_seqs; ++i) {
-        util::check(s.cache->reserve(s.tables[static_cast<size_t>(i)], ctx + steps), "bench: KV budget too small");
+        util::check(s.cache->reserve(s.tables[static_cast<size_t>(i)], ctx + steps),
+                    "bench: KV budget too small");
         for (const auto& p : s.tables[static_cast<size_t>(i)].pages) {
             s.ids[static_cast<size_t>(i)].push_back(p.page.v);
-            std::memcpy(st.base + static_cast<int64_t>(p.page.v) * st.page_stride, src, static_cast<size_t>(st.page_stride));
+            std::memcpy(st.base + static_cast<int64_t>(p.page.v) * st.page_stride, src,
+                        static_cast<size_t>(st.page_stride));
         }
     }
     return s;
@@ -115,18 +121,30 @@ int main(int argc, char** argv) {
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         auto next = [&] { return std::string(i + 1 < argc ? argv[++i] : ""); };
-        if (a == "-m") model_path = next();
-        else if (a == "--ctx") ctxs = parse_list(next());
-        else if (a == "--seqs") seqs = parse_list(next());
-        else if (a == "--steps") steps = std::stoll(next());
-        else if (a == "--rounds") rounds = std::stoll(next());
-        else if (a == "--budget") budget = parse_size(next());
-        else if (a == "--budget-ctx") budget_ctx = std::stoll(next());
-        else if (a == "--formats") formats = next();
-        else if (a == "--threads") threads = std::stoi(next());
+        if (a == "-m")
+            model_path = next();
+        else if (a == "--ctx")
+            ctxs = parse_list(next());
+        else if (a == "--seqs")
+            seqs = parse_list(next());
+        else if (a == "--steps")
+            steps = std::stoll(next());
+        else if (a == "--rounds")
+            rounds = std::stoll(next());
+        else if (a == "--budget")
+            budget = parse_size(next());
+        else if (a == "--budget-ctx")
+            budget_ctx = std::stoll(next());
+        else if (a == "--formats")
+            formats = next();
+        else if (a == "--threads")
+            threads = std::stoi(next());
         else {
-            std::fprintf(stderr, "usage: %s -m MODEL [--ctx L] [--seqs L] [--steps S] [--rounds R] [--budget B] "
-                                 "[--budget-ctx C] [--formats L] [--threads N]\n", argv[0]);
+            std::fprintf(
+                stderr,
+                "usage: %s -m MODEL [--ctx L] [--seqs L] [--steps S] [--rounds R] [--budget B] "
+                "[--budget-ctx C] [--formats L] [--threads N]\n",
+                argv[0]);
             return 2;
         }
     }
@@ -140,13 +158,17 @@ int main(int argc, char** argv) {
         }
         util::ThreadPool pool(threads);
         model::LoadOptions lo;
-        lo.native_weights = false;  // bf16 weights (no --weights option), as the documented runs used
+        lo.native_weights =
+            false;  // bf16 weights (no --weights option), as the documented runs used
         lo.load_tokenizer = false;
         auto model = model::load_model(model_path, lo, pool);
         const auto& c = model->config;
         model::Transformer tf(*model, pool);
-        std::printf("model %s, %d threads, %lld decode steps per measurement, %lld interleaved rounds (min kept)\n\n",
-                    model_path.c_str(), pool.size(), static_cast<long long>(steps), static_cast<long long>(rounds));
+        std::printf(
+            "model %s, %d threads, %lld decode steps per measurement, %lld interleaved rounds (min "
+            "kept)\n\n",
+            model_path.c_str(), pool.size(), static_cast<long long>(steps),
+            static_cast<long long>(rounds));
 
         std::printf("| ctx | seqs |");
         for (KvType t : fmts) std::printf(" %s tok/s |", kernels::kv_type_name(t));
@@ -162,7 +184,8 @@ int main(int argc, char** argv) {
                         const double sec = decode(tf, s, ctx, steps);
                         best[t] = best.count(t) ? std::min(best[t], sec) : sec;
                     }
-                std::printf("| %lld | %lld |", static_cast<long long>(ctx), static_cast<long long>(n));
+                std::printf("| %lld | %lld |", static_cast<long long>(ctx),
+                            static_cast<long long>(n));
                 for (KvType t : fmts) std::printf(" %.1f |", static_cast<double>(n) / best[t]);
                 if (best.count(KvType::BF16) && best.count(KvType::FP8_E4M3))
                     std::printf(" %.2fx |", best[KvType::BF16] / best[KvType::FP8_E4M3]);
@@ -171,8 +194,10 @@ int main(int argc, char** argv) {
             }
 
         // Largest batch of budget_ctx-token sequences in the budget, and its decode speed.
-        std::printf("\n| KV budget %lld MiB, ctx %lld | max seqs | tokens held | decode tok/s at max seqs |\n|---|---|---|---|\n",
-                    static_cast<long long>(budget >> 20), static_cast<long long>(budget_ctx));
+        std::printf(
+            "\n| KV budget %lld MiB, ctx %lld | max seqs | tokens held | decode tok/s at max seqs "
+            "|\n|---|---|---|---|\n",
+            static_cast<long long>(budget >> 20), static_cast<long long>(budget_ctx));
         for (KvType t : fmts) {
             auto kc = kv::KvCacheConfig::shaped(c.n_layers, c.n_kv_heads, c.head_dim, t, 16);
             kc.budget_bytes = budget;
@@ -184,8 +209,9 @@ int main(int argc, char** argv) {
                 Setup s = make(c, t, n, budget_ctx, steps + 1, budget);
                 sec = decode(tf, s, budget_ctx, steps);
             }
-            std::printf("| %s | %lld | %lld | %.1f |\n", kernels::kv_type_name(t), static_cast<long long>(n),
-                        static_cast<long long>(cap), n > 0 ? static_cast<double>(n) / sec : 0.0);
+            std::printf("| %s | %lld | %lld | %.1f |\n", kernels::kv_type_name(t),
+                        static_cast<long long>(n), static_cast<long long>(cap),
+                        n > 0 ? static_cast<double>(n) / sec : 0.0);
             std::fflush(stdout);
         }
     } catch (const std::exception& e) {

@@ -29,8 +29,8 @@
 // ~35 ms here, so the default best-of-reps reading is the best of a few 35 ms bursts, while a
 // batch-1 decode run of 64 tokens lasts a second or more; on a VM whose bandwidth moves by 30%
 // within seconds the burst maximum can sit above what any second-long run draws (up to 12% above on
-// a Zen 4 VM; docs/BENCHMARKS.md, Batch-1 decode per weight format). A window as long as the run measures the
-// bandwidth on the run's own time scale.
+// a Zen 4 VM; docs/BENCHMARKS.md, Batch-1 decode per weight format). A window as long as the run
+// measures the bandwidth on the run's own time scale.
 //
 // Each thread streams over its own contiguous slice of one buffer (default 1 GiB,
 // far beyond the LLC), summing 64-bit words with 4 independent accumulators so

@@ -60,7 +60,8 @@ void random_row(std::vector<float>& row) {
     for (auto& v : row) v = rnd() * s * 1.7f;
 }
 
-model::Matrix rand_matrix(int64_t rows, int64_t cols, kernels::WeightType t = kernels::WeightType::BF16) {
+model::Matrix rand_matrix(int64_t rows, int64_t cols,
+                          kernels::WeightType t = kernels::WeightType::BF16) {
     auto m = model::Matrix::owned(t, rows, cols);
     std::vector<float> row(static_cast<size_t>(cols));
     for (int64_t r = 0; r < rows; ++r) {
@@ -84,7 +85,9 @@ model::Matrix rand_matrix_as(int64_t rows, int64_t cols, const quant::WeightForm
     return m;
 }
 
-std::vector<float> ones(int64_t n) { return std::vector<float>(static_cast<size_t>(n), 1.0f); }
+std::vector<float> ones(int64_t n) {
+    return std::vector<float>(static_cast<size_t>(n), 1.0f);
+}
 
 struct Built {
     std::unique_ptr<model::Model> model;
@@ -174,7 +177,8 @@ Built build(bool kimi, const quant::WeightFormat& experts, const quant::WeightFo
         if (moe.is_moe_layer(l)) {
             auto e = std::make_unique<model::MoeWeights>();
             e->router = rand_matrix(moe.n_experts, d, kernels::WeightType::F32);
-            for (int64_t i = 0; i < moe.n_experts; ++i) e->router_bias.push_back(0.01f * (rnd() + 1.0f));
+            for (int64_t i = 0; i < moe.n_experts; ++i)
+                e->router_bias.push_back(0.01f * (rnd() + 1.0f));
             for (int64_t i = 0; i < moe.n_experts; ++i) {
                 e->gate.push_back(rand_matrix_as(moe.d_expert, d, experts));
                 e->up.push_back(rand_matrix_as(moe.d_expert, d, experts));
@@ -184,7 +188,8 @@ Built build(bool kimi, const quant::WeightFormat& experts, const quant::WeightFo
             e->shared_gate = rand_matrix_as(moe.d_expert, d, dense);
             e->shared_up = rand_matrix_as(moe.d_expert, d, dense);
             e->shared_down = rand_matrix_as(d, moe.d_expert, dense);
-            b.dense_bytes += e->router.bytes() + e->shared_gate.bytes() + e->shared_up.bytes() + e->shared_down.bytes();
+            b.dense_bytes += e->router.bytes() + e->shared_gate.bytes() + e->shared_up.bytes() +
+                             e->shared_down.bytes();
             L.moe = std::move(e);
             ++b.n_moe_layers;
         } else {
@@ -244,15 +249,22 @@ int main(int argc, char** argv) {
                        ? -1
                        : static_cast<int>(v);
         };
-        if (a == "--threads") threads = next();
-        else if (a == "--batch") batch = next();
-        else if (a == "--steps") steps = next();
-        else if (a == "--rounds") rounds = next();
-        else if (a == "--ctx") ctx = next();
+        if (a == "--threads")
+            threads = next();
+        else if (a == "--batch")
+            batch = next();
+        else if (a == "--steps")
+            steps = next();
+        else if (a == "--rounds")
+            rounds = next();
+        else if (a == "--ctx")
+            ctx = next();
         else if (a == "--prefill")
             prefill = next();
-        else if (a == "--experts" && i + 1 < argc) experts_fmt = argv[++i];
-        else if (a == "--dense" && i + 1 < argc) dense_fmt = argv[++i];
+        else if (a == "--experts" && i + 1 < argc)
+            experts_fmt = argv[++i];
+        else if (a == "--dense" && i + 1 < argc)
+            dense_fmt = argv[++i];
         else {
             std::fprintf(stderr,
                          "usage: %s [--threads N] [--batch B] [--steps S] [--rounds R] [--ctx C] "
@@ -272,13 +284,16 @@ int main(int argc, char** argv) {
         const quant::WeightFormat experts = quant::parse_weight_format(experts_fmt);
         const quant::WeightFormat dense = quant::parse_weight_format(dense_fmt);
         util::ThreadPool pool(threads);
-        const int n_threads = threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+        const int n_threads =
+            threads > 0 ? threads
+                        : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
         for (const bool kimi : {false, true}) {
             Built b = build(kimi, experts, dense);
             const model::ModelConfig& c = b.model->config;
             model::Transformer tf(*b.model, pool);
             const auto shape = c.kv_shape();
-            auto kc = kv::KvCacheConfig::shaped(c.n_layers, shape.n_kv_heads, shape.head_dim, kernels::KvType::BF16, 16);
+            auto kc = kv::KvCacheConfig::shaped(c.n_layers, shape.n_kv_heads, shape.head_dim,
+                                                kernels::KvType::BF16, 16);
             kc.k_only = shape.k_only;
             kc.budget_bytes = kv::kv_budget_for_tokens(
                 kc, std::max<int64_t>(static_cast<int64_t>(batch) * (ctx + steps * rounds * 2 + 16),
@@ -305,14 +320,17 @@ int main(int argc, char** argv) {
                 tf.step(std::span<const model::SeqInput>(&in, 1), cache.storage());
                 return std::chrono::duration<double>(Clock::now() - t0).count();
             };
-            std::printf("%s: %lld layers (%lld MoE: %lld experts, top-%lld, 1 shared), d %lld, %s; non-expert weights %.1f MB (%s), "
-                        "one expert %.2f MB (%s), KV %lld B/token (uncompressed %lld)\n",
-                        c.arch_name.c_str(), static_cast<long long>(c.n_layers), static_cast<long long>(b.n_moe_layers),
-                        static_cast<long long>(c.moe.n_experts), static_cast<long long>(c.moe.top_k),
-                        static_cast<long long>(c.d_model), c.mla.enabled() ? "MLA" : "GQA", static_cast<double>(b.dense_bytes) / 1e6,
-                        quant::weight_format_name(dense).c_str(), static_cast<double>(b.expert_bytes) / 1e6, quant::weight_format_name(experts).c_str(),
-                        static_cast<long long>(kv_tok),
-                        static_cast<long long>(model::kv_bytes_per_token_uncompressed(c, 2)));
+            std::printf(
+                "%s: %lld layers (%lld MoE: %lld experts, top-%lld, 1 shared), d %lld, %s; "
+                "non-expert weights %.1f MB (%s), "
+                "one expert %.2f MB (%s), KV %lld B/token (uncompressed %lld)\n",
+                c.arch_name.c_str(), static_cast<long long>(c.n_layers),
+                static_cast<long long>(b.n_moe_layers), static_cast<long long>(c.moe.n_experts),
+                static_cast<long long>(c.moe.top_k), static_cast<long long>(c.d_model),
+                c.mla.enabled() ? "MLA" : "GQA", static_cast<double>(b.dense_bytes) / 1e6,
+                quant::weight_format_name(dense).c_str(), static_cast<double>(b.expert_bytes) / 1e6,
+                quant::weight_format_name(experts).c_str(), static_cast<long long>(kv_tok),
+                static_cast<long long>(model::kv_bytes_per_token_uncompressed(c, 2)));
             if (prefill > 0) {
                 // One new request's prompt in one step, into pages freed after each round.
                 std::vector<double> pps;
@@ -333,7 +351,8 @@ int main(int argc, char** argv) {
                 std::vector<int64_t> len(static_cast<size_t>(B), 0);
                 const int64_t total = ctx + static_cast<int64_t>(steps) * rounds + 1;
                 for (int s = 0; s < B; ++s) {
-                    util::check(cache.reserve(tables[static_cast<size_t>(s)], total), "KV budget too small");
+                    util::check(cache.reserve(tables[static_cast<size_t>(s)], total),
+                                "KV budget too small");
                     ids[static_cast<size_t>(s)] = page_ids(tables[static_cast<size_t>(s)]);
                     prompt_step(ids[static_cast<size_t>(s)].data(), ctx);
                     len[static_cast<size_t>(s)] = ctx;
@@ -343,7 +362,8 @@ int main(int argc, char** argv) {
                 std::vector<double> tps;
                 double bw_best = 0;
                 for (int r = 0; r < rounds; ++r) {
-                    bw_best = std::max(bw_best, read_bandwidth(n_threads));  // interleaved with decode
+                    bw_best =
+                        std::max(bw_best, read_bandwidth(n_threads));  // interleaved with decode
                     const auto t0 = Clock::now();
                     for (int st = 0; st < steps; ++st) {
                         std::vector<model::SeqInput> in(static_cast<size_t>(B));
@@ -357,23 +377,32 @@ int main(int argc, char** argv) {
                         tf.step(in, cache.storage());
                         for (int s = 0; s < B; ++s) {
                             ++len[static_cast<size_t>(s)];
-                            tok[static_cast<size_t>(s)] = static_cast<int32_t>((st * 31 + s * 17) % c.vocab_size);
+                            tok[static_cast<size_t>(s)] =
+                                static_cast<int32_t>((st * 31 + s * 17) % c.vocab_size);
                         }
                     }
                     const double sec = std::chrono::duration<double>(Clock::now() - t0).count();
                     tps.push_back(static_cast<double>(steps) * B / sec);
                 }
                 std::sort(tps.begin(), tps.end());
-                const double k = static_cast<double>(c.moe.top_k), E = static_cast<double>(c.moe.n_experts);
+                const double k = static_cast<double>(c.moe.top_k),
+                             E = static_cast<double>(c.moe.n_experts);
                 const double active = B == 1 ? k : E * (1.0 - std::pow(1.0 - k / E, B));
-                const double step_bytes = static_cast<double>(b.dense_bytes) +
-                                          static_cast<double>(b.n_moe_layers) * active * static_cast<double>(b.expert_bytes) +
-                                          B * (static_cast<double>(c.d_model) * 2 + static_cast<double>(kv_tok) * (ctx + steps * rounds / 2));
+                const double step_bytes =
+                    static_cast<double>(b.dense_bytes) +
+                    static_cast<double>(b.n_moe_layers) * active *
+                        static_cast<double>(b.expert_bytes) +
+                    B * (static_cast<double>(c.d_model) * 2 +
+                         static_cast<double>(kv_tok) * (ctx + steps * rounds / 2));
                 const double roof = bw_best * 1e9 / step_bytes * B;
                 const double med = tps[tps.size() / 2];
-                std::printf("  batch %2d: %.1f tok/s (median of %d rounds x %d steps; best %.1f)  active experts/layer %.1f, "
-                            "%.1f MB/step, bandwidth %.1f GB/s -> roofline %.1f tok/s, %.0f%% of roofline\n",
-                            B, med, rounds, steps, tps.back(), active, step_bytes / 1e6, bw_best, roof, 100.0 * med / roof);
+                std::printf(
+                    "  batch %2d: %.1f tok/s (median of %d rounds x %d steps; best %.1f)  active "
+                    "experts/layer %.1f, "
+                    "%.1f MB/step, bandwidth %.1f GB/s -> roofline %.1f tok/s, %.0f%% of "
+                    "roofline\n",
+                    B, med, rounds, steps, tps.back(), active, step_bytes / 1e6, bw_best, roof,
+                    100.0 * med / roof);
                 for (auto& t : tables) cache.free(t);
             }
         }

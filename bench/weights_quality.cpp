@@ -39,7 +39,8 @@ struct Cand {
 };
 
 // spec: a --weights name, optionally "+head=FORMAT" for --head-weights (e.g. int4+head=int8).
-std::unique_ptr<model::Model> load(const std::string& path, const std::string& spec, util::ThreadPool& pool) {
+std::unique_ptr<model::Model> load(const std::string& path, const std::string& spec,
+                                   util::ThreadPool& pool) {
     model::LoadOptions o;
     std::string fmt = spec;
     if (const auto h = spec.find("+head="); h != std::string::npos) {
@@ -48,7 +49,9 @@ std::unique_ptr<model::Model> load(const std::string& path, const std::string& s
     }
     o.weights = quant::parse_weight_format(fmt);
     if (o.weights->type == kernels::WeightType::F32) o.dtype = model::RuntimeDType::F32;
-    if (!o.head_weights) o.head_weights = quant::parse_weight_format(o.dtype == model::RuntimeDType::F32 ? "f32" : "bf16");
+    if (!o.head_weights)
+        o.head_weights =
+            quant::parse_weight_format(o.dtype == model::RuntimeDType::F32 ? "f32" : "bf16");
     o.load_tokenizer = true;
     return model::load_model(path, o, pool);
 }
@@ -72,7 +75,9 @@ void log_softmax(const float* x, int64_t n, std::vector<double>& out) {
     for (int64_t i = 0; i < n; ++i) out[static_cast<size_t>(i)] = x[i] - lse;
 }
 
-int64_t argmax(const float* x, int64_t n) { return std::max_element(x, x + n) - x; }
+int64_t argmax(const float* x, int64_t n) {
+    return std::max_element(x, x + n) - x;
+}
 
 }  // namespace
 
@@ -87,14 +92,22 @@ int main(int argc, char** argv) {
             if (i + 1 >= argc) throw util::Error("missing value for " + a);
             return argv[++i];
         };
-        if (a == "-m") model_path = next();
-        else if (a == "--text") text_path = next();
-        else if (a == "--ref") ref_fmt = next();
-        else if (a == "--formats") formats = next();
-        else if (a == "--extra") extras.push_back(next());
-        else if (a == "--tokens") max_tokens = std::stoll(next());
-        else if (a == "--ctx") ctx = std::stoll(next());
-        else if (a == "-t") threads = std::stoi(next());
+        if (a == "-m")
+            model_path = next();
+        else if (a == "--text")
+            text_path = next();
+        else if (a == "--ref")
+            ref_fmt = next();
+        else if (a == "--formats")
+            formats = next();
+        else if (a == "--extra")
+            extras.push_back(next());
+        else if (a == "--tokens")
+            max_tokens = std::stoll(next());
+        else if (a == "--ctx")
+            ctx = std::stoll(next());
+        else if (a == "-t")
+            threads = std::stoi(next());
         else {
             std::fprintf(stderr, "unknown argument %s\n", a.c_str());
             return 2;
@@ -104,19 +117,23 @@ int main(int argc, char** argv) {
         util::ThreadPool pool(threads);
         std::ifstream f(text_path, std::ios::binary);
         if (!f) throw util::Error("cannot open text '" + text_path + "'");
-        const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+        const std::string text((std::istreambuf_iterator<char>(f)),
+                               std::istreambuf_iterator<char>());
         auto ref = load(model_path, ref_fmt, pool);
         if (!ref->tokenizer) throw util::Error("model has no tokenizer");
         std::vector<int32_t> ids = ref->tokenizer->encode(text, false);
-        if (static_cast<int64_t>(ids.size()) > max_tokens) ids.resize(static_cast<size_t>(max_tokens));
+        if (static_cast<int64_t>(ids.size()) > max_tokens)
+            ids.resize(static_cast<size_t>(max_tokens));
         ctx = std::min(ctx, ref->config.max_ctx);
         std::vector<Cand> cands;
-        for (const auto& fmt : split(formats, ',')) cands.push_back({fmt, load(model_path, fmt, pool)});
+        for (const auto& fmt : split(formats, ','))
+            cands.push_back({fmt, load(model_path, fmt, pool)});
         for (const auto& e : extras) {  // NAME=PATH:FORMAT
             const auto eq = e.find('='), colon = e.rfind(':');
             if (eq == std::string::npos || colon == std::string::npos || colon < eq)
                 throw util::Error("--extra wants NAME=PATH:FORMAT, got '" + e + "'");
-            cands.push_back({e.substr(0, eq), load(e.substr(eq + 1, colon - eq - 1), e.substr(colon + 1), pool)});
+            cands.push_back({e.substr(0, eq),
+                             load(e.substr(eq + 1, colon - eq - 1), e.substr(colon + 1), pool)});
         }
         const int64_t vocab = ref->config.vocab_size;
         double ref_nll = 0.0;
@@ -142,7 +159,8 @@ int main(int argc, char** argv) {
                     log_softmax(b, vocab, pc);
                     double kl = 0.0;
                     for (int64_t v = 0; v < vocab; ++v)
-                        kl += std::exp(pr[static_cast<size_t>(v)]) * (pr[static_cast<size_t>(v)] - pc[static_cast<size_t>(v)]);
+                        kl += std::exp(pr[static_cast<size_t>(v)]) *
+                              (pr[static_cast<size_t>(v)] - pc[static_cast<size_t>(v)]);
                     c.kl += kl;
                     c.top1 += argmax(a, vocab) == argmax(b, vocab);
                     c.nll -= pc[static_cast<size_t>(ids[off + static_cast<size_t>(p) + 1])];
@@ -153,22 +171,27 @@ int main(int argc, char** argv) {
                 ref_nll -= pr[static_cast<size_t>(ids[off + static_cast<size_t>(p) + 1])];
             }
             scored += n - 1;
-            std::fprintf(stderr, "[quality] %lld/%zu tokens, %.0f s\n", static_cast<long long>(off + n), ids.size(),
-                         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+            std::fprintf(
+                stderr, "[quality] %lld/%zu tokens, %.0f s\n", static_cast<long long>(off + n),
+                ids.size(),
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
         }
-        std::printf("{\"model\": \"%s\", \"tokens_scored\": %lld, \"ctx\": %lld, \"ref\": \"%s\", \"ref_ppl\": %.4f, "
-                    "\"formats\": [",
-                    model_path.c_str(), static_cast<long long>(scored), static_cast<long long>(ctx), ref_fmt.c_str(),
-                    std::exp(ref_nll / static_cast<double>(scored)));
+        std::printf(
+            "{\"model\": \"%s\", \"tokens_scored\": %lld, \"ctx\": %lld, \"ref\": \"%s\", "
+            "\"ref_ppl\": %.4f, "
+            "\"formats\": [",
+            model_path.c_str(), static_cast<long long>(scored), static_cast<long long>(ctx),
+            ref_fmt.c_str(), std::exp(ref_nll / static_cast<double>(scored)));
         for (size_t i = 0; i < cands.size(); ++i) {
             const auto& c = cands[i];
             const auto& wm = c.m->weight_memory;
-            std::printf("%s\n  {\"name\": \"%s\", \"mean_kl\": %.6f, \"top1_agree\": %.4f, \"ppl\": %.4f, "
-                        "\"layer_bytes\": %lld, \"embedding_bytes\": %lld}",
-                        i ? "," : "", c.name.c_str(), c.kl / static_cast<double>(scored),
-                        static_cast<double>(c.top1) / static_cast<double>(scored),
-                        std::exp(c.nll / static_cast<double>(scored)), static_cast<long long>(wm.layers),
-                        static_cast<long long>(wm.embeddings));
+            std::printf(
+                "%s\n  {\"name\": \"%s\", \"mean_kl\": %.6f, \"top1_agree\": %.4f, \"ppl\": %.4f, "
+                "\"layer_bytes\": %lld, \"embedding_bytes\": %lld}",
+                i ? "," : "", c.name.c_str(), c.kl / static_cast<double>(scored),
+                static_cast<double>(c.top1) / static_cast<double>(scored),
+                std::exp(c.nll / static_cast<double>(scored)), static_cast<long long>(wm.layers),
+                static_cast<long long>(wm.embeddings));
         }
         std::printf("\n]}\n");
     } catch (const std::exception& e) {

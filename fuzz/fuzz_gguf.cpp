@@ -47,10 +47,26 @@ void visit_value(const formats::GGUFValue& v, const std::string& key, int depth)
     require(depth <= 64);
     (void)formats::gguf_value_type_name(v.type);
     (void)v.is_integer();
-    try { (void)v.as_int(key); } catch (const util::Error& e) { check_error(e); }
-    try { (void)v.as_float(key); } catch (const util::Error& e) { check_error(e); }
-    try { (void)v.as_bool(key); } catch (const util::Error& e) { check_error(e); }
-    try { (void)v.as_string(key); } catch (const util::Error& e) { check_error(e); }
+    try {
+        (void)v.as_int(key);
+    } catch (const util::Error& e) {
+        check_error(e);
+    }
+    try {
+        (void)v.as_float(key);
+    } catch (const util::Error& e) {
+        check_error(e);
+    }
+    try {
+        (void)v.as_bool(key);
+    } catch (const util::Error& e) {
+        check_error(e);
+    }
+    try {
+        (void)v.as_string(key);
+    } catch (const util::Error& e) {
+        check_error(e);
+    }
     for (const auto& e : v.arr) visit_value(e, key, depth + 1);
 }
 
@@ -64,30 +80,68 @@ void fuzz_gguf(const uint8_t* data, size_t size) {
             require(!t.shape.empty() && t.shape.size() <= 4);
             const tensor::GgmlTypeInfo& info = tensor::ggml_type_info(t.type);
             require(t.shape[0] % info.block_elems == 0);
-            require(static_cast<uint64_t>(t.n_elements() / info.block_elems * info.block_bytes) == t.n_bytes);
+            require(static_cast<uint64_t>(t.n_elements() / info.block_elems * info.block_bytes) ==
+                    t.n_bytes);
             touch(t.data, t.n_bytes);
             (void)tensor::ggml_type_name(t.type);
             // Dequantize the first and the last block.
             if (info.supported && t.n_bytes >= static_cast<uint64_t>(info.block_bytes)) {
                 float out[256];
                 tensor::dequantize_row(t.type, t.data, out, info.block_elems);
-                tensor::dequantize_row(t.type, t.data + t.n_bytes - static_cast<uint64_t>(info.block_bytes), out,
-                                       info.block_elems);
+                tensor::dequantize_row(t.type,
+                                       t.data + t.n_bytes - static_cast<uint64_t>(info.block_bytes),
+                                       out, info.block_elems);
             }
         }
         for (const auto& [key, v] : f.metadata()) {
             require(f.find(key) == &v && f.has(key));
             visit_value(v, key, 0);
-            try { (void)f.get_string(key); } catch (const util::Error& e) { check_error(e); }
-            try { (void)f.get_int(key); } catch (const util::Error& e) { check_error(e); }
-            try { (void)f.get_int_opt(key); } catch (const util::Error& e) { check_error(e); }
-            try { (void)f.get_float_opt(key); } catch (const util::Error& e) { check_error(e); }
-            try { (void)f.get_bool_opt(key); } catch (const util::Error& e) { check_error(e); }
-            try { (void)f.get_string_array(key); } catch (const util::Error& e) { check_error(e); }
-            try { (void)f.get_float_array(key); } catch (const util::Error& e) { check_error(e); }
-            try { (void)f.get_int_array(key); } catch (const util::Error& e) { check_error(e); }
+            try {
+                (void)f.get_string(key);
+            } catch (const util::Error& e) {
+                check_error(e);
+            }
+            try {
+                (void)f.get_int(key);
+            } catch (const util::Error& e) {
+                check_error(e);
+            }
+            try {
+                (void)f.get_int_opt(key);
+            } catch (const util::Error& e) {
+                check_error(e);
+            }
+            try {
+                (void)f.get_float_opt(key);
+            } catch (const util::Error& e) {
+                check_error(e);
+            }
+            try {
+                (void)f.get_bool_opt(key);
+            } catch (const util::Error& e) {
+                check_error(e);
+            }
+            try {
+                (void)f.get_string_array(key);
+            } catch (const util::Error& e) {
+                check_error(e);
+            }
+            try {
+                (void)f.get_float_array(key);
+            } catch (const util::Error& e) {
+                check_error(e);
+            }
+            try {
+                (void)f.get_int_array(key);
+            } catch (const util::Error& e) {
+                check_error(e);
+            }
         }
-        try { (void)f.get("no.such.key"); } catch (const util::Error& e) { check_error(e); }
+        try {
+            (void)f.get("no.such.key");
+        } catch (const util::Error& e) {
+            check_error(e);
+        }
     } catch (const util::Error& e) {
         check_error(e);
     }

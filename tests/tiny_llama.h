@@ -13,7 +13,9 @@
 
 namespace warden::test {
 
-inline bool tiny_llama_present() { return std::filesystem::exists(golden_model("tiny-llama") + "/config.json"); }
+inline bool tiny_llama_present() {
+    return std::filesystem::exists(golden_model("tiny-llama") + "/config.json");
+}
 
 struct TinyLlama {
     util::ThreadPool pool{2};
@@ -29,9 +31,10 @@ struct TinyLlama {
     }
     int64_t vocab() const { return model->config.vocab_size; }
     // The model's KV geometry in `type`, with a budget of exactly `pages` pages of `page_size`.
-    kv::KvCacheConfig kv_config(int32_t page_size, int64_t pages, kernels::KvType type = kernels::KvType::BF16) const {
-        auto c = kv::KvCacheConfig::shaped(model->config.n_layers, model->config.n_kv_heads, model->config.head_dim,
-                                           type, page_size);
+    kv::KvCacheConfig kv_config(int32_t page_size, int64_t pages,
+                                kernels::KvType type = kernels::KvType::BF16) const {
+        auto c = kv::KvCacheConfig::shaped(model->config.n_layers, model->config.n_kv_heads,
+                                           model->config.head_dim, type, page_size);
         c.budget_bytes = kv::kv_budget_for_tokens(c, pages * page_size);
         return c;
     }

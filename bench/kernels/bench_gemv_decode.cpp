@@ -1,5 +1,5 @@
-// Batch-1 decode GEMV throughput of one weight format on the Llama-3.2-1B layer shapes (16 layers of
-// q/k/v/o/gate/up/down, optional 32000-row head), without the rest of the model: measures how
+// Batch-1 decode GEMV throughput of one weight format on the Llama-3.2-1B layer shapes (16 layers
+// of q/k/v/o/gate/up/down, optional 32000-row head), without the rest of the model: measures how
 // close the matmul kernels + thread dispatch get to the memory roofline.
 //   bench_gemv_decode FORMAT THREADS REPS [fused|separate] [head|nohead] [N]
 // N (default 1, at most 512, the engine's default step budget): tokens per step, for the
@@ -22,8 +22,8 @@
 #include "kernels/matmul.h"
 #include "kernels/matmul_quant.h"
 #include "quant/weight_format.h"
-#include "util/thread_pool.h"
 #include "util/huge_page_arena.h"
+#include "util/thread_pool.h"
 
 using namespace warden;
 
@@ -41,13 +41,15 @@ static util::ArenaBuffer weight_bytes(size_t n) {
     return small_pages ? util::ArenaBuffer(n) : arena.allocate(n);
 }
 
-static Mat make(const std::string& fmt, int64_t rows, int64_t cols, int64_t ntok, std::mt19937& rng) {
+static Mat make(const std::string& fmt, int64_t rows, int64_t cols, int64_t ntok,
+                std::mt19937& rng) {
     Mat m;
     if (fmt == "bf16") {
         m.w = kernels::WeightMatrix{kernels::WeightType::BF16, rows, cols, nullptr};
         m.buf = weight_bytes(static_cast<size_t>(kernels::packed_weight_elems(rows, cols)) * 2);
         auto* p = reinterpret_cast<uint16_t*>(m.buf.data());
-        for (size_t i = 0; i < m.buf.size() / 2; ++i) p[i] = static_cast<uint16_t>(0x3c00 + (rng() & 0xff));
+        for (size_t i = 0; i < m.buf.size() / 2; ++i)
+            p[i] = static_cast<uint16_t>(0x3c00 + (rng() & 0xff));
     } else {
         m.w = quant::parse_weight_format(fmt).layout(rows, cols);
         m.buf = weight_bytes(static_cast<size_t>(kernels::quant_packed_bytes(m.w)));
@@ -140,14 +142,18 @@ int main(int argc, char** argv) {
             mm({&M[6]}, x.data());
         }
         if (head) mm({&H}, x.data());
-        ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+        ms.push_back(
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                .count());
     }
     std::sort(ms.begin(), ms.end());
     const double best = ms.front(), med = ms[ms.size() / 2];
-    std::printf("format=%s threads=%d mode=%s head=%d bytes_per_token=%.1fMB best_ms=%.2f median_ms=%.2f best_GBps=%.2f "
-                "best_tok_s=%.2f n=%lld best_GMACps=%.1f\n",
-                fmt.c_str(), threads, fused ? "fused" : "separate", head ? 1 : 0, bytes / 1e6, best, med,
-                bytes / best / 1e6, 1000.0 * static_cast<double>(ntok) / best, static_cast<long long>(ntok),
-                static_cast<double>(params) * static_cast<double>(ntok) / best / 1e6);
+    std::printf(
+        "format=%s threads=%d mode=%s head=%d bytes_per_token=%.1fMB best_ms=%.2f median_ms=%.2f "
+        "best_GBps=%.2f "
+        "best_tok_s=%.2f n=%lld best_GMACps=%.1f\n",
+        fmt.c_str(), threads, fused ? "fused" : "separate", head ? 1 : 0, bytes / 1e6, best, med,
+        bytes / best / 1e6, 1000.0 * static_cast<double>(ntok) / best, static_cast<long long>(ntok),
+        static_cast<double>(params) * static_cast<double>(ntok) / best / 1e6);
     return 0;
 }

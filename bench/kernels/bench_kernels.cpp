@@ -180,8 +180,10 @@ int main(int argc, char** argv) {
     const double bw = mem_read_gbs(pool, buf, mem_bytes);
     const double bw_cpu = read_gb_per_cpu_s(buf, mem_bytes);
     std::free(buf);
-    std::printf("memory read: %.1f GB/s wall (1 thread), %.1f GB/s wall (%d threads), "
-                "%.1f GB per CPU-second (1 thread)\n", bw1, bw, threads, bw_cpu);
+    std::printf(
+        "memory read: %.1f GB/s wall (1 thread), %.1f GB/s wall (%d threads), "
+        "%.1f GB per CPU-second (1 thread)\n",
+        bw1, bw, threads, bw_cpu);
 
     const int64_t shapes[2][2] = {{2048, 8192}, {8192, 2048}};  // {rows(out), cols(in)}
     for (auto type : {kernels::WeightType::BF16, kernels::WeightType::F32}) {
@@ -189,10 +191,11 @@ int main(int argc, char** argv) {
         for (const auto& s : shapes) {
             double per_cpu = 0.0;
             const double g = matvec_gbs(pool, type, s[0], s[1], &per_cpu);
-            std::printf("matvec %-4s %5lldx%-5lld n=1: %6.1f GB/s wall = %5.1f%% of read wall; "
-                        "%6.1f GB per CPU-s = %5.1f%% of read per CPU-s\n",
-                        tn, static_cast<long long>(s[0]), static_cast<long long>(s[1]), g,
-                        100.0 * g / bw, per_cpu, 100.0 * per_cpu / bw_cpu);
+            std::printf(
+                "matvec %-4s %5lldx%-5lld n=1: %6.1f GB/s wall = %5.1f%% of read wall; "
+                "%6.1f GB per CPU-s = %5.1f%% of read per CPU-s\n",
+                tn, static_cast<long long>(s[0]), static_cast<long long>(s[1]), g, 100.0 * g / bw,
+                per_cpu, 100.0 * per_cpu / bw_cpu);
         }
     }
     const int64_t gshapes[2][2] = {{2048, 2048}, {5632, 2048}};
@@ -201,11 +204,12 @@ int main(int argc, char** argv) {
             for (int64_t n : {64, 128, 512}) {
                 double per_cpu = 0.0;
                 const double gf = gemm_gflops(pool, type, s[0], s[1], n, &per_cpu);
-                std::printf("gemm   %-4s %5lldx%-5lld n=%-3lld: %6.1f GFLOP/s wall (%d threads), "
-                            "%6.1f GFLOP/s per CPU-second (1 thread)\n",
-                            type == kernels::WeightType::BF16 ? "bf16" : "f32",
-                            static_cast<long long>(s[0]), static_cast<long long>(s[1]),
-                            static_cast<long long>(n), gf, threads, per_cpu);
+                std::printf(
+                    "gemm   %-4s %5lldx%-5lld n=%-3lld: %6.1f GFLOP/s wall (%d threads), "
+                    "%6.1f GFLOP/s per CPU-second (1 thread)\n",
+                    type == kernels::WeightType::BF16 ? "bf16" : "f32",
+                    static_cast<long long>(s[0]), static_cast<long long>(s[1]),
+                    static_cast<long long>(n), gf, threads, per_cpu);
             }
     return 0;
 }

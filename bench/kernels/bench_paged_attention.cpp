@@ -68,7 +68,8 @@ int main(int argc, char** argv) {
         std::memcpy(base + p * st.page_stride, base, static_cast<size_t>(st.page_stride));
     std::vector<std::vector<int32_t>> ids(static_cast<size_t>(S));
     for (int64_t i = 0; i < S * per_seq; ++i)
-        ids[static_cast<size_t>(i / per_seq)].push_back(static_cast<int32_t>(1 + (i * 3) % (S * per_seq)));
+        ids[static_cast<size_t>(i / per_seq)].push_back(
+            static_cast<int32_t>(1 + (i * 3) % (S * per_seq)));
     std::vector<float> q(static_cast<size_t>(S * H * D)), o(q.size());
     for (auto& x : q) x = nd(rng) * 0.1f;
     util::ThreadPool pool(threads);
@@ -85,12 +86,15 @@ int main(int argc, char** argv) {
     for (int r = 0; r < reps; ++r) {
         const auto t0 = std::chrono::steady_clock::now();
         for (int64_t l = 0; l < L; ++l) paged_attention(seqs, H, st.layer(l), 0.125f, pool);
-        best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        best = std::min(
+            best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     }
-    const double bytes = static_cast<double>(S * ctx * L * 2 * G) * static_cast<double>(st.block_bytes()) /
-                         static_cast<double>(P * G);
-    std::printf("format=%s seqs=%lld ctx=%lld threads=%d page=%lld layers=%lld best_ms_per_step=%.2f KV_GBps=%.2f\n",
-                fmt.c_str(), static_cast<long long>(S), static_cast<long long>(ctx), threads, static_cast<long long>(P),
-                static_cast<long long>(L), best * 1e3, bytes / best / 1e9);
+    const double bytes = static_cast<double>(S * ctx * L * 2 * G) *
+                         static_cast<double>(st.block_bytes()) / static_cast<double>(P * G);
+    std::printf(
+        "format=%s seqs=%lld ctx=%lld threads=%d page=%lld layers=%lld best_ms_per_step=%.2f "
+        "KV_GBps=%.2f\n",
+        fmt.c_str(), static_cast<long long>(S), static_cast<long long>(ctx), threads,
+        static_cast<long long>(P), static_cast<long long>(L), best * 1e3, bytes / best / 1e9);
     return 0;
 }

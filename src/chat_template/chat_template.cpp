@@ -18,18 +18,21 @@ namespace {
 // documents (None), add_generation_prompt, then the extra keyword arguments (special tokens,
 // enable_thinking, ...), which may override the others.
 template <class J>
-std::string render_impl(const jinja::Template& tpl, const J& messages, const J& tools, bool add_generation_prompt,
-                        const J& extra) {
+std::string render_impl(const jinja::Template& tpl, const J& messages, const J& tools,
+                        bool add_generation_prompt, const J& extra) {
     util::check(messages.is_array(), "chat template: messages must be a JSON array");
-    util::check(tools.is_null() || tools.is_array(), "chat template: tools must be a JSON array or null");
-    util::check(extra.is_null() || extra.is_object(), "chat template: extra variables must be a JSON object");
+    util::check(tools.is_null() || tools.is_array(),
+                "chat template: tools must be a JSON array or null");
+    util::check(extra.is_null() || extra.is_object(),
+                "chat template: extra variables must be a JSON object");
     jinja::Value globals = jinja::Value::make_dict();
     globals.dict->set("messages", jinja::from_json(messages));
     globals.dict->set("tools", jinja::from_json(tools));
     globals.dict->set("documents", jinja::Value::none());
     globals.dict->set("add_generation_prompt", jinja::Value::boolean(add_generation_prompt));
     if (extra.is_object())
-        for (auto it = extra.begin(); it != extra.end(); ++it) globals.dict->set(it.key(), jinja::from_json(it.value()));
+        for (auto it = extra.begin(); it != extra.end(); ++it)
+            globals.dict->set(it.key(), jinja::from_json(it.value()));
     return jinja::render(tpl, globals);
 }
 
@@ -41,8 +44,9 @@ std::string ChatTemplate::render(const nlohmann::json& messages, const nlohmann:
     return render_impl(*tpl_, messages, tools, add_generation_prompt, extra);
 }
 
-std::string ChatTemplate::render(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
-                                 bool add_generation_prompt, const nlohmann::ordered_json& extra) const {
+std::string ChatTemplate::render(const nlohmann::ordered_json& messages,
+                                 const nlohmann::ordered_json& tools, bool add_generation_prompt,
+                                 const nlohmann::ordered_json& extra) const {
     util::check(tpl_ != nullptr, "chat template: render() on an empty template");
     return render_impl(*tpl_, messages, tools, add_generation_prompt, extra);
 }

@@ -7,9 +7,8 @@
 // Implementation: jinja_lexer.cpp (tokens), jinja_parser.cpp (AST), jinja_value.cpp (values,
 // filters, methods), jinja_eval.cpp (evaluation), chat_template.cpp (this API).
 #include <memory>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 namespace warden::formats {
 class GGUFFile;
@@ -22,13 +21,14 @@ struct Template;
 }
 
 class ChatTemplate {
-public:
+  public:
     // Parses a Jinja chat template; throws util::Error with line/column on syntax errors.
     static ChatTemplate parse(const std::string& source);
     // messages: JSON array of {"role","content", optional "tool_calls","name","tool_call_id"}.
-    // tools: JSON array or null. extra: other variables (bos_token, eos_token, enable_thinking, ...).
-    // Throws util::Error on runtime errors (raise_exception, type errors, limits exceeded).
-    std::string render(const nlohmann::json& messages, const nlohmann::json& tools, bool add_generation_prompt,
+    // tools: JSON array or null. extra: other variables (bos_token, eos_token, enable_thinking,
+    // ...). Throws util::Error on runtime errors (raise_exception, type errors, limits exceeded).
+    std::string render(const nlohmann::json& messages, const nlohmann::json& tools,
+                       bool add_generation_prompt,
                        const nlohmann::json& extra = nlohmann::json::object()) const;
     // Same with key-order-preserving JSON: Python dicts keep insertion order, so templates that
     // print tool schemas with tojson match Hugging Face byte for byte only when the caller keeps
@@ -36,7 +36,7 @@ public:
     std::string render(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
                        bool add_generation_prompt, const nlohmann::ordered_json& extra) const;
 
-private:
+  private:
     std::shared_ptr<const jinja::Template> tpl_;
 };
 

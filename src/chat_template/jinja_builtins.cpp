@@ -11,9 +11,9 @@ namespace warden::chat_template::jinja {
 namespace {
 
 bool is_space_cp(char32_t c) {
-    return c == ' ' || (c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x1f) || c == 0x85 || c == 0xa0 ||
-           c == 0x1680 || (c >= 0x2000 && c <= 0x200a) || c == 0x2028 || c == 0x2029 || c == 0x202f ||
-           c == 0x205f || c == 0x3000;
+    return c == ' ' || (c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x1f) || c == 0x85 ||
+           c == 0xa0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200a) || c == 0x2028 || c == 0x2029 ||
+           c == 0x202f || c == 0x205f || c == 0x3000;
 }
 
 const Value& need_arg(const Args& a, size_t i, const char* name, const char* fn) {
@@ -31,7 +31,8 @@ const std::string& need_str(const Value& v, const char* fn) {
 std::string ascii_map(const std::string& s, int (*f)(int)) {
     std::string out = s;
     for (auto& c : out)
-        if (static_cast<unsigned char>(c) < 0x80) c = static_cast<char>(f(static_cast<unsigned char>(c)));
+        if (static_cast<unsigned char>(c) < 0x80)
+            c = static_cast<char>(f(static_cast<unsigned char>(c)));
     return out;
 }
 
@@ -84,8 +85,9 @@ List py_split(const std::string& s, const Value* sep, int64_t maxsplit, bool fro
     if (!from_right) {
         size_t k = 0;
         while (true) {
-            const size_t f = (maxsplit >= 0 && static_cast<int64_t>(parts.size()) >= maxsplit) ? std::string::npos
-                                                                                            : s.find(d, k);
+            const size_t f = (maxsplit >= 0 && static_cast<int64_t>(parts.size()) >= maxsplit)
+                                 ? std::string::npos
+                                 : s.find(d, k);
             if (f == std::string::npos) {
                 parts.push_back(s.substr(k));
                 break;
@@ -97,7 +99,8 @@ List py_split(const std::string& s, const Value* sep, int64_t maxsplit, bool fro
         size_t end = s.size();
         while (true) {
             size_t f = std::string::npos;
-            if (!(maxsplit >= 0 && static_cast<int64_t>(parts.size()) >= maxsplit) && end >= d.size())
+            if (!(maxsplit >= 0 && static_cast<int64_t>(parts.size()) >= maxsplit) &&
+                end >= d.size())
                 f = s.rfind(d, end - d.size());
             if (f == std::string::npos) {
                 parts.push_back(s.substr(0, end));
@@ -112,8 +115,8 @@ List py_split(const std::string& s, const Value* sep, int64_t maxsplit, bool fro
     return out;
 }
 
-std::string py_replace(const std::string& s, const std::string& from, const std::string& to, int64_t count,
-                       size_t limit) {
+std::string py_replace(const std::string& s, const std::string& from, const std::string& to,
+                       int64_t count, size_t limit) {
     std::string out;
     if (from.empty()) {
         const std::u32string cps = utf8_decode(s);
@@ -147,7 +150,8 @@ bool affix_match(const std::string& s, const Value& affix, bool prefix) {
     auto one = [&](const Value& a) {
         const std::string& x = need_str(a, prefix ? "startswith" : "endswith");
         if (x.size() > s.size()) return false;
-        return prefix ? s.compare(0, x.size(), x) == 0 : s.compare(s.size() - x.size(), x.size(), x) == 0;
+        return prefix ? s.compare(0, x.size(), x) == 0
+                      : s.compare(s.size() - x.size(), x.size(), x) == 0;
     };
     if (affix.is_list()) {
         for (const auto& a : *affix.list)
@@ -180,14 +184,18 @@ std::string title_case(const std::string& s) {
 Value call_method(Evaluator& ev, const Value& self, const std::string& m, Args& a) {
     if (self.is_string()) {
         const std::string& s = self.s;
-        if (m == "startswith" || m == "endswith") return Value::boolean(affix_match(s, need_arg(a, 0, "prefix", m.c_str()), m == "startswith"));
+        if (m == "startswith" || m == "endswith")
+            return Value::boolean(
+                affix_match(s, need_arg(a, 0, "prefix", m.c_str()), m == "startswith"));
         if (m == "strip") return Value::string(py_strip(s, a.get(0, "chars"), true, true));
         if (m == "lstrip") return Value::string(py_strip(s, a.get(0, "chars"), true, false));
         if (m == "rstrip") return Value::string(py_strip(s, a.get(0, "chars"), false, true));
         if (m == "split" || m == "rsplit")
-            return Value::make_list(py_split(s, a.get(0, "sep"), opt_int(a, 1, "maxsplit", -1), m == "rsplit"));
+            return Value::make_list(
+                py_split(s, a.get(0, "sep"), opt_int(a, 1, "maxsplit", -1), m == "rsplit"));
         if (m == "replace")
-            return Value::string(py_replace(s, need_str(need_arg(a, 0, "old", "replace"), "replace"),
+            return Value::string(py_replace(s,
+                                            need_str(need_arg(a, 0, "old", "replace"), "replace"),
                                             need_str(need_arg(a, 1, "new", "replace"), "replace"),
                                             opt_int(a, 2, "count", -1), ev.limits().max_output));
         if (m == "upper") return Value::string(ascii_map(s, ::toupper));
@@ -195,7 +203,8 @@ Value call_method(Evaluator& ev, const Value& self, const std::string& m, Args& 
         if (m == "title") return Value::string(title_case(s));
         if (m == "capitalize") {
             std::string out = ascii_map(s, ::tolower);
-            if (!out.empty()) out[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(out[0])));
+            if (!out.empty())
+                out[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(out[0])));
             return Value::string(out);
         }
         if (m == "find" || m == "rfind" || m == "index" || m == "rindex" || m == "count") {
@@ -203,7 +212,9 @@ Value call_method(Evaluator& ev, const Value& self, const std::string& m, Args& 
             if (m == "count") {
                 if (sub.empty()) return Value::integer(static_cast<int64_t>(utf8_length(s)) + 1);
                 int64_t n = 0;
-                for (size_t k = s.find(sub); k != std::string::npos; k = s.find(sub, k + sub.size())) ++n;
+                for (size_t k = s.find(sub); k != std::string::npos;
+                     k = s.find(sub, k + sub.size()))
+                    ++n;
                 return Value::integer(n);
             }
             const size_t f = (m == "find" || m == "index") ? s.find(sub) : s.rfind(sub);
@@ -267,8 +278,10 @@ Value call_method(Evaluator& ev, const Value& self, const std::string& m, Args& 
         if (m == "items" || m == "keys" || m == "values") {
             List out;
             for (const auto& [k, v] : self.dict->items) {
-                if (m == "items") out.push_back(Value::make_tuple({Value::string(k), v}));
-                else out.push_back(m == "keys" ? Value::string(k) : v);
+                if (m == "items")
+                    out.push_back(Value::make_tuple({Value::string(k), v}));
+                else
+                    out.push_back(m == "keys" ? Value::string(k) : v);
             }
             return Value::make_list(std::move(out));
         }
@@ -295,7 +308,9 @@ std::string py_strip(const std::string& s, const Value* chars, bool left, bool r
     std::u32string set;
     const bool ws = !chars || chars->is_none() || chars->is_undefined();
     if (!ws) set = utf8_decode(need_str(*chars, "strip"));
-    auto strip_it = [&](char32_t c) { return ws ? is_space_cp(c) : set.find(c) != std::u32string::npos; };
+    auto strip_it = [&](char32_t c) {
+        return ws ? is_space_cp(c) : set.find(c) != std::u32string::npos;
+    };
     size_t b = 0, e = cps.size();
     if (left)
         while (b < e && strip_it(cps[b])) ++b;
@@ -305,10 +320,11 @@ std::string py_strip(const std::string& s, const Value* chars, bool left, bool r
 }
 
 Value bound_method(const Value& self, const std::string& name) {
-    static const char* str_methods[] = {"startswith", "endswith", "strip", "lstrip", "rstrip", "split", "rsplit",
-                                        "replace", "upper", "lower", "title", "capitalize", "find", "rfind",
-                                        "index", "rindex", "count", "join", "splitlines", "isdigit", "isalpha",
-                                        "isalnum", "isspace", "isupper", "islower"};
+    static const char* str_methods[] = {
+        "startswith", "endswith", "strip",   "lstrip", "rstrip",     "split",   "rsplit",
+        "replace",    "upper",    "lower",   "title",  "capitalize", "find",    "rfind",
+        "index",      "rindex",   "count",   "join",   "splitlines", "isdigit", "isalpha",
+        "isalnum",    "isspace",  "isupper", "islower"};
     static const char* dict_methods[] = {"get", "items", "keys", "values"};
     static const char* list_methods[] = {"index", "count"};
     bool found = false;
@@ -319,7 +335,8 @@ Value bound_method(const Value& self, const std::string& name) {
     else if (self.is_list())
         for (const char* m : list_methods) found = found || name == m;
     if (!found) return Value::undefined(name);
-    return Value::function([self, name](Evaluator& ev, Args& a) { return call_method(ev, self, name, a); });
+    return Value::function(
+        [self, name](Evaluator& ev, Args& a) { return call_method(ev, self, name, a); });
 }
 
 bool apply_test(Evaluator& ev, const std::string& name, const Value& v, Args& a) {
@@ -349,7 +366,8 @@ bool apply_test(Evaluator& ev, const std::string& name, const Value& v, Args& a)
         return cased;
     }
     if (name == "odd" || name == "even" || name == "divisibleby") {
-        if (v.kind != K::Int && v.kind != K::Bool) throw util::Error("test '" + name + "' needs an integer");
+        if (v.kind != K::Int && v.kind != K::Bool)
+            throw util::Error("test '" + name + "' needs an integer");
         if (name == "divisibleby") {
             const int64_t d = opt_int(a, 0, "num", 0);
             if (d == 0) throw util::Error("integer division or modulo by zero");
@@ -360,7 +378,10 @@ bool apply_test(Evaluator& ev, const std::string& name, const Value& v, Args& a)
     if (name == "in") {
         const Value& c = need_arg(a, 0, "seq", "in");
         if (c.is_string()) {
-            if (!v.is_string()) throw util::Error(std::string("'in <string>' requires string as left operand, not ") + kind_name(v));
+            if (!v.is_string())
+                throw util::Error(
+                    std::string("'in <string>' requires string as left operand, not ") +
+                    kind_name(v));
             return c.s.find(v.s) != std::string::npos;
         }
         if (c.is_list()) {
@@ -380,8 +401,9 @@ bool apply_test(Evaluator& ev, const std::string& name, const Value& v, Args& a)
         return equals(v, o);
     }
     static const std::pair<const char*, const char*> cmp[] = {
-        {"equalto", "=="}, {"eq", "=="}, {"==", "=="}, {"ne", "!="}, {"!=", "!="}, {"lt", "<"}, {"lessthan", "<"},
-        {"<", "<"}, {"le", "<="}, {"<=", "<="}, {"gt", ">"}, {"greaterthan", ">"}, {">", ">"}, {"ge", ">="}, {">=", ">="}};
+        {"equalto", "=="}, {"eq", "=="},         {"==", "=="}, {"ne", "!="}, {"!=", "!="},
+        {"lt", "<"},       {"lessthan", "<"},    {"<", "<"},   {"le", "<="}, {"<=", "<="},
+        {"gt", ">"},       {"greaterthan", ">"}, {">", ">"},   {"ge", ">="}, {">=", ">="}};
     for (const auto& [t, op] : cmp) {
         if (name != t) continue;
         const Value& o = need_arg(a, 0, "other", t);
@@ -401,7 +423,8 @@ void add_globals(Dict& g) {
               throw util::Error("raise_exception: " + (m ? to_str(*m) : std::string()));
           }));
     g.set("strftime_now", Value::function([](Evaluator&, Args& a) {
-              const std::string& fmt = need_str(need_arg(a, 0, "format", "strftime_now"), "strftime_now");
+              const std::string& fmt =
+                  need_str(need_arg(a, 0, "format", "strftime_now"), "strftime_now");
               const std::time_t now = std::time(nullptr);
               std::tm tm{};
               localtime_r(&now, &tm);
@@ -424,7 +447,8 @@ void add_globals(Dict& g) {
               if (step == 0) throw util::Error("range() arg 3 must not be zero");
               List out;
               for (int64_t k = start; step > 0 ? k < stop : k > stop; k += step) {
-                  if (out.size() >= 100000) throw util::Error("range() too large (limit 100000 items)");
+                  if (out.size() >= 100000)
+                      throw util::Error("range() too large (limit 100000 items)");
                   ev.step();
                   out.push_back(Value::integer(k));
               }
@@ -438,7 +462,8 @@ void add_globals(Dict& g) {
                 if (p.is_dict()) {
                     for (const auto& [k, v] : p.dict->items) d.dict->set(k, v);
                 } else {
-                    throw util::Error(std::string(ns ? "namespace" : "dict") + "() positional argument must be a dict");
+                    throw util::Error(std::string(ns ? "namespace" : "dict") +
+                                      "() positional argument must be a dict");
                 }
             }
             for (const auto& [k, v] : a.kw) d.dict->set(k, v);

@@ -18,14 +18,16 @@ struct LocatedError : util::Error {
 
 int64_t int_op(char op, int64_t a, int64_t b) {
     int64_t r = 0;
-    const bool ovf = op == '+' ? __builtin_add_overflow(a, b, &r)
-                   : op == '-' ? __builtin_sub_overflow(a, b, &r)
-                               : __builtin_mul_overflow(a, b, &r);
+    const bool ovf = op == '+'   ? __builtin_add_overflow(a, b, &r)
+                     : op == '-' ? __builtin_sub_overflow(a, b, &r)
+                                 : __builtin_mul_overflow(a, b, &r);
     if (ovf) throw util::Error("integer overflow");
     return r;
 }
 
-Value number_result(double d) { return Value::number(d); }
+Value number_result(double d) {
+    return Value::number(d);
+}
 
 }  // namespace
 
@@ -49,18 +51,20 @@ std::shared_ptr<Evaluator::Frame> Evaluator::new_frame() {
 }
 
 void Evaluator::fail_at(int line, int col, const std::string& msg) const {
-    throw LocatedError("chat template error at line " + std::to_string(line) + ", column " + std::to_string(col) +
-                       ": " + msg);
+    throw LocatedError("chat template error at line " + std::to_string(line) + ", column " +
+                       std::to_string(col) + ": " + msg);
 }
 
 void Evaluator::check_size(size_t n) const {
     if (n > limits_.max_output)
-        throw util::Error("rendered text exceeds the limit of " + std::to_string(limits_.max_output) + " bytes");
+        throw util::Error("rendered text exceeds the limit of " +
+                          std::to_string(limits_.max_output) + " bytes");
 }
 
 void Evaluator::step() {
     if (++steps_ > limits_.max_steps)
-        throw util::Error("template exceeds the limit of " + std::to_string(limits_.max_steps) + " evaluation steps");
+        throw util::Error("template exceeds the limit of " + std::to_string(limits_.max_steps) +
+                          " evaluation steps");
 }
 
 std::string Evaluator::run(const Body& body) {
@@ -76,7 +80,9 @@ Value Evaluator::lookup(const std::string& name) const {
     return Value::undefined(name);
 }
 
-void Evaluator::assign(const std::string& name, Value v) { (*frames_.back())[name] = std::move(v); }
+void Evaluator::assign(const std::string& name, Value v) {
+    (*frames_.back())[name] = std::move(v);
+}
 
 Evaluator::Flow Evaluator::exec(const Body& body) {
     for (const auto& n : body) {
@@ -90,7 +96,10 @@ Evaluator::Flow Evaluator::exec(const Node& n) {
     step();
     try {
         switch (n.kind) {
-            case Node::Kind::Text: out_ += n.text; check_size(out_.size()); return Flow::Normal;
+            case Node::Kind::Text:
+                out_ += n.text;
+                check_size(out_.size());
+                return Flow::Normal;
             case Node::Kind::Output: {
                 const Value v = eval(*n.expr);
                 out_ += to_str(v);
@@ -119,8 +128,9 @@ Evaluator::Flow Evaluator::exec(const Node& n) {
                 } else {
                     const List items = iterate(v);
                     if (items.size() != n.names.size())
-                        throw util::Error("cannot unpack " + std::to_string(items.size()) + " values into " +
-                                          std::to_string(n.names.size()) + " names");
+                        throw util::Error("cannot unpack " + std::to_string(items.size()) +
+                                          " values into " + std::to_string(n.names.size()) +
+                                          " names");
                     for (size_t k = 0; k < items.size(); ++k) assign(n.names[k], items[k]);
                 }
                 return Flow::Normal;
@@ -142,7 +152,9 @@ Evaluator::Flow Evaluator::exec(const Node& n) {
                 }
                 return Flow::Normal;
             }
-            case Node::Kind::Macro: assign(n.text, make_macro(n)); return Flow::Normal;
+            case Node::Kind::Macro:
+                assign(n.text, make_macro(n));
+                return Flow::Normal;
             case Node::Kind::CallBlock: {
                 // caller() renders the block body; it is visible to the called macro as `caller`.
                 Value caller = make_macro(n);
@@ -155,9 +167,12 @@ Evaluator::Flow Evaluator::exec(const Node& n) {
                 check_size(out_.size());
                 return Flow::Normal;
             }
-            case Node::Kind::Scope: return exec(n.body);
-            case Node::Kind::Break: return Flow::Break;
-            case Node::Kind::Continue: return Flow::Continue;
+            case Node::Kind::Scope:
+                return exec(n.body);
+            case Node::Kind::Break:
+                return Flow::Break;
+            case Node::Kind::Continue:
+                return Flow::Continue;
         }
     } catch (const LocatedError&) {
         throw;
@@ -182,7 +197,8 @@ void Evaluator::exec_for(const Node& n, Flow& flow) {
                               std::to_string(n.names.size()) + " loop variables");
         for (size_t k = 0; k < parts.size(); ++k) assign(n.names[k], parts[k]);
     };
-    if (n.cond) {  // `for x in xs if cond`: filtered before the loop (loop.length counts kept items)
+    if (n.cond) {  // `for x in xs if cond`: filtered before the loop (loop.length counts kept
+                   // items)
         List kept;
         for (const auto& it : items) {
             step();
@@ -196,8 +212,8 @@ void Evaluator::exec_for(const Node& n, Flow& flow) {
     Value loop = Value::make_dict();
     auto pos = std::make_shared<int64_t>(0);
     auto& d = *loop.dict;
-    for (const char* key : {"index", "index0", "revindex", "revindex0", "first", "last", "length", "depth", "depth0",
-                            "previtem", "nextitem"})
+    for (const char* key : {"index", "index0", "revindex", "revindex0", "first", "last", "length",
+                            "depth", "depth0", "previtem", "nextitem"})
         d.set(key, Value::none());
     d.set("cycle", Value::function([pos](Evaluator&, Args& a) {
               if (a.pos.empty()) throw util::Error("no items for cycling given");
@@ -218,7 +234,8 @@ void Evaluator::exec_for(const Node& n, Flow& flow) {
         it[7].second = Value::integer(1);
         it[8].second = Value::integer(0);
         it[9].second = k > 0 ? items[static_cast<size_t>(k - 1)] : Value::undefined("previtem");
-        it[10].second = k + 1 < len ? items[static_cast<size_t>(k + 1)] : Value::undefined("nextitem");
+        it[10].second =
+            k + 1 < len ? items[static_cast<size_t>(k + 1)] : Value::undefined("nextitem");
         assign("loop", loop);
         flow = exec(n.body);
         if (flow == Flow::Break) break;
@@ -233,23 +250,29 @@ Value Evaluator::make_macro(const Node& n) {
     const Node* node = &n;
     return Value::function([node, captured](Evaluator& ev, Args& args) {
         if (++ev.depth_ > ev.limits_.max_depth)
-            throw util::Error("macro calls nested deeper than " + std::to_string(ev.limits_.max_depth));
+            throw util::Error("macro calls nested deeper than " +
+                              std::to_string(ev.limits_.max_depth));
         Frames saved = std::move(ev.frames_);
         ev.frames_ = captured;
         ev.frames_.push_back(ev.new_frame());
         if (args.pos.size() > node->names.size())
-            throw util::Error("macro '" + node->text + "' takes not more than " + std::to_string(node->names.size()) +
-                              " argument(s)");
+            throw util::Error("macro '" + node->text + "' takes not more than " +
+                              std::to_string(node->names.size()) + " argument(s)");
         for (size_t k = 0; k < node->names.size(); ++k) {
             const Value* v = args.get(k, node->names[k].c_str());
-            if (v) ev.assign(node->names[k], *v);
-            else if (node->defaults[k]) ev.assign(node->names[k], ev.eval(*node->defaults[k]));
-            else ev.assign(node->names[k], Value::undefined(node->names[k]));
+            if (v)
+                ev.assign(node->names[k], *v);
+            else if (node->defaults[k])
+                ev.assign(node->names[k], ev.eval(*node->defaults[k]));
+            else
+                ev.assign(node->names[k], Value::undefined(node->names[k]));
         }
         for (const auto& [k, v] : args.kw) {
             bool known = k == "caller";
             for (const auto& nm : node->names) known = known || nm == k;
-            if (!known) throw util::Error("macro '" + node->text + "' takes no keyword argument '" + k + "'");
+            if (!known)
+                throw util::Error("macro '" + node->text + "' takes no keyword argument '" + k +
+                                  "'");
             if (k == "caller") ev.assign(k, v);
         }
         std::string saved_out;
@@ -266,12 +289,14 @@ Value Evaluator::make_macro(const Node& n) {
 
 Value Evaluator::call(const Value& fn, Args& args) {
     if (fn.is_undefined()) throw util::Error("'" + fn.s + "' is undefined");
-    if (!fn.is_callable()) throw util::Error(std::string("'") + kind_name(fn) + "' object is not callable");
+    if (!fn.is_callable())
+        throw util::Error(std::string("'") + kind_name(fn) + "' object is not callable");
     return (*fn.func)(*this, args);
 }
 
 Value Evaluator::getattr(const Value& obj, const std::string& name) {
-    if (obj.is_undefined()) throw util::Error("'" + (obj.s.empty() ? std::string("value") : obj.s) + "' is undefined");
+    if (obj.is_undefined())
+        throw util::Error("'" + (obj.s.empty() ? std::string("value") : obj.s) + "' is undefined");
     if (obj.is_dict()) {
         if (!obj.is_namespace) {
             Value m = bound_method(obj, name);
@@ -286,7 +311,8 @@ Value Evaluator::getattr(const Value& obj, const std::string& name) {
 }
 
 Value Evaluator::getitem(const Value& obj, const Value& key) {
-    if (obj.is_undefined()) throw util::Error("'" + (obj.s.empty() ? std::string("value") : obj.s) + "' is undefined");
+    if (obj.is_undefined())
+        throw util::Error("'" + (obj.s.empty() ? std::string("value") : obj.s) + "' is undefined");
     if (obj.is_dict()) {
         if (key.is_string()) {
             const Value* v = obj.dict->find(key.s);
@@ -295,7 +321,8 @@ Value Evaluator::getitem(const Value& obj, const Value& key) {
         }
         return Value::undefined(key.is_string() ? key.s : to_str(key));
     }
-    if ((obj.is_list() || obj.is_string()) && (key.kind == Value::Kind::Int || key.kind == Value::Kind::Bool)) {
+    if ((obj.is_list() || obj.is_string()) &&
+        (key.kind == Value::Kind::Int || key.kind == Value::Kind::Bool)) {
         if (obj.is_list()) {
             const int64_t n = static_cast<int64_t>(obj.list->size());
             const int64_t k = key.i < 0 ? key.i + n : key.i;
@@ -326,14 +353,18 @@ Value Evaluator::eval(const Expr& e) {
         ~Guard() { --d; }
     } guard(depth_, limits_.max_depth);
     switch (e.kind) {
-        case Expr::Kind::Const: return e.value;
-        case Expr::Kind::Name: return lookup(e.name);
-        case Expr::Kind::GetAttr: return getattr(eval(*e.kids[0]), e.name);
+        case Expr::Kind::Const:
+            return e.value;
+        case Expr::Kind::Name:
+            return lookup(e.name);
+        case Expr::Kind::GetAttr:
+            return getattr(eval(*e.kids[0]), e.name);
         case Expr::Kind::GetItem: {
             Value obj = eval(*e.kids[0]);
             return getitem(obj, eval(*e.kids[1]));
         }
-        case Expr::Kind::Slice: return eval_slice(e);
+        case Expr::Kind::Slice:
+            return eval_slice(e);
         case Expr::Kind::Call: {
             Value fn = eval(*e.kids[0]);
             Args args;
@@ -361,9 +392,11 @@ Value Evaluator::eval(const Expr& e) {
                 if (v.i == INT64_MIN) throw util::Error("integer overflow");
                 return Value::integer(-v.i);
             }
-            throw util::Error(std::string("bad operand type for unary ") + e.name + ": '" + kind_name(v) + "'");
+            throw util::Error(std::string("bad operand type for unary ") + e.name + ": '" +
+                              kind_name(v) + "'");
         }
-        case Expr::Kind::Binary: return eval_binary(e);
+        case Expr::Kind::Binary:
+            return eval_binary(e);
         case Expr::Kind::Cond:
             if (truthy(eval(*e.kids[1]))) return eval(*e.kids[0]);
             return e.kids[2] ? eval(*e.kids[2]) : Value::undefined();
@@ -388,7 +421,8 @@ Value Evaluator::eval(const Expr& e) {
 namespace {
 
 // Python's PySlice_AdjustIndices: the positions a slice selects.
-std::vector<size_t> slice_indices(int64_t n, const Value* start, const Value* stop, const Value* step_v) {
+std::vector<size_t> slice_indices(int64_t n, const Value* start, const Value* stop,
+                                  const Value* step_v) {
     auto as_int = [](const Value* v, const char* what) -> std::optional<int64_t> {
         if (!v || v->is_none() || v->is_undefined()) return std::nullopt;
         if (v->kind != Value::Kind::Int && v->kind != Value::Kind::Bool)
@@ -430,14 +464,16 @@ Value Evaluator::eval_slice(const Expr& e) {
         }
     if (obj.is_list()) {
         List out;
-        for (size_t k : slice_indices(static_cast<int64_t>(obj.list->size()), ptr[0], ptr[1], ptr[2]))
+        for (size_t k :
+             slice_indices(static_cast<int64_t>(obj.list->size()), ptr[0], ptr[1], ptr[2]))
             out.push_back((*obj.list)[k]);
         return Value::make_list(std::move(out));
     }
     if (obj.is_string()) {
         const std::u32string cps = utf8_decode(obj.s);
         std::u32string out;
-        for (size_t k : slice_indices(static_cast<int64_t>(cps.size()), ptr[0], ptr[1], ptr[2])) out += cps[k];
+        for (size_t k : slice_indices(static_cast<int64_t>(cps.size()), ptr[0], ptr[1], ptr[2]))
+            out += cps[k];
         return Value::string(utf8_encode(out));
     }
     if (obj.is_undefined()) throw util::Error("'" + obj.s + "' is undefined");
@@ -469,8 +505,8 @@ Value Evaluator::eval_binary(const Expr& e) {
     const auto type_error = [&]() -> util::Error {
         if (a.is_undefined() || b.is_undefined())
             return util::Error("'" + (a.is_undefined() ? a.s : b.s) + "' is undefined");
-        return util::Error("unsupported operand type(s) for " + op + ": '" + kind_name(a) + "' and '" + kind_name(b) +
-                           "'");
+        return util::Error("unsupported operand type(s) for " + op + ": '" + kind_name(a) +
+                           "' and '" + kind_name(b) + "'");
     };
     if (a.is_number() && b.is_number()) {
         const bool fl = a.kind == Value::Kind::Float || b.kind == Value::Kind::Float;
@@ -501,7 +537,8 @@ Value Evaluator::eval_binary(const Expr& e) {
             if (!fl && b.i >= 0) {
                 int64_t acc = 1;
                 for (int64_t k = 0; k < b.i; ++k) {
-                    if (__builtin_mul_overflow(acc, a.i, &acc)) throw util::Error("integer overflow");
+                    if (__builtin_mul_overflow(acc, a.i, &acc))
+                        throw util::Error("integer overflow");
                     if (acc == 0 || acc == 1) break;
                 }
                 if (acc == 1 && a.i == -1) acc = (b.i % 2) ? -1 : 1;
@@ -526,7 +563,8 @@ Value Evaluator::eval_binary(const Expr& e) {
     if (op == "*") {
         const Value* seq = a.is_number() ? &b : &a;
         const Value* cnt = a.is_number() ? &a : &b;
-        if ((seq->is_string() || seq->is_list()) && (cnt->kind == Value::Kind::Int || cnt->kind == Value::Kind::Bool)) {
+        if ((seq->is_string() || seq->is_list()) &&
+            (cnt->kind == Value::Kind::Int || cnt->kind == Value::Kind::Bool)) {
             const int64_t n = std::max<int64_t>(0, cnt->i);
             const size_t unit = seq->is_string() ? seq->s.size() : seq->list->size() * 16;
             if (unit && static_cast<uint64_t>(n) > limits_.max_output / unit)

@@ -11,7 +11,7 @@
 namespace warden::chat_template::jinja {
 
 class Evaluator {
-public:
+  public:
     Evaluator(const Value& globals, const Limits& limits);
     ~Evaluator();
     Evaluator(const Evaluator&) = delete;
@@ -30,7 +30,7 @@ public:
     void step();
     const Limits& limits() const { return limits_; }
 
-private:
+  private:
     using Frame = std::map<std::string, Value>;
     using Frames = std::vector<std::shared_ptr<Frame>>;
     enum class Flow { Normal, Break, Continue };

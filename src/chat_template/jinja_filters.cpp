@@ -13,7 +13,8 @@ namespace {
 
 std::string lower_ascii(std::string s) {
     for (auto& c : s)
-        if (static_cast<unsigned char>(c) < 0x80) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        if (static_cast<unsigned char>(c) < 0x80)
+            c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     return s;
 }
 
@@ -30,11 +31,13 @@ Value attr_path(Evaluator& ev, const Value& v, const Value& attr) {
     size_t k = 0;
     while (true) {
         const size_t dot = path.find('.', k);
-        const std::string part = path.substr(k, dot == std::string::npos ? std::string::npos : dot - k);
+        const std::string part =
+            path.substr(k, dot == std::string::npos ? std::string::npos : dot - k);
         bool digits = !part.empty();
         for (char c : part) digits = digits && std::isdigit(static_cast<unsigned char>(c));
         if (cur.is_undefined()) return cur;
-        cur = digits ? ev.getitem(cur, Value::integer(std::stoll(part))) : ev.getitem(cur, Value::string(part));
+        cur = digits ? ev.getitem(cur, Value::integer(std::stoll(part)))
+                     : ev.getitem(cur, Value::string(part));
         if (dot == std::string::npos) return cur;
         k = dot + 1;
     }
@@ -77,12 +80,23 @@ std::string html_escape(const std::string& s) {
     std::string out;
     for (char c : s) {
         switch (c) {
-            case '&': out += "&amp;"; break;
-            case '<': out += "&lt;"; break;
-            case '>': out += "&gt;"; break;
-            case '"': out += "&#34;"; break;
-            case '\'': out += "&#39;"; break;
-            default: out += c;
+            case '&':
+                out += "&amp;";
+                break;
+            case '<':
+                out += "&lt;";
+                break;
+            case '>':
+                out += "&gt;";
+                break;
+            case '"':
+                out += "&#34;";
+                break;
+            case '\'':
+                out += "&#39;";
+                break;
+            default:
+                out += c;
         }
     }
     return out;
@@ -105,7 +119,8 @@ int64_t parse_int(const std::string& s, bool& ok) {
     int64_t v = 0;
     for (; k < u.size(); ++k) {
         if (!std::isdigit(static_cast<unsigned char>(u[k]))) return 0;
-        if (__builtin_mul_overflow(v, 10, &v) || __builtin_add_overflow(v, u[k] - '0', &v)) return 0;
+        if (__builtin_mul_overflow(v, 10, &v) || __builtin_add_overflow(v, u[k] - '0', &v))
+            return 0;
     }
     ok = true;
     return neg ? -v : v;
@@ -122,8 +137,9 @@ Value apply_filter(Evaluator& ev, const std::string& name, const Value& v, Args&
         std::string s = to_str(v);
         for (auto& c : s)
             if (static_cast<unsigned char>(c) < 0x80)
-                c = static_cast<char>(name == "upper" ? std::toupper(static_cast<unsigned char>(c))
-                                                      : std::tolower(static_cast<unsigned char>(c)));
+                c = static_cast<char>(name == "upper"
+                                          ? std::toupper(static_cast<unsigned char>(c))
+                                          : std::tolower(static_cast<unsigned char>(c)));
         return Value::string(s);
     }
     if (name == "capitalize" || name == "title") {
@@ -132,11 +148,17 @@ Value apply_filter(Evaluator& ev, const std::string& name, const Value& v, Args&
     }
     if (name == "length" || name == "count") {
         switch (v.kind) {
-            case K::String: return Value::integer(static_cast<int64_t>(utf8_length(v.s)));
-            case K::Array: return Value::integer(static_cast<int64_t>(v.list->size()));
-            case K::Dict: return Value::integer(static_cast<int64_t>(v.dict->items.size()));
-            case K::Undefined: return Value::integer(0);
-            default: throw util::Error(std::string("object of type '") + kind_name(v) + "' has no len()");
+            case K::String:
+                return Value::integer(static_cast<int64_t>(utf8_length(v.s)));
+            case K::Array:
+                return Value::integer(static_cast<int64_t>(v.list->size()));
+            case K::Dict:
+                return Value::integer(static_cast<int64_t>(v.dict->items.size()));
+            case K::Undefined:
+                return Value::integer(0);
+            default:
+                throw util::Error(std::string("object of type '") + kind_name(v) +
+                                  "' has no len()");
         }
     }
     if (name == "default" || name == "d") {
@@ -161,7 +183,8 @@ Value apply_filter(Evaluator& ev, const std::string& name, const Value& v, Args&
             item_sep = to_str((*sa->list)[0]);
             key_sep = to_str((*sa->list)[1]);
         }
-        std::string s = to_json(v, ea ? truthy(*ea) : false, indent, item_sep, key_sep, flag(a, 3, "sort_keys", false));
+        std::string s = to_json(v, ea ? truthy(*ea) : false, indent, item_sep, key_sep,
+                                flag(a, 3, "sort_keys", false));
         ev.check_size(s.size());
         return Value::string(std::move(s));
     }
@@ -173,9 +196,11 @@ Value apply_filter(Evaluator& ev, const std::string& name, const Value& v, Args&
     if (name == "list") return Value::make_list(iterate(v));
     if (name == "items") {
         if (v.is_undefined()) return Value::make_list();
-        if (!v.is_dict()) throw util::Error(std::string("items filter needs a mapping, got ") + kind_name(v));
+        if (!v.is_dict())
+            throw util::Error(std::string("items filter needs a mapping, got ") + kind_name(v));
         List out;
-        for (const auto& [k, x] : v.dict->items) out.push_back(Value::make_tuple({Value::string(k), x}));
+        for (const auto& [k, x] : v.dict->items)
+            out.push_back(Value::make_tuple({Value::string(k), x}));
         return Value::make_list(std::move(out));
     }
     if (name == "join") {
@@ -211,7 +236,8 @@ Value apply_filter(Evaluator& ev, const std::string& name, const Value& v, Args&
         return Value::make_list(std::move(l));
     }
     if (name == "select" || name == "reject") return select_impl(ev, v, a, false, name == "select");
-    if (name == "selectattr" || name == "rejectattr") return select_impl(ev, v, a, true, name == "selectattr");
+    if (name == "selectattr" || name == "rejectattr")
+        return select_impl(ev, v, a, true, name == "selectattr");
     if (name == "map") {
         const Value* attr = nullptr;
         for (const auto& [k, x] : a.kw)
@@ -273,9 +299,11 @@ Value apply_filter(Evaluator& ev, const std::string& name, const Value& v, Args&
         const bool by_value = a.get(1, "by") && to_str(*a.get(1, "by")) == "value";
         const bool rev = flag(a, 2, "reverse", false);
         List items;
-        for (const auto& [k, x] : v.dict->items) items.push_back(Value::make_tuple({Value::string(k), x}));
+        for (const auto& [k, x] : v.dict->items)
+            items.push_back(Value::make_tuple({Value::string(k), x}));
         std::stable_sort(items.begin(), items.end(), [&](const Value& p, const Value& q) {
-            const Value kp = sort_key((*p.list)[by_value ? 1 : 0], cs), kq = sort_key((*q.list)[by_value ? 1 : 0], cs);
+            const Value kp = sort_key((*p.list)[by_value ? 1 : 0], cs),
+                        kq = sort_key((*q.list)[by_value ? 1 : 0], cs);
             return rev ? compare(kq, kp) < 0 : compare(kp, kq) < 0;
         });
         return Value::make_list(std::move(items));
@@ -300,9 +328,12 @@ Value apply_filter(Evaluator& ev, const std::string& name, const Value& v, Args&
         for (const auto& x : iterate(v)) {
             const Value y = attr ? attr_path(ev, x, *attr) : x;
             if (!acc.is_number() || !y.is_number()) throw util::Error("sum filter needs numbers");
-            if (acc.kind == K::Float || y.kind == K::Float) acc = Value::number(acc.as_double() + y.as_double());
-            else if (int64_t r; !__builtin_add_overflow(acc.i, y.i, &r)) acc = Value::integer(r);
-            else throw util::Error("integer overflow");
+            if (acc.kind == K::Float || y.kind == K::Float)
+                acc = Value::number(acc.as_double() + y.as_double());
+            else if (int64_t r; !__builtin_add_overflow(acc.i, y.i, &r))
+                acc = Value::integer(r);
+            else
+                throw util::Error("integer overflow");
         }
         return acc;
     }
@@ -349,19 +380,26 @@ Value apply_filter(Evaluator& ev, const std::string& name, const Value& v, Args&
         if (!v.is_number()) throw util::Error("round filter needs a number");
         const int64_t prec = a.get(0, "precision") ? a.get(0, "precision")->i : 0;
         const std::string method = a.get(1, "method") ? to_str(*a.get(1, "method")) : "common";
-        const double scale = std::pow(10.0, static_cast<double>(std::clamp<int64_t>(prec, -300, 300)));
+        const double scale =
+            std::pow(10.0, static_cast<double>(std::clamp<int64_t>(prec, -300, 300)));
         const double x = v.as_double() * scale;
-        double r = method == "ceil" ? std::ceil(x) : method == "floor" ? std::floor(x) : std::nearbyint(x);
+        double r = method == "ceil"    ? std::ceil(x)
+                   : method == "floor" ? std::floor(x)
+                                       : std::nearbyint(x);
         return Value::number(r / scale);
     }
     if (name == "escape" || name == "e") return Value::string(html_escape(to_str(v)));
     if (name == "indent") {
         const Value* w = a.get(0, "width");
-        const std::string ind = w ? (w->is_string() ? w->s : std::string(static_cast<size_t>(std::clamp<int64_t>(w->i, 0, 1000)), ' '))
-                                  : std::string(4, ' ');
+        const std::string ind =
+            w ? (w->is_string()
+                     ? w->s
+                     : std::string(static_cast<size_t>(std::clamp<int64_t>(w->i, 0, 1000)), ' '))
+              : std::string(4, ' ');
         const bool first = flag(a, 1, "first", false), blank = flag(a, 2, "blank", false);
         Args none;
-        const Value lines_v = ev.call(bound_method(Value::string(to_str(v) + "\n"), "splitlines"), none);
+        const Value lines_v =
+            ev.call(bound_method(Value::string(to_str(v) + "\n"), "splitlines"), none);
         const List& lines = *lines_v.list;
         std::string rv;
         for (size_t k = 0; k < lines.size(); ++k) {
@@ -373,10 +411,12 @@ Value apply_filter(Evaluator& ev, const std::string& name, const Value& v, Args&
         }
         return Value::string(first ? ind + rv : rv);
     }
-    if (name == "attr") return ev.getattr(v, to_str(a.get(0, "name") ? *a.get(0, "name") : Value::string("")));
+    if (name == "attr")
+        return ev.getattr(v, to_str(a.get(0, "name") ? *a.get(0, "name") : Value::string("")));
     if (name == "wordcount") {
         Args none;
-        return Value::integer(static_cast<int64_t>(ev.call(bound_method(Value::string(to_str(v)), "split"), none).list->size()));
+        return Value::integer(static_cast<int64_t>(
+            ev.call(bound_method(Value::string(to_str(v)), "split"), none).list->size()));
     }
     throw util::Error("no filter named '" + util::printable(name, 40) + "'");
 }

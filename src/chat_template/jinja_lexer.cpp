@@ -10,10 +10,12 @@ namespace warden::chat_template::jinja {
 
 namespace {
 
-bool is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+bool is_ws(char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
 
 class Lexer {
-public:
+  public:
     explicit Lexer(std::string src) : s_(std::move(src)) {}
 
     std::vector<Token> run() {
@@ -21,8 +23,8 @@ public:
         while (pos_ < s_.size()) {
             // Find the next tag start.
             size_t t = s_.find('{', pos_);
-            while (t != std::string::npos && t + 1 < s_.size() && s_[t + 1] != '{' && s_[t + 1] != '%' &&
-                   s_[t + 1] != '#')
+            while (t != std::string::npos && t + 1 < s_.size() && s_[t + 1] != '{' &&
+                   s_[t + 1] != '%' && s_[t + 1] != '#')
                 t = s_.find('{', t + 1);
             if (t == std::string::npos || t + 1 >= s_.size()) {
                 emit_text(s_.substr(pos_), pos_);
@@ -61,7 +63,7 @@ public:
         return std::move(toks_);
     }
 
-private:
+  private:
     std::string s_;
     size_t pos_ = 0;
     std::vector<Token> toks_;
@@ -69,8 +71,8 @@ private:
     [[noreturn]] void fail(size_t at, const std::string& msg) const {
         Token t;
         set_pos(t, at);
-        throw util::Error("chat template syntax error at line " + std::to_string(t.line) + ", column " +
-                          std::to_string(t.col) + ": " + msg);
+        throw util::Error("chat template syntax error at line " + std::to_string(t.line) +
+                          ", column " + std::to_string(t.col) + ": " + msg);
     }
 
     void set_pos(Token& t, size_t at) const {
@@ -159,8 +161,9 @@ private:
         int depth = 0;
         while (true) {
             while (pos_ < s_.size() && is_ws(s_[pos_])) ++pos_;
-            if (pos_ >= s_.size()) fail(start, variable ? "unexpected end of template, expected '}}'"
-                                                        : "unexpected end of template, expected '%}'");
+            if (pos_ >= s_.size())
+                fail(start, variable ? "unexpected end of template, expected '}}'"
+                                     : "unexpected end of template, expected '%}'");
             const char c = s_[pos_];
             if (depth == 0) {
                 const char* close = variable ? "}}" : "%}";
@@ -177,7 +180,9 @@ private:
             const size_t at = pos_;
             if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
                 size_t e = pos_;
-                while (e < s_.size() && (std::isalnum(static_cast<unsigned char>(s_[e])) || s_[e] == '_')) ++e;
+                while (e < s_.size() &&
+                       (std::isalnum(static_cast<unsigned char>(s_[e])) || s_[e] == '_'))
+                    ++e;
                 push(Token::Type::Name, s_.substr(pos_, e - pos_), at);
                 pos_ = e;
             } else if (std::isdigit(static_cast<unsigned char>(c))) {
@@ -190,8 +195,9 @@ private:
                 for (const char* o : ops2)
                     if (s_.compare(pos_, 2, o) == 0) op = o;
                 if (op.empty()) {
-                    if (!std::strchr("+-*/%~<>=()[]{},.:|;", c)) fail(at, std::string("unexpected character '") +
-                                                                              util::printable(std::string(1, c)) + "'");
+                    if (!std::strchr("+-*/%~<>=()[]{},.:|;", c))
+                        fail(at, std::string("unexpected character '") +
+                                     util::printable(std::string(1, c)) + "'");
                     op = std::string(1, c);
                 }
                 if (op == "(" || op == "[" || op == "{") ++depth;
@@ -209,12 +215,14 @@ private:
         size_t e = pos_;
         auto digits = [&] {
             while (e < s_.size() && (std::isdigit(static_cast<unsigned char>(s_[e])) ||
-                                     (s_[e] == '_' && e + 1 < s_.size() && std::isdigit(static_cast<unsigned char>(s_[e + 1])))))
+                                     (s_[e] == '_' && e + 1 < s_.size() &&
+                                      std::isdigit(static_cast<unsigned char>(s_[e + 1])))))
                 ++e;
         };
         digits();
         bool is_float = false;
-        if (e + 1 < s_.size() && s_[e] == '.' && std::isdigit(static_cast<unsigned char>(s_[e + 1]))) {
+        if (e + 1 < s_.size() && s_[e] == '.' &&
+            std::isdigit(static_cast<unsigned char>(s_[e + 1]))) {
             ++e;
             digits();
             is_float = true;
@@ -266,8 +274,10 @@ private:
                 for (size_t m = 0; m < n; ++m) {
                     if (k + 1 >= cps.size()) fail(at, "truncated \\x/\\u escape");
                     const char32_t h = cps[++k];
-                    int d = h >= '0' && h <= '9' ? int(h - '0') : h >= 'a' && h <= 'f' ? int(h - 'a' + 10)
-                          : h >= 'A' && h <= 'F' ? int(h - 'A' + 10) : -1;
+                    int d = h >= '0' && h <= '9'   ? int(h - '0')
+                            : h >= 'a' && h <= 'f' ? int(h - 'a' + 10)
+                            : h >= 'A' && h <= 'F' ? int(h - 'A' + 10)
+                                                   : -1;
                     if (d < 0) fail(at, "bad \\x/\\u escape");
                     v = v * 16 + static_cast<char32_t>(d);
                 }
@@ -275,24 +285,53 @@ private:
                 return v;
             };
             switch (e) {
-                case 'n': out += U'\n'; break;
-                case 't': out += U'\t'; break;
-                case 'r': out += U'\r'; break;
-                case '\\': out += U'\\'; break;
-                case '\'': out += U'\''; break;
-                case '"': out += U'"'; break;
-                case 'a': out += U'\a'; break;
-                case 'b': out += U'\b'; break;
-                case 'f': out += U'\f'; break;
-                case 'v': out += U'\v'; break;
-                case '\n': break;
-                case 'x': out += hex(2); break;
-                case 'u': out += hex(4); break;
-                case 'U': out += hex(8); break;
+                case 'n':
+                    out += U'\n';
+                    break;
+                case 't':
+                    out += U'\t';
+                    break;
+                case 'r':
+                    out += U'\r';
+                    break;
+                case '\\':
+                    out += U'\\';
+                    break;
+                case '\'':
+                    out += U'\'';
+                    break;
+                case '"':
+                    out += U'"';
+                    break;
+                case 'a':
+                    out += U'\a';
+                    break;
+                case 'b':
+                    out += U'\b';
+                    break;
+                case 'f':
+                    out += U'\f';
+                    break;
+                case 'v':
+                    out += U'\v';
+                    break;
+                case '\n':
+                    break;
+                case 'x':
+                    out += hex(2);
+                    break;
+                case 'u':
+                    out += hex(4);
+                    break;
+                case 'U':
+                    out += hex(8);
+                    break;
                 default:
                     if (e >= '0' && e <= '7') {
                         char32_t v = e - '0';
-                        for (int m = 0; m < 2 && k + 1 < cps.size() && cps[k + 1] >= '0' && cps[k + 1] <= '7'; ++m)
+                        for (int m = 0;
+                             m < 2 && k + 1 < cps.size() && cps[k + 1] >= '0' && cps[k + 1] <= '7';
+                             ++m)
                             v = v * 8 + (cps[++k] - '0');
                         out += v;
                     } else {

@@ -14,7 +14,7 @@ namespace {
 using T = Token::Type;
 
 class Parser {
-public:
+  public:
     explicit Parser(const std::vector<Token>& toks) : t_(toks) {}
 
     Template run() {
@@ -24,7 +24,7 @@ public:
         return tpl;
     }
 
-private:
+  private:
     const std::vector<Token>& t_;
     size_t p_ = 0;
     int depth_ = 0;
@@ -42,18 +42,25 @@ private:
     const Token& next() { return t_[p_ < t_.size() - 1 ? p_++ : p_]; }
 
     [[noreturn]] void fail(const Token& at, const std::string& msg) const {
-        throw util::Error("chat template syntax error at line " + std::to_string(at.line) + ", column " +
-                          std::to_string(at.col) + ": " + msg);
+        throw util::Error("chat template syntax error at line " + std::to_string(at.line) +
+                          ", column " + std::to_string(at.col) + ": " + msg);
     }
     static std::string describe(const Token& t) {
         switch (t.type) {
-            case T::Eof: return "end of template";
-            case T::VarEnd: return "'}}'";
-            case T::BlockEnd: return "'%}'";
-            case T::VarBegin: return "'{{'";
-            case T::BlockBegin: return "'{%'";
-            case T::Text: return "text";
-            default: return "'" + util::printable(t.value, 40) + "'";
+            case T::Eof:
+                return "end of template";
+            case T::VarEnd:
+                return "'}}'";
+            case T::BlockEnd:
+                return "'%}'";
+            case T::VarBegin:
+                return "'{{'";
+            case T::BlockBegin:
+                return "'{%'";
+            case T::Text:
+                return "text";
+            default:
+                return "'" + util::printable(t.value, 40) + "'";
         }
     }
 
@@ -116,7 +123,8 @@ private:
             } else if (tk.type == T::BlockBegin) {
                 next();
                 const Token& name_tok = cur();
-                if (name_tok.type != T::Name) fail(name_tok, "expected a statement name, got " + describe(name_tok));
+                if (name_tok.type != T::Name)
+                    fail(name_tok, "expected a statement name, got " + describe(name_tok));
                 if (ends.count(name_tok.value)) {
                     end = next().value;
                     return body;
@@ -296,7 +304,8 @@ private:
         t->kids.push_back(std::move(e));
         while (is_op(",")) {
             next();
-            if (cur().type == T::VarEnd || cur().type == T::BlockEnd || is_op("=") || is_name("if")) break;
+            if (cur().type == T::VarEnd || cur().type == T::BlockEnd || is_op("=") || is_name("if"))
+                break;
             t->kids.push_back(with_cond ? parse_expr() : parse_or());
         }
         return t;
@@ -362,8 +371,8 @@ private:
         while (true) {
             const Token& at = cur();
             std::string op;
-            if (at.type == T::Op && (at.value == "==" || at.value == "!=" || at.value == "<" || at.value == ">" ||
-                                     at.value == "<=" || at.value == ">=")) {
+            if (at.type == T::Op && (at.value == "==" || at.value == "!=" || at.value == "<" ||
+                                     at.value == ">" || at.value == "<=" || at.value == ">=")) {
                 op = next().value;
             } else if (is_name("in")) {
                 next();
@@ -495,7 +504,8 @@ private:
                 }
                 break;
             }
-            default: break;
+            default:
+                break;
         }
         fail(at, "unexpected " + describe(at));
     }
@@ -569,7 +579,8 @@ private:
     void parse_args(Expr& e) {
         expect_op("(");
         while (!is_op(")")) {
-            if (cur().type == T::Name && p_ + 1 < t_.size() && t_[p_ + 1].type == T::Op && t_[p_ + 1].value == "=") {
+            if (cur().type == T::Name && p_ + 1 < t_.size() && t_[p_ + 1].type == T::Op &&
+                t_[p_ + 1].value == "=") {
                 std::string k = next().value;
                 next();
                 e.kwargs.emplace_back(std::move(k), parse_expr());
@@ -611,10 +622,11 @@ private:
                 t->kids.push_back(std::move(e));
                 if (is_op("(")) {
                     parse_args(*t);
-                } else if ((cur().type == T::Name || cur().type == T::String || cur().type == T::Int ||
-                            cur().type == T::Float || is_op("[") || is_op("{")) &&
-                           !is_name("else") && !is_name("or") && !is_name("and") && !is_name("if") &&
-                           !is_name("in") && !is_name("not") && !is_name("is")) {
+                } else if ((cur().type == T::Name || cur().type == T::String ||
+                            cur().type == T::Int || cur().type == T::Float || is_op("[") ||
+                            is_op("{")) &&
+                           !is_name("else") && !is_name("or") && !is_name("and") &&
+                           !is_name("if") && !is_name("in") && !is_name("not") && !is_name("is")) {
                     t->kids.push_back(parse_postfix(parse_primary()));
                 }
                 e = std::move(t);
@@ -629,6 +641,8 @@ private:
 
 }  // namespace
 
-Template parse(const std::vector<Token>& tokens) { return Parser(tokens).run(); }
+Template parse(const std::vector<Token>& tokens) {
+    return Parser(tokens).run();
+}
 
 }  // namespace warden::chat_template::jinja

@@ -79,7 +79,9 @@ Value Value::function(Func fn) {
     v.func = std::make_shared<Func>(std::move(fn));
     return v;
 }
-double Value::as_double() const { return kind == Kind::Float ? f : static_cast<double>(i); }
+double Value::as_double() const {
+    return kind == Kind::Float ? f : static_cast<double>(i);
+}
 
 const Value* Dict::find(const std::string& key) const {
     for (const auto& kv : items)
@@ -97,15 +99,24 @@ void Dict::set(const std::string& key, Value v) {
 
 const char* kind_name(const Value& v) {
     switch (v.kind) {
-        case Value::Kind::Undefined: return "Undefined";
-        case Value::Kind::None: return "NoneType";
-        case Value::Kind::Bool: return "bool";
-        case Value::Kind::Int: return "int";
-        case Value::Kind::Float: return "float";
-        case Value::Kind::String: return "str";
-        case Value::Kind::Array: return "list";
-        case Value::Kind::Dict: return v.is_namespace ? "Namespace" : "dict";
-        case Value::Kind::Function: return "function";
+        case Value::Kind::Undefined:
+            return "Undefined";
+        case Value::Kind::None:
+            return "NoneType";
+        case Value::Kind::Bool:
+            return "bool";
+        case Value::Kind::Int:
+            return "int";
+        case Value::Kind::Float:
+            return "float";
+        case Value::Kind::String:
+            return "str";
+        case Value::Kind::Array:
+            return "list";
+        case Value::Kind::Dict:
+            return v.is_namespace ? "Namespace" : "dict";
+        case Value::Kind::Function:
+            return "function";
     }
     return "?";
 }
@@ -113,14 +124,22 @@ const char* kind_name(const Value& v) {
 bool truthy(const Value& v) {
     switch (v.kind) {
         case Value::Kind::Undefined:
-        case Value::Kind::None: return false;
-        case Value::Kind::Bool: return v.b;
-        case Value::Kind::Int: return v.i != 0;
-        case Value::Kind::Float: return v.f != 0.0;
-        case Value::Kind::String: return !v.s.empty();
-        case Value::Kind::Array: return !v.list->empty();
-        case Value::Kind::Dict: return v.is_namespace || !v.dict->items.empty();
-        case Value::Kind::Function: return true;
+        case Value::Kind::None:
+            return false;
+        case Value::Kind::Bool:
+            return v.b;
+        case Value::Kind::Int:
+            return v.i != 0;
+        case Value::Kind::Float:
+            return v.f != 0.0;
+        case Value::Kind::String:
+            return !v.s.empty();
+        case Value::Kind::Array:
+            return !v.list->empty();
+        case Value::Kind::Dict:
+            return v.is_namespace || !v.dict->items.empty();
+        case Value::Kind::Function:
+            return true;
     }
     return false;
 }
@@ -223,16 +242,22 @@ size_t utf8_length(const std::string& s) {
 }
 
 static std::string repr_string(const std::string& s) {
-    const bool has_sq = s.find('\'') != std::string::npos, has_dq = s.find('"') != std::string::npos;
+    const bool has_sq = s.find('\'') != std::string::npos,
+               has_dq = s.find('"') != std::string::npos;
     const char q = has_sq && !has_dq ? '"' : '\'';
     std::string out(1, q);
     for (char32_t cp : utf8_decode(s)) {
         char buf[16];
-        if (cp == '\\') out += "\\\\";
-        else if (cp == static_cast<char32_t>(q)) (out += '\\') += q;
-        else if (cp == '\n') out += "\\n";
-        else if (cp == '\r') out += "\\r";
-        else if (cp == '\t') out += "\\t";
+        if (cp == '\\')
+            out += "\\\\";
+        else if (cp == static_cast<char32_t>(q))
+            (out += '\\') += q;
+        else if (cp == '\n')
+            out += "\\n";
+        else if (cp == '\r')
+            out += "\\r";
+        else if (cp == '\t')
+            out += "\\t";
         else if (cp < 0x20 || (cp >= 0x7f && cp <= 0xa0) || cp == 0xad) {
             std::snprintf(buf, sizeof buf, "\\x%02x", static_cast<unsigned>(cp));
             out += buf;
@@ -249,7 +274,8 @@ static std::string repr_string(const std::string& s) {
 
 std::string repr(const Value& v) {
     switch (v.kind) {
-        case Value::Kind::String: return repr_string(v.s);
+        case Value::Kind::String:
+            return repr_string(v.s);
         case Value::Kind::Array: {
             std::string out = v.is_tuple ? "(" : "[";
             for (size_t k = 0; k < v.list->size(); ++k) out += (k ? ", " : "") + repr((*v.list)[k]);
@@ -265,20 +291,29 @@ std::string repr(const Value& v) {
             }
             return out + (v.is_namespace ? "}>" : "}");
         }
-        default: return to_str(v);
+        default:
+            return to_str(v);
     }
 }
 
 std::string to_str(const Value& v) {
     switch (v.kind) {
-        case Value::Kind::Undefined: return "";
-        case Value::Kind::None: return "None";
-        case Value::Kind::Bool: return v.b ? "True" : "False";
-        case Value::Kind::Int: return std::to_string(v.i);
-        case Value::Kind::Float: return float_repr(v.f);
-        case Value::Kind::String: return v.s;
-        case Value::Kind::Function: return "<function>";
-        default: return repr(v);
+        case Value::Kind::Undefined:
+            return "";
+        case Value::Kind::None:
+            return "None";
+        case Value::Kind::Bool:
+            return v.b ? "True" : "False";
+        case Value::Kind::Int:
+            return std::to_string(v.i);
+        case Value::Kind::Float:
+            return float_repr(v.f);
+        case Value::Kind::String:
+            return v.s;
+        case Value::Kind::Function:
+            return "<function>";
+        default:
+            return repr(v);
     }
 }
 
@@ -287,19 +322,35 @@ static void json_string(std::string& out, const std::string& s, bool ensure_asci
     char buf[16];
     for (char32_t cp : utf8_decode(s)) {
         switch (cp) {
-            case '"': out += "\\\""; continue;
-            case '\\': out += "\\\\"; continue;
-            case '\n': out += "\\n"; continue;
-            case '\r': out += "\\r"; continue;
-            case '\t': out += "\\t"; continue;
-            case '\b': out += "\\b"; continue;
-            case '\f': out += "\\f"; continue;
-            default: break;
+            case '"':
+                out += "\\\"";
+                continue;
+            case '\\':
+                out += "\\\\";
+                continue;
+            case '\n':
+                out += "\\n";
+                continue;
+            case '\r':
+                out += "\\r";
+                continue;
+            case '\t':
+                out += "\\t";
+                continue;
+            case '\b':
+                out += "\\b";
+                continue;
+            case '\f':
+                out += "\\f";
+                continue;
+            default:
+                break;
         }
         if (cp < 0x20 || (ensure_ascii && cp >= 0x7f)) {
             if (cp >= 0x10000 && !(cp >= 0xDC80 && cp <= 0xDCFF)) {
                 const char32_t c = cp - 0x10000;
-                std::snprintf(buf, sizeof buf, "\\u%04x\\u%04x", static_cast<unsigned>(0xD800 + (c >> 10)),
+                std::snprintf(buf, sizeof buf, "\\u%04x\\u%04x",
+                              static_cast<unsigned>(0xD800 + (c >> 10)),
                               static_cast<unsigned>(0xDC00 + (c & 0x3ff)));
             } else {
                 std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(cp));
@@ -312,22 +363,35 @@ static void json_string(std::string& out, const std::string& s, bool ensure_asci
     out += '"';
 }
 
-static void json_value(std::string& out, const Value& v, bool ensure_ascii, int indent, const std::string& item_sep,
-                       const std::string& key_sep, bool sort_keys, int level) {
+static void json_value(std::string& out, const Value& v, bool ensure_ascii, int indent,
+                       const std::string& item_sep, const std::string& key_sep, bool sort_keys,
+                       int level) {
     if (level > 512) throw util::Error("tojson: value nested too deeply");
     const auto newline = [&](int lvl) {
-        if (indent >= 0) out += "\n" + std::string(static_cast<size_t>(indent) * static_cast<size_t>(lvl), ' ');
+        if (indent >= 0)
+            out += "\n" + std::string(static_cast<size_t>(indent) * static_cast<size_t>(lvl), ' ');
     };
     switch (v.kind) {
-        case Value::Kind::None: out += "null"; return;
-        case Value::Kind::Bool: out += v.b ? "true" : "false"; return;
-        case Value::Kind::Int: out += std::to_string(v.i); return;
-        case Value::Kind::Float:
-            if (std::isnan(v.f)) out += "NaN";
-            else if (std::isinf(v.f)) out += v.f < 0 ? "-Infinity" : "Infinity";
-            else out += float_repr(v.f);
+        case Value::Kind::None:
+            out += "null";
             return;
-        case Value::Kind::String: json_string(out, v.s, ensure_ascii); return;
+        case Value::Kind::Bool:
+            out += v.b ? "true" : "false";
+            return;
+        case Value::Kind::Int:
+            out += std::to_string(v.i);
+            return;
+        case Value::Kind::Float:
+            if (std::isnan(v.f))
+                out += "NaN";
+            else if (std::isinf(v.f))
+                out += v.f < 0 ? "-Infinity" : "Infinity";
+            else
+                out += float_repr(v.f);
+            return;
+        case Value::Kind::String:
+            json_string(out, v.s, ensure_ascii);
+            return;
         case Value::Kind::Array: {
             if (v.list->empty()) {
                 out += "[]";
@@ -337,7 +401,8 @@ static void json_value(std::string& out, const Value& v, bool ensure_ascii, int 
             for (size_t k = 0; k < v.list->size(); ++k) {
                 if (k) out += item_sep;
                 newline(level + 1);
-                json_value(out, (*v.list)[k], ensure_ascii, indent, item_sep, key_sep, sort_keys, level + 1);
+                json_value(out, (*v.list)[k], ensure_ascii, indent, item_sep, key_sep, sort_keys,
+                           level + 1);
             }
             newline(level);
             out += ']';
@@ -360,14 +425,16 @@ static void json_value(std::string& out, const Value& v, bool ensure_ascii, int 
                 newline(level + 1);
                 json_string(out, items[k]->first, ensure_ascii);
                 out += key_sep;
-                json_value(out, items[k]->second, ensure_ascii, indent, item_sep, key_sep, sort_keys, level + 1);
+                json_value(out, items[k]->second, ensure_ascii, indent, item_sep, key_sep,
+                           sort_keys, level + 1);
             }
             newline(level);
             out += '}';
             return;
         }
         default:
-            throw util::Error(std::string("tojson: Object of type ") + kind_name(v) + " is not JSON serializable");
+            throw util::Error(std::string("tojson: Object of type ") + kind_name(v) +
+                              " is not JSON serializable");
     }
 }
 
@@ -380,14 +447,17 @@ std::string to_json(const Value& v, bool ensure_ascii, int indent, const std::st
 
 bool equals(const Value& a, const Value& b) {
     if (a.is_number() && b.is_number()) {
-        if (a.kind == Value::Kind::Float || b.kind == Value::Kind::Float) return a.as_double() == b.as_double();
+        if (a.kind == Value::Kind::Float || b.kind == Value::Kind::Float)
+            return a.as_double() == b.as_double();
         return a.i == b.i;
     }
     if (a.kind != b.kind) return false;
     switch (a.kind) {
         case Value::Kind::Undefined:
-        case Value::Kind::None: return true;
-        case Value::Kind::String: return a.s == b.s;
+        case Value::Kind::None:
+            return true;
+        case Value::Kind::String:
+            return a.s == b.s;
         case Value::Kind::Array:
             if (a.is_tuple != b.is_tuple || a.list->size() != b.list->size()) return false;
             for (size_t k = 0; k < a.list->size(); ++k)
@@ -401,8 +471,10 @@ bool equals(const Value& a, const Value& b) {
                 if (!y || !equals(x, *y)) return false;
             }
             return true;
-        case Value::Kind::Function: return a.func == b.func;
-        default: return false;
+        case Value::Kind::Function:
+            return a.func == b.func;
+        default:
+            return false;
     }
 }
 
@@ -423,23 +495,28 @@ int compare(const Value& a, const Value& b) {
         }
         return a.list->size() < b.list->size() ? -1 : a.list->size() > b.list->size() ? 1 : 0;
     }
-    throw util::Error(std::string("'<' not supported between instances of '") + kind_name(a) + "' and '" +
-                      kind_name(b) + "'");
+    throw util::Error(std::string("'<' not supported between instances of '") + kind_name(a) +
+                      "' and '" + kind_name(b) + "'");
 }
 
 template <class J>
 Value from_json_impl(const J& j) {
     switch (j.type()) {
-        case nlohmann::detail::value_t::null: return Value::none();
-        case nlohmann::detail::value_t::boolean: return Value::boolean(j.template get<bool>());
-        case nlohmann::detail::value_t::number_integer: return Value::integer(j.template get<int64_t>());
+        case nlohmann::detail::value_t::null:
+            return Value::none();
+        case nlohmann::detail::value_t::boolean:
+            return Value::boolean(j.template get<bool>());
+        case nlohmann::detail::value_t::number_integer:
+            return Value::integer(j.template get<int64_t>());
         case nlohmann::detail::value_t::number_unsigned: {
             const auto u = j.template get<uint64_t>();
             if (u > static_cast<uint64_t>(INT64_MAX)) return Value::number(static_cast<double>(u));
             return Value::integer(static_cast<int64_t>(u));
         }
-        case nlohmann::detail::value_t::number_float: return Value::number(j.template get<double>());
-        case nlohmann::detail::value_t::string: return Value::string(j.template get<std::string>());
+        case nlohmann::detail::value_t::number_float:
+            return Value::number(j.template get<double>());
+        case nlohmann::detail::value_t::string:
+            return Value::string(j.template get<std::string>());
         case nlohmann::detail::value_t::array: {
             List l;
             l.reserve(j.size());
@@ -448,20 +525,28 @@ Value from_json_impl(const J& j) {
         }
         case nlohmann::detail::value_t::object: {
             Value d = Value::make_dict();
-            for (auto it = j.begin(); it != j.end(); ++it) d.dict->items.emplace_back(it.key(), from_json_impl(it.value()));
+            for (auto it = j.begin(); it != j.end(); ++it)
+                d.dict->items.emplace_back(it.key(), from_json_impl(it.value()));
             return d;
         }
-        default: throw util::Error("chat template: unsupported JSON value type");
+        default:
+            throw util::Error("chat template: unsupported JSON value type");
     }
 }
 
-Value from_json(const nlohmann::json& j) { return from_json_impl(j); }
-Value from_json(const nlohmann::ordered_json& j) { return from_json_impl(j); }
+Value from_json(const nlohmann::json& j) {
+    return from_json_impl(j);
+}
+Value from_json(const nlohmann::ordered_json& j) {
+    return from_json_impl(j);
+}
 
 List iterate(const Value& v) {
     switch (v.kind) {
-        case Value::Kind::Undefined: return {};
-        case Value::Kind::Array: return *v.list;
+        case Value::Kind::Undefined:
+            return {};
+        case Value::Kind::Array:
+            return *v.list;
         case Value::Kind::Dict: {
             List out;
             for (const auto& kv : v.dict->items) out.push_back(Value::string(kv.first));
@@ -469,10 +554,12 @@ List iterate(const Value& v) {
         }
         case Value::Kind::String: {
             List out;
-            for (char32_t cp : utf8_decode(v.s)) out.push_back(Value::string(utf8_encode(std::u32string(1, cp))));
+            for (char32_t cp : utf8_decode(v.s))
+                out.push_back(Value::string(utf8_encode(std::u32string(1, cp))));
             return out;
         }
-        default: throw util::Error(std::string("'") + kind_name(v) + "' object is not iterable");
+        default:
+            throw util::Error(std::string("'") + kind_name(v) + "' object is not iterable");
     }
 }
 

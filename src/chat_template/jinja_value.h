@@ -5,11 +5,10 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 namespace warden::chat_template::jinja {
 
@@ -33,12 +32,12 @@ struct Value {
     bool b = false;
     int64_t i = 0;
     double f = 0;
-    std::string s;                 // String; for Undefined the name (for messages)
-    std::shared_ptr<List> list;    // List (tuples are lists too)
-    std::shared_ptr<Dict> dict;    // Dict
-    std::shared_ptr<Func> func;    // Func
-    bool is_namespace = false;     // Dict created by namespace(): attributes are assignable
-    bool is_tuple = false;         // List that Python would hold as a tuple (repr "(a, b)")
+    std::string s;               // String; for Undefined the name (for messages)
+    std::shared_ptr<List> list;  // List (tuples are lists too)
+    std::shared_ptr<Dict> dict;  // Dict
+    std::shared_ptr<Func> func;  // Func
+    bool is_namespace = false;   // Dict created by namespace(): attributes are assignable
+    bool is_tuple = false;       // List that Python would hold as a tuple (repr "(a, b)")
 
     static Value undefined(std::string name = {});
     static Value none();
@@ -56,7 +55,9 @@ struct Value {
     bool is_string() const { return kind == Kind::String; }
     bool is_list() const { return kind == Kind::Array; }
     bool is_dict() const { return kind == Kind::Dict; }
-    bool is_number() const { return kind == Kind::Int || kind == Kind::Float || kind == Kind::Bool; }
+    bool is_number() const {
+        return kind == Kind::Int || kind == Kind::Float || kind == Kind::Bool;
+    }
     bool is_callable() const { return kind == Kind::Function; }
     double as_double() const;
 };

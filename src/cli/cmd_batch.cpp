@@ -40,7 +40,8 @@ std::vector<engine::Request> read_requests(const BatchOptions& o, const model::M
         ++lineno;
         if (line.empty()) continue;
         const std::string where = o.prompts_file + ":" + std::to_string(lineno);
-        util::check(util::find_invalid_utf8(line) == std::string::npos, where + ": not valid UTF-8");
+        util::check(util::find_invalid_utf8(line) == std::string::npos,
+                    where + ": not valid UTF-8");
         engine::Request r;
         r.max_new_tokens = o.n;
         r.sampling.temperature = o.temperature;
@@ -56,17 +57,20 @@ std::vector<engine::Request> read_requests(const BatchOptions& o, const model::M
             if (j.contains("tokens")) {
                 util::check(j["tokens"].is_array(), where + ": 'tokens' must be an array");
                 for (const auto& t : j["tokens"]) {
-                    util::check(t.is_number_integer() && t.get<int64_t>() >= 0 && t.get<int64_t>() < m.config.vocab_size,
+                    util::check(t.is_number_integer() && t.get<int64_t>() >= 0 &&
+                                    t.get<int64_t>() < m.config.vocab_size,
                                 where + ": bad token id");
                     r.prompt.push_back(t.get<int32_t>());
                 }
             } else {
-                util::check(j.contains("prompt") && j["prompt"].is_string(), where + ": needs 'prompt' or 'tokens'");
+                util::check(j.contains("prompt") && j["prompt"].is_string(),
+                            where + ": needs 'prompt' or 'tokens'");
                 util::check(m.tokenizer != nullptr, "model has no tokenizer; give token ids");
                 r.prompt = m.tokenizer->encode(j["prompt"].get<std::string>(), true);
             }
             if (j.contains("n")) {
-                util::check(j["n"].is_number_integer() && j["n"].get<int64_t>() >= 1, where + ": 'n' must be >= 1");
+                util::check(j["n"].is_number_integer() && j["n"].get<int64_t>() >= 1,
+                            where + ": 'n' must be >= 1");
                 r.max_new_tokens = j["n"].get<int64_t>();
             }
         } else {
@@ -83,7 +87,8 @@ std::vector<engine::Request> read_requests(const BatchOptions& o, const model::M
 double percentile(std::vector<double> v, double p) {
     if (v.empty()) return 0;
     std::sort(v.begin(), v.end());
-    const size_t i = std::min(v.size() - 1, static_cast<size_t>(p / 100.0 * static_cast<double>(v.size())));
+    const size_t i =
+        std::min(v.size() - 1, static_cast<size_t>(p / 100.0 * static_cast<double>(v.size())));
     return v[i];
 }
 
@@ -99,7 +104,8 @@ int batch(const BatchOptions& o) {
     engine::Scheduler scheduler(*parts.executor, *cache, parts.scheduler, faults.get());
     const auto t0 = std::chrono::steady_clock::now();
     const auto results = scheduler.run(reqs);
-    const double wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    const double wall_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 
     int64_t generated = 0, aborted = 0;
     for (size_t i = 0; i < results.size(); ++i) {
@@ -139,7 +145,8 @@ int batch(const BatchOptions& o) {
         s["faults_injected"] = faults->total_injected();
         nlohmann::json per;
         for (int k = 0; k < kv::kFaultKinds; ++k)
-            per[kv::fault_kind_name(static_cast<kv::FaultKind>(k))] = faults->injected()[static_cast<size_t>(k)];
+            per[kv::fault_kind_name(static_cast<kv::FaultKind>(k))] =
+                faults->injected()[static_cast<size_t>(k)];
         s["faults_by_kind"] = per;
     }
     std::puts(s.dump().c_str());
@@ -150,12 +157,14 @@ int batch(const BatchOptions& o) {
 
 void register_batch(CLI::App& app, int& rc) {
     auto o = std::make_shared<BatchOptions>();
-    CLI::App* sub = app.add_subcommand("batch", "run many prompts concurrently (continuous batching, paged KV)");
+    CLI::App* sub = app.add_subcommand(
+        "batch", "run many prompts concurrently (continuous batching, paged KV)");
     add_model_option(*sub, o->common);
     add_threads_option(*sub, o->common);
     add_dtype_option(*sub, o->common);
     add_engine_options(*sub, o->engine, true);
-    sub->add_option("--prompts", o->prompts_file, "file with one prompt per line (text or JSON)")->required();
+    sub->add_option("--prompts", o->prompts_file, "file with one prompt per line (text or JSON)")
+        ->required();
     sub->add_option("-n,--n-predict", o->n, "tokens to generate per prompt (default 32)");
     sub->add_option("--temp", o->temperature, "temperature (default 0: greedy)");
     sub->add_option("--seed", o->seed, "base seed (prompt i uses seed + i)");

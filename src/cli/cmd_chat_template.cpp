@@ -6,9 +6,9 @@
 #include <fstream>
 #include <sstream>
 
+#include "chat_template/chat_template.h"
 #include "cli/common.h"
 #include "formats/gguf_file.h"
-#include "chat_template/chat_template.h"
 #include "util/error.h"
 
 namespace warden::cli {
@@ -32,7 +32,8 @@ nlohmann::ordered_json parse_json(const std::string& text, const std::string& wh
 }
 
 int chat_template(const ChatTemplateOptions& o) {
-    util::check(o.template_path.empty() != o.model_path.empty(), "give exactly one of --template or --model");
+    util::check(o.template_path.empty() != o.model_path.empty(),
+                "give exactly one of --template or --model");
     chat_template::ModelChatTemplate src;
     if (!o.template_path.empty()) {
         src.source = read_text_file(o.template_path);
@@ -41,11 +42,14 @@ int chat_template(const ChatTemplateOptions& o) {
     } else {
         src = chat_template::chat_template_from_gguf(formats::GGUFFile(o.model_path));
     }
-    const auto messages = parse_json(read_text_file(o.messages_path), "--messages file '" + o.messages_path + "'");
+    const auto messages =
+        parse_json(read_text_file(o.messages_path), "--messages file '" + o.messages_path + "'");
     const auto tools = o.tools_path.empty() ? nlohmann::ordered_json()
-                                            : parse_json(read_text_file(o.tools_path), "--tools file '" + o.tools_path + "'");
+                                            : parse_json(read_text_file(o.tools_path),
+                                                         "--tools file '" + o.tools_path + "'");
     nlohmann::ordered_json extra = nlohmann::ordered_json::object();
-    for (auto it = src.special_tokens.begin(); it != src.special_tokens.end(); ++it) extra[it.key()] = it.value();
+    for (auto it = src.special_tokens.begin(); it != src.special_tokens.end(); ++it)
+        extra[it.key()] = it.value();
     if (!o.extra.empty()) {
         const auto e = parse_json(o.extra, "--extra");
         util::check(e.is_object(), "--extra must be a JSON object");
@@ -61,13 +65,18 @@ int chat_template(const ChatTemplateOptions& o) {
 
 void register_chat_template(CLI::App& app, int& rc) {
     auto o = std::make_shared<ChatTemplateOptions>();
-    CLI::App* sub = app.add_subcommand("chat-template", "render a chat template for a JSON list of messages");
+    CLI::App* sub =
+        app.add_subcommand("chat-template", "render a chat template for a JSON list of messages");
     sub->add_option("--template", o->template_path, "Jinja template file");
-    sub->add_option("-m,--model", o->model_path, "GGUF file or Hugging Face model directory whose template to use");
-    sub->add_option("--messages", o->messages_path, "JSON file: array of {role, content, ...}")->required();
+    sub->add_option("-m,--model", o->model_path,
+                    "GGUF file or Hugging Face model directory whose template to use");
+    sub->add_option("--messages", o->messages_path, "JSON file: array of {role, content, ...}")
+        ->required();
     sub->add_option("--tools", o->tools_path, "JSON file: array of tool definitions");
-    sub->add_flag("--add-generation-prompt", o->add_generation_prompt, "end with the assistant turn header");
-    sub->add_option("--extra", o->extra, "JSON object of extra template variables (bos_token, enable_thinking, ...)");
+    sub->add_flag("--add-generation-prompt", o->add_generation_prompt,
+                  "end with the assistant turn header");
+    sub->add_option("--extra", o->extra,
+                    "JSON object of extra template variables (bos_token, enable_thinking, ...)");
     sub->callback([o, &rc] { rc = chat_template(*o); });
 }
 

@@ -29,7 +29,8 @@ std::string default_data_dir() {
     const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
     if (!ec) {
         const auto p = exe.parent_path() / ".." / "data" / "eval";
-        if (std::filesystem::exists(p / "text.txt")) return std::filesystem::weakly_canonical(p).string();
+        if (std::filesystem::exists(p / "text.txt"))
+            return std::filesystem::weakly_canonical(p).string();
     }
     return "data/eval";
 }
@@ -51,13 +52,18 @@ int run_eval(const EvalOptions& o) {
     }
     util::check(o.limit >= 0, "--limit must be >= 0");
     const std::string data = o.data_dir.empty() ? default_data_dir() : o.data_dir;
-    util::check(std::filesystem::exists(data + "/text.txt"), "eval: no task data in '" + data + "' (see --data)");
+    util::check(std::filesystem::exists(data + "/text.txt"),
+                "eval: no task data in '" + data + "' (see --data)");
     util::ThreadPool pool(o.threads);
     tools::eval::EvalEngine base(o.model, base_cfg, pool);
     tools::eval::EvalEngine test(o.model, test_cfg, pool);
     tools::eval::TaskContext ctx{base, test, data, o.limit};
-    std::printf("warden eval: model %s\nbase: %s\ntest: %s\n\n", o.model.c_str(), o.base.c_str(), o.test.c_str());
-    nlohmann::json all = {{"model", o.model}, {"base", o.base}, {"test", o.test}, {"limit", o.limit},
+    std::printf("warden eval: model %s\nbase: %s\ntest: %s\n\n", o.model.c_str(), o.base.c_str(),
+                o.test.c_str());
+    nlohmann::json all = {{"model", o.model},
+                          {"base", o.base},
+                          {"test", o.test},
+                          {"limit", o.limit},
                           {"ci", "95%, normal approximation of the paired mean difference"},
                           {"tasks", nlohmann::json::array()}};
     for (const auto& t : tasks) {
@@ -80,16 +86,22 @@ int run_eval(const EvalOptions& o) {
 
 void register_eval(CLI::App& app, int& rc) {
     auto o = std::make_shared<EvalOptions>();
-    CLI::App* sub = app.add_subcommand("eval", "quality of a test configuration against a base one (tasks in data/eval)");
-    sub->add_option("-m,--model", o->model, "GGUF file or Hugging Face model directory")->required();
+    CLI::App* sub = app.add_subcommand(
+        "eval", "quality of a test configuration against a base one (tasks in data/eval)");
+    sub->add_option("-m,--model", o->model, "GGUF file or Hugging Face model directory")
+        ->required();
     sub->add_option("--base", o->base, "base configuration, e.g. weights=bf16,kv=bf16")->required();
-    sub->add_option("--test", o->test, "test configuration, e.g. weights=int4-g32,kv=fp8_e4m3")->required();
-    sub->add_option("--tasks", o->tasks, "comma list of tasks (default: kl,retrieval,json,code,tools,copy,drift; "
-                                         "also: latency)");
+    sub->add_option("--test", o->test, "test configuration, e.g. weights=int4-g32,kv=fp8_e4m3")
+        ->required();
+    sub->add_option("--tasks", o->tasks,
+                    "comma list of tasks (default: kl,retrieval,json,code,tools,copy,drift; "
+                    "also: latency)");
     sub->add_option("--limit", o->limit, "at most N items per task (default: all)");
-    sub->add_option("--data", o->data_dir, "task data directory (default: data/eval of the source tree)");
+    sub->add_option("--data", o->data_dir,
+                    "task data directory (default: data/eval of the source tree)");
     sub->add_option("--json", o->json_out, "also write the results as JSON to this file");
-    sub->add_option("-t,--threads", o->threads, "worker threads (default: all cores)")->check(CLI::Range(0, 1024));
+    sub->add_option("-t,--threads", o->threads, "worker threads (default: all cores)")
+        ->check(CLI::Range(0, 1024));
     sub->callback([o, &rc] { rc = run_eval(*o); });
 }
 

@@ -8,9 +8,9 @@
 #include <cstdio>
 
 #include "cli/common.h"
+#include "convert/imatrix_collector.h"
 #include "model/kv_cache.h"
 #include "model/transformer.h"
-#include "convert/imatrix_collector.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
 
@@ -53,11 +53,13 @@ int imatrix(const ImatrixOptions& o) {
 
     convert::ImatrixCollector collector(*model, o.process_output);
     if (o.process_output && collector.entries().count("output.weight") == 0)
-        std::fprintf(stderr, "imatrix: --process-output: the output head is tied to the embeddings "
-                             "(token_embd.weight), which is not collected, as llama-imatrix does not\n");
+        std::fprintf(stderr,
+                     "imatrix: --process-output: the output head is tied to the embeddings "
+                     "(token_embd.weight), which is not collected, as llama-imatrix does not\n");
     // With --process-output every row's logits are computed, so the head sees the whole chunk as
     // llama-imatrix's does; otherwise no head runs at all.
-    std::vector<float> logits(o.process_output ? static_cast<size_t>(o.chunk_size * model->config.vocab_size) : 0);
+    std::vector<float> logits(
+        o.process_output ? static_cast<size_t>(o.chunk_size * model->config.vocab_size) : 0);
     model::Transformer tf(*model, pool);
     tf.set_observer(&collector);
     model::ContiguousKvCache cache(model->config, o.chunk_size, kernels::KvType::F32);
@@ -70,7 +72,8 @@ int imatrix(const ImatrixOptions& o) {
         std::copy_n(tokens.begin() + c * o.chunk_size, o.chunk_size, chunk.begin());
         if (bos) chunk[0] = tok.bos_id();  // as llama-imatrix: every chunk starts with BOS
         cache.set_n_tokens(0);
-        tf.forward(chunk.data(), o.chunk_size, cache, o.process_output ? logits.data() : nullptr, o.process_output);
+        tf.forward(chunk.data(), o.chunk_size, cache, o.process_output ? logits.data() : nullptr,
+                   o.process_output);
         const double s =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         std::fprintf(stderr, "imatrix: chunk %lld/%lld, %.1f s, %.0f tok/s\n",

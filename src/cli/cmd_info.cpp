@@ -12,9 +12,12 @@ namespace {
 std::string printable(const std::string& s) {
     std::string out;
     for (char ch : s) {
-        if (ch == '\n') out += "\\n";
-        else if (static_cast<unsigned char>(ch) < 0x20) out += "?";
-        else out += ch;
+        if (ch == '\n')
+            out += "\\n";
+        else if (static_cast<unsigned char>(ch) < 0x20)
+            out += "?";
+        else
+            out += ch;
     }
     return out;
 }
@@ -23,20 +26,26 @@ std::string printable(const std::string& s) {
 // every other format (page arithmetic of kv::KvCache, scale overhead included).
 void print_kv_budget(const EngineOptions& e, const model::ModelConfig& c) {
     kv::KvCacheConfig k = kv_config(e, c, false);
-    k.budget_bytes = e.kv_cache_bytes.empty() ? int64_t{1} << 30 : parse_bytes(e.kv_cache_bytes, "--kv-cache-bytes");
-    const double per_token = static_cast<double>(kv::kv_page_bytes(k)) / static_cast<double>(k.page_size);
+    k.budget_bytes = e.kv_cache_bytes.empty() ? int64_t{1} << 30
+                                              : parse_bytes(e.kv_cache_bytes, "--kv-cache-bytes");
+    const double per_token =
+        static_cast<double>(kv::kv_page_bytes(k)) / static_cast<double>(k.page_size);
     std::printf("kv cache:       %s, pages of %d tokens x %lld bytes (%.1f bytes per token)\n",
-                kv::kv_format_name(k).c_str(), k.page_size, static_cast<long long>(kv::kv_page_bytes(k)), per_token);
-    std::printf("kv budget:      %lld bytes%s -> %lld tokens\n", static_cast<long long>(k.budget_bytes),
+                kv::kv_format_name(k).c_str(), k.page_size,
+                static_cast<long long>(kv::kv_page_bytes(k)), per_token);
+    std::printf("kv budget:      %lld bytes%s -> %lld tokens\n",
+                static_cast<long long>(k.budget_bytes),
                 e.kv_cache_bytes.empty() ? " (default; --kv-cache-bytes)" : "",
                 static_cast<long long>(kv::kv_tokens_for_budget(k)));
     std::printf("same bytes in: ");
-    for (kernels::KvType t : {kernels::KvType::BF16, kernels::KvType::F16, kernels::KvType::FP8_E4M3,
-                              kernels::KvType::FP8_E5M2, kernels::KvType::INT8}) {
+    for (kernels::KvType t :
+         {kernels::KvType::BF16, kernels::KvType::F16, kernels::KvType::FP8_E4M3,
+          kernels::KvType::FP8_E5M2, kernels::KvType::INT8}) {
         kv::KvCacheConfig o = k;
         o.type = t;
         o.scales = kernels::KvScales::TokenHead;
-        std::printf(" %s %lld", kernels::kv_type_name(t), static_cast<long long>(kv::kv_tokens_for_budget(o)));
+        std::printf(" %s %lld", kernels::kv_type_name(t),
+                    static_cast<long long>(kv::kv_tokens_for_budget(o)));
     }
     std::printf(" tokens\n");
 }
@@ -47,27 +56,32 @@ int info(const CommonOptions& o, const EngineOptions& e) {
     const auto& c = m->config;
     std::printf("model:          %s (%s)\n", m->path.c_str(), m->format.c_str());
     std::printf("architecture:   %s\n", c.arch_name.c_str());
-    std::printf("parameters:     %lld (%.1fM)\n", static_cast<long long>(m->n_params), static_cast<double>(m->n_params) / 1e6);
+    std::printf("parameters:     %lld (%.1fM)\n", static_cast<long long>(m->n_params),
+                static_cast<double>(m->n_params) / 1e6);
     std::printf("tensor types:  ");
-    for (const auto& [type, count] : m->source_tensor_types) std::printf(" %s x%lld", type.c_str(), static_cast<long long>(count));
+    for (const auto& [type, count] : m->source_tensor_types)
+        std::printf(" %s x%lld", type.c_str(), static_cast<long long>(count));
     std::printf("\n");
     std::printf("weights:        %s%s\n", m->weights_format.c_str(),
                 m->weights_note.empty() ? "" : (" (" + m->weights_note + ")").c_str());
     std::printf("layers:         %lld\n", static_cast<long long>(c.n_layers));
-    std::printf("hidden size:    %lld (ffn %lld)\n", static_cast<long long>(c.d_model), static_cast<long long>(c.d_ff));
-    std::printf("attention:      %lld heads, %lld kv heads, head dim %lld%s%s\n", static_cast<long long>(c.n_heads),
-                static_cast<long long>(c.n_kv_heads), static_cast<long long>(c.head_dim),
-                c.qkv_bias ? ", qkv bias" : "", c.qk_norm ? ", qk norm" : "");
+    std::printf("hidden size:    %lld (ffn %lld)\n", static_cast<long long>(c.d_model),
+                static_cast<long long>(c.d_ff));
+    std::printf("attention:      %lld heads, %lld kv heads, head dim %lld%s%s\n",
+                static_cast<long long>(c.n_heads), static_cast<long long>(c.n_kv_heads),
+                static_cast<long long>(c.head_dim), c.qkv_bias ? ", qkv bias" : "",
+                c.qk_norm ? ", qk norm" : "");
     std::printf("rope:           theta %g, %s, dims %lld\n", static_cast<double>(c.rope_theta),
-                c.rope_style == model::RopeStyle::NeoX ? "neox" : "interleaved", static_cast<long long>(c.rope_dim));
+                c.rope_style == model::RopeStyle::NeoX ? "neox" : "interleaved",
+                static_cast<long long>(c.rope_dim));
     std::printf("context length: %lld\n", static_cast<long long>(c.max_ctx));
     std::printf("vocab size:     %lld\n", static_cast<long long>(c.vocab_size));
     std::printf("embeddings:     %s\n", c.tied_embeddings ? "tied" : "untied");
     print_kv_budget(e, c);
     if (m->tokenizer) {
         const auto& t = *m->tokenizer;
-        std::printf("tokenizer:      %s, %d tokens, bos %d, eos %d, add_bos %s\n", t.kind().c_str(), t.vocab_size(),
-                    t.bos_id(), t.eos_id(), t.add_bos_default() ? "yes" : "no");
+        std::printf("tokenizer:      %s, %d tokens, bos %d, eos %d, add_bos %s\n", t.kind().c_str(),
+                    t.vocab_size(), t.bos_id(), t.eos_id(), t.add_bos_default() ? "yes" : "no");
         std::printf("stop tokens:   ");
         for (int32_t id : t.stop_ids()) std::printf(" %d", id);
         std::printf("\n");
@@ -93,12 +107,15 @@ int info(const CommonOptions& o, const EngineOptions& e) {
 void register_info(CLI::App& app, int& rc) {
     auto o = std::make_shared<CommonOptions>();
     auto e = std::make_shared<EngineOptions>();
-    CLI::App* sub = app.add_subcommand("info", "describe a model: architecture, sizes, tensor types, tokenizer, KV budget");
+    CLI::App* sub = app.add_subcommand(
+        "info", "describe a model: architecture, sizes, tensor types, tokenizer, KV budget");
     add_model_option(*sub, *o);
     add_threads_option(*sub, *o);
     add_kv_format_options(*sub, *e);
-    sub->add_option("--kv-page-size", e->kv_page_size, "tokens per KV page (default 16)")->check(CLI::Range(1, 4096));
-    sub->add_option("--kv-cache-bytes", e->kv_cache_bytes, "KV cache budget to report on, e.g. 512M or 2G (default 1G)");
+    sub->add_option("--kv-page-size", e->kv_page_size, "tokens per KV page (default 16)")
+        ->check(CLI::Range(1, 4096));
+    sub->add_option("--kv-cache-bytes", e->kv_cache_bytes,
+                    "KV cache budget to report on, e.g. 512M or 2G (default 1G)");
     sub->callback([o, e, &rc] { rc = info(*o, *e); });
 }
 

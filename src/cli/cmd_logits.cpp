@@ -52,7 +52,8 @@ int logits(const LogitsOptions& o) {
     const int64_t vocab = model->config.vocab_size;
     const int64_t n = static_cast<int64_t>(ids.size());
     const int64_t ctx = n + o.greedy;
-    util::check(ctx <= model->config.max_ctx, std::to_string(ctx) + " tokens exceed the model's context of " +
+    util::check(ctx <= model->config.max_ctx, std::to_string(ctx) +
+                                                  " tokens exceed the model's context of " +
                                                   std::to_string(model->config.max_ctx));
     // One sequence on the paged KV cache, sized to fit exactly.
     const EngineParts parts = assemble_engine(EngineOptions{}, *model, pool, ctx);
@@ -82,9 +83,9 @@ int logits(const LogitsOptions& o) {
     for (int64_t p = 0; p < n; ++p) {
         const float* row = all.data() + p * vocab;
         for (int64_t i = 0; i < vocab; ++i) order[static_cast<size_t>(i)] = static_cast<int32_t>(i);
-        std::partial_sort(order.begin(), order.begin() + k, order.end(), [row](int32_t a, int32_t b) {
-            return row[a] > row[b] || (row[a] == row[b] && a < b);
-        });
+        std::partial_sort(
+            order.begin(), order.begin() + k, order.end(),
+            [row](int32_t a, int32_t b) { return row[a] > row[b] || (row[a] == row[b] && a < b); });
         std::string line = "{\"pos\": " + std::to_string(p) + ", \"top\": [";
         for (int64_t i = 0; i < k; ++i) {
             const int32_t id = order[static_cast<size_t>(i)];
@@ -113,7 +114,8 @@ int logits(const LogitsOptions& o) {
 
 void register_logits(CLI::App& app, int& rc) {
     auto o = std::make_shared<LogitsOptions>();
-    CLI::App* sub = app.add_subcommand("logits", "print the top logits at every position of a token sequence (JSON lines)");
+    CLI::App* sub = app.add_subcommand(
+        "logits", "print the top logits at every position of a token sequence (JSON lines)");
     add_model_option(*sub, o->common);
     add_threads_option(*sub, o->common);
     add_dtype_option(*sub, o->common);

@@ -32,13 +32,15 @@ struct RunOptions {
 int run(const RunOptions& o) {
     util::check(o.n >= 1, "-n must be at least 1 (got " + std::to_string(o.n) + ")");
     const size_t bad = util::find_invalid_utf8(o.prompt);
-    util::check(bad == std::string::npos, "the prompt is not valid UTF-8 (byte " + std::to_string(bad) + ")");
+    util::check(bad == std::string::npos,
+                "the prompt is not valid UTF-8 (byte " + std::to_string(bad) + ")");
     engine::SamplingParams sp = o.sampling;
     sp.seed = o.seed >= 0 ? static_cast<uint64_t>(o.seed) : std::random_device{}();
     sp.validate();
     util::ThreadPool pool(o.common.threads);
     auto model = load(o.common, true, pool);
-    util::check(model->tokenizer != nullptr, "model '" + o.common.model_path + "' has no tokenizer");
+    util::check(model->tokenizer != nullptr,
+                "model '" + o.common.model_path + "' has no tokenizer");
     const tokenizer::Tokenizer& tok = *model->tokenizer;
 
     engine::Request req;
@@ -68,7 +70,8 @@ int run(const RunOptions& o) {
     scheduler.on_token([&](engine::Scheduler::Handle, const engine::TokenInfo& info) {
         const int32_t id = info.token;
         if (n_tokens++ == 0) t_first = std::chrono::steady_clock::now();
-        const bool is_stop = std::find(req.stop_ids.begin(), req.stop_ids.end(), id) != req.stop_ids.end();
+        const bool is_stop =
+            std::find(req.stop_ids.begin(), req.stop_ids.end(), id) != req.stop_ids.end();
         if (is_stop) return;
         const std::string piece = detok.push(id);
         std::fwrite(piece.data(), 1, piece.size(), stdout);
@@ -82,20 +85,25 @@ int run(const RunOptions& o) {
     std::fflush(stdout);
     const engine::Result& r = results[0];
     if (r.finish == engine::FinishReason::IntegrityError)
-        throw util::Error("generation aborted: " + (r.violation ? r.violation->describe() : std::string("kv integrity error")));
+        throw util::Error("generation aborted: " + (r.violation
+                                                        ? r.violation->describe()
+                                                        : std::string("kv integrity error")));
     util::check(r.finish != engine::FinishReason::Rejected, "request rejected: " + r.error);
 
     using ms = std::chrono::duration<double, std::milli>;
     const double prefill_ms = ms(t_first - t0).count();
     const double decode_ms = ms(t_end - t_first).count();
-    const double prefill_tps = prefill_ms > 0 ? 1000.0 * static_cast<double>(req.prompt.size()) / prefill_ms : 0;
-    const double decode_tps = decode_ms > 0 && n_tokens > 1 ? 1000.0 * static_cast<double>(n_tokens - 1) / decode_ms : 0;
+    const double prefill_tps =
+        prefill_ms > 0 ? 1000.0 * static_cast<double>(req.prompt.size()) / prefill_ms : 0;
+    const double decode_tps =
+        decode_ms > 0 && n_tokens > 1 ? 1000.0 * static_cast<double>(n_tokens - 1) / decode_ms : 0;
     std::fprintf(stderr,
-                 "timings: prompt_tokens=%zu prefill_ms=%.2f prefill_tok_s=%.2f gen_tokens=%lld decode_ms=%.2f "
+                 "timings: prompt_tokens=%zu prefill_ms=%.2f prefill_tok_s=%.2f gen_tokens=%lld "
+                 "decode_ms=%.2f "
                  "decode_tok_s=%.2f threads=%d isa=%s decode_tuning=%s dtype=%s finish=%s\n",
-                 req.prompt.size(), prefill_ms, prefill_tps, static_cast<long long>(n_tokens), decode_ms, decode_tps,
-                 pool.size(), kernels::isa_name(kernels::active_isa()), kernels::decode_tuning().source,
-                 model::runtime_dtype_name(model->dtype),
+                 req.prompt.size(), prefill_ms, prefill_tps, static_cast<long long>(n_tokens),
+                 decode_ms, decode_tps, pool.size(), kernels::isa_name(kernels::active_isa()),
+                 kernels::decode_tuning().source, model::runtime_dtype_name(model->dtype),
                  engine::finish_reason_name(r.finish));
     return 0;
 }
@@ -104,7 +112,8 @@ int run(const RunOptions& o) {
 
 void register_run(CLI::App& app, int& rc) {
     auto o = std::make_shared<RunOptions>();
-    CLI::App* sub = app.add_subcommand("run", "generate a continuation of a prompt and stream it to stdout");
+    CLI::App* sub =
+        app.add_subcommand("run", "generate a continuation of a prompt and stream it to stdout");
     add_model_option(*sub, o->common);
     add_threads_option(*sub, o->common);
     add_dtype_option(*sub, o->common);
@@ -115,7 +124,8 @@ void register_run(CLI::App& app, int& rc) {
     sub->add_option("--top-k", o->sampling.top_k, "top-k (0 = off)");
     sub->add_option("--top-p", o->sampling.top_p, "top-p (1 = off)");
     sub->add_option("--min-p", o->sampling.min_p, "min-p (0 = off)");
-    sub->add_option("--repeat-penalty", o->sampling.repetition_penalty, "repetition penalty (1 = off)");
+    sub->add_option("--repeat-penalty", o->sampling.repetition_penalty,
+                    "repetition penalty (1 = off)");
     sub->add_option("--seed", o->seed, "random seed (default: random)");
     sub->add_flag("--ignore-eos", o->ignore_eos, "keep generating past end-of-sequence tokens");
     sub->add_flag("--no-bos", o->no_bos, "never prepend BOS");

@@ -1,12 +1,14 @@
 // `warden serve`: the OpenAI-compatible HTTP server over the continuous-batching engine.
 // SIGTERM/SIGINT drain in-flight requests (new ones get 503), then the process exits, at most
 // --drain-timeout (+ about 1 s) after the signal.
+#include <pthread.h>
+
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
-#include <pthread.h>
 #include <thread>
 
+#include "chat_template/chat_template.h"
 #include "cli/common.h"
 #include "cli/engine_assembly.h"
 #include "engine/engine.h"
@@ -14,7 +16,6 @@
 #include "server/api_keys.h"
 #include "server/http_limits.h"
 #include "server/server.h"
-#include "chat_template/chat_template.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
 #include "util/log.h"
@@ -44,39 +45,46 @@ struct ServeOptions {
 
 // Declares each operator shared prefix and computes its pages once, before the first request,
 // so that their presence in the cache never depends on (and never reveals) any tenant's traffic.
-void warm_shared_prefixes(const ServeOptions& o, const tokenizer::Tokenizer& tok, kv::PrefixCache& pc,
-                          engine::Engine& eng) {
+void warm_shared_prefixes(const ServeOptions& o, const tokenizer::Tokenizer& tok,
+                          kv::PrefixCache& pc, engine::Engine& eng) {
     for (const std::string& path : o.shared_prefixes) {
         const std::string text = read_text_file(path);
         // Tokenized like a rendered chat prompt: special tokens are parsed, no BOS is added.
         std::vector<int32_t> toks = tok.encode(text, false, true);
         const int64_t shared = pc.declare_shared_prefix(toks);
         util::check(shared > 0, "--shared-prefix " + path + ": " + std::to_string(toks.size()) +
-                                    " tokens is less than one KV page (" + std::to_string(pc.page_size()) +
-                                    " tokens); nothing to share");
+                                    " tokens is less than one KV page (" +
+                                    std::to_string(pc.page_size()) + " tokens); nothing to share");
         toks.push_back(toks.back());  // one token past the prefix, so every prefix page is computed
         engine::Request r;
         r.prompt = std::move(toks);
         r.max_new_tokens = 1;
         r.tenant = "-";
         auto sub = eng.submit(std::move(r));
-        util::check(sub.status == engine::SubmitStatus::Ok, "--shared-prefix: the engine refused the warm-up");
+        util::check(sub.status == engine::SubmitStatus::Ok,
+                    "--shared-prefix: the engine refused the warm-up");
         engine::Event ev;
         while (sub.stream->next(ev, std::chrono::seconds(600)))
             if (ev.kind == engine::Event::Kind::Finish) break;
         util::check(ev.kind == engine::Event::Kind::Finish &&
-                        (ev.result.finish == engine::FinishReason::Length || ev.result.finish == engine::FinishReason::Stop),
-                    "--shared-prefix " + path + ": warm-up failed (" + std::string(finish_reason_name(ev.result.finish)) +
+                        (ev.result.finish == engine::FinishReason::Length ||
+                         ev.result.finish == engine::FinishReason::Stop),
+                    "--shared-prefix " + path + ": warm-up failed (" +
+                        std::string(finish_reason_name(ev.result.finish)) +
                         (ev.result.error.empty() ? "" : ": " + ev.result.error) + ")");
-        spdlog::info("shared prefix {}: {} tokens, {} shared pages", path, toks.size() - 1, shared / pc.page_size());
+        spdlog::info("shared prefix {}: {} tokens, {} shared pages", path, toks.size() - 1,
+                     shared / pc.page_size());
     }
 }
 
-bool loopback(const std::string& h) { return h == "127.0.0.1" || h == "localhost" || h == "::1"; }
+bool loopback(const std::string& h) {
+    return h == "127.0.0.1" || h == "localhost" || h == "::1";
+}
 
 int serve(const ServeOptions& o) {
-    util::check(!(o.api_keys.empty() && !loopback(o.host)),
-                "refusing to serve on '" + o.host + "' without --api-keys (only loopback may be open)");
+    util::check(
+        !(o.api_keys.empty() && !loopback(o.host)),
+        "refusing to serve on '" + o.host + "' without --api-keys (only loopback may be open)");
     server::ServerConfig sc;
     sc.host = o.host;
     sc.port = o.port;
@@ -95,11 +103,13 @@ int serve(const ServeOptions& o) {
 
     util::ThreadPool pool(o.common.threads);
     auto model = load(o.common, true, pool);
-    util::check(model->tokenizer != nullptr, "model '" + o.common.model_path + "' has no tokenizer");
+    util::check(model->tokenizer != nullptr,
+                "model '" + o.common.model_path + "' has no tokenizer");
     std::unique_ptr<chat_template::ChatTemplate> chat;
     if (!model->chat_template.empty()) {
         try {
-            chat = std::make_unique<chat_template::ChatTemplate>(chat_template::ChatTemplate::parse(model->chat_template));
+            chat = std::make_unique<chat_template::ChatTemplate>(
+                chat_template::ChatTemplate::parse(model->chat_template));
         } catch (const util::Error& e) {
             spdlog::warn("chat template unusable ({}); /v1/chat/completions is disabled", e.what());
         }
@@ -111,7 +121,8 @@ int serve(const ServeOptions& o) {
     ec.scheduler.watermark = o.watermark;
     ec.scheduler.reserve_outputs = o.admission == "reserve";
     ec.max_queue = static_cast<size_t>(o.max_queue);
-    ec.request_timeout = std::chrono::milliseconds(static_cast<int64_t>(o.request_timeout_s * 1000));
+    ec.request_timeout =
+        std::chrono::milliseconds(static_cast<int64_t>(o.request_timeout_s * 1000));
     // The prefix cache is keyed by the weights (path, format, runtime dtype) and the KV format,
     // so entries can never be read by another model or format.
     std::unique_ptr<kv::PrefixCache> prefix;
@@ -119,20 +130,23 @@ int serve(const ServeOptions& o) {
         kv::PrefixCacheConfig pcc;
         pcc.page_size = cache->page_size();
         // The loaded format, not the flag: without --weights the loader picks it (LoadOptions).
-        pcc.model_id = std::hash<std::string>{}(o.common.model_path + '\0' + model->weights_format + '\0' +
-                                                model::runtime_dtype_name(model->dtype));
+        pcc.model_id = std::hash<std::string>{}(o.common.model_path + '\0' + model->weights_format +
+                                                '\0' + model::runtime_dtype_name(model->dtype));
         pcc.copy_partial_pages = true;
-        pcc.kv_format = static_cast<uint32_t>(cache->storage().type) | static_cast<uint32_t>(cache->storage().scales) << 8;
+        pcc.kv_format = static_cast<uint32_t>(cache->storage().type) |
+                        static_cast<uint32_t>(cache->storage().scales) << 8;
         prefix = std::make_unique<kv::PrefixCache>(cache->pool(), pcc);
         ec.prefix_cache = prefix.get();
     } else {
-        util::check(o.shared_prefixes.empty(), "--shared-prefix needs the prefix cache (drop --no-prefix-cache)");
+        util::check(o.shared_prefixes.empty(),
+                    "--shared-prefix needs the prefix cache (drop --no-prefix-cache)");
     }
     engine::Engine eng(*parts.executor, *cache, ec, parts.faults.get());
     if (prefix) warm_shared_prefixes(o, *model->tokenizer, *prefix, eng);
 
     server::ModelInfo mi;
-    mi.id = o.model_name.empty() ? std::filesystem::path(o.common.model_path).filename().string() : o.model_name;
+    mi.id = o.model_name.empty() ? std::filesystem::path(o.common.model_path).filename().string()
+                                 : o.model_name;
     mi.tok = model->tokenizer.get();
     mi.chat = chat.get();
     mi.max_ctx = model->config.max_ctx;
@@ -146,8 +160,8 @@ int serve(const ServeOptions& o) {
         std::fprintf(stderr, "warden serve: signal %d, draining\n", s);
         srv.drain_and_stop(o.drain_timeout_s);
     });
-    std::fprintf(stderr, "warden serve: model %s on http://%s:%d (kv %lld tokens, %s)\n", mi.id.c_str(),
-                 o.host.c_str(), port, static_cast<long long>(mi.kv_tokens),
+    std::fprintf(stderr, "warden serve: model %s on http://%s:%d (kv %lld tokens, %s)\n",
+                 mi.id.c_str(), o.host.c_str(), port, static_cast<long long>(mi.kv_tokens),
                  sc.api_keys.empty() ? "open" : "api keys");
     std::fflush(stderr);
     srv.serve();
@@ -162,35 +176,46 @@ int serve(const ServeOptions& o) {
 
 void register_serve(CLI::App& app, int& rc) {
     auto o = std::make_shared<ServeOptions>();
-    CLI::App* sub = app.add_subcommand("serve", "OpenAI-compatible HTTP server (continuous batching)");
+    CLI::App* sub =
+        app.add_subcommand("serve", "OpenAI-compatible HTTP server (continuous batching)");
     add_model_option(*sub, o->common);
     add_threads_option(*sub, o->common);
     add_dtype_option(*sub, o->common);
     add_engine_options(*sub, o->engine, true);
     sub->add_option("--host", o->host, "address to bind (default 127.0.0.1)");
-    sub->add_option("--port", o->port, "port (default 8080; 0 picks a free one)")->check(CLI::Range(0, 65535));
+    sub->add_option("--port", o->port, "port (default 8080; 0 picks a free one)")
+        ->check(CLI::Range(0, 65535));
     sub->add_option("--api-keys", o->api_keys, "file of 'KEY TENANT' lines: bearer auth, tenants");
     sub->add_option("--model-name", o->model_name, "model id clients use (default: the file name)");
-    sub->add_option("--max-queue", o->max_queue, "requests waiting for admission before 429 (default 256)")
+    sub->add_option("--max-queue", o->max_queue,
+                    "requests waiting for admission before 429 (default 256)")
         ->check(CLI::Range(1, 1 << 20));
-    sub->add_option("--tenant-concurrency", o->tenant_concurrency, "requests in flight per tenant (default 64)")
+    sub->add_option("--tenant-concurrency", o->tenant_concurrency,
+                    "requests in flight per tenant (default 64)")
         ->check(CLI::Range(1, 1 << 20));
     sub->add_option("--max-body", o->max_body, "largest request body (default 1M); larger -> 413");
-    sub->add_option("--request-timeout", o->request_timeout_s, "seconds a request may take (default 600)")
+    sub->add_option("--request-timeout", o->request_timeout_s,
+                    "seconds a request may take (default 600)")
         ->check(CLI::Range(0.1, 1e6));
-    sub->add_option("--kv-watermark", o->watermark, "fraction of KV pages admission keeps free (default 0.01)")
+    sub->add_option("--kv-watermark", o->watermark,
+                    "fraction of KV pages admission keeps free (default 0.01)")
         ->check(CLI::Range(0.0, 0.5));
     sub->add_option("--admission", o->admission,
-                    "watermark (default): admit on the prompt's pages, preempt when running sequences outgrow the "
-                    "pool; reserve: admit only when prompt + max_tokens of every running request fit, never preempt")
+                    "watermark (default): admit on the prompt's pages, preempt when running "
+                    "sequences outgrow the "
+                    "pool; reserve: admit only when prompt + max_tokens of every running request "
+                    "fit, never preempt")
         ->check(CLI::IsMember({"watermark", "reserve"}));
     sub->add_option("--drain-timeout", o->drain_timeout_s,
-                    "seconds SIGTERM waits for in-flight requests before cutting them and exiting (default 60)")
+                    "seconds SIGTERM waits for in-flight requests before cutting them and exiting "
+                    "(default 60)")
         ->check(CLI::Range(0, 3600));
-    sub->add_option("--http-threads", o->http.io_threads, "threads running the HTTP event loop (default 2)")
+    sub->add_option("--http-threads", o->http.io_threads,
+                    "threads running the HTTP event loop (default 2)")
         ->check(CLI::Range(1, 64));
-    sub->add_option("--prepare-threads", o->http.prepare_threads,
-                    "threads parsing, templating and tokenizing requests off the event loop (default 2)")
+    sub->add_option(
+           "--prepare-threads", o->http.prepare_threads,
+           "threads parsing, templating and tokenizing requests off the event loop (default 2)")
         ->check(CLI::Range(1, 64));
     sub->add_option("--max-connections", o->http.max_connections,
                     "open connections at most (default 4096); more are closed at once")
@@ -199,24 +224,32 @@ void register_serve(CLI::App& app, int& rc) {
                     "open connections per client IP address (default 256); more are closed at once")
         ->check(CLI::Range(1, 1 << 20));
     sub->add_option("--header-timeout", o->http.header_timeout_s,
-                    "seconds for a request's whole head (request line + headers) to arrive (default 10); then 408")
+                    "seconds for a request's whole head (request line + headers) to arrive "
+                    "(default 10); then 408")
         ->check(CLI::Range(0.1, 3600.0));
-    sub->add_option("--body-timeout", o->http.body_timeout_s,
-                    "seconds for a request body to arrive, plus 1 s per 64 KiB of it (default 10); then 408")
+    sub->add_option(
+           "--body-timeout", o->http.body_timeout_s,
+           "seconds for a request body to arrive, plus 1 s per 64 KiB of it (default 10); then 408")
         ->check(CLI::Range(0.1, 3600.0));
-    sub->add_option("--idle-timeout", o->http.idle_timeout_s,
-                    "seconds a kept-alive connection may wait for its next request (default 5); then closed")
+    sub->add_option(
+           "--idle-timeout", o->http.idle_timeout_s,
+           "seconds a kept-alive connection may wait for its next request (default 5); then closed")
         ->check(CLI::Range(0.1, 3600.0));
-    sub->add_option("--max-header-bytes", o->http.max_header_bytes,
-                    "largest request head (request line + headers) in bytes (default 16384); larger -> 431")
+    sub->add_option(
+           "--max-header-bytes", o->http.max_header_bytes,
+           "largest request head (request line + headers) in bytes (default 16384); larger -> 431")
         ->check(CLI::Range(1024, 1 << 20));
-    sub->add_option("--max-headers", o->http.max_headers, "most header fields in a request (default 100); more -> 431")
+    sub->add_option("--max-headers", o->http.max_headers,
+                    "most header fields in a request (default 100); more -> 431")
         ->check(CLI::Range(1, 10000));
-    sub->add_option("--cors-origin", o->http.cors_origin,
-                    "answer CORS preflight (OPTIONS) and allow this origin (default: no CORS, OPTIONS -> 405)");
-    sub->add_flag("--no-prefix-cache", o->no_prefix_cache, "do not reuse the KV pages of earlier prompts");
+    sub->add_option(
+        "--cors-origin", o->http.cors_origin,
+        "answer CORS preflight (OPTIONS) and allow this origin (default: no CORS, OPTIONS -> 405)");
+    sub->add_flag("--no-prefix-cache", o->no_prefix_cache,
+                  "do not reuse the KV pages of earlier prompts");
     sub->add_option("--shared-prefix", o->shared_prefixes,
-                    "file holding a prompt prefix (text as the chat template renders it) whose KV pages every "
+                    "file holding a prompt prefix (text as the chat template renders it) whose KV "
+                    "pages every "
                     "tenant may share; repeatable")
         ->check(CLI::ExistingFile);
     sub->callback([o, &rc] { rc = serve(*o); });

@@ -60,7 +60,8 @@ int tokenize(const TokenizeOptions& o) {
     }
     auto encode = [&](const std::string& t, const std::string& what) {
         const size_t bad = util::find_invalid_utf8(t);
-        util::check(bad == std::string::npos, what + " is not valid UTF-8 (byte " + std::to_string(bad) + ")");
+        util::check(bad == std::string::npos,
+                    what + " is not valid UTF-8 (byte " + std::to_string(bad) + ")");
         return tok.encode(t, !o.no_bos, !o.no_special);
     };
     if (o.json) {  // a JSON array of strings -> a JSON array of id arrays, one tokenizer load
@@ -73,7 +74,8 @@ int tokenize(const TokenizeOptions& o) {
         util::check(in.is_array(), "--json: input must be a JSON array of strings");
         nlohmann::json out = nlohmann::json::array();
         for (size_t i = 0; i < in.size(); ++i) {
-            util::check(in[i].is_string(), "--json: element " + std::to_string(i) + " is not a string");
+            util::check(in[i].is_string(),
+                        "--json: element " + std::to_string(i) + " is not a string");
             out.push_back(encode(in[i].get<std::string>(), "--json: element " + std::to_string(i)));
         }
         std::puts(out.dump().c_str());
@@ -91,7 +93,9 @@ int print_pretokenizers() {
     for (const auto& name : tokenizer::pretokenizer_names()) {
         try {
             const auto info = tokenizer::pretokenizer_info(name);
-            out[name] = {{"patterns", info.patterns}, {"ignore_merges", info.ignore_merges}, {"add_bos", info.add_bos}};
+            out[name] = {{"patterns", info.patterns},
+                         {"ignore_merges", info.ignore_merges},
+                         {"add_bos", info.add_bos}};
         } catch (const util::Error& e) {
             out[name] = {{"error", e.what()}};
         }
@@ -102,20 +106,25 @@ int print_pretokenizers() {
 }  // namespace
 
 void register_pretokenizers(CLI::App& app, int& rc) {
-    CLI::App* sub = app.add_subcommand("pretokenizers",
-                                       "print the GGUF pre-tokenizer table (tokenizer.ggml.pre names -> regexes) as JSON");
+    CLI::App* sub = app.add_subcommand(
+        "pretokenizers",
+        "print the GGUF pre-tokenizer table (tokenizer.ggml.pre names -> regexes) as JSON");
     sub->callback([&rc] { rc = print_pretokenizers(); });
 }
 
 void register_tokenize(CLI::App& app, int& rc) {
     auto o = std::make_shared<TokenizeOptions>();
-    CLI::App* sub = app.add_subcommand("tokenize", "print the token ids of UTF-8 text read from stdin");
+    CLI::App* sub =
+        app.add_subcommand("tokenize", "print the token ids of UTF-8 text read from stdin");
     add_model_option(*sub, o->common);
     add_threads_option(*sub, o->common);
     sub->add_flag("--no-bos", o->no_bos, "do not prepend BOS even if the model asks for it");
-    sub->add_flag("--decode", o->decode, "read token ids from stdin and write their text (raw bytes)");
-    sub->add_flag("--no-special", o->no_special, "encode special-token text (e.g. <|im_end|>) as plain text");
-    sub->add_flag("--json", o->json, "stdin is a JSON array of strings; print a JSON array of their id arrays");
+    sub->add_flag("--decode", o->decode,
+                  "read token ids from stdin and write their text (raw bytes)");
+    sub->add_flag("--no-special", o->no_special,
+                  "encode special-token text (e.g. <|im_end|>) as plain text");
+    sub->add_flag("--json", o->json,
+                  "stdin is a JSON array of strings; print a JSON array of their id arrays");
     sub->callback([o, &rc] { rc = tokenize(*o); });
 }
 

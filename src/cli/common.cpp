@@ -19,7 +19,8 @@ std::string read_text_file(const std::string& path) {
 }
 
 void add_model_option(CLI::App& app, CommonOptions& o) {
-    app.add_option("-m,--model", o.model_path, "GGUF file or Hugging Face model directory")->required();
+    app.add_option("-m,--model", o.model_path, "GGUF file or Hugging Face model directory")
+        ->required();
 }
 
 void add_threads_option(CLI::App& app, CommonOptions& o) {
@@ -28,20 +29,23 @@ void add_threads_option(CLI::App& app, CommonOptions& o) {
 }
 
 void add_dtype_option(CLI::App& app, CommonOptions& o) {
-    app.add_option("--dtype", o.dtype, "runtime weight format")->check(CLI::IsMember({"bf16", "f32"}));
-    app.add_option("--weights", o.weights,
-                   "linear-layer weight format: auto|bf16|f32|fp8|int8|int8-g32|int4|int4-g32|int4-g128 "
-                   "(int4 suffixes -asym, -bf16s, -a16; see docs/WEIGHT_QUANT.md). Default auto: "
-                   "Q4_0 / Q4_1 / Q8_0 GGUF layers and compressed-tensors checkpoints keep their "
-                   "own format (bit-exact), others load as --dtype");
+    app.add_option("--dtype", o.dtype, "runtime weight format")
+        ->check(CLI::IsMember({"bf16", "f32"}));
+    app.add_option(
+        "--weights", o.weights,
+        "linear-layer weight format: auto|bf16|f32|fp8|int8|int8-g32|int4|int4-g32|int4-g128 "
+        "(int4 suffixes -asym, -bf16s, -a16; see docs/WEIGHT_QUANT.md). Default auto: "
+        "Q4_0 / Q4_1 / Q8_0 GGUF layers and compressed-tensors checkpoints keep their "
+        "own format (bit-exact), others load as --dtype");
     app.add_option("--prefill-weights", o.prefill_weights,
                    "keep a bf16|fp8 copy of quantized matrices for prefill rows");
     app.add_flag("--quantize-embeddings", o.quantize_embeddings,
                  "quantize token embeddings and the output head to the --weights format");
-    app.add_option("--head-weights", o.head_weights,
-                   "format of the token embeddings and output head, e.g. int8 or bf16 (default: beside "
-                   "quantized layers a GGUF Q4_0/Q4_1/Q8_0 head in its own format, else int8 beside int4 "
-                   "layers, else --dtype; --quantize-embeddings: the --weights format)");
+    app.add_option(
+        "--head-weights", o.head_weights,
+        "format of the token embeddings and output head, e.g. int8 or bf16 (default: beside "
+        "quantized layers a GGUF Q4_0/Q4_1/Q8_0 head in its own format, else int8 beside int4 "
+        "layers, else --dtype; --quantize-embeddings: the --weights format)");
 }
 
 model::RuntimeDType parse_dtype(const std::string& s) {
@@ -63,18 +67,22 @@ std::unique_ptr<model::Model> load(const CommonOptions& o, bool weights, util::T
         lo.prefill_weights = quant::parse_weight_format(o.prefill_weights);
         const auto t = lo.prefill_weights->type;
         if (t != kernels::WeightType::BF16 && t != kernels::WeightType::FP8)
-            throw util::Error("--prefill-weights must be bf16 or fp8, got '" + o.prefill_weights + "'");
+            throw util::Error("--prefill-weights must be bf16 or fp8, got '" + o.prefill_weights +
+                              "'");
     }
     if (!o.head_weights.empty()) {
         if (o.quantize_embeddings)
-            throw util::Error("--head-weights and --quantize-embeddings both set the head's format; use one");
+            throw util::Error(
+                "--head-weights and --quantize-embeddings both set the head's format; use one");
         lo.head_weights = quant::parse_weight_format(o.head_weights);
     } else if (o.quantize_embeddings) {
         // The head takes the layers' format, which must be named: the native format is only
         // known once the file is read, and a head silently left at --dtype would ignore the flag.
-        if (native) throw util::Error("--quantize-embeddings needs --weights FORMAT (the head's format)");
+        if (native)
+            throw util::Error("--quantize-embeddings needs --weights FORMAT (the head's format)");
         lo.head_weights = lo.weights;
-    }  // else the loader's default head beside lo.weights (int8 beside int4; LoadOptions::head_weights)
+    }  // else the loader's default head beside lo.weights (int8 beside int4;
+       // LoadOptions::head_weights)
     auto m = model::load_model(o.model_path, lo, pool);
     const bool quantized = m->weights_format != model::runtime_dtype_name(lo.dtype);
     // One line: formats, memory. Printed whenever a format was named (bench/weights_speed.sh reads
@@ -83,17 +91,20 @@ std::unique_ptr<model::Model> load(const CommonOptions& o, bool weights, util::T
         const auto& wm = m->weight_memory;
         auto mib = [](int64_t b) { return std::to_string(b / (1024 * 1024)) + " MiB"; };
         const std::string why = m->weights_note.empty() ? "" : " (" + m->weights_note + ")";
-        std::fprintf(stderr, "warden: weights %s%s: layers %s, embeddings/head %s, prefill copy %s\n",
-                     m->weights_format.c_str(), why.c_str(), mib(wm.layers).c_str(), mib(wm.embeddings).c_str(),
-                     mib(wm.prefill_copy).c_str());
+        std::fprintf(stderr,
+                     "warden: weights %s%s: layers %s, embeddings/head %s, prefill copy %s\n",
+                     m->weights_format.c_str(), why.c_str(), mib(wm.layers).c_str(),
+                     mib(wm.embeddings).c_str(), mib(wm.prefill_copy).c_str());
     }
     // FP8 block-scaled checkpoints are dequantized weight by weight while loading: the f32 that
     // costs on top of the runtime weights is at most one weight (model_loader.cpp).
     if (weights && m->fp8_dequant_count > 0) {
         const double kib = static_cast<double>(m->fp8_dequant_peak_bytes) / 1024.0;
-        std::fprintf(stderr, "warden: fp8 block-scaled source: %lld weights dequantized one at a time, at most %.1f %s of f32 held\n",
-                     static_cast<long long>(m->fp8_dequant_count), kib < 1024.0 ? kib : kib / 1024.0,
-                     kib < 1024.0 ? "KiB" : "MiB");
+        std::fprintf(stderr,
+                     "warden: fp8 block-scaled source: %lld weights dequantized one at a time, at "
+                     "most %.1f %s of f32 held\n",
+                     static_cast<long long>(m->fp8_dequant_count),
+                     kib < 1024.0 ? kib : kib / 1024.0, kib < 1024.0 ? "KiB" : "MiB");
     }
     return m;
 }

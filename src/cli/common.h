@@ -13,10 +13,10 @@ struct CommonOptions {
     std::string model_path;
     int threads = 0;  // 0: all cores
     std::string dtype = "bf16";
-    std::string weights;           // --weights (empty or "auto": the checkpoint's own format, else --dtype)
-    std::string prefill_weights;   // --prefill-weights (empty: none)
+    std::string weights;  // --weights (empty or "auto": the checkpoint's own format, else --dtype)
+    std::string prefill_weights;  // --prefill-weights (empty: none)
     bool quantize_embeddings = false;
-    std::string head_weights;      // --head-weights (empty: see --quantize-embeddings)
+    std::string head_weights;  // --head-weights (empty: see --quantize-embeddings)
 };
 
 void add_model_option(CLI::App& app, CommonOptions& o);

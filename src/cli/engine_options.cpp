@@ -8,10 +8,12 @@
 namespace warden::cli {
 
 void add_kv_format_options(CLI::App& app, EngineOptions& o) {
-    app.add_option("--kv-dtype", o.kv_dtype, "KV cache format: bf16 (default), f16, fp8_e4m3, fp8_e5m2, int8, f32")
+    app.add_option("--kv-dtype", o.kv_dtype,
+                   "KV cache format: bf16 (default), f16, fp8_e4m3, fp8_e5m2, int8, f32")
         ->check(CLI::IsMember({"f32", "bf16", "f16", "fp8_e4m3", "fp8_e5m2", "int8"}));
     app.add_option("--kv-scales", o.kv_scales,
-                   "scales of 8-bit KV: token-head (default: one per token and kv head, stored in the page) or "
+                   "scales of 8-bit KV: token-head (default: one per token and kv head, stored in "
+                   "the page) or "
                    "tensor (one fixed scale 1.0, for comparison)")
         ->check(CLI::IsMember({"token-head", "tensor"}));
 }
@@ -28,7 +30,8 @@ kv::KvCacheConfig kv_config(const EngineOptions& o, const model::ModelConfig& c,
     auto k = kv::KvCacheConfig::shaped(c.n_layers, c.n_kv_heads, c.head_dim, type, o.kv_page_size);
     k.scales = o.kv_scales == "tensor" ? kernels::KvScales::Tensor : kernels::KvScales::TokenHead;
     util::check(!(type == kernels::KvType::INT8 && k.scales == kernels::KvScales::Tensor),
-                "--kv-dtype int8 needs --kv-scales=token-head (a per-tensor int8 scale would need calibration)");
+                "--kv-dtype int8 needs --kv-scales=token-head (a per-tensor int8 scale would need "
+                "calibration)");
     if (const model::KvShape sh = c.kv_shape(); sh.k_only) {  // MLA (same as make_kv_cache)
         k.n_kv_heads = sh.n_kv_heads;
         k.head_dim = sh.head_dim;
@@ -41,13 +44,17 @@ void add_engine_options(CLI::App& app, EngineOptions& o, bool batching) {
     add_kv_format_options(app, o);
     app.add_option("--kv-integrity", o.kv_integrity, "KV page checks: step (default), layer or off")
         ->check(CLI::IsMember({"step", "layer", "off"}));
-    app.add_option("--kv-page-size", o.kv_page_size, "tokens per KV page (default 16)")->check(CLI::Range(1, 4096));
+    app.add_option("--kv-page-size", o.kv_page_size, "tokens per KV page (default 16)")
+        ->check(CLI::Range(1, 4096));
     app.add_option("--kv-cache-bytes", o.kv_cache_bytes, "KV cache budget, e.g. 512M or 2G");
     app.add_flag("--kv-scrub-on-free", o.kv_scrub_on_free, "zero every KV page when it is freed");
-    app.add_option("--fault-inject", o.fault_inject, "inject KV ownership faults (testing), e.g. stale=0.01,seed=1");
+    app.add_option("--fault-inject", o.fault_inject,
+                   "inject KV ownership faults (testing), e.g. stale=0.01,seed=1");
     if (batching) {
-        app.add_option("--max-seqs", o.max_seqs, "sequences batched at once (default 64)")->check(CLI::Range(1, 4096));
-        app.add_option("--max-batch-tokens", o.max_batch_tokens, "tokens computed per step (default 512)")
+        app.add_option("--max-seqs", o.max_seqs, "sequences batched at once (default 64)")
+            ->check(CLI::Range(1, 4096));
+        app.add_option("--max-batch-tokens", o.max_batch_tokens,
+                       "tokens computed per step (default 512)")
             ->check(CLI::Range(1, 1 << 20));
     }
 }
@@ -60,10 +67,14 @@ int64_t parse_bytes(const std::string& s, const std::string& flag) {
     util::check(ec == std::errc() && v > 0, flag + ": '" + s + "' is not a positive byte count");
     int64_t mul = 1;
     const std::string suffix(p, e);
-    if (suffix == "K" || suffix == "KiB") mul = int64_t{1} << 10;
-    else if (suffix == "M" || suffix == "MiB") mul = int64_t{1} << 20;
-    else if (suffix == "G" || suffix == "GiB") mul = int64_t{1} << 30;
-    else util::check(suffix.empty(), flag + ": unknown unit '" + suffix + "' (use K, M or G)");
+    if (suffix == "K" || suffix == "KiB")
+        mul = int64_t{1} << 10;
+    else if (suffix == "M" || suffix == "MiB")
+        mul = int64_t{1} << 20;
+    else if (suffix == "G" || suffix == "GiB")
+        mul = int64_t{1} << 30;
+    else
+        util::check(suffix.empty(), flag + ": unknown unit '" + suffix + "' (use K, M or G)");
     util::check(v <= (int64_t{1} << 50) / mul, flag + ": '" + s + "' is too large");
     return v * mul;
 }
@@ -71,7 +82,8 @@ int64_t parse_bytes(const std::string& s, const std::string& flag) {
 std::unique_ptr<kv::KvCache> make_kv_cache(const EngineOptions& o, const model::Model& m,
                                            std::optional<int64_t> default_tokens) {
     auto c = kv_config(o, m.config, m.dtype == model::RuntimeDType::F32);
-    if (m.config.kv_shape().k_only) {  // MLA: one compressed latent + rope-key row per token and layer
+    if (m.config.kv_shape()
+            .k_only) {  // MLA: one compressed latent + rope-key row per token and layer
         c.n_kv_heads = m.config.kv_shape().n_kv_heads;
         c.head_dim = m.config.kv_shape().head_dim;
         c.k_only = true;
@@ -79,14 +91,17 @@ std::unique_ptr<kv::KvCache> make_kv_cache(const EngineOptions& o, const model::
     if (!o.kv_cache_bytes.empty()) {
         c.budget_bytes = parse_bytes(o.kv_cache_bytes, "--kv-cache-bytes");
     } else {
-        c.budget_bytes = default_tokens ? kv::kv_budget_for_tokens(c, *default_tokens) : int64_t{1} << 30;
+        c.budget_bytes =
+            default_tokens ? kv::kv_budget_for_tokens(c, *default_tokens) : int64_t{1} << 30;
     }
     c.scrub_on_free = o.kv_scrub_on_free;
     auto cache = std::make_unique<kv::KvCache>(c);
-    spdlog::info("kv cache: {}, {} pages of {} tokens ({} bytes each), {} tokens in {} bytes, integrity {}",
-                 kv::kv_format_name(c), cache->pool().capacity(), cache->page_size(), cache->bytes_per_page(),
-                 cache->capacity_tokens(), (static_cast<int64_t>(cache->pool().capacity()) + 1) * cache->bytes_per_page(),
-                 o.kv_integrity);
+    spdlog::info(
+        "kv cache: {}, {} pages of {} tokens ({} bytes each), {} tokens in {} bytes, integrity {}",
+        kv::kv_format_name(c), cache->pool().capacity(), cache->page_size(),
+        cache->bytes_per_page(), cache->capacity_tokens(),
+        (static_cast<int64_t>(cache->pool().capacity()) + 1) * cache->bytes_per_page(),
+        o.kv_integrity);
     return cache;
 }
 

@@ -16,7 +16,8 @@ struct EngineOptions {
     std::string kv_integrity = "step";
     int32_t kv_page_size = 16;
     std::string kv_cache_bytes;  // empty: a default that depends on the command
-    std::string kv_dtype;        // empty: bf16 (f32 for an f32 model); else f32|bf16|f16|fp8_e4m3|fp8_e5m2|int8
+    std::string
+        kv_dtype;  // empty: bf16 (f32 for an f32 model); else f32|bf16|f16|fp8_e4m3|fp8_e5m2|int8
     std::string kv_scales = "token-head";  // token-head | tensor (scale 1.0)
     bool kv_scrub_on_free = false;
     std::string fault_inject;

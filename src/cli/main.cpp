@@ -1,4 +1,6 @@
 // The `warden` binary: one executable, one subcommand per job.
+#include <spdlog/sinks/stdout_color_sinks.h>
+
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
@@ -6,8 +8,6 @@
 #include "cli/common.h"
 #include "util/error.h"
 #include "util/log.h"
-
-#include <spdlog/sinks/stdout_color_sinks.h>
 
 int main(int argc, char** argv) {
     // Logs go to stderr so stdout carries only the command's output.

@@ -5,18 +5,17 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
-
-#include <nlohmann/json.hpp>
 
 #include "formats/compressed_tensors.h"
 #include "formats/fp8_block.h"
 #include "formats/gguf_names.h"
-#include "model/gguf_native_weights.h"
 #include "formats/safetensors_file.h"
 #include "formats/safetensors_writer.h"
 #include "formats/tensor_source.h"
+#include "model/gguf_native_weights.h"
 #include "quant/quantizer.h"
 #include "util/error.h"
 #include "util/json_file.h"
@@ -59,20 +58,28 @@ std::vector<uint8_t> f32_bytes(const formats::SourceTensor& t) {
 
 }  // namespace
 
-QuantizeStats quantize_hf_compressed_tensors(const std::string& in_dir, const std::string& out, const quant::WeightFormat& f,
-                                             bool embeddings, util::ThreadPool& pool,
-                                             std::optional<int64_t> max_shard_bytes, const quant::Imatrix* imatrix) {
+QuantizeStats quantize_hf_compressed_tensors(const std::string& in_dir, const std::string& out,
+                                             const quant::WeightFormat& f, bool embeddings,
+                                             util::ThreadPool& pool,
+                                             std::optional<int64_t> max_shard_bytes,
+                                             const quant::Imatrix* imatrix) {
     std::error_code ec;
     if (!fs::is_directory(in_dir, ec) || !fs::exists(in_dir + "/config.json"))
-        throw Error("quantize: compressed-tensors output needs a Hugging Face model directory (config.json + "
-                    "safetensors) as input, got '" + in_dir + "'");
+        throw Error(
+            "quantize: compressed-tensors output needs a Hugging Face model directory (config.json "
+            "+ "
+            "safetensors) as input, got '" +
+            in_dir + "'");
     if (f.type == kernels::WeightType::Q4 && f.asym)
-        throw Error("quantize: compressed-tensors output supports symmetric int4 only: warden's '" +
-                    quant::weight_format_name(f) +
-                    "' stores a free offset per group, which has no exact pack-quantized zero point");
+        throw Error(
+            "quantize: compressed-tensors output supports symmetric int4 only: warden's '" +
+            quant::weight_format_name(f) +
+            "' stores a free offset per group, which has no exact pack-quantized zero point");
     if (f.type != kernels::WeightType::Q4 && f.type != kernels::WeightType::Q8)
-        throw Error("quantize: compressed-tensors pack-quantized output needs an int4 or int8 format, got '" +
-                    quant::weight_format_name(f) + "'");
+        throw Error(
+            "quantize: compressed-tensors pack-quantized output needs an int4 or int8 format, got "
+            "'" +
+            quant::weight_format_name(f) + "'");
     const int num_bits = f.type == kernels::WeightType::Q4 ? 4 : 8;
     const std::string scale_dtype = f.bf16_scales ? "BF16" : "F16";
 
@@ -80,10 +87,14 @@ QuantizeStats quantize_hf_compressed_tensors(const std::string& in_dir, const st
     std::string out_file, out_dir;
     const bool single_file_out = out.ends_with(".safetensors");
     if (single_file_out && max_shard_bytes)
-        throw Error("quantize: --max-shard-size needs a directory output (shards and their index go into it), got "
-                    "the file '" + out + "'");
+        throw Error(
+            "quantize: --max-shard-size needs a directory output (shards and their index go into "
+            "it), got "
+            "the file '" +
+            out + "'");
     if (max_shard_bytes && *max_shard_bytes <= 0)
-        throw Error("quantize: the shard size must be positive, got " + std::to_string(*max_shard_bytes));
+        throw Error("quantize: the shard size must be positive, got " +
+                    std::to_string(*max_shard_bytes));
     // A named file holds everything; a directory gets shards of at most this many bytes.
     const int64_t shard_limit = single_file_out ? std::numeric_limits<int64_t>::max()
                                                 : max_shard_bytes.value_or(kDefaultMaxShardBytes);
@@ -100,16 +111,20 @@ QuantizeStats quantize_hf_compressed_tensors(const std::string& in_dir, const st
         out_file = out_dir + "/model.safetensors";
     }
     if (fs::exists(out_dir + "/config.json") && fs::equivalent(out_dir, in_dir, ec))
-        throw Error("quantize: output '" + out + "' is inside the source directory (its config.json would be "
+        throw Error("quantize: output '" + out +
+                    "' is inside the source directory (its config.json would be "
                     "overwritten); write to another directory");
 
     // Source, with the loader's resolvers (pack-quantized and FP8 sources are re-quantized).
     auto config = util::read_ordered_json_file(in_dir + "/config.json");
     const nlohmann::json cfg_plain = nlohmann::json::parse(config.dump());
-    // The layers the model runs: matrices of blocks past them (MTP) are not packed (is_layer_linear).
+    // The layers the model runs: matrices of blocks past them (MTP) are not packed
+    // (is_layer_linear).
     const auto layers_it = cfg_plain.find("num_hidden_layers");
-    if (layers_it == cfg_plain.end() || !layers_it->is_number_integer() || layers_it->get<int64_t>() < 0)
-        throw Error("'" + in_dir + "/config.json': num_hidden_layers is missing or not a non-negative integer");
+    if (layers_it == cfg_plain.end() || !layers_it->is_number_integer() ||
+        layers_it->get<int64_t>() < 0)
+        throw Error("'" + in_dir +
+                    "/config.json': num_hidden_layers is missing or not a non-negative integer");
     const int64_t n_layers = layers_it->get<int64_t>();
     std::optional<formats::CtConfig> ct;
     std::optional<formats::Fp8BlockConfig> fp8;
@@ -151,9 +166,10 @@ QuantizeStats quantize_hf_compressed_tensors(const std::string& in_dir, const st
         std::optional<formats::SourceTensor> src;
         std::vector<int64_t> dims;
         bool quantize = false;
-        const formats::SafetensorsTensor* raw = nullptr;  // copied as stored (else dequantized to f32)
-        int64_t words = 0, groups = 0;      // quantized: int32 words and scales per row
-        int64_t bytes = 0;                  // in the output (packed + scales + shape when quantized)
+        const formats::SafetensorsTensor* raw =
+            nullptr;                    // copied as stored (else dequantized to f32)
+        int64_t words = 0, groups = 0;  // quantized: int32 words and scales per row
+        int64_t bytes = 0;              // in the output (packed + scales + shape when quantized)
         const float* importance = nullptr;  // the imatrix entry of its GGUF name, if any
     };
     std::vector<Planned> plan;
@@ -169,7 +185,8 @@ QuantizeStats quantize_hf_compressed_tensors(const std::string& in_dir, const st
             p.dims = raw->shape;
         } else {
             p.src = find(n);
-            if (!p.src) throw Error("'" + in_dir + "': tensor '" + n + "' vanished");  // not reached
+            if (!p.src)
+                throw Error("'" + in_dir + "': tensor '" + n + "' vanished");  // not reached
             p.dims = p.src->dims;
             if (raw && !p.src->ct && raw->dtype == p.src->st_dtype) p.raw = raw;
         }
@@ -180,10 +197,12 @@ QuantizeStats quantize_hf_compressed_tensors(const std::string& in_dir, const st
             try {
                 kernels::check_quant_shape(f.layout(rows, cols));
             } catch (const Error& e) {
-                throw Error("'" + in_dir + "': tensor '" + n + "' as " + quant::weight_format_name(f) + ": " + e.what());
+                throw Error("'" + in_dir + "': tensor '" + n + "' as " +
+                            quant::weight_format_name(f) + ": " + e.what());
             }
             p.words = (cols * num_bits + 31) / 32;
-            p.groups = f.group != 0 ? cols / f.group : 1;  // int4 groups, int8-g32 blocks, or per row
+            p.groups =
+                f.group != 0 ? cols / f.group : 1;  // int4 groups, int8-g32 blocks, or per row
             p.bytes = rows * p.words * 4 + rows * p.groups * 2 + 16;
             if (imatrix)
                 if (const std::string gname = formats::gguf_tensor_name(n); !gname.empty())
@@ -215,7 +234,8 @@ QuantizeStats quantize_hf_compressed_tensors(const std::string& in_dir, const st
 
     // Writes plan[i] into w; returns the names of the tensors it added. An FP8 weight is
     // dequantized here (released by the caller once written).
-    const auto emit = [&](const Planned& p, formats::SafetensorsWriter& w) -> std::vector<std::string> {
+    const auto emit = [&](const Planned& p,
+                          formats::SafetensorsWriter& w) -> std::vector<std::string> {
         const formats::SourceTensor t = p.src ? *p.src : *fp8_res.find(p.name);
         const std::string& n = p.name;
         if (!p.quantize) {
@@ -242,20 +262,25 @@ QuantizeStats quantize_hf_compressed_tensors(const std::string& in_dir, const st
                     if (t.ct) qr = formats::ct_import_row(*t.ct, r, layout);
                     if (!qr) {
                         t.row_to_f32(r, row.data());
-                        qr = quant::default_quantizer().quantize_row(layout, row.data(), p.importance);
+                        qr = quant::default_quantizer().quantize_row(layout, row.data(),
+                                                                     p.importance);
                     }
                     for (int64_t c = 0; c < cols; ++c) {
                         const uint8_t q = qr->q[static_cast<size_t>(c)];
                         // int4: warden's code is already q + 8; int8: int8 bits -> q + 128.
-                        codes[static_cast<size_t>(c)] = num_bits == 4 ? q : static_cast<uint8_t>(q ^ 0x80u);
+                        codes[static_cast<size_t>(c)] =
+                            num_bits == 4 ? q : static_cast<uint8_t>(q ^ 0x80u);
                     }
                     const auto wv = formats::ct_pack_codes(codes.data(), cols, num_bits);
-                    std::memcpy(packed.data() + r * words * 4, wv.data(), static_cast<size_t>(words) * 4);
-                    std::memcpy(scales.data() + r * ng * 2, qr->d.data(), static_cast<size_t>(ng) * 2);
+                    std::memcpy(packed.data() + r * words * 4, wv.data(),
+                                static_cast<size_t>(words) * 4);
+                    std::memcpy(scales.data() + r * ng * 2, qr->d.data(),
+                                static_cast<size_t>(ng) * 2);
                 }
             });
         } catch (const Error& e) {
-            throw Error("'" + in_dir + "': tensor '" + n + "' as " + quant::weight_format_name(f) + ": " + e.what());
+            throw Error("'" + in_dir + "': tensor '" + n + "' as " + quant::weight_format_name(f) +
+                        ": " + e.what());
         }
         const std::string m = n.substr(0, n.size() - 7);
         w.add_tensor(m + ".weight_packed", "I32", {rows, words}, std::move(packed));
@@ -278,7 +303,8 @@ QuantizeStats quantize_hf_compressed_tensors(const std::string& in_dir, const st
     try {
         for (size_t s = 0; s < shards.size(); ++s) {
             char shard_name[64];
-            std::snprintf(shard_name, sizeof shard_name, "model-%05zu-of-%05zu.safetensors", s + 1, shards.size());
+            std::snprintf(shard_name, sizeof shard_name, "model-%05zu-of-%05zu.safetensors", s + 1,
+                          shards.size());
             finals.push_back(shards.size() == 1 ? out_file : out_dir + "/" + shard_name);
             formats::SafetensorsWriter w;
             for (size_t i : shards[s]) {
@@ -295,7 +321,9 @@ QuantizeStats quantize_hf_compressed_tensors(const std::string& in_dir, const st
     }
     for (const auto& fpath : finals) {
         fs::rename(fpath + ".partial", fpath, ec);
-        if (ec) throw Error("quantize: cannot rename '" + fpath + ".partial' to '" + fpath + "': " + ec.message());
+        if (ec)
+            throw Error("quantize: cannot rename '" + fpath + ".partial' to '" + fpath +
+                        "': " + ec.message());
         written.insert(fs::path(fpath).filename().string());
     }
     if (shards.size() > 1) {
@@ -312,7 +340,8 @@ QuantizeStats quantize_hf_compressed_tensors(const std::string& in_dir, const st
         for (const auto& e : fs::directory_iterator(out_dir, ec)) {
             const std::string fn = e.path().filename().string();
             const bool ours = fn == "model.safetensors" || fn == "model.safetensors.index.json" ||
-                              (fn.starts_with("model-") && fn.ends_with(".safetensors") && fn.find("-of-") != std::string::npos);
+                              (fn.starts_with("model-") && fn.ends_with(".safetensors") &&
+                               fn.find("-of-") != std::string::npos);
             if (ours && !written.contains(fn)) fs::remove(e.path(), ec);
         }
 
@@ -321,7 +350,8 @@ QuantizeStats quantize_hf_compressed_tensors(const std::string& in_dir, const st
                                     {"type", "int"},
                                     {"symmetric", true},
                                     {"strategy", f.group != 0 ? "group" : "channel"},
-                                    {"group_size", f.group != 0 ? nlohmann::ordered_json(f.group) : nlohmann::ordered_json(nullptr)},
+                                    {"group_size", f.group != 0 ? nlohmann::ordered_json(f.group)
+                                                                : nlohmann::ordered_json(nullptr)},
                                     {"dynamic", false},
                                     {"actorder", nullptr},
                                     {"block_structure", nullptr},
@@ -329,27 +359,27 @@ QuantizeStats quantize_hf_compressed_tensors(const std::string& in_dir, const st
                                     {"observer_kwargs", nlohmann::ordered_json::object()}};
     nlohmann::ordered_json targets = {"Linear"};
     if (embed_quantized) targets.push_back("Embedding");
-    nlohmann::ordered_json q = {
-        {"quant_method", "compressed-tensors"},
-        {"format", "pack-quantized"},
-        {"quantization_status", "compressed"},
-        {"config_groups",
-         {{"group_0",
-           {{"targets", targets},
-            {"weights", wargs},
-            {"input_activations", nullptr},
-            {"output_activations", nullptr},
-            {"format", "pack-quantized"}}}}},
-        {"ignore", ignore},
-        {"kv_cache_scheme", nullptr},
-        {"global_compression_ratio", nullptr}};
+    nlohmann::ordered_json q = {{"quant_method", "compressed-tensors"},
+                                {"format", "pack-quantized"},
+                                {"quantization_status", "compressed"},
+                                {"config_groups",
+                                 {{"group_0",
+                                   {{"targets", targets},
+                                    {"weights", wargs},
+                                    {"input_activations", nullptr},
+                                    {"output_activations", nullptr},
+                                    {"format", "pack-quantized"}}}}},
+                                {"ignore", ignore},
+                                {"kv_cache_scheme", nullptr},
+                                {"global_compression_ratio", nullptr}};
     config["quantization_config"] = q;
     const bool write_config = !fs::equivalent(out_dir, in_dir, ec);
     if (write_config) {
         write_text(out_dir + "/config.json", config.dump(2) + "\n");
-        for (const char* aux : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
-                                "generation_config.json", "chat_template.jinja", "vocab.json", "merges.txt",
-                                "tokenizer.model"}) {
+        for (const char* aux :
+             {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+              "generation_config.json", "chat_template.jinja", "vocab.json", "merges.txt",
+              "tokenizer.model"}) {
             const std::string s = in_dir + "/" + aux;
             if (fs::exists(s)) {
                 fs::copy_file(s, out_dir + "/" + aux, fs::copy_options::overwrite_existing, ec);

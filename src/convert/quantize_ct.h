@@ -17,8 +17,8 @@
 #include <optional>
 #include <string>
 
-#include "quant/imatrix.h"
 #include "convert/quantize_model.h"
+#include "quant/imatrix.h"
 #include "quant/weight_format.h"
 #include "util/thread_pool.h"
 
@@ -36,8 +36,9 @@ inline constexpr int64_t kDefaultMaxShardBytes = int64_t{5} << 30;
 // holds one shard's output at a time. `imatrix`: llama.cpp importance per input column, found by
 // each tensor's GGUF name (formats/gguf_names.h; expert e of a stacked entry for MoE experts).
 // Throws util::Error, before writing anything for a bad format, shape, option or imatrix entry.
-QuantizeStats quantize_hf_compressed_tensors(const std::string& in_dir, const std::string& out, const quant::WeightFormat& f,
-                                             bool embeddings, util::ThreadPool& pool,
+QuantizeStats quantize_hf_compressed_tensors(const std::string& in_dir, const std::string& out,
+                                             const quant::WeightFormat& f, bool embeddings,
+                                             util::ThreadPool& pool,
                                              std::optional<int64_t> max_shard_bytes = std::nullopt,
                                              const quant::Imatrix* imatrix = nullptr);
 

@@ -17,18 +17,20 @@ struct QuantizeStats {
     int64_t tensors_copied = 0;
     int64_t bytes_in = 0;   // tensor data of the source
     int64_t bytes_out = 0;  // tensor data written
-    std::string heads;      // "token_embd as int8, output as int8" for the ones quantized; empty if none
+    std::string
+        heads;  // "token_embd as int8, output as int8" for the ones quantized; empty if none
     int64_t imatrix_weighted = 0;  // quantized tensors that had an importance-matrix entry
 };
 
 // How quantize_gguf writes token_embd / output.
 //   Default: a float (F32/F16/BF16) one becomes the default head beside the layers
 //     (quant::default_head_format: int8 beside int4), the format loading with --weights gives it
-//     anyway, so the file holds what runs: smaller, and nothing to quantize at each load. One already
-//     quantized (a Q8_0 or Q6_K head, say) is copied, so nothing is quantized twice; beside int8
-//     layers every head is copied (no default head there).
+//     anyway, so the file holds what runs: smaller, and nothing to quantize at each load. One
+//     already quantized (a Q8_0 or Q6_K head, say) is copied, so nothing is quantized twice; beside
+//     int8 layers every head is copied (no default head there).
 //   Keep: copied unchanged (`--head-weights keep`).
-//   Format: every one in `format` (`--quantize-embeddings`: the layers' format; `--head-weights F`).
+//   Format: every one in `format` (`--quantize-embeddings`: the layers' format; `--head-weights
+//   F`).
 struct HeadOptions {
     enum class Mode { Default, Keep, Format } mode = Mode::Default;
     quant::WeightFormat format;  // Mode::Format only
@@ -45,7 +47,8 @@ bool is_embedding_weight(const std::string& name);
 // copied unchanged. `imatrix`: the
 // importance of each quantized tensor's input columns where it has an entry of that name
 // (quant/imatrix.h; rows that import without loss are imported all the same).
-QuantizeStats quantize_gguf(const std::string& in, const std::string& out, const quant::WeightFormat& f,
-                            const HeadOptions& head, util::ThreadPool& pool, const quant::Imatrix* imatrix = nullptr);
+QuantizeStats quantize_gguf(const std::string& in, const std::string& out,
+                            const quant::WeightFormat& f, const HeadOptions& head,
+                            util::ThreadPool& pool, const quant::Imatrix* imatrix = nullptr);
 
 }  // namespace warden::convert

@@ -167,7 +167,8 @@ void Engine::loop() {
             if (scheduler_.idle() && inbox_.empty() && cancels_.empty() && !stop_) {
                 // Idle: the pool must be whole (free + used == total, nothing leaked).
                 std::string bad = kv_.pool().check_integrity();
-                if (bad.empty() && scheduler_.prefix_cache()) bad = scheduler_.prefix_cache()->check_integrity();
+                if (bad.empty() && scheduler_.prefix_cache())
+                    bad = scheduler_.prefix_cache()->check_integrity();
                 if (!bad.empty()) spdlog::error("kv pool inconsistent while idle: {}", bad);
                 cv_.wait(lk, [&] { return !inbox_.empty() || !cancels_.empty() || stop_; });
             }
@@ -209,7 +210,8 @@ void Engine::loop() {
                 scheduler_.step();
             } catch (const std::exception& e) {
                 // Never leave a request without a reply: end everything in flight.
-                spdlog::error("scheduler step failed: {}; ending {} requests", e.what(), active_.size());
+                spdlog::error("scheduler step failed: {}; ending {} requests", e.what(),
+                              active_.size());
                 std::vector<Scheduler::Handle> all;
                 for (const auto& [id, a] : active_) all.push_back(a.handle);
                 for (auto h : all) scheduler_.cancel(h, FinishReason::Rejected);

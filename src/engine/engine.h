@@ -45,7 +45,7 @@ class Engine;
 
 // The events of one request: tokens in order, then exactly one Finish. Thread-safe.
 class Stream {
-public:
+  public:
     // Waits up to `timeout` for the next event. False on timeout (nothing consumed).
     bool next(Event& out, std::chrono::milliseconds timeout);
     // Ends the request (idempotent; a no-op once it finished). Its Finish event still arrives.
@@ -57,7 +57,7 @@ public:
     void set_notify(std::function<void()> fn);
     uint64_t id() const { return id_; }
 
-private:
+  private:
     friend class Engine;
     void push(Event&& e);
     Engine* engine_ = nullptr;
@@ -79,7 +79,7 @@ struct Submitted {
 };
 
 class Engine {
-public:
+  public:
     Engine(Executor& exec, kv::KvCache& kv, EngineConfig cfg, kv::FaultInjector* faults = nullptr);
     ~Engine();  // cancels whatever is left and joins the scheduler thread
     Engine(const Engine&) = delete;
@@ -96,7 +96,7 @@ public:
     const kv::KvCache& kv() const { return kv_; }
     int64_t capacity_tokens() const { return kv_.capacity_tokens(); }
 
-private:
+  private:
     friend class Stream;
     struct Active {
         std::shared_ptr<Stream> stream;
@@ -119,7 +119,7 @@ private:
     Scheduler scheduler_;
     Metrics metrics_;
 
-    std::mutex mu_;  // guards the inbox, draining_, n_active_
+    std::mutex mu_;                    // guards the inbox, draining_, n_active_
     std::condition_variable cv_;       // scheduler wake-up
     std::condition_variable idle_cv_;  // wait_idle
     std::deque<Pending> inbox_;
@@ -130,8 +130,8 @@ private:
     size_t n_active_ = 0;   // submitted and not finished
 
     // Scheduler thread only.
-    std::unordered_map<uint64_t, Active> active_;                   // by engine id
-    std::unordered_map<Scheduler::Handle, uint64_t> by_handle_;   // scheduler handle -> engine id
+    std::unordered_map<uint64_t, Active> active_;                // by engine id
+    std::unordered_map<Scheduler::Handle, uint64_t> by_handle_;  // scheduler handle -> engine id
     Active* adding_ = nullptr;
     uint64_t next_id_ = 1;  // guarded by mu_
     std::thread thread_;

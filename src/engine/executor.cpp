@@ -5,7 +5,8 @@
 
 namespace warden::engine {
 
-Executor::Executor(model::Transformer& tf, kv::KvCache& kv, kv::IntegrityMode mode) : tf_(tf), kv_(kv), mode_(mode) {}
+Executor::Executor(model::Transformer& tf, kv::KvCache& kv, kv::IntegrityMode mode)
+    : tf_(tf), kv_(kv), mode_(mode) {}
 
 StepResult Executor::execute(const StepBatch& batch) {
     const size_t n = batch.seqs.size();
@@ -31,8 +32,9 @@ StepResult Executor::execute(const StepBatch& batch) {
     for (size_t i = 0; i < n; ++i) {
         const StepSeq& s = batch.seqs[i];
         WARDEN_ASSERT(s.table != nullptr, "executor: sequence without a page table");
-        util::check(s.table->capacity(kv_.page_size()) >= s.pos0 + static_cast<int64_t>(s.tokens.size()),
-                    "executor: page table of seq " + std::to_string(s.id.v) + " does not cover the step");
+        util::check(
+            s.table->capacity(kv_.page_size()) >= s.pos0 + static_cast<int64_t>(s.tokens.size()),
+            "executor: page table of seq " + std::to_string(s.id.v) + " does not cover the step");
         if (mode_ == kv::IntegrityMode::Step && !check(i)) continue;
         page_ids[i].reserve(s.table->pages.size());
         for (const kv::PageRef& p : s.table->pages) page_ids[i].push_back(p.page.v);
@@ -48,7 +50,8 @@ StepResult Executor::execute(const StepBatch& batch) {
     if (inputs.empty()) return r;
 
     model::LayerCheck layer_check = [&](size_t input, int64_t) { return check(members[input]); };
-    const auto alive = tf_.step(inputs, kv_.storage(), mode_ == kv::IntegrityMode::Layer ? &layer_check : nullptr);
+    const auto alive =
+        tf_.step(inputs, kv_.storage(), mode_ == kv::IntegrityMode::Layer ? &layer_check : nullptr);
     for (size_t j = 0; j < members.size(); ++j) {
         const size_t i = members[j];
         r.ok[i] = alive[j];

@@ -15,9 +15,9 @@ namespace warden::engine {
 
 struct StepResult {
     // Per sequence of the batch, in order:
-    std::vector<char> ok;                                      // computed fully
+    std::vector<char> ok;                                          // computed fully
     std::vector<std::optional<kv::IntegrityViolation>> violation;  // why not, when !ok
-    std::vector<std::vector<float>> logits;                    // [vocab] when ok && want_logits
+    std::vector<std::vector<float>> logits;                        // [vocab] when ok && want_logits
 };
 
 struct ExecutorStats {
@@ -27,14 +27,14 @@ struct ExecutorStats {
 };
 
 class Executor {
-public:
+  public:
     Executor(model::Transformer& tf, kv::KvCache& kv, kv::IntegrityMode mode);
 
     StepResult execute(const StepBatch& batch);
     const ExecutorStats& stats() const { return stats_; }
     kv::IntegrityMode mode() const { return mode_; }
 
-private:
+  private:
     model::Transformer& tf_;
     kv::KvCache& kv_;
     kv::IntegrityMode mode_;

@@ -37,7 +37,8 @@ void Histogram::render(std::string& out, const std::string& name, const std::str
     int64_t cum = 0;
     for (size_t i = 0; i < kBounds.size(); ++i) {
         cum += buckets_[i];
-        out += name + "_bucket{" + labels + ",le=\"" + num(kBounds[i]) + "\"} " + std::to_string(cum) + "\n";
+        out += name + "_bucket{" + labels + ",le=\"" + num(kBounds[i]) + "\"} " +
+               std::to_string(cum) + "\n";
     }
     out += name + "_bucket{" + labels + ",le=\"+Inf\"} " + std::to_string(count_) + "\n";
     out += name + "_sum{" + labels + "} " + num(sum_) + "\n";
@@ -86,8 +87,8 @@ std::string Metrics::prometheus() const {
     std::lock_guard lk(mu_);
     std::string o;
     auto gauge = [&](const char* name, const char* help, int64_t v) {
-        o += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " gauge\n" + name + " " +
-             std::to_string(v) + "\n";
+        o += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " gauge\n" + name +
+             " " + std::to_string(v) + "\n";
     };
     gauge("warden_requests_running", "sequences in the running batch", g_.running);
     gauge("warden_requests_waiting", "requests queued for admission", g_.waiting);
@@ -95,8 +96,10 @@ std::string Metrics::prometheus() const {
     gauge("warden_kv_pages_free", "KV pages free", g_.kv_pages_free);
     gauge("warden_kv_pages_total", "KV pages in the pool", g_.kv_pages_total);
     gauge("warden_kv_bytes_used", "KV bytes in use", g_.kv_pages_used * g_.kv_bytes_per_page);
-    gauge("warden_kv_bytes_total", "KV bytes in the pool", g_.kv_pages_total * g_.kv_bytes_per_page);
-    o += "# HELP warden_preemptions_total sequences preempted (recomputed later)\n# TYPE warden_preemptions_total counter\n";
+    gauge("warden_kv_bytes_total", "KV bytes in the pool",
+          g_.kv_pages_total * g_.kv_bytes_per_page);
+    o += "# HELP warden_preemptions_total sequences preempted (recomputed later)\n# TYPE "
+         "warden_preemptions_total counter\n";
     o += "warden_preemptions_total " + std::to_string(g_.preemptions) + "\n";
     o += "# HELP warden_integrity_violations_total KV integrity check failures (all tenants)\n"
          "# TYPE warden_integrity_violations_total counter\n";
@@ -105,22 +108,29 @@ std::string Metrics::prometheus() const {
     o += "warden_steps_total " + std::to_string(g_.steps) + "\n";
     if (g_.prefix_cache) {
         auto total = [&](const char* name, const char* help, int64_t v) {
-            o += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " counter\n" + name + " " +
-                 std::to_string(v) + "\n";
+            o += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " counter\n" +
+                 name + " " + std::to_string(v) + "\n";
         };
-        gauge("warden_prefix_cache_pages", "KV pages held by the prefix cache alone (evictable unless pinned)",
+        gauge("warden_prefix_cache_pages",
+              "KV pages held by the prefix cache alone (evictable unless pinned)",
               g_.kv_pages_cached);
-        gauge("warden_prefix_cache_pinned_pages", "cached pages of operator-declared shared prefixes",
-              g_.pc_pinned_pages);
-        total("warden_prefix_cache_lookups_total", "admissions that looked up the prefix cache", g_.pc.lookups);
-        total("warden_prefix_cache_hit_requests_total", "lookups that attached at least one cached page",
-              g_.pc.hit_requests);
-        total("warden_prefix_cache_hit_tokens_total", "prompt tokens served from the prefix cache", g_.pc.hit_tokens);
-        total("warden_prefix_cache_miss_tokens_total", "looked-up tokens that had to be computed", g_.pc.miss_tokens);
-        total("warden_prefix_cache_inserted_pages_total", "pages added to the prefix cache", g_.pc.inserted_pages);
-        total("warden_prefix_cache_evictions_total", "cached pages evicted under memory pressure", g_.pc.evicted_pages);
+        gauge("warden_prefix_cache_pinned_pages",
+              "cached pages of operator-declared shared prefixes", g_.pc_pinned_pages);
+        total("warden_prefix_cache_lookups_total", "admissions that looked up the prefix cache",
+              g_.pc.lookups);
+        total("warden_prefix_cache_hit_requests_total",
+              "lookups that attached at least one cached page", g_.pc.hit_requests);
+        total("warden_prefix_cache_hit_tokens_total", "prompt tokens served from the prefix cache",
+              g_.pc.hit_tokens);
+        total("warden_prefix_cache_miss_tokens_total", "looked-up tokens that had to be computed",
+              g_.pc.miss_tokens);
+        total("warden_prefix_cache_inserted_pages_total", "pages added to the prefix cache",
+              g_.pc.inserted_pages);
+        total("warden_prefix_cache_evictions_total", "cached pages evicted under memory pressure",
+              g_.pc.evicted_pages);
         total("warden_prefix_cache_collisions_rejected_total",
-              "hash matches rejected by the exact token/scope comparison", g_.pc.collisions_rejected);
+              "hash matches rejected by the exact token/scope comparison",
+              g_.pc.collisions_rejected);
     }
 
     auto counter = [&](const char* name, const char* help, auto get) {
@@ -128,21 +138,36 @@ std::string Metrics::prometheus() const {
         for (const auto& [tn, t] : tenants_) get(name, "tenant=\"" + label(tn) + "\"", t);
     };
     counter("warden_prompt_tokens_total", "prompt tokens of finished requests",
-            [&](const char* n, const std::string& l, const Tenant& t) { o += std::string(n) + "{" + l + "} " + std::to_string(t.prompt_tokens) + "\n"; });
-    counter("warden_prompt_tokens_cached_total", "prompt tokens of finished requests served by the prefix cache",
-            [&](const char* n, const std::string& l, const Tenant& t) { o += std::string(n) + "{" + l + "} " + std::to_string(t.cached_prompt_tokens) + "\n"; });
+            [&](const char* n, const std::string& l, const Tenant& t) {
+                o += std::string(n) + "{" + l + "} " + std::to_string(t.prompt_tokens) + "\n";
+            });
+    counter("warden_prompt_tokens_cached_total",
+            "prompt tokens of finished requests served by the prefix cache",
+            [&](const char* n, const std::string& l, const Tenant& t) {
+                o +=
+                    std::string(n) + "{" + l + "} " + std::to_string(t.cached_prompt_tokens) + "\n";
+            });
     counter("warden_generation_tokens_total", "generated tokens",
-            [&](const char* n, const std::string& l, const Tenant& t) { o += std::string(n) + "{" + l + "} " + std::to_string(t.generated_tokens) + "\n"; });
+            [&](const char* n, const std::string& l, const Tenant& t) {
+                o += std::string(n) + "{" + l + "} " + std::to_string(t.generated_tokens) + "\n";
+            });
     counter("warden_requests_finished_total", "requests the engine finished, by finish reason",
             [&](const char* n, const std::string& l, const Tenant& t) {
-                for (const auto& [r, c] : t.finished) o += std::string(n) + "{" + l + ",reason=\"" + r + "\"} " + std::to_string(c) + "\n";
+                for (const auto& [r, c] : t.finished)
+                    o += std::string(n) + "{" + l + ",reason=\"" + r + "\"} " + std::to_string(c) +
+                         "\n";
             });
     counter("warden_request_aborts_total", "requests aborted or refused, by reason",
             [&](const char* n, const std::string& l, const Tenant& t) {
-                for (const auto& [r, c] : t.aborts) o += std::string(n) + "{" + l + ",reason=\"" + label(r) + "\"} " + std::to_string(c) + "\n";
+                for (const auto& [r, c] : t.aborts)
+                    o += std::string(n) + "{" + l + ",reason=\"" + label(r) + "\"} " +
+                         std::to_string(c) + "\n";
             });
-    counter("warden_tenant_integrity_violations_total", "requests aborted by a KV integrity violation",
-            [&](const char* n, const std::string& l, const Tenant& t) { o += std::string(n) + "{" + l + "} " + std::to_string(t.integrity_violations) + "\n"; });
+    counter(
+        "warden_tenant_integrity_violations_total", "requests aborted by a KV integrity violation",
+        [&](const char* n, const std::string& l, const Tenant& t) {
+            o += std::string(n) + "{" + l + "} " + std::to_string(t.integrity_violations) + "\n";
+        });
     auto hist = [&](const char* name, const char* help, Histogram Tenant::*h) {
         o += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " histogram\n";
         for (const auto& [tn, t] : tenants_) (t.*h).render(o, name, "tenant=\"" + label(tn) + "\"");

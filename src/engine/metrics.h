@@ -14,14 +14,15 @@
 namespace warden::engine {
 
 class Histogram {
-public:
+  public:
     static constexpr std::array<double, 15> kBounds = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,
-                                                       2.5,   5,    10,    30,   60,  120, 300};
+                                                       2.5,   5,    10,    30,   60,  120,  300};
     void observe(double seconds);
-    // Appends the _bucket/_sum/_count lines of `name` with the label set `labels` (e.g. tenant="a").
+    // Appends the _bucket/_sum/_count lines of `name` with the label set `labels` (e.g.
+    // tenant="a").
     void render(std::string& out, const std::string& name, const std::string& labels) const;
 
-private:
+  private:
     std::array<int64_t, kBounds.size()> buckets_{};  // non-cumulative
     int64_t count_ = 0;
     double sum_ = 0;
@@ -38,7 +39,7 @@ struct Gauges {
 };
 
 class Metrics {
-public:
+  public:
     // A request the engine finished: latency histograms, token counters, abort reasons.
     void observe(const std::string& tenant, const Result& r);
     // A request refused or ended outside the engine (reason: queue_full, unauthorized, ...).
@@ -47,7 +48,7 @@ public:
     Gauges gauges() const;
     std::string prometheus() const;
 
-private:
+  private:
     struct Tenant {
         Histogram queue, prefill, ttft, tpot, e2e;
         int64_t prompt_tokens = 0, cached_prompt_tokens = 0, generated_tokens = 0, requests = 0;

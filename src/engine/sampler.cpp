@@ -16,12 +16,15 @@ void SamplingParams::validate() const {
     util::check(top_k >= 0, "top-k must be >= 0");
     util::check(std::isfinite(top_p) && top_p > 0.0f && top_p <= 1.0f, "top-p must be in (0, 1]");
     util::check(std::isfinite(min_p) && min_p >= 0.0f && min_p <= 1.0f, "min-p must be in [0, 1]");
-    util::check(std::isfinite(repetition_penalty) && repetition_penalty > 0.0f && repetition_penalty <= 10.0f,
+    util::check(std::isfinite(repetition_penalty) && repetition_penalty > 0.0f &&
+                    repetition_penalty <= 10.0f,
                 "repetition penalty must be in (0, 10]");
-    util::check(std::isfinite(frequency_penalty) && frequency_penalty >= -2.0f && frequency_penalty <= 2.0f,
-                "frequency_penalty must be in [-2, 2]");
-    util::check(std::isfinite(presence_penalty) && presence_penalty >= -2.0f && presence_penalty <= 2.0f,
-                "presence_penalty must be in [-2, 2]");
+    util::check(
+        std::isfinite(frequency_penalty) && frequency_penalty >= -2.0f && frequency_penalty <= 2.0f,
+        "frequency_penalty must be in [-2, 2]");
+    util::check(
+        std::isfinite(presence_penalty) && presence_penalty >= -2.0f && presence_penalty <= 2.0f,
+        "presence_penalty must be in [-2, 2]");
 }
 
 TokenLogprobs token_logprobs(std::span<const float> logits, int32_t token, int32_t top) {
@@ -33,21 +36,28 @@ TokenLogprobs token_logprobs(std::span<const float> logits, int32_t token, int32
     for (float l : logits) sum += std::exp(static_cast<double>(l) - mx);
     const double lse = static_cast<double>(mx) + std::log(sum);
     if (token >= 0 && static_cast<size_t>(token) < logits.size())
-        r.logprob = static_cast<float>(static_cast<double>(logits[static_cast<size_t>(token)]) - lse);
+        r.logprob =
+            static_cast<float>(static_cast<double>(logits[static_cast<size_t>(token)]) - lse);
     const size_t k = std::min(static_cast<size_t>(std::max(top, 0)), logits.size());
     if (k == 0) return r;
     std::vector<int32_t> ids(logits.size());
     for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i);
-    std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(k), ids.end(), [&](int32_t a, int32_t b) {
-        const float la = logits[static_cast<size_t>(a)], lb = logits[static_cast<size_t>(b)];
-        return la > lb || (la == lb && a < b);
-    });
+    std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(k), ids.end(),
+                      [&](int32_t a, int32_t b) {
+                          const float la = logits[static_cast<size_t>(a)],
+                                      lb = logits[static_cast<size_t>(b)];
+                          return la > lb || (la == lb && a < b);
+                      });
     for (size_t i = 0; i < k; ++i)
-        r.top.emplace_back(ids[i], static_cast<float>(static_cast<double>(logits[static_cast<size_t>(ids[i])]) - lse));
+        r.top.emplace_back(
+            ids[i],
+            static_cast<float>(static_cast<double>(logits[static_cast<size_t>(ids[i])]) - lse));
     return r;
 }
 
-Sampler::Sampler(const SamplingParams& p) : p_(p), rng_(p.seed) { p_.validate(); }
+Sampler::Sampler(const SamplingParams& p) : p_(p), rng_(p.seed) {
+    p_.validate();
+}
 
 int32_t Sampler::argmax(std::span<const float> logits) {
     // First maximum wins, as in torch.argmax, so ties resolve like the reference (kernels/ops.h;
@@ -56,14 +66,18 @@ int32_t Sampler::argmax(std::span<const float> logits) {
         kernels::argmax(logits.data(), static_cast<int64_t>(logits.size())));
 }
 
-int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> history, size_t n_prompt) {
+int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> history,
+                        size_t n_prompt) {
     if (p_.frequency_penalty != 0.0f || p_.presence_penalty != 0.0f) {
-        // OpenAI: mu[j] -= c[j] * frequency_penalty + (c[j] > 0) * presence_penalty, c over the output.
+        // OpenAI: mu[j] -= c[j] * frequency_penalty + (c[j] > 0) * presence_penalty, c over the
+        // output.
         std::unordered_map<int32_t, int32_t> count;
-        for (size_t i = std::min(n_prompt, history.size()); i < history.size(); ++i) ++count[history[i]];
+        for (size_t i = std::min(n_prompt, history.size()); i < history.size(); ++i)
+            ++count[history[i]];
         for (const auto& [id, c] : count) {
             if (id < 0 || static_cast<size_t>(id) >= logits.size()) continue;
-            logits[static_cast<size_t>(id)] -= static_cast<float>(c) * p_.frequency_penalty + p_.presence_penalty;
+            logits[static_cast<size_t>(id)] -=
+                static_cast<float>(c) * p_.frequency_penalty + p_.presence_penalty;
         }
     }
     if (p_.repetition_penalty != 1.0f) {
@@ -80,12 +94,16 @@ int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> histor
 
     cand_.clear();
     cand_.reserve(logits.size());
-    for (size_t i = 0; i < logits.size(); ++i) cand_.emplace_back(logits[i] / p_.temperature, static_cast<int32_t>(i));
-    auto by_logit = [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); };
+    for (size_t i = 0; i < logits.size(); ++i)
+        cand_.emplace_back(logits[i] / p_.temperature, static_cast<int32_t>(i));
+    auto by_logit = [](const auto& a, const auto& b) {
+        return a.first > b.first || (a.first == b.first && a.second < b.second);
+    };
     size_t keep = cand_.size();
     if (p_.top_k > 0 && static_cast<size_t>(p_.top_k) < keep) {
         keep = static_cast<size_t>(p_.top_k);
-        std::partial_sort(cand_.begin(), cand_.begin() + static_cast<std::ptrdiff_t>(keep), cand_.end(), by_logit);
+        std::partial_sort(cand_.begin(), cand_.begin() + static_cast<std::ptrdiff_t>(keep),
+                          cand_.end(), by_logit);
     } else {
         std::sort(cand_.begin(), cand_.end(), by_logit);
     }

@@ -13,9 +13,9 @@ namespace warden::engine {
 
 struct SamplingParams {
     float temperature = 0.8f;
-    int32_t top_k = 40;          // <= 0: disabled
-    float top_p = 0.95f;         // >= 1: disabled
-    float min_p = 0.05f;         // <= 0: disabled
+    int32_t top_k = 40;               // <= 0: disabled
+    float top_p = 0.95f;              // >= 1: disabled
+    float min_p = 0.05f;              // <= 0: disabled
     float repetition_penalty = 1.0f;  // 1: disabled; applies to every token seen so far
     float frequency_penalty = 0.0f;   // [-2, 2]: logit -= f * count(token in generated output)
     float presence_penalty = 0.0f;    // [-2, 2]: logit -= p * (token in generated output)
@@ -34,15 +34,14 @@ struct TokenLogprobs {
 TokenLogprobs token_logprobs(std::span<const float> logits, int32_t token, int32_t top);
 
 class Sampler {
-public:
+  public:
     explicit Sampler(const SamplingParams& p);
     // logits: [vocab], modified in place. history: prompt + generated ids (for the repetition
     // penalty); the frequency/presence penalties count history[n_prompt..] (generated only).
     int32_t sample(std::span<float> logits, std::span<const int32_t> history, size_t n_prompt = 0);
     static int32_t argmax(std::span<const float> logits);
 
-
-private:
+  private:
     SamplingParams p_;
     std::mt19937_64 rng_;
     std::vector<std::pair<float, int32_t>> cand_;  // scratch

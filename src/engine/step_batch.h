@@ -11,10 +11,12 @@ namespace warden::engine {
 
 struct StepSeq {
     kv::SeqId id;
-    std::span<const int32_t> tokens;   // tokens to compute this step (prefill chunk or 1 decode token)
-    int64_t pos0 = 0;                  // their first position == tokens already cached
-    const kv::PageTable* table = nullptr;  // covers [0, pos0 + tokens.size()), with expected generations
-    bool want_logits = true;           // logits of the last token (sampling needs them)
+    std::span<const int32_t>
+        tokens;        // tokens to compute this step (prefill chunk or 1 decode token)
+    int64_t pos0 = 0;  // their first position == tokens already cached
+    const kv::PageTable* table =
+        nullptr;              // covers [0, pos0 + tokens.size()), with expected generations
+    bool want_logits = true;  // logits of the last token (sampling needs them)
 };
 
 struct StepBatch {

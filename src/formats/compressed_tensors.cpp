@@ -5,7 +5,6 @@
 
 #include <cmath>
 #include <cstring>
-
 #include <nlohmann/json.hpp>
 
 #include "formats/safetensors_file.h"
@@ -18,49 +17,63 @@ using util::Error;
 
 namespace {
 
-std::string field_str(const nlohmann::json& j) { return j.dump(); }
+std::string field_str(const nlohmann::json& j) {
+    return j.dump();
+}
 
 CtWeightArgs parse_weight_args(const nlohmann::json& w, const std::string& where) {
     if (!w.is_object()) throw Error(where + ".weights is not an object");
     CtWeightArgs a;
     const std::string type = w.value("type", std::string("int"));
     if (type != "int")
-        throw Error(where + ".weights.type is '" + type + "' (only int weights are supported in pack-quantized)");
+        throw Error(where + ".weights.type is '" + type +
+                    "' (only int weights are supported in pack-quantized)");
     if (!w.contains("num_bits") || !w.at("num_bits").is_number_integer())
         throw Error(where + ".weights.num_bits is missing or not an integer");
     a.num_bits = w.at("num_bits").get<int>();
     if (a.num_bits != 4 && a.num_bits != 8)
-        throw Error(where + ".weights.num_bits is " + std::to_string(a.num_bits) + " (supported: 4, 8)");
+        throw Error(where + ".weights.num_bits is " + std::to_string(a.num_bits) +
+                    " (supported: 4, 8)");
     if (w.contains("symmetric") && !w.at("symmetric").is_null()) {
-        if (!w.at("symmetric").is_boolean()) throw Error(where + ".weights.symmetric is not a boolean");
+        if (!w.at("symmetric").is_boolean())
+            throw Error(where + ".weights.symmetric is not a boolean");
         a.symmetric = w.at("symmetric").get<bool>();
     }
-    a.strategy = w.contains("strategy") && w.at("strategy").is_string() ? w.at("strategy").get<std::string>() : "";
+    a.strategy = w.contains("strategy") && w.at("strategy").is_string()
+                     ? w.at("strategy").get<std::string>()
+                     : "";
     int64_t gs = 0;
     if (w.contains("group_size") && !w.at("group_size").is_null()) {
-        if (!w.at("group_size").is_number_integer()) throw Error(where + ".weights.group_size is not an integer");
+        if (!w.at("group_size").is_number_integer())
+            throw Error(where + ".weights.group_size is not an integer");
         gs = w.at("group_size").get<int64_t>();
     }
     if (a.strategy.empty()) a.strategy = gs > 0 ? "group" : "channel";
     if (a.strategy == "group") {
         if (gs <= 0 || gs > (1 << 20))
-            throw Error(where + ".weights.group_size is " + std::to_string(gs) + " (group strategy needs a positive size)");
+            throw Error(where + ".weights.group_size is " + std::to_string(gs) +
+                        " (group strategy needs a positive size)");
         a.group_size = gs;
     } else if (a.strategy == "channel") {
         if (a.num_bits == 4)
-            throw Error(where + ".weights.strategy 'channel' is not supported for 4-bit weights (supported: group)");
+            throw Error(where +
+                        ".weights.strategy 'channel' is not supported for 4-bit weights "
+                        "(supported: group)");
         a.group_size = 0;
     } else {
-        throw Error(where + ".weights.strategy '" + a.strategy + "' is not supported (supported: group" +
+        throw Error(where + ".weights.strategy '" + a.strategy +
+                    "' is not supported (supported: group" +
                     std::string(a.num_bits == 8 ? ", channel" : "") + ")");
     }
     if (w.contains("actorder") && !w.at("actorder").is_null()) {
         const auto& ao = w.at("actorder");
         const bool ok = (ao.is_boolean() && !ao.get<bool>()) ||
-                        (ao.is_string() && (ao.get<std::string>() == "weight" || ao.get<std::string>() == "static"));
+                        (ao.is_string() &&
+                         (ao.get<std::string>() == "weight" || ao.get<std::string>() == "static"));
         if (!ok)
             throw Error(where + ".weights.actorder " + field_str(ao) +
-                        " is not supported (activation reordering with g_idx; supported: null, \"weight\")");
+                        " is not supported (activation reordering with g_idx; supported: null, "
+                        "\"weight\")");
     }
     if (w.contains("dynamic") && w.at("dynamic").is_boolean() && w.at("dynamic").get<bool>())
         throw Error(where + ".weights.dynamic is true (weights must be statically quantized)");
@@ -77,12 +90,15 @@ bool regex_prefix_match(const std::string& pattern, const std::string& s) {
                                      PCRE2_ANCHORED | PCRE2_UTF, &err, &err_off, nullptr);
     if (!code) throw Error(what + " is not a valid regular expression");
     pcre2_match_data* md = pcre2_match_data_create_from_pattern(code, nullptr);
-    const int rc = md ? pcre2_match(code, reinterpret_cast<PCRE2_SPTR>(s.data()), s.size(), 0, 0, md, nullptr)
-                      : PCRE2_ERROR_NOMEMORY;
+    const int rc =
+        md ? pcre2_match(code, reinterpret_cast<PCRE2_SPTR>(s.data()), s.size(), 0, 0, md, nullptr)
+           : PCRE2_ERROR_NOMEMORY;
     if (md) pcre2_match_data_free(md);
     pcre2_code_free(code);
     if (rc == PCRE2_ERROR_NOMATCH) return false;
-    if (rc < 0) throw Error(what + ": matching '" + s + "' failed (PCRE2 error " + std::to_string(rc) + ")");
+    if (rc < 0)
+        throw Error(what + ": matching '" + s + "' failed (PCRE2 error " + std::to_string(rc) +
+                    ")");
     return true;
 }
 
@@ -123,7 +139,8 @@ CtConfig parse_ct_config(const nlohmann::json& j, const std::string& path) {
     const auto& q = j.at("quantization_config");
     const std::string where = path + ": quantization_config";
     CtConfig c;
-    const std::string fmt = q.contains("format") && q.at("format").is_string() ? q.at("format").get<std::string>() : "";
+    const std::string fmt =
+        q.contains("format") && q.at("format").is_string() ? q.at("format").get<std::string>() : "";
     auto check_format = [&](const std::string& f, const std::string& at) {
         if (f != "pack-quantized" && f != "dense")
             throw Error(at + ".format '" + f + "' is not supported (supported: pack-quantized)");
@@ -136,18 +153,22 @@ CtConfig parse_ct_config(const nlohmann::json& j, const std::string& path) {
         const nlohmann::json& g = el.value();
         const std::string gw = where + ".config_groups." + gname;
         if (!g.is_object()) throw Error(gw + " is not an object");
-        if (g.contains("format") && g.at("format").is_string()) check_format(g.at("format").get<std::string>(), gw);
-        else if (fmt.empty()) throw Error(where + ".format is missing");
+        if (g.contains("format") && g.at("format").is_string())
+            check_format(g.at("format").get<std::string>(), gw);
+        else if (fmt.empty())
+            throw Error(where + ".format is missing");
         if (g.contains("input_activations") && !g.at("input_activations").is_null()) {
             const auto& ia = g.at("input_activations");
             if (ia.is_object() && ia.value("type", std::string("int")) == "float")
-                throw Error(gw + ".input_activations are float-quantized (not a pack-quantized scheme)");
+                throw Error(gw +
+                            ".input_activations are float-quantized (not a pack-quantized scheme)");
             // Integer activation quantization (W4A8 / W8A8 schemes) is a runtime choice; warden
             // picks its own activation handling, the weights load the same.
         }
         CtGroup grp;
         grp.name = gname;
-        if (!g.contains("weights") || g.at("weights").is_null()) continue;  // activations-only group
+        if (!g.contains("weights") || g.at("weights").is_null())
+            continue;  // activations-only group
         grp.weights = parse_weight_args(g.at("weights"), gw);
         if (g.contains("targets") && g.at("targets").is_array())
             for (const auto& t : g.at("targets"))
@@ -166,7 +187,8 @@ CtConfig ct_config_from_hf_json(const nlohmann::json& j, const std::string& path
     try {
         return parse_ct_config(j, path);
     } catch (const nlohmann::json::exception& e) {
-        throw Error(path + ": malformed compressed-tensors quantization_config: " + std::string(e.what()));
+        throw Error(path +
+                    ": malformed compressed-tensors quantization_config: " + std::string(e.what()));
     }
 }
 
@@ -176,25 +198,33 @@ const CtGroup& CtConfig::group_for(const std::string& module) const {
     // Targets naming the module (exact or "re:") take precedence over the class target "Linear".
     bool specific = false;
     for (const auto& g : groups)
-        for (const auto& t : g.targets) specific = specific || (t != "Linear" && target_matches(t, module));
+        for (const auto& t : g.targets)
+            specific = specific || (t != "Linear" && target_matches(t, module));
     for (const auto& g : groups) {
         bool hit = false;
-        for (const auto& t : g.targets) hit = hit || ((!specific || t != "Linear") && target_matches(t, module));
+        for (const auto& t : g.targets)
+            hit = hit || ((!specific || t != "Linear") && target_matches(t, module));
         if (!hit) continue;
-        if (found && (found->weights.num_bits != g.weights.num_bits || found->weights.symmetric != g.weights.symmetric ||
-                      found->weights.group_size != g.weights.group_size || found->weights.strategy != g.weights.strategy))
+        if (found && (found->weights.num_bits != g.weights.num_bits ||
+                      found->weights.symmetric != g.weights.symmetric ||
+                      found->weights.group_size != g.weights.group_size ||
+                      found->weights.strategy != g.weights.strategy))
             ambiguous = true;
         if (!found) found = &g;
     }
-    if (!found) throw Error("packed weight of module '" + module + "' matches no quantization_config.config_groups target");
-    if (ambiguous)
+    if (!found)
         throw Error("packed weight of module '" + module +
-                    "' matches several quantization_config.config_groups with different weight arguments");
+                    "' matches no quantization_config.config_groups target");
+    if (ambiguous)
+        throw Error(
+            "packed weight of module '" + module +
+            "' matches several quantization_config.config_groups with different weight arguments");
     return *found;
 }
 
 int CtPacked::code(int64_t r, int64_t c) const {
-    return static_cast<int>(ct_unpack_code(packed + r * words_per_row * 4, c, num_bits)) - (1 << (num_bits - 1));
+    return static_cast<int>(ct_unpack_code(packed + r * words_per_row * 4, c, num_bits)) -
+           (1 << (num_bits - 1));
 }
 
 int CtPacked::zero_point(int64_t r, int64_t g) const {
@@ -214,7 +244,9 @@ int CtPacked::zero_point(int64_t r, int64_t g) const {
     return static_cast<int>(v & ((1u << num_bits) - 1)) - (1 << (num_bits - 1));
 }
 
-float CtPacked::scale_f32(int64_t r, int64_t g) const { return scale_at(scale, scale_dtype, r * n_groups() + g); }
+float CtPacked::scale_f32(int64_t r, int64_t g) const {
+    return scale_at(scale, scale_dtype, r * n_groups() + g);
+}
 
 void CtPacked::dequant_row(int64_t r, float* out) const {
     const int64_t ng = n_groups();
@@ -259,21 +291,27 @@ std::vector<uint32_t> ct_pack_codes(const uint8_t* codes, int64_t n, int num_bit
 
 std::optional<std::string> ct_logical_name(const SafetensorsModel& st, const std::string& name) {
     static const std::string kPacked = ".weight_packed";
-    if (name.size() > kPacked.size() && name.ends_with(kPacked)) return name.substr(0, name.size() - kPacked.size()) + ".weight";
-    for (const char* meta : {".weight_scale", ".weight_zero_point", ".weight_shape", ".weight_g_idx"})
-        if (name.ends_with(meta) && st.find(name.substr(0, name.rfind(".weight_")) + kPacked)) return std::nullopt;
+    if (name.size() > kPacked.size() && name.ends_with(kPacked))
+        return name.substr(0, name.size() - kPacked.size()) + ".weight";
+    for (const char* meta :
+         {".weight_scale", ".weight_zero_point", ".weight_shape", ".weight_g_idx"})
+        if (name.ends_with(meta) && st.find(name.substr(0, name.rfind(".weight_")) + kPacked))
+            return std::nullopt;
     return name;
 }
 
-std::optional<SourceTensor> ct_find(const SafetensorsModel& st, const CtConfig& cfg, const std::string& name) {
+std::optional<SourceTensor> ct_find(const SafetensorsModel& st, const CtConfig& cfg,
+                                    const std::string& name) {
     static const std::string kSuffix = ".weight";
-    if (name.size() <= kSuffix.size() || name.compare(name.size() - kSuffix.size(), kSuffix.size(), kSuffix) != 0)
+    if (name.size() <= kSuffix.size() ||
+        name.compare(name.size() - kSuffix.size(), kSuffix.size(), kSuffix) != 0)
         return std::nullopt;
     const std::string module = name.substr(0, name.size() - kSuffix.size());
     const SafetensorsTensor* p = st.find(module + ".weight_packed");
     if (!p) return std::nullopt;
     if (st.find(module + ".weight_g_idx"))
-        throw Error("tensor '" + module + ".weight_g_idx': activation-ordered (g_idx) weights are not supported");
+        throw Error("tensor '" + module +
+                    ".weight_g_idx': activation-ordered (g_idx) weights are not supported");
     const CtGroup& grp = cfg.group_for(module);
     const CtWeightArgs& a = grp.weights;
     auto ct = std::make_shared<CtPacked>();
@@ -284,7 +322,8 @@ std::optional<SourceTensor> ct_find(const SafetensorsModel& st, const CtConfig& 
     const SafetensorsTensor* sh = st.find(shn);
     if (!sh) throw Error("packed weight '" + p->name + "' has no '" + shn + "'");
     if (sh->shape != std::vector<int64_t>{2} || (sh->dtype != "I64" && sh->dtype != "I32"))
-        throw Error("'" + shn + "' must be I64 or I32 of shape [2], got " + sh->dtype + " " + shape_str(sh->shape));
+        throw Error("'" + shn + "' must be I64 or I32 of shape [2], got " + sh->dtype + " " +
+                    shape_str(sh->shape));
     int64_t dims[2];
     for (int i = 0; i < 2; ++i) {
         if (sh->dtype == "I64") {
@@ -297,22 +336,27 @@ std::optional<SourceTensor> ct_find(const SafetensorsModel& st, const CtConfig& 
     }
     ct->rows = dims[0];
     ct->cols = dims[1];
-    if (ct->rows <= 0 || ct->cols <= 0 || ct->rows > (int64_t{1} << 32) || ct->cols > (int64_t{1} << 32))
-        throw Error("'" + shn + "' holds an invalid shape [" + std::to_string(dims[0]) + ", " + std::to_string(dims[1]) + "]");
+    if (ct->rows <= 0 || ct->cols <= 0 || ct->rows > (int64_t{1} << 32) ||
+        ct->cols > (int64_t{1} << 32))
+        throw Error("'" + shn + "' holds an invalid shape [" + std::to_string(dims[0]) + ", " +
+                    std::to_string(dims[1]) + "]");
     // weight_packed: I32 [out, ceil(in * bits / 32)].
     ct->words_per_row = (ct->cols * a.num_bits + 31) / 32;
     if (p->dtype != "I32")
-        throw Error("'" + p->name + "' has dtype " + p->dtype + " (pack-quantized weights are I32)");
+        throw Error("'" + p->name + "' has dtype " + p->dtype +
+                    " (pack-quantized weights are I32)");
     if (p->shape != std::vector<int64_t>{ct->rows, ct->words_per_row})
-        throw Error("'" + p->name + "' has shape " + shape_str(p->shape) + ", expected [" + std::to_string(ct->rows) +
-                    ", " + std::to_string(ct->words_per_row) + "] for weight_shape " + shape_str({ct->rows, ct->cols}) +
-                    " at " + std::to_string(a.num_bits) + " bits (config group '" + grp.name + "')");
+        throw Error("'" + p->name + "' has shape " + shape_str(p->shape) + ", expected [" +
+                    std::to_string(ct->rows) + ", " + std::to_string(ct->words_per_row) +
+                    "] for weight_shape " + shape_str({ct->rows, ct->cols}) + " at " +
+                    std::to_string(a.num_bits) + " bits (config group '" + grp.name + "')");
     ct->packed = p->data;
     // weight_scale: [out, in / group] or [out, 1].
     ct->group = a.strategy == "channel" ? ct->cols : a.group_size;
     if (ct->cols % ct->group != 0)
-        throw Error("'" + p->name + "': group_size " + std::to_string(ct->group) + " (config group '" + grp.name +
-                    "') does not divide the " + std::to_string(ct->cols) + " input columns");
+        throw Error("'" + p->name + "': group_size " + std::to_string(ct->group) +
+                    " (config group '" + grp.name + "') does not divide the " +
+                    std::to_string(ct->cols) + " input columns");
     const std::string scn = module + ".weight_scale";
     const SafetensorsTensor* s = st.find(scn);
     if (!s) throw Error("packed weight '" + p->name + "' has no '" + scn + "'");
@@ -320,20 +364,23 @@ std::optional<SourceTensor> ct_find(const SafetensorsModel& st, const CtConfig& 
         throw Error("'" + scn + "' has dtype " + s->dtype + " (supported: F32, F16, BF16)");
     if (s->shape != std::vector<int64_t>{ct->rows, ct->n_groups()})
         throw Error("'" + scn + "' has shape " + shape_str(s->shape) + ", expected " +
-                    shape_str({ct->rows, ct->n_groups()}) + " (" + a.strategy + " strategy, group_size " +
-                    std::to_string(ct->group) + ")");
+                    shape_str({ct->rows, ct->n_groups()}) + " (" + a.strategy +
+                    " strategy, group_size " + std::to_string(ct->group) + ")");
     ct->scale = s->data;
     ct->scale_dtype = s->dtype;
     for (int64_t i = 0; i < ct->rows * ct->n_groups(); ++i)
-        if (!std::isfinite(scale_at(s->data, s->dtype, i))) throw Error("'" + scn + "' holds a non-finite scale");
+        if (!std::isfinite(scale_at(s->data, s->dtype, i)))
+            throw Error("'" + scn + "' holds a non-finite scale");
     const std::string zpn = module + ".weight_zero_point";
     const SafetensorsTensor* z = st.find(zpn);
     if (!a.symmetric) {
-        if (!z) throw Error("packed weight '" + p->name + "' is asymmetric (config group '" + grp.name + "') but has no '" + zpn + "'");
+        if (!z)
+            throw Error("packed weight '" + p->name + "' is asymmetric (config group '" + grp.name +
+                        "') but has no '" + zpn + "'");
         const int64_t zw = (ct->rows * a.num_bits + 31) / 32;
         if (z->dtype != "I32" || z->shape != std::vector<int64_t>{zw, ct->n_groups()})
-            throw Error("'" + zpn + "' must be I32 of shape " + shape_str({zw, ct->n_groups()}) + ", got " + z->dtype +
-                        " " + shape_str(z->shape));
+            throw Error("'" + zpn + "' must be I32 of shape " + shape_str({zw, ct->n_groups()}) +
+                        ", got " + z->dtype + " " + shape_str(z->shape));
         ct->zero = z->data;
         ct->zero_cols = ct->n_groups();
     }
@@ -358,7 +405,8 @@ std::optional<uint16_t> exact_scale(const kernels::WeightMatrix& w, double v) {
 }
 }  // namespace
 
-std::optional<kernels::QuantRow> ct_import_row(const CtPacked& t, int64_t r, const kernels::WeightMatrix& w) {
+std::optional<kernels::QuantRow> ct_import_row(const CtPacked& t, int64_t r,
+                                               const kernels::WeightMatrix& w) {
     if (w.cols != t.cols) return std::nullopt;
     kernels::QuantRow row;
     if (w.type == kernels::WeightType::Q4) {
@@ -369,7 +417,8 @@ std::optional<kernels::QuantRow> ct_import_row(const CtPacked& t, int64_t r, con
         row.d.resize(static_cast<size_t>(ng));
         if (w.asym) row.m.resize(static_cast<size_t>(ng));
         const uint8_t* words = t.packed + r * t.words_per_row * 4;
-        for (int64_t c = 0; c < w.cols; ++c) row.q[static_cast<size_t>(c)] = ct_unpack_code(words, c, 4);  // q + 8
+        for (int64_t c = 0; c < w.cols; ++c)
+            row.q[static_cast<size_t>(c)] = ct_unpack_code(words, c, 4);  // q + 8
         for (int64_t g = 0; g < ng; ++g) {
             const int64_t tg = g * w.group / t.group;
             const double s = t.scale_f32(r, tg);

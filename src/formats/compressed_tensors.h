@@ -17,14 +17,13 @@
 // rows dequantize exactly in f32, and import bit-exactly into warden's int4 / int8 layouts
 // when the group, symmetry and scale dtype map without loss (ct_import_row).
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json_fwd.hpp>
-
-#include "kernels/matmul_quant.h"
 #include "formats/tensor_source.h"
+#include "kernels/matmul_quant.h"
 
 namespace warden::formats {
 
@@ -63,11 +62,11 @@ struct CtPacked {
     std::string name;            // "<m>.weight"
     int64_t rows = 0, cols = 0;  // weight_shape
     int num_bits = 4;
-    int64_t group = 0;           // columns per scale (== cols for channel)
+    int64_t group = 0;                // columns per scale (== cols for channel)
     const uint8_t* packed = nullptr;  // int32 LE words, row stride words_per_row
     int64_t words_per_row = 0;
     const uint8_t* scale = nullptr;
-    std::string scale_dtype;     // F32 / F16 / BF16
+    std::string scale_dtype;        // F32 / F16 / BF16
     const uint8_t* zero = nullptr;  // packed zero points (asymmetric), null when symmetric
     int64_t zero_cols = 0;          // n_groups (columns of the zero-point tensor)
 
@@ -88,18 +87,21 @@ std::optional<std::string> ct_logical_name(const SafetensorsModel& st, const std
 // Looks up "<m>.weight" as a compressed-tensors packed weight: nullopt when the file has no
 // "<m>.weight_packed"; a SourceTensor with `ct` set otherwise. Validates shapes and dtypes
 // against `cfg` (util::Error naming the tensor and the field).
-std::optional<SourceTensor> ct_find(const SafetensorsModel& st, const CtConfig& cfg, const std::string& name);
+std::optional<SourceTensor> ct_find(const SafetensorsModel& st, const CtConfig& cfg,
+                                    const std::string& name);
 
 // Bit-exact import of row r into `layout` (Q4: the checkpoint's group is a multiple of the
 // layout's, the scales are exactly representable in the layout's scale dtype; symmetric maps to
 // symmetric or asymmetric, asymmetric to asymmetric; Q8: 8-bit symmetric with one scale per row,
 // or per 32 columns for int8-g32; -128 codes included). nullopt when it does not map (the caller
 // requantizes through f32).
-std::optional<kernels::QuantRow> ct_import_row(const CtPacked& t, int64_t r, const kernels::WeightMatrix& layout);
+std::optional<kernels::QuantRow> ct_import_row(const CtPacked& t, int64_t r,
+                                               const kernels::WeightMatrix& layout);
 
 // The warden format a checkpoint group loads as by default (no --weights): int4-g32 / -g128
 // (largest of 128, 32 dividing the group), -asym when asymmetric, -bf16s when the scales are
-// bf16; int8 for 8-bit per channel, int8-g32 for 8-bit groups of a multiple of 32. nullopt when nothing maps (the caller keeps the runtime dtype).
+// bf16; int8 for 8-bit per channel, int8-g32 for 8-bit groups of a multiple of 32. nullopt when
+// nothing maps (the caller keeps the runtime dtype).
 std::optional<std::string> ct_native_format(const CtWeightArgs& a, const std::string& scale_dtype);
 
 // Packing helpers (also used by the writer): codes are the unsigned stored values

@@ -14,19 +14,25 @@ namespace warden::formats {
 
 using util::Error;
 
-std::optional<Fp8BlockConfig> fp8_block_config_from_hf_json(const nlohmann::json& j, const std::string& path) {
-    if (!j.is_object() || !j.contains("quantization_config") || j.at("quantization_config").is_null())
+std::optional<Fp8BlockConfig> fp8_block_config_from_hf_json(const nlohmann::json& j,
+                                                            const std::string& path) {
+    if (!j.is_object() || !j.contains("quantization_config") ||
+        j.at("quantization_config").is_null())
         return std::nullopt;
     const auto& q = j.at("quantization_config");
     if (!q.is_object()) throw Error(path + ": quantization_config is not an object");
     const std::string method = q.value("quant_method", std::string());
     if (method != "fp8")
-        throw Error(path + ": unsupported quantization_config.quant_method '" + method + "' (supported: fp8)");
+        throw Error(path + ": unsupported quantization_config.quant_method '" + method +
+                    "' (supported: fp8)");
     const std::string fmt = q.value("fmt", std::string("e4m3"));
-    if (fmt != "e4m3") throw Error(path + ": unsupported fp8 format '" + fmt + "' (supported: e4m3)");
+    if (fmt != "e4m3")
+        throw Error(path + ": unsupported fp8 format '" + fmt + "' (supported: e4m3)");
     Fp8BlockConfig c;
     if (!q.contains("weight_block_size") || q.at("weight_block_size").is_null())
-        throw Error(path + ": fp8 quantization_config without weight_block_size (per-tensor FP8 is not supported)");
+        throw Error(path +
+                    ": fp8 quantization_config without weight_block_size (per-tensor FP8 is not "
+                    "supported)");
     const auto& b = q.at("weight_block_size");
     if (!b.is_array() || b.size() != 2 || !b[0].is_number_integer() || !b[1].is_number_integer())
         throw Error(path + ": quantization_config.weight_block_size must be [rows, cols]");
@@ -53,7 +59,8 @@ std::optional<SourceTensor> Fp8BlockResolver::find(const std::string& name) {
     if (!t) return std::nullopt;
     if (t->dtype != "F8_E4M3") return SourceTensor::from(*t);
     if (!cfg_)
-        throw Error("tensor '" + name + "' is F8_E4M3 but config.json has no fp8 quantization_config");
+        throw Error("tensor '" + name +
+                    "' is F8_E4M3 but config.json has no fp8 quantization_config");
     if (t->shape.size() != 2) throw Error("F8_E4M3 tensor '" + name + "' is not 2-D");
     const int64_t rows = t->shape[0], cols = t->shape[1];
     const std::string sname = name + "_scale_inv";
@@ -62,9 +69,10 @@ std::optional<SourceTensor> Fp8BlockResolver::find(const std::string& name) {
     const int64_t nbr = (rows + cfg_->block_rows - 1) / cfg_->block_rows;
     const int64_t nbc = (cols + cfg_->block_cols - 1) / cfg_->block_cols;
     if (s->shape != std::vector<int64_t>{nbr, nbc})
-        throw Error("'" + sname + "' has the wrong shape for " + std::to_string(rows) + "x" + std::to_string(cols) +
-                    " in " + std::to_string(cfg_->block_rows) + "x" + std::to_string(cfg_->block_cols) +
-                    " blocks (expected [" + std::to_string(nbr) + ", " + std::to_string(nbc) + "])");
+        throw Error("'" + sname + "' has the wrong shape for " + std::to_string(rows) + "x" +
+                    std::to_string(cols) + " in " + std::to_string(cfg_->block_rows) + "x" +
+                    std::to_string(cfg_->block_cols) + " blocks (expected [" + std::to_string(nbr) +
+                    ", " + std::to_string(nbc) + "])");
     std::vector<float> scales(static_cast<size_t>(nbr * nbc));
     for (size_t i = 0; i < scales.size(); ++i) {
         if (s->dtype == "F32") {

@@ -8,11 +8,10 @@
 #include <cstdint>
 #include <list>
 #include <map>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 #include "formats/tensor_source.h"
 
@@ -27,7 +26,8 @@ struct Fp8BlockConfig {
 
 // quantization_config of a config.json: nullopt when absent; an Fp8BlockConfig for
 // quant_method "fp8" (fmt e4m3, block-wise); util::Error for any other quantization scheme.
-std::optional<Fp8BlockConfig> fp8_block_config_from_hf_json(const nlohmann::json& config, const std::string& path);
+std::optional<Fp8BlockConfig> fp8_block_config_from_hf_json(const nlohmann::json& config,
+                                                            const std::string& path);
 
 // out[rows, cols] = decode(codes[rows, cols]) * scale_inv[r / br][c / bc]; scale_inv is
 // [ceil(rows / br), ceil(cols / bc)] f32, row-major.
@@ -38,8 +38,9 @@ void dequantize_fp8_block(const uint8_t* codes, int64_t rows, int64_t cols, cons
 // SourceTensor over a buffer this object owns, so it must outlive their use); every other tensor
 // is passed through. Throws util::Error on a missing or misshapen scale tensor.
 class Fp8BlockResolver {
-public:
-    Fp8BlockResolver(const SafetensorsModel& st, std::optional<Fp8BlockConfig> cfg) : st_(st), cfg_(cfg) {}
+  public:
+    Fp8BlockResolver(const SafetensorsModel& st, std::optional<Fp8BlockConfig> cfg)
+        : st_(st), cfg_(cfg) {}
     std::optional<SourceTensor> find(const std::string& name);
     // Frees the dequantized buffers: the SourceTensors find returned for F8_E4M3 tensors must not
     // be read after this.
@@ -52,7 +53,7 @@ public:
     // F8_E4M3 tensors dequantized by find since construction.
     int64_t dequant_count() const { return dequant_count_; }
 
-private:
+  private:
     const SafetensorsModel& st_;
     std::optional<Fp8BlockConfig> cfg_;
     std::list<std::vector<float>> buffers_;

@@ -15,8 +15,19 @@
 namespace warden::formats {
 
 enum class GGUFValueType : uint32_t {
-    UINT8 = 0, INT8 = 1, UINT16 = 2, INT16 = 3, UINT32 = 4, INT32 = 5, FLOAT32 = 6, BOOL = 7,
-    STRING = 8, ARRAY = 9, UINT64 = 10, INT64 = 11, FLOAT64 = 12,
+    UINT8 = 0,
+    INT8 = 1,
+    UINT16 = 2,
+    INT16 = 3,
+    UINT32 = 4,
+    INT32 = 5,
+    FLOAT32 = 6,
+    BOOL = 7,
+    STRING = 8,
+    ARRAY = 9,
+    UINT64 = 10,
+    INT64 = 11,
+    FLOAT64 = 12,
 };
 
 const char* gguf_value_type_name(GGUFValueType t);
@@ -25,16 +36,16 @@ const char* gguf_value_type_name(GGUFValueType t);
 // accessors convert with range checks.
 struct GGUFValue {
     GGUFValueType type = GGUFValueType::UINT8;
-    uint64_t u = 0;   // unsigned ints and bool
-    int64_t i = 0;    // signed ints
-    double f = 0.0;   // floats
-    std::string s;    // STRING
+    uint64_t u = 0;                                  // unsigned ints and bool
+    int64_t i = 0;                                   // signed ints
+    double f = 0.0;                                  // floats
+    std::string s;                                   // STRING
     GGUFValueType elem_type = GGUFValueType::UINT8;  // ARRAY element type
     std::vector<GGUFValue> arr;                      // ARRAY items
 
     bool is_integer() const;
-    int64_t as_int(const std::string& what) const;     // throws if not an integer / out of range
-    double as_float(const std::string& what) const;    // any numeric
+    int64_t as_int(const std::string& what) const;   // throws if not an integer / out of range
+    double as_float(const std::string& what) const;  // any numeric
     bool as_bool(const std::string& what) const;
     const std::string& as_string(const std::string& what) const;
 };
@@ -43,7 +54,7 @@ struct GGUFTensor {
     std::string name;
     std::vector<int64_t> shape;  // ggml order: shape[0] is the contiguous (row) dimension
     tensor::GgmlType type;
-    uint64_t offset = 0;          // relative to the data section
+    uint64_t offset = 0;  // relative to the data section
     const uint8_t* data = nullptr;
     uint64_t n_bytes = 0;
 
@@ -51,7 +62,7 @@ struct GGUFTensor {
 };
 
 class GGUFFile {
-public:
+  public:
     // Maps and parses `path`. Throws util::Error on any malformed content.
     explicit GGUFFile(const std::string& path);
     // Parses an in-memory buffer that outlives this object (used by the fuzzer and tests).
@@ -76,7 +87,7 @@ public:
 
     const GGUFTensor* find_tensor(const std::string& name) const;
 
-private:
+  private:
     void parse(const uint8_t* data, size_t size);
 
     std::unique_ptr<util::MappedFile> file_;

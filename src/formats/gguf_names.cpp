@@ -34,7 +34,8 @@ std::string gguf_layer_name(const std::string& hf) {
             const std::string e = hf.substr(experts.size(), dot - experts.size());
             const std::string w = hf.substr(dot + 1);
             for (const char* p : {"gate", "up", "down"})
-                if (w == std::string(p) + "_proj.weight") return "ffn_" + std::string(p) + "_exps.weight[" + e + "]";
+                if (w == std::string(p) + "_proj.weight")
+                    return "ffn_" + std::string(p) + "_exps.weight[" + e + "]";
         }
     }
     return hf;

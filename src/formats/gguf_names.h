@@ -12,9 +12,10 @@ namespace warden::formats {
 // counterpart comes back unchanged.
 std::string gguf_layer_name(const std::string& hf);
 
-// A full HF name -> the GGUF name: "model.layers.3.mlp.down_proj.weight" -> "blk.3.ffn_down.weight",
-// "model.embed_tokens.weight" -> "token_embd.weight", "lm_head.weight" -> "output.weight"
-// (experts as above, with the "[e]" suffix). Empty when the name has no GGUF counterpart.
+// A full HF name -> the GGUF name: "model.layers.3.mlp.down_proj.weight" ->
+// "blk.3.ffn_down.weight", "model.embed_tokens.weight" -> "token_embd.weight", "lm_head.weight" ->
+// "output.weight" (experts as above, with the "[e]" suffix). Empty when the name has no GGUF
+// counterpart.
 std::string gguf_tensor_name(const std::string& hf);
 
 }  // namespace warden::formats

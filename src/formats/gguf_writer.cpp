@@ -27,18 +27,42 @@ struct Out {
     }
     void value(GGUFValueType t, const GGUFValue& v) {
         switch (t) {
-            case GGUFValueType::UINT8: pod<uint8_t>(static_cast<uint8_t>(v.u)); break;
-            case GGUFValueType::INT8: pod<int8_t>(static_cast<int8_t>(v.i)); break;
-            case GGUFValueType::UINT16: pod<uint16_t>(static_cast<uint16_t>(v.u)); break;
-            case GGUFValueType::INT16: pod<int16_t>(static_cast<int16_t>(v.i)); break;
-            case GGUFValueType::UINT32: pod<uint32_t>(static_cast<uint32_t>(v.u)); break;
-            case GGUFValueType::INT32: pod<int32_t>(static_cast<int32_t>(v.i)); break;
-            case GGUFValueType::FLOAT32: pod<float>(static_cast<float>(v.f)); break;
-            case GGUFValueType::BOOL: pod<uint8_t>(v.u ? 1 : 0); break;
-            case GGUFValueType::STRING: str(v.s); break;
-            case GGUFValueType::UINT64: pod<uint64_t>(v.u); break;
-            case GGUFValueType::INT64: pod<int64_t>(v.i); break;
-            case GGUFValueType::FLOAT64: pod<double>(v.f); break;
+            case GGUFValueType::UINT8:
+                pod<uint8_t>(static_cast<uint8_t>(v.u));
+                break;
+            case GGUFValueType::INT8:
+                pod<int8_t>(static_cast<int8_t>(v.i));
+                break;
+            case GGUFValueType::UINT16:
+                pod<uint16_t>(static_cast<uint16_t>(v.u));
+                break;
+            case GGUFValueType::INT16:
+                pod<int16_t>(static_cast<int16_t>(v.i));
+                break;
+            case GGUFValueType::UINT32:
+                pod<uint32_t>(static_cast<uint32_t>(v.u));
+                break;
+            case GGUFValueType::INT32:
+                pod<int32_t>(static_cast<int32_t>(v.i));
+                break;
+            case GGUFValueType::FLOAT32:
+                pod<float>(static_cast<float>(v.f));
+                break;
+            case GGUFValueType::BOOL:
+                pod<uint8_t>(v.u ? 1 : 0);
+                break;
+            case GGUFValueType::STRING:
+                str(v.s);
+                break;
+            case GGUFValueType::UINT64:
+                pod<uint64_t>(v.u);
+                break;
+            case GGUFValueType::INT64:
+                pod<int64_t>(v.i);
+                break;
+            case GGUFValueType::FLOAT64:
+                pod<double>(v.f);
+                break;
             case GGUFValueType::ARRAY:
                 pod<uint32_t>(static_cast<uint32_t>(v.elem_type));
                 pod<uint64_t>(v.arr.size());
@@ -89,7 +113,8 @@ void GGUFWriter::set_string_array(const std::string& key, const std::vector<std:
     set(key, g);
 }
 
-int64_t GGUFWriter::checked_bytes(const std::string& name, const std::vector<int64_t>& shape, tensor::GgmlType type) {
+int64_t GGUFWriter::checked_bytes(const std::string& name, const std::vector<int64_t>& shape,
+                                  tensor::GgmlType type) {
     int64_t n = 1;
     for (int64_t d : shape) n *= d;
     const auto& info = tensor::ggml_type_info(type);
@@ -98,21 +123,22 @@ int64_t GGUFWriter::checked_bytes(const std::string& name, const std::vector<int
     return n / info.block_elems * info.block_bytes;
 }
 
-void GGUFWriter::add_tensor(const std::string& name, std::vector<int64_t> shape, tensor::GgmlType type,
-                            std::vector<uint8_t> data) {
+void GGUFWriter::add_tensor(const std::string& name, std::vector<int64_t> shape,
+                            tensor::GgmlType type, std::vector<uint8_t> data) {
     const int64_t bytes = checked_bytes(name, shape, type);
-    util::check(static_cast<int64_t>(data.size()) == bytes, "GGUFWriter: tensor '" + name + "' has the wrong byte count");
+    util::check(static_cast<int64_t>(data.size()) == bytes,
+                "GGUFWriter: tensor '" + name + "' has the wrong byte count");
     tensors_.push_back({name, std::move(shape), type, bytes, std::move(data), nullptr, nullptr});
 }
 
-void GGUFWriter::add_tensor(const std::string& name, std::vector<int64_t> shape, tensor::GgmlType type,
-                            Producer produce) {
+void GGUFWriter::add_tensor(const std::string& name, std::vector<int64_t> shape,
+                            tensor::GgmlType type, Producer produce) {
     const int64_t bytes = checked_bytes(name, shape, type);
     tensors_.push_back({name, std::move(shape), type, bytes, {}, std::move(produce), nullptr});
 }
 
-void GGUFWriter::add_tensor_view(const std::string& name, std::vector<int64_t> shape, tensor::GgmlType type,
-                                 const uint8_t* data) {
+void GGUFWriter::add_tensor_view(const std::string& name, std::vector<int64_t> shape,
+                                 tensor::GgmlType type, const uint8_t* data) {
     const int64_t bytes = checked_bytes(name, shape, type);
     tensors_.push_back({name, std::move(shape), type, bytes, {}, nullptr, data});
 }
@@ -157,15 +183,17 @@ void GGUFWriter::write(const std::string& path) const {
     try {
         std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
         if (!f) throw util::Error("cannot create '" + tmp + "'");
-        f.write(reinterpret_cast<const char*>(o.buf.data()), static_cast<std::streamsize>(o.buf.size()));
+        f.write(reinterpret_cast<const char*>(o.buf.data()),
+                static_cast<std::streamsize>(o.buf.size()));
         static const char zeros[kAlign] = {};
         for (const auto& t : tensors_) {
             const uint8_t* data = t.view ? t.view : t.data.data();
             std::vector<uint8_t> made;
             if (t.produce) {
                 made = t.produce();
-                util::check(static_cast<int64_t>(made.size()) == t.bytes,
-                            "GGUFWriter: tensor '" + t.name + "' was made with the wrong byte count");
+                util::check(
+                    static_cast<int64_t>(made.size()) == t.bytes,
+                    "GGUFWriter: tensor '" + t.name + "' was made with the wrong byte count");
                 data = made.data();
             }
             f.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(t.bytes));

@@ -12,7 +12,7 @@
 namespace warden::formats {
 
 class GGUFWriter {
-public:
+  public:
     // Adds or replaces a metadata value (insertion order is kept).
     void set(const std::string& key, const GGUFValue& v);
     void set_u32(const std::string& key, uint32_t v);
@@ -27,7 +27,8 @@ public:
     // written, so writing a model holds one tensor's bytes rather than all of them (`warden
     // quantize` of a model larger than memory). A producer's exception, or bytes of the wrong
     // count, fail write().
-    void add_tensor(const std::string& name, std::vector<int64_t> shape, tensor::GgmlType type, Producer produce);
+    void add_tensor(const std::string& name, std::vector<int64_t> shape, tensor::GgmlType type,
+                    Producer produce);
     // The same with bytes that stay valid until write() (a tensor copied from a mapped source):
     // written from where they are, no copy.
     void add_tensor_view(const std::string& name, std::vector<int64_t> shape, tensor::GgmlType type,
@@ -36,7 +37,7 @@ public:
     // removed and nothing is at path). Throws util::Error, or what a producer threw.
     void write(const std::string& path) const;
 
-private:
+  private:
     struct Tensor {
         std::string name;
         std::vector<int64_t> shape;
@@ -46,7 +47,8 @@ private:
         Producer produce;
         const uint8_t* view = nullptr;
     };
-    static int64_t checked_bytes(const std::string& name, const std::vector<int64_t>& shape, tensor::GgmlType type);
+    static int64_t checked_bytes(const std::string& name, const std::vector<int64_t>& shape,
+                                 tensor::GgmlType type);
     std::vector<std::pair<std::string, GGUFValue>> kv_;
     std::vector<Tensor> tensors_;
 };

@@ -2,17 +2,16 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <utility>
-
-#include <nlohmann/json.hpp>
 
 #include "util/error.h"
 
 namespace warden::formats {
 
-using util::Error;
 using nlohmann::json;
+using util::Error;
 
 namespace {
 
@@ -32,9 +31,9 @@ using util::printable;
 // Bytes per element of a safetensors dtype, 0 if unknown.
 uint64_t dtype_size(const std::string& dtype) {
     static const std::pair<const char*, uint64_t> kSizes[] = {
-        {"F64", 8},     {"F32", 4},     {"F16", 2},     {"BF16", 2},     {"I64", 8},
-        {"I32", 4},     {"I16", 2},     {"I8", 1},      {"U64", 8},      {"U32", 4},
-        {"U16", 2},     {"U8", 1},      {"BOOL", 1},    {"F8_E4M3", 1},  {"F8_E5M2", 1},
+        {"F64", 8}, {"F32", 4}, {"F16", 2},  {"BF16", 2},    {"I64", 8},
+        {"I32", 4}, {"I16", 2}, {"I8", 1},   {"U64", 8},     {"U32", 4},
+        {"U16", 2}, {"U8", 1},  {"BOOL", 1}, {"F8_E4M3", 1}, {"F8_E5M2", 1},
     };
     for (const auto& [name, size] : kSizes)
         if (dtype == name) return size;
@@ -50,8 +49,10 @@ void precheck_json(const char* p, size_t n, const std::string& file, const char*
         // nlohmann treats a NUL byte as the end of the input and would ignore whatever follows.
         if (c == '\0') fail(file, std::string(what) + " contains a NUL byte");
         if (in_string) {
-            if (c == '\\') ++i;
-            else if (c == '"') in_string = false;
+            if (c == '\\')
+                ++i;
+            else if (c == '"')
+                in_string = false;
         } else if (c == '"') {
             in_string = true;
         } else if (c == '{' || c == '[') {
@@ -71,18 +72,22 @@ json parse_json(const char* p, size_t n, const std::string& file, const char* wh
     std::string duplicate_key;
     json::parser_callback_t cb = [&](int /*depth*/, json::parse_event_t event, json& parsed) {
         switch (event) {
-            case json::parse_event_t::object_start: keys.emplace_back(); break;
+            case json::parse_event_t::object_start:
+                keys.emplace_back();
+                break;
             case json::parse_event_t::object_end:
                 if (!keys.empty()) keys.pop_back();
                 break;
             case json::parse_event_t::key:
                 if (!keys.empty() && parsed.is_string() &&
-                    !keys.back().insert(parsed.get_ref<const std::string&>()).second && !duplicate) {
+                    !keys.back().insert(parsed.get_ref<const std::string&>()).second &&
+                    !duplicate) {
                     duplicate = true;
                     duplicate_key = parsed.get_ref<const std::string&>();
                 }
                 break;
-            default: break;
+            default:
+                break;
         }
         return true;
     };
@@ -92,7 +97,8 @@ json parse_json(const char* p, size_t n, const std::string& file, const char* wh
     } catch (const json::exception& e) {
         fail(file, std::string(what) + " is not valid JSON: " + printable(e.what(), 400));
     }
-    if (duplicate) fail(file, std::string(what) + " has duplicate key '" + printable(duplicate_key) + "'");
+    if (duplicate)
+        fail(file, std::string(what) + " has duplicate key '" + printable(duplicate_key) + "'");
     return j;
 }
 
@@ -127,7 +133,8 @@ int64_t SafetensorsTensor::n_elements() const {
 std::vector<SafetensorsTensor> parse_safetensors(const uint8_t* data, size_t size,
                                                  const std::string& name,
                                                  std::map<std::string, std::string>* metadata) {
-    if (size < 8) fail(name, "file of " + std::to_string(size) + " bytes is too short for a header");
+    if (size < 8)
+        fail(name, "file of " + std::to_string(size) + " bytes is too short for a header");
     uint64_t header_len = 0;
     for (int k = 7; k >= 0; --k) header_len = (header_len << 8) | data[k];
     if (header_len > kMaxHeaderBytes)
@@ -179,7 +186,8 @@ std::vector<SafetensorsTensor> parse_safetensors(const uint8_t* data, size_t siz
         uint64_t n_el = 1;
         for (const auto& d : *sh) {
             uint64_t dim = 0;
-            if (!get_u64(d, dim)) fail(name, where + " has a shape entry that is not a non-negative integer");
+            if (!get_u64(d, dim))
+                fail(name, where + " has a shape entry that is not a non-negative integer");
             if (dim > kMaxTensorBytes) fail(name, where + " has dimension " + std::to_string(dim));
             // n_el * dim stays <= kMaxTensorBytes; a zero dimension makes everything fit.
             if (dim != 0 && n_el > kMaxTensorBytes / dim) fail(name, where + " is too large");
@@ -192,8 +200,8 @@ std::vector<SafetensorsTensor> parse_safetensors(const uint8_t* data, size_t siz
         if (!get_u64((*of)[0], begin) || !get_u64((*of)[1], end))
             fail(name, where + " data_offsets are not non-negative integers");
         if (begin > end)
-            fail(name, where + " data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) +
-                           "] are reversed");
+            fail(name, where + " data_offsets [" + std::to_string(begin) + ", " +
+                           std::to_string(end) + "] are reversed");
         if (end > body_size)
             fail(name, where + " data [" + std::to_string(begin) + ", " + std::to_string(end) +
                            ") lies past the end of the data section (" + std::to_string(body_size) +
@@ -209,8 +217,9 @@ std::vector<SafetensorsTensor> parse_safetensors(const uint8_t* data, size_t siz
     }
 
     // No two tensors may share a byte (empty tensors own no bytes and cannot overlap).
-    std::sort(ranges.begin(), ranges.end(),
-              [](const Range& a, const Range& b) { return a.begin != b.begin ? a.begin < b.begin : a.end < b.end; });
+    std::sort(ranges.begin(), ranges.end(), [](const Range& a, const Range& b) {
+        return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+    });
     const Range* prev = nullptr;
     for (const auto& r : ranges) {
         if (r.begin == r.end) continue;
@@ -238,7 +247,8 @@ void SafetensorsModel::add_file(const std::string& path) {
             const uint8_t* p = tensors_[it->second].data;
             for (const auto& f : files_)
                 if (p >= f->data() && p <= f->data() + f->size()) other = f->path();
-            fail(path, "tensor '" + printable(t.name) + "' is also in '" + printable(other, 4096) + "'");
+            fail(path,
+                 "tensor '" + printable(t.name) + "' is also in '" + printable(other, 4096) + "'");
         }
         index_.emplace(t.name, tensors_.size());
         tensors_.push_back(std::move(t));
@@ -284,8 +294,8 @@ SafetensorsModel SafetensorsModel::open_dir(const std::string& dir) {
             if (s.empty() || s == "." || s.find('/') != std::string::npos ||
                 s.find('\\') != std::string::npos || s.find("..") != std::string::npos ||
                 s.find('\0') != std::string::npos)
-                fail(ipath, "weight_map entry '" + printable(tensor) + "' names shard '" + printable(s) +
-                                "' outside the directory");
+                fail(ipath, "weight_map entry '" + printable(tensor) + "' names shard '" +
+                                printable(s) + "' outside the directory");
             weight_map.emplace(tensor, s);
             shards.insert(s);
         }
@@ -303,14 +313,16 @@ SafetensorsModel SafetensorsModel::open_dir(const std::string& dir) {
     for (const auto& [tensor, shard] : weight_map) {
         const SafetensorsTensor* t = m.find(tensor);
         const std::string shard_path = (base / shard).string();
-        if (!t) fail(shard_path, "tensor '" + printable(tensor) + "' listed in the index is missing");
+        if (!t)
+            fail(shard_path, "tensor '" + printable(tensor) + "' listed in the index is missing");
         const size_t pos = static_cast<size_t>(t - m.tensors_.data());
         auto it = first_tensor.find(shard);
         auto next = std::next(it);
         const size_t lo = it->second;
         const size_t hi = next == first_tensor.end() ? m.tensors_.size() : next->second;
         if (pos < lo || pos >= hi)
-            fail(shard_path, "tensor '" + printable(tensor) + "' listed in the index is in another shard");
+            fail(shard_path,
+                 "tensor '" + printable(tensor) + "' listed in the index is in another shard");
     }
     return m;
 }

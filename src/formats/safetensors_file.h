@@ -14,15 +14,15 @@ namespace warden::formats {
 
 struct SafetensorsTensor {
     std::string name;
-    std::string dtype;            // as in the header: "F32", "F16", "BF16", "I8", "F8_E4M3", ...
-    std::vector<int64_t> shape;   // row-major, outermost first (HF order)
+    std::string dtype;           // as in the header: "F32", "F16", "BF16", "I8", "F8_E4M3", ...
+    std::vector<int64_t> shape;  // row-major, outermost first (HF order)
     const uint8_t* data = nullptr;
     uint64_t n_bytes = 0;
     int64_t n_elements() const;
 };
 
 class SafetensorsModel {
-public:
+  public:
     // `dir` holds model.safetensors, or model.safetensors.index.json plus the shards it names.
     static SafetensorsModel open_dir(const std::string& dir);
     // Explicit list of files (all tensors of all files; duplicate names are an error).
@@ -35,7 +35,7 @@ public:
     // "__metadata__" string map of the first file (may be empty).
     const std::map<std::string, std::string>& metadata() const { return metadata_; }
 
-private:
+  private:
     SafetensorsModel() = default;
     void add_file(const std::string& path);
 

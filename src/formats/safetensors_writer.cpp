@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
-#include <numeric>
 #include <nlohmann/json.hpp>
+#include <numeric>
 
 #include "util/error.h"
 
@@ -12,22 +12,23 @@ namespace warden::formats {
 
 namespace {
 int64_t dtype_bytes(const std::string& d) {
-    static const std::map<std::string, int64_t> sizes = {{"F64", 8}, {"F32", 4}, {"F16", 2}, {"BF16", 2}, {"I64", 8},
-                                                         {"I32", 4}, {"I16", 2}, {"I8", 1},  {"U8", 1},   {"BOOL", 1},
-                                                         {"F8_E4M3", 1}, {"F8_E5M2", 1}};
+    static const std::map<std::string, int64_t> sizes = {
+        {"F64", 8}, {"F32", 4}, {"F16", 2}, {"BF16", 2}, {"I64", 8},     {"I32", 4},
+        {"I16", 2}, {"I8", 1},  {"U8", 1},  {"BOOL", 1}, {"F8_E4M3", 1}, {"F8_E5M2", 1}};
     auto it = sizes.find(d);
     if (it == sizes.end()) throw util::Error("SafetensorsWriter: unknown dtype '" + d + "'");
     return it->second;
 }
 }  // namespace
 
-void SafetensorsWriter::add_tensor(const std::string& name, const std::string& dtype, std::vector<int64_t> shape,
-                                   std::vector<uint8_t> data) {
+void SafetensorsWriter::add_tensor(const std::string& name, const std::string& dtype,
+                                   std::vector<int64_t> shape, std::vector<uint8_t> data) {
     int64_t n = 1;
     for (int64_t d : shape) n *= d;
     if (static_cast<int64_t>(data.size()) != n * dtype_bytes(dtype))
-        throw util::Error("SafetensorsWriter: tensor '" + name + "' has " + std::to_string(data.size()) +
-                          " bytes, its dtype and shape need " + std::to_string(n * dtype_bytes(dtype)));
+        throw util::Error("SafetensorsWriter: tensor '" + name + "' has " +
+                          std::to_string(data.size()) + " bytes, its dtype and shape need " +
+                          std::to_string(n * dtype_bytes(dtype)));
     for (const auto& t : tensors_)
         if (t.name == name) throw util::Error("SafetensorsWriter: duplicate tensor '" + name + "'");
     tensors_.push_back({name, dtype, std::move(shape), std::move(data)});
@@ -52,7 +53,8 @@ void SafetensorsWriter::write(const std::string& path) const {
     uint64_t off = 0;
     for (size_t i : order) {
         const Tensor& t = tensors_[i];
-        h[t.name] = {{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {off, off + t.data.size()}}};
+        h[t.name] = {
+            {"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {off, off + t.data.size()}}};
         off += t.data.size();
     }
     std::string header = h.dump();

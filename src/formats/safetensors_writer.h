@@ -11,7 +11,7 @@
 namespace warden::formats {
 
 class SafetensorsWriter {
-public:
+  public:
     // dtype as in the safetensors header ("F32", "BF16", "I32", "I64", ...); data must hold
     // exactly n_elements(shape) * dtype size bytes. Duplicate names are an error.
     void add_tensor(const std::string& name, const std::string& dtype, std::vector<int64_t> shape,
@@ -22,7 +22,7 @@ public:
     // util::Error.
     void write(const std::string& path) const;
 
-private:
+  private:
     struct Tensor {
         std::string name, dtype;
         std::vector<int64_t> shape;

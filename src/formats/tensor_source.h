@@ -17,10 +17,10 @@ struct CtPacked;
 
 struct SourceTensor {
     std::string name;
-    std::vector<int64_t> dims;     // outermost first
+    std::vector<int64_t> dims;  // outermost first
     bool is_ggml = true;
     tensor::GgmlType ggml_type = tensor::GgmlType::F32;  // when is_ggml
-    std::string st_dtype;          // when !is_ggml: "F32", "F16", "BF16"
+    std::string st_dtype;                                // when !is_ggml: "F32", "F16", "BF16"
     const uint8_t* data = nullptr;
     // compressed-tensors pack-quantized weight (formats/compressed_tensors.h); st_dtype "I4"/"I8".
     std::shared_ptr<const CtPacked> ct;

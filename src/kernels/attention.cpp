@@ -24,7 +24,8 @@ void attention(const float* q, int64_t n_q, int64_t n_heads, int64_t pos0, const
                 "attention: n_heads must be a positive multiple of n_kv_heads");
     util::check(kv.head_dim > 0, "attention: head_dim must be positive");
     util::check(kv.type == KvType::F32 || kv.type == KvType::BF16,
-                std::string("attention: contiguous KvView supports f32 and bf16, not ") + kv_type_name(kv.type));
+                std::string("attention: contiguous KvView supports f32 and bf16, not ") +
+                    kv_type_name(kv.type));
     if (n_q == 0) return;
     const int64_t dim = kv.head_dim;
     const int64_t group = n_heads / kv.n_kv_heads;
@@ -35,7 +36,8 @@ void attention(const float* q, int64_t n_q, int64_t n_heads, int64_t pos0, const
     pool.run([&](int tid, int nt) {
         thread_local std::vector<float> scores;  // [n_ctx]
         const int64_t max_ctx = pos0 + n_q;
-        if (static_cast<int64_t>(scores.size()) < max_ctx) scores.resize(static_cast<size_t>(max_ctx));
+        if (static_cast<int64_t>(scores.size()) < max_ctx)
+            scores.resize(static_cast<size_t>(max_ctx));
         float* s = scores.data();
         for (int64_t item = tid; item < total; item += nt) {
             const int64_t t = item / n_heads, h = item % n_heads, g = h / group;
@@ -45,14 +47,16 @@ void attention(const float* q, int64_t n_q, int64_t n_heads, int64_t pos0, const
             if (kv.type == KvType::BF16) {
                 const auto* k = static_cast<const detail::bf16*>(kv.k) + g * dim;
                 const auto* v = static_cast<const detail::bf16*>(kv.v) + g * dim;
-                for (int64_t j = 0; j < n_ctx; ++j) s[j] = scale * ops.dot_bf16(qh, k + j * kv_stride, dim);
+                for (int64_t j = 0; j < n_ctx; ++j)
+                    s[j] = scale * ops.dot_bf16(qh, k + j * kv_stride, dim);
                 ops.softmax(s, n_ctx);
                 for (int64_t d = 0; d < dim; ++d) oh[d] = 0.0f;
                 for (int64_t j = 0; j < n_ctx; ++j) ops.axpy_bf16(s[j], v + j * kv_stride, oh, dim);
             } else {
                 const auto* k = static_cast<const float*>(kv.k) + g * dim;
                 const auto* v = static_cast<const float*>(kv.v) + g * dim;
-                for (int64_t j = 0; j < n_ctx; ++j) s[j] = scale * ops.dot_f32(qh, k + j * kv_stride, dim);
+                for (int64_t j = 0; j < n_ctx; ++j)
+                    s[j] = scale * ops.dot_f32(qh, k + j * kv_stride, dim);
                 ops.softmax(s, n_ctx);
                 for (int64_t d = 0; d < dim; ++d) oh[d] = 0.0f;
                 for (int64_t j = 0; j < n_ctx; ++j) ops.axpy_f32(s[j], v + j * kv_stride, oh, dim);

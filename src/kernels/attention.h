@@ -19,17 +19,24 @@ enum class KvType { F32, BF16, F16, FP8_E4M3, FP8_E5M2, INT8 };
 
 inline const char* kv_type_name(KvType t) {
     switch (t) {
-        case KvType::F32: return "f32";
-        case KvType::BF16: return "bf16";
-        case KvType::F16: return "f16";
-        case KvType::FP8_E4M3: return "fp8_e4m3";
-        case KvType::FP8_E5M2: return "fp8_e5m2";
-        case KvType::INT8: return "int8";
+        case KvType::F32:
+            return "f32";
+        case KvType::BF16:
+            return "bf16";
+        case KvType::F16:
+            return "f16";
+        case KvType::FP8_E4M3:
+            return "fp8_e4m3";
+        case KvType::FP8_E5M2:
+            return "fp8_e5m2";
+        case KvType::INT8:
+            return "int8";
     }
     return "?";
 }
 inline std::optional<KvType> parse_kv_type(std::string_view s) {
-    for (KvType t : {KvType::F32, KvType::BF16, KvType::F16, KvType::FP8_E4M3, KvType::FP8_E5M2, KvType::INT8})
+    for (KvType t :
+         {KvType::F32, KvType::BF16, KvType::F16, KvType::FP8_E4M3, KvType::FP8_E5M2, KvType::INT8})
         if (s == kv_type_name(t)) return t;
     return std::nullopt;
 }

@@ -83,21 +83,22 @@ inline zf f16x16_to_f32(const void* p) {
 // 16 fp8 e4m3 codes (one byte each) -> 16 f32, exactly, as the AVX2 kernels widen them
 // (kernels/fp8_avx2.h): the sign-extended code shifted left by 20 has the sign smeared over bits
 // 31..27 and exponent.mantissa in bits 26..20; masking to bits 31 and 26..20 gives the value times
-// 2^-120, and * 2^120 is exact (subnormal codes included). The NaN codes (x.1111.111) read as +-480,
-// as in the AVX2 kernels (the scalar reference reads NaN): the weight quantizer never writes them,
-// so no runtime FP8 matrix holds one.
-// The same codes widened without the * 2^120: each value times 2^-120, exactly (the FP8 kernels
-// multiply it by x * 2^120 instead: detail::QuantArgs::x_e4m3).
+// 2^-120, and * 2^120 is exact (subnormal codes included). The NaN codes (x.1111.111) read as
+// +-480, as in the AVX2 kernels (the scalar reference reads NaN): the weight quantizer never writes
+// them, so no runtime FP8 matrix holds one. The same codes widened without the * 2^120: each value
+// times 2^-120, exactly (the FP8 kernels multiply it by x * 2^120 instead:
+// detail::QuantArgs::x_e4m3).
 inline zf e4m3x16_raw(const uint8_t* p) {
 #ifdef WARDEN_AVX512_EMULATE
     alignas(64) uint32_t u[kLanes];
     for (int r = 0; r < kLanes; ++r)
-        u[r] = (static_cast<uint32_t>(static_cast<int32_t>(static_cast<int8_t>(p[r]))) << 20) & 0x87f00000u;
+        u[r] = (static_cast<uint32_t>(static_cast<int32_t>(static_cast<int8_t>(p[r]))) << 20) &
+               0x87f00000u;
     return WZ(mm512_castsi512_ps)(WZ(mm512_load_si512)(u));
 #else
     const __m512i v = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-    return _mm512_castsi512_ps(
-        _mm512_and_si512(_mm512_slli_epi32(v, 20), _mm512_set1_epi32(static_cast<int32_t>(0x87f00000u))));
+    return _mm512_castsi512_ps(_mm512_and_si512(
+        _mm512_slli_epi32(v, 20), _mm512_set1_epi32(static_cast<int32_t>(0x87f00000u))));
 #endif
 }
 
@@ -105,11 +106,14 @@ inline zf e4m3x16_to_f32(const uint8_t* p) {
 #ifdef WARDEN_AVX512_EMULATE
     alignas(64) uint32_t u[kLanes];
     for (int r = 0; r < kLanes; ++r)
-        u[r] = (static_cast<uint32_t>(static_cast<int32_t>(static_cast<int8_t>(p[r]))) << 20) & 0x87f00000u;
-    return WZ(mm512_mul_ps)(WZ(mm512_castsi512_ps)(WZ(mm512_load_si512)(u)), WZ(mm512_set1_ps)(kE4m3Pow120));
+        u[r] = (static_cast<uint32_t>(static_cast<int32_t>(static_cast<int8_t>(p[r]))) << 20) &
+               0x87f00000u;
+    return WZ(mm512_mul_ps)(WZ(mm512_castsi512_ps)(WZ(mm512_load_si512)(u)),
+                            WZ(mm512_set1_ps)(kE4m3Pow120));
 #else
     const __m512i v = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-    const __m512i b = _mm512_and_si512(_mm512_slli_epi32(v, 20), _mm512_set1_epi32(static_cast<int32_t>(0x87f00000u)));
+    const __m512i b = _mm512_and_si512(_mm512_slli_epi32(v, 20),
+                                       _mm512_set1_epi32(static_cast<int32_t>(0x87f00000u)));
     return _mm512_mul_ps(_mm512_castsi512_ps(b), _mm512_set1_ps(kE4m3Pow120));
 #endif
 }
@@ -182,8 +186,8 @@ inline zf fmadd(zf a, zf b, zf c) {
 
 inline zf fnmadd(zf a, zf b, zf c) {
     // -a by flipping the sign bit (exact, and -(+0) = -0 as vfnmadd would give; 0 - a would not).
-    const zf neg_a = WZ(mm512_castsi512_ps)(WZ(mm512_xor_si512)(WZ(mm512_castps_si512)(a),
-                                                                 WZ(mm512_set1_epi32)(INT32_MIN)));
+    const zf neg_a = WZ(mm512_castsi512_ps)(
+        WZ(mm512_xor_si512)(WZ(mm512_castps_si512)(a), WZ(mm512_set1_epi32)(INT32_MIN)));
     return fmadd(neg_a, b, c);
 }
 

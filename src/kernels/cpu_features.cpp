@@ -38,7 +38,9 @@ uint64_t xgetbv0() {
     return (static_cast<uint64_t>(hi) << 32) | lo;
 }
 
-bool bit(uint32_t v, int i) { return (v >> i) & 1u; }
+bool bit(uint32_t v, int i) {
+    return (v >> i) & 1u;
+}
 
 Isa detect_uncached() {
     Regs l1;
@@ -47,8 +49,8 @@ Isa detect_uncached() {
                f16c = bit(l1.c, 29);
     if (!osxsave || !avx) return Isa::Scalar;
     const uint64_t xcr0 = xgetbv0();
-    const bool os_ymm = (xcr0 & 0x6) == 0x6;     // SSE + AVX state
-    const bool os_zmm = (xcr0 & 0xe6) == 0xe6;   // + opmask, ZMM_Hi256, Hi16_ZMM
+    const bool os_ymm = (xcr0 & 0x6) == 0x6;    // SSE + AVX state
+    const bool os_zmm = (xcr0 & 0xe6) == 0xe6;  // + opmask, ZMM_Hi256, Hi16_ZMM
     Regs l7, l7s1;
     if (!cpuid(7, 0, l7)) return Isa::Scalar;
     const bool avx2 = bit(l7.b, 5);
@@ -61,7 +63,9 @@ Isa detect_uncached() {
     return Isa::AVX2;
 }
 #else
-Isa detect_uncached() { return Isa::Scalar; }
+Isa detect_uncached() {
+    return Isa::Scalar;
+}
 #endif
 
 // Initial active ISA: detect_isa(), or WARDEN_ISA if set and supported. An unknown or
@@ -100,9 +104,12 @@ std::atomic<int>& active_slot() {
 
 const char* isa_name(Isa isa) {
     switch (isa) {
-        case Isa::Scalar: return "scalar";
-        case Isa::AVX2: return "avx2";
-        case Isa::AVX512: return "avx512";
+        case Isa::Scalar:
+            return "scalar";
+        case Isa::AVX2:
+            return "avx2";
+        case Isa::AVX512:
+            return "avx512";
     }
     return "unknown";
 }
@@ -112,9 +119,13 @@ Isa detect_isa() {
     return detected;
 }
 
-bool isa_supported(Isa isa) { return static_cast<int>(isa) <= static_cast<int>(detect_isa()); }
+bool isa_supported(Isa isa) {
+    return static_cast<int>(isa) <= static_cast<int>(detect_isa());
+}
 
-Isa active_isa() { return static_cast<Isa>(active_slot().load(std::memory_order_relaxed)); }
+Isa active_isa() {
+    return static_cast<Isa>(active_slot().load(std::memory_order_relaxed));
+}
 
 const char* cpu_vendor() {
     static const auto vendor = [] {

@@ -7,8 +7,8 @@ namespace warden::kernels {
 enum class Isa { Scalar = 0, AVX2 = 1, AVX512 = 2 };
 
 const char* isa_name(Isa isa);
-Isa detect_isa();   // best ISA the CPU and OS support
-Isa active_isa();   // what kernels use now: detect_isa() unless overridden
+Isa detect_isa();  // best ISA the CPU and OS support
+Isa active_isa();  // what kernels use now: detect_isa() unless overridden
 // Overrides the active ISA (tests, `WARDEN_ISA=scalar|avx2|avx512`). Returns false and changes
 // nothing if the CPU does not support `isa`.
 bool set_active_isa(Isa isa);

@@ -18,25 +18,31 @@ namespace warden::kernels::avx2 {
 // become f32 subnormals and come back exact). The NaN codes (x.1111.111) read as +-480: the weight
 // quantizer never writes them, and the KV reader scans a row for them first.
 struct E4m3x16 {
-    const __m256i lo_ctrl = _mm256_setr_epi8(-128, -128, -128, 0, -128, -128, -128, 1, -128, -128, -128, 2, -128, -128,
-                                             -128, 3, -128, -128, -128, 4, -128, -128, -128, 5, -128, -128, -128, 6,
-                                             -128, -128, -128, 7);
-    const __m256i hi_ctrl = _mm256_setr_epi8(-128, -128, -128, 8, -128, -128, -128, 9, -128, -128, -128, 10, -128, -128,
-                                             -128, 11, -128, -128, -128, 12, -128, -128, -128, 13, -128, -128, -128,
-                                             14, -128, -128, -128, 15);
+    const __m256i lo_ctrl = _mm256_setr_epi8(
+        -128, -128, -128, 0, -128, -128, -128, 1, -128, -128, -128, 2, -128, -128, -128, 3, -128,
+        -128, -128, 4, -128, -128, -128, 5, -128, -128, -128, 6, -128, -128, -128, 7);
+    const __m256i hi_ctrl = _mm256_setr_epi8(
+        -128, -128, -128, 8, -128, -128, -128, 9, -128, -128, -128, 10, -128, -128, -128, 11, -128,
+        -128, -128, 12, -128, -128, -128, 13, -128, -128, -128, 14, -128, -128, -128, 15);
     const __m256i mask = _mm256_set1_epi32(static_cast<int32_t>(0x87f00000u));
     const __m256 pow120 = _mm256_set1_ps(detail::kE4m3Pow120);
     // Without the * 2^120: each value times 2^-120, exactly (the kernels multiply it by x * 2^120
     // instead: detail::QuantArgs::x_e4m3).
     void raw(const uint8_t* p, __m256& lo, __m256& hi) const {
-        const __m256i c = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-        lo = _mm256_castsi256_ps(_mm256_and_si256(_mm256_srai_epi32(_mm256_shuffle_epi8(c, lo_ctrl), 4), mask));
-        hi = _mm256_castsi256_ps(_mm256_and_si256(_mm256_srai_epi32(_mm256_shuffle_epi8(c, hi_ctrl), 4), mask));
+        const __m256i c =
+            _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+        lo = _mm256_castsi256_ps(
+            _mm256_and_si256(_mm256_srai_epi32(_mm256_shuffle_epi8(c, lo_ctrl), 4), mask));
+        hi = _mm256_castsi256_ps(
+            _mm256_and_si256(_mm256_srai_epi32(_mm256_shuffle_epi8(c, hi_ctrl), 4), mask));
     }
     void operator()(const uint8_t* p, __m256& lo, __m256& hi) const {
-        const __m256i c = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-        const __m256i a = _mm256_and_si256(_mm256_srai_epi32(_mm256_shuffle_epi8(c, lo_ctrl), 4), mask);
-        const __m256i b = _mm256_and_si256(_mm256_srai_epi32(_mm256_shuffle_epi8(c, hi_ctrl), 4), mask);
+        const __m256i c =
+            _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+        const __m256i a =
+            _mm256_and_si256(_mm256_srai_epi32(_mm256_shuffle_epi8(c, lo_ctrl), 4), mask);
+        const __m256i b =
+            _mm256_and_si256(_mm256_srai_epi32(_mm256_shuffle_epi8(c, hi_ctrl), 4), mask);
         lo = _mm256_mul_ps(_mm256_castsi256_ps(a), pow120);
         hi = _mm256_mul_ps(_mm256_castsi256_ps(b), pow120);
     }

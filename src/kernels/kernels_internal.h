@@ -88,8 +88,10 @@ struct QuantArgs {
 // them to its mm_kquant_* kernel.
 constexpr int kQuantKindQ4K = 3, kQuantKindQ5K = 4, kQuantKindQ6K = 5;
 void mm_kquant_scalar(const QuantArgs& a, int64_t row_begin, int64_t row_end);  // matmul_kquant.cpp
-void mm_kquant_avx2(const QuantArgs& a, int64_t row_begin, int64_t row_end);    // matmul_kquant_avx2.cpp
-void mm_kquant_avx512(const QuantArgs& a, int64_t row_begin, int64_t row_end);  // matmul_kquant_avx512.cpp
+void mm_kquant_avx2(const QuantArgs& a, int64_t row_begin,
+                    int64_t row_end);  // matmul_kquant_avx2.cpp
+void mm_kquant_avx512(const QuantArgs& a, int64_t row_begin,
+                      int64_t row_end);  // matmul_kquant_avx512.cpp
 
 // int8-g32 (Q8 group 32): bytes of one 32-column block of a panel, its 16 u16 scales then 8
 // quads of 16 rows x 4 codes (kernels/matmul_quant.h).
@@ -110,7 +112,8 @@ struct MatmulTable {
     bool quant_uses_unpack;
 };
 
-void mm_quant_avx2(const QuantArgs& a, int64_t row_begin, int64_t row_end);  // matmul_quant_avx2.cpp
+void mm_quant_avx2(const QuantArgs& a, int64_t row_begin,
+                   int64_t row_end);  // matmul_quant_avx2.cpp
 // AVX-512 VNNI for W4A8 and W8A8, the AVX2 kernels otherwise (matmul_quant_avx512.cpp).
 void mm_quant_avx512(const QuantArgs& a, int64_t row_begin, int64_t row_end);
 

@@ -28,20 +28,25 @@ const detail::MatmulTable& table(Isa isa) {
         // instructions per multiply-add), and zmm f32/bf16 kernels for several tokens (twice the
         // multiply-adds per instruction where prefill is FMA-bound). By the contract in matmul.h /
         // matmul_quant.h the results are identical in every ISA.
-        case Isa::AVX512: return detail::matmul_avx512();
-        case Isa::AVX2: return detail::matmul_avx2();
-        case Isa::Scalar: break;
+        case Isa::AVX512:
+            return detail::matmul_avx512();
+        case Isa::AVX2:
+            return detail::matmul_avx2();
+        case Isa::Scalar:
+            break;
     }
     return detail::matmul_scalar();
 }
 
 bool is_quant(const WeightMatrix& w) {
-    return w.type == WeightType::Q4 || w.type == WeightType::Q8 || w.type == WeightType::FP8 || is_kquant(w.type);
+    return w.type == WeightType::Q4 || w.type == WeightType::Q8 || w.type == WeightType::FP8 ||
+           is_kquant(w.type);
 }
 
 // W4A8/W8A8 matrices take their activations quantized to int8 (kernels/matmul_quant.h).
 bool int_acts(const WeightMatrix& w) {
-    return w.type == WeightType::Q8 || (w.type == WeightType::Q4 && !w.act_f32) || is_kquant(w.type);
+    return w.type == WeightType::Q8 || (w.type == WeightType::Q4 && !w.act_f32) ||
+           is_kquant(w.type);
 }
 
 struct QuantizedActs {
@@ -101,15 +106,28 @@ bool takes_e4m3_scaled_x(const WeightMatrix& w, int64_t n, Isa isa) {
 }
 
 // Per-call arguments of a quantized matmul (acts: the quantized x when int_acts(w)).
-detail::QuantArgs quant_args(const WeightMatrix& w, const float* x, int64_t n, float* y, const QuantizedActs& acts) {
+detail::QuantArgs quant_args(const WeightMatrix& w, const float* x, int64_t n, float* y,
+                             const QuantizedActs& acts) {
     detail::QuantArgs a{};
     switch (w.type) {
-        case WeightType::Q4: a.kind = 0; break;
-        case WeightType::Q8: a.kind = 1; break;
-        case WeightType::Q4K: a.kind = detail::kQuantKindQ4K; break;
-        case WeightType::Q5K: a.kind = detail::kQuantKindQ5K; break;
-        case WeightType::Q6K: a.kind = detail::kQuantKindQ6K; break;
-        default: a.kind = 2; break;
+        case WeightType::Q4:
+            a.kind = 0;
+            break;
+        case WeightType::Q8:
+            a.kind = 1;
+            break;
+        case WeightType::Q4K:
+            a.kind = detail::kQuantKindQ4K;
+            break;
+        case WeightType::Q5K:
+            a.kind = detail::kQuantKindQ5K;
+            break;
+        case WeightType::Q6K:
+            a.kind = detail::kQuantKindQ6K;
+            break;
+        default:
+            a.kind = 2;
+            break;
     }
     a.rows = w.rows;
     a.cols = w.cols;
@@ -144,8 +162,8 @@ uint8_t* unpack_scratch(int64_t cols) {
 }
 
 // Rows [r0, r1) of one matrix; qa: its quant_args when it is quantized.
-void run_rows(const detail::MatmulTable& t, const WeightMatrix& w, const float* x, int64_t n, float* y,
-              int64_t r0, int64_t r1, const detail::QuantArgs& qa) {
+void run_rows(const detail::MatmulTable& t, const WeightMatrix& w, const float* x, int64_t n,
+              float* y, int64_t r0, int64_t r1, const detail::QuantArgs& qa) {
     if (is_quant(w)) {
         if (t.quant_uses_unpack && qa.kind == 0 && !qa.act_f32 && n >= kQ4UnpackMinTokens) {
             detail::QuantArgs q = qa;
@@ -262,7 +280,7 @@ void unpack_weight_row(const WeightMatrix& w, int64_t r, float* out) {
 void matmul_rows(Isa isa, const WeightMatrix& w, const float* x, int64_t n, float* y,
                  int64_t row_begin, int64_t row_end) {
     WARDEN_ASSERT(row_begin >= 0 && row_begin <= row_end && row_end <= w.rows,
-                "matmul_rows: row range out of bounds");
+                  "matmul_rows: row range out of bounds");
     if (n <= 0 || row_begin == row_end) return;
     detail::QuantArgs qa{};
     if (is_quant(w)) {
@@ -283,7 +301,8 @@ void matmul(const WeightMatrix& w, const float* x, int64_t n, float* y, util::Th
     matmul_multi(std::span<const MatmulOut>(&o, 1), x, n, pool);
 }
 
-void matmul_multi(std::span<const MatmulOut> outs, const float* x, int64_t n, util::ThreadPool& pool) {
+void matmul_multi(std::span<const MatmulOut> outs, const float* x, int64_t n,
+                  util::ThreadPool& pool) {
     const MatmulGroup g{outs, x, n};
     matmul_grouped(std::span<const MatmulGroup>(&g, 1), pool);
 }

@@ -29,8 +29,8 @@ struct WeightMatrix {
     int64_t cols = 0;            // in_features
     const void* data = nullptr;  // packed panels of f32 or bf16 (uint16_t bits), see above
     // Quantized types only (kernels/matmul_quant.h):
-    int32_t group = 0;         // Q4: weights per scale (32 or 128); Q8: 0 (per channel) or 32; FP8: 0
-    bool asym = false;         // Q4: w = d*q + m (q in 0..15) instead of w = d*(q - 8)
+    int32_t group = 0;  // Q4: weights per scale (32 or 128); Q8: 0 (per channel) or 32; FP8: 0
+    bool asym = false;  // Q4: w = d*q + m (q in 0..15) instead of w = d*(q - 8)
     bool bf16_scales = false;  // Q4/Q8: scales (and mins) are bf16 instead of f16
     bool act_f32 = false;      // Q4: W4A16 (dequantize in registers, f32 activations)
                                // instead of W4A8 (int8 activations, integer group dots)
@@ -65,7 +65,8 @@ struct MatmulOut {
     const WeightMatrix* w;
     float* y;
 };
-void matmul_multi(std::span<const MatmulOut> outs, const float* x, int64_t n, util::ThreadPool& pool);
+void matmul_multi(std::span<const MatmulOut> outs, const float* x, int64_t n,
+                  util::ThreadPool& pool);
 
 // Several matmul_multi calls in one pool dispatch: group g computes its outs from its own input
 // x [n, cols] (cols: the group's common w.cols; groups may differ). For the MoE layer, whose

@@ -15,31 +15,37 @@
 // n > 1 (prefill) is compute bound: the packed panel IS the micro-kernel's [k][16 rows]
 // operand, read in place for f32 and bf16 alike (bf16 is decoded in registers, see
 // panel_weights). Per cache block of kKc columns and 4 panels a 6-token x 16-row register
-// tile (12 accumulators, 2 weight vectors, x broadcast from memory) runs over all tokens. Across kc blocks the chain continues: the accumulators are LOADED from y before
-// the k loop (not summed separately and added afterwards), so the result is the single chain.
+// tile (12 accumulators, 2 weight vectors, x broadcast from memory) runs over all tokens. Across kc
+// blocks the chain continues: the accumulators are LOADED from y before the k loop (not summed
+// separately and added afterwards), so the result is the single chain.
 #include <immintrin.h>
 
-#include "kernels/matmul_panel_avx2.h"
 #include "kernels/kernels_internal.h"
+#include "kernels/matmul_panel_avx2.h"
 
 namespace warden::kernels::detail {
 namespace {
 
-constexpr int64_t kNr = 16;             // rows per panel (2 ymm) = kernels::kPanelRows
-constexpr int kMt = 6;                  // tokens per register tile
-constexpr int64_t kKc = 256;            // columns per cache block
-constexpr int64_t kBlockPanels = 4;     // panels per cache block (64 rows)
+constexpr int64_t kNr = 16;               // rows per panel (2 ymm) = kernels::kPanelRows
+constexpr int kMt = 6;                    // tokens per register tile
+constexpr int64_t kKc = 256;              // columns per cache block
+constexpr int64_t kBlockPanels = 4;       // panels per cache block (64 rows)
 constexpr int64_t kPrefetchBytes = 1024;  // software prefetch distance in each panel stream
 
-inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
-inline int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+inline int64_t min64(int64_t a, int64_t b) {
+    return a < b ? a : b;
+}
+inline int64_t max64(int64_t a, int64_t b) {
+    return a > b ? a : b;
+}
 
 // ---------------------------------------------------------------- decode (n == 1)
 
 // P consecutive panels starting at `w` (panel stride cols * 16 elements); y points at the
 // first panel's row 0; rows [r0, r1) (relative to that) are written.
 template <int P>
-void gemv_group_f32(const float* w, int64_t cols, const float* x, float* y, int64_t r0, int64_t r1) {
+void gemv_group_f32(const float* w, int64_t cols, const float* x, float* y, int64_t r0,
+                    int64_t r1) {
     const int64_t ps = cols * kNr;
     __m256 a0[P], a1[P];
 #pragma GCC unroll 8
@@ -58,7 +64,8 @@ void gemv_group_f32(const float* w, int64_t cols, const float* x, float* y, int6
     }
 #pragma GCC unroll 8
     for (int i = 0; i < P; ++i)
-        avx2::store_panel(a0[i], a1[i], y + i * kNr, max64(r0 - i * kNr, 0), min64(r1 - i * kNr, kNr));
+        avx2::store_panel(a0[i], a1[i], y + i * kNr, max64(r0 - i * kNr, 0),
+                          min64(r1 - i * kNr, kNr));
 }
 
 // bf16: one 32-byte load gives a panel's 16 weights at k; as 8 dwords, the low halves are the
@@ -66,7 +73,8 @@ void gemv_group_f32(const float* w, int64_t cols, const float* x, float* y, int6
 // f32 values of rows 0,2,..,14 and 1,3,..,15 (1 load + 2 ALU ops instead of 2 widening
 // loads). The chains live in that even/odd order and are interleaved back at the end.
 template <int P>
-void gemv_group_bf16(const bf16* w, int64_t cols, const float* x, float* y, int64_t r0, int64_t r1) {
+void gemv_group_bf16(const bf16* w, int64_t cols, const float* x, float* y, int64_t r0,
+                     int64_t r1) {
     const int64_t ps = cols * kNr;
     const __m256i hi_mask = _mm256_set1_epi32(static_cast<int>(0xffff0000u));
     __m256 ev[P], od[P];
@@ -97,8 +105,9 @@ void gemv_group_bf16(const bf16* w, int64_t cols, const float* x, float* y, int6
         // ev = [r0 r2 r4 r6 | r8 r10 r12 r14], od = [r1 r3 r5 r7 | r9 r11 r13 r15]
         const __m256 lo = _mm256_unpacklo_ps(ev[i], od[i]);  // [r0 r1 r2 r3 | r8 r9 r10 r11]
         const __m256 hi = _mm256_unpackhi_ps(ev[i], od[i]);  // [r4 r5 r6 r7 | r12 .. r15]
-        avx2::store_panel(_mm256_permute2f128_ps(lo, hi, 0x20), _mm256_permute2f128_ps(lo, hi, 0x31),
-                    y + i * kNr, max64(r0 - i * kNr, 0), min64(r1 - i * kNr, kNr));
+        avx2::store_panel(_mm256_permute2f128_ps(lo, hi, 0x20),
+                          _mm256_permute2f128_ps(lo, hi, 0x31), y + i * kNr, max64(r0 - i * kNr, 0),
+                          min64(r1 - i * kNr, kNr));
     }
 }
 
@@ -116,12 +125,20 @@ void gemv(const W* w, int64_t cols, const float* x, float* y, int64_t r0, int64_
     const int64_t ps = cols * kNr;
     int64_t p = r0 / kNr;
     const int64_t p_end = (r1 + kNr - 1) / kNr;
-    for (; p + 4 <= p_end; p += 4) gemv_group<W, 4>(w + p * ps, cols, x, y + p * kNr, r0 - p * kNr, r1 - p * kNr);
+    for (; p + 4 <= p_end; p += 4)
+        gemv_group<W, 4>(w + p * ps, cols, x, y + p * kNr, r0 - p * kNr, r1 - p * kNr);
     switch (p_end - p) {  // leftover panels (< 4)
-        case 3: gemv_group<W, 3>(w + p * ps, cols, x, y + p * kNr, r0 - p * kNr, r1 - p * kNr); break;
-        case 2: gemv_group<W, 2>(w + p * ps, cols, x, y + p * kNr, r0 - p * kNr, r1 - p * kNr); break;
-        case 1: gemv_group<W, 1>(w + p * ps, cols, x, y + p * kNr, r0 - p * kNr, r1 - p * kNr); break;
-        default: break;
+        case 3:
+            gemv_group<W, 3>(w + p * ps, cols, x, y + p * kNr, r0 - p * kNr, r1 - p * kNr);
+            break;
+        case 2:
+            gemv_group<W, 2>(w + p * ps, cols, x, y + p * kNr, r0 - p * kNr, r1 - p * kNr);
+            break;
+        case 1:
+            gemv_group<W, 1>(w + p * ps, cols, x, y + p * kNr, r0 - p * kNr, r1 - p * kNr);
+            break;
+        default:
+            break;
     }
 }
 
@@ -182,7 +199,8 @@ void micro(int64_t kc, const W* panel, const float* x, int64_t ldx, float* y, in
         const bool direct = full;
         if (!direct) {  // partial panel: rows outside [j0, j1) do not exist in y; they start at 0
             for (int m = 0; m < M; ++m)
-                for (int64_t j = 0; j < kNr; ++j) tmp[m][j] = (j >= j0 && j < j1) ? y[m * ldy + j] : 0.0f;
+                for (int64_t j = 0; j < kNr; ++j)
+                    tmp[m][j] = (j >= j0 && j < j1) ? y[m * ldy + j] : 0.0f;
         }
 #pragma GCC unroll 16
         for (int m = 0; m < M; ++m) {
@@ -228,12 +246,24 @@ template <typename W>
 void micro_any(int mt, int64_t kc, const W* panel, const float* x, int64_t ldx, float* y,
                int64_t ldy, int64_t j0, int64_t j1, bool acc) {
     switch (mt) {
-        case 6: micro<6>(kc, panel, x, ldx, y, ldy, j0, j1, acc); break;
-        case 5: micro<5>(kc, panel, x, ldx, y, ldy, j0, j1, acc); break;
-        case 4: micro<4>(kc, panel, x, ldx, y, ldy, j0, j1, acc); break;
-        case 3: micro<3>(kc, panel, x, ldx, y, ldy, j0, j1, acc); break;
-        case 2: micro<2>(kc, panel, x, ldx, y, ldy, j0, j1, acc); break;
-        default: micro<1>(kc, panel, x, ldx, y, ldy, j0, j1, acc); break;
+        case 6:
+            micro<6>(kc, panel, x, ldx, y, ldy, j0, j1, acc);
+            break;
+        case 5:
+            micro<5>(kc, panel, x, ldx, y, ldy, j0, j1, acc);
+            break;
+        case 4:
+            micro<4>(kc, panel, x, ldx, y, ldy, j0, j1, acc);
+            break;
+        case 3:
+            micro<3>(kc, panel, x, ldx, y, ldy, j0, j1, acc);
+            break;
+        case 2:
+            micro<2>(kc, panel, x, ldx, y, ldy, j0, j1, acc);
+            break;
+        default:
+            micro<1>(kc, panel, x, ldx, y, ldy, j0, j1, acc);
+            break;
     }
 }
 

@@ -21,7 +21,8 @@
 // weight format).
 //
 // Tested on CPUs without AVX-512 too: tests/kernels/test_matmul_avx512_emulated.cpp compiles
-// this file against SIMDe (kernels/avx512_compat.h) and compares it with the scalar kernels bit for bit.
+// this file against SIMDe (kernels/avx512_compat.h) and compares it with the scalar kernels bit for
+// bit.
 //
 // ODR: helpers live in the anonymous namespace; only intrinsics headers and kernels_internal.h.
 #if defined(__GNUC__) && !defined(__clang__)

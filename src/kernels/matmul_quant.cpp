@@ -18,8 +18,12 @@
 namespace warden::kernels {
 
 namespace {
-int64_t n_panels(const WeightMatrix& w) { return (w.rows + kPanelRows - 1) / kPanelRows; }
-int64_t q4_group_bytes(const WeightMatrix& w) { return 32 + (w.asym ? 32 : 0) + w.group * 8; }
+int64_t n_panels(const WeightMatrix& w) {
+    return (w.rows + kPanelRows - 1) / kPanelRows;
+}
+int64_t q4_group_bytes(const WeightMatrix& w) {
+    return 32 + (w.asym ? 32 : 0) + w.group * 8;
+}
 // Q8: where column k's quad starts within a panel (add (high ? 32 : 0) + lane * 4 + k % 4), and
 // where block b's 16 scales are. Per channel, one scale block leads the panel; with group 32 each
 // 32-block leads with its own (matmul_quant.h).
@@ -27,8 +31,12 @@ using detail::kQ8BlockBytes;
 int64_t q8_quad_offset(const WeightMatrix& w, int64_t k) {
     return w.group == 0 ? 32 + (k / 4) * 64 : (k / 32) * kQ8BlockBytes + 32 + (k % 32 / 4) * 64;
 }
-int64_t q8_scale_offset(const WeightMatrix& w, int64_t b) { return w.group == 0 ? 0 : b * kQ8BlockBytes; }
-int64_t q8_scale_count(const WeightMatrix& w) { return w.group == 0 ? 1 : w.cols / 32; }
+int64_t q8_scale_offset(const WeightMatrix& w, int64_t b) {
+    return w.group == 0 ? 0 : b * kQ8BlockBytes;
+}
+int64_t q8_scale_count(const WeightMatrix& w) {
+    return w.group == 0 ? 1 : w.cols / 32;
+}
 }  // namespace
 
 void check_quant_shape(const WeightMatrix& w) {
@@ -38,42 +46,54 @@ void check_quant_shape(const WeightMatrix& w) {
     switch (w.type) {
         case WeightType::Q4:
             if (w.group != 32 && w.group != 128)
-                throw util::Error("int4 group size must be 32 or 128, got " + std::to_string(w.group));
+                throw util::Error("int4 group size must be 32 or 128, got " +
+                                  std::to_string(w.group));
             if (w.cols % w.group != 0)
-                throw util::Error("int4 group size " + std::to_string(w.group) + " does not divide the row length " +
-                                  std::to_string(w.cols) + " of a " + shp() + " matrix");
+                throw util::Error("int4 group size " + std::to_string(w.group) +
+                                  " does not divide the row length " + std::to_string(w.cols) +
+                                  " of a " + shp() + " matrix");
             break;
         case WeightType::Q8:
             if (w.group != 0 && w.group != 32)
-                throw util::Error("int8 group size must be 32 (or per channel), got " + std::to_string(w.group));
+                throw util::Error("int8 group size must be 32 (or per channel), got " +
+                                  std::to_string(w.group));
             if (w.cols % kActBlock != 0)
                 throw util::Error("int8 weights need a row length divisible by 32, got " + shp());
             break;
-        case WeightType::FP8: break;
+        case WeightType::FP8:
+            break;
         case WeightType::Q4K:
         case WeightType::Q5K:
         case WeightType::Q6K:
             if (w.cols % kKQuantBlock != 0)
-                throw util::Error(std::string(kquant_type_name(w.type)) + " weights need a row length divisible by 256, got " +
-                                  shp());
+                throw util::Error(std::string(kquant_type_name(w.type)) +
+                                  " weights need a row length divisible by 256, got " + shp());
             break;
-        default: throw util::Error("check_quant_shape: not a quantized weight type");
+        default:
+            throw util::Error("check_quant_shape: not a quantized weight type");
     }
 }
 
 int64_t quant_panel_bytes(const WeightMatrix& w) {
     switch (w.type) {
-        case WeightType::Q4: return w.cols / w.group * q4_group_bytes(w);
-        case WeightType::Q8: return w.group == 0 ? 32 + w.cols * 16 : w.cols / 32 * kQ8BlockBytes;
-        case WeightType::FP8: return 64 + w.cols * 16;
+        case WeightType::Q4:
+            return w.cols / w.group * q4_group_bytes(w);
+        case WeightType::Q8:
+            return w.group == 0 ? 32 + w.cols * 16 : w.cols / 32 * kQ8BlockBytes;
+        case WeightType::FP8:
+            return 64 + w.cols * 16;
         case WeightType::Q4K:
         case WeightType::Q5K:
-        case WeightType::Q6K: return kPanelRows * kquant_row_bytes(w);
-        default: throw util::Error("quant_panel_bytes: not a quantized weight type");
+        case WeightType::Q6K:
+            return kPanelRows * kquant_row_bytes(w);
+        default:
+            throw util::Error("quant_panel_bytes: not a quantized weight type");
     }
 }
 
-int64_t quant_packed_bytes(const WeightMatrix& w) { return n_panels(w) * quant_panel_bytes(w); }
+int64_t quant_packed_bytes(const WeightMatrix& w) {
+    return n_panels(w) * quant_panel_bytes(w);
+}
 
 float quant_scale_to_f32(const WeightMatrix& w, uint16_t bits) {
     return w.bf16_scales ? tensor::bf16_to_f32(bits) : tensor::f16_to_f32(bits);
@@ -84,7 +104,8 @@ void pack_quant_row(const WeightMatrix& w, int64_t r, const QuantRow& row, uint8
     // The word-at-a-time packing below needs whole quads of codes, which a valid shape guarantees.
     check_quant_shape(w);
     if (is_kquant(w.type)) {  // the row's blocks as stored (kernels/matmul_kquant.h)
-        util::check(static_cast<int64_t>(row.q.size()) == kquant_row_bytes(w), "pack_quant_row: wrong block bytes");
+        util::check(static_cast<int64_t>(row.q.size()) == kquant_row_bytes(w),
+                    "pack_quant_row: wrong block bytes");
         std::memcpy(packed + r * kquant_row_bytes(w), row.q.data(), row.q.size());
         return;
     }
@@ -94,8 +115,9 @@ void pack_quant_row(const WeightMatrix& w, int64_t r, const QuantRow& row, uint8
     const bool high = lr >= 8;
     if (w.type == WeightType::Q4) {
         const int64_t ng = w.cols / w.group, gb = q4_group_bytes(w);
-        WARDEN_ASSERT(static_cast<int64_t>(row.d.size()) == ng && (!w.asym || static_cast<int64_t>(row.m.size()) == ng),
-                    "pack_quant_row: wrong scale count");
+        WARDEN_ASSERT(static_cast<int64_t>(row.d.size()) == ng &&
+                          (!w.asym || static_cast<int64_t>(row.m.size()) == ng),
+                      "pack_quant_row: wrong scale count");
         for (int64_t g = 0; g < ng; ++g) {
             uint8_t* b = p + g * gb;
             std::memcpy(b + lr * 2, &row.d[static_cast<size_t>(g)], 2);
@@ -114,7 +136,8 @@ void pack_quant_row(const WeightMatrix& w, int64_t r, const QuantRow& row, uint8
             }
         }
     } else if (w.type == WeightType::Q8) {
-        WARDEN_ASSERT(static_cast<int64_t>(row.d.size()) == q8_scale_count(w), "pack_quant_row: wrong scale count");
+        WARDEN_ASSERT(static_cast<int64_t>(row.d.size()) == q8_scale_count(w),
+                      "pack_quant_row: wrong scale count");
         for (int64_t b = 0; b < q8_scale_count(w); ++b)
             std::memcpy(p + q8_scale_offset(w, b) + lr * 2, &row.d[static_cast<size_t>(b)], 2);
         for (int64_t k = 0; k < w.cols; k += 4)
@@ -132,7 +155,8 @@ QuantRow unpack_quant_row(const WeightMatrix& w, int64_t r) {
         const uint8_t* b = kquant_row(w, r);
         return QuantRow{std::vector<uint8_t>(b, b + kquant_row_bytes(w)), {}, {}, 0.0f};
     }
-    const uint8_t* p = static_cast<const uint8_t*>(w.data) + (r / kPanelRows) * quant_panel_bytes(w);
+    const uint8_t* p =
+        static_cast<const uint8_t*>(w.data) + (r / kPanelRows) * quant_panel_bytes(w);
     const int64_t lr = r % kPanelRows, lane = lr % 8;
     const bool high = lr >= 8;
     QuantRow row;
@@ -156,7 +180,8 @@ QuantRow unpack_quant_row(const WeightMatrix& w, int64_t r) {
         for (int64_t b = 0; b < q8_scale_count(w); ++b)
             std::memcpy(&row.d[static_cast<size_t>(b)], p + q8_scale_offset(w, b) + lr * 2, 2);
         for (int64_t k = 0; k < w.cols; ++k)
-            row.q[static_cast<size_t>(k)] = p[q8_quad_offset(w, k) + (high ? 32 : 0) + lane * 4 + k % 4];
+            row.q[static_cast<size_t>(k)] =
+                p[q8_quad_offset(w, k) + (high ? 32 : 0) + lane * 4 + k % 4];
     } else {
         std::memcpy(&row.scale, p + lr * 4, 4);
         for (int64_t k = 0; k < w.cols; ++k) row.q[static_cast<size_t>(k)] = p[64 + k * 16 + lr];
@@ -190,7 +215,8 @@ void dequant_row(const WeightMatrix& w, int64_t r, float* out) {
 namespace detail {
 // matmul_quant_avx2.cpp (declared here: the AVX2 TU includes no shared header but
 // kernels_internal.h, see the ODR note there).
-void quantize_acts_avx2(const float* x, int64_t n, int64_t cols, int8_t* xq, float* xd, int32_t* xs, int32_t* xz);
+void quantize_acts_avx2(const float* x, int64_t n, int64_t cols, int8_t* xq, float* xd, int32_t* xs,
+                        int32_t* xz);
 }  // namespace detail
 
 namespace {
@@ -198,11 +224,14 @@ namespace {
 int32_t zero_point_pairs(const int8_t* q) {
     int32_t lo = 0, hi = 0;
     for (int64_t i = 0; i < kActBlock; ++i) (i % 4 < 2 ? lo : hi) += q[i];
-    const auto h16 = [](int32_t sum) { return static_cast<uint32_t>(static_cast<uint16_t>(static_cast<int16_t>(-8 * sum))); };
+    const auto h16 = [](int32_t sum) {
+        return static_cast<uint32_t>(static_cast<uint16_t>(static_cast<int16_t>(-8 * sum)));
+    };
     return static_cast<int32_t>(h16(lo) | h16(hi) << 16);
 }
 
-void quantize_acts_scalar(const float* x, int64_t n, int64_t cols, int8_t* xq, float* xd, int32_t* xs, int32_t* xz) {
+void quantize_acts_scalar(const float* x, int64_t n, int64_t cols, int8_t* xq, float* xd,
+                          int32_t* xs, int32_t* xz) {
     const int64_t nb = cols / kActBlock;
     for (int64_t t = 0; t < n; ++t)
         for (int64_t b = 0; b < nb; ++b) {
@@ -227,8 +256,8 @@ void quantize_acts_scalar(const float* x, int64_t n, int64_t cols, int8_t* xq, f
 }
 }  // namespace
 
-void quantize_acts_isa(Isa isa, const float* x, int64_t n, int64_t cols, int8_t* xq, float* xd, int32_t* xs,
-                       int32_t* xz) {
+void quantize_acts_isa(Isa isa, const float* x, int64_t n, int64_t cols, int8_t* xq, float* xd,
+                       int32_t* xs, int32_t* xz) {
     if (isa != Isa::Scalar && isa_supported(isa)) {  // AVX-512 machines use the AVX2 variant
         detail::quantize_acts_avx2(x, n, cols, xq, xd, xs, xz);
         return;
@@ -236,9 +265,9 @@ void quantize_acts_isa(Isa isa, const float* x, int64_t n, int64_t cols, int8_t*
     quantize_acts_scalar(x, n, cols, xq, xd, xs, xz);
 }
 
-void quantize_acts(const float* x, int64_t n, int64_t cols, int8_t* xq, float* xd, int32_t* xs, int32_t* xz) {
+void quantize_acts(const float* x, int64_t n, int64_t cols, int8_t* xq, float* xd, int32_t* xs,
+                   int32_t* xz) {
     quantize_acts_isa(active_isa(), x, n, cols, xq, xd, xs, xz);
 }
-
 
 }  // namespace warden::kernels

@@ -62,11 +62,11 @@ void check_quant_shape(const WeightMatrix& w);
 // One row in code form, independent of the panel layout (what quantizers produce, what the
 // GGUF/safetensors writers consume).
 struct QuantRow {
-    std::vector<uint8_t> q;        // Q4: 0..15; Q8: int8 bits; FP8: e4m3 codes   [cols];
-                                   // K-quants: the row's GGUF blocks as stored [row bytes]
-    std::vector<uint16_t> d;       // Q4, Q8 group 32: per group; Q8: 1 (f16/bf16 bits)
-    std::vector<uint16_t> m;       // Q4 asym: per group
-    float scale = 0.0f;            // FP8 per-channel scale
+    std::vector<uint8_t> q;   // Q4: 0..15; Q8: int8 bits; FP8: e4m3 codes   [cols];
+                              // K-quants: the row's GGUF blocks as stored [row bytes]
+    std::vector<uint16_t> d;  // Q4, Q8 group 32: per group; Q8: 1 (f16/bf16 bits)
+    std::vector<uint16_t> m;  // Q4 asym: per group
+    float scale = 0.0f;       // FP8 per-channel scale
 };
 // Writes row r into its panel (packed must be quant_packed_bytes(w) zeroed bytes).
 void pack_quant_row(const WeightMatrix& w, int64_t r, const QuantRow& row, uint8_t* packed);
@@ -79,8 +79,7 @@ float quant_scale_to_f32(const WeightMatrix& w, uint16_t bits);
 // Runs the active ISA's variant; every variant gives identical bytes (tested). xz may be null.
 void quantize_acts(const float* x, int64_t n, int64_t cols, int8_t* xq, float* xd, int32_t* xs,
                    int32_t* xz = nullptr);
-void quantize_acts_isa(Isa isa, const float* x, int64_t n, int64_t cols, int8_t* xq, float* xd, int32_t* xs,
-                       int32_t* xz = nullptr);
-
+void quantize_acts_isa(Isa isa, const float* x, int64_t n, int64_t cols, int8_t* xq, float* xd,
+                       int32_t* xs, int32_t* xz = nullptr);
 
 }  // namespace warden::kernels

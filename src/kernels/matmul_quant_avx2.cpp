@@ -29,8 +29,8 @@
 #include <immintrin.h>
 
 #include "kernels/fp8_avx2.h"
-#include "kernels/matmul_panel_avx2.h"
 #include "kernels/kernels_internal.h"
+#include "kernels/matmul_panel_avx2.h"
 
 namespace warden::kernels::detail {
 namespace {
@@ -83,9 +83,10 @@ inline __m256i bcast4(const int8_t* p) {
 enum class Src { Nibbles, NibblesUnpack, Unpacked };
 
 template <bool kAsym, int NT, Src kSrc>
-void q4_a8_panel(const QuantArgs& a, const uint8_t* panel, uint8_t* ub, int64_t t, float* y, int64_t j0,
-                 int64_t j1) {
-    const int64_t cols = a.cols, G = a.group, gb = 32 + (kAsym ? 32 : 0) + G * 8, ng = cols / G, spg = G / 32;
+void q4_a8_panel(const QuantArgs& a, const uint8_t* panel, uint8_t* ub, int64_t t, float* y,
+                 int64_t j0, int64_t j1) {
+    const int64_t cols = a.cols, G = a.group, gb = 32 + (kAsym ? 32 : 0) + G * 8, ng = cols / G,
+                  spg = G / 32;
     const int64_t nb = cols / 32;
     const int64_t q4pf = a.q4_avx2_prefetch >= 0 ? a.q4_avx2_prefetch : kQ4Prefetch;
     const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
@@ -106,7 +107,8 @@ void q4_a8_panel(const QuantArgs& a, const uint8_t* panel, uint8_t* ub, int64_t 
                     _mm_prefetch(reinterpret_cast<const char*>(qq) + q4pf + pf * 64, _MM_HINT_T0);
             __m256i s0[NT], s1[NT];
             for (int i = 0; i < NT; ++i)
-                s0[i] = s1[i] = kAsym ? _mm256_setzero_si256() : _mm256_set1_epi32(a.xz[(t + i) * nb + b]);
+                s0[i] = s1[i] =
+                    kAsym ? _mm256_setzero_si256() : _mm256_set1_epi32(a.xz[(t + i) * nb + b]);
 #pragma GCC unroll 8
             for (int j = 0; j < 8; ++j) {
                 __m256i lo, hi;
@@ -114,7 +116,8 @@ void q4_a8_panel(const QuantArgs& a, const uint8_t* panel, uint8_t* ub, int64_t 
                     lo = _mm256_load_si256(reinterpret_cast<const __m256i*>(uq + j * 64));
                     hi = _mm256_load_si256(reinterpret_cast<const __m256i*>(uq + j * 64 + 32));
                 } else {
-                    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qq + j * 32));
+                    const __m256i v =
+                        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qq + j * 32));
                     lo = _mm256_and_si256(v, m4);
                     hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
                     if constexpr (kSrc == Src::NibblesUnpack) {
@@ -132,7 +135,8 @@ void q4_a8_panel(const QuantArgs& a, const uint8_t* panel, uint8_t* ub, int64_t 
             }
             for (int i = 0; i < NT; ++i) {
                 const int64_t xb = (t + i) * nb + b;
-                const __m256i i0 = _mm256_madd_epi16(s0[i], ones), i1 = _mm256_madd_epi16(s1[i], ones);
+                const __m256i i0 = _mm256_madd_epi16(s0[i], ones),
+                              i1 = _mm256_madd_epi16(s1[i], ones);
                 const __m256 xdv = _mm256_set1_ps(a.xd[xb]);
                 acc0[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i0), _mm256_mul_ps(d0, xdv), acc0[i]);
                 acc1[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i1), _mm256_mul_ps(d1, xdv), acc1[i]);
@@ -149,7 +153,8 @@ void q4_a8_panel(const QuantArgs& a, const uint8_t* panel, uint8_t* ub, int64_t 
 
 // W4A16: w = (q - 8) * d or fma(q, d, m) in f32, then the plain f32 chain over k.
 template <bool kAsym>
-void q4_a16_panel(const QuantArgs& a, const uint8_t* panel, int64_t t, float* y, int64_t j0, int64_t j1) {
+void q4_a16_panel(const QuantArgs& a, const uint8_t* panel, int64_t t, float* y, int64_t j0,
+                  int64_t j1) {
     const int64_t cols = a.cols, G = a.group, gb = 32 + (kAsym ? 32 : 0) + G * 8, ng = cols / G;
     const float* x = a.x + t * cols;
     const __m256i m4 = _mm256_set1_epi8(0x0f), mb = _mm256_set1_epi32(0xff);
@@ -166,8 +171,10 @@ void q4_a16_panel(const QuantArgs& a, const uint8_t* panel, int64_t t, float* y,
             const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + j * 32));
             const __m256i lo = _mm256_and_si256(v, m4);
             const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-            __m256i l[4] = {lo, _mm256_srli_epi32(lo, 8), _mm256_srli_epi32(lo, 16), _mm256_srli_epi32(lo, 24)};
-            __m256i h[4] = {hi, _mm256_srli_epi32(hi, 8), _mm256_srli_epi32(hi, 16), _mm256_srli_epi32(hi, 24)};
+            __m256i l[4] = {lo, _mm256_srli_epi32(lo, 8), _mm256_srli_epi32(lo, 16),
+                            _mm256_srli_epi32(lo, 24)};
+            __m256i h[4] = {hi, _mm256_srli_epi32(hi, 8), _mm256_srli_epi32(hi, 16),
+                            _mm256_srli_epi32(hi, 24)};
 #pragma GCC unroll 4
             for (int kk = 0; kk < 4; ++kk) {
                 const __m256 q0 = _mm256_cvtepi32_ps(_mm256_and_si256(l[kk], mb));
@@ -192,7 +199,8 @@ void q4_a16_panel(const QuantArgs& a, const uint8_t* panel, int64_t t, float* y,
 // W8A8. kGroup: a scale per 32-block (int8-g32, each block's 16 scales ahead of its 512 code
 // bytes) folded into the block's fma; otherwise one scale per row, applied once at the end.
 template <bool kGroup>
-void q8_a8_panel(const QuantArgs& a, const uint8_t* panel, int64_t t, float* y, int64_t j0, int64_t j1) {
+void q8_a8_panel(const QuantArgs& a, const uint8_t* panel, int64_t t, float* y, int64_t j0,
+                 int64_t j1) {
     const int64_t cols = a.cols, nb = cols / 32;
     const int8_t* xq = a.xq + t * cols;
     const float* xd = a.xd + t * nb;
@@ -201,17 +209,23 @@ void q8_a8_panel(const QuantArgs& a, const uint8_t* panel, int64_t t, float* y, 
     for (int64_t b = 0; b < nb; ++b) {
         const uint8_t* qq = kGroup ? panel + b * kQ8BlockBytes + 32 : panel + 32 + b * 512;
         const int8_t* xb = xq + b * 32;
-        // 512 bytes a block, 544 with its scales (int8-g32): 9 lines then, so the prefetch keeps up.
+        // 512 bytes a block, 544 with its scales (int8-g32): 9 lines then, so the prefetch keeps
+        // up.
         for (int pf = 0; pf < (kGroup ? 9 : 8); ++pf)
             _mm_prefetch(reinterpret_cast<const char*>(qq) + 1024 + pf * 64, _MM_HINT_T0);
         __m256i i0 = _mm256_setzero_si256(), i1 = _mm256_setzero_si256();
 #pragma GCC unroll 8
         for (int j = 0; j < 8; ++j) {
             const __m256i v0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qq + j * 64));
-            const __m256i v1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qq + j * 64 + 32));
+            const __m256i v1 =
+                _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qq + j * 64 + 32));
             const __m256i xv = bcast4(xb + 4 * j);
-            i0 = _mm256_add_epi32(i0, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(v0), _mm256_sign_epi8(xv, v0)), ones));
-            i1 = _mm256_add_epi32(i1, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(v1), _mm256_sign_epi8(xv, v1)), ones));
+            i0 = _mm256_add_epi32(
+                i0, _mm256_madd_epi16(
+                        _mm256_maddubs_epi16(_mm256_abs_epi8(v0), _mm256_sign_epi8(xv, v0)), ones));
+            i1 = _mm256_add_epi32(
+                i1, _mm256_madd_epi16(
+                        _mm256_maddubs_epi16(_mm256_abs_epi8(v1), _mm256_sign_epi8(xv, v1)), ones));
         }
         const __m256 xdv = _mm256_set1_ps(xd[b]);
         if constexpr (kGroup) {
@@ -239,7 +253,8 @@ void q8_a8_panel(const QuantArgs& a, const uint8_t* panel, int64_t t, float* y, 
 // yields the panel's 16 weights at column k of the run (rows 0-7, 8-15). Both FP8 kernels go
 // through here, so their results cannot drift apart.
 template <class W16>
-inline void fp8_chains(const W16& w16, const float* x, int64_t kn, __m256 (&lo)[4], __m256 (&hi)[4]) {
+inline void fp8_chains(const W16& w16, const float* x, int64_t kn, __m256 (&lo)[4],
+                       __m256 (&hi)[4]) {
     int64_t k = 0;
     for (; k + 4 <= kn; k += 4)
         for (int i = 0; i < 4; ++i) {
@@ -259,8 +274,8 @@ inline void fp8_chains(const W16& w16, const float* x, int64_t kn, __m256 (&lo)[
 }
 
 // y = ((c0 + c1) + (c2 + c3)) * s per row, rows [j0, j1) of the panel.
-inline void fp8_store(const __m256 (&lo)[4], const __m256 (&hi)[4], const uint8_t* panel, float* y, int64_t j0,
-                      int64_t j1) {
+inline void fp8_store(const __m256 (&lo)[4], const __m256 (&hi)[4], const uint8_t* panel, float* y,
+                      int64_t j0, int64_t j1) {
     const __m256 acc0 = _mm256_add_ps(_mm256_add_ps(lo[0], lo[1]), _mm256_add_ps(lo[2], lo[3]));
     const __m256 acc1 = _mm256_add_ps(_mm256_add_ps(hi[0], hi[1]), _mm256_add_ps(hi[2], hi[3]));
     const __m256 s0 = _mm256_loadu_ps(reinterpret_cast<const float*>(panel));
@@ -271,13 +286,15 @@ inline void fp8_store(const __m256 (&lo)[4], const __m256 (&hi)[4], const uint8_
 // FP8, one token: each code is widened in registers as the chains consume it. With
 // QuantArgs::x_e4m3 (one token, every |x| < 2^8) the codes are widened without their * 2^120 and
 // meet x * 2^120: the same products exactly, two multiplies per 16 weights fewer.
-void fp8_panel(const QuantArgs& a, const uint8_t* panel, int64_t t, float* y, int64_t j0, int64_t j1) {
+void fp8_panel(const QuantArgs& a, const uint8_t* panel, int64_t t, float* y, int64_t j0,
+               int64_t j1) {
     const uint8_t* qs = panel + 64;
     const avx2::E4m3x16 dec;
     __m256 lo[4], hi[4];
     for (int i = 0; i < 4; ++i) lo[i] = hi[i] = _mm256_setzero_ps();
     const auto pf = [&](int64_t k) {
-        if ((k & 3) == 0) _mm_prefetch(reinterpret_cast<const char*>(qs + k * 16) + 1024, _MM_HINT_T0);
+        if ((k & 3) == 0)
+            _mm_prefetch(reinterpret_cast<const char*>(qs + k * 16) + 1024, _MM_HINT_T0);
     };
     if (a.x_e4m3 && a.n == 1)
         fp8_chains(
@@ -299,15 +316,17 @@ void fp8_panel(const QuantArgs& a, const uint8_t* panel, int64_t t, float* y, in
 // FP8 with several tokens (prefill, batched decode, a --prefill-weights fp8 copy): fp8_panel would
 // widen every code once per token, and the widening (shuffle, shift, and, multiply: 8 of its ~10
 // vector instructions per 16 weights) is most of its work. Here each block of kFp8Kc columns of the
-// panel is widened once per tile of up to kFp8Tokens tokens into f32 scratch that stays in L1/L2, and
-// every token of the tile runs fp8_chains over it: two loads, a broadcast and two fmas per 16
+// panel is widened once per tile of up to kFp8Tokens tokens into f32 scratch that stays in L1/L2,
+// and every token of the tile runs fp8_chains over it: two loads, a broadcast and two fmas per 16
 // weights. Each token's chains wait in `chains` between blocks; since kFp8Kc is a multiple of 4,
-// every block starts at chain 0, and the results are fp8_panel's bit for bit. Scratch is on the stack (32 KiB): no heap, and
-// no standard-library templates in this -mavx2 file (the ODR note above).
+// every block starts at chain 0, and the results are fp8_panel's bit for bit. Scratch is on the
+// stack (32 KiB): no heap, and no standard-library templates in this -mavx2 file (the ODR note
+// above).
 constexpr int64_t kFp8Kc = 256;
 constexpr int64_t kFp8Tokens = 64;
 
-void fp8_panel_multi(const QuantArgs& a, const uint8_t* panel, int64_t base, int64_t j0, int64_t j1) {
+void fp8_panel_multi(const QuantArgs& a, const uint8_t* panel, int64_t base, int64_t j0,
+                     int64_t j1) {
     const int64_t cols = a.cols;
     const uint8_t* qs = panel + 64;
     const avx2::E4m3x16 dec;
@@ -323,7 +342,9 @@ void fp8_panel_multi(const QuantArgs& a, const uint8_t* panel, int64_t base, int
         for (int64_t kb = 0; kb < cols; kb += kFp8Kc) {
             const int64_t kn = cols - kb < kFp8Kc ? cols - kb : kFp8Kc;
             for (int64_t k = 0; k < kn; ++k) {
-                if ((k & 3) == 0) _mm_prefetch(reinterpret_cast<const char*>(qs + (kb + k) * 16) + 1024, _MM_HINT_T0);
+                if ((k & 3) == 0)
+                    _mm_prefetch(reinterpret_cast<const char*>(qs + (kb + k) * 16) + 1024,
+                                 _MM_HINT_T0);
                 __m256 wl, wh;
                 dec(qs + (kb + k) * 16, wl, wh);
                 _mm256_store_ps(wbuf + k * 16, wl);
@@ -362,7 +383,8 @@ void fp8_panel_multi(const QuantArgs& a, const uint8_t* panel, int64_t base, int
 // _mm256_max_ps returns its second operand when one is NaN), d and 127/a are the same scalar
 // divisions, v * id is one f32 multiply, _mm256_round_ps(nearest) is nearbyint under the
 // default rounding mode, NaN -> 0 before the clamp, and the block sum is an exact int32 sum.
-void quantize_acts_avx2(const float* x, int64_t n, int64_t cols, int8_t* xq, float* xd, int32_t* xs, int32_t* xz) {
+void quantize_acts_avx2(const float* x, int64_t n, int64_t cols, int8_t* xq, float* xd, int32_t* xs,
+                        int32_t* xz) {
     const int64_t nb = cols / 32;
     const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
     const __m256 hi = _mm256_set1_ps(127.0f), lo = _mm256_set1_ps(-127.0f);
@@ -383,26 +405,34 @@ void quantize_acts_avx2(const float* x, int64_t n, int64_t cols, int8_t* xq, flo
             const __m256 idv = _mm256_set1_ps(id);
             __m256i q[4];
             for (int i = 0; i < 4; ++i) {
-                __m256 r = _mm256_round_ps(_mm256_mul_ps(f[i], idv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+                __m256 r = _mm256_round_ps(_mm256_mul_ps(f[i], idv),
+                                           _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
                 r = _mm256_and_ps(r, _mm256_cmp_ps(r, r, _CMP_ORD_Q));  // NaN -> +0
                 r = _mm256_min_ps(_mm256_max_ps(r, lo), hi);
                 q[i] = _mm256_cvtps_epi32(r);
             }
-            const __m256i s32 = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
-            __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s32), _mm256_extracti128_si256(s32, 1));
+            const __m256i s32 =
+                _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
+            __m128i s4 =
+                _mm_add_epi32(_mm256_castsi256_si128(s32), _mm256_extracti128_si256(s32, 1));
             // xz: the word zero_point_pairs in matmul_quant.cpp makes (not shared: the ODR note).
             // Lane j of s4 sums k % 8 in {j, j + 4}, so k % 4 in {0, 1} is lanes 0 + 1.
             if (xz) {
                 const __m128i pairs = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
-                const auto h16 = [](int32_t sum) { return static_cast<uint32_t>(static_cast<uint16_t>(static_cast<int16_t>(-8 * sum))); };
-                xz[t * nb + b] = static_cast<int32_t>(h16(_mm_cvtsi128_si32(pairs)) | h16(_mm_extract_epi32(pairs, 2)) << 16);
+                const auto h16 = [](int32_t sum) {
+                    return static_cast<uint32_t>(
+                        static_cast<uint16_t>(static_cast<int16_t>(-8 * sum)));
+                };
+                xz[t * nb + b] = static_cast<int32_t>(h16(_mm_cvtsi128_si32(pairs)) |
+                                                      h16(_mm_extract_epi32(pairs, 2)) << 16);
             }
             s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
             s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
             // packs work per 128-bit lane: (q0 q1) -> 16-bit [q0l q1l q0h q1h], then with (q2 q3)
             // -> bytes in lane order 0,2,4,6 | 1,3,5,7 of 4-element groups; the dword permute
             // restores k order.
-            const __m256i p01 = _mm256_packs_epi32(q[0], q[1]), p23 = _mm256_packs_epi32(q[2], q[3]);
+            const __m256i p01 = _mm256_packs_epi32(q[0], q[1]),
+                          p23 = _mm256_packs_epi32(q[2], q[3]);
             const __m256i p = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(p01, p23), perm);
             _mm256_storeu_si256(reinterpret_cast<__m256i*>(xq + t * cols + b * 32), p);
             xd[t * nb + b] = d;
@@ -417,9 +447,15 @@ void mm_quant_avx2(const QuantArgs& a, int64_t r0, int64_t r1) {
     }
     int64_t pb;
     switch (a.kind) {
-        case 0: pb = a.cols / a.group * (32 + (a.asym ? 32 : 0) + a.group * 8); break;
-        case 1: pb = a.group == 0 ? 32 + a.cols * 16 : a.cols / 32 * kQ8BlockBytes; break;
-        default: pb = 64 + a.cols * 16; break;
+        case 0:
+            pb = a.cols / a.group * (32 + (a.asym ? 32 : 0) + a.group * 8);
+            break;
+        case 1:
+            pb = a.group == 0 ? 32 + a.cols * 16 : a.cols / 32 * kQ8BlockBytes;
+            break;
+        default:
+            pb = 64 + a.cols * 16;
+            break;
     }
     for (int64_t p = r0 / kNr; p * kNr < r1; ++p) {
         const uint8_t* panel = a.data + p * pb;
@@ -427,26 +463,40 @@ void mm_quant_avx2(const QuantArgs& a, int64_t r0, int64_t r1) {
         const int64_t j0 = r0 > base ? r0 - base : 0;
         const int64_t j1 = r1 - base < kNr ? r1 - base : kNr;
         if (a.kind == 0 && !a.act_f32) {  // W4A8: tokens in fours share the weight unpacking
-            const bool unpack = a.unpack != nullptr;  // the caller decides when it pays (matmul.cpp)
-            // Tokens [t, t + NT) in one pass over the panel (the first pass unpacks, when unpacking).
+            const bool unpack =
+                a.unpack != nullptr;  // the caller decides when it pays (matmul.cpp)
+            // Tokens [t, t + NT) in one pass over the panel (the first pass unpacks, when
+            // unpacking).
             const auto tile = [&]<int NT>(int64_t t) {
                 float* y = a.y + t * a.ldy + base;
                 const auto pass = [&]<Src kSrc>() {
-                    if (a.asym) q4_a8_panel<true, NT, kSrc>(a, panel, a.unpack, t, y, j0, j1);
-                    else q4_a8_panel<false, NT, kSrc>(a, panel, a.unpack, t, y, j0, j1);
+                    if (a.asym)
+                        q4_a8_panel<true, NT, kSrc>(a, panel, a.unpack, t, y, j0, j1);
+                    else
+                        q4_a8_panel<false, NT, kSrc>(a, panel, a.unpack, t, y, j0, j1);
                 };
-                if (!unpack) pass.template operator()<Src::Nibbles>();
-                else if (t == 0) pass.template operator()<Src::NibblesUnpack>();
-                else pass.template operator()<Src::Unpacked>();
+                if (!unpack)
+                    pass.template operator()<Src::Nibbles>();
+                else if (t == 0)
+                    pass.template operator()<Src::NibblesUnpack>();
+                else
+                    pass.template operator()<Src::Unpacked>();
             };
             int64_t t = 0;
             for (; t + 4 <= a.n; t += 4) tile.template operator()<4>(t);
             // The remainder in one pass too (each pass streams the panel's weights again).
             switch (a.n - t) {
-                case 3: tile.template operator()<3>(t); break;
-                case 2: tile.template operator()<2>(t); break;
-                case 1: tile.template operator()<1>(t); break;
-                default: break;
+                case 3:
+                    tile.template operator()<3>(t);
+                    break;
+                case 2:
+                    tile.template operator()<2>(t);
+                    break;
+                case 1:
+                    tile.template operator()<1>(t);
+                    break;
+                default:
+                    break;
             }
             continue;
         }

@@ -1,6 +1,7 @@
 // AVX-512 kernels: VNNI for int4 (W4A8) and int8 (W8A8) weights, int4 dequantized to f32 (W4A16),
-// and FP8 weights (layouts and the arithmetic contract: kernels/matmul_quant.h). Bit-exact with the scalar reference: the integer block dots are exact
-// whatever the summation order, and the float steps per output are the contract's, in its order.
+// and FP8 weights (layouts and the arithmetic contract: kernels/matmul_quant.h). Bit-exact with the
+// scalar reference: the integer block dots are exact whatever the summation order, and the float
+// steps per output are the contract's, in its order.
 //
 // Why VNNI: on AVX2 each 32-byte load of int4 weights costs about 9 vector instructions per token
 // (and, shift, and to unpack; two vpmaddubsw and two vpaddw; a broadcast; a share of the block's
@@ -64,8 +65,9 @@ constexpr int64_t kNr = 16;
 template <bool kHalf>
 inline zi load_bytes(const uint8_t* p) {
     if constexpr (kHalf)
-        return WZ(mm512_inserti64x4)(WZ(mm512_castsi256_si512)(WZ(mm256_loadu_si256)(reinterpret_cast<const yi*>(p))),
-                                     WZ(mm256_loadu_si256)(reinterpret_cast<const yi*>(p + 32)), 1);
+        return WZ(mm512_inserti64x4)(
+            WZ(mm512_castsi256_si512)(WZ(mm256_loadu_si256)(reinterpret_cast<const yi*>(p))),
+            WZ(mm256_loadu_si256)(reinterpret_cast<const yi*>(p + 32)), 1);
     else
         return WZ(mm512_loadu_si512)(p);
 }
@@ -118,12 +120,13 @@ inline zi quad_pair_index(int jj) {
 // NT tokens (t .. t+NT-1) share each load of the panel's weights, and NP adjacent panels (rows
 // base .. base + 16 * NP - 1, pb bytes apart) are read block by block side by side; each (row,
 // token)'s arithmetic is the NT = NP = 1 sequence, so results do not depend on the blocking.
-// Why NP: on the Sapphire Rapids-class VM (decode_tuning.h), one core draws more of the memory bandwidth
-// reading two panel streams than one, and the blocks of two panels are independent work for the
-// out-of-order core while a load misses (in L2 the pair also computes faster: 44 -> 51 GB/s).
+// Why NP: on the Sapphire Rapids-class VM (decode_tuning.h), one core draws more of the memory
+// bandwidth reading two panel streams than one, and the blocks of two panels are independent work
+// for the out-of-order core while a load misses (in L2 the pair also computes faster: 44 -> 51
+// GB/s).
 template <bool kAsym, int NT, int NP, bool kHalf>
-void q4_vnni_panel(const QuantArgs& a, const uint8_t* panel, int64_t pb, int64_t t, float* y, int64_t j0,
-                   int64_t j1, int64_t pf) {
+void q4_vnni_panel(const QuantArgs& a, const uint8_t* panel, int64_t pb, int64_t t, float* y,
+                   int64_t j0, int64_t j1, int64_t pf) {
     const int64_t cols = a.cols, G = a.group, gb = 32 + (kAsym ? 32 : 0) + G * 8, ng = cols / G,
                   spg = G / 32;
     const int64_t nb = cols / 32;
@@ -191,15 +194,16 @@ void q4_vnni_panel(const QuantArgs& a, const uint8_t* panel, int64_t pb, int64_t
     }
     for (int q = 0; q < NP; ++q)
         for (int i = 0; i < NT; ++i)
-            store_lanes(acc[q][i], y + i * a.ldy + q * kNr, q == 0 ? j0 : 0, q == NP - 1 ? j1 : kNr);
+            store_lanes(acc[q][i], y + i * a.ldy + q * kNr, q == 0 ? j0 : 0,
+                        q == NP - 1 ? j1 : kNr);
 }
 
 // kGroup: int8-g32, each 32-block's 16 scales ahead of its 512 code bytes, folded into the
 // block's fma; otherwise one scale per row, applied at the end (matmul_quant.h). NP adjacent panels
 // (pb bytes apart) are read side by side, as in q4_vnni_panel.
 template <bool kGroup, int NP, bool kHalf>
-void q8_vnni_panel(const QuantArgs& a, const uint8_t* panel, int64_t pb, int64_t t, float* y, int64_t j0,
-                   int64_t j1, int64_t pf) {
+void q8_vnni_panel(const QuantArgs& a, const uint8_t* panel, int64_t pb, int64_t t, float* y,
+                   int64_t j0, int64_t j1, int64_t pf) {
     const int64_t cols = a.cols, nb = cols / 32;
     const int8_t* xq = a.xq + t * cols;
     const zi flip = WZ(mm512_set1_epi8)(static_cast<char>(0x80));
@@ -209,7 +213,8 @@ void q8_vnni_panel(const QuantArgs& a, const uint8_t* panel, int64_t pb, int64_t
         const zi s0 = WZ(mm512_set1_epi32)(-128 * a.xs[t * nb + b]);
         const zf xdv = WZ(mm512_set1_ps)(a.xd[t * nb + b]);
         for (int q = 0; q < NP; ++q) {
-            const uint8_t* qq = (kGroup ? panel + b * kQ8BlockBytes + 32 : panel + 32 + b * 512) + q * pb;
+            const uint8_t* qq =
+                (kGroup ? panel + b * kQ8BlockBytes + 32 : panel + 32 + b * 512) + q * pb;
             prefetch(qq, pf, kGroup ? 9 : 8);  // 544 B a block with scales
             zi s = s0;
 #pragma GCC unroll 8
@@ -218,7 +223,9 @@ void q8_vnni_panel(const QuantArgs& a, const uint8_t* panel, int64_t pb, int64_t
                 s = WZ(mm512_dpbusd_epi32)(s, v, WZ(mm512_set1_epi32)(load4(xq + b * 32 + 4 * j)));
             }
             if constexpr (kGroup)
-                acc[q] = fmadd(i32_to_f32(s), WZ(mm512_mul_ps)(load_scales16(qq - 32, a.bf16_scales), xdv), acc[q]);
+                acc[q] =
+                    fmadd(i32_to_f32(s),
+                          WZ(mm512_mul_ps)(load_scales16(qq - 32, a.bf16_scales), xdv), acc[q]);
             else
                 acc[q] = fmadd(i32_to_f32(s), xdv, acc[q]);
         }
@@ -228,7 +235,8 @@ void q8_vnni_panel(const QuantArgs& a, const uint8_t* panel, int64_t pb, int64_t
         if constexpr (kGroup)
             store_lanes(acc[q], y + q * kNr, q0, q1);
         else
-            store_lanes(WZ(mm512_mul_ps)(acc[q], load_scales16(panel + q * pb, a.bf16_scales)), y + q * kNr, q0, q1);
+            store_lanes(WZ(mm512_mul_ps)(acc[q], load_scales16(panel + q * pb, a.bf16_scales)),
+                        y + q * kNr, q0, q1);
     }
 }
 
@@ -241,8 +249,8 @@ void q8_vnni_panel(const QuantArgs& a, const uint8_t* panel, int64_t pb, int64_t
 // kRaw: the codes widened without their * 2^120 against x * 2^120 (QuantArgs::x_e4m3, one
 // token): the same products exactly, one multiply per 16 weights fewer.
 template <int NP, bool kRaw>
-void fp8_panel(const QuantArgs& a, const uint8_t* panel, int64_t pb, int64_t t, float* y, int64_t j0, int64_t j1,
-               int64_t pf) {
+void fp8_panel(const QuantArgs& a, const uint8_t* panel, int64_t pb, int64_t t, float* y,
+               int64_t j0, int64_t j1, int64_t pf) {
     const int64_t cols = a.cols;
     const float* x = kRaw ? a.x_e4m3 : a.x + t * cols;
     const auto widen = [](const uint8_t* p) { return kRaw ? e4m3x16_raw(p) : e4m3x16_to_f32(p); };
@@ -251,7 +259,8 @@ void fp8_panel(const QuantArgs& a, const uint8_t* panel, int64_t pb, int64_t t, 
         for (int i = 0; i < 4; ++i) acc[q][i] = WZ(mm512_setzero_ps)();
     int64_t k = 0;
     for (; k + 4 <= cols; k += 4) {
-        for (int q = 0; q < NP; ++q) prefetch(panel + q * pb + 64 + k * 16, pf, 1);  // 4 columns = a line
+        for (int q = 0; q < NP; ++q)
+            prefetch(panel + q * pb + 64 + k * 16, pf, 1);  // 4 columns = a line
         for (int i = 0; i < 4; ++i) {
             const zf xb = WZ(mm512_set1_ps)(x[k + i]);
             for (int q = 0; q < NP; ++q)
@@ -264,7 +273,8 @@ void fp8_panel(const QuantArgs& a, const uint8_t* panel, int64_t pb, int64_t t, 
             acc[q][k % 4] = fmadd(widen(panel + q * pb + 64 + k * 16), xb, acc[q][k % 4]);
     }
     for (int q = 0; q < NP; ++q) {
-        const zf sum = WZ(mm512_add_ps)(WZ(mm512_add_ps)(acc[q][0], acc[q][1]), WZ(mm512_add_ps)(acc[q][2], acc[q][3]));
+        const zf sum = WZ(mm512_add_ps)(WZ(mm512_add_ps)(acc[q][0], acc[q][1]),
+                                        WZ(mm512_add_ps)(acc[q][2], acc[q][3]));
         const zf s = WZ(mm512_loadu_ps)(reinterpret_cast<const float*>(panel + q * pb));
         store_lanes(WZ(mm512_mul_ps)(sum, s), y + q * kNr, q == 0 ? j0 : 0, q == NP - 1 ? j1 : kNr);
     }
@@ -298,7 +308,8 @@ void fp8_micro(const float* wbuf, int64_t kn, const float* x, int64_t ldx, float
         for (int i = 0; i < 4; ++i) {
             const zf w = WZ(mm512_load_ps)(wbuf + (k + i) * kLanes);
 #pragma GCC unroll 8
-            for (int m = 0; m < M; ++m) c[m][i] = fmadd(w, WZ(mm512_set1_ps)(x[m * ldx + k + i]), c[m][i]);
+            for (int m = 0; m < M; ++m)
+                c[m][i] = fmadd(w, WZ(mm512_set1_ps)(x[m * ldx + k + i]), c[m][i]);
         }
     }
 #pragma GCC unroll 3
@@ -306,7 +317,8 @@ void fp8_micro(const float* wbuf, int64_t kn, const float* x, int64_t ldx, float
         if (k + i >= kn) break;
         const zf w = WZ(mm512_load_ps)(wbuf + (k + i) * kLanes);
 #pragma GCC unroll 8
-        for (int m = 0; m < M; ++m) c[m][i] = fmadd(w, WZ(mm512_set1_ps)(x[m * ldx + k + i]), c[m][i]);
+        for (int m = 0; m < M; ++m)
+            c[m][i] = fmadd(w, WZ(mm512_set1_ps)(x[m * ldx + k + i]), c[m][i]);
     }
 #pragma GCC unroll 8
     for (int m = 0; m < M; ++m)
@@ -314,19 +326,33 @@ void fp8_micro(const float* wbuf, int64_t kn, const float* x, int64_t ldx, float
         for (int i = 0; i < 4; ++i) WZ(mm512_store_ps)(chains + m * 64 + i * kLanes, c[m][i]);
 }
 
-void fp8_micro_any(int mt, const float* wbuf, int64_t kn, const float* x, int64_t ldx, float* chains) {
+void fp8_micro_any(int mt, const float* wbuf, int64_t kn, const float* x, int64_t ldx,
+                   float* chains) {
     switch (mt) {
-        case 6: fp8_micro<6>(wbuf, kn, x, ldx, chains); break;
-        case 5: fp8_micro<5>(wbuf, kn, x, ldx, chains); break;
-        case 4: fp8_micro<4>(wbuf, kn, x, ldx, chains); break;
-        case 3: fp8_micro<3>(wbuf, kn, x, ldx, chains); break;
-        case 2: fp8_micro<2>(wbuf, kn, x, ldx, chains); break;
-        default: fp8_micro<1>(wbuf, kn, x, ldx, chains); break;
+        case 6:
+            fp8_micro<6>(wbuf, kn, x, ldx, chains);
+            break;
+        case 5:
+            fp8_micro<5>(wbuf, kn, x, ldx, chains);
+            break;
+        case 4:
+            fp8_micro<4>(wbuf, kn, x, ldx, chains);
+            break;
+        case 3:
+            fp8_micro<3>(wbuf, kn, x, ldx, chains);
+            break;
+        case 2:
+            fp8_micro<2>(wbuf, kn, x, ldx, chains);
+            break;
+        default:
+            fp8_micro<1>(wbuf, kn, x, ldx, chains);
+            break;
     }
 }
 
 // All a.n tokens of one panel; y: token 0's row 0 of the panel; rows [j0, j1) are written.
-void fp8_panel_multi(const QuantArgs& a, const uint8_t* panel, float* y, int64_t j0, int64_t j1, int64_t pf) {
+void fp8_panel_multi(const QuantArgs& a, const uint8_t* panel, float* y, int64_t j0, int64_t j1,
+                     int64_t pf) {
     const int64_t cols = a.cols;
     const uint8_t* qs = panel + 64;
     alignas(64) float wbuf[kFp8Kc * kLanes];
@@ -334,7 +360,8 @@ void fp8_panel_multi(const QuantArgs& a, const uint8_t* panel, float* y, int64_t
     const zf s = WZ(mm512_loadu_ps)(reinterpret_cast<const float*>(panel));
     for (int64_t t0 = 0; t0 < a.n; t0 += kFp8Tokens) {
         const int64_t tn = a.n - t0 < kFp8Tokens ? a.n - t0 : kFp8Tokens;
-        for (int64_t i = 0; i < tn * 64; i += kLanes) WZ(mm512_store_ps)(chains + i, WZ(mm512_setzero_ps)());
+        for (int64_t i = 0; i < tn * 64; i += kLanes)
+            WZ(mm512_store_ps)(chains + i, WZ(mm512_setzero_ps)());
         for (int64_t kb = 0; kb < cols; kb += kFp8Kc) {
             const int64_t kn = cols - kb < kFp8Kc ? cols - kb : kFp8Kc;
             for (int64_t k = 0; k < kn; ++k) {
@@ -348,8 +375,9 @@ void fp8_panel_multi(const QuantArgs& a, const uint8_t* panel, float* y, int64_t
         }
         for (int64_t t = 0; t < tn; ++t) {  // after the last block (or none, when cols is 0)
             const float* c = chains + t * 64;
-            const zf sum = WZ(mm512_add_ps)(WZ(mm512_add_ps)(WZ(mm512_load_ps)(c), WZ(mm512_load_ps)(c + 16)),
-                                            WZ(mm512_add_ps)(WZ(mm512_load_ps)(c + 32), WZ(mm512_load_ps)(c + 48)));
+            const zf sum = WZ(mm512_add_ps)(
+                WZ(mm512_add_ps)(WZ(mm512_load_ps)(c), WZ(mm512_load_ps)(c + 16)),
+                WZ(mm512_add_ps)(WZ(mm512_load_ps)(c + 32), WZ(mm512_load_ps)(c + 48)));
             store_lanes(WZ(mm512_mul_ps)(sum, s), y + (t0 + t) * a.ldy, j0, j1);
         }
     }
@@ -359,21 +387,21 @@ void fp8_panel_multi(const QuantArgs& a, const uint8_t* panel, float* y, int64_t
 // (matmul_quant.h), so a dequantized block is exactly an f32 weight block. A quad (32 bytes: byte
 // lane * 4 + kk holds row lane in its low nibble, row lane + 8 in its high nibble, at column kk)
 // is broadcast to both 256-bit halves of a zmm; one variable shift per column then brings row r's
-// code to the low bits of lane r (lanes 0-7 by 8 * kk, lanes 8-15 by 8 * kk + 4), and vpermps, which
-// reads only the low four bits of each index, looks up the code's value as f32 (q - 8, or q for
-// asymmetric weights) in a 16-entry register: no mask, no subtraction, no conversion. Three
+// code to the low bits of lane r (lanes 0-7 by 8 * kk, lanes 8-15 by 8 * kk + 4), and vpermps,
+// which reads only the low four bits of each index, looks up the code's value as f32 (q - 8, or q
+// for asymmetric weights) in a 16-entry register: no mask, no subtraction, no conversion. Three
 // instructions per 16 weights before the scale (AVX2: nine, as two halves).
 struct Q4A16Dequant {
     zi shift[4];
     zf codes;  // f32 value of codes 0..15: q - 8 (symmetric) or q (asymmetric)
     explicit Q4A16Dequant(bool asym) {
         for (int kk = 0; kk < 4; ++kk)
-            shift[kk] = WZ(mm512_setr_epi32)(8 * kk, 8 * kk, 8 * kk, 8 * kk, 8 * kk, 8 * kk, 8 * kk, 8 * kk,
-                                             8 * kk + 4, 8 * kk + 4, 8 * kk + 4, 8 * kk + 4, 8 * kk + 4, 8 * kk + 4,
-                                             8 * kk + 4, 8 * kk + 4);
+            shift[kk] = WZ(mm512_setr_epi32)(8 * kk, 8 * kk, 8 * kk, 8 * kk, 8 * kk, 8 * kk, 8 * kk,
+                                             8 * kk, 8 * kk + 4, 8 * kk + 4, 8 * kk + 4, 8 * kk + 4,
+                                             8 * kk + 4, 8 * kk + 4, 8 * kk + 4, 8 * kk + 4);
         const float o = asym ? 0.0f : -8.0f;
-        codes = WZ(mm512_setr_ps)(o, o + 1, o + 2, o + 3, o + 4, o + 5, o + 6, o + 7, o + 8, o + 9, o + 10, o + 11,
-                                  o + 12, o + 13, o + 14, o + 15);
+        codes = WZ(mm512_setr_ps)(o, o + 1, o + 2, o + 3, o + 4, o + 5, o + 6, o + 7, o + 8, o + 9,
+                                  o + 10, o + 11, o + 12, o + 13, o + 14, o + 15);
     }
     static zi quad(const uint8_t* p) {
         return WZ(mm512_broadcast_i64x4)(WZ(mm256_loadu_si256)(reinterpret_cast<const yi*>(p)));
@@ -392,7 +420,8 @@ struct Q4A16Dequant {
 // One token: NP adjacent panels side by side (NP independent chains, each panel's one chain
 // would otherwise wait on the FMA latency), each quad dequantized in registers as it is used.
 template <bool kAsym, int NP>
-void q4_a16_gemv(const QuantArgs& a, const uint8_t* panel, int64_t pb, float* y, int64_t j0, int64_t j1, int64_t pf) {
+void q4_a16_gemv(const QuantArgs& a, const uint8_t* panel, int64_t pb, float* y, int64_t j0,
+                 int64_t j1, int64_t pf) {
     const int64_t G = a.group, gb = 32 + (kAsym ? 32 : 0) + G * 8, ng = a.cols / G;
     const Q4A16Dequant dq(kAsym);
     zf acc[NP];
@@ -414,11 +443,13 @@ void q4_a16_gemv(const QuantArgs& a, const uint8_t* panel, int64_t pb, float* y,
             }
             for (int kk = 0; kk < 4; ++kk) {
                 const zf xb = WZ(mm512_set1_ps)(xg[4 * j + kk]);
-                for (int q = 0; q < NP; ++q) acc[q] = fmadd(dq.weights<kAsym>(v[q], kk, d[q], m[q]), xb, acc[q]);
+                for (int q = 0; q < NP; ++q)
+                    acc[q] = fmadd(dq.weights<kAsym>(v[q], kk, d[q], m[q]), xb, acc[q]);
             }
         }
     }
-    for (int q = 0; q < NP; ++q) store_lanes(acc[q], y + q * kNr, q == 0 ? j0 : 0, q == NP - 1 ? j1 : kNr);
+    for (int q = 0; q < NP; ++q)
+        store_lanes(acc[q], y + q * kNr, q == 0 ? j0 : 0, q == NP - 1 ? j1 : kNr);
 }
 
 // Several tokens: each block of kFp8Kc columns (a multiple of every group size) of a pair of
@@ -440,20 +471,22 @@ void q4_a16_gemm(const QuantArgs& a, int64_t r0, int64_t r1, int64_t pb) {
                 for (int64_t g = kb / G; g < (kb + kc) / G; ++g) {
                     const uint8_t* blk = panel + g * gb;
                     const zf d = load_scales16(blk, a.bf16_scales);
-                    const zf m = kAsym ? load_scales16(blk + 32, a.bf16_scales) : WZ(mm512_setzero_ps)();
+                    const zf m =
+                        kAsym ? load_scales16(blk + 32, a.bf16_scales) : WZ(mm512_setzero_ps)();
                     const uint8_t* qs = blk + (kAsym ? 64 : 32);
                     float* wg = wq + (g * G - kb) * kLanes;
                     for (int64_t j = 0; j < G / 4; ++j) {
                         const zi v = Q4A16Dequant::quad(qs + j * 32);
                         for (int kk = 0; kk < 4; ++kk)
-                            WZ(mm512_store_ps)(wg + (4 * j + kk) * kLanes, dq.weights<kAsym>(v, kk, d, m));
+                            WZ(mm512_store_ps)
+                            (wg + (4 * j + kk) * kLanes, dq.weights<kAsym>(v, kk, d, m));
                     }
                 }
             }
             for (int64_t t = 0; t < a.n; t += tile512::kMt) {
                 const int mt = static_cast<int>(a.n - t < tile512::kMt ? a.n - t : tile512::kMt);
-                tile512::tile(mt, np, kc, wbuf, kc * kLanes, a.x + t * cols + kb, cols, a.y + t * a.ldy + p * kNr,
-                              a.ldy, p * kNr, r0, r1, kb > 0);
+                tile512::tile(mt, np, kc, wbuf, kc * kLanes, a.x + t * cols + kb, cols,
+                              a.y + t * a.ldy + p * kNr, a.ldy, p * kNr, r0, r1, kb > 0);
             }
         }
     }
@@ -474,10 +507,18 @@ void q4_a16(const QuantArgs& a, int64_t r0, int64_t r1, int64_t pb, int64_t pf) 
         const uint8_t* panel = a.data + p * pb;
         float* y = a.y + base;
         switch (np) {
-            case 4: q4_a16_gemv<kAsym, 4>(a, panel, pb, y, j0, j1, pf); break;
-            case 3: q4_a16_gemv<kAsym, 3>(a, panel, pb, y, j0, j1, pf); break;
-            case 2: q4_a16_gemv<kAsym, 2>(a, panel, pb, y, j0, j1, pf); break;
-            default: q4_a16_gemv<kAsym, 1>(a, panel, pb, y, j0, j1, pf); break;
+            case 4:
+                q4_a16_gemv<kAsym, 4>(a, panel, pb, y, j0, j1, pf);
+                break;
+            case 3:
+                q4_a16_gemv<kAsym, 3>(a, panel, pb, y, j0, j1, pf);
+                break;
+            case 2:
+                q4_a16_gemv<kAsym, 2>(a, panel, pb, y, j0, j1, pf);
+                break;
+            default:
+                q4_a16_gemv<kAsym, 1>(a, panel, pb, y, j0, j1, pf);
+                break;
         }
         p += np;
     }
@@ -493,10 +534,10 @@ void WARDEN_AVX512_ENTRY(const QuantArgs& a, int64_t r0, int64_t r1) {
     }
 #endif
     const bool w4a8 = a.kind == 0 && !a.act_f32, fp8 = a.kind == 2;
-    const int64_t pb = fp8                ? 64 + a.cols * 16
-                       : a.kind == 0      ? a.cols / a.group * (32 + (a.asym ? 32 : 0) + a.group * 8)
-                       : a.group == 0     ? 32 + a.cols * 16
-                                          : a.cols / 32 * kQ8BlockBytes;
+    const int64_t pb = fp8            ? 64 + a.cols * 16
+                       : a.kind == 0  ? a.cols / a.group * (32 + (a.asym ? 32 : 0) + a.group * 8)
+                       : a.group == 0 ? 32 + a.cols * 16
+                                      : a.cols / 32 * kQ8BlockBytes;
     const DecodeTuning& tune = decode_tuning();
 #ifndef WARDEN_AVX512_EMULATE  // the emulated build runs on CPUs that may lack AVX2
     if (w4a8 && a.n == 1 && tune.q4_avx2) {

@@ -85,28 +85,36 @@ void mm_quant(const QuantArgs& a, int64_t r0, int64_t r1) {
                     for (int64_t k = 0; k < 32; ++k) i += code(b * 32 + k) * xq[k];
                     if (!a.asym) i -= 8 * xs;
                     acc = std::fma(static_cast<float>(i), d * xd, acc);
-                    if (a.asym) acc = std::fma(static_cast<float>(xs), scale_f32(a, blk + 32 + lr * 2) * xd, acc);
+                    if (a.asym)
+                        acc = std::fma(static_cast<float>(xs), scale_f32(a, blk + 32 + lr * 2) * xd,
+                                       acc);
                 }
             } else if (a.kind == 1) {  // Q8: a scale per row (group 0) or per 32-block (group 32)
                 const bool per_block = a.group != 0;
-                const uint8_t* panel = a.data + (r / kPanel) * (per_block ? nb * kQ8BlockBytes : 32 + cols * 16);
+                const uint8_t* panel =
+                    a.data + (r / kPanel) * (per_block ? nb * kQ8BlockBytes : 32 + cols * 16);
                 for (int64_t b = 0; b < nb; ++b) {
-                    // The block's 8 quads of codes; with group 32 its scales are the 32 bytes before.
-                    const uint8_t* qs = per_block ? panel + b * kQ8BlockBytes + 32 : panel + 32 + b * 512;
+                    // The block's 8 quads of codes; with group 32 its scales are the 32 bytes
+                    // before.
+                    const uint8_t* qs =
+                        per_block ? panel + b * kQ8BlockBytes + 32 : panel + 32 + b * 512;
                     int32_t i = 0;
                     for (int64_t kk = 0; kk < 32; ++kk) {
-                        const auto q = static_cast<int8_t>(qs[(kk / 4) * 64 + (high ? 32 : 0) + lane * 4 + kk % 4]);
+                        const auto q = static_cast<int8_t>(
+                            qs[(kk / 4) * 64 + (high ? 32 : 0) + lane * 4 + kk % 4]);
                         i += q * a.xq[t * cols + b * 32 + kk];
                     }
                     const float xd = a.xd[t * nb + b];
-                    acc = std::fma(static_cast<float>(i), per_block ? scale_f32(a, qs - 32 + lr * 2) * xd : xd, acc);
+                    acc = std::fma(static_cast<float>(i),
+                                   per_block ? scale_f32(a, qs - 32 + lr * 2) * xd : xd, acc);
                 }
                 if (!per_block) acc = acc * scale_f32(a, panel + lr * 2);
             } else {  // FP8
                 const uint8_t* panel = a.data + (r / kPanel) * (64 + cols * 16);
                 float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
                 for (int64_t k = 0; k < cols; ++k)
-                    part[k % 4] = std::fma(tensor::fp8_e4m3_to_f32(panel[64 + k * 16 + lr]), x[k], part[k % 4]);
+                    part[k % 4] = std::fma(tensor::fp8_e4m3_to_f32(panel[64 + k * 16 + lr]), x[k],
+                                           part[k % 4]);
                 float s;
                 std::memcpy(&s, panel + lr * 4, 4);
                 acc = ((part[0] + part[1]) + (part[2] + part[3])) * s;

@@ -19,13 +19,13 @@
 namespace warden::kernels {
 
 struct MlaAttentionSeq {
-    const float* q = nullptr;         // [n_q, n_heads, L + R] absorbed query and rope query
-    float* out = nullptr;             // [n_q, n_heads, L] attention-weighted latent
+    const float* q = nullptr;  // [n_q, n_heads, L + R] absorbed query and rope query
+    float* out = nullptr;      // [n_q, n_heads, L] attention-weighted latent
     int64_t n_q = 0;
-    int64_t pos0 = 0;                 // query t is at position pos0 + t and sees [0, pos0 + t]
+    int64_t pos0 = 0;                   // query t is at position pos0 + t and sees [0, pos0 + t]
     const int32_t* page_ids = nullptr;  // covers positions [0, pos0 + n_q)
-    const float* kv_new = nullptr;    // [n_q, L + R] this step's rows (f32), or nullptr
-    FreshKv fresh = FreshKv::None;    // as in paged_attention; ignored without kv_new
+    const float* kv_new = nullptr;      // [n_q, L + R] this step's rows (f32), or nullptr
+    FreshKv fresh = FreshKv::None;      // as in paged_attention; ignored without kv_new
 };
 
 // kv: a k_only layer with n_kv_heads == 1 and head_dim == latent_dim + rope dims, any KvType
@@ -35,7 +35,8 @@ void mla_attention(std::span<const MlaAttentionSeq> seqs, int64_t n_heads, int64
 
 // Unpaged reference for tests: keys[s] = [c_s, k_rope_s] rows ([n_ctx, L + R]), query t at
 // position pos0 + t sees keys [0, pos0 + t]. Plain loops in double.
-void mla_attention_reference(const float* q, float* out, int64_t n_q, int64_t pos0, const float* keys,
-                             int64_t n_heads, int64_t latent_dim, int64_t row_dim, float scale);
+void mla_attention_reference(const float* q, float* out, int64_t n_q, int64_t pos0,
+                             const float* keys, int64_t n_heads, int64_t latent_dim,
+                             int64_t row_dim, float scale);
 
 }  // namespace warden::kernels

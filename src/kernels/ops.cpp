@@ -9,9 +9,12 @@ namespace {
 
 const detail::OpsTable& table(Isa isa) {
     switch (isa) {
-        case Isa::AVX512: return detail::ops_avx512();
-        case Isa::AVX2: return detail::ops_avx2();
-        case Isa::Scalar: break;
+        case Isa::AVX512:
+            return detail::ops_avx512();
+        case Isa::AVX2:
+            return detail::ops_avx2();
+        case Isa::Scalar:
+            break;
     }
     return detail::ops_scalar();
 }
@@ -23,7 +26,9 @@ const detail::OpsTable& checked(Isa isa) {
 
 }  // namespace
 
-const detail::OpsTable& detail::ops_table(Isa isa) { return checked(isa); }
+const detail::OpsTable& detail::ops_table(Isa isa) {
+    return checked(isa);
+}
 
 void rmsnorm(const float* x, const float* w, float* y, int64_t n, float eps) {
     table(active_isa()).rmsnorm(x, w, y, n, eps);
@@ -31,7 +36,9 @@ void rmsnorm(const float* x, const float* w, float* y, int64_t n, float eps) {
 void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
     table(active_isa()).silu_mul(gate, up, out, n);
 }
-void softmax(float* x, int64_t n) { table(active_isa()).softmax(x, n); }
+void softmax(float* x, int64_t n) {
+    table(active_isa()).softmax(x, n);
+}
 float dot_f32(const float* a, const float* b, int64_t n) {
     return table(active_isa()).dot_f32(a, b, n);
 }
@@ -61,7 +68,9 @@ void rmsnorm_isa(Isa isa, const float* x, const float* w, float* y, int64_t n, f
 void silu_mul_isa(Isa isa, const float* gate, const float* up, float* out, int64_t n) {
     checked(isa).silu_mul(gate, up, out, n);
 }
-void softmax_isa(Isa isa, float* x, int64_t n) { checked(isa).softmax(x, n); }
+void softmax_isa(Isa isa, float* x, int64_t n) {
+    checked(isa).softmax(x, n);
+}
 int64_t argmax_isa(Isa isa, const float* x, int64_t n) {
     return checked(isa).argmax(x, n);
 }

@@ -52,8 +52,8 @@ inline __m256 load_bf16(const bf16* p) {
 // range. Inputs are clamped so 2^n stays a normal float; below -87.3 the result is flushed
 // to 0 (true value < 1.2e-38, irrelevant for softmax/silu), above 88 it saturates.
 inline __m256 exp_ps(__m256 x) {
-    const __m256 xc = _mm256_max_ps(_mm256_min_ps(x, _mm256_set1_ps(88.0f)),
-                                    _mm256_set1_ps(-87.3f));
+    const __m256 xc =
+        _mm256_max_ps(_mm256_min_ps(x, _mm256_set1_ps(88.0f)), _mm256_set1_ps(-87.3f));
     const __m256 fx = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269504088896341f)),
                                       _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m256 r = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), xc);
@@ -66,8 +66,8 @@ inline __m256 exp_ps(__m256 x) {
     p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
     const __m256 r2 = _mm256_mul_ps(r, r);
     p = _mm256_add_ps(_mm256_fmadd_ps(p, r2, r), _mm256_set1_ps(1.0f));
-    const __m256i e = _mm256_slli_epi32(
-        _mm256_add_epi32(_mm256_cvtps_epi32(fx), _mm256_set1_epi32(127)), 23);
+    const __m256i e =
+        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(fx), _mm256_set1_epi32(127)), 23);
     const __m256 res = _mm256_mul_ps(p, _mm256_castsi256_ps(e));
     const __m256 keep = _mm256_cmp_ps(x, _mm256_set1_ps(-87.3f), _CMP_GE_OQ);
     return _mm256_and_ps(res, keep);
@@ -187,7 +187,8 @@ void axpy_f32(float a, const float* x, float* y, int64_t n) {
     const __m256 va = _mm256_set1_ps(a);
     int64_t i = 0;
     for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+        _mm256_storeu_ps(y + i,
+                         _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
     for (; i < n; ++i) y[i] += a * x[i];
 }
 
@@ -209,7 +210,8 @@ void f32_to_bf16_row(const float* x, bf16* y, int64_t n) {
         const __m256i u = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i));
         const __m256i is_nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, abs_mask), inf);
         const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), one);
-        const __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(bias, lsb)), 16);
+        const __m256i rounded =
+            _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(bias, lsb)), 16);
         const __m256i nan_v = _mm256_or_si256(_mm256_srli_epi32(u, 16), quiet);
         const __m256i r = _mm256_blendv_epi8(rounded, nan_v, is_nan);
         // Values are < 2^16, so the unsigned-saturating pack is exact; it packs per 128-bit

@@ -13,8 +13,8 @@ namespace {
 void rmsnorm(const float* x, const float* w, float* y, int64_t n, float eps) {
     double ss = 0.0;
     for (int64_t i = 0; i < n; ++i) ss += static_cast<double>(x[i]) * x[i];
-    const float inv = n > 0 ? static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(n) + eps))
-                            : 0.0f;
+    const float inv =
+        n > 0 ? static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(n) + eps)) : 0.0f;
     for (int64_t i = 0; i < n; ++i) y[i] = x[i] * inv * (w ? w[i] : 1.0f);
 }
 

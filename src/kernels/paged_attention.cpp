@@ -68,7 +68,8 @@ uint16_t bf16_round_up(float x) {
 
 // Quantizes one (token, head) row of dim values into `codes`; returns the scale's bf16 bits
 // (TokenHead) or 0 (Tensor, or unscaled types).
-uint16_t store_row(const PagedKvLayer& kv, const float* x, uint8_t* codes, const detail::OpsTable& ops) {
+uint16_t store_row(const PagedKvLayer& kv, const float* x, uint8_t* codes,
+                   const detail::OpsTable& ops) {
     const int64_t dim = kv.head_dim;
     switch (kv.type) {
         case KvType::F32:
@@ -87,7 +88,8 @@ uint16_t store_row(const PagedKvLayer& kv, const float* x, uint8_t* codes, const
             }
             return 0;
         }
-        default: break;
+        default:
+            break;
     }
     float s = kv.tensor_scale;
     uint16_t sbits = 0;
@@ -103,8 +105,12 @@ uint16_t store_row(const PagedKvLayer& kv, const float* x, uint8_t* codes, const
     for (int64_t i = 0; i < dim; ++i) {
         const float y = unit ? x[i] : x[i] / s;
         switch (kv.type) {
-            case KvType::FP8_E4M3: codes[i] = tensor::f32_to_fp8_e4m3(y); break;
-            case KvType::FP8_E5M2: codes[i] = tensor::f32_to_fp8_e5m2(y); break;
+            case KvType::FP8_E4M3:
+                codes[i] = tensor::f32_to_fp8_e4m3(y);
+                break;
+            case KvType::FP8_E5M2:
+                codes[i] = tensor::f32_to_fp8_e5m2(y);
+                break;
             default: {  // INT8: RNE, saturate at +-127, NaN -> 0
                 const float c = std::isnan(y) ? 0.0f : std::clamp(y, -127.0f, 127.0f);
                 codes[i] = static_cast<uint8_t>(static_cast<int8_t>(std::nearbyint(c)));
@@ -159,15 +165,18 @@ void attend_chunk(const detail::KvReadKernels& rk, const detail::KvReadKernels& 
     const int64_t dim = kv.head_dim;
     const int64_t row = kv.n_kv_heads * dim;
     const int64_t eb = kv_elem_bytes(kv.type);
-    const int64_t row_bytes = dim * eb;          // a head's rows are contiguous in its page block
+    const int64_t row_bytes = dim * eb;  // a head's rows are contiguous in its page block
     const int64_t head_bytes = kv.page_size * row_bytes;
     const int64_t n_ctx = s.pos0 + t + 1;
     int64_t fresh_begin = n_ctx;  // positions [fresh_begin, n_ctx) come from k_new/v_new
     if (s.k_new && s.v_new) {
-        if (s.fresh == FreshKv::Self) fresh_begin = n_ctx - 1;
-        else if (s.fresh == FreshKv::Chunk) fresh_begin = s.pos0;
+        if (s.fresh == FreshKv::Self)
+            fresh_begin = n_ctx - 1;
+        else if (s.fresh == FreshKv::Chunk)
+            fresh_begin = s.pos0;
     }
-    const int64_t paged_end = std::min(fresh_begin, c1);  // positions [c0, paged_end) come from pages
+    const int64_t paged_end =
+        std::min(fresh_begin, c1);  // positions [c0, paged_end) come from pages
     const int64_t p_begin = c0 / kv.page_size;
     const int64_t p_end = paged_end > c0 ? (paged_end + kv.page_size - 1) / kv.page_size : p_begin;
     const int64_t fresh0 = std::max(fresh_begin, c0);
@@ -185,7 +194,9 @@ void attend_chunk(const detail::KvReadKernels& rk, const detail::KvReadKernels& 
     // decoded into `rows`, or in place for f32.
     auto page_rows = [&](const uint8_t* page, int64_t off, int64_t cnt) {
         const uint8_t* src = page + off + g * head_bytes;
-        if (!decode) return std::tuple<const uint8_t*, int64_t, const detail::KvReadKernels*>{src, row_bytes, &rk};
+        if (!decode)
+            return std::tuple<const uint8_t*, int64_t, const detail::KvReadKernels*>{src, row_bytes,
+                                                                                     &rk};
         rk.dequant(src, cnt * dim, rows);  // the head's cnt rows are one contiguous run
         return std::tuple<const uint8_t*, int64_t, const detail::KvReadKernels*>{
             reinterpret_cast<const uint8_t*>(rows), dim * 4, &rk32};
@@ -219,7 +230,8 @@ void attend_chunk(const detail::KvReadKernels& rk, const detail::KvReadKernels& 
         prefetch_page(p + kPagesAhead, kv.k_offset, kv.k_scale_offset);
         if (per_row) {
             const auto* sk = reinterpret_cast<const uint16_t*>(page + kv.k_scale_offset) + g;
-            for (int64_t i = 0; i < cnt; ++i) w[i] = scale * tensor::bf16_to_f32(sk[i * kv.n_kv_heads]);
+            for (int64_t i = 0; i < cnt; ++i)
+                w[i] = scale * tensor::bf16_to_f32(sk[i * kv.n_kv_heads]);
         } else {
             std::fill(w, w + cnt, scale * fixed);
         }
@@ -236,7 +248,8 @@ void attend_chunk(const detail::KvReadKernels& rk, const detail::KvReadKernels& 
     for (int64_t h = 0; h < n_h; ++h) {
         float* scores = sc.scores.data() + h * ctx_stride - c0;  // indexed by position
         for (int64_t j = fresh0; j < c1; ++j)
-            scores[j] = scale * ops.dot_f32(q + h * dim, s.k_new + (j - s.pos0) * row + g * dim, dim);
+            scores[j] =
+                scale * ops.dot_f32(q + h * dim, s.k_new + (j - s.pos0) * row + g * dim, dim);
         float mx, sum;
         ops.softmax_stats(scores + c0, c1 - c0, &mx, &sum);
         if (ml) {
@@ -282,23 +295,26 @@ void attend_chunk(const detail::KvReadKernels& rk, const detail::KvReadKernels& 
 }
 
 void check_layer(const PagedKvLayer& kv) {
-    util::check(kv.head_dim > 0 && kv.page_size > 0 && kv.n_kv_heads > 0, "paged attention: bad head dim or page size");
+    util::check(kv.head_dim > 0 && kv.page_size > 0 && kv.n_kv_heads > 0,
+                "paged attention: bad head dim or page size");
     util::check(!(kv.type == KvType::INT8 && kv.scales == KvScales::Tensor),
                 "int8 KV needs per-(token, head) scales (--kv-scales=token-head)");
-    util::check(std::isfinite(kv.tensor_scale) && kv.tensor_scale > 0.0f, "KV tensor scale must be positive");
+    util::check(std::isfinite(kv.tensor_scale) && kv.tensor_scale > 0.0f,
+                "KV tensor scale must be positive");
 }
 
 }  // namespace
 
-void write_kv(const PagedKvLayer& kv, const int32_t* page_ids, int64_t pos0, int64_t n, const float* k,
-              const float* v) {
+void write_kv(const PagedKvLayer& kv, const int32_t* page_ids, int64_t pos0, int64_t n,
+              const float* k, const float* v) {
     check_layer(kv);
     const int64_t dim = kv.head_dim, row = kv.n_kv_heads * dim, eb = kv_elem_bytes(kv.type);
     const detail::OpsTable& ops = detail::ops_table(active_isa());
     const bool per_row = kv.has_scale_array();
     for (int64_t t = 0; t < n; ++t) {
         const int64_t pos = pos0 + t;
-        uint8_t* page = kv.base + static_cast<int64_t>(page_ids[pos / kv.page_size]) * kv.page_stride;
+        uint8_t* page =
+            kv.base + static_cast<int64_t>(page_ids[pos / kv.page_size]) * kv.page_stride;
         const int64_t slot = pos % kv.page_size;
         for (int64_t g = 0; g < kv.n_kv_heads; ++g) {
             const int64_t at = (g * kv.page_size + slot) * dim * eb;
@@ -312,26 +328,31 @@ void write_kv(const PagedKvLayer& kv, const int32_t* page_ids, int64_t pos0, int
     }
 }
 
-void read_kv_row(const PagedKvLayer& kv, const int32_t* page_ids, int64_t pos, int64_t kv_head, bool value,
-                 float* out) {
+void read_kv_row(const PagedKvLayer& kv, const int32_t* page_ids, int64_t pos, int64_t kv_head,
+                 bool value, float* out) {
     check_layer(kv);
     const int64_t dim = kv.head_dim, eb = kv_elem_bytes(kv.type);
-    const uint8_t* page = kv.base + static_cast<int64_t>(page_ids[pos / kv.page_size]) * kv.page_stride;
+    const uint8_t* page =
+        kv.base + static_cast<int64_t>(page_ids[pos / kv.page_size]) * kv.page_stride;
     const int64_t slot = pos % kv.page_size;
-    const uint8_t* codes = page + (value ? kv.v_offset : kv.k_offset) + (kv_head * kv.page_size + slot) * dim * eb;
+    const uint8_t* codes =
+        page + (value ? kv.v_offset : kv.k_offset) + (kv_head * kv.page_size + slot) * dim * eb;
     detail::kv_kernels_scalar().by_type[static_cast<int>(kv.type)].dequant(codes, dim, out);
     float s = kv_type_scaled(kv.type) ? kv.tensor_scale : 1.0f;
     if (kv.has_scale_array()) {
         uint16_t b;
-        std::memcpy(&b, page + (value ? kv.v_scale_offset : kv.k_scale_offset) + (slot * kv.n_kv_heads + kv_head) * 2, 2);
+        std::memcpy(&b,
+                    page + (value ? kv.v_scale_offset : kv.k_scale_offset) +
+                        (slot * kv.n_kv_heads + kv_head) * 2,
+                    2);
         s = tensor::bf16_to_f32(b);
     }
     if (s != 1.0f)
         for (int64_t i = 0; i < dim; ++i) out[i] *= s;
 }
 
-void paged_attention(std::span<const PagedAttentionSeq> seqs, int64_t n_heads, const PagedKvLayer& kv, float scale,
-                     util::ThreadPool& pool) {
+void paged_attention(std::span<const PagedAttentionSeq> seqs, int64_t n_heads,
+                     const PagedKvLayer& kv, float scale, util::ThreadPool& pool) {
     util::check(kv.n_kv_heads > 0 && n_heads > 0 && n_heads % kv.n_kv_heads == 0,
                 "paged attention: n_heads must be a positive multiple of n_kv_heads");
     check_layer(kv);
@@ -403,8 +424,10 @@ void paged_attention(std::span<const PagedAttentionSeq> seqs, int64_t n_heads, c
             total += per_token * k.nc;
             n_partial += add;
         }
-        if (static_cast<int64_t>(part_o.size()) < n_partial * dim) part_o.resize(static_cast<size_t>(n_partial * dim));
-        if (static_cast<int64_t>(part_ml.size()) < n_partial * 2) part_ml.resize(static_cast<size_t>(n_partial * 2));
+        if (static_cast<int64_t>(part_o.size()) < n_partial * dim)
+            part_o.resize(static_cast<size_t>(n_partial * dim));
+        if (static_cast<int64_t>(part_ml.size()) < n_partial * 2)
+            part_ml.resize(static_cast<size_t>(n_partial * 2));
         float* const po = part_o.data();
         float* const pml = part_ml.data();
         const Tok* const tk = toks.data() + b0;
@@ -433,12 +456,14 @@ void paged_attention(std::span<const PagedAttentionSeq> seqs, int64_t n_heads, c
                 const int64_t chunk = local / per_token, part = local % per_token;
                 const int64_t h0 = part * per_part, g = h0 / group;
                 const int64_t at = (k.t * n_heads + h0) * dim;
-                const int64_t c0 = chunk * chunk_len, c1 = std::min(s.pos0 + k.t + 1, c0 + chunk_len);
+                const int64_t c0 = chunk * chunk_len,
+                              c1 = std::min(s.pos0 + k.t + 1, c0 + chunk_len);
                 if (k.nc == 1) {
                     attend_chunk(rk, rk32, gk, ops, kv, s, k.t, g, per_part, s.q + at, s.out + at,
                                  dim, nullptr, 0, scale, c0, c1, ctx_len, sc);
                 } else {
-                    const int64_t slot = k.part0 + h0 * k.nc + chunk;  // head h0 + h at slot + h * nc
+                    const int64_t slot =
+                        k.part0 + h0 * k.nc + chunk;  // head h0 + h at slot + h * nc
                     attend_chunk(rk, rk32, gk, ops, kv, s, k.t, g, per_part, s.q + at,
                                  po + slot * dim, k.nc * dim, pml + 2 * slot, 2 * k.nc, scale, c0,
                                  c1, ctx_len, sc);
@@ -446,7 +471,8 @@ void paged_attention(std::span<const PagedAttentionSeq> seqs, int64_t n_heads, c
             }
         });
         if (n_partial == 0) continue;
-        // Merge the chunks of each (token, head): weights sum_c * exp(max_c - max), chunks in order.
+        // Merge the chunks of each (token, head): weights sum_c * exp(max_c - max), chunks in
+        // order.
         pool.run([&](int tid, int nthreads) {
             for (int64_t x = tid; x < n_tok * n_heads; x += nthreads) {
                 const Tok& k = tk[x / n_heads];
@@ -476,7 +502,9 @@ void paged_attention(std::span<const PagedAttentionSeq> seqs, int64_t n_heads, c
 }
 
 namespace detail {
-void set_max_partial_floats(int64_t n) { g_max_partial_floats.store(n, std::memory_order_relaxed); }
+void set_max_partial_floats(int64_t n) {
+    g_max_partial_floats.store(n, std::memory_order_relaxed);
+}
 }  // namespace detail
 
 }  // namespace warden::kernels

@@ -20,7 +20,9 @@ namespace {
 struct LdF32 {
     static constexpr int kBytes = 4;
     static constexpr float kMul = 1.0f;
-    static __m256 load8(const uint8_t* p) { return _mm256_loadu_ps(reinterpret_cast<const float*>(p)); }
+    static __m256 load8(const uint8_t* p) {
+        return _mm256_loadu_ps(reinterpret_cast<const float*>(p));
+    }
 };
 struct LdBF16 {
     static constexpr int kBytes = 2;
@@ -33,7 +35,9 @@ struct LdBF16 {
 struct LdF16 {
     static constexpr int kBytes = 2;
     static constexpr float kMul = 1.0f;
-    static __m256 load8(const uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+    static __m256 load8(const uint8_t* p) {
+        return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    }
 };
 struct LdE5M2 {
     static constexpr int kBytes = 1;
@@ -49,7 +53,8 @@ struct LdE4M3 {
     static __m256 load8(const uint8_t* p) {
         const __m128i w = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
         const __m128i mag = _mm_and_si128(w, _mm_set1_epi16(0x7f));
-        __m128i h = _mm_or_si128(_mm_slli_epi16(_mm_and_si128(w, _mm_set1_epi16(0x80)), 8), _mm_slli_epi16(mag, 7));
+        __m128i h = _mm_or_si128(_mm_slli_epi16(_mm_and_si128(w, _mm_set1_epi16(0x80)), 8),
+                                 _mm_slli_epi16(mag, 7));
         const __m128i nan = _mm_cmpeq_epi16(mag, _mm_set1_epi16(0x7f));
         h = _mm_or_si128(h, _mm_and_si128(nan, _mm_set1_epi16(0x7c00)));
         return _mm256_cvtph_ps(h);
@@ -59,7 +64,8 @@ struct LdI8 {
     static constexpr int kBytes = 1;
     static constexpr float kMul = 1.0f;
     static __m256 load8(const uint8_t* p) {
-        return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+        return _mm256_cvtepi32_ps(
+            _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
     }
 };
 
@@ -102,12 +108,15 @@ inline __m256 reduce8(const __m256* v) {
     const __m256 t0 = _mm256_hadd_ps(v[0], v[1]), t1 = _mm256_hadd_ps(v[2], v[3]);
     const __m256 t2 = _mm256_hadd_ps(v[4], v[5]), t3 = _mm256_hadd_ps(v[6], v[7]);
     const __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
-    // u0 = [r0 r1 r2 r3 | r0 r1 r2 r3] halves (low 128 = lanes 0-3 partial, high = lanes 4-7 partial)
-    return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+    // u0 = [r0 r1 r2 r3 | r0 r1 r2 r3] halves (low 128 = lanes 0-3 partial, high = lanes 4-7
+    // partial)
+    return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20),
+                         _mm256_permute2f128_ps(u0, u1, 0x31));
 }
 
 template <typename L>
-void scores(const float* q, const uint8_t* rows, int64_t stride, int64_t n, int64_t dim, const float* mult, float* s) {
+void scores(const float* q, const uint8_t* rows, int64_t stride, int64_t n, int64_t dim,
+            const float* mult, float* s) {
     const __m256 kmul = _mm256_set1_ps(L::kMul);
     // q's last dim % 8 elements, zero-padded (used only when dim is not a multiple of 8).
     const __m256 qtail = dim % 8 ? load_tail_f32(q, dim / 8 * 8, dim) : _mm256_setzero_ps();
@@ -115,11 +124,14 @@ void scores(const float* q, const uint8_t* rows, int64_t stride, int64_t n, int6
     for (; j + 8 <= n; j += 8) {
         __m256 acc[8];
         for (int r = 0; r < 8; ++r) acc[r] = dot_row<L>(q, qtail, rows + (j + r) * stride, dim);
-        _mm256_storeu_ps(s + j, _mm256_mul_ps(_mm256_mul_ps(reduce8(acc), kmul), _mm256_loadu_ps(mult + j)));
+        _mm256_storeu_ps(
+            s + j, _mm256_mul_ps(_mm256_mul_ps(reduce8(acc), kmul), _mm256_loadu_ps(mult + j)));
     }
     if (j < n) {
         __m256 acc[8];
-        for (int r = 0; r < 8; ++r) acc[r] = j + r < n ? dot_row<L>(q, qtail, rows + (j + r) * stride, dim) : _mm256_setzero_ps();
+        for (int r = 0; r < 8; ++r)
+            acc[r] = j + r < n ? dot_row<L>(q, qtail, rows + (j + r) * stride, dim)
+                               : _mm256_setzero_ps();
         alignas(32) float out[8];
         _mm256_store_ps(out, _mm256_mul_ps(reduce8(acc), kmul));
         for (int64_t r = 0; r < n - j; ++r) s[j + r] = out[r] * mult[j + r];
@@ -133,13 +145,15 @@ inline void accum_cols(const float* w, const uint8_t* rows, int64_t stride, int6
     for (int k = 0; k < K; ++k) o[k] = _mm256_loadu_ps(out + 8 * k);
     for (int64_t j = 0; j < n; ++j, rows += stride) {
         const __m256 wj = _mm256_set1_ps(w[j] * L::kMul);
-        for (int k = 0; k < K; ++k) o[k] = _mm256_fmadd_ps(wj, L::load8(rows + 8 * k * L::kBytes), o[k]);
+        for (int k = 0; k < K; ++k)
+            o[k] = _mm256_fmadd_ps(wj, L::load8(rows + 8 * k * L::kBytes), o[k]);
     }
     for (int k = 0; k < K; ++k) _mm256_storeu_ps(out + 8 * k, o[k]);
 }
 
 template <typename L>
-void accum(const float* w, const uint8_t* rows, int64_t stride, int64_t n, int64_t dim, float* out) {
+void accum(const float* w, const uint8_t* rows, int64_t stride, int64_t n, int64_t dim,
+           float* out) {
     // 64 outputs at a time (eight independent fma chains keep both FMA units busy, where four wait
     // on the fma latency), then 32, then 8. Each output adds its rows in order whatever the width.
     int64_t d = 0;
@@ -151,7 +165,8 @@ void accum(const float* w, const uint8_t* rows, int64_t stride, int64_t n, int64
         for (int64_t k = 0; k < dim - d; ++k) buf[k] = out[d + k];
         __m256 o0 = _mm256_load_ps(buf);
         for (int64_t j = 0; j < n; ++j)
-            o0 = _mm256_fmadd_ps(_mm256_set1_ps(w[j] * L::kMul), load_tail<L>(rows + j * stride, d, dim), o0);
+            o0 = _mm256_fmadd_ps(_mm256_set1_ps(w[j] * L::kMul),
+                                 load_tail<L>(rows + j * stride, d, dim), o0);
         _mm256_store_ps(buf, o0);
         for (int64_t k = 0; k < dim - d; ++k) out[d + k] = buf[k];
     }
@@ -161,7 +176,8 @@ template <typename L>
 void dequant(const uint8_t* row, int64_t dim, float* out) {
     const __m256 mul = _mm256_set1_ps(L::kMul);
     int64_t i = 0;
-    for (; i + 8 <= dim; i += 8) _mm256_storeu_ps(out + i, _mm256_mul_ps(L::load8(row + i * L::kBytes), mul));
+    for (; i + 8 <= dim; i += 8)
+        _mm256_storeu_ps(out + i, _mm256_mul_ps(L::load8(row + i * L::kBytes), mul));
     if (i < dim) {
         alignas(32) float buf[8];
         _mm256_store_ps(buf, _mm256_mul_ps(load_tail<L>(row, i, dim), mul));
@@ -179,7 +195,8 @@ void dequant_e4m3(const uint8_t* row, int64_t dim, float* out) {
     __m256i nan = _mm256_setzero_si256();
     int64_t i = 0;
     for (; i + 32 <= dim; i += 32) {
-        const __m256i v = _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + i)), m7f);
+        const __m256i v =
+            _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + i)), m7f);
         nan = _mm256_or_si256(nan, _mm256_cmpeq_epi8(v, m7f));
     }
     bool has_nan = !_mm256_testz_si256(nan, nan);
@@ -208,8 +225,8 @@ constexpr KvReadKernels make() {
 
 const KvKernelTable& kv_kernels_avx2() {
     static const KvKernelTable t{{make<LdF32>(), make<LdBF16>(), make<LdF16>(),
-                                  KvReadKernels{scores<LdE4M3>, accum<LdE4M3>, dequant_e4m3}, make<LdE5M2>(),
-                                  make<LdI8>()}};
+                                  KvReadKernels{scores<LdE4M3>, accum<LdE4M3>, dequant_e4m3},
+                                  make<LdE5M2>(), make<LdI8>()}};
     return t;
 }
 

@@ -12,10 +12,11 @@ inline constexpr int kKvTypes = 6;
 struct KvReadKernels {
     // scores[j] = mult[j] * dot(q, decode(row_j)) for j in [0, n); row_j starts at
     // rows + j * stride (bytes) and holds dim elements.
-    void (*scores)(const float* q, const uint8_t* rows, int64_t stride, int64_t n, int64_t dim, const float* mult,
-                   float* scores);
+    void (*scores)(const float* q, const uint8_t* rows, int64_t stride, int64_t n, int64_t dim,
+                   const float* mult, float* scores);
     // out[d] += sum_j w[j] * decode(row_j)[d], j = 0..n-1 in order, for d in [0, dim).
-    void (*accum)(const float* w, const uint8_t* rows, int64_t stride, int64_t n, int64_t dim, float* out);
+    void (*accum)(const float* w, const uint8_t* rows, int64_t stride, int64_t n, int64_t dim,
+                  float* out);
     // out[d] = decode(row)[d] (unscaled); exact, the same bits on every ISA (NaN stays NaN).
     void (*dequant)(const uint8_t* row, int64_t dim, float* out);
 };

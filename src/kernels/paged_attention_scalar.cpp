@@ -38,11 +38,14 @@ struct DecE5M2 {
     static float at(const uint8_t* p, int64_t i) { return tensor::fp8_e5m2_to_f32(p[i]); }
 };
 struct DecI8 {
-    static float at(const uint8_t* p, int64_t i) { return static_cast<float>(static_cast<int8_t>(p[i])); }
+    static float at(const uint8_t* p, int64_t i) {
+        return static_cast<float>(static_cast<int8_t>(p[i]));
+    }
 };
 
 template <typename D>
-void scores(const float* q, const uint8_t* rows, int64_t stride, int64_t n, int64_t dim, const float* mult, float* s) {
+void scores(const float* q, const uint8_t* rows, int64_t stride, int64_t n, int64_t dim,
+            const float* mult, float* s) {
     for (int64_t j = 0; j < n; ++j) {
         const uint8_t* r = rows + j * stride;
         float acc = 0.0f;
@@ -52,7 +55,8 @@ void scores(const float* q, const uint8_t* rows, int64_t stride, int64_t n, int6
 }
 
 template <typename D>
-void accum(const float* w, const uint8_t* rows, int64_t stride, int64_t n, int64_t dim, float* out) {
+void accum(const float* w, const uint8_t* rows, int64_t stride, int64_t n, int64_t dim,
+           float* out) {
     for (int64_t j = 0; j < n; ++j) {
         const uint8_t* r = rows + j * stride;
         for (int64_t i = 0; i < dim; ++i) out[i] += w[j] * D::at(r, i);
@@ -72,8 +76,8 @@ constexpr KvReadKernels make() {
 }  // namespace
 
 const KvKernelTable& kv_kernels_scalar() {
-    static const KvKernelTable t{{make<DecF32>(), make<DecBF16>(), make<DecF16>(), make<DecE4M3>(), make<DecE5M2>(),
-                                  make<DecI8>()}};
+    static const KvKernelTable t{{make<DecF32>(), make<DecBF16>(), make<DecF16>(), make<DecE4M3>(),
+                                  make<DecE5M2>(), make<DecI8>()}};
     return t;
 }
 

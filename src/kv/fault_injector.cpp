@@ -11,7 +11,8 @@
 namespace warden::kv {
 
 const char* fault_kind_name(FaultKind k) {
-    static const char* names[] = {"stale", "early_free", "double_free", "free_in_flight", "cancel_race", "reorder", "reuse"};
+    static const char* names[] = {"stale",       "early_free", "double_free", "free_in_flight",
+                                  "cancel_race", "reorder",    "reuse"};
     return names[static_cast<int>(k)];
 }
 
@@ -32,9 +33,12 @@ FaultSpec FaultSpec::parse(const std::string& spec) {
         if (key == "seed" || key == "max") {
             int64_t v = 0;
             auto [p, ec] = std::from_chars(val.data(), val.data() + val.size(), v);
-            util::check(ec == std::errc() && p == val.data() + val.size(), "--fault-inject: bad " + key + " '" + val + "'");
-            if (key == "seed") s.seed = static_cast<uint64_t>(v);
-            else s.max_faults = v;
+            util::check(ec == std::errc() && p == val.data() + val.size(),
+                        "--fault-inject: bad " + key + " '" + val + "'");
+            if (key == "seed")
+                s.seed = static_cast<uint64_t>(v);
+            else
+                s.max_faults = v;
             continue;
         }
         double prob = 0;
@@ -45,7 +49,8 @@ FaultSpec FaultSpec::parse(const std::string& spec) {
         } catch (...) {
             throw util::Error("--fault-inject: bad probability '" + val + "' for " + key);
         }
-        util::check(prob >= 0.0 && prob <= 1.0, "--fault-inject: probability of " + key + " must be in [0, 1]");
+        util::check(prob >= 0.0 && prob <= 1.0,
+                    "--fault-inject: probability of " + key + " must be in [0, 1]");
         bool known = false;
         for (int k = 0; k < kFaultKinds; ++k) {
             if (key == "all" || key == fault_kind_name(static_cast<FaultKind>(k))) {
@@ -97,7 +102,8 @@ int64_t FaultInjector::total_injected() const {
            std::accumulate(injected_shared_.begin(), injected_shared_.end(), int64_t{0});
 }
 
-SharedFaultEffect apply_shared_fault(SharedFaultKind kind, PagePool& pool, PageTable& holder, size_t entry) {
+SharedFaultEffect apply_shared_fault(SharedFaultKind kind, PagePool& pool, PageTable& holder,
+                                     size_t entry) {
     util::check(entry < holder.pages.size() && pool.is_live(holder.pages[entry]),
                 "fault injector: shared fault needs a live table entry");
     SharedFaultEffect fx;
@@ -106,15 +112,19 @@ SharedFaultEffect apply_shared_fault(SharedFaultKind kind, PagePool& pool, PageT
         case SharedFaultKind::EvictWhileReferenced:
         case SharedFaultKind::ReuseAfterEvict: {
             fx.broken = e;
-            while (pool.refcount(e.page) > 0) WARDEN_ASSERT(pool.release(e) == PoolStatus::Ok, "fault injector: forced eviction refused");
+            while (pool.refcount(e.page) > 0)
+                WARDEN_ASSERT(pool.release(e) == PoolStatus::Ok,
+                              "fault injector: forced eviction refused");
             if (kind == SharedFaultKind::ReuseAfterEvict) {
                 fx.reused = pool.allocate();  // LIFO free list: the page just freed comes back
-                WARDEN_ASSERT(fx.reused && fx.reused->page == e.page, "fault injector: the evicted page was not reused");
+                WARDEN_ASSERT(fx.reused && fx.reused->page == e.page,
+                              "fault injector: the evicted page was not reused");
             }
             break;
         }
         case SharedFaultKind::StaleAttach:
-            WARDEN_ASSERT(pool.release(e) == PoolStatus::Ok, "fault injector: stale attach release refused");
+            WARDEN_ASSERT(pool.release(e) == PoolStatus::Ok,
+                          "fault injector: stale attach release refused");
             e.gen -= 1;  // generation 0 (page never allocated before) is never live either
             fx.broken = e;
             break;

@@ -31,7 +31,7 @@ constexpr int kSharedFaultKinds = 3;
 const char* shared_fault_kind_name(SharedFaultKind k);
 
 struct FaultSpec {
-    std::array<double, kFaultKinds> probability{};  // per step
+    std::array<double, kFaultKinds> probability{};               // per step
     std::array<double, kSharedFaultKinds> shared_probability{};  // per step
     uint64_t seed = 1;
     int64_t max_faults = -1;  // < 0: unlimited
@@ -41,7 +41,7 @@ struct FaultSpec {
 };
 
 class FaultInjector {
-public:
+  public:
     explicit FaultInjector(const FaultSpec& spec) : spec_(spec), rng_(spec.seed) {}
 
     // Decides whether to inject `kind` this step (and counts it if so).
@@ -50,13 +50,15 @@ public:
     uint64_t random(uint64_t n) { return n == 0 ? 0 : rng_() % n; }
 
     const std::array<int64_t, kFaultKinds>& injected() const { return injected_; }
-    const std::array<int64_t, kSharedFaultKinds>& injected_shared() const { return injected_shared_; }
+    const std::array<int64_t, kSharedFaultKinds>& injected_shared() const {
+        return injected_shared_;
+    }
     int64_t total_injected() const;
     // A refused double free / foreign free counts as detected at the pool.
     void note_refused() { ++refused_; }
     int64_t refused() const { return refused_; }
 
-private:
+  private:
     FaultSpec spec_;
     std::mt19937_64 rng_;
     std::array<int64_t, kFaultKinds> injected_{};
@@ -79,6 +81,7 @@ struct SharedFaultEffect {
     PageRef broken;                 // the reference that is stale now
     std::optional<PageRef> reused;  // ReuseAfterEvict: the page's new allocation
 };
-SharedFaultEffect apply_shared_fault(SharedFaultKind kind, PagePool& pool, PageTable& holder, size_t entry);
+SharedFaultEffect apply_shared_fault(SharedFaultKind kind, PagePool& pool, PageTable& holder,
+                                     size_t entry);
 
 }  // namespace warden::kv

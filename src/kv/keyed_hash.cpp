@@ -22,7 +22,8 @@ inline void sip_round(uint64_t& v0, uint64_t& v1, uint64_t& v2, uint64_t& v3) {
     v1 ^= v2;
     v2 = std::rotl(v2, 32);
 }
-static_assert(std::endian::native == std::endian::little, "keyed_hash assumes a little-endian host");
+static_assert(std::endian::native == std::endian::little,
+              "keyed_hash assumes a little-endian host");
 }  // namespace
 
 SipHasher::SipHasher(const HashKey& key)

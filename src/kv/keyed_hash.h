@@ -17,14 +17,14 @@ uint64_t siphash24(const HashKey& key, std::span<const uint8_t> data);
 // Incremental SipHash-2-4: feed bytes in any split, finish() equals siphash24 of the
 // concatenation.
 class SipHasher {
-public:
+  public:
     explicit SipHasher(const HashKey& key);
     void update(const void* data, size_t n);
     void u32(uint32_t x) { update(&x, sizeof x); }  // little-endian hosts only (x86-64, aarch64)
     void u64(uint64_t x) { update(&x, sizeof x); }
     uint64_t finish() const;
 
-private:
+  private:
     void compress(uint64_t m);
     uint64_t v0_, v1_, v2_, v3_;
     uint64_t tail_ = 0;   // pending bytes, little-endian

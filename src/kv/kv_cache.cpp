@@ -27,19 +27,23 @@ kernels::PagedKvStorage layout(const KvCacheConfig& c) {
 int32_t page_count(const KvCacheConfig& c) {
     util::check(c.page_size > 0 && c.page_size <= 4096, "--kv-page-size must be in [1, 4096]");
     util::check(!(c.type == kernels::KvType::INT8 && c.scales == kernels::KvScales::Tensor),
-                "--kv-dtype int8 needs --kv-scales=token-head (a per-tensor int8 scale would need calibration)");
-    util::check(std::isfinite(c.tensor_scale) && c.tensor_scale > 0.0f, "KV tensor scale must be positive");
+                "--kv-dtype int8 needs --kv-scales=token-head (a per-tensor int8 scale would need "
+                "calibration)");
+    util::check(std::isfinite(c.tensor_scale) && c.tensor_scale > 0.0f,
+                "KV tensor scale must be positive");
     const int64_t per_page = layout(c).bytes_per_page();
     util::check(per_page > 0, "KV cache: empty page layout");
     const int64_t n = c.budget_bytes / per_page - 1;  // one page is the reserved null page
-    util::check(n >= 1, "KV budget of " + std::to_string(c.budget_bytes) + " bytes holds no page of " +
-                            std::to_string(per_page) + " bytes");
+    util::check(n >= 1, "KV budget of " + std::to_string(c.budget_bytes) +
+                            " bytes holds no page of " + std::to_string(per_page) + " bytes");
     util::check(n <= (int64_t{1} << 30), "KV budget is too large");
     return static_cast<int32_t>(n);
 }
 }  // namespace
 
-int64_t kv_page_bytes(const KvCacheConfig& c) { return layout(c).bytes_per_page(); }
+int64_t kv_page_bytes(const KvCacheConfig& c) {
+    return layout(c).bytes_per_page();
+}
 
 int64_t kv_budget_for_tokens(const KvCacheConfig& c, int64_t tokens) {
     return ((tokens + c.page_size - 1) / c.page_size + 1) * kv_page_bytes(c);
@@ -58,7 +62,8 @@ std::string kv_format_name(const KvCacheConfig& c) {
             s += " (bf16 scale per token and kv head)";
         } else {
             char buf[64];
-            std::snprintf(buf, sizeof buf, " (tensor scale %g)", static_cast<double>(c.tensor_scale));
+            std::snprintf(buf, sizeof buf, " (tensor scale %g)",
+                          static_cast<double>(c.tensor_scale));
             s += buf;
         }
     }
@@ -66,7 +71,9 @@ std::string kv_format_name(const KvCacheConfig& c) {
 }
 
 KvCache::KvCache(const KvCacheConfig& cfg)
-    : cfg_(cfg), storage_(layout(cfg)), pool_(page_count(cfg), cfg.page_size, layout(cfg).bytes_per_page(), cfg.scrub_on_free) {
+    : cfg_(cfg),
+      storage_(layout(cfg)),
+      pool_(page_count(cfg), cfg.page_size, layout(cfg).bytes_per_page(), cfg.scrub_on_free) {
     storage_.base = pool_.data(kNullPage);
 }
 

@@ -18,16 +18,16 @@ struct KvCacheConfig {
     int64_t head_dim = 0;
     kernels::KvType type = kernels::KvType::BF16;
     int32_t page_size = 16;
-    int64_t budget_bytes = 0;   // page storage budget; the page count is derived from it
+    int64_t budget_bytes = 0;  // page storage budget; the page count is derived from it
     bool scrub_on_free = false;
     kernels::KvScales scales = kernels::KvScales::TokenHead;  // scaled types only
-    float tensor_scale = 1.0f;                                 // with KvScales::Tensor
+    float tensor_scale = 1.0f;                                // with KvScales::Tensor
     kernels::FreshKv fresh = kernels::FreshKv::Self;
     bool k_only = false;  // MLA: per layer one K block (latent + rope key), no V block
 
     // A model's KV geometry; budget_bytes (and scrub_on_free) are set by the caller.
-    static KvCacheConfig shaped(int64_t n_layers, int64_t n_kv_heads, int64_t head_dim, kernels::KvType type,
-                                int32_t page_size) {
+    static KvCacheConfig shaped(int64_t n_layers, int64_t n_kv_heads, int64_t head_dim,
+                                kernels::KvType type, int32_t page_size) {
         KvCacheConfig c;
         c.n_layers = n_layers;
         c.n_kv_heads = n_kv_heads;
@@ -48,7 +48,7 @@ int64_t kv_tokens_for_budget(const KvCacheConfig& c);
 std::string kv_format_name(const KvCacheConfig& c);
 
 class KvCache {
-public:
+  public:
     explicit KvCache(const KvCacheConfig& cfg);  // throws util::Error if not even one page fits
 
     PagePool& pool() { return pool_; }
@@ -56,7 +56,9 @@ public:
     const kernels::PagedKvStorage& storage() const { return storage_; }
     int32_t page_size() const { return pool_.page_size(); }
     int64_t bytes_per_page() const { return storage_.bytes_per_page(); }
-    int64_t capacity_tokens() const { return static_cast<int64_t>(pool_.capacity()) * pool_.page_size(); }
+    int64_t capacity_tokens() const {
+        return static_cast<int64_t>(pool_.capacity()) * pool_.page_size();
+    }
     int64_t pages_for(int64_t n_tokens) const { return (n_tokens + page_size() - 1) / page_size(); }
 
     // Grows `table` so it covers n_tokens positions. All or nothing: returns false (and
@@ -69,7 +71,7 @@ public:
         return verify_table(pool_, seq, table.pages);
     }
 
-private:
+  private:
     KvCacheConfig cfg_;
     kernels::PagedKvStorage storage_;
     PagePool pool_;

@@ -9,18 +9,27 @@ namespace warden::kv {
 
 const char* pool_status_name(PoolStatus s) {
     switch (s) {
-        case PoolStatus::Ok: return "ok";
-        case PoolStatus::StaleGeneration: return "stale generation";
-        case PoolStatus::NotAllocated: return "page not allocated";
-        case PoolStatus::BadPageId: return "bad page id";
-        case PoolStatus::AlreadyCached: return "page already held by the prefix cache";
-        case PoolStatus::NotCached: return "page not held by the prefix cache";
+        case PoolStatus::Ok:
+            return "ok";
+        case PoolStatus::StaleGeneration:
+            return "stale generation";
+        case PoolStatus::NotAllocated:
+            return "page not allocated";
+        case PoolStatus::BadPageId:
+            return "bad page id";
+        case PoolStatus::AlreadyCached:
+            return "page already held by the prefix cache";
+        case PoolStatus::NotCached:
+            return "page not held by the prefix cache";
     }
     return "?";
 }
 
 PagePool::PagePool(int32_t n_pages, int32_t page_size, int64_t bytes_per_page, bool scrub_on_free)
-    : n_pages_(n_pages), page_size_(page_size), bytes_per_page_(bytes_per_page), scrub_on_free_(scrub_on_free) {
+    : n_pages_(n_pages),
+      page_size_(page_size),
+      bytes_per_page_(bytes_per_page),
+      scrub_on_free_(scrub_on_free) {
     util::check(n_pages > 0, "KV pool: need at least one page (raise the KV byte budget)");
     util::check(page_size > 0 && page_size <= 4096, "KV pool: page size must be in [1, 4096]");
     util::check(bytes_per_page >= 0, "KV pool: negative page size in bytes");
@@ -75,8 +84,9 @@ PoolStatus PagePool::retain(PageRef ref) {
 void PagePool::drop_one(size_t i, PageId page) {
     if (cache_held_[i] && refcount_[i] == 1) --cached_only_;
     if (--refcount_[i] == 0) {
-        cache_held_[i] = 0;  // only by a forced release (fault injection): the cache's entry is stale now
-        ++generation_[i];    // every outstanding reference to this allocation is now stale
+        cache_held_[i] =
+            0;  // only by a forced release (fault injection): the cache's entry is stale now
+        ++generation_[i];  // every outstanding reference to this allocation is now stale
         if (scrub_on_free_ && bytes_per_page_ > 0) {
             std::memset(data(page), 0, static_cast<size_t>(bytes_per_page_));
             stats_.scrubbed_bytes += bytes_per_page_;
@@ -138,24 +148,28 @@ std::string PagePool::check_integrity() const {
     std::vector<char> on_free(static_cast<size_t>(n_pages_) + 1, 0);
     for (int32_t p : free_list_) {
         if (p <= 0 || p > n_pages_) return "free list holds invalid page " + std::to_string(p);
-        if (on_free[static_cast<size_t>(p)]) return "page " + std::to_string(p) + " is on the free list twice";
+        if (on_free[static_cast<size_t>(p)])
+            return "page " + std::to_string(p) + " is on the free list twice";
         on_free[static_cast<size_t>(p)] = 1;
         if (refcount_[static_cast<size_t>(p)] != 0)
-            return "free page " + std::to_string(p) + " has refcount " + std::to_string(refcount_[static_cast<size_t>(p)]);
+            return "free page " + std::to_string(p) + " has refcount " +
+                   std::to_string(refcount_[static_cast<size_t>(p)]);
     }
     int32_t cached_only = 0, held = 0;
     for (int32_t p = 1; p <= n_pages_; ++p) {
         const auto i = static_cast<size_t>(p);
-        if (!on_free[i] && refcount_[i] <= 0) return "page " + std::to_string(p) + " is neither free nor held";
+        if (!on_free[i] && refcount_[i] <= 0)
+            return "page " + std::to_string(p) + " is neither free nor held";
         if (generation_[i] == 0) return "page " + std::to_string(p) + " has generation 0";
-        if (cache_held_[i] && refcount_[i] <= 0) return "page " + std::to_string(p) + " is cache-held but free";
+        if (cache_held_[i] && refcount_[i] <= 0)
+            return "page " + std::to_string(p) + " is cache-held but free";
         cached_only += cache_held_[i] && refcount_[i] == 1;
         held += refcount_[i] > 0;
     }
     if (refcount_[0] != 0 || cache_held_[0]) return "the null page is held";
     if (cached_only != cached_only_)
-        return "cached page count " + std::to_string(cached_only_) + " but " + std::to_string(cached_only) +
-               " pages are held by the prefix cache alone";
+        return "cached page count " + std::to_string(cached_only_) + " but " +
+               std::to_string(cached_only) + " pages are held by the prefix cache alone";
     if (free_pages() + used_pages() + cached_pages() != n_pages_ || held != n_pages_ - free_pages())
         return "free + used + cached != total";
     return {};

@@ -29,18 +29,19 @@ const char* pool_status_name(PoolStatus s);
 
 struct PoolStats {
     int64_t allocations = 0;
-    int64_t frees = 0;            // pages returned to the free list
-    int64_t refused = 0;          // release/retain requests refused
+    int64_t frees = 0;    // pages returned to the free list
+    int64_t refused = 0;  // release/retain requests refused
     int64_t scrubbed_bytes = 0;
-    int64_t cache_holds = 0;      // cache_hold calls accepted
+    int64_t cache_holds = 0;  // cache_hold calls accepted
 };
 
 class PagePool {
-public:
+  public:
     // n_pages usable pages plus the reserved null page 0 (never handed out; padding slots of
     // page tables point at it). bytes_per_page is the KV storage of one page across all layers;
     // 0 means the pool tracks ownership only (tests).
-    PagePool(int32_t n_pages, int32_t page_size, int64_t bytes_per_page, bool scrub_on_free = false);
+    PagePool(int32_t n_pages, int32_t page_size, int64_t bytes_per_page,
+             bool scrub_on_free = false);
 
     int32_t page_size() const { return page_size_; }
     int32_t capacity() const { return n_pages_; }
@@ -73,13 +74,16 @@ public:
     // True iff ref names the page's live allocation. The integrity verifier's primitive.
     bool is_live(PageRef ref) const {
         const auto i = static_cast<size_t>(ref.page.v);
-        return ref.page.v > 0 && ref.page.v <= n_pages_ && refcount_[i] > 0 && generation_[i] == ref.gen;
+        return ref.page.v > 0 && ref.page.v <= n_pages_ && refcount_[i] > 0 &&
+               generation_[i] == ref.gen;
     }
     Generation generation(PageId p) const { return generation_[static_cast<size_t>(p.v)]; }
     int32_t refcount(PageId p) const { return refcount_[static_cast<size_t>(p.v)]; }
 
     // KV bytes of page p (all layers); the null page's bytes are all zero.
-    uint8_t* data(PageId p) { return storage_.data() + static_cast<size_t>(p.v) * static_cast<size_t>(bytes_per_page_); }
+    uint8_t* data(PageId p) {
+        return storage_.data() + static_cast<size_t>(p.v) * static_cast<size_t>(bytes_per_page_);
+    }
     const uint8_t* data(PageId p) const {
         return storage_.data() + static_cast<size_t>(p.v) * static_cast<size_t>(bytes_per_page_);
     }
@@ -89,7 +93,7 @@ public:
     // Returns an empty string when consistent, else a description of the first problem.
     std::string check_integrity() const;
 
-private:
+  private:
     PoolStatus validate(PageRef ref) const;
     void drop_one(size_t i, PageId page);  // refcount - 1; frees at zero
 

@@ -16,7 +16,9 @@ struct PageTable {
     std::vector<PageRef> pages;  // [ceil(n_tokens_capacity / page_size)]
     int64_t n_tokens = 0;        // positions written so far
 
-    int64_t capacity(int32_t page_size) const { return static_cast<int64_t>(pages.size()) * page_size; }
+    int64_t capacity(int32_t page_size) const {
+        return static_cast<int64_t>(pages.size()) * page_size;
+    }
 };
 
 enum class IntegrityMode { Off, Step, Layer };
@@ -36,6 +38,7 @@ struct IntegrityViolation {
 };
 
 // Checks every entry of `table` against the pool. nullopt when all are live.
-std::optional<IntegrityViolation> verify_table(const PagePool& pool, SeqId seq, std::span<const PageRef> table);
+std::optional<IntegrityViolation> verify_table(const PagePool& pool, SeqId seq,
+                                               std::span<const PageRef> table);
 
 }  // namespace warden::kv

@@ -19,12 +19,14 @@ void put_u32(std::string& s, uint32_t v) {
 
 PrefixCache::PrefixCache(PagePool& pool, const PrefixCacheConfig& cfg) : pool_(pool), cfg_(cfg) {
     util::check(cfg.page_size == pool.page_size(),
-                "prefix cache: page size " + std::to_string(cfg.page_size) + " differs from the pool's " +
-                    std::to_string(pool.page_size()));
+                "prefix cache: page size " + std::to_string(cfg.page_size) +
+                    " differs from the pool's " + std::to_string(pool.page_size()));
     secret_ = cfg.secret ? *cfg.secret : random_hash_key();
 }
 
-PrefixCache::~PrefixCache() { clear(); }
+PrefixCache::~PrefixCache() {
+    clear();
+}
 
 std::string PrefixCache::scope_id(const CacheScope& s) const {
     // Length-prefixed, so (tenant, salt) pairs map to distinct strings: a salt can never make
@@ -44,7 +46,8 @@ uint64_t PrefixCache::scope_digest(const std::string& scope) const {
     return h.finish();
 }
 
-uint64_t PrefixCache::page_key(uint64_t parent_key, uint64_t scope_dig, std::span<const int32_t> page) const {
+uint64_t PrefixCache::page_key(uint64_t parent_key, uint64_t scope_dig,
+                               std::span<const int32_t> page) const {
     SipHasher h(secret_);
     h.u64(parent_key);
     h.u64(scope_dig);
@@ -59,7 +62,8 @@ int64_t PrefixCache::declare_shared_prefix(std::span<const int32_t> tokens) {
     const auto ps = static_cast<size_t>(cfg_.page_size);
     const size_t n_full = tokens.size() / ps;
     if (n_full == 0) return 0;
-    std::vector<int32_t> full(tokens.begin(), tokens.begin() + static_cast<std::ptrdiff_t>(n_full * ps));
+    std::vector<int32_t> full(tokens.begin(),
+                              tokens.begin() + static_cast<std::ptrdiff_t>(n_full * ps));
     if (std::find(shared_prefixes_.begin(), shared_prefixes_.end(), full) == shared_prefixes_.end())
         shared_prefixes_.push_back(std::move(full));
     return static_cast<int64_t>(n_full);
@@ -76,13 +80,14 @@ int64_t PrefixCache::shared_tokens(std::span<const int32_t> tokens) const {
     return static_cast<int64_t>(best - best % static_cast<size_t>(cfg_.page_size));
 }
 
-int32_t PrefixCache::find(uint64_t key, int32_t parent, const std::string& scope, std::span<const int32_t> page,
-                          bool count_stats) {
+int32_t PrefixCache::find(uint64_t key, int32_t parent, const std::string& scope,
+                          std::span<const int32_t> page, bool count_stats) {
     int32_t found = -1;
     auto [b, e] = index_.equal_range(key);
     for (auto it = b; it != e; ++it) {
         const Entry& en = entries_[static_cast<size_t>(it->second)];
-        if (en.parent == parent && en.scope == scope && std::equal(page.begin(), page.end(), en.tokens.begin())) {
+        if (en.parent == parent && en.scope == scope &&
+            std::equal(page.begin(), page.end(), en.tokens.begin())) {
             found = it->second;
             break;
         }
@@ -98,8 +103,8 @@ int32_t PrefixCache::find(uint64_t key, int32_t parent, const std::string& scope
     return found;
 }
 
-std::vector<int32_t> PrefixCache::match(const CacheScope& scope, std::span<const int32_t> tokens, int64_t max_pages,
-                                        bool count_stats) {
+std::vector<int32_t> PrefixCache::match(const CacheScope& scope, std::span<const int32_t> tokens,
+                                        int64_t max_pages, bool count_stats) {
     std::vector<int32_t> chain;
     if (max_pages <= 0 || n_entries_ == 0) return chain;
     const std::string own = scope_id(scope);
@@ -153,7 +158,8 @@ void PrefixCache::remove_subtree(int32_t root, bool evicted) {
         todo.pop_back();
         Entry& en = entries_[static_cast<size_t>(e)];
         todo.insert(todo.end(), en.children.begin(), en.children.end());
-        if (pool_.is_live(en.page) && pool_.is_cache_held(en.page.page)) (void)pool_.cache_drop(en.page);
+        if (pool_.is_live(en.page) && pool_.is_cache_held(en.page.page))
+            (void)pool_.cache_drop(en.page);
         auto [b, end] = index_.equal_range(en.key);
         for (auto it = b; it != end; ++it)
             if (it->second == e) {
@@ -163,15 +169,19 @@ void PrefixCache::remove_subtree(int32_t root, bool evicted) {
         lru_.erase({en.last_use, e});
         if (en.pinned) --n_pinned_;
         --n_entries_;
-        if (evicted) ++stats_.evicted_pages;
-        else ++stats_.stale_dropped;
+        if (evicted)
+            ++stats_.evicted_pages;
+        else
+            ++stats_.stale_dropped;
         en = Entry{};
         free_slots_.push_back(e);
     }
 }
 
-AttachResult PrefixCache::attach(const CacheScope& scope, std::span<const int32_t> tokens, PageTable& table) {
-    util::check(table.pages.empty() && table.n_tokens == 0, "prefix cache: attach needs an empty page table");
+AttachResult PrefixCache::attach(const CacheScope& scope, std::span<const int32_t> tokens,
+                                 PageTable& table) {
+    util::check(table.pages.empty() && table.n_tokens == 0,
+                "prefix cache: attach needs an empty page table");
     ++stats_.lookups;
     const int64_t n = static_cast<int64_t>(tokens.size());
     const int64_t max_pages = n > 0 ? (n - 1) / cfg_.page_size : 0;  // leave >= 1 token to compute
@@ -191,12 +201,14 @@ AttachResult PrefixCache::attach(const CacheScope& scope, std::span<const int32_
     // never touch the cached page. The page is one the sequence needs anyway (admission sized
     // it); without a free page, no copy.
     int64_t k = 0;
-    const int32_t src = cfg_.copy_partial_pages && !chain.empty() && r.cached_pages == static_cast<int64_t>(chain.size())
+    const int32_t src = cfg_.copy_partial_pages && !chain.empty() &&
+                                r.cached_pages == static_cast<int64_t>(chain.size())
                             ? partial_match(scope, tokens, chain.back(), r.cached_tokens, k)
                             : -1;
     if (const std::optional<PageRef> fresh = src >= 0 ? pool_.allocate() : std::nullopt) {
         if (pool_.bytes_per_page() > 0)
-            std::memcpy(pool_.data(fresh->page), pool_.data(entries_[static_cast<size_t>(src)].page.page),
+            std::memcpy(pool_.data(fresh->page),
+                        pool_.data(entries_[static_cast<size_t>(src)].page.page),
                         static_cast<size_t>(pool_.bytes_per_page()));
         table.pages.push_back(*fresh);
         r.copied_tokens = k;
@@ -212,8 +224,8 @@ AttachResult PrefixCache::attach(const CacheScope& scope, std::span<const int32_
     return r;
 }
 
-int32_t PrefixCache::partial_match(const CacheScope& scope, std::span<const int32_t> tokens, int32_t parent,
-                                   int64_t pos, int64_t& k_out) const {
+int32_t PrefixCache::partial_match(const CacheScope& scope, std::span<const int32_t> tokens,
+                                   int32_t parent, int64_t pos, int64_t& k_out) const {
     // The next page of the prompt, up to the last token (always computed).
     const int64_t ps = cfg_.page_size, n = static_cast<int64_t>(tokens.size());
     const int64_t room = std::min(ps, n - 1 - pos);
@@ -227,7 +239,9 @@ int32_t PrefixCache::partial_match(const CacheScope& scope, std::span<const int3
         const Entry& ce = entries_[static_cast<size_t>(c)];
         if (ce.scope != want || !pool_.is_live(ce.page)) continue;
         int64_t k = 0;
-        while (k < room && ce.tokens[static_cast<size_t>(k)] == tokens[static_cast<size_t>(pos + k)]) ++k;
+        while (k < room &&
+               ce.tokens[static_cast<size_t>(k)] == tokens[static_cast<size_t>(pos + k)])
+            ++k;
         if (k > k_out) {
             k_out = k;
             best = c;
@@ -242,7 +256,8 @@ int64_t PrefixCache::probe(const CacheScope& scope, std::span<const int32_t> tok
     return static_cast<int64_t>(match(scope, tokens, max_pages, false).size()) * cfg_.page_size;
 }
 
-OfferResult PrefixCache::offer(const CacheScope& scope, std::span<const int32_t> tokens, const PageTable& table) {
+OfferResult PrefixCache::offer(const CacheScope& scope, std::span<const int32_t> tokens,
+                               const PageTable& table) {
     OfferResult r;
     const int64_t ps = cfg_.page_size;
     const int64_t n_tok = std::min(static_cast<int64_t>(tokens.size()), table.n_tokens);
@@ -250,7 +265,9 @@ OfferResult PrefixCache::offer(const CacheScope& scope, std::span<const int32_t>
     if (n_full <= 0) return r;
     // A table with a stale entry never feeds the cache: its KV may have been computed on
     // pages someone else owned.
-    r.violation = verify_table(pool_, SeqId{-1}, std::span<const PageRef>(table.pages.data(), static_cast<size_t>(n_full)));
+    r.violation =
+        verify_table(pool_, SeqId{-1},
+                     std::span<const PageRef>(table.pages.data(), static_cast<size_t>(n_full)));
     if (r.violation) return r;
 
     const std::string own = scope_id(scope);
@@ -267,8 +284,10 @@ OfferResult PrefixCache::offer(const CacheScope& scope, std::span<const int32_t>
         const PageRef mine = table.pages[static_cast<size_t>(i)];
         int32_t e = find(key, parent, sc, page, true);
         if (e >= 0) {
-            if (entries_[static_cast<size_t>(e)].page == mine) ++r.already_cached;
-            else ++r.duplicates;
+            if (entries_[static_cast<size_t>(e)].page == mine)
+                ++r.already_cached;
+            else
+                ++r.duplicates;
         } else {
             // Our page already caches other content (the caller changed scope or tokens between
             // calls): it cannot be cached twice; stop here.
@@ -334,7 +353,8 @@ int64_t PrefixCache::evictable_pages() const {
 int64_t PrefixCache::clear() {
     const int64_t n = n_entries_;
     for (size_t e = 0; e < entries_.size(); ++e)
-        if (entries_[e].used && entries_[e].parent < 0) remove_subtree(static_cast<int32_t>(e), true);
+        if (entries_[e].used && entries_[e].parent < 0)
+            remove_subtree(static_cast<int32_t>(e), true);
     return n;
 }
 
@@ -348,7 +368,8 @@ std::string PrefixCache::check_integrity() const {
         const std::string at = "prefix cache entry " + std::to_string(e) + ": ";
         ++used;
         pinned += en.pinned;
-        if (static_cast<int32_t>(en.tokens.size()) != cfg_.page_size) return at + "wrong token count";
+        if (static_cast<int32_t>(en.tokens.size()) != cfg_.page_size)
+            return at + "wrong token count";
         bool indexed = false;
         auto [b, end] = index_.equal_range(en.key);
         for (auto it = b; it != end; ++it) indexed = indexed || it->second == e;
@@ -357,14 +378,17 @@ std::string PrefixCache::check_integrity() const {
         if (en.parent >= 0) {
             const Entry& p = entries_[static_cast<size_t>(en.parent)];
             if (!p.used) return at + "parent is gone";
-            if (std::count(p.children.begin(), p.children.end(), e) != 1) return at + "not among its parent's children";
+            if (std::count(p.children.begin(), p.children.end(), e) != 1)
+                return at + "not among its parent's children";
             if (p.last_use <= en.last_use) return at + "used more recently than its parent";
         }
         for (const int32_t c : en.children)
-            if (!entries_[static_cast<size_t>(c)].used || entries_[static_cast<size_t>(c)].parent != e)
+            if (!entries_[static_cast<size_t>(c)].used ||
+                entries_[static_cast<size_t>(c)].parent != e)
                 return at + "bad child " + std::to_string(c);
         if (pool_.is_live(en.page)) {
-            if (!pool_.is_cache_held(en.page.page)) return at + "live page " + std::to_string(en.page.page.v) + " not cache-held";
+            if (!pool_.is_cache_held(en.page.page))
+                return at + "live page " + std::to_string(en.page.page.v) + " not cache-held";
             if (page_seen[static_cast<size_t>(en.page.page.v)]++) return at + "page cached twice";
             ++live;
         }
@@ -377,8 +401,8 @@ std::string PrefixCache::check_integrity() const {
     int64_t held = 0;
     for (int32_t p = 1; p <= pool_.capacity(); ++p) held += pool_.is_cache_held(PageId{p});
     if (held != live)
-        return "prefix cache: the pool has " + std::to_string(held) + " cache-held pages but " + std::to_string(live) +
-               " live entries";
+        return "prefix cache: the pool has " + std::to_string(held) + " cache-held pages but " +
+               std::to_string(live) + " live entries";
     return {};
 }
 

@@ -22,8 +22,9 @@
 // attached pages are full and page tables are append-only, a sequence never writes a shared
 // page. With copy_partial_pages, a cached page that matches the prompt only in its first k
 // tokens is copied into a private page (copy-on-write), so those k tokens are not recomputed.
-// Eviction (LRU over pages held by the cache alone, leaves of the chain first) releases the cache's hold: the page returns to the free list and its
-// generation is bumped, so any reference that survived is stale and detected.
+// Eviction (LRU over pages held by the cache alone, leaves of the chain first) releases the cache's
+// hold: the page returns to the free list and its generation is bumped, so any reference that
+// survived is stale and detected.
 //
 // Single-threaded: owned by the scheduler thread, like the pool. The pool must outlive it.
 #include <cstdint>
@@ -49,9 +50,9 @@ struct CacheScope {
 };
 
 struct PrefixCacheConfig {
-    int32_t page_size = 16;   // must equal the pool's
-    uint64_t model_id = 0;    // identifies the weights + runtime dtype (entries never cross models)
-    uint32_t kv_format = 0;   // the KV storage format (kernels::KvType as an integer)
+    int32_t page_size = 16;  // must equal the pool's
+    uint64_t model_id = 0;   // identifies the weights + runtime dtype (entries never cross models)
+    uint32_t kv_format = 0;  // the KV storage format (kernels::KvType as an integer)
     // The SipHash key. Left unset, a random per-process secret is drawn from the OS.
     std::optional<HashKey> secret;
     // Tests only: AND-ed into every key (0 makes every page collide), to prove that a
@@ -65,22 +66,23 @@ struct PrefixCacheConfig {
 };
 
 struct PrefixCacheStats {
-    int64_t lookups = 0;           // attach calls (requests)
-    int64_t hit_requests = 0;      // ... that attached at least one page
-    int64_t hit_tokens = 0;        // prompt tokens served from the cache
-    int64_t miss_tokens = 0;       // prompt tokens of lookups not served (to be computed)
-    int64_t inserted_pages = 0;    // entries created by offer
-    int64_t evicted_pages = 0;     // entries evicted (page freed, generation bumped)
-    int64_t stale_dropped = 0;     // entries found pointing at a freed/reused page and dropped
+    int64_t lookups = 0;              // attach calls (requests)
+    int64_t hit_requests = 0;         // ... that attached at least one page
+    int64_t hit_tokens = 0;           // prompt tokens served from the cache
+    int64_t miss_tokens = 0;          // prompt tokens of lookups not served (to be computed)
+    int64_t inserted_pages = 0;       // entries created by offer
+    int64_t evicted_pages = 0;        // entries evicted (page freed, generation bumped)
+    int64_t stale_dropped = 0;        // entries found pointing at a freed/reused page and dropped
     int64_t collisions_rejected = 0;  // key matched, but tokens / scope / parent differed
-    int64_t duplicate_pages = 0;   // offered pages whose content was already cached in another page
-    int64_t copied_tokens = 0;     // hit tokens served by copying a partially matching page
+    int64_t duplicate_pages = 0;  // offered pages whose content was already cached in another page
+    int64_t copied_tokens = 0;    // hit tokens served by copying a partially matching page
 };
 
 struct AttachResult {
     int64_t cached_tokens = 0;  // positions [0, cached_tokens) are in the table's pages: pos0
     int64_t cached_pages = 0;   // shared (retained) full pages
-    int64_t copied_tokens = 0;  // of cached_tokens, those in a private copy of a partially matching page
+    int64_t copied_tokens =
+        0;  // of cached_tokens, those in a private copy of a partially matching page
 };
 
 struct OfferResult {
@@ -91,9 +93,10 @@ struct OfferResult {
 };
 
 class PrefixCache {
-public:
-    PrefixCache(PagePool& pool, const PrefixCacheConfig& cfg);  // throws util::Error on a bad config
-    ~PrefixCache();  // drops every hold (the pool must still exist)
+  public:
+    PrefixCache(PagePool& pool,
+                const PrefixCacheConfig& cfg);  // throws util::Error on a bad config
+    ~PrefixCache();                             // drops every hold (the pool must still exist)
     PrefixCache(const PrefixCache&) = delete;
     PrefixCache& operator=(const PrefixCache&) = delete;
 
@@ -119,7 +122,8 @@ public:
     // `scope` (the same scope as at attach). tokens are the sequence's tokens whose K/V are in
     // the table. Idempotent. The table is verified first; a stale table offers nothing. The
     // table keeps its own references: release them afterwards as usual (KvCache::free).
-    OfferResult offer(const CacheScope& scope, std::span<const int32_t> tokens, const PageTable& table);
+    OfferResult offer(const CacheScope& scope, std::span<const int32_t> tokens,
+                      const PageTable& table);
 
     // Memory pressure: frees up to n pages held by the cache alone (no sequence holds them),
     // least recently used first, chain leaves before their parents, never pinned ones.
@@ -138,16 +142,16 @@ public:
     int64_t pinned_pages() const { return n_pinned_; }
     int32_t page_size() const { return cfg_.page_size; }
 
-private:
+  private:
     struct Entry {
         bool used = false;
-        bool pinned = false;       // shared-prefix page
+        bool pinned = false;  // shared-prefix page
         uint64_t key = 0;
-        int32_t parent = -1;       // entry index of page i-1; -1 at the root
+        int32_t parent = -1;  // entry index of page i-1; -1 at the root
         PageRef page;
-        uint64_t last_use = 0;     // LRU tick; a parent's is always greater than its children's
-        std::string scope;         // exact scope identity
-        std::vector<int32_t> tokens;    // [page_size]
+        uint64_t last_use = 0;        // LRU tick; a parent's is always greater than its children's
+        std::string scope;            // exact scope identity
+        std::vector<int32_t> tokens;  // [page_size]
         std::vector<int32_t> children;  // entry indices
     };
     struct Walk {  // one step of a chain walk
@@ -156,20 +160,22 @@ private:
     };
 
     std::string scope_id(const CacheScope& s) const;
-    int64_t shared_tokens(std::span<const int32_t> tokens) const;  // full pages of a declared prefix
-    uint64_t page_key(uint64_t parent_key, uint64_t scope_digest, std::span<const int32_t> page) const;
+    int64_t shared_tokens(
+        std::span<const int32_t> tokens) const;  // full pages of a declared prefix
+    uint64_t page_key(uint64_t parent_key, uint64_t scope_digest,
+                      std::span<const int32_t> page) const;
     uint64_t scope_digest(const std::string& scope) const;
     // Finds the confirmed entry for (parent, scope, page tokens) under key. Drops it (and its
     // subtree) when its page is no longer live; returns -1 then.
-    int32_t find(uint64_t key, int32_t parent, const std::string& scope, std::span<const int32_t> page,
-                 bool count_stats);
+    int32_t find(uint64_t key, int32_t parent, const std::string& scope,
+                 std::span<const int32_t> page, bool count_stats);
     // The child of `parent` (in the scope of the page at token `pos`) sharing the longest run of
     // leading tokens with tokens[pos, len - 1); k_out = that run. -1 when none shares one.
-    int32_t partial_match(const CacheScope& scope, std::span<const int32_t> tokens, int32_t parent, int64_t pos,
-                          int64_t& k_out) const;
+    int32_t partial_match(const CacheScope& scope, std::span<const int32_t> tokens, int32_t parent,
+                          int64_t pos, int64_t& k_out) const;
     // Walks the chain over the first n_pages full pages of tokens while entries confirm.
-    std::vector<int32_t> match(const CacheScope& scope, std::span<const int32_t> tokens, int64_t max_pages,
-                               bool count_stats);
+    std::vector<int32_t> match(const CacheScope& scope, std::span<const int32_t> tokens,
+                               int64_t max_pages, bool count_stats);
     void touch_chain(std::span<const int32_t> chain);  // leaf first, so parents get later ticks
     void remove_subtree(int32_t e, bool evicted);
     int32_t new_entry();

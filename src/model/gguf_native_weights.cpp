@@ -94,13 +94,20 @@ bool first_row_imports(const formats::GGUFTensor& t, const std::string& format) 
 
 std::optional<std::string> gguf_mixed_native_format(tensor::GgmlType type) {
     switch (type) {
-        case tensor::GgmlType::Q4_0: return "int4-g32";
-        case tensor::GgmlType::Q4_1: return "int4-g32-asym";
-        case tensor::GgmlType::Q8_0: return "int8-g32";
-        case tensor::GgmlType::Q4_K: return "q4_k";
-        case tensor::GgmlType::Q5_K: return "q5_k";
-        case tensor::GgmlType::Q6_K: return "q6_k";
-        default: return std::nullopt;
+        case tensor::GgmlType::Q4_0:
+            return "int4-g32";
+        case tensor::GgmlType::Q4_1:
+            return "int4-g32-asym";
+        case tensor::GgmlType::Q8_0:
+            return "int8-g32";
+        case tensor::GgmlType::Q4_K:
+            return "q4_k";
+        case tensor::GgmlType::Q5_K:
+            return "q5_k";
+        case tensor::GgmlType::Q6_K:
+            return "q6_k";
+        default:
+            return std::nullopt;
     }
 }
 
@@ -108,13 +115,16 @@ namespace {
 
 // The runtime format a GGUF matrix of `rows` x `cols` (row-major blocks at `data`; only Q8_0
 // reads them) imports into without loss, if any.
-std::optional<std::string> ggml_native_format(tensor::GgmlType type, const uint8_t* data, int64_t rows,
-                                              int64_t cols) {
+std::optional<std::string> ggml_native_format(tensor::GgmlType type, const uint8_t* data,
+                                              int64_t rows, int64_t cols) {
     if (type == tensor::GgmlType::Q4_0) return "int4-g32";
     if (type == tensor::GgmlType::Q4_1) return "int4-g32-asym";
-    if (type == tensor::GgmlType::Q8_0) return first_row_imports(type, data, rows, cols, "int8") ? "int8" : "int8-g32";
+    if (type == tensor::GgmlType::Q8_0)
+        return first_row_imports(type, data, rows, cols, "int8") ? "int8" : "int8-g32";
     // K-quants run as stored (kernels/matmul_kquant.h) when the row is whole super-blocks.
-    if (auto k = gguf_mixed_native_format(type); k && type != tensor::GgmlType::Q8_0 && cols % 256 == 0) return k;
+    if (auto k = gguf_mixed_native_format(type);
+        k && type != tensor::GgmlType::Q8_0 && cols % 256 == 0)
+        return k;
     return std::nullopt;
 }
 
@@ -207,8 +217,8 @@ GgufNativeWeights gguf_native_weights(const formats::GGUFFile& g, const ModelCon
         std::set<std::string> kinds;
         for (const formats::GGUFTensor* t : s.layer) {
             const auto f = gguf_mixed_native_format(t->type);
-            const bool kq = t->type == tensor::GgmlType::Q4_K || t->type == tensor::GgmlType::Q5_K ||
-                            t->type == tensor::GgmlType::Q6_K;
+            const bool kq = t->type == tensor::GgmlType::Q4_K ||
+                            t->type == tensor::GgmlType::Q5_K || t->type == tensor::GgmlType::Q6_K;
             all = all && f && (!kq || t->shape[0] % 256 == 0);
             if (f) kinds.insert(*f);
         }
@@ -219,9 +229,11 @@ GgufNativeWeights gguf_native_weights(const formats::GGUFFile& g, const ModelCon
                 list += (list.empty() ? "" : ", ") + name + " x" + std::to_string(n);
             for (const auto& f : kinds) names += (names.empty() ? "" : "+") + f;
             r.per_tensor_name = names;
-            r.note = "auto: layer matrices " + list + ", each imported without loss in its own type's format (" +
-                     names + ")" + ignored;
-            if (!head_chosen) decide_heads(g, c, s, std::nullopt, std::nullopt, dtype_name, false, r);
+            r.note = "auto: layer matrices " + list +
+                     ", each imported without loss in its own type's format (" + names + ")" +
+                     ignored;
+            if (!head_chosen)
+                decide_heads(g, c, s, std::nullopt, std::nullopt, dtype_name, false, r);
             r.note += "; --weights chooses";
             return r;
         }

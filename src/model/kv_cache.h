@@ -10,7 +10,7 @@
 namespace warden::model {
 
 class ContiguousKvCache {
-public:
+  public:
     ContiguousKvCache(const ModelConfig& c, int64_t max_ctx, kernels::KvType type);
 
     int64_t capacity() const { return storage_.page_size; }
@@ -21,7 +21,7 @@ public:
     const kernels::PagedKvStorage& storage() const { return storage_; }
     const int32_t* page_ids() const { return &page_id_; }
 
-private:
+  private:
     int64_t n_tokens_ = 0;
     std::vector<uint8_t> buf_;  // [n_layers][K|V][max_ctx][n_kv_heads][head_dim]
     kernels::PagedKvStorage storage_;

@@ -26,9 +26,10 @@ void rope_part(float* v, const float* cs, int64_t rope_dim, RopeStyle style) {
 
 }  // namespace
 
-void MlaAttention::forward(const ModelConfig& c, const MlaWeights& w, const float* x, int64_t n, const float* rope_cs,
-                           std::span<const MlaSeq> seqs, const kernels::PagedKvLayer& kv, kernels::FreshKv fresh,
-                           float* out, util::ThreadPool& pool) {
+void MlaAttention::forward(const ModelConfig& c, const MlaWeights& w, const float* x, int64_t n,
+                           const float* rope_cs, std::span<const MlaSeq> seqs,
+                           const kernels::PagedKvLayer& kv, kernels::FreshKv fresh, float* out,
+                           util::ThreadPool& pool) {
     const MlaConfig& m = c.mla;
     const int64_t H = c.n_heads, R = c.rope_dim, Dn = m.nope_dim, Dv = m.v_dim, L = m.kv_lora_rank;
     const int64_t qk = Dn + R, row = L + R;
@@ -60,8 +61,8 @@ void MlaAttention::forward(const ModelConfig& c, const MlaWeights& w, const floa
     }
     if (m.q_lora_rank > 0) {
         for (int64_t t = 0; t < n; ++t)
-            kernels::rmsnorm(qa_.data() + t * m.q_lora_rank, w.q_a_norm.data(), qa_.data() + t * m.q_lora_rank,
-                             m.q_lora_rank, kMlaNormEps);
+            kernels::rmsnorm(qa_.data() + t * m.q_lora_rank, w.q_a_norm.data(),
+                             qa_.data() + t * m.q_lora_rank, m.q_lora_rank, kMlaNormEps);
         if (observer) observer->observe(w.wq_b, qa_.data(), n);
         kernels::matmul(w.wq_b.view(), qa_.data(), n, q_.data(), pool);
     }
@@ -70,7 +71,8 @@ void MlaAttention::forward(const ModelConfig& c, const MlaWeights& w, const floa
         float* r = kv_.data() + t * row;
         kernels::rmsnorm(r, w.kv_a_norm.data(), r, L, kMlaNormEps);
         rope_part(r + L, rope_cs + t * R, R, c.rope_style);
-        for (int64_t h = 0; h < H; ++h) rope_part(q_.data() + (t * H + h) * qk + Dn, rope_cs + t * R, R, c.rope_style);
+        for (int64_t h = 0; h < H; ++h)
+            rope_part(q_.data() + (t * H + h) * qk + Dn, rope_cs + t * R, R, c.rope_style);
     }
     // Absorbed queries [n, H, L + R]: W_kb_h^T q_nope_h, then q_rope_h. Every head's matmul has
     // its own input, so all H go to the pool as one kernels::matmul_grouped call (one dispatch
@@ -85,7 +87,8 @@ void MlaAttention::forward(const ModelConfig& c, const MlaWeights& w, const floa
             float* dst = qabs_.data() + (t * H + h) * row;
             std::memcpy(dst, tmp2_.data() + (h * n + t) * L,
                         static_cast<size_t>(L) * sizeof(float));
-            std::memcpy(dst + L, q_.data() + (t * H + h) * qk + Dn, static_cast<size_t>(R) * sizeof(float));
+            std::memcpy(dst + L, q_.data() + (t * H + h) * qk + Dn,
+                        static_cast<size_t>(R) * sizeof(float));
         }
 
     std::vector<kernels::MlaAttentionSeq> att_seqs;
@@ -99,8 +102,8 @@ void MlaAttention::forward(const ModelConfig& c, const MlaWeights& w, const floa
         // One K row per token; the k_only layout has v_offset == k_offset, so the V copy write_kv
         // makes lands on the same bytes with the same values.
         kernels::write_kv(kv, s.page_ids, s.pos0, s.n, rows, rows);
-        att_seqs.push_back({qabs_.data() + s.row0 * H * row, lat_.data() + s.row0 * H * L, s.n, s.pos0, s.page_ids,
-                            rows, fresh});
+        att_seqs.push_back({qabs_.data() + s.row0 * H * row, lat_.data() + s.row0 * H * L, s.n,
+                            s.pos0, s.page_ids, rows, fresh});
     }
     // attn_scale_factor: DeepSeek's yarn mscale(factor, mscale_all_dim)^2 (1 without yarn).
     const float scale = c.attn_scale_factor / std::sqrt(static_cast<float>(qk));
@@ -146,7 +149,8 @@ int64_t kv_bytes_per_token_uncompressed(const ModelConfig& c, int64_t elem_bytes
 
 std::unique_ptr<MlaWeights> load_mla_weights(const ModelConfig& c, const MoeTensorLoader& load) {
     const MlaConfig& m = c.mla;
-    const int64_t d = c.d_model, H = c.n_heads, R = c.rope_dim, Dn = m.nope_dim, Dv = m.v_dim, L = m.kv_lora_rank;
+    const int64_t d = c.d_model, H = c.n_heads, R = c.rope_dim, Dn = m.nope_dim, Dv = m.v_dim,
+                  L = m.kv_lora_rank;
     auto w = std::make_unique<MlaWeights>();
     if (m.q_lora_rank > 0) {
         w->wq_a = load.matrix("self_attn.q_a_proj.weight", m.q_lora_rank, d);
@@ -171,11 +175,13 @@ std::unique_ptr<MlaWeights> load_mla_weights(const ModelConfig& c, const MoeTens
     }
     // kv_b_proj [H * (nope + v), L]: per head nope key rows, then v rows.
     const Matrix kvb = load.matrix_f32("self_attn.kv_b_proj.weight", H * (Dn + Dv), L);
-    std::vector<float> rowbuf(static_cast<size_t>(L)), kt(static_cast<size_t>(L * Dn)), vb(static_cast<size_t>(Dv * L));
+    std::vector<float> rowbuf(static_cast<size_t>(L)), kt(static_cast<size_t>(L * Dn)),
+        vb(static_cast<size_t>(Dv * L));
     for (int64_t h = 0; h < H; ++h) {
         for (int64_t i = 0; i < Dn; ++i) {
             kvb.row_f32(h * (Dn + Dv) + i, rowbuf.data());
-            for (int64_t j = 0; j < L; ++j) kt[static_cast<size_t>(j * Dn + i)] = rowbuf[static_cast<size_t>(j)];
+            for (int64_t j = 0; j < L; ++j)
+                kt[static_cast<size_t>(j * Dn + i)] = rowbuf[static_cast<size_t>(j)];
         }
         for (int64_t i = 0; i < Dv; ++i) kvb.row_f32(h * (Dn + Dv) + Dn + i, vb.data() + i * L);
         w->wk_b_t.push_back(load.pack(L, Dn, kt.data()));

@@ -31,25 +31,26 @@ constexpr float kMlaNormEps = 1e-6f;
 
 // One sequence's rows in the step.
 struct MlaSeq {
-    int64_t row0 = 0;                 // first row of the step's [n, ...] buffers
-    int64_t n = 0;                    // rows (new tokens)
-    int64_t pos0 = 0;                 // tokens already cached
+    int64_t row0 = 0;  // first row of the step's [n, ...] buffers
+    int64_t n = 0;     // rows (new tokens)
+    int64_t pos0 = 0;  // tokens already cached
     const int32_t* page_ids = nullptr;
-    bool alive = true;                // false: no KV write, zero output
+    bool alive = true;  // false: no KV write, zero output
 };
 
 class MlaAttention {
-public:
+  public:
     // out[n, d_model] = o_proj(attention) for x[n, d_model] (attention-normed hidden states).
     // rope_cs: [n, rope / 2, 2] cos, sin at each row's position (Transformer::rope_tables).
-    void forward(const ModelConfig& c, const MlaWeights& w, const float* x, int64_t n, const float* rope_cs,
-                 std::span<const MlaSeq> seqs, const kernels::PagedKvLayer& kv, kernels::FreshKv fresh, float* out,
+    void forward(const ModelConfig& c, const MlaWeights& w, const float* x, int64_t n,
+                 const float* rope_cs, std::span<const MlaSeq> seqs,
+                 const kernels::PagedKvLayer& kv, kernels::FreshKv fresh, float* out,
                  util::ThreadPool& pool);
 
     // Sees the q / q_a / q_b / kv_a / o inputs (model/activation_observer.h).
     ActivationObserver* observer = nullptr;
 
-private:
+  private:
     std::vector<float> qa_, q_, kv_, qabs_, lat_, tmp_, tmp2_, att_;
     std::vector<kernels::MatmulOut> outs_;
     std::vector<kernels::MatmulGroup> groups_;

@@ -30,8 +30,8 @@ struct LoadOptions {
     std::optional<quant::WeightFormat> weights;
     // With `weights` unset, load layer matrices stored in a format warden runs natively in that
     // format: GGUF files whose layer matrices are all Q4_0 / all Q4_1 / all Q8_0 as int4-g32 /
-    // int4-g32-asym / int8 (per channel) or int8-g32, with their embeddings and head decided one by one
-    // (model/gguf_native_weights.h); compressed-tensors pack-quantized checkpoints in theirs.
+    // int4-g32-asym / int8 (per channel) or int8-g32, with their embeddings and head decided one by
+    // one (model/gguf_native_weights.h); compressed-tensors pack-quantized checkpoints in theirs.
     // false: always `dtype` (the KV benches, whose documented runs used bf16 weights).
     bool native_weights = true;
     // Higher-precision copy for prefill rows (--prefill-weights bf16|fp8); unset: none.
@@ -46,9 +46,9 @@ struct LoadOptions {
 
 // Weight memory of a loaded model, by role (bytes of the runtime matrices).
 struct WeightMemory {
-    int64_t layers = 0;       // the per-layer linear matrices
-    int64_t embeddings = 0;   // token_embd + output (once when tied)
-    int64_t prefill_copy = 0; // --prefill-weights copies
+    int64_t layers = 0;        // the per-layer linear matrices
+    int64_t embeddings = 0;    // token_embd + output (once when tied)
+    int64_t prefill_copy = 0;  // --prefill-weights copies
 };
 
 struct Model {
@@ -63,16 +63,18 @@ struct Model {
     RuntimeDType dtype = RuntimeDType::BF16;
     ModelWeights weights;
     std::unique_ptr<tokenizer::Tokenizer> tokenizer;  // null when the checkpoint has none
-    std::string chat_template;                          // empty when none
+    std::string chat_template;                        // empty when none
     int64_t n_params = 0;
     std::map<std::string, int64_t> source_tensor_types;  // type name -> tensor count
     std::string weights_format = "bf16";                 // runtime format of the layer matrices
-    std::string weights_note;  // how the loader chose weights_format without --weights; empty otherwise
+    std::string
+        weights_note;  // how the loader chose weights_format without --weights; empty otherwise
     WeightMemory weight_memory;
     // FP8 block-scaled safetensors: the most f32 (dequantized source weights) held at once while
     // loading; 0 for other sources.
     int64_t fp8_dequant_peak_bytes = 0;
-    int64_t fp8_dequant_count = 0;  // FP8 weights dequantized while loading (each once, if all is well)
+    int64_t fp8_dequant_count =
+        0;  // FP8 weights dequantized while loading (each once, if all is well)
 
     // The mappings that borrowed weights point into.
     std::shared_ptr<formats::GGUFFile> gguf;

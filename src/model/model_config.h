@@ -1,12 +1,11 @@
 #pragma once
 // Architecture hyper-parameters of a decoder-only transformer (llama, qwen2, qwen3 and the
-// mixture-of-experts qwen3_moe, glm4_moe, deepseek_v3), read from GGUF metadata or a Hugging Face config.json. Validated on load so the forward pass
-// can trust every field.
+// mixture-of-experts qwen3_moe, glm4_moe, deepseek_v3), read from GGUF metadata or a Hugging Face
+// config.json. Validated on load so the forward pass can trust every field.
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 namespace warden::formats {
 class GGUFFile;
@@ -28,10 +27,10 @@ enum class RouterScoring {
 
 // Mixture-of-experts FFN hyper-parameters. n_experts == 0: every layer is dense.
 struct MoeConfig {
-    int64_t n_experts = 0;        // routed experts per MoE layer
-    int64_t top_k = 0;            // experts per token
-    int64_t d_expert = 0;         // FFN width of one routed expert (moe_intermediate_size)
-    int64_t n_shared = 0;         // shared experts, fused into one FFN of width n_shared * d_expert
+    int64_t n_experts = 0;  // routed experts per MoE layer
+    int64_t top_k = 0;      // experts per token
+    int64_t d_expert = 0;   // FFN width of one routed expert (moe_intermediate_size)
+    int64_t n_shared = 0;   // shared experts, fused into one FFN of width n_shared * d_expert
     RouterScoring scoring = RouterScoring::Softmax;
     bool norm_topk_prob = false;  // renormalize the k selected weights to sum 1
     bool score_bias = false;      // e_score_correction_bias is added for selection only
@@ -41,7 +40,8 @@ struct MoeConfig {
     std::vector<char> sparse;     // [n_layers] 1 = MoE FFN, 0 = dense FFN of width d_ff
 
     bool is_moe_layer(int64_t l) const {
-        return n_experts > 0 && l >= 0 && l < static_cast<int64_t>(sparse.size()) && sparse[static_cast<size_t>(l)];
+        return n_experts > 0 && l >= 0 && l < static_cast<int64_t>(sparse.size()) &&
+               sparse[static_cast<size_t>(l)];
     }
 };
 
@@ -66,7 +66,7 @@ struct KvShape {
 
 struct ModelConfig {
     Arch arch = Arch::Llama;
-    std::string arch_name;     // "llama", "qwen2", "qwen3"
+    std::string arch_name;  // "llama", "qwen2", "qwen3"
     int64_t n_layers = 0;
     int64_t d_model = 0;
     int64_t n_heads = 0;
@@ -78,9 +78,9 @@ struct ModelConfig {
     float rms_eps = 1e-5f;
     float rope_theta = 10000.0f;
     RopeStyle rope_style = RopeStyle::NeoX;
-    int64_t rope_dim = 0;            // rotated dims per head (== head_dim for these archs)
-    float rope_linear_factor = 1.0f;  // positions are divided by it ("linear" scaling)
-    std::vector<float> rope_inv_freq; // [rope_dim / 2], llama3 / yarn scaling already applied
+    int64_t rope_dim = 0;              // rotated dims per head (== head_dim for these archs)
+    float rope_linear_factor = 1.0f;   // positions are divided by it ("linear" scaling)
+    std::vector<float> rope_inv_freq;  // [rope_dim / 2], llama3 / yarn scaling already applied
     // YaRN: cos and sin are multiplied by this (transformers' attention_scaling); 1 otherwise.
     float rope_attn_factor = 1.0f;
     // Multiplies the softmax scale 1/sqrt(head_dim) (DeepSeek-V3 yarn: mscale(factor,
@@ -119,7 +119,8 @@ struct YarnParams {
     double beta_slow = 1.0;
     bool truncate = true;
 };
-void apply_yarn_rope_scaling(std::vector<float>& inv_freq, int64_t rope_dim, double theta, const YarnParams& p);
+void apply_yarn_rope_scaling(std::vector<float>& inv_freq, int64_t rope_dim, double theta,
+                             const YarnParams& p);
 // yarn_get_mscale: 1 for scale <= 1, else 0.1 * mscale * ln(scale) + 1.
 double yarn_mscale(double scale, double mscale);
 

@@ -4,25 +4,24 @@
 #include <atomic>
 #include <cstdio>
 #include <cstring>
-#include <optional>
-
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "formats/compressed_tensors.h"
+#include "formats/fp8_block.h"
 #include "formats/gguf_file.h"
 #include "formats/gguf_names.h"
-#include "kernels/matmul_kquant.h"
-#include "model/gguf_native_weights.h"
-#include "model/model.h"
-#include "formats/fp8_block.h"
-#include "model/mla.h"
-#include "model/moe.h"
 #include "formats/safetensors_file.h"
 #include "formats/tensor_source.h"
+#include "kernels/matmul_kquant.h"
+#include "model/gguf_native_weights.h"
+#include "model/mla.h"
+#include "model/model.h"
+#include "model/moe.h"
 #include "quant/quantizer.h"
 #include "tensor/float_convert.h"
 #include "tokenizer/tokenizer.h"
@@ -45,44 +44,48 @@ struct TensorNames {
 };
 
 std::string gguf_name(const std::string& role, int layer) {
-    static const std::map<std::string, std::string> global = {
-        {"embed", "token_embd.weight"}, {"output_norm", "output_norm.weight"},
-        {"output", "output.weight"},    {"rope_freqs", "rope_freqs.weight"}};
-    static const std::map<std::string, std::string> per_layer = {
-        {"attn_norm", "attn_norm.weight"}, {"ffn_norm", "ffn_norm.weight"},
-        {"wq", "attn_q.weight"},           {"wk", "attn_k.weight"},
-        {"wv", "attn_v.weight"},           {"wo", "attn_output.weight"},
-        {"bq", "attn_q.bias"},             {"bk", "attn_k.bias"},
-        {"bv", "attn_v.bias"},             {"q_norm", "attn_q_norm.weight"},
-        {"k_norm", "attn_k_norm.weight"},  {"w_gate", "ffn_gate.weight"},
-        {"w_up", "ffn_up.weight"},         {"w_down", "ffn_down.weight"}};
+    static const std::map<std::string, std::string> global = {{"embed", "token_embd.weight"},
+                                                              {"output_norm", "output_norm.weight"},
+                                                              {"output", "output.weight"},
+                                                              {"rope_freqs", "rope_freqs.weight"}};
+    static const std::map<std::string, std::string> per_layer = {{"attn_norm", "attn_norm.weight"},
+                                                                 {"ffn_norm", "ffn_norm.weight"},
+                                                                 {"wq", "attn_q.weight"},
+                                                                 {"wk", "attn_k.weight"},
+                                                                 {"wv", "attn_v.weight"},
+                                                                 {"wo", "attn_output.weight"},
+                                                                 {"bq", "attn_q.bias"},
+                                                                 {"bk", "attn_k.bias"},
+                                                                 {"bv", "attn_v.bias"},
+                                                                 {"q_norm", "attn_q_norm.weight"},
+                                                                 {"k_norm", "attn_k_norm.weight"},
+                                                                 {"w_gate", "ffn_gate.weight"},
+                                                                 {"w_up", "ffn_up.weight"},
+                                                                 {"w_down", "ffn_down.weight"}};
     if (layer < 0) return global.at(role);
-    if (role.rfind("raw:", 0) == 0) return "blk." + std::to_string(layer) + "." + formats::gguf_layer_name(role.substr(4));
+    if (role.rfind("raw:", 0) == 0)
+        return "blk." + std::to_string(layer) + "." + formats::gguf_layer_name(role.substr(4));
     return "blk." + std::to_string(layer) + "." + per_layer.at(role);
 }
 
 std::string hf_name(const std::string& role, int layer) {
     static const std::map<std::string, std::string> global = {
-        {"embed", "model.embed_tokens.weight"}, {"output_norm", "model.norm.weight"},
-        {"output", "lm_head.weight"},           {"rope_freqs", ""}};
+        {"embed", "model.embed_tokens.weight"},
+        {"output_norm", "model.norm.weight"},
+        {"output", "lm_head.weight"},
+        {"rope_freqs", ""}};
     static const std::map<std::string, std::string> per_layer = {
-        {"attn_norm", "input_layernorm.weight"},
-        {"ffn_norm", "post_attention_layernorm.weight"},
-        {"wq", "self_attn.q_proj.weight"},
-        {"wk", "self_attn.k_proj.weight"},
-        {"wv", "self_attn.v_proj.weight"},
-        {"wo", "self_attn.o_proj.weight"},
-        {"bq", "self_attn.q_proj.bias"},
-        {"bk", "self_attn.k_proj.bias"},
-        {"bv", "self_attn.v_proj.bias"},
-        {"q_norm", "self_attn.q_norm.weight"},
-        {"k_norm", "self_attn.k_norm.weight"},
-        {"w_gate", "mlp.gate_proj.weight"},
-        {"w_up", "mlp.up_proj.weight"},
-        {"w_down", "mlp.down_proj.weight"}};
+        {"attn_norm", "input_layernorm.weight"}, {"ffn_norm", "post_attention_layernorm.weight"},
+        {"wq", "self_attn.q_proj.weight"},       {"wk", "self_attn.k_proj.weight"},
+        {"wv", "self_attn.v_proj.weight"},       {"wo", "self_attn.o_proj.weight"},
+        {"bq", "self_attn.q_proj.bias"},         {"bk", "self_attn.k_proj.bias"},
+        {"bv", "self_attn.v_proj.bias"},         {"q_norm", "self_attn.q_norm.weight"},
+        {"k_norm", "self_attn.k_norm.weight"},   {"w_gate", "mlp.gate_proj.weight"},
+        {"w_up", "mlp.up_proj.weight"},          {"w_down", "mlp.down_proj.weight"}};
     if (layer < 0) return global.at(role);
     // "raw:<name>": a tensor named relative to the layer (MoE experts, model/moe.cpp).
-    if (role.rfind("raw:", 0) == 0) return "model.layers." + std::to_string(layer) + "." + role.substr(4);
+    if (role.rfind("raw:", 0) == 0)
+        return "model.layers." + std::to_string(layer) + "." + role.substr(4);
     return "model.layers." + std::to_string(layer) + "." + per_layer.at(role);
 }
 
@@ -103,18 +106,25 @@ void release_tensor_pages(const formats::GGUFFile& g) {
     // Whole pages inside the tensor data only (the header pages before it stay).
     const uintptr_t a = (reinterpret_cast<uintptr_t>(lo) + page - 1) / page * page;
     const uintptr_t b = reinterpret_cast<uintptr_t>(hi) / page * page;
-    if (b > a) (void)madvise(reinterpret_cast<void*>(a), b - a, MADV_DONTNEED);  // advice: failure is harmless
+    if (b > a)
+        (void)madvise(reinterpret_cast<void*>(a), b - a,
+                      MADV_DONTNEED);  // advice: failure is harmless
 }
 
 class Loader {
-public:
+  public:
     Loader(Model& m, const LoadOptions& o, util::ThreadPool& pool,
            std::function<std::optional<formats::SourceTensor>(const std::string&)> find,
            std::function<std::string(const std::string&, int)> name,
            std::map<std::string, quant::WeightFormat> head_formats = {},
            std::function<bool(const std::string&)> exists = nullptr)
-        : m_(m), opts_(o), pool_(pool), find_(std::move(find)), name_(std::move(name)),
-          head_formats_(std::move(head_formats)), exists_(std::move(exists)) {}
+        : m_(m),
+          opts_(o),
+          pool_(pool),
+          find_(std::move(find)),
+          name_(std::move(name)),
+          head_formats_(std::move(head_formats)),
+          exists_(std::move(exists)) {}
 
     // Whether the tensor is there, without resolving it: for an FP8 block-scaled checkpoint
     // find_ dequantizes the weight, which a presence test must not pay for (or hold).
@@ -144,8 +154,8 @@ public:
 
     void expect_shape(const formats::SourceTensor& t, std::vector<int64_t> want) const {
         if (t.dims != want)
-            throw Error("model '" + m_.path + "': tensor '" + t.name + "' has shape " + shape_str(t.dims) +
-                        ", expected " + shape_str(want));
+            throw Error("model '" + m_.path + "': tensor '" + t.name + "' has shape " +
+                        shape_str(t.dims) + ", expected " + shape_str(want));
     }
 
     // Runtime format of a matrix (--weights for the layers, head_weights for embeddings/output,
@@ -156,7 +166,8 @@ public:
         expect_shape(t, {rows, cols});
         const bool embd = layer < 0;
         quant::WeightFormat hi;
-        hi.type = opts_.dtype == RuntimeDType::BF16 ? kernels::WeightType::BF16 : kernels::WeightType::F32;
+        hi.type = opts_.dtype == RuntimeDType::BF16 ? kernels::WeightType::BF16
+                                                    : kernels::WeightType::F32;
         std::optional<quant::WeightFormat> chosen = embd ? opts_.head_weights : opts_.weights;
         // Unset: the checkpoint's own lossless format (the caller decided it: head_formats_), else
         // the default beside these layers, named or native (int8 beside int4,
@@ -166,12 +177,15 @@ public:
         if (embd && !chosen && opts_.weights) chosen = quant::default_head_format(*opts_.weights);
         // A file of mixed block types that all run natively: each layer matrix in its own type's.
         if (!embd && !chosen && per_tensor_native && t.is_ggml)
-            if (auto nf = gguf_mixed_native_format(t.ggml_type)) chosen = quant::parse_weight_format(*nf);
+            if (auto nf = gguf_mixed_native_format(t.ggml_type))
+                chosen = quant::parse_weight_format(*nf);
         const quant::WeightFormat f = chosen.value_or(hi);
         Matrix m = build_matrix(t, f, rows, cols);
         (embd ? m_.weight_memory.embeddings : m_.weight_memory.layers) += m.bytes();
-        if (!embd && opts_.prefill_weights && f.quantized() && opts_.prefill_weights->type != f.type) {
-            m.prefill = std::make_shared<const Matrix>(build_matrix(t, *opts_.prefill_weights, rows, cols));
+        if (!embd && opts_.prefill_weights && f.quantized() &&
+            opts_.prefill_weights->type != f.type) {
+            m.prefill =
+                std::make_shared<const Matrix>(build_matrix(t, *opts_.prefill_weights, rows, cols));
             m_.weight_memory.prefill_copy += m.prefill->bytes();
         }
         return m;
@@ -182,7 +196,8 @@ public:
     // Converts a source tensor into runtime format f: f32/bf16 packing, or quantization
     // (kernels/matmul_quant.h). GGUF Q4_0/Q4_1/Q8_0 rows that map onto f without loss are
     // imported bit-exactly (quant/quantizer.h), others are dequantized and requantized.
-    Matrix build_matrix(const formats::SourceTensor& t, const quant::WeightFormat& f, int64_t rows, int64_t cols) const {
+    Matrix build_matrix(const formats::SourceTensor& t, const quant::WeightFormat& f, int64_t rows,
+                        int64_t cols) const {
         if (!f.quantized()) {
             Matrix m = Matrix::owned(f.type, rows, cols, &arena_);
             pool_.parallel_for(rows, kernels::kPanelRows, [&](int64_t r0, int64_t r1) {
@@ -198,7 +213,8 @@ public:
         Matrix m;
         try {
             if (kernels::is_kquant(layout.type) &&
-                !(t.is_ggml && tensor::ggml_type_name(t.ggml_type) == kernels::kquant_type_name(layout.type)))
+                !(t.is_ggml &&
+                  tensor::ggml_type_name(t.ggml_type) == kernels::kquant_type_name(layout.type)))
                 throw Error(std::string("only a GGUF ") + kernels::kquant_type_name(layout.type) +
                             " tensor loads in this format (warden does not quantize into it)");
             m = Matrix::quantized(layout, &arena_);
@@ -207,11 +223,13 @@ public:
                 std::vector<float> row(static_cast<size_t>(cols));
                 for (int64_t r = r0; r < r1; ++r) {
                     if (t.is_ggml) {
-                        if (auto qr = quant::import_ggml_row(t.ggml_type, t.data + r * row_bytes, layout)) {
+                        if (auto qr = quant::import_ggml_row(t.ggml_type, t.data + r * row_bytes,
+                                                             layout)) {
                             m.pack_quant_row(r, *qr);
                             continue;
                         }
-                        if (t.ggml_type == tensor::GgmlType::Q4_0 || t.ggml_type == tensor::GgmlType::Q4_1 ||
+                        if (t.ggml_type == tensor::GgmlType::Q4_0 ||
+                            t.ggml_type == tensor::GgmlType::Q4_1 ||
                             t.ggml_type == tensor::GgmlType::Q8_0)
                             ggml_requant_rows_ += 1;
                     }
@@ -224,12 +242,13 @@ public:
                         ct_requant_rows_ += 1;
                     }
                     t.row_to_f32(r, row.data());
-                    m.pack_quant_row(r, quant::default_quantizer().quantize_row(layout, row.data(), nullptr));
+                    m.pack_quant_row(
+                        r, quant::default_quantizer().quantize_row(layout, row.data(), nullptr));
                 }
             });
         } catch (const Error& e) {
-            throw Error("model '" + m_.path + "': tensor '" + t.name + "' as " + quant::weight_format_name(f) + ": " +
-                        e.what());
+            throw Error("model '" + m_.path + "': tensor '" + t.name + "' as " +
+                        quant::weight_format_name(f) + ": " + e.what());
         }
         return m;
     }
@@ -240,7 +259,9 @@ public:
         t.row_to_f32(0, v.data());
         return v;
     }
-    std::vector<float> vec(const std::string& role, int layer, int64_t n) const { return vec(get(role, layer), n); }
+    std::vector<float> vec(const std::string& role, int layer, int64_t n) const {
+        return vec(get(role, layer), n);
+    }
     std::vector<float> vec_opt(const std::string& role, int layer, int64_t n) const {
         auto t = get_opt(role, layer);
         return t ? vec(*t, n) : std::vector<float>{};
@@ -265,9 +286,9 @@ public:
         };
         ld.vec = [this, l](const std::string& nm, int64_t n) { return vec("raw:" + nm, l, n); };
         ld.pack = [this](int64_t rows, int64_t cols, const float* data) {
-            Matrix mat = Matrix::owned(
-                opts_.dtype == RuntimeDType::BF16 ? kernels::WeightType::BF16 : kernels::WeightType::F32, rows, cols,
-                &arena_);
+            Matrix mat = Matrix::owned(opts_.dtype == RuntimeDType::BF16 ? kernels::WeightType::BF16
+                                                                         : kernels::WeightType::F32,
+                                       rows, cols, &arena_);
             for (int64_t r = 0; r < rows; ++r) mat.pack_row(r, data + r * cols);
             return mat;
         };
@@ -284,7 +305,8 @@ public:
 
     void load_all() {
         const ModelConfig& c = m_.config;
-        const int64_t d = c.d_model, hd = c.head_dim, q_dim = c.n_heads * hd, kv_dim = c.n_kv_heads * hd;
+        const int64_t d = c.d_model, hd = c.head_dim, q_dim = c.n_heads * hd,
+                      kv_dim = c.n_kv_heads * hd;
         ModelWeights& w = m_.weights;
         w.token_embd = matrix("embed", -1, c.vocab_size, d);
         w.output_norm = vec("output_norm", -1, d);
@@ -339,7 +361,7 @@ public:
     // util/huge_page_arena.h). The matrices keep their chunks alive after the loader is gone.
     mutable util::HugePageArena arena_;
 
-private:
+  private:
     Model& m_;
     const LoadOptions& opts_;
     util::ThreadPool& pool_;
@@ -358,12 +380,14 @@ void count_params(Model& m, const std::vector<formats::SourceTensor>& all) {
     }
 }
 
-std::unique_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opts, util::ThreadPool& pool) {
+std::unique_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opts,
+                                 util::ThreadPool& pool) {
     auto m = std::make_unique<Model>();
     m->path = path;
     m->format = "gguf";
     m->dtype = opts.dtype;
-    m->weights_format = opts.weights ? quant::weight_format_name(*opts.weights) : runtime_dtype_name(opts.dtype);
+    m->weights_format =
+        opts.weights ? quant::weight_format_name(*opts.weights) : runtime_dtype_name(opts.dtype);
     m->gguf = std::make_shared<formats::GGUFFile>(path);
     const formats::GGUFFile& g = *m->gguf;
     m->config = config_from_gguf(g);
@@ -381,9 +405,11 @@ std::unique_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
         const int64_t e = std::stoll(n.substr(br + 1, n.size() - br - 2));
         if (s.dims.size() != 3 || s.dims[0] != cfg.moe.n_experts || e < 0 || e >= s.dims[0]) {
             std::string shape;
-            for (size_t i = 0; i < s.dims.size(); ++i) shape += (i ? ", " : "") + std::to_string(s.dims[i]);
+            for (size_t i = 0; i < s.dims.size(); ++i)
+                shape += (i ? ", " : "") + std::to_string(s.dims[i]);
             throw Error("GGUF '" + g.path() + "': tensor '" + t->name + "' has shape [" + shape +
-                        "], expected [" + std::to_string(cfg.moe.n_experts) + " experts, rows, cols]");
+                        "], expected [" + std::to_string(cfg.moe.n_experts) +
+                        " experts, rows, cols]");
         }
         s.name = n;
         s.data += e * s.dims[1] * tensor::ggml_row_bytes(s.ggml_type, s.dims[2]);
@@ -408,9 +434,10 @@ std::unique_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
     };
     std::string named_head_note;  // heads that kept their format beside named layers
     bool per_tensor = false;      // mixed native block types (GgufNativeWeights::per_tensor)
-    if (!opts.weights && opts.native_weights) {  // also without load_weights: `warden info` reports it
-        const GgufNativeWeights nw =
-            gguf_native_weights(g, cfg, runtime_dtype_name(opts.dtype), opts.head_weights.has_value());
+    if (!opts.weights &&
+        opts.native_weights) {  // also without load_weights: `warden info` reports it
+        const GgufNativeWeights nw = gguf_native_weights(g, cfg, runtime_dtype_name(opts.dtype),
+                                                         opts.head_weights.has_value());
         m->weights_note = nw.note;
         if (nw.layers) {
             eff.weights = quant::parse_weight_format(*nw.layers);
@@ -430,32 +457,37 @@ std::unique_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
     if (auto rf = loader.get_opt("rope_freqs", -1)) {
         const auto factors = loader.vec(*rf, m->config.rope_dim / 2);
         for (size_t i = 0; i < factors.size(); ++i) {
-            if (!(factors[i] > 0.0f)) throw Error("GGUF '" + path + "': rope_freqs has a non-positive factor");
+            if (!(factors[i] > 0.0f))
+                throw Error("GGUF '" + path + "': rope_freqs has a non-positive factor");
             m->config.rope_inv_freq[i] /= factors[i];
         }
     }
     m->config.validate();
-    if (g.has("tokenizer.chat_template")) m->chat_template = g.get_string("tokenizer.chat_template");
+    if (g.has("tokenizer.chat_template"))
+        m->chat_template = g.get_string("tokenizer.chat_template");
     if (opts.load_tokenizer) m->tokenizer = tokenizer::Tokenizer::from_gguf(g);
     if (opts.load_weights) {
         loader.load_all();
         release_tensor_pages(g);
     }
     if (!m->weights_note.empty() && loader.ggml_requant_rows_ > 0)
-        m->weights_note += "; " + std::to_string(loader.ggml_requant_rows_.load()) +
-                           " rows did not import into " + m->weights_format +
-                           " exactly (e.g. Q8_0 with a scale per block into int8) and were requantized";
+        m->weights_note +=
+            "; " + std::to_string(loader.ggml_requant_rows_.load()) + " rows did not import into " +
+            m->weights_format +
+            " exactly (e.g. Q8_0 with a scale per block into int8) and were requantized";
     if (!named_head_note.empty())
         m->weights_note += (m->weights_note.empty() ? "" : "; ") + named_head_note;
     return m;
 }
 
-std::unique_ptr<Model> load_hf_dir(const std::string& dir, const LoadOptions& opts, util::ThreadPool& pool) {
+std::unique_ptr<Model> load_hf_dir(const std::string& dir, const LoadOptions& opts,
+                                   util::ThreadPool& pool) {
     auto m = std::make_unique<Model>();
     m->path = dir;
     m->format = "safetensors";
     m->dtype = opts.dtype;
-    m->weights_format = opts.weights ? quant::weight_format_name(*opts.weights) : runtime_dtype_name(opts.dtype);
+    m->weights_format =
+        opts.weights ? quant::weight_format_name(*opts.weights) : runtime_dtype_name(opts.dtype);
     const nlohmann::json config_json = util::read_json_file(dir + "/config.json");
     m->config = config_from_hf_json(config_json, dir + "/config.json");
     m->config.validate();
@@ -468,7 +500,8 @@ std::unique_ptr<Model> load_hf_dir(const std::string& dir, const LoadOptions& op
     } else {
         fp8 = formats::fp8_block_config_from_hf_json(config_json, dir + "/config.json");
     }
-    m->safetensors = std::make_shared<formats::SafetensorsModel>(formats::SafetensorsModel::open_dir(dir));
+    m->safetensors =
+        std::make_shared<formats::SafetensorsModel>(formats::SafetensorsModel::open_dir(dir));
     const formats::SafetensorsModel& st = *m->safetensors;
     std::vector<formats::SourceTensor> all;
     for (const auto& t : st.tensors()) {
@@ -494,7 +527,8 @@ std::unique_ptr<Model> load_hf_dir(const std::string& dir, const LoadOptions& op
     // before it resolves the next one, so the f32 copy of the previous FP8 block-scaled weight can
     // go: loading an FP8 checkpoint holds one weight dequantized, not all of them (all of them
     // would be 4 bytes per parameter: 32 GB for an 8B model).
-    auto find = [&fp8_resolver, &ct, &st](const std::string& n) -> std::optional<formats::SourceTensor> {
+    auto find = [&fp8_resolver, &ct,
+                 &st](const std::string& n) -> std::optional<formats::SourceTensor> {
         if (ct)
             if (auto t = formats::ct_find(st, *ct, n)) return t;
         fp8_resolver.release();
@@ -507,16 +541,19 @@ std::unique_ptr<Model> load_hf_dir(const std::string& dir, const LoadOptions& op
         for (const auto& t : st.tensors()) {
             static const std::string kPacked = ".weight_packed";
             if (t.name.size() <= kPacked.size() || !t.name.ends_with(kPacked)) continue;
-            const auto src = formats::ct_find(st, *ct, t.name.substr(0, t.name.size() - kPacked.size()) + ".weight");
+            const auto src = formats::ct_find(
+                st, *ct, t.name.substr(0, t.name.size() - kPacked.size()) + ".weight");
             const auto& grp = ct->group_for(t.name.substr(0, t.name.size() - kPacked.size()));
             if (auto f = formats::ct_native_format(grp.weights, src->ct->scale_dtype)) {
                 eff.weights = quant::parse_weight_format(*f);
                 m->weights_format = *f;
-                m->weights_note = "auto: the compressed-tensors " + std::to_string(grp.weights.num_bits) +
+                m->weights_note = "auto: the compressed-tensors " +
+                                  std::to_string(grp.weights.num_bits) +
                                   "-bit checkpoint's own format";
                 // The embeddings and head (unquantized in these checkpoints) get the default
                 // beside those layers (Loader::matrix), as with GGUF and with --weights.
-                if (const auto head = quant::default_head_format(*eff.weights); head && !opts.head_weights)
+                if (const auto head = quant::default_head_format(*eff.weights);
+                    head && !opts.head_weights)
                     m->weights_note += "; embeddings/head as " + quant::weight_format_name(*head);
                 m->weights_note += "; --weights chooses";
             }
@@ -524,8 +561,8 @@ std::unique_ptr<Model> load_hf_dir(const std::string& dir, const LoadOptions& op
         }
     }
     // tokenizer.json, or Kimi's tiktoken.model (tokenizer/load_tiktoken.cpp).
-    if (opts.load_tokenizer &&
-        (std::filesystem::exists(dir + "/tokenizer.json") || std::filesystem::exists(dir + "/tiktoken.model")))
+    if (opts.load_tokenizer && (std::filesystem::exists(dir + "/tokenizer.json") ||
+                                std::filesystem::exists(dir + "/tiktoken.model")))
         m->tokenizer = tokenizer::Tokenizer::from_hf_dir(dir);
     const std::string tc = dir + "/tokenizer_config.json";
     if (std::filesystem::exists(tc)) {
@@ -543,20 +580,25 @@ std::unique_ptr<Model> load_hf_dir(const std::string& dir, const LoadOptions& op
     m->fp8_dequant_count = fp8_resolver.dequant_count();
     if (loader.ct_requant_rows_ > 0)
         std::fprintf(stderr,
-                     "warden: compressed-tensors: %lld weight rows requantized through f32 to %s (group, symmetry or "
+                     "warden: compressed-tensors: %lld weight rows requantized through f32 to %s "
+                     "(group, symmetry or "
                      "scale dtype does not map exactly), %lld imported bit-exactly\n",
-                     static_cast<long long>(loader.ct_requant_rows_.load()), m->weights_format.c_str(),
+                     static_cast<long long>(loader.ct_requant_rows_.load()),
+                     m->weights_format.c_str(),
                      static_cast<long long>(loader.ct_exact_rows_.load()));
     return m;
 }
 
 }  // namespace
 
-std::unique_ptr<Model> load_model(const std::string& path, const LoadOptions& opts, util::ThreadPool& pool) {
+std::unique_ptr<Model> load_model(const std::string& path, const LoadOptions& opts,
+                                  util::ThreadPool& pool) {
     std::error_code ec;
     if (std::filesystem::is_directory(path, ec)) {
         if (!std::filesystem::exists(path + "/config.json"))
-            throw Error("'" + path + "' is a directory without config.json (not a Hugging Face model directory)");
+            throw Error(
+                "'" + path +
+                "' is a directory without config.json (not a Hugging Face model directory)");
         return load_hf_dir(path, opts, pool);
     }
     if (!std::filesystem::exists(path, ec)) throw Error("model '" + path + "' does not exist");

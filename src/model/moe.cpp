@@ -28,8 +28,8 @@ void top_k_indices(const float* v, int64_t n, int64_t k, int32_t* out) {
 
 }  // namespace
 
-void moe_route(const MoeConfig& m, const float* logits, const float* bias, int64_t n, int32_t* experts,
-               float* weights) {
+void moe_route(const MoeConfig& m, const float* logits, const float* bias, int64_t n,
+               int32_t* experts, float* weights) {
     const int64_t E = m.n_experts, K = m.top_k;
     util::check(E > 0 && K > 0 && K <= E, "moe_route: bad expert counts");
     std::vector<float> score(static_cast<size_t>(E)), choice(static_cast<size_t>(E));
@@ -51,7 +51,8 @@ void moe_route(const MoeConfig& m, const float* logits, const float* bias, int64
         }
         for (int64_t e = 0; e < E; ++e) {
             score[static_cast<size_t>(e)] = 1.0f / (1.0f + std::exp(-lg[e]));
-            choice[static_cast<size_t>(e)] = score[static_cast<size_t>(e)] + (m.score_bias && bias ? bias[e] : 0.0f);
+            choice[static_cast<size_t>(e)] =
+                score[static_cast<size_t>(e)] + (m.score_bias && bias ? bias[e] : 0.0f);
         }
         if (m.n_group > 1) {
             const int64_t G = m.n_group, per = E / G;
@@ -59,16 +60,17 @@ void moe_route(const MoeConfig& m, const float* logits, const float* bias, int64
             for (int64_t g = 0; g < G; ++g) {
                 int32_t best2[2];
                 top_k_indices(choice.data() + g * per, per, 2, best2);
-                group_score[static_cast<size_t>(g)] = choice[static_cast<size_t>(g * per + best2[0])] +
-                                                      choice[static_cast<size_t>(g * per + best2[1])];
+                group_score[static_cast<size_t>(g)] =
+                    choice[static_cast<size_t>(g * per + best2[0])] +
+                    choice[static_cast<size_t>(g * per + best2[1])];
             }
             std::vector<int32_t> keep(static_cast<size_t>(m.topk_group));
             top_k_indices(group_score.data(), G, m.topk_group, keep.data());
             std::vector<char> eligible(static_cast<size_t>(G), 0);
             for (int32_t g : keep) eligible[static_cast<size_t>(g)] = 1;
-            // -inf, as DeepSeek-V3's reference gate, transformers 5, vLLM and SGLang: with a negative
-            // correction bias every eligible choice can be below 0, and a 0.0 mask would then pick
-            // experts of groups that were just excluded.
+            // -inf, as DeepSeek-V3's reference gate, transformers 5, vLLM and SGLang: with a
+            // negative correction bias every eligible choice can be below 0, and a 0.0 mask would
+            // then pick experts of groups that were just excluded.
             for (int64_t e = 0; e < E; ++e)
                 if (!eligible[static_cast<size_t>(e / per)])
                     choice[static_cast<size_t>(e)] = -std::numeric_limits<float>::infinity();
@@ -85,8 +87,8 @@ void moe_route(const MoeConfig& m, const float* logits, const float* bias, int64
     }
 }
 
-void MoeFfn::forward(const ModelConfig& c, const MoeWeights& w, const float* x, int64_t n, float* out,
-                     util::ThreadPool& pool) {
+void MoeFfn::forward(const ModelConfig& c, const MoeWeights& w, const float* x, int64_t n,
+                     float* out, util::ThreadPool& pool) {
     const MoeConfig& m = c.moe;
     const int64_t d = c.d_model, E = m.n_experts, K = m.top_k, de = m.d_expert;
     const auto N = static_cast<size_t>(n);
@@ -95,18 +97,22 @@ void MoeFfn::forward(const ModelConfig& c, const MoeWeights& w, const float* x, 
     wsel_.resize(N * static_cast<size_t>(K));
     if (observer) observer->observe(w.router, x, n);
     kernels::matmul(w.router.view(), x, n, logits_.data(), pool);
-    moe_route(m, logits_.data(), w.router_bias.empty() ? nullptr : w.router_bias.data(), n, sel_.data(),
-              wsel_.data());
+    moe_route(m, logits_.data(), w.router_bias.empty() ? nullptr : w.router_bias.data(), n,
+              sel_.data(), wsel_.data());
 
     // Counting sort of the (token, slot) pairs by expert; within an expert, token order.
     counts_.assign(static_cast<size_t>(E), 0);
     for (int32_t e : sel_) ++counts_[static_cast<size_t>(e)];
     start_.assign(static_cast<size_t>(E) + 1, 0);
-    for (int64_t e = 0; e < E; ++e) start_[static_cast<size_t>(e) + 1] = start_[static_cast<size_t>(e)] + counts_[static_cast<size_t>(e)];
+    for (int64_t e = 0; e < E; ++e)
+        start_[static_cast<size_t>(e) + 1] =
+            start_[static_cast<size_t>(e)] + counts_[static_cast<size_t>(e)];
     order_.resize(N * static_cast<size_t>(K));
     {
         std::vector<int64_t> fill(start_.begin(), start_.end() - 1);
-        for (int64_t i = 0; i < n * K; ++i) order_[static_cast<size_t>(fill[static_cast<size_t>(sel_[static_cast<size_t>(i)])]++)] = i;
+        for (int64_t i = 0; i < n * K; ++i)
+            order_[static_cast<size_t>(fill[static_cast<size_t>(sel_[static_cast<size_t>(i)])]++)] =
+                i;
     }
 
     std::fill(out, out + n * d, 0.0f);

@@ -80,8 +80,8 @@ void Transformer::rope(float* x, int64_t n_rows, int64_t n_heads) const {
     }
 }
 
-std::vector<char> Transformer::step(std::span<const SeqInput> seqs, const kernels::PagedKvStorage& kv,
-                                    const LayerCheck* check) {
+std::vector<char> Transformer::step(std::span<const SeqInput> seqs,
+                                    const kernels::PagedKvStorage& kv, const LayerCheck* check) {
     const ModelConfig& c = model_.config;
     const ModelWeights& w = model_.weights;
     const int64_t d = c.d_model, hd = c.head_dim, vocab = c.vocab_size;
@@ -92,7 +92,8 @@ std::vector<char> Transformer::step(std::span<const SeqInput> seqs, const kernel
         util::check(!s.tokens.empty(), "forward: a sequence with no tokens");
         for (int32_t id : s.tokens)
             util::check(id >= 0 && id < vocab, "token id " + std::to_string(id) +
-                                                   " is outside the vocabulary (size " + std::to_string(vocab) + ")");
+                                                   " is outside the vocabulary (size " +
+                                                   std::to_string(vocab) + ")");
         row0[i + 1] = row0[i] + static_cast<int64_t>(s.tokens.size());
     }
     const int64_t n = row0.back();
@@ -102,7 +103,8 @@ std::vector<char> Transformer::step(std::span<const SeqInput> seqs, const kernel
     for (size_t i = 0; i < seqs.size(); ++i)
         for (int64_t t = 0; t < static_cast<int64_t>(seqs[i].tokens.size()); ++t) {
             pos_[static_cast<size_t>(row0[i] + t)] = seqs[i].pos0 + t;
-            w.token_embd.row_f32(seqs[i].tokens[static_cast<size_t>(t)], x_.data() + (row0[i] + t) * d);
+            w.token_embd.row_f32(seqs[i].tokens[static_cast<size_t>(t)],
+                                 x_.data() + (row0[i] + t) * d);
         }
     rope_tables(std::span<const int64_t>(pos_.data(), static_cast<size_t>(n)));
     const float att_scale = c.attn_scale_factor / std::sqrt(static_cast<float>(hd));
@@ -114,7 +116,8 @@ std::vector<char> Transformer::step(std::span<const SeqInput> seqs, const kernel
             for (int64_t i = 0; i < m; ++i) y[t * m + i] += b[static_cast<size_t>(i)];
     };
     auto head_norm = [&](float* y, int64_t n_heads, const std::vector<float>& g) {
-        for (int64_t r = 0; r < n * n_heads; ++r) kernels::rmsnorm(y + r * hd, g.data(), y + r * hd, hd, c.rms_eps);
+        for (int64_t r = 0; r < n * n_heads; ++r)
+            kernels::rmsnorm(y + r * hd, g.data(), y + r * hd, hd, c.rms_eps);
     };
     // Linear layer over all rows. With --prefill-weights a matrix carries a higher-precision
     // copy: rows of multi-token (prefill) sequences use it, single-token (decode) rows use the
@@ -131,7 +134,8 @@ std::vector<char> Transformer::step(std::span<const SeqInput> seqs, const kernel
             const bool pre = seqs[i].tokens.size() > 1;
             size_t j = i + 1;
             while (j < seqs.size() && (seqs[j].tokens.size() > 1) == pre) ++j;
-            kernels::matmul(M.view_for(pre), xin + row0[i] * in, row0[j] - row0[i], yout + row0[i] * out_dim, pool_);
+            kernels::matmul(M.view_for(pre), xin + row0[i] * in, row0[j] - row0[i],
+                            yout + row0[i] * out_dim, pool_);
             i = j;
         }
     };
@@ -142,7 +146,8 @@ std::vector<char> Transformer::step(std::span<const SeqInput> seqs, const kernel
     // Matrices sharing the input xin (q/k/v, gate/up): one activation quantization and one
     // pool dispatch (kernels::matmul_multi; same result bits as separate mm calls).
     // A matrix with a --prefill-weights copy goes through mm (its rows are split by kind).
-    auto mm_shared = [&](std::initializer_list<std::pair<const Matrix*, float*>> ms, const float* xin) {
+    auto mm_shared = [&](std::initializer_list<std::pair<const Matrix*, float*>> ms,
+                         const float* xin) {
         std::array<kernels::MatmulOut, 3> o{};
         size_t k = 0;
         if (observer_)
@@ -167,8 +172,10 @@ std::vector<char> Transformer::step(std::span<const SeqInput> seqs, const kernel
     };
     // The first matrix of layer l: its q projection, or the head after the last layer.
     auto prefetch_layer_start = [&](int64_t l) {
-        if (l == c.n_layers) prefetch_next(w.output);
-        else if (!w.layers[static_cast<size_t>(l)].mla) prefetch_next(w.layers[static_cast<size_t>(l)].wq);
+        if (l == c.n_layers)
+            prefetch_next(w.output);
+        else if (!w.layers[static_cast<size_t>(l)].mla)
+            prefetch_next(w.layers[static_cast<size_t>(l)].wq);
     };
     std::vector<kernels::PagedAttentionSeq> att_seqs;
     att_seqs.reserve(seqs.size());
@@ -178,53 +185,60 @@ std::vector<char> Transformer::step(std::span<const SeqInput> seqs, const kernel
     for (int64_t l = 0; l < c.n_layers; ++l) {
         const LayerWeights& L = w.layers[static_cast<size_t>(l)];
         for (int64_t t = 0; t < n; ++t)
-            kernels::rmsnorm(x_.data() + t * d, L.attn_norm.data(), xb_.data() + t * d, d, c.rms_eps);
+            kernels::rmsnorm(x_.data() + t * d, L.attn_norm.data(), xb_.data() + t * d, d,
+                             c.rms_eps);
         if (L.mla) {  // latent attention over the compressed cache (model/mla.h)
             mla_seqs.clear();
             for (size_t i = 0; i < seqs.size(); ++i) {
                 if (alive[i] && check && !(*check)(i, l)) alive[i] = 0;
-                mla_seqs.push_back({row0[i], row0[i + 1] - row0[i], seqs[i].pos0, seqs[i].page_ids, alive[i] != 0});
+                mla_seqs.push_back({row0[i], row0[i + 1] - row0[i], seqs[i].pos0, seqs[i].page_ids,
+                                    alive[i] != 0});
             }
-            mla_.forward(c, *L.mla, xb_.data(), n, rope_cs_.data(), mla_seqs, kv.layer(l), kv.fresh, proj_.data(), pool_);
+            mla_.forward(c, *L.mla, xb_.data(), n, rope_cs_.data(), mla_seqs, kv.layer(l), kv.fresh,
+                         proj_.data(), pool_);
         } else {  // GQA attention (the lines below keep their indentation)
-        mm_shared({{&L.wq, q_.data()}, {&L.wk, k_.data()}, {&L.wv, v_.data()}}, xb_.data());
-        prefetch_next(L.wo);
-        add_bias(q_.data(), L.bq);
-        add_bias(k_.data(), L.bk);
-        add_bias(v_.data(), L.bv);
-        if (c.qk_norm) {
-            head_norm(q_.data(), c.n_heads, L.q_norm);
-            head_norm(k_.data(), c.n_kv_heads, L.k_norm);
-        }
-        rope(q_.data(), n, c.n_heads);
-        rope(k_.data(), n, c.n_kv_heads);
-
-        // Every sequence still alive proves (in layer mode) that its pages are its own before
-        // this layer writes or reads them.
-        const kernels::PagedKvLayer layer = kv.layer(l);
-        att_seqs.clear();
-        for (size_t i = 0; i < seqs.size(); ++i) {
-            if (alive[i] && check && !(*check)(i, l)) alive[i] = 0;
-            const int64_t m = row0[i + 1] - row0[i];
-            if (!alive[i]) {
-                std::fill(att_.begin() + row0[i] * q_dim, att_.begin() + row0[i + 1] * q_dim, 0.0f);
-                continue;
+            mm_shared({{&L.wq, q_.data()}, {&L.wk, k_.data()}, {&L.wv, v_.data()}}, xb_.data());
+            prefetch_next(L.wo);
+            add_bias(q_.data(), L.bq);
+            add_bias(k_.data(), L.bk);
+            add_bias(v_.data(), L.bv);
+            if (c.qk_norm) {
+                head_norm(q_.data(), c.n_heads, L.q_norm);
+                head_norm(k_.data(), c.n_kv_heads, L.k_norm);
             }
-            kernels::write_kv(layer, seqs[i].page_ids, seqs[i].pos0, m, k_.data() + row0[i] * kv_dim,
-                              v_.data() + row0[i] * kv_dim);
-            // The step's own K/V at full precision where kv.fresh says so (kernels/paged_attention.h).
-            att_seqs.push_back({q_.data() + row0[i] * q_dim, att_.data() + row0[i] * q_dim, m, seqs[i].pos0,
-                                seqs[i].page_ids, k_.data() + row0[i] * kv_dim, v_.data() + row0[i] * kv_dim,
-                                kv.fresh});
-        }
-        kernels::paged_attention(att_seqs, c.n_heads, layer, att_scale, pool_);
-        mm(L.wo, att_.data(), proj_.data());
-        if (!L.moe) prefetch_next(L.w_gate);
+            rope(q_.data(), n, c.n_heads);
+            rope(k_.data(), n, c.n_kv_heads);
+
+            // Every sequence still alive proves (in layer mode) that its pages are its own before
+            // this layer writes or reads them.
+            const kernels::PagedKvLayer layer = kv.layer(l);
+            att_seqs.clear();
+            for (size_t i = 0; i < seqs.size(); ++i) {
+                if (alive[i] && check && !(*check)(i, l)) alive[i] = 0;
+                const int64_t m = row0[i + 1] - row0[i];
+                if (!alive[i]) {
+                    std::fill(att_.begin() + row0[i] * q_dim, att_.begin() + row0[i + 1] * q_dim,
+                              0.0f);
+                    continue;
+                }
+                kernels::write_kv(layer, seqs[i].page_ids, seqs[i].pos0, m,
+                                  k_.data() + row0[i] * kv_dim, v_.data() + row0[i] * kv_dim);
+                // The step's own K/V at full precision where kv.fresh says so
+                // (kernels/paged_attention.h).
+                att_seqs.push_back({q_.data() + row0[i] * q_dim, att_.data() + row0[i] * q_dim, m,
+                                    seqs[i].pos0, seqs[i].page_ids, k_.data() + row0[i] * kv_dim,
+                                    v_.data() + row0[i] * kv_dim, kv.fresh});
+            }
+            kernels::paged_attention(att_seqs, c.n_heads, layer, att_scale, pool_);
+            mm(L.wo, att_.data(), proj_.data());
+            if (!L.moe) prefetch_next(L.w_gate);
         }  // GQA attention
-        for (int64_t i = 0; i < n * d; ++i) x_[static_cast<size_t>(i)] += proj_[static_cast<size_t>(i)];
+        for (int64_t i = 0; i < n * d; ++i)
+            x_[static_cast<size_t>(i)] += proj_[static_cast<size_t>(i)];
 
         for (int64_t t = 0; t < n; ++t)
-            kernels::rmsnorm(x_.data() + t * d, L.ffn_norm.data(), xb_.data() + t * d, d, c.rms_eps);
+            kernels::rmsnorm(x_.data() + t * d, L.ffn_norm.data(), xb_.data() + t * d, d,
+                             c.rms_eps);
         if (L.moe) {
             moe_.forward(c, *L.moe, xb_.data(), n, proj_.data(), pool_);
         } else {
@@ -234,20 +248,22 @@ std::vector<char> Transformer::step(std::span<const SeqInput> seqs, const kernel
             mm(L.w_down, gate_.data(), proj_.data());
             prefetch_layer_start(l + 1);
         }
-        for (int64_t i = 0; i < n * d; ++i) x_[static_cast<size_t>(i)] += proj_[static_cast<size_t>(i)];
+        for (int64_t i = 0; i < n * d; ++i)
+            x_[static_cast<size_t>(i)] += proj_[static_cast<size_t>(i)];
     }
 
     // Logits only for the rows that need them: gather their normed states, one matmul.
     std::vector<int64_t> rows;
     for (size_t i = 0; i < seqs.size(); ++i) {
         if (!alive[i] || !seqs[i].logits) continue;
-        for (int64_t r = seqs[i].all_logits ? row0[i] : row0[i + 1] - 1; r < row0[i + 1]; ++r) rows.push_back(r);
+        for (int64_t r = seqs[i].all_logits ? row0[i] : row0[i + 1] - 1; r < row0[i + 1]; ++r)
+            rows.push_back(r);
     }
     if (rows.empty()) return alive;
     const auto m = static_cast<int64_t>(rows.size());
     for (int64_t j = 0; j < m; ++j)
-        kernels::rmsnorm(x_.data() + rows[static_cast<size_t>(j)] * d, w.output_norm.data(), xb_.data() + j * d, d,
-                         c.rms_eps);
+        kernels::rmsnorm(x_.data() + rows[static_cast<size_t>(j)] * d, w.output_norm.data(),
+                         xb_.data() + j * d, d, c.rms_eps);
     std::vector<float> out(static_cast<size_t>(m * vocab));
     if (observer_) observer_->observe(w.output, xb_.data(), m);
     kernels::matmul(w.output.view(), xb_.data(), m, out.data(), pool_);
@@ -255,7 +271,8 @@ std::vector<char> Transformer::step(std::span<const SeqInput> seqs, const kernel
     for (size_t i = 0; i < seqs.size(); ++i) {
         if (!alive[i] || !seqs[i].logits) continue;
         const int64_t cnt = seqs[i].all_logits ? row0[i + 1] - row0[i] : 1;
-        std::memcpy(seqs[i].logits, out.data() + j * vocab, static_cast<size_t>(cnt * vocab) * sizeof(float));
+        std::memcpy(seqs[i].logits, out.data() + j * vocab,
+                    static_cast<size_t>(cnt * vocab) * sizeof(float));
         j += cnt;
     }
     return alive;
@@ -265,8 +282,8 @@ void Transformer::forward(const int32_t* tokens, int64_t n, ContiguousKvCache& c
                           bool all_logits) {
     util::check(n > 0, "forward: no tokens");
     util::check(cache.n_tokens() + n <= cache.capacity(),
-                "sequence of " + std::to_string(cache.n_tokens() + n) + " tokens exceeds the context of " +
-                    std::to_string(cache.capacity()));
+                "sequence of " + std::to_string(cache.n_tokens() + n) +
+                    " tokens exceeds the context of " + std::to_string(cache.capacity()));
     const int64_t vocab = model_.config.vocab_size;
     for (int64_t off = 0; off < n; off += kMaxChunk) {
         const int64_t m = std::min(kMaxChunk, n - off);

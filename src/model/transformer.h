@@ -11,8 +11,8 @@
 #include "kernels/paged_attention.h"
 #include "model/activation_observer.h"
 #include "model/kv_cache.h"
-#include "model/model.h"
 #include "model/mla.h"
+#include "model/model.h"
 #include "model/moe.h"
 #include "util/thread_pool.h"
 
@@ -20,10 +20,10 @@ namespace warden::model {
 
 // One sequence's share of a step.
 struct SeqInput {
-    std::span<const int32_t> tokens;  // new tokens, at positions [pos0, pos0 + n)
-    int64_t pos0 = 0;                 // tokens already in this sequence's KV
+    std::span<const int32_t> tokens;    // new tokens, at positions [pos0, pos0 + n)
+    int64_t pos0 = 0;                   // tokens already in this sequence's KV
     const int32_t* page_ids = nullptr;  // page table covering [0, pos0 + n)
-    float* logits = nullptr;          // nullptr: none; else [n, vocab] (all_logits) or [vocab]
+    float* logits = nullptr;            // nullptr: none; else [n, vocab] (all_logits) or [vocab]
     bool all_logits = false;
 };
 
@@ -32,7 +32,7 @@ struct SeqInput {
 using LayerCheck = std::function<bool(size_t seq, int64_t layer)>;
 
 class Transformer {
-public:
+  public:
     Transformer(const Model& model, util::ThreadPool& pool);
 
     // Runs one step. Returns, per sequence, whether it completed (false: dropped by check).
@@ -43,7 +43,8 @@ public:
     // [cache.n_tokens(), +n) in chunks of kMaxChunk, writes the last token's logits ([vocab])
     // or every token's ([n, vocab]) when all_logits. Without all_logits, logits may be null: the
     // KV cache is filled and no head is computed.
-    void forward(const int32_t* tokens, int64_t n, ContiguousKvCache& cache, float* logits, bool all_logits);
+    void forward(const int32_t* tokens, int64_t n, ContiguousKvCache& cache, float* logits,
+                 bool all_logits);
 
     const Model& model() const { return model_; }
     // Every layer matrix's input rows go to `o` before it is multiplied (null: none; the default).
@@ -54,7 +55,7 @@ public:
     }
     static constexpr int64_t kMaxChunk = 256;
 
-private:
+  private:
     void ensure_scratch(int64_t n);
     // cos/sin of every rotated pair at each row's position, computed once per step and used
     // for both q and k.
@@ -64,16 +65,16 @@ private:
     const Model& model_;
     util::ThreadPool& pool_;
     int64_t scratch_n_ = 0;
-    std::vector<float> x_;      // [n, d_model] residual stream
-    std::vector<float> xb_;     // [n, d_model] normed input
-    std::vector<float> q_;      // [n, n_heads * head_dim]
-    std::vector<float> k_;      // [n, n_kv_heads * head_dim]
-    std::vector<float> v_;      // [n, n_kv_heads * head_dim]
-    std::vector<float> att_;    // [n, n_heads * head_dim]
-    std::vector<float> proj_;   // [n, d_model]
-    std::vector<float> gate_;   // [n, d_ff]
-    std::vector<float> up_;     // [n, d_ff]
-    std::vector<int64_t> pos_;  // [n] absolute position of each row
+    std::vector<float> x_;        // [n, d_model] residual stream
+    std::vector<float> xb_;       // [n, d_model] normed input
+    std::vector<float> q_;        // [n, n_heads * head_dim]
+    std::vector<float> k_;        // [n, n_kv_heads * head_dim]
+    std::vector<float> v_;        // [n, n_kv_heads * head_dim]
+    std::vector<float> att_;      // [n, n_heads * head_dim]
+    std::vector<float> proj_;     // [n, d_model]
+    std::vector<float> gate_;     // [n, d_ff]
+    std::vector<float> up_;       // [n, d_ff]
+    std::vector<int64_t> pos_;    // [n] absolute position of each row
     std::vector<float> rope_cs_;  // [n, rope_dim / 2, 2] cos, sin
     MoeFfn moe_;                  // MoE FFN scratch (layers with LayerWeights::moe)
     MlaAttention mla_;            // latent attention scratch (layers with LayerWeights::mla)

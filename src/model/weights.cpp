@@ -1,19 +1,24 @@
 #include "model/weights.h"
 
-
 namespace warden::model {
 
-const char* runtime_dtype_name(RuntimeDType t) { return t == RuntimeDType::BF16 ? "bf16" : "f32"; }
+const char* runtime_dtype_name(RuntimeDType t) {
+    return t == RuntimeDType::BF16 ? "bf16" : "f32";
+}
 
 namespace {
-int64_t elem_bytes(kernels::WeightType t) { return t == kernels::WeightType::BF16 ? 2 : 4; }
+int64_t elem_bytes(kernels::WeightType t) {
+    return t == kernels::WeightType::BF16 ? 2 : 4;
+}
 
 util::ArenaBuffer weight_bytes(int64_t n, util::HugePageArena* arena) {
-    return arena ? arena->allocate(static_cast<size_t>(n)) : util::ArenaBuffer(static_cast<size_t>(n));
+    return arena ? arena->allocate(static_cast<size_t>(n))
+                 : util::ArenaBuffer(static_cast<size_t>(n));
 }
 }  // namespace
 
-Matrix Matrix::owned(kernels::WeightType t, int64_t rows, int64_t cols, util::HugePageArena* arena) {
+Matrix Matrix::owned(kernels::WeightType t, int64_t rows, int64_t cols,
+                     util::HugePageArena* arena) {
     Matrix m;
     m.owned_ = weight_bytes(kernels::packed_weight_elems(rows, cols) * elem_bytes(t), arena);
     m.view_ = {t, rows, cols, m.owned_.data()};
@@ -46,13 +51,17 @@ Matrix Matrix::alias() const {
     return m;
 }
 
-void Matrix::pack_row(int64_t r, const float* row) { kernels::pack_weight_row(view_.type, view_.cols, r, row, owned_.data()); }
+void Matrix::pack_row(int64_t r, const float* row) {
+    kernels::pack_weight_row(view_.type, view_.cols, r, row, owned_.data());
+}
 
 int64_t Matrix::bytes() const {
     if (is_quantized()) return kernels::quant_packed_bytes(view_);
     return kernels::packed_weight_elems(view_.rows, view_.cols) * elem_bytes(view_.type);
 }
 
-void Matrix::row_f32(int64_t r, float* out) const { kernels::unpack_weight_row(view_, r, out); }
+void Matrix::row_f32(int64_t r, float* out) const {
+    kernels::unpack_weight_row(view_, r, out);
+}
 
 }  // namespace warden::model

@@ -17,7 +17,7 @@ enum class RuntimeDType { BF16, F32 };
 const char* runtime_dtype_name(RuntimeDType t);
 
 class Matrix {
-public:
+  public:
     Matrix() = default;
     Matrix(Matrix&&) noexcept = default;
     Matrix& operator=(Matrix&&) noexcept = default;
@@ -26,10 +26,12 @@ public:
 
     // Allocates an owned, zeroed packed matrix; fill it with pack_row. The bytes come from
     // `arena` (2 MiB pages where available, util/huge_page_arena.h), else from the heap.
-    static Matrix owned(kernels::WeightType t, int64_t rows, int64_t cols, util::HugePageArena* arena = nullptr);
+    static Matrix owned(kernels::WeightType t, int64_t rows, int64_t cols,
+                        util::HugePageArena* arena = nullptr);
     // Allocates an owned, zeroed quantized matrix of `layout`'s format and shape (Q4/Q8/FP8,
     // kernels/matmul_quant.h); fill it with pack_quant_row.
-    static Matrix quantized(const kernels::WeightMatrix& layout, util::HugePageArena* arena = nullptr);
+    static Matrix quantized(const kernels::WeightMatrix& layout,
+                            util::HugePageArena* arena = nullptr);
     void pack_quant_row(int64_t r, const kernels::QuantRow& row);
     bool is_quantized() const;
     // A view of another matrix (tied embeddings): same bytes, no copy. The original must
@@ -53,7 +55,7 @@ public:
         return prefill_rows && prefill ? prefill->view_ : view_;
     }
 
-private:
+  private:
     kernels::WeightMatrix view_;
     util::ArenaBuffer owned_;  // empty for an alias
 };
@@ -61,24 +63,25 @@ private:
 // A mixture-of-experts FFN (model/moe.h). The router stays f32 whatever the runtime format so
 // that expert selection matches the reference (transformers routes GLM/DeepSeek in f32 too).
 struct MoeWeights {
-    Matrix router;                         // [n_experts, d_model], f32
-    std::vector<float> router_bias;        // [n_experts] e_score_correction_bias; empty when absent
-    std::vector<Matrix> gate, up, down;    // per expert: [d_expert, d] x2, [d, d_expert]
-    Matrix shared_gate, shared_up, shared_down;  // [n_shared*d_expert, d] x2, [d, ...]; empty when none
+    Matrix router;                       // [n_experts, d_model], f32
+    std::vector<float> router_bias;      // [n_experts] e_score_correction_bias; empty when absent
+    std::vector<Matrix> gate, up, down;  // per expert: [d_expert, d] x2, [d, d_expert]
+    Matrix shared_gate, shared_up,
+        shared_down;  // [n_shared*d_expert, d] x2, [d, ...]; empty when none
 };
 
 // Multi-head latent attention (model/mla.h). kv_b_proj is split per head at load time into the
 // transposed key up-projection (absorbed into the query) and the value up-projection.
 struct MlaWeights {
-    Matrix wq;                          // [n_heads*(nope+rope), d] when q_lora_rank == 0
-    Matrix wq_a;                        // [q_lora_rank, d]
-    std::vector<float> q_a_norm;        // [q_lora_rank]
-    Matrix wq_b;                        // [n_heads*(nope+rope), q_lora_rank]
-    Matrix wkv_a;                       // [kv_lora_rank + rope, d]
-    std::vector<float> kv_a_norm;       // [kv_lora_rank]
-    std::vector<Matrix> wk_b_t;         // per head [kv_lora_rank, nope]
-    std::vector<Matrix> wv_b;           // per head [v_dim, kv_lora_rank]
-    Matrix wo;                          // [d, n_heads*v_dim]
+    Matrix wq;                     // [n_heads*(nope+rope), d] when q_lora_rank == 0
+    Matrix wq_a;                   // [q_lora_rank, d]
+    std::vector<float> q_a_norm;   // [q_lora_rank]
+    Matrix wq_b;                   // [n_heads*(nope+rope), q_lora_rank]
+    Matrix wkv_a;                  // [kv_lora_rank + rope, d]
+    std::vector<float> kv_a_norm;  // [kv_lora_rank]
+    std::vector<Matrix> wk_b_t;    // per head [kv_lora_rank, nope]
+    std::vector<Matrix> wv_b;      // per head [v_dim, kv_lora_rank]
+    Matrix wo;                     // [d, n_heads*v_dim]
 };
 
 struct LayerWeights {
@@ -92,9 +95,9 @@ struct LayerWeights {
 };
 
 struct ModelWeights {
-    Matrix token_embd;                // [vocab, d_model]
-    std::vector<float> output_norm;   // [d_model]
-    Matrix output;                    // [vocab, d_model]; aliases token_embd when tied
+    Matrix token_embd;               // [vocab, d_model]
+    std::vector<float> output_norm;  // [d_model]
+    Matrix output;                   // [vocab, d_model]; aliases token_embd when tied
     std::vector<LayerWeights> layers;
 };
 

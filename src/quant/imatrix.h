@@ -1,11 +1,12 @@
 #pragma once
 // llama.cpp importance matrices (`llama-imatrix -o imatrix.dat`, the legacy binary format, or the
 // GGUF format of later versions; `llama-quantize --imatrix` reads both): per weight matrix, the
-// mean squared input activation of each input column over calibration text. `warden quantize --imatrix FILE` passes an entry to the
-// quantizer as `importance` (quant/quantizer.h) for the matrix of that GGUF name, which is how
-// llama.cpp's Q4_0 / Q4_1 / Q8_0 quantizers use it: columns that see large activations weigh more
-// in the scale search. Compressed-tensors output (Hugging Face names) finds its entries through
-// the GGUF name of each tensor (formats/gguf_names.h), experts included.
+// mean squared input activation of each input column over calibration text. `warden quantize
+// --imatrix FILE` passes an entry to the quantizer as `importance` (quant/quantizer.h) for the
+// matrix of that GGUF name, which is how llama.cpp's Q4_0 / Q4_1 / Q8_0 quantizers use it: columns
+// that see large activations weigh more in the scale search. Compressed-tensors output (Hugging
+// Face names) finds its entries through the GGUF name of each tensor (formats/gguf_names.h),
+// experts included.
 //
 // Legacy layout (little-endian, llama.cpp examples/imatrix/imatrix.cpp save_imatrix):
 //   int32 n_entries; n_entries x { int32 len; char name[len]; int32 ncall; int32 nval;
@@ -27,8 +28,8 @@ namespace warden::quant {
 
 struct Imatrix {
     std::map<std::string, std::vector<float>> entries;  // GGUF tensor name -> importance per column
-    int32_t chunks = 0;                                  // last_call, 0 when absent
-    std::string dataset;                                 // calibration file(s) named by the tool, if any
+    int32_t chunks = 0;                                 // last_call, 0 when absent
+    std::string dataset;  // calibration file(s) named by the tool, if any
     // The entry for `tensor` with `cols` values; nullptr when there is none. An entry of another
     // length is an error naming the tensor (the file is for another model). "name[e]" (expert e of
     // a stacked MoE tensor, formats/gguf_names.h) is the e-th run of `cols` values of the entry
@@ -38,7 +39,9 @@ struct Imatrix {
 
 // The importance llama-quantize derives from a GGUF imatrix's sum of squared inputs over `count`
 // tokens: their mean, or 1 (equal weights) for a matrix no calibration token reached.
-inline float mean_square_importance(float sum, float count) { return count > 0.0f ? sum / count : 1.0f; }
+inline float mean_square_importance(float sum, float count) {
+    return count > 0.0f ? sum / count : 1.0f;
+}
 
 // Throws util::Error naming the path and what is wrong.
 Imatrix read_imatrix(const std::string& path);

@@ -30,9 +30,13 @@ constexpr float kClip8[] = {1.0f, 0.98f, 0.96f, 0.94f, 0.92f, 0.9f};
 uint16_t to_scale(const WeightMatrix& w, float v) {
     return w.bf16_scales ? tensor::f32_to_bf16(v) : tensor::f32_to_f16(v);
 }
-float from_scale(const WeightMatrix& w, uint16_t b) { return kernels::quant_scale_to_f32(w, b); }
+float from_scale(const WeightMatrix& w, uint16_t b) {
+    return kernels::quant_scale_to_f32(w, b);
+}
 
-float imp_at(const float* imp, int64_t k) { return imp ? imp[k] : 1.0f; }
+float imp_at(const float* imp, int64_t k) {
+    return imp ? imp[k] : 1.0f;
+}
 
 // The int4 candidate loops, 8 lanes at a time (G is a multiple of 32). Per lane: v = clamp(x * is,
 // -8, 7), r = nearbyint(v) (round half to even: adding and subtracting 1.5 * 2^23 leaves exactly
@@ -57,12 +61,13 @@ inline __m128 round_clamped_ps(__m128 v, __m128 lo, __m128 hi) {
 // the codes are left in l (as floats) when l is not null. r * d + m is formed with two roundings
 // (SSE2 has no fma); the codes are the same either way (they depend on (x - m) / d only), and for
 // m = 0 every value equals the product r * d alone.
-float group_error(const float* x, const float* wt, int64_t G, float d, float m, float lo, float hi, float* l) {
+float group_error(const float* x, const float* wt, int64_t G, float d, float m, float lo, float hi,
+                  float* l) {
     const float id = 1.0f / d;
     float acc[8];
 #if defined(__SSE2__)
-    const __m128 vid = _mm_set1_ps(id), vd = _mm_set1_ps(d), vm = _mm_set1_ps(m), vlo = _mm_set1_ps(lo),
-                 vhi = _mm_set1_ps(hi);
+    const __m128 vid = _mm_set1_ps(id), vd = _mm_set1_ps(d), vm = _mm_set1_ps(m),
+                 vlo = _mm_set1_ps(lo), vhi = _mm_set1_ps(hi);
     __m128 a0 = _mm_setzero_ps(), a1 = a0;
     for (int64_t i = 0; i < G; i += 8) {
         const __m128 x0 = _mm_loadu_ps(x + i), x1 = _mm_loadu_ps(x + i + 4);
@@ -185,7 +190,8 @@ void asym_fit_sums(const float* x, const float* wt, int64_t G, float mn, float i
 // its codes are chosen. It moves the model less than llama.cpp's Q4_0 of the same weights
 // (docs/WEIGHT_QUANT.md, Results: int4 quality against llama.cpp's Q4_0; the clip-ratio search on
 // plain squared error it replaced is under Tried and dropped there).
-void quant4_sym(const WeightMatrix& w, const float* x, const float* imp, int64_t k0, QuantRow& out, size_t g) {
+void quant4_sym(const WeightMatrix& w, const float* x, const float* imp, int64_t k0, QuantRow& out,
+                size_t g) {
     const int64_t G = w.group;
     float amax = 0.0f, vmax = 0.0f;
     for (int64_t i = 0; i < G; ++i)
@@ -304,8 +310,8 @@ void quant4_asym(const WeightMatrix& w, const float* x, const float* imp, int64_
 
 // int8 codes and scale out.d[b] for columns [k0, k0 + n): the whole row (per channel) or one
 // 32-block (int8-g32), the same clip search either way. cand: scratch of n or more bytes.
-void quant8_span(const WeightMatrix& w, const float* x, const float* imp, int64_t k0, int64_t n, size_t b,
-                 uint8_t* cand, QuantRow& out) {
+void quant8_span(const WeightMatrix& w, const float* x, const float* imp, int64_t k0, int64_t n,
+                 size_t b, uint8_t* cand, QuantRow& out) {
     // The row is finite (checked by the caller), so a plain compare is std::fmax without its call.
     float amax = 0.0f;
     for (int64_t i = k0; i < k0 + n; ++i) amax = std::fabs(x[i]) > amax ? std::fabs(x[i]) : amax;
@@ -353,7 +359,8 @@ QuantRow RtnQuantizer::quantize_row(const WeightMatrix& w, const float* x, const
     kernels::check_quant_shape(w);
     for (int64_t i = 0; i < w.cols; ++i)
         if (!std::isfinite(x[i]))
-            throw util::Error("cannot quantize a weight row with a non-finite value (column " + std::to_string(i) + ")");
+            throw util::Error("cannot quantize a weight row with a non-finite value (column " +
+                              std::to_string(i) + ")");
     QuantRow out;
     out.q.assign(static_cast<size_t>(w.cols), 0);
     if (w.type == WeightType::Q4) {
@@ -374,13 +381,15 @@ QuantRow RtnQuantizer::quantize_row(const WeightMatrix& w, const float* x, const
         for (int64_t i = 0; i < w.cols; ++i) amax = std::fmax(amax, std::fabs(x[i]));
         out.scale = amax / tensor::kFp8E4m3Max;
         if (out.scale > 0.0f && std::isfinite(out.scale)) {
-            for (int64_t i = 0; i < w.cols; ++i) out.q[static_cast<size_t>(i)] = tensor::f32_to_fp8_e4m3(x[i] / out.scale);
+            for (int64_t i = 0; i < w.cols; ++i)
+                out.q[static_cast<size_t>(i)] = tensor::f32_to_fp8_e4m3(x[i] / out.scale);
         } else {
             out.scale = 0.0f;
         }
     } else if (kernels::is_kquant(w.type)) {
-        throw util::Error(std::string(kernels::kquant_type_name(w.type)) +
-                          " layers load only from GGUF tensors of that type (warden does not quantize into it)");
+        throw util::Error(
+            std::string(kernels::kquant_type_name(w.type)) +
+            " layers load only from GGUF tensors of that type (warden does not quantize into it)");
     } else {
         throw util::Error("quantize_row: not a quantized format");
     }
@@ -393,7 +402,9 @@ const Quantizer& default_quantizer() {
 }
 
 namespace {
-uint16_t rd16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | (p[1] << 8)); }
+uint16_t rd16(const uint8_t* p) {
+    return static_cast<uint16_t>(p[0] | (p[1] << 8));
+}
 void wr16(uint8_t* p, uint16_t v) {
     p[0] = static_cast<uint8_t>(v & 0xff);
     p[1] = static_cast<uint8_t>(v >> 8);
@@ -403,21 +414,26 @@ void wr16(uint8_t* p, uint16_t v) {
 namespace {
 void check_f16_scale(uint16_t h) {
     if ((h & 0x7c00u) == 0x7c00u)
-        throw util::Error("corrupt quantized tensor: a block scale is infinite or NaN (f16 bits 0x" + [h] {
-            char b[8];
-            std::snprintf(b, sizeof b, "%04x", h);
-            return std::string(b);
-        }() + ")");
+        throw util::Error(
+            "corrupt quantized tensor: a block scale is infinite or NaN (f16 bits 0x" +
+            [h] {
+                char b[8];
+                std::snprintf(b, sizeof b, "%04x", h);
+                return std::string(b);
+            }() +
+            ")");
 }
 }  // namespace
 
-std::optional<QuantRow> import_ggml_row(tensor::GgmlType t, const uint8_t* src, const WeightMatrix& w) {
+std::optional<QuantRow> import_ggml_row(tensor::GgmlType t, const uint8_t* src,
+                                        const WeightMatrix& w) {
     if (kernels::is_kquant(w.type)) {  // the blocks as stored, when they are of the layout's type
         const tensor::GgmlType want = w.type == WeightType::Q4K   ? tensor::GgmlType::Q4_K
                                       : w.type == WeightType::Q5K ? tensor::GgmlType::Q5_K
                                                                   : tensor::GgmlType::Q6_K;
         if (t != want || w.cols % kernels::kKQuantBlock != 0) return std::nullopt;
-        const int64_t bb = kernels::kquant_block_bytes(w.type), nsb = w.cols / kernels::kKQuantBlock;
+        const int64_t bb = kernels::kquant_block_bytes(w.type),
+                      nsb = w.cols / kernels::kKQuantBlock;
         for (int64_t s = 0; s < nsb; ++s) {  // d (and dmin) of every super-block finite
             const uint8_t* blk = src + s * bb;
             if (w.type == WeightType::Q6K) {
@@ -433,7 +449,8 @@ std::optional<QuantRow> import_ggml_row(tensor::GgmlType t, const uint8_t* src, 
     const int64_t nblk = w.cols / 32;
     QuantRow row;
     row.q.assign(static_cast<size_t>(w.cols), 0);
-    if (w.type == WeightType::Q4 && ((t == tensor::GgmlType::Q4_0 && !w.asym) || (t == tensor::GgmlType::Q4_1 && w.asym))) {
+    if (w.type == WeightType::Q4 &&
+        ((t == tensor::GgmlType::Q4_0 && !w.asym) || (t == tensor::GgmlType::Q4_1 && w.asym))) {
         const int64_t bb = w.asym ? 20 : 18, per = w.group / 32;
         row.d.assign(static_cast<size_t>(w.cols / w.group), 0);
         if (w.asym) row.m.assign(row.d.size(), 0);
@@ -477,10 +494,12 @@ std::optional<QuantRow> import_ggml_row(tensor::GgmlType t, const uint8_t* src, 
 }
 
 tensor::GgmlType ggml_type_for(const WeightMatrix& w) {
-    if (w.type == WeightType::Q4 && !w.bf16_scales) return w.asym ? tensor::GgmlType::Q4_1 : tensor::GgmlType::Q4_0;
+    if (w.type == WeightType::Q4 && !w.bf16_scales)
+        return w.asym ? tensor::GgmlType::Q4_1 : tensor::GgmlType::Q4_0;
     if (w.type == WeightType::Q8 && !w.bf16_scales) return tensor::GgmlType::Q8_0;
-    throw util::Error("weight format has no lossless GGUF type (GGUF output supports int4/int4-g128[-asym] and "
-                      "int8[-g32] with f16 scales; use safetensors output for others)");
+    throw util::Error(
+        "weight format has no lossless GGUF type (GGUF output supports int4/int4-g128[-asym] and "
+        "int8[-g32] with f16 scales; use safetensors output for others)");
 }
 
 void export_ggml_row(const WeightMatrix& w, const QuantRow& row, uint8_t* dst) {

@@ -26,7 +26,7 @@
 namespace warden::quant {
 
 class Quantizer {
-public:
+  public:
     virtual ~Quantizer() = default;
     virtual std::string name() const = 0;
     // layout: the target format and shape (rows/cols); row: cols f32 values (finite, else
@@ -36,7 +36,7 @@ public:
 };
 
 class RtnQuantizer final : public Quantizer {
-public:
+  public:
     std::string name() const override { return "rtn-search"; }
     kernels::QuantRow quantize_row(const kernels::WeightMatrix& layout, const float* row,
                                    const float* importance) const override;
@@ -53,6 +53,7 @@ std::optional<kernels::QuantRow> import_ggml_row(tensor::GgmlType t, const uint8
 // has no lossless GGUF type (fp8, bf16 scales).
 tensor::GgmlType ggml_type_for(const kernels::WeightMatrix& layout);
 // Row codes -> GGUF blocks (ggml_row_bytes(type, cols) bytes at dst).
-void export_ggml_row(const kernels::WeightMatrix& layout, const kernels::QuantRow& row, uint8_t* dst);
+void export_ggml_row(const kernels::WeightMatrix& layout, const kernels::QuantRow& row,
+                     uint8_t* dst);
 
 }  // namespace warden::quant

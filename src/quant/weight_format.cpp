@@ -9,7 +9,8 @@ namespace warden::quant {
 
 namespace {
 const char* kAccepted =
-    "bf16, f32, fp8, int8, int8-g32 (int8 suffix: -bf16s), int4, int4-g32, int4-g128 (int4 suffixes: -asym, -bf16s, "
+    "bf16, f32, fp8, int8, int8-g32 (int8 suffix: -bf16s), int4, int4-g32, int4-g128 (int4 "
+    "suffixes: -asym, -bf16s, "
     "-a16), q4_k, q5_k, q6_k (GGUF tensors of that type only)";
 
 std::vector<std::string> split_dash(const std::string& s) {
@@ -41,20 +42,22 @@ WeightFormat parse_weight_format(const std::string& s) {
     const auto parts = split_dash(s);
     WeightFormat f;
     auto bad = [&](const std::string& why) {
-        return util::Error("unknown weight format '" + s + "'" + (why.empty() ? "" : " (" + why + ")") +
-                           "; accepted: " + kAccepted);
+        return util::Error("unknown weight format '" + s + "'" +
+                           (why.empty() ? "" : " (" + why + ")") + "; accepted: " + kAccepted);
     };
     const std::string& base = parts[0];
     if (base == "bf16" || base == "f32" || base == "fp8") {
         if (parts.size() != 1) throw bad("no suffixes for " + base);
-        f.type = base == "bf16" ? kernels::WeightType::BF16
-                                : (base == "f32" ? kernels::WeightType::F32 : kernels::WeightType::FP8);
+        f.type = base == "bf16"
+                     ? kernels::WeightType::BF16
+                     : (base == "f32" ? kernels::WeightType::F32 : kernels::WeightType::FP8);
         return f;
     }
     if (base == "q4_k" || base == "q5_k" || base == "q6_k") {
         if (parts.size() != 1) throw bad("no suffixes for " + base);
-        f.type = base == "q4_k" ? kernels::WeightType::Q4K
-                                : (base == "q5_k" ? kernels::WeightType::Q5K : kernels::WeightType::Q6K);
+        f.type = base == "q4_k"
+                     ? kernels::WeightType::Q4K
+                     : (base == "q5_k" ? kernels::WeightType::Q5K : kernels::WeightType::Q6K);
         return f;
     }
     if (base == "int8") {
@@ -65,8 +68,9 @@ WeightFormat parse_weight_format(const std::string& s) {
             } else if (parts[i] == "g32") {
                 f.group = 32;
             } else if (parts[i].size() > 1 && parts[i][0] == 'g') {
-                throw bad("int8 group size must be 32 (a scale per 32 weights, as GGUF Q8_0), got " +
-                          parts[i].substr(1));
+                throw bad(
+                    "int8 group size must be 32 (a scale per 32 weights, as GGUF Q8_0), got " +
+                    parts[i].substr(1));
             } else {
                 throw bad("int8 takes only -g32 and -bf16s");
             }
@@ -84,7 +88,8 @@ WeightFormat parse_weight_format(const std::string& s) {
                 if (p[j] < '0' || p[j] > '9' || g > 100000) throw bad("bad group '" + p + "'");
                 g = g * 10 + (p[j] - '0');
             }
-            if (g != 32 && g != 128) throw bad("int4 group size must be 32 or 128, got " + std::to_string(g));
+            if (g != 32 && g != 128)
+                throw bad("int4 group size must be 32 or 128, got " + std::to_string(g));
             f.group = static_cast<int32_t>(g);
         } else if (p == "asym") {
             f.asym = true;
@@ -108,15 +113,23 @@ std::optional<WeightFormat> default_head_format(const WeightFormat& layers) {
 
 std::string weight_format_name(const WeightFormat& f) {
     switch (f.type) {
-        case kernels::WeightType::BF16: return "bf16";
-        case kernels::WeightType::F32: return "f32";
-        case kernels::WeightType::FP8: return "fp8";
+        case kernels::WeightType::BF16:
+            return "bf16";
+        case kernels::WeightType::F32:
+            return "f32";
+        case kernels::WeightType::FP8:
+            return "fp8";
         case kernels::WeightType::Q8:
-            return std::string("int8") + (f.group ? "-g" + std::to_string(f.group) : "") + (f.bf16_scales ? "-bf16s" : "");
-        case kernels::WeightType::Q4K: return "q4_k";
-        case kernels::WeightType::Q5K: return "q5_k";
-        case kernels::WeightType::Q6K: return "q6_k";
-        case kernels::WeightType::Q4: break;
+            return std::string("int8") + (f.group ? "-g" + std::to_string(f.group) : "") +
+                   (f.bf16_scales ? "-bf16s" : "");
+        case kernels::WeightType::Q4K:
+            return "q4_k";
+        case kernels::WeightType::Q5K:
+            return "q5_k";
+        case kernels::WeightType::Q6K:
+            return "q6_k";
+        case kernels::WeightType::Q4:
+            break;
     }
     std::string s = "int4-g" + std::to_string(f.group);
     if (f.asym) s += "-asym";
@@ -126,7 +139,9 @@ std::string weight_format_name(const WeightFormat& f) {
 }
 
 int64_t weight_bytes(const WeightFormat& f, int64_t rows, int64_t cols) {
-    if (!f.quantized()) return kernels::packed_weight_elems(rows, cols) * (f.type == kernels::WeightType::BF16 ? 2 : 4);
+    if (!f.quantized())
+        return kernels::packed_weight_elems(rows, cols) *
+               (f.type == kernels::WeightType::BF16 ? 2 : 4);
     return kernels::quant_packed_bytes(f.layout(rows, cols));
 }
 

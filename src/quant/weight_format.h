@@ -24,8 +24,9 @@ struct WeightFormat {
     bool act_f32 = false;
 
     bool quantized() const {
-        return type == kernels::WeightType::Q4 || type == kernels::WeightType::Q8 || type == kernels::WeightType::FP8 ||
-               type == kernels::WeightType::Q4K || type == kernels::WeightType::Q5K || type == kernels::WeightType::Q6K;
+        return type == kernels::WeightType::Q4 || type == kernels::WeightType::Q8 ||
+               type == kernels::WeightType::FP8 || type == kernels::WeightType::Q4K ||
+               type == kernels::WeightType::Q5K || type == kernels::WeightType::Q6K;
     }
     // An empty view carrying the format and a shape (for layout sizes and shape checks).
     kernels::WeightMatrix layout(int64_t rows, int64_t cols) const;

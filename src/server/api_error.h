@@ -1,10 +1,9 @@
 #pragma once
 // The one error type of the HTTP layer: an HTTP status plus OpenAI's error object
 // {"error": {"message", "type", "param", "code"}}.
+#include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 namespace warden::server {
 
@@ -12,7 +11,10 @@ struct ApiError : std::runtime_error {
     int status;
     std::string type, param, code;
     ApiError(int st, std::string msg, std::string param_ = "", std::string code_ = "")
-        : std::runtime_error(std::move(msg)), status(st), param(std::move(param_)), code(std::move(code_)) {
+        : std::runtime_error(std::move(msg)),
+          status(st),
+          param(std::move(param_)),
+          code(std::move(code_)) {
         type = st == 401   ? "authentication_error"
                : st == 404 ? "not_found_error"
                : st == 429 ? "rate_limit_error"

@@ -22,7 +22,8 @@ std::unordered_map<std::string, std::string> load_api_keys(const std::string& pa
         std::string key, tenant, extra;
         in >> key >> tenant;
         const std::string where = path + ":" + std::to_string(lineno);
-        util::check(!key.empty() && !tenant.empty() && !(in >> extra), where + ": expected 'KEY TENANT'");
+        util::check(!key.empty() && !tenant.empty() && !(in >> extra),
+                    where + ": expected 'KEY TENANT'");
         util::check(keys.emplace(key, tenant).second, where + ": duplicate key");
     }
     util::check(!keys.empty(), "--api-keys file '" + path + "' has no keys");

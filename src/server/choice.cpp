@@ -7,14 +7,21 @@ namespace warden::server {
 using json = nlohmann::json;
 
 json timing_json(const engine::Timing& t) {
-    return json{{"queue_ms", t.queue_ms}, {"prefill_ms", t.prefill_ms}, {"ttft_ms", t.ttft_ms},
-                {"tpot_ms", t.tpot_ms}, {"total_ms", t.total_ms}};
+    return json{{"queue_ms", t.queue_ms},
+                {"prefill_ms", t.prefill_ms},
+                {"ttft_ms", t.ttft_ms},
+                {"tpot_ms", t.tpot_ms},
+                {"total_ms", t.total_ms}};
 }
 
 Choice::Choice(int idx, const tokenizer::Tokenizer& tok, std::shared_ptr<engine::Stream> s,
-               std::vector<int32_t> stop_ids, std::vector<std::string> stop, bool ignore_eos, bool is_chat,
-               int32_t top_logprobs)
-    : index(idx), stream(std::move(s)), tok_(tok), dec_(tok), stop_ids_(ignore_eos ? std::vector<int32_t>{} : std::move(stop_ids)),
+               std::vector<int32_t> stop_ids, std::vector<std::string> stop, bool ignore_eos,
+               bool is_chat, int32_t top_logprobs)
+    : index(idx),
+      stream(std::move(s)),
+      tok_(tok),
+      dec_(tok),
+      stop_ids_(ignore_eos ? std::vector<int32_t>{} : std::move(stop_ids)),
       stop_(std::move(stop)) {
     want_logprobs = top_logprobs >= 0;
     chat = is_chat;
@@ -32,7 +39,8 @@ void Choice::append(const std::string& piece) {
         if (p != std::string::npos) best = std::min(best, p);
     }
     if (best != std::string::npos) {
-        text.resize(std::max(best, sent_));  // never take back text already sent (cannot happen: held back)
+        text.resize(
+            std::max(best, sent_));  // never take back text already sent (cannot happen: held back)
         finish = "stop";
         stopped_ = true;
         stream->cancel();
@@ -63,9 +71,15 @@ void Choice::on_event(engine::Event&& ev) {
     if (!stopped_) append(dec_.flush());
     if (!finish.empty()) return;  // a stop string / stop token already decided it
     switch (result.finish) {
-        case engine::FinishReason::Stop: finish = "stop"; break;
-        case engine::FinishReason::Length: finish = "length"; break;
-        case engine::FinishReason::Cancelled: finish = "stop"; break;  // only the client cancels
+        case engine::FinishReason::Stop:
+            finish = "stop";
+            break;
+        case engine::FinishReason::Length:
+            finish = "length";
+            break;
+        case engine::FinishReason::Cancelled:
+            finish = "stop";
+            break;  // only the client cancels
         case engine::FinishReason::Timeout:
             error_status = 503;
             error = "the request timed out";
@@ -118,7 +132,10 @@ json Choice::logprobs_json(size_t from, size_t to) const {
                 const std::string tt = tok_.token_bytes(id);
                 top.push_back(json{{"token", tt}, {"logprob", l}, {"bytes", bytes(tt)}});
             }
-            content.push_back(json{{"token", t}, {"logprob", lp[i].logprob}, {"bytes", bytes(t)}, {"top_logprobs", top}});
+            content.push_back(json{{"token", t},
+                                   {"logprob", lp[i].logprob},
+                                   {"bytes", bytes(t)},
+                                   {"top_logprobs", top}});
         }
         return json{{"content", content}};
     }
@@ -131,7 +148,8 @@ json Choice::logprobs_json(size_t from, size_t to) const {
         tops.push_back(t);
         offs.push_back(lp[i].text_offset);
     }
-    return json{{"tokens", tokens}, {"token_logprobs", lps}, {"top_logprobs", tops}, {"text_offset", offs}};
+    return json{
+        {"tokens", tokens}, {"token_logprobs", lps}, {"top_logprobs", tops}, {"text_offset", offs}};
 }
 
 }  // namespace warden::server

@@ -4,10 +4,9 @@
 // start of a stop string is held back until it is decided), keeps the logprobs and maps the
 // engine's finish to OpenAI's finish_reason or an error.
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "engine/engine.h"
 #include "tokenizer/tokenizer.h"
@@ -24,7 +23,7 @@ struct LogprobEntry {
 };
 
 class Choice {
-public:
+  public:
     Choice(int index, const tokenizer::Tokenizer& tok, std::shared_ptr<engine::Stream> stream,
            std::vector<int32_t> stop_ids, std::vector<std::string> stop, bool ignore_eos, bool chat,
            int32_t top_logprobs);
@@ -37,19 +36,19 @@ public:
     int index;
     std::shared_ptr<engine::Stream> stream;
     std::string text;
-    std::string finish;          // "stop" / "length" once known
-    bool done = false;           // the engine's Finish event arrived
+    std::string finish;  // "stop" / "length" once known
+    bool done = false;   // the engine's Finish event arrived
     bool started = false, finish_sent = false;
-    int error_status = 0;        // non-zero: the request failed
+    int error_status = 0;  // non-zero: the request failed
     std::string error;
-    int64_t n_tokens = 0;        // generated tokens consumed (up to a stop string)
+    int64_t n_tokens = 0;  // generated tokens consumed (up to a stop string)
     engine::Result result;
     std::vector<LogprobEntry> lp;
     size_t lp_sent = 0;
     bool want_logprobs = false;
     bool chat = false;
 
-private:
+  private:
     void append(const std::string& piece);
     size_t holdback() const;
     const tokenizer::Tokenizer& tok_;

@@ -14,16 +14,21 @@ namespace {
 
 using json = nlohmann::json;
 
-[[noreturn]] void bad(const std::string& param, const std::string& msg) { throw ApiError(400, msg, param); }
+[[noreturn]] void bad(const std::string& param, const std::string& msg) {
+    throw ApiError(400, msg, param);
+}
 
-bool present(const json& b, const char* k) { return b.contains(k) && !b[k].is_null(); }
+bool present(const json& b, const char* k) {
+    return b.contains(k) && !b[k].is_null();
+}
 
 double number(const json& b, const char* k, double lo, double hi) {
     const json& v = b[k];
     if (!v.is_number()) bad(k, std::string("'") + k + "' must be a number");
     const double d = v.get<double>();
     if (!std::isfinite(d) || d < lo || d > hi)
-        bad(k, std::string("'") + k + "' must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+        bad(k, std::string("'") + k + "' must be in [" + std::to_string(lo) + ", " +
+                   std::to_string(hi) + "]");
     return d;
 }
 
@@ -34,7 +39,8 @@ int64_t integer(const json& b, const char* k, int64_t lo, int64_t hi) {
         bad(k, std::string("'") + k + "' is out of range");
     const int64_t i = v.get<int64_t>();
     if (i < lo || i > hi)
-        bad(k, std::string("'") + k + "' must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+        bad(k, std::string("'") + k + "' must be in [" + std::to_string(lo) + ", " +
+                   std::to_string(hi) + "]");
     return i;
 }
 
@@ -46,14 +52,16 @@ bool boolean(const json& b, const char* k) {
 std::string text(const json& v, const std::string& param) {
     if (!v.is_string()) bad(param, "'" + param + "' must be a string");
     std::string s = v.get<std::string>();
-    if (util::find_invalid_utf8(s) != std::string::npos) bad(param, "'" + param + "' is not valid UTF-8");
+    if (util::find_invalid_utf8(s) != std::string::npos)
+        bad(param, "'" + param + "' is not valid UTF-8");
     return s;
 }
 
 std::vector<int32_t> token_ids(const json& a, const ModelInfo& m, const std::string& param) {
     std::vector<int32_t> ids;
     for (const json& t : a) {
-        if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= m.tok->vocab_size())
+        if (!t.is_number_integer() || t.get<int64_t>() < 0 ||
+            t.get<int64_t>() >= m.tok->vocab_size())
             bad(param, "'" + param + "' holds a token id outside the vocabulary");
         ids.push_back(t.get<int32_t>());
     }
@@ -71,7 +79,8 @@ json chat_messages(const json& msgs) {
         if (!m.is_object()) bad(p, "'" + p + "' must be an object");
         if (!m.contains("role")) bad(p + ".role", "'" + p + ".role' is required");
         const std::string role = text(m["role"], p + ".role");
-        if (role != "system" && role != "user" && role != "assistant" && role != "tool" && role != "developer")
+        if (role != "system" && role != "user" && role != "assistant" && role != "tool" &&
+            role != "developer")
             bad(p + ".role", "unknown role '" + util::printable(role, 40) + "'");
         json o = json::object();
         o["role"] = role == "developer" ? "system" : role;
@@ -81,7 +90,8 @@ json chat_messages(const json& msgs) {
         } else if (c.is_array()) {
             std::string joined;
             for (const json& part : c) {
-                if (!part.is_object() || !part.contains("type") || part["type"] != "text" || !part.contains("text"))
+                if (!part.is_object() || !part.contains("type") || part["type"] != "text" ||
+                    !part.contains("text"))
                     bad(p + ".content", "only text content parts are supported");
                 joined += text(part["text"], p + ".content.text");
             }
@@ -106,10 +116,15 @@ CompletionRequest parse_request(const json& b, bool chat, const ModelInfo& m) {
     r.chat = chat;
     if (!b.contains("model")) bad("model", "'model' is required");
     const std::string model = text(b["model"], "model");
-    if (model != m.id) throw ApiError(404, "the model '" + util::printable(model, 100) + "' does not exist (this server has '" + m.id + "')", "model", "model_not_found");
+    if (model != m.id)
+        throw ApiError(404,
+                       "the model '" + util::printable(model, 100) +
+                           "' does not exist (this server has '" + m.id + "')",
+                       "model", "model_not_found");
 
     if (chat) {
-        if (!m.chat) throw ApiError(400, "this model has no chat template; use /v1/completions", "messages");
+        if (!m.chat)
+            throw ApiError(400, "this model has no chat template; use /v1/completions", "messages");
         if (!b.contains("messages")) bad("messages", "'messages' is required");
         const json msgs = chat_messages(b["messages"]);
         json tools = nullptr;
@@ -136,12 +151,16 @@ CompletionRequest parse_request(const json& b, bool chat, const ModelInfo& m) {
             r.prompts.push_back(token_ids(p, m, "prompt"));
         } else if (p.is_array() && !p.empty() && p.size() <= 64) {
             for (const json& e : p) {
-                if (e.is_string()) r.prompts.push_back(m.tok->encode(text(e, "prompt"), true));
-                else if (e.is_array()) r.prompts.push_back(token_ids(e, m, "prompt"));
-                else bad("prompt", "'prompt' must be a string, an array of strings or token ids");
+                if (e.is_string())
+                    r.prompts.push_back(m.tok->encode(text(e, "prompt"), true));
+                else if (e.is_array())
+                    r.prompts.push_back(token_ids(e, m, "prompt"));
+                else
+                    bad("prompt", "'prompt' must be a string, an array of strings or token ids");
             }
         } else {
-            bad("prompt", "'prompt' must be a string, an array of strings or token ids (at most 64)");
+            bad("prompt",
+                "'prompt' must be a string, an array of strings or token ids (at most 64)");
         }
     }
     for (const auto& p : r.prompts)
@@ -152,35 +171,46 @@ CompletionRequest parse_request(const json& b, bool chat, const ModelInfo& m) {
     r.sampling.top_k = 0;
     r.sampling.top_p = 1.0f;
     r.sampling.min_p = 0.0f;
-    if (present(b, "temperature")) r.sampling.temperature = static_cast<float>(number(b, "temperature", 0, 2));
+    if (present(b, "temperature"))
+        r.sampling.temperature = static_cast<float>(number(b, "temperature", 0, 2));
     if (present(b, "top_p")) {
         r.sampling.top_p = static_cast<float>(number(b, "top_p", 0, 1));
         if (r.sampling.top_p <= 0.0f) bad("top_p", "'top_p' must be in (0, 1]");
     }
-    if (present(b, "top_k")) r.sampling.top_k = static_cast<int32_t>(integer(b, "top_k", -1, 1 << 20));
+    if (present(b, "top_k"))
+        r.sampling.top_k = static_cast<int32_t>(integer(b, "top_k", -1, 1 << 20));
     if (r.sampling.top_k < 0) r.sampling.top_k = 0;
     if (present(b, "min_p")) r.sampling.min_p = static_cast<float>(number(b, "min_p", 0, 1));
-    if (present(b, "frequency_penalty")) r.sampling.frequency_penalty = static_cast<float>(number(b, "frequency_penalty", -2, 2));
-    if (present(b, "presence_penalty")) r.sampling.presence_penalty = static_cast<float>(number(b, "presence_penalty", -2, 2));
-    if (present(b, "repetition_penalty")) r.sampling.repetition_penalty = static_cast<float>(number(b, "repetition_penalty", 0.01, 10));
-    if (present(b, "seed")) r.sampling.seed = static_cast<uint64_t>(integer(b, "seed", INT64_MIN, INT64_MAX));
-    else r.sampling.seed = std::random_device{}();
+    if (present(b, "frequency_penalty"))
+        r.sampling.frequency_penalty = static_cast<float>(number(b, "frequency_penalty", -2, 2));
+    if (present(b, "presence_penalty"))
+        r.sampling.presence_penalty = static_cast<float>(number(b, "presence_penalty", -2, 2));
+    if (present(b, "repetition_penalty"))
+        r.sampling.repetition_penalty =
+            static_cast<float>(number(b, "repetition_penalty", 0.01, 10));
+    if (present(b, "seed"))
+        r.sampling.seed = static_cast<uint64_t>(integer(b, "seed", INT64_MIN, INT64_MAX));
+    else
+        r.sampling.seed = std::random_device{}();
     if (present(b, "n")) r.n = static_cast<int>(integer(b, "n", 1, 16));
     if (r.n * r.prompts.size() > 64) bad("n", "at most 64 choices per request");
     if (present(b, "stream")) r.stream = boolean(b, "stream");
     if (present(b, "stream_options")) {
         const json& so = b["stream_options"];
         if (!so.is_object()) bad("stream_options", "'stream_options' must be an object");
-        if (!r.stream) bad("stream_options", "'stream_options' is only allowed when 'stream' is true");
+        if (!r.stream)
+            bad("stream_options", "'stream_options' is only allowed when 'stream' is true");
         if (present(so, "include_usage")) {
-            if (!so["include_usage"].is_boolean()) bad("stream_options.include_usage", "'include_usage' must be a boolean");
+            if (!so["include_usage"].is_boolean())
+                bad("stream_options.include_usage", "'include_usage' must be a boolean");
             r.include_usage = so["include_usage"].get<bool>();
         }
     }
     if (present(b, "ignore_eos")) r.ignore_eos = boolean(b, "ignore_eos");
     if (present(b, "cache_salt")) {
         r.cache_salt = text(b["cache_salt"], "cache_salt");
-        if (r.cache_salt.empty() || r.cache_salt.size() > 256) bad("cache_salt", "'cache_salt' must have 1 to 256 bytes");
+        if (r.cache_salt.empty() || r.cache_salt.size() > 256)
+            bad("cache_salt", "'cache_salt' must have 1 to 256 bytes");
     }
     if (present(b, "stop")) {
         const json& s = b["stop"];
@@ -193,7 +223,8 @@ CompletionRequest parse_request(const json& b, bool chat, const ModelInfo& m) {
             bad("stop", "'stop' must be a string or an array of strings");
         }
         for (const auto& s1 : r.stop)
-            if (s1.empty() || s1.size() > 256) bad("stop", "stop sequences must have 1 to 256 bytes");
+            if (s1.empty() || s1.size() > 256)
+                bad("stop", "stop sequences must have 1 to 256 bytes");
     }
     if (chat) {
         bool lp = false;
@@ -220,8 +251,10 @@ CompletionRequest parse_request(const json& b, bool chat, const ModelInfo& m) {
         r.max_tokens = chat ? std::max<int64_t>(room, 1) : 16;
     }
     if (room < 1 || r.max_tokens > room)
-        throw ApiError(400, "this model's maximum context is " + std::to_string(limit) + " tokens; the prompt has " +
-                                std::to_string(longest) + " and " + std::to_string(r.max_tokens) + " more were requested",
+        throw ApiError(400,
+                       "this model's maximum context is " + std::to_string(limit) +
+                           " tokens; the prompt has " + std::to_string(longest) + " and " +
+                           std::to_string(r.max_tokens) + " more were requested",
                        mt, "context_length_exceeded");
     return r;
 }

@@ -3,10 +3,9 @@
 // into what the engine runs. Every bad field is an ApiError(400) naming the parameter; fields
 // warden does not know are ignored (as vLLM does).
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "engine/sampler.h"
 #include "server/api_error.h"
@@ -22,11 +21,11 @@ class ChatTemplate;
 namespace warden::server {
 
 struct ModelInfo {
-    std::string id;                        // what "model" must name
+    std::string id;  // what "model" must name
     const tokenizer::Tokenizer* tok = nullptr;
     const chat_template::ChatTemplate* chat = nullptr;  // null: chat endpoint unavailable
-    int64_t max_ctx = 0;                   // model context length
-    int64_t kv_tokens = 0;                 // KV cache capacity in tokens
+    int64_t max_ctx = 0;                                // model context length
+    int64_t kv_tokens = 0;                              // KV cache capacity in tokens
 };
 
 struct CompletionRequest {

@@ -9,7 +9,9 @@ namespace warden::tensor {
 using bf16_t = uint16_t;  // raw bfloat16 bits
 using f16_t = uint16_t;   // raw IEEE binary16 bits
 
-inline float bf16_to_f32(bf16_t h) { return std::bit_cast<float>(static_cast<uint32_t>(h) << 16); }
+inline float bf16_to_f32(bf16_t h) {
+    return std::bit_cast<float>(static_cast<uint32_t>(h) << 16);
+}
 
 // Round to nearest even; NaN stays a (quiet) NaN instead of rounding up into infinity.
 inline bf16_t f32_to_bf16(float f) {
@@ -46,7 +48,7 @@ inline f16_t f32_to_f16(float f) {
     const uint32_t abs = u & 0x7fffffffu;
     if (abs > 0x7f800000u) return static_cast<f16_t>(sign | 0x7e00u);
     if (abs >= 0x477ff000u) return static_cast<f16_t>(sign | 0x7c00u);  // rounds to >= 65520
-    if (abs < 0x38800000u) {                                              // below 2^-14: subnormal
+    if (abs < 0x38800000u) {                                            // below 2^-14: subnormal
         // Scale so the subnormal step (2^-24) becomes 1 and let the FPU round to nearest even.
         const float scaled = std::bit_cast<float>(abs) * 16777216.0f;
         const float r = scaled + 8388608.0f - 8388608.0f;  // RNE to integer for values < 2^23

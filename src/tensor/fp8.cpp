@@ -23,9 +23,11 @@ struct Fp8Format {
                 v = std::numeric_limits<float>::quiet_NaN();
             }
         } else if (e == 0) {
-            v = std::ldexp(static_cast<float>(m), 1 - BIAS - MBITS);  // subnormal: m * 2^(1-bias-mbits)
+            v = std::ldexp(static_cast<float>(m),
+                           1 - BIAS - MBITS);  // subnormal: m * 2^(1-bias-mbits)
         } else {
-            v = std::ldexp(static_cast<float>((1u << MBITS) | m), static_cast<int>(e) - BIAS - MBITS);
+            v = std::ldexp(static_cast<float>((1u << MBITS) | m),
+                           static_cast<int>(e) - BIAS - MBITS);
         }
         return neg ? -v : v;
     }
@@ -34,18 +36,21 @@ struct Fp8Format {
         const uint32_t u = std::bit_cast<uint32_t>(x);
         const uint8_t sign = static_cast<uint8_t>((u >> 24) & 0x80u);
         uint32_t a = u & 0x7fffffffu;
-        if (a > 0x7f800000u) return static_cast<uint8_t>(sign | (MBITS == 3 ? 0x7fu : 0x7eu));  // NaN
+        if (a > 0x7f800000u)
+            return static_cast<uint8_t>(sign | (MBITS == 3 ? 0x7fu : 0x7eu));  // NaN
         const float max_finite = decode(MAX_CODE);
         const float af = std::bit_cast<float>(a);
         if (af >= max_finite) return static_cast<uint8_t>(sign | MAX_CODE);  // saturate (incl. inf)
         const float min_normal = std::ldexp(1.0f, 1 - BIAS);
         if (af < min_normal) {
             // Subnormal range: count steps of 2^(1-bias-mbits), rounding to nearest even via the
-            // FPU (the magic constant forces rounding at the integer position; exact for af < 2^23 steps).
+            // FPU (the magic constant forces rounding at the integer position; exact for af < 2^23
+            // steps).
             const float steps = af * std::ldexp(1.0f, BIAS - 1 + MBITS);
             volatile float t = steps + 8388608.0f;  // volatile: keep the rounding step
             const float r = t - 8388608.0f;
-            return static_cast<uint8_t>(sign | static_cast<uint32_t>(r));  // r == 2^MBITS is the min normal code
+            return static_cast<uint8_t>(
+                sign | static_cast<uint32_t>(r));  // r == 2^MBITS is the min normal code
         }
         constexpr int shift = 23 - MBITS;
         a += (1u << (shift - 1)) - 1u + ((a >> shift) & 1u);  // RNE on the f32 bit pattern
@@ -77,11 +82,23 @@ const Tables& tables() {
 
 }  // namespace
 
-float fp8_e4m3_to_f32(uint8_t code) { return tables().e4m3[code]; }
-float fp8_e5m2_to_f32(uint8_t code) { return tables().e5m2[code]; }
-uint8_t f32_to_fp8_e4m3(float x) { return E4M3::encode(x); }
-uint8_t f32_to_fp8_e5m2(float x) { return E5M2::encode(x); }
-const float* fp8_e4m3_table() { return tables().e4m3; }
-const float* fp8_e5m2_table() { return tables().e5m2; }
+float fp8_e4m3_to_f32(uint8_t code) {
+    return tables().e4m3[code];
+}
+float fp8_e5m2_to_f32(uint8_t code) {
+    return tables().e5m2[code];
+}
+uint8_t f32_to_fp8_e4m3(float x) {
+    return E4M3::encode(x);
+}
+uint8_t f32_to_fp8_e5m2(float x) {
+    return E5M2::encode(x);
+}
+const float* fp8_e4m3_table() {
+    return tables().e4m3;
+}
+const float* fp8_e5m2_table() {
+    return tables().e5m2;
+}
 
 }  // namespace warden::tensor

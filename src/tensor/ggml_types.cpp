@@ -182,7 +182,8 @@ const GgmlTypeInfo* ggml_type_info(uint32_t raw_type) {
 
 const GgmlTypeInfo& ggml_type_info(GgmlType t) {
     const GgmlTypeInfo* info = ggml_type_info(static_cast<uint32_t>(t));
-    if (!info) throw util::Error("unknown ggml type id " + std::to_string(static_cast<uint32_t>(t)));
+    if (!info)
+        throw util::Error("unknown ggml type id " + std::to_string(static_cast<uint32_t>(t)));
     return *info;
 }
 
@@ -199,7 +200,9 @@ void dequantize_row(GgmlType t, const void* src, float* dst, int64_t n) {
                                                " blocks");
     const int64_t nb = n / info.block_elems;
     switch (t) {
-        case GgmlType::F32: std::memcpy(dst, b, static_cast<size_t>(n) * 4); return;
+        case GgmlType::F32:
+            std::memcpy(dst, b, static_cast<size_t>(n) * 4);
+            return;
         case GgmlType::F16:
             for (int64_t i = 0; i < n; ++i) dst[i] = load_f16(b + 2 * i);
             return;
@@ -210,15 +213,32 @@ void dequantize_row(GgmlType t, const void* src, float* dst, int64_t n) {
                 dst[i] = bf16_to_f32(h);
             }
             return;
-        case GgmlType::Q4_0: dequant_q4_0(b, dst, nb); return;
-        case GgmlType::Q4_1: dequant_q4_1(b, dst, nb); return;
-        case GgmlType::Q5_0: dequant_q5(b, dst, nb, false); return;
-        case GgmlType::Q5_1: dequant_q5(b, dst, nb, true); return;
-        case GgmlType::Q8_0: dequant_q8_0(b, dst, nb); return;
-        case GgmlType::Q4_K: dequant_q4_k(b, dst, nb); return;
-        case GgmlType::Q5_K: dequant_q5_k(b, dst, nb); return;
-        case GgmlType::Q6_K: dequant_q6_k(b, dst, nb); return;
-        default: break;
+        case GgmlType::Q4_0:
+            dequant_q4_0(b, dst, nb);
+            return;
+        case GgmlType::Q4_1:
+            dequant_q4_1(b, dst, nb);
+            return;
+        case GgmlType::Q5_0:
+            dequant_q5(b, dst, nb, false);
+            return;
+        case GgmlType::Q5_1:
+            dequant_q5(b, dst, nb, true);
+            return;
+        case GgmlType::Q8_0:
+            dequant_q8_0(b, dst, nb);
+            return;
+        case GgmlType::Q4_K:
+            dequant_q4_k(b, dst, nb);
+            return;
+        case GgmlType::Q5_K:
+            dequant_q5_k(b, dst, nb);
+            return;
+        case GgmlType::Q6_K:
+            dequant_q6_k(b, dst, nb);
+            return;
+        default:
+            break;
     }
     throw util::Error(std::string("tensor type ") + info.name + " is not supported");
 }

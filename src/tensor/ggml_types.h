@@ -9,8 +9,21 @@
 namespace warden::tensor {
 
 enum class GgmlType : uint32_t {
-    F32 = 0, F16 = 1, Q4_0 = 2, Q4_1 = 3, Q5_0 = 6, Q5_1 = 7, Q8_0 = 8, Q8_1 = 9,
-    Q2_K = 10, Q3_K = 11, Q4_K = 12, Q5_K = 13, Q6_K = 14, Q8_K = 15, BF16 = 30,
+    F32 = 0,
+    F16 = 1,
+    Q4_0 = 2,
+    Q4_1 = 3,
+    Q5_0 = 6,
+    Q5_1 = 7,
+    Q8_0 = 8,
+    Q8_1 = 9,
+    Q2_K = 10,
+    Q3_K = 11,
+    Q4_K = 12,
+    Q5_K = 13,
+    Q6_K = 14,
+    Q8_K = 15,
+    BF16 = 30,
 };
 
 struct GgmlTypeInfo {
@@ -25,7 +38,9 @@ const GgmlTypeInfo* ggml_type_info(uint32_t raw_type);
 const GgmlTypeInfo& ggml_type_info(GgmlType t);
 std::string ggml_type_name(GgmlType t);
 
-inline bool ggml_is_float(GgmlType t) { return t == GgmlType::F32 || t == GgmlType::F16 || t == GgmlType::BF16; }
+inline bool ggml_is_float(GgmlType t) {
+    return t == GgmlType::F32 || t == GgmlType::F16 || t == GgmlType::BF16;
+}
 
 // Bytes of a row of n elements; n must be a multiple of the block size (checked by callers).
 inline int64_t ggml_row_bytes(GgmlType t, int64_t n) {

@@ -14,9 +14,10 @@ namespace warden::tokenizer::detail {
 namespace {
 
 class ByteLevelBpe final : public VocabTokenizer {
-public:
+  public:
     ByteLevelBpe(Vocab vocab, const std::vector<std::pair<std::string, std::string>>& merges,
-                 std::vector<std::string> patterns, bool ignore_merges, bool add_prefix_space, std::string kind)
+                 std::vector<std::string> patterns, bool ignore_merges, bool add_prefix_space,
+                 std::string kind)
         : VocabTokenizer(std::move(vocab)),
           splitter_(std::move(patterns)),
           ignore_merges_(ignore_merges),
@@ -32,7 +33,8 @@ public:
         check_id(id);
         const std::string& text = vocab_.tokens[id];
         const TokenType t = vocab_.types[id];
-        if (t == TokenType::Control || t == TokenType::UserDefined || t == TokenType::Unknown) return text;
+        if (t == TokenType::Control || t == TokenType::UserDefined || t == TokenType::Unknown)
+            return text;
         std::string out;
         out.reserve(text.size());
         size_t i = 0;
@@ -51,8 +53,9 @@ public:
 
     std::string kind() const override { return kind_; }
 
-protected:
-    void encode_fragment(std::string_view text, bool after_special, std::vector<int32_t>& out) const override {
+  protected:
+    void encode_fragment(std::string_view text, bool after_special,
+                         std::vector<int32_t>& out) const override {
         std::string prefixed;
         if (add_prefix_space_ && !text.empty() && text[0] != ' ') {
             // (built with memcpy: `" " + text` trips a GCC 12 -Wrestrict false positive at -O3)
@@ -64,7 +67,7 @@ protected:
         for (std::string_view piece : splitter_.split(text)) encode_piece(piece, encoded, out);
     }
 
-private:
+  private:
     // Bytes without a token are dropped, as llama.cpp and HF tokenizers (BPE without
     // unk_token) do. No <unk> fallback: in byte-level vocabularies it is often the EOS token
     // (gpt-neox/mpt). Only rare bytes lack a token (falcon: some C0 controls and bytes that
@@ -76,7 +79,8 @@ private:
         }
     }
 
-    void encode_piece(std::string_view piece, std::string& encoded, std::vector<int32_t>& out) const {
+    void encode_piece(std::string_view piece, std::string& encoded,
+                      std::vector<int32_t>& out) const {
         if (piece.empty()) return;
         const auto& table = byte_to_unicode();
         if (piece.size() == 1) {
@@ -92,15 +96,18 @@ private:
                 return;
             }
         }
-        std::vector<MergePart> syms = byte_parts(static_cast<int32_t>(piece.size()), [&](int32_t i) {
-            return byte_token_[static_cast<uint8_t>(piece[static_cast<size_t>(i)])];
-        });
-        merge_lowest_rank(syms, [&](const MergePart& l, const MergePart& r) -> std::optional<Merge> {
-            if (l.id < 0 || r.id < 0) return std::nullopt;  // a byte without a token never merges
-            const auto it = merges_.find(merge_key(l.id, r.id));
-            if (it == merges_.end()) return std::nullopt;
-            return Merge{it->second.rank, it->second.result};
-        });
+        std::vector<MergePart> syms =
+            byte_parts(static_cast<int32_t>(piece.size()), [&](int32_t i) {
+                return byte_token_[static_cast<uint8_t>(piece[static_cast<size_t>(i)])];
+            });
+        merge_lowest_rank(syms,
+                          [&](const MergePart& l, const MergePart& r) -> std::optional<Merge> {
+                              if (l.id < 0 || r.id < 0)
+                                  return std::nullopt;  // a byte without a token never merges
+                              const auto it = merges_.find(merge_key(l.id, r.id));
+                              if (it == merges_.end()) return std::nullopt;
+                              return Merge{it->second.rank, it->second.result};
+                          });
         for (int32_t i = 0; i >= 0; i = syms[i].next) {
             if (syms[i].id >= 0) {
                 out.push_back(syms[i].id);
@@ -120,11 +127,12 @@ private:
 
 }  // namespace
 
-std::unique_ptr<Tokenizer> make_byte_level_bpe(Vocab vocab, const std::vector<std::pair<std::string, std::string>>& merges,
-                                               std::vector<std::string> patterns, bool ignore_merges,
-                                               bool add_prefix_space, std::string kind) {
-    return std::make_unique<ByteLevelBpe>(std::move(vocab), merges, std::move(patterns), ignore_merges,
-                                          add_prefix_space, std::move(kind));
+std::unique_ptr<Tokenizer> make_byte_level_bpe(
+    Vocab vocab, const std::vector<std::pair<std::string, std::string>>& merges,
+    std::vector<std::string> patterns, bool ignore_merges, bool add_prefix_space,
+    std::string kind) {
+    return std::make_unique<ByteLevelBpe>(std::move(vocab), merges, std::move(patterns),
+                                          ignore_merges, add_prefix_space, std::move(kind));
 }
 
 }  // namespace warden::tokenizer::detail

@@ -28,7 +28,8 @@ template <typename ByteId>
 std::vector<MergePart> byte_parts(int32_t n, ByteId byte_id) {
     std::vector<MergePart> parts(static_cast<size_t>(n));
     for (int32_t i = 0; i < n; ++i)
-        parts[static_cast<size_t>(i)] = {byte_id(i), i - 1, i + 1 < n ? i + 1 : -1, static_cast<uint32_t>(i), 1};
+        parts[static_cast<size_t>(i)] = {byte_id(i), i - 1, i + 1 < n ? i + 1 : -1,
+                                         static_cast<uint32_t>(i), 1};
     return parts;
 }
 
@@ -41,7 +42,9 @@ void merge_lowest_rank(std::vector<MergePart>& parts, MergeOf merge_of) {
     struct Candidate {
         int32_t rank, left, id;
         uint32_t left_len, right_len;  // lengths when queued
-        bool operator>(const Candidate& o) const { return rank != o.rank ? rank > o.rank : left > o.left; }
+        bool operator>(const Candidate& o) const {
+            return rank != o.rank ? rank > o.rank : left > o.left;
+        }
     };
     std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> queue;
     auto consider = [&](int32_t l) {
@@ -50,7 +53,8 @@ void merge_lowest_rank(std::vector<MergePart>& parts, MergeOf merge_of) {
         if (r < 0) return;
         const MergePart& a = parts[static_cast<size_t>(l)];
         const MergePart& b = parts[static_cast<size_t>(r)];
-        if (const std::optional<Merge> m = merge_of(a, b)) queue.push({m->rank, l, m->id, a.len, b.len});
+        if (const std::optional<Merge> m = merge_of(a, b))
+            queue.push({m->rank, l, m->id, a.len, b.len});
     };
     for (int32_t i = 0; i + 1 < static_cast<int32_t>(parts.size()); ++i) consider(i);
     while (!queue.empty()) {

@@ -53,8 +53,9 @@ void parse_pre(const json& j, PreTok& p, const std::string& src) {
         p.patterns.push_back(j.value("individual_digits", false) ? R"(\p{N})" : R"(\p{N}+)");
     } else if (type == "Split") {
         const std::string behavior = j.value("behavior", "Isolated");
-        util::check(behavior == "Isolated" && !j.value("invert", false),
-                    src + ": unsupported Split pre-tokenizer (behavior '" + behavior + "', invert)");
+        util::check(
+            behavior == "Isolated" && !j.value("invert", false),
+            src + ": unsupported Split pre-tokenizer (behavior '" + behavior + "', invert)");
         const json& pat = j.at("pattern");
         if (pat.contains("Regex")) {
             p.patterns.push_back(pat.at("Regex").get<std::string>());
@@ -65,7 +66,8 @@ void parse_pre(const json& j, PreTok& p, const std::string& src) {
         }
     } else if (type == "Metaspace") {
         p.metaspace = true;
-        const std::string scheme = j.value("prepend_scheme", j.value("add_prefix_space", true) ? "always" : "never");
+        const std::string scheme =
+            j.value("prepend_scheme", j.value("add_prefix_space", true) ? "always" : "never");
         p.metaspace_prefix = scheme != "never";
     } else {
         throw util::Error(src + ": unsupported pre_tokenizer type '" + type + "'");
@@ -91,7 +93,8 @@ bool parse_normalizer(const json& j, const std::string& src, std::string& note) 
     const std::string type = j.value("type", "");
     if (type == "Sequence") {
         bool prepend = false;
-        for (const auto& e : j.at("normalizers")) prepend = parse_normalizer(e, src, note) || prepend;
+        for (const auto& e : j.at("normalizers"))
+            prepend = parse_normalizer(e, src, note) || prepend;
         return prepend;
     }
     if (type == "Prepend") return true;
@@ -122,22 +125,26 @@ std::unique_ptr<Tokenizer> Tokenizer::from_hf_dir(const std::string& dir) {
     const std::string src = tj_path.string();
     const json tj = util::read_json_file(tj_path.string());
     json cfg = json::object();
-    if (std::filesystem::exists(base / "tokenizer_config.json")) cfg = util::read_json_file((base / "tokenizer_config.json").string());
+    if (std::filesystem::exists(base / "tokenizer_config.json"))
+        cfg = util::read_json_file((base / "tokenizer_config.json").string());
 
     try {
         util::check(tj.is_object() && tj.contains("model"), src + ": no \"model\" section");
         const json& m = tj.at("model");
         const std::string mtype = m.value("type", "");
-        util::check(mtype == "BPE", src + ": unsupported model type '" + mtype + "' (only BPE is supported)");
+        util::check(mtype == "BPE",
+                    src + ": unsupported model type '" + mtype + "' (only BPE is supported)");
         util::check(m.contains("vocab") && m["vocab"].is_object(), src + ": model.vocab missing");
         util::check(m.contains("merges") && m["merges"].is_array(), src + ": model.merges missing");
 
         // Vocabulary: model.vocab plus added_tokens (which may repeat vocab entries).
         int64_t max_id = -1;
-        for (const auto& [text, id] : m["vocab"].items()) max_id = std::max<int64_t>(max_id, id.get<int64_t>());
+        for (const auto& [text, id] : m["vocab"].items())
+            max_id = std::max<int64_t>(max_id, id.get<int64_t>());
         const json added = tj.value("added_tokens", json::array());
         for (const auto& a : added) max_id = std::max<int64_t>(max_id, a.at("id").get<int64_t>());
-        util::check(max_id >= 0 && max_id < (int64_t{1} << 24), src + ": vocabulary is empty or ids are implausible");
+        util::check(max_id >= 0 && max_id < (int64_t{1} << 24),
+                    src + ": vocabulary is empty or ids are implausible");
 
         detail::Vocab v;
         v.tokens.assign(static_cast<size_t>(max_id + 1), std::string());
@@ -177,7 +184,9 @@ std::unique_ptr<Tokenizer> Tokenizer::from_hf_dir(const std::string& dir) {
         parse_pre(tj.value("pre_tokenizer", json()), pre, src);
         std::string note;
         const bool norm_prepend = parse_normalizer(tj.value("normalizer", json()), src, note);
-        const bool byte_level = !pre.metaspace && (pre.byte_level || contains_type(tj.value("decoder", json()), "ByteLevel"));
+        const bool byte_level =
+            !pre.metaspace &&
+            (pre.byte_level || contains_type(tj.value("decoder", json()), "ByteLevel"));
 
         // Special ids and add_bos/add_eos from tokenizer_config.json.
         auto find_id = [&](const std::string& key) -> int32_t {
@@ -186,7 +195,8 @@ std::unique_ptr<Tokenizer> Tokenizer::from_hf_dir(const std::string& dir) {
             if (t.empty()) return -1;
             for (int32_t i = 0; i < static_cast<int32_t>(v.tokens.size()); ++i)
                 if (v.tokens[i] == t) return i;
-            throw util::Error("tokenizer: " + key + " '" + t + "' of tokenizer_config.json is not in the vocabulary");
+            throw util::Error("tokenizer: " + key + " '" + t +
+                              "' of tokenizer_config.json is not in the vocabulary");
         };
         v.bos = find_id("bos_token");
         v.eos = find_id("eos_token");
@@ -203,22 +213,29 @@ std::unique_ptr<Tokenizer> Tokenizer::from_hf_dir(const std::string& dir) {
         if (v.add_bos && v.bos < 0) v.add_bos = false;
         if (v.add_eos && v.eos < 0) v.add_eos = false;
         for (int32_t id = 0; id < static_cast<int32_t>(v.tokens.size()); ++id)
-            if (detail::is_eog_text(v.tokens[id]) && v.types[id] == TokenType::Normal) v.types[id] = TokenType::Control;
+            if (detail::is_eog_text(v.tokens[id]) && v.types[id] == TokenType::Normal)
+                v.types[id] = TokenType::Control;
         v.finalize(src);
 
         if (byte_level) {
             util::check(!merges.empty(), src + ": byte-level BPE without merges");
             std::string kind = "byte-level BPE (hf";
-            for (const auto& p : pre.patterns) kind += p == detail::gpt2_pattern() ? ", gpt2 regex" : ", /" + p + "/";
+            for (const auto& p : pre.patterns)
+                kind += p == detail::gpt2_pattern() ? ", gpt2 regex" : ", /" + p + "/";
             return detail::make_byte_level_bpe(std::move(v), merges, std::move(pre.patterns),
-                                               m.value("ignore_merges", false), pre.add_prefix_space,
-                                               kind + note + ")");
+                                               m.value("ignore_merges", false),
+                                               pre.add_prefix_space, kind + note + ")");
         }
         const bool prefix = pre.metaspace ? pre.metaspace_prefix : norm_prepend;
-        util::check(pre.patterns.empty(), src + ": Split/Digits pre-tokenizers with SentencePiece-style BPE are not supported");
+        util::check(
+            pre.patterns.empty(),
+            src + ": Split/Digits pre-tokenizers with SentencePiece-style BPE are not supported");
         util::check(pre.metaspace || norm_prepend || m.value("byte_fallback", false),
-                    src + ": BPE model is neither byte-level nor SentencePiece-style (no ByteLevel, Metaspace or byte_fallback)");
-        return detail::make_spm(std::move(v), merges, prefix, "SentencePiece BPE (hf merges" + note + ")");
+                    src +
+                        ": BPE model is neither byte-level nor SentencePiece-style (no ByteLevel, "
+                        "Metaspace or byte_fallback)");
+        return detail::make_spm(std::move(v), merges, prefix,
+                                "SentencePiece BPE (hf merges" + note + ")");
     } catch (const json::exception& e) {
         throw util::Error(src + ": unexpected structure: " + e.what());
     }

@@ -38,9 +38,10 @@ using nlohmann::json;
 
 namespace {
 
-constexpr int32_t kNumReservedSpecial = 256 + 2;  // tokenization_kimi.py: num_reserved_special_tokens + 2
-constexpr size_t kMaxChunkChars = 400'000;        // TIKTOKEN_MAX_ENCODE_CHARS
-constexpr size_t kMaxRunChars = 25'000;           // MAX_NO_WHITESPACES_CHARS
+constexpr int32_t kNumReservedSpecial =
+    256 + 2;                                // tokenization_kimi.py: num_reserved_special_tokens + 2
+constexpr size_t kMaxChunkChars = 400'000;  // TIKTOKEN_MAX_ENCODE_CHARS
+constexpr size_t kMaxRunChars = 25'000;     // MAX_NO_WHITESPACES_CHARS
 
 // ---------------------------------------------------------------------------------------
 // tiktoken.model parsing
@@ -81,7 +82,9 @@ bool base64_decode(std::string_view in, std::string& out) {
     return true;
 }
 
-bool is_blank(char c) { return c == ' ' || c == '\t'; }
+bool is_blank(char c) {
+    return c == ' ' || c == '\t';
+}
 
 // ---------------------------------------------------------------------------------------
 // Kimi's pat_str, from tokenization_kimi.py (Rust regex syntax, as tiktoken's fancy-regex
@@ -107,7 +110,8 @@ bool is_blank(char c) { return c == ' ' || c == '\t'; }
 // (?i:'s|...) folds like Rust's simple case folding in PCRE2 UTF mode too ('ſ' U+017F matches s).
 // Both sides use their own Unicode tables (PCRE2 10.42: Unicode 14): characters assigned later
 // may be classified differently.
-const char* const kWs = R"(\t-\r\x{20}\x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000})";
+const char* const kWs =
+    R"(\t-\r\x{20}\x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000})";
 const char* const kUpperNotHan = R"([^\p{Ll}\p{N}\p{P}\p{S}\p{Z}\p{C}\p{sc:Han}])";
 const char* const kLowerNotHan = R"([^\p{Lu}\p{Lt}\p{N}\p{P}\p{S}\p{Z}\p{C}\p{sc:Han}])";
 const char* const kContractions = R"((?i:'s|'t|'re|'ve|'m|'ll|'d)?)";
@@ -127,9 +131,9 @@ const char* const kKimiPatternSource[] = {
 
 // Python's str.isspace() (Unicode White_Space plus the bidi separators U+001C..U+001F).
 bool py_isspace(uint32_t cp) {
-    return (cp >= 0x09 && cp <= 0x0D) || (cp >= 0x1C && cp <= 0x20) || cp == 0x85 || cp == 0xA0 || cp == 0x1680 ||
-           (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 || cp == 0x202F || cp == 0x205F ||
-           cp == 0x3000;
+    return (cp >= 0x09 && cp <= 0x0D) || (cp >= 0x1C && cp <= 0x20) || cp == 0x85 || cp == 0xA0 ||
+           cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 ||
+           cp == 0x202F || cp == 0x205F || cp == 0x3000;
 }
 
 // Kimi's encode() pre-split (see the top of the file). Characters are code points; an ill-formed
@@ -161,22 +165,28 @@ void kimi_chunks(std::string_view text, std::vector<std::string_view>& out) {
 
 std::string token_text(const json& j) {
     if (j.is_string()) return j.get<std::string>();
-    if (j.is_object() && j.contains("content") && j["content"].is_string()) return j["content"].get<std::string>();
+    if (j.is_object() && j.contains("content") && j["content"].is_string())
+        return j["content"].get<std::string>();
     return {};
 }
 
 // ---------------------------------------------------------------------------------------
 
 class TiktokenBpe final : public VocabTokenizer {
-public:
+  public:
     TiktokenBpe(Vocab vocab, int32_t n_ranks, std::string kind)
-        : VocabTokenizer(std::move(vocab)), splitter_({kimi_pattern()}), n_ranks_(n_ranks), kind_(std::move(kind)) {}
+        : VocabTokenizer(std::move(vocab)),
+          splitter_({kimi_pattern()}),
+          n_ranks_(n_ranks),
+          kind_(std::move(kind)) {}
 
-    std::vector<int32_t> encode(std::string_view text, bool add_bos, bool parse_special) const override {
+    std::vector<int32_t> encode(std::string_view text, bool add_bos,
+                                bool parse_special) const override {
         std::vector<int32_t> out;
         out.reserve(text.size() / 3 + 4);
         if (add_bos && vocab_.add_bos) {
-            util::check(vocab_.bos >= 0, "tokenizer: the model asks for a BOS token but defines none");
+            util::check(vocab_.bos >= 0,
+                        "tokenizer: the model asks for a BOS token but defines none");
             out.push_back(vocab_.bos);
         }
         std::vector<std::string_view> chunks;
@@ -191,7 +201,8 @@ public:
             }
         }
         if (add_bos && vocab_.add_eos) {
-            util::check(vocab_.eos >= 0, "tokenizer: the model asks for an EOS token but defines none");
+            util::check(vocab_.eos >= 0,
+                        "tokenizer: the model asks for an EOS token but defines none");
             out.push_back(vocab_.eos);
         }
         return out;
@@ -204,12 +215,12 @@ public:
 
     std::string kind() const override { return kind_; }
 
-protected:
+  protected:
     void encode_fragment(std::string_view text, bool, std::vector<int32_t>& out) const override {
         for (std::string_view piece : splitter_.split(text)) encode_piece(piece, out);
     }
 
-private:
+  private:
     int32_t rank_of(std::string_view bytes) const {
         const int32_t id = vocab_.find(bytes);
         return id >= 0 && id < n_ranks_ ? id : -1;
@@ -222,14 +233,16 @@ private:
             return;
         }
         // Every byte has a rank (checked at load).
-        std::vector<MergePart> parts = byte_parts(static_cast<int32_t>(piece.size()), [&](int32_t i) {
-            return rank_of(piece.substr(static_cast<size_t>(i), 1));
-        });
-        merge_lowest_rank(parts, [&](const MergePart& l, const MergePart& r) -> std::optional<Merge> {
-            const int32_t rank = rank_of(piece.substr(l.start, l.len + r.len));  // tiktoken: rank == token
-            if (rank < 0) return std::nullopt;
-            return Merge{rank, rank};
-        });
+        std::vector<MergePart> parts =
+            byte_parts(static_cast<int32_t>(piece.size()),
+                       [&](int32_t i) { return rank_of(piece.substr(static_cast<size_t>(i), 1)); });
+        merge_lowest_rank(
+            parts, [&](const MergePart& l, const MergePart& r) -> std::optional<Merge> {
+                const int32_t rank =
+                    rank_of(piece.substr(l.start, l.len + r.len));  // tiktoken: rank == token
+                if (rank < 0) return std::nullopt;
+                return Merge{rank, rank};
+            });
         for (int32_t i = 0; i >= 0; i = parts[i].next) out.push_back(parts[i].id);
     }
 
@@ -246,27 +259,30 @@ void check_kimi(const std::filesystem::path& base, const json& cfg) {
         const std::string src = util::read_text_file(py.string());
         for (const char* alt : kKimiPatternSource) {
             util::check(src.find(alt) != std::string::npos,
-                        "tokenizer: " + py.string() + ": its pat_str is not the Kimi pattern warden implements (no '" +
-                            alt + "')");
+                        "tokenizer: " + py.string() +
+                            ": its pat_str is not the Kimi pattern warden implements (no '" + alt +
+                            "')");
         }
         return;
     }
     bool named = false;
-    if (cfg.contains("auto_map") && cfg["auto_map"].is_object() && cfg["auto_map"].contains("AutoTokenizer")) {
+    if (cfg.contains("auto_map") && cfg["auto_map"].is_object() &&
+        cfg["auto_map"].contains("AutoTokenizer")) {
         const json& at = cfg["auto_map"]["AutoTokenizer"];
         const json first = at.is_array() && !at.empty() ? at[0] : at;
         named = first.is_string() && first.get<std::string>().rfind("tokenization_kimi.", 0) == 0;
     }
     util::check(named, "tokenizer: " + (base / "tiktoken.model").string() +
-                           " has no tokenization_kimi.py beside it and tokenizer_config.json auto_map does not name "
+                           " has no tokenization_kimi.py beside it and tokenizer_config.json "
+                           "auto_map does not name "
                            "it: only Kimi's tiktoken pre-tokenizer is supported");
 }
 
 }  // namespace
 
 std::vector<std::string> parse_tiktoken_ranks(std::string_view text, const std::string& source) {
-    std::vector<std::string> tokens;        // [n] bytes by rank
-    std::vector<size_t> line_of;            // [n] line that defined each rank (0: none yet)
+    std::vector<std::string> tokens;  // [n] bytes by rank
+    std::vector<size_t> line_of;      // [n] line that defined each rank (0: none yet)
     std::unordered_map<std::string, size_t, StringHash, std::equal_to<>> seen;  // bytes -> line
     size_t pos = 0, line_no = 0;
     std::string bytes;
@@ -290,9 +306,11 @@ std::vector<std::string> parse_tiktoken_ranks(std::string_view text, const std::
         const std::string_view rank_text = line.substr(j, k - j);
         while (k < line.size() && is_blank(line[k])) ++k;
         util::check(!b64.empty() && !rank_text.empty() && k == line.size(),
-                    where + ": expected \"<base64 token> <rank>\", got '" + util::printable(std::string(line), 80) + "'");
-        util::check(base64_decode(b64, bytes) && !bytes.empty(),
-                    where + ": token '" + util::printable(std::string(b64), 80) + "' is not valid base64");
+                    where + ": expected \"<base64 token> <rank>\", got '" +
+                        util::printable(std::string(line), 80) + "'");
+        util::check(
+            base64_decode(b64, bytes) && !bytes.empty(),
+            where + ": token '" + util::printable(std::string(b64), 80) + "' is not valid base64");
         int64_t rank = 0;
         bool numeric = rank_text.size() <= 10;
         for (char c : rank_text) {
@@ -303,14 +321,14 @@ std::vector<std::string> parse_tiktoken_ranks(std::string_view text, const std::
                     where + ": rank '" + util::printable(std::string(rank_text), 40) +
                         "' is not a non-negative integer below 16777216");
         const auto [it, fresh] = seen.emplace(bytes, line_no);
-        util::check(fresh, where + ": token bytes '" + util::printable(bytes, 40) + "' repeat line " +
-                               std::to_string(it->second));
+        util::check(fresh, where + ": token bytes '" + util::printable(bytes, 40) +
+                               "' repeat line " + std::to_string(it->second));
         if (static_cast<size_t>(rank) >= tokens.size()) {
             tokens.resize(static_cast<size_t>(rank) + 1);
             line_of.resize(static_cast<size_t>(rank) + 1, 0);
         }
-        util::check(line_of[rank] == 0,
-                    where + ": rank " + std::to_string(rank) + " repeats line " + std::to_string(line_of[rank]));
+        util::check(line_of[rank] == 0, where + ": rank " + std::to_string(rank) +
+                                            " repeats line " + std::to_string(line_of[rank]));
         line_of[rank] = line_no;
         tokens[rank] = bytes;
     }
@@ -320,8 +338,8 @@ std::vector<std::string> parse_tiktoken_ranks(std::string_view text, const std::
         // Name the line of the first rank above the gap.
         size_t above = r;
         while (line_of[above] == 0) ++above;
-        throw util::Error(source + ":" + std::to_string(line_of[above]) + ": rank " + std::to_string(above) +
-                          " leaves a gap: rank " + std::to_string(r) +
+        throw util::Error(source + ":" + std::to_string(line_of[above]) + ": rank " +
+                          std::to_string(above) + " leaves a gap: rank " + std::to_string(r) +
                           " is missing (ranks must be 0..n-1; special tokens follow them)");
     }
     return tokens;
@@ -356,7 +374,8 @@ std::unique_ptr<Tokenizer> load_tiktoken_dir(const std::string& dir) {
     util::check(cfg.is_object(), "tokenizer: " + cfg_path.string() + " is not a JSON object");
     check_kimi(base, cfg);
 
-    std::vector<std::string> ranks = parse_tiktoken_ranks(util::read_text_file(model_path.string()), src);
+    std::vector<std::string> ranks =
+        parse_tiktoken_ranks(util::read_text_file(model_path.string()), src);
     const auto n_ranks = static_cast<int32_t>(ranks.size());
     {
         std::vector<uint8_t> has(256, 0);
@@ -389,12 +408,14 @@ std::unique_ptr<Tokenizer> load_tiktoken_dir(const std::string& dir) {
                 } catch (const std::exception&) {
                     id = -1;
                 }
-                util::check(id >= 0, cfg_src + ": added_tokens_decoder key '" + util::printable(key, 40) +
-                                         "' is not a token id");
+                util::check(id >= 0, cfg_src + ": added_tokens_decoder key '" +
+                                         util::printable(key, 40) + "' is not a token id");
                 util::check(id >= n_ranks && id < int64_t{n_ranks} + kNumReservedSpecial,
-                            cfg_src + ": added token id " + key + " is outside the special-token range " +
-                                std::to_string(n_ranks) + ".." + std::to_string(n_ranks + kNumReservedSpecial - 1) +
-                                " (ids after the " + std::to_string(n_ranks) + " ranks of " + src + ")");
+                            cfg_src + ": added token id " + key +
+                                " is outside the special-token range " + std::to_string(n_ranks) +
+                                ".." + std::to_string(n_ranks + kNumReservedSpecial - 1) +
+                                " (ids after the " + std::to_string(n_ranks) + " ranks of " + src +
+                                ")");
                 const std::string content = token_text(val);
                 util::check(!content.empty(), cfg_src + ": added token " + key + " has no content");
                 named[id] = content;
@@ -403,7 +424,8 @@ std::unique_ptr<Tokenizer> load_tiktoken_dir(const std::string& dir) {
         for (int32_t i = 0; i < kNumReservedSpecial; ++i) {
             const int64_t id = int64_t{n_ranks} + i;
             auto it = named.find(id);
-            v.tokens.push_back(it != named.end() ? it->second : "<|reserved_token_" + std::to_string(id) + "|>");
+            v.tokens.push_back(it != named.end() ? it->second
+                                                 : "<|reserved_token_" + std::to_string(id) + "|>");
             v.types.push_back(TokenType::Control);
         }
         auto special_id = [&](const char* key, const char* fallback) -> int32_t {
@@ -411,7 +433,8 @@ std::unique_ptr<Tokenizer> load_tiktoken_dir(const std::string& dir) {
             const std::string text = given ? token_text(cfg[key]) : fallback;
             for (int32_t id = n_ranks; id < static_cast<int32_t>(v.tokens.size()); ++id)
                 if (v.tokens[id] == text) return id;
-            util::check(!given, cfg_src + ": " + key + " '" + util::printable(text, 40) + "' is not a special token");
+            util::check(!given, cfg_src + ": " + key + " '" + util::printable(text, 40) +
+                                    "' is not a special token");
             return -1;
         };
         v.bos = special_id("bos_token", "[BOS]");

@@ -11,7 +11,7 @@
 namespace warden::tokenizer::detail {
 
 class RegexSplitter {
-public:
+  public:
     // Throws util::Error naming the pattern when one does not compile.
     explicit RegexSplitter(std::vector<std::string> patterns);
     ~RegexSplitter();
@@ -24,7 +24,7 @@ public:
 
     const std::vector<std::string>& patterns() const { return patterns_; }
 
-private:
+  private:
     struct Compiled;
     std::vector<std::string> patterns_;
     std::vector<std::unique_ptr<Compiled>> compiled_;
@@ -32,8 +32,8 @@ private:
 
 struct PreTokenizerSpec {
     std::vector<std::string> patterns;
-    bool ignore_merges = false;     // whole pre-token looked up before BPE (llama3, tekken)
-    bool add_bos = false;           // default for add_bos when the GGUF does not say
+    bool ignore_merges = false;  // whole pre-token looked up before BPE (llama3, tekken)
+    bool add_bos = false;        // default for add_bos when the GGUF does not say
 };
 
 // llama.cpp's tokenizer.ggml.pre names -> the regexes llama.cpp uses for them. Throws

@@ -27,10 +27,12 @@ int parse_byte_token(const std::string& t) {
 }
 
 class SpmBpe final : public VocabTokenizer {
-public:
-    SpmBpe(Vocab vocab, const std::vector<std::pair<std::string, std::string>>& merges, bool add_space_prefix,
-           std::string kind)
-        : VocabTokenizer(std::move(vocab)), add_space_prefix_(add_space_prefix), kind_(std::move(kind)) {
+  public:
+    SpmBpe(Vocab vocab, const std::vector<std::pair<std::string, std::string>>& merges,
+           bool add_space_prefix, std::string kind)
+        : VocabTokenizer(std::move(vocab)),
+          add_space_prefix_(add_space_prefix),
+          kind_(std::move(kind)) {
         byte_token_.fill(-1);
         token_byte_.assign(vocab_.tokens.size(), -1);
         for (int32_t id = 0; id < vocab_.size(); ++id) {
@@ -46,8 +48,9 @@ public:
             merges_ = build_merges(vocab_, merges);
             use_ranks_ = true;
         } else {
-            util::check(vocab_.scores.size() == vocab_.tokens.size(),
-                        "tokenizer: SentencePiece vocabulary has no scores (tokenizer.ggml.scores)");
+            util::check(
+                vocab_.scores.size() == vocab_.tokens.size(),
+                "tokenizer: SentencePiece vocabulary has no scores (tokenizer.ggml.scores)");
         }
     }
 
@@ -55,8 +58,10 @@ public:
         check_id(id);
         const TokenType t = vocab_.types[id];
         const std::string& text = vocab_.tokens[id];
-        if (t == TokenType::Byte && token_byte_[id] >= 0) return std::string(1, static_cast<char>(token_byte_[id]));
-        if (t == TokenType::Control || t == TokenType::UserDefined || t == TokenType::Unknown) return text;
+        if (t == TokenType::Byte && token_byte_[id] >= 0)
+            return std::string(1, static_cast<char>(token_byte_[id]));
+        if (t == TokenType::Control || t == TokenType::UserDefined || t == TokenType::Unknown)
+            return text;
         std::string out;
         out.reserve(text.size());
         for (size_t i = 0; i < text.size();) {
@@ -73,15 +78,17 @@ public:
     std::string token_piece(int32_t id, bool at_text_start) const override {
         std::string s = token_bytes(id);
         const TokenType t = vocab_.types[id];
-        const bool plain = t != TokenType::Control && t != TokenType::UserDefined && t != TokenType::Unknown;
+        const bool plain =
+            t != TokenType::Control && t != TokenType::UserDefined && t != TokenType::Unknown;
         if (add_space_prefix_ && at_text_start && plain && !s.empty() && s[0] == ' ') s.erase(0, 1);
         return s;
     }
 
     std::string kind() const override { return kind_; }
 
-protected:
-    void encode_fragment(std::string_view raw, bool after_special, std::vector<int32_t>& out) const override {
+  protected:
+    void encode_fragment(std::string_view raw, bool after_special,
+                         std::vector<int32_t>& out) const override {
         std::string text;
         text.reserve(raw.size() + 8);
         if (add_space_prefix_ && after_special) text += kSpmSpace;
@@ -129,7 +136,9 @@ protected:
             queue.pop();
             Symbol& left = syms[b.left];
             Symbol& right = syms[b.right];
-            if (left.len == 0 || right.len == 0 || left.len + right.len != b.size || left.next != b.right) continue;
+            if (left.len == 0 || right.len == 0 || left.len + right.len != b.size ||
+                left.next != b.right)
+                continue;
             left.len += right.len;
             left.id = b.result;
             right.len = 0;
@@ -150,18 +159,20 @@ protected:
                     out.push_back(byte_token_[byte]);
                 } else if (vocab_.unk >= 0) {
                     out.push_back(vocab_.unk);
-                    break;  // one <unk> per unknown character, like SentencePiece without byte fallback
+                    break;  // one <unk> per unknown character, like SentencePiece without byte
+                            // fallback
                 } else {
                     char hex[8];
                     std::snprintf(hex, sizeof(hex), "0x%02X", static_cast<unsigned>(byte));
-                    throw util::Error(std::string("tokenizer: byte ") + hex +
-                                      " has neither a <0xNN> token nor an <unk> token in this vocabulary");
+                    throw util::Error(
+                        std::string("tokenizer: byte ") + hex +
+                        " has neither a <0xNN> token nor an <unk> token in this vocabulary");
                 }
             }
         }
     }
 
-private:
+  private:
     struct Symbol {
         int32_t id;  // token of the current text, -1 if none
         int32_t prev, next;
@@ -173,7 +184,9 @@ private:
         uint32_t size;
         int32_t result;
         // priority_queue top = highest score, then leftmost
-        bool operator<(const Bigram& o) const { return score != o.score ? score < o.score : left > o.left; }
+        bool operator<(const Bigram& o) const {
+            return score != o.score ? score < o.score : left > o.left;
+        }
     };
 
     bool add_space_prefix_;
@@ -186,7 +199,8 @@ private:
 
 }  // namespace
 
-std::unique_ptr<Tokenizer> make_spm(Vocab vocab, const std::vector<std::pair<std::string, std::string>>& merges,
+std::unique_ptr<Tokenizer> make_spm(Vocab vocab,
+                                    const std::vector<std::pair<std::string, std::string>>& merges,
                                     bool add_space_prefix, std::string kind) {
     return std::make_unique<SpmBpe>(std::move(vocab), merges, add_space_prefix, std::move(kind));
 }

@@ -23,7 +23,7 @@ class GGUFFile;
 namespace warden::tokenizer {
 
 class Tokenizer {
-public:
+  public:
     virtual ~Tokenizer() = default;
 
     // From GGUF metadata (tokenizer.ggml.*). Throws util::Error on unsupported/missing data.
@@ -52,7 +52,9 @@ public:
     // sequence or right after a special/added token). SentencePiece vocabularies with
     // add_space_prefix drop the one leading space that encode() inserted there, so that
     // decode(encode(s)) == s; every other case equals token_bytes(id).
-    virtual std::string token_piece(int32_t id, bool at_text_start) const { return token_bytes(id); }
+    virtual std::string token_piece(int32_t id, bool at_text_start) const {
+        return token_bytes(id);
+    }
     // Concatenated bytes; invalid UTF-8 at the end is kept as-is (use StreamingDecoder for
     // display). Uses token_piece(): a piece at the start or right after a special/added token
     // loses the space prefix SentencePiece encoding added (llama.cpp strips it only for the
@@ -62,8 +64,8 @@ public:
     std::string decode(std::span<const int32_t> ids) const;
 
     virtual int32_t vocab_size() const = 0;
-    virtual int32_t bos_id() const = 0;         // -1 if none
-    virtual int32_t eos_id() const = 0;         // -1 if none
+    virtual int32_t bos_id() const = 0;  // -1 if none
+    virtual int32_t eos_id() const = 0;  // -1 if none
     virtual bool add_bos_default() const = 0;
     // Ids that end generation: eos plus end-of-turn tokens (eot/eom/<|im_end|>, ...).
     virtual std::vector<int32_t> stop_ids() const = 0;
@@ -91,12 +93,12 @@ PreTokenizerInfo pretokenizer_info(const std::string& pre_name);
 // partial code point are held back until it completes; invalid sequences are replaced with
 // U+FFFD rather than emitted broken.
 class StreamingDecoder {
-public:
+  public:
     explicit StreamingDecoder(const Tokenizer& tok) : tok_(tok) {}
     std::string push(int32_t id);  // text that became complete with this token
     std::string flush();           // whatever is left (invalid tail -> U+FFFD)
 
-private:
+  private:
     const Tokenizer& tok_;
     std::string pending_;
     bool at_text_start_ = true;  // next piece starts a run of text (see token_piece)

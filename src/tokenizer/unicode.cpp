@@ -93,7 +93,9 @@ const ByteTables& tables() {
 
 }  // namespace
 
-const std::array<std::string, 256>& byte_to_unicode() { return tables().to_unicode; }
+const std::array<std::string, 256>& byte_to_unicode() {
+    return tables().to_unicode;
+}
 
 int unicode_to_byte(uint32_t cp) {
     const auto& t = tables().from_unicode;

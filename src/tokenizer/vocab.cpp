@@ -16,8 +16,8 @@ void Vocab::finalize(const std::string& source) {
     util::check(types.size() == n, source + ": token_type has " + std::to_string(types.size()) +
                                        " entries but the vocabulary has " + std::to_string(n));
     util::check(scores.empty() || scores.size() == n,
-                source + ": scores has " + std::to_string(scores.size()) + " entries but the vocabulary has " +
-                    std::to_string(n));
+                source + ": scores has " + std::to_string(scores.size()) +
+                    " entries but the vocabulary has " + std::to_string(n));
     lstrip.resize(n, 0);
     rstrip.resize(n, 0);
     token_to_id.clear();
@@ -36,7 +36,8 @@ void Vocab::finalize(const std::string& source) {
     check_special(unk, "UNK");
 }
 
-std::pair<std::string, std::string> split_merge(const std::string& m, size_t index, const std::string& source) {
+std::pair<std::string, std::string> split_merge(const std::string& m, size_t index,
+                                                const std::string& source) {
     const size_t pos = m.size() > 1 ? m.find(' ', 1) : std::string::npos;
     if (pos == std::string::npos || pos + 1 >= m.size()) {
         throw util::Error(source + ": malformed merge #" + std::to_string(index) + " '" + m +
@@ -45,7 +46,8 @@ std::pair<std::string, std::string> split_merge(const std::string& m, size_t ind
     return {m.substr(0, pos), m.substr(pos + 1)};
 }
 
-MergeMap build_merges(const Vocab& vocab, const std::vector<std::pair<std::string, std::string>>& merges) {
+MergeMap build_merges(const Vocab& vocab,
+                      const std::vector<std::pair<std::string, std::string>>& merges) {
     MergeMap map;
     map.reserve(merges.size() * 2);
     std::string joined;
@@ -71,7 +73,8 @@ VocabTokenizer::VocabTokenizer(Vocab vocab) : vocab_(std::move(vocab)) {
     special_by_byte_.resize(256);
     for (int32_t id = 0; id < vocab_.size(); ++id) {
         const TokenType t = vocab_.types[id];
-        if (t != TokenType::Control && t != TokenType::UserDefined && t != TokenType::Unknown) continue;
+        if (t != TokenType::Control && t != TokenType::UserDefined && t != TokenType::Unknown)
+            continue;
         const std::string& text = vocab_.tokens[id];
         if (text.empty()) continue;
         special_by_byte_[static_cast<uint8_t>(text[0])].push_back(id);
@@ -85,12 +88,14 @@ VocabTokenizer::VocabTokenizer(Vocab vocab) : vocab_(std::move(vocab)) {
 
 void VocabTokenizer::check_id(int32_t id) const {
     if (id < 0 || id >= vocab_.size()) {
-        throw util::Error("tokenizer: token id " + std::to_string(id) + " is out of range (vocabulary size " +
-                          std::to_string(vocab_.size()) + ")");
+        throw util::Error("tokenizer: token id " + std::to_string(id) +
+                          " is out of range (vocabulary size " + std::to_string(vocab_.size()) +
+                          ")");
     }
 }
 
-std::vector<Fragment> VocabTokenizer::split_special(std::string_view text, bool parse_special) const {
+std::vector<Fragment> VocabTokenizer::split_special(std::string_view text,
+                                                    bool parse_special) const {
     std::vector<Fragment> out;
     size_t start = 0;  // start of the pending raw text
     size_t i = 0;
@@ -124,7 +129,8 @@ std::vector<Fragment> VocabTokenizer::split_special(std::string_view text, bool 
     return out;
 }
 
-std::vector<int32_t> VocabTokenizer::encode(std::string_view text, bool add_bos, bool parse_special) const {
+std::vector<int32_t> VocabTokenizer::encode(std::string_view text, bool add_bos,
+                                            bool parse_special) const {
     std::vector<int32_t> out;
     out.reserve(text.size() / 3 + 4);
     if (add_bos && vocab_.add_bos) {
@@ -154,7 +160,9 @@ std::vector<int32_t> VocabTokenizer::stop_ids() const {
         if (id >= 0) ids.insert(id);
     for (int32_t id = 0; id < vocab_.size(); ++id) {
         const TokenType t = vocab_.types[id];
-        if ((t == TokenType::Control || t == TokenType::UserDefined) && is_eog_text(vocab_.tokens[id])) ids.insert(id);
+        if ((t == TokenType::Control || t == TokenType::UserDefined) &&
+            is_eog_text(vocab_.tokens[id]))
+            ids.insert(id);
     }
     return {ids.begin(), ids.end()};
 }

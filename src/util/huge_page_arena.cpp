@@ -12,7 +12,8 @@
 #include "util/error.h"
 
 #ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23  // Linux 5.14 (uapi asm-generic/mman-common.h); older headers lack it
+#define MADV_POPULATE_WRITE \
+    23  // Linux 5.14 (uapi asm-generic/mman-common.h); older headers lack it
 #endif
 
 #if defined(__SANITIZE_ADDRESS__)

@@ -30,7 +30,9 @@ Json parse_json_file(const std::string& path) {
 
 }  // namespace
 
-nlohmann::json read_json_file(const std::string& path) { return parse_json_file<nlohmann::json>(path); }
+nlohmann::json read_json_file(const std::string& path) {
+    return parse_json_file<nlohmann::json>(path);
+}
 
 nlohmann::ordered_json read_ordered_json_file(const std::string& path) {
     return parse_json_file<nlohmann::ordered_json>(path);

@@ -1,9 +1,8 @@
 #pragma once
 // Reading small text and JSON files (config.json, tokenizer.json, tokenizer_config.json,
 // tiktoken.model, ...): one place for the errors a user sees, each naming the file.
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 namespace warden::util {
 

@@ -6,7 +6,8 @@ namespace warden::util {
 
 void set_log_level(const std::string& level) {
     const auto lvl = spdlog::level::from_str(level);
-    if (lvl == spdlog::level::off && level != "off") throw Error("unknown log level '" + level + "'");
+    if (lvl == spdlog::level::off && level != "off")
+        throw Error("unknown log level '" + level + "'");
     spdlog::set_level(lvl);
 }
 

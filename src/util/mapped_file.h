@@ -8,7 +8,7 @@
 namespace warden::util {
 
 class MappedFile {
-public:
+  public:
     explicit MappedFile(const std::string& path);  // throws Error naming the path on failure
     ~MappedFile();
     MappedFile(const MappedFile&) = delete;
@@ -20,7 +20,7 @@ public:
     size_t size() const { return size_; }
     const std::string& path() const { return path_; }
 
-private:
+  private:
     std::string path_;
     const uint8_t* data_ = nullptr;
     size_t size_ = 0;

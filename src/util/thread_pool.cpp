@@ -52,8 +52,7 @@ int ThreadPool::default_threads() {
     return n == 0 ? 1 : static_cast<int>(n);
 }
 
-ThreadPool::ThreadPool(int n_threads)
-    : n_threads_(n_threads <= 0 ? default_threads() : n_threads) {
+ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads <= 0 ? default_threads() : n_threads) {
     for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker(i); });
 }
 
@@ -140,8 +139,10 @@ void ThreadPool::run(const std::function<void(int, int)>& fn) {
     // Wait for the others even on error: they still run `fn`, which lives in our caller's frame.
     // Yield when they are slow (a descheduled worker on a busy machine).
     for (int spins = 0; pending_.load(std::memory_order_acquire) != 0; ++spins) {
-        if (spins < kSpinIterations) cpu_relax();
-        else std::this_thread::yield();
+        if (spins < kSpinIterations)
+            cpu_relax();
+        else
+            std::this_thread::yield();
     }
     if (mine) std::rethrow_exception(mine);
     if (has_error_.load()) std::rethrow_exception(error_);

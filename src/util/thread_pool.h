@@ -16,7 +16,7 @@
 namespace warden::util {
 
 class ThreadPool {
-public:
+  public:
     // n_threads <= 0 means one per online core.
     explicit ThreadPool(int n_threads = 0);
     ~ThreadPool();
@@ -55,7 +55,7 @@ public:
 
     static int default_threads();
 
-private:
+  private:
     void worker(int index);
 
     int n_threads_;

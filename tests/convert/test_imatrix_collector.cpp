@@ -5,8 +5,6 @@
 // them; and the GGUF it writes reads back through quant/imatrix.h to the same importances.
 // Agreement with llama.cpp's llama-imatrix on a real model is a measurement in
 // docs/WEIGHT_QUANT.md (bench/imatrix_compare.py), not a test: CI has no llama.cpp.
-#include "convert/imatrix_collector.h"
-
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -16,13 +14,14 @@
 #include <string>
 #include <vector>
 
-#include "test_paths.h"
+#include "convert/imatrix_collector.h"
+#include "convert/quantize_ct.h"
 #include "model/kv_cache.h"
 #include "model/model.h"
 #include "model/transformer.h"
 #include "quant/imatrix.h"
-#include "convert/quantize_ct.h"
 #include "quant/weight_format.h"
+#include "test_paths.h"
 #include "util/thread_pool.h"
 
 namespace warden::quant {
@@ -253,8 +252,8 @@ TEST(ImatrixCollector, EveryMatrixTheWriterPacksFindsItsEntry) {
         const std::string out = (std::filesystem::temp_directory_path() /
                                  ("warden_imc_ct_" + std::to_string(::getpid()) + "_" + name))
                                     .string();
-        const auto st = convert::quantize_hf_compressed_tensors(dir, out, parse_weight_format("int4"), false,
-                                                       pool, std::nullopt, &imp);
+        const auto st = convert::quantize_hf_compressed_tensors(
+            dir, out, parse_weight_format("int4"), false, pool, std::nullopt, &imp);
         std::filesystem::remove_all(out);
         EXPECT_GT(st.tensors_quantized, 50) << name;
         EXPECT_EQ(st.imatrix_weighted, st.tensors_quantized) << name;
@@ -263,15 +262,16 @@ TEST(ImatrixCollector, EveryMatrixTheWriterPacksFindsItsEntry) {
 
 // --process-output: the head's entry is "output.weight" over every row whose logits are computed.
 // The observed rows are the head's input: multiplied by the head they give the logits the forward
-// step returned, and each is an RMS-normed row under output_norm (sum of (h / g)^2 = d). A head tied
-// to the embeddings is not collected (llama-imatrix skips token_embd.weight).
+// step returned, and each is an RMS-normed row under output_norm (sum of (h / g)^2 = d). A head
+// tied to the embeddings is not collected (llama-imatrix skips token_embd.weight).
 TEST(ImatrixCollector, ProcessOutputSumsTheHeadsInput) {
     util::ThreadPool pool(2);
     const auto m = load(test::golden_model("tiny-llama.gguf"), pool);  // its own output.weight
     const auto& c = m->config;
     const int64_t n = 24, d = c.d_model, vocab = c.vocab_size;
     const std::vector<int32_t> toks = some_tokens(n, vocab);
-    EXPECT_EQ(convert::ImatrixCollector(*m).entries().count("output.weight"), 0u);  // off by default
+    EXPECT_EQ(convert::ImatrixCollector(*m).entries().count("output.weight"),
+              0u);  // off by default
     convert::ImatrixCollector col(*m, true);
     ASSERT_EQ(col.entries().size(), static_cast<size_t>(7 * c.n_layers + 1));
     Recorder rec(col, &m->weights.output);
@@ -297,12 +297,16 @@ TEST(ImatrixCollector, ProcessOutputSumsTheHeadsInput) {
         for (int64_t v = 0; v < vocab; v += 7) {
             m->weights.output.row_f32(v, w.data());
             double dot = 0.0;
-            for (int64_t j = 0; j < d; ++j) dot += static_cast<double>(w[static_cast<size_t>(j)]) * h[j];
-            EXPECT_NEAR(logits[static_cast<size_t>(t * vocab + v)], dot, 1e-4 + 1e-4 * std::fabs(dot)) << t << " " << v;
+            for (int64_t j = 0; j < d; ++j)
+                dot += static_cast<double>(w[static_cast<size_t>(j)]) * h[j];
+            EXPECT_NEAR(logits[static_cast<size_t>(t * vocab + v)], dot,
+                        1e-4 + 1e-4 * std::fabs(dot))
+                << t << " " << v;
         }
     }
     for (int64_t j = 0; j < d; ++j)
-        EXPECT_NEAR(e.sums[static_cast<size_t>(j)], sums[static_cast<size_t>(j)], 1e-9 * sums[static_cast<size_t>(j)] + 1e-12);
+        EXPECT_NEAR(e.sums[static_cast<size_t>(j)], sums[static_cast<size_t>(j)],
+                    1e-9 * sums[static_cast<size_t>(j)] + 1e-12);
 
     const std::string tied = test::golden_model("tiny-qwen3");
     if (!std::filesystem::exists(tied + "/config.json")) GTEST_SKIP() << "no tiny-qwen3";

@@ -22,14 +22,17 @@ struct EngineFixture : test::TinyLlama {
     kv::KvCacheConfig kv_config(int64_t pages) const { return TinyLlama::kv_config(4, pages); }
 };
 
-bool model_present() { return test::tiny_llama_present(); }
+bool model_present() {
+    return test::tiny_llama_present();
+}
 
 std::vector<engine::Request> requests(int n, int64_t vocab) {
     std::mt19937_64 rng(9);
     std::vector<engine::Request> reqs(static_cast<size_t>(n));
     for (auto& r : reqs) {
         const int len = 2 + static_cast<int>(rng() % 20);
-        for (int i = 0; i < len; ++i) r.prompt.push_back(static_cast<int32_t>(rng() % static_cast<uint64_t>(vocab)));
+        for (int i = 0; i < len; ++i)
+            r.prompt.push_back(static_cast<int32_t>(rng() % static_cast<uint64_t>(vocab)));
         r.max_new_tokens = 2 + static_cast<int64_t>(rng() % 8);
         r.sampling.temperature = (rng() % 2) ? 0.0f : 0.9f;
         r.sampling.seed = rng();
@@ -113,8 +116,10 @@ TEST(Engine, CancelFreesPagesAndQueueIsBounded) {
     int refused = 0;
     for (int i = 0; i < 8; ++i) {
         auto sub = eng.submit(long_req);
-        if (sub.status == engine::SubmitStatus::QueueFull) ++refused;
-        else streams.push_back(sub.stream);
+        if (sub.status == engine::SubmitStatus::QueueFull)
+            ++refused;
+        else
+            streams.push_back(sub.stream);
     }
     EXPECT_GT(refused, 0);
     EXPECT_GE(streams.size(), 2u);
@@ -141,7 +146,8 @@ TEST(Engine, ReserveAdmissionNeverPreemptsAndKeepsOutputs) {
     if (!model_present()) GTEST_SKIP() << "tests/golden/models/tiny-llama missing";
     EngineFixture f;
     auto reqs = requests(24, f.model->config.vocab_size);
-    for (size_t i = 0; i < reqs.size(); ++i) reqs[i].max_new_tokens = 6 + static_cast<int64_t>(i % 5) * 3;
+    for (size_t i = 0; i < reqs.size(); ++i)
+        reqs[i].max_new_tokens = 6 + static_cast<int64_t>(i % 5) * 3;
     auto run = [&](int64_t pages, int64_t max_seqs, bool reserve, engine::SchedulerStats& st) {
         kv::KvCache cache(f.kv_config(pages));
         engine::Executor exec(*f.tf, cache, kv::IntegrityMode::Step);
@@ -165,12 +171,15 @@ TEST(Engine, ReserveAdmissionNeverPreemptsAndKeepsOutputs) {
         EXPECT_EQ(res[i].output, ref[i].output) << "reserve, request " << i;
         EXPECT_EQ(res[i].preemptions, 0) << i;
     }
-    std::printf("[ figures  ] 24 requests, 20 pages: watermark %lld preemptions, %lld tokens computed, %lld at once; "
-                "reserve %lld preemptions, %lld tokens computed, %lld at once\n",
-                static_cast<long long>(s_wm.preemptions), static_cast<long long>(s_wm.tokens_computed),
-                static_cast<long long>(s_wm.max_running), static_cast<long long>(s_res.preemptions),
-                static_cast<long long>(s_res.tokens_computed), static_cast<long long>(s_res.max_running));
-    EXPECT_GT(s_wm.preemptions, 0) << "the pool must be small enough for the default policy to preempt";
+    std::printf(
+        "[ figures  ] 24 requests, 20 pages: watermark %lld preemptions, %lld tokens computed, "
+        "%lld at once; "
+        "reserve %lld preemptions, %lld tokens computed, %lld at once\n",
+        static_cast<long long>(s_wm.preemptions), static_cast<long long>(s_wm.tokens_computed),
+        static_cast<long long>(s_wm.max_running), static_cast<long long>(s_res.preemptions),
+        static_cast<long long>(s_res.tokens_computed), static_cast<long long>(s_res.max_running));
+    EXPECT_GT(s_wm.preemptions, 0)
+        << "the pool must be small enough for the default policy to preempt";
     EXPECT_EQ(s_res.preemptions, 0);
     EXPECT_GT(s_res.max_running, 1) << "reserve admission must still batch";
     EXPECT_LT(s_res.max_running, s_wm.max_running) << "reserving outputs admits fewer at once";

@@ -24,14 +24,17 @@ std::vector<engine::Request> make_requests(int n, uint64_t seed, int64_t vocab) 
     std::vector<engine::Request> reqs(static_cast<size_t>(n));
     for (auto& r : reqs) {
         const int len = 2 + static_cast<int>(rng() % 30);
-        for (int i = 0; i < len; ++i) r.prompt.push_back(static_cast<int32_t>(rng() % static_cast<uint64_t>(vocab)));
+        for (int i = 0; i < len; ++i)
+            r.prompt.push_back(static_cast<int32_t>(rng() % static_cast<uint64_t>(vocab)));
         r.max_new_tokens = 3 + static_cast<int64_t>(rng() % 10);
         r.sampling.temperature = 0.0f;
     }
     return reqs;
 }
 
-bool model_present() { return test::tiny_llama_present(); }
+bool model_present() {
+    return test::tiny_llama_present();
+}
 
 engine::SchedulerOptions runner_options() {
     engine::SchedulerOptions ro;
@@ -83,11 +86,13 @@ TEST(KvIntegrity, HundredThousandFaultsUnderLoad) {
     int64_t injected = 0, victims = 0, refused = 0, others = 0, rounds = 0;
     std::array<int64_t, kv::kFaultKinds> by_kind{};
     while (injected < target) {
-        const auto reqs = make_requests(400, 1000 + static_cast<uint64_t>(rounds), f.model->config.vocab_size);
+        const auto reqs =
+            make_requests(400, 1000 + static_cast<uint64_t>(rounds), f.model->config.vocab_size);
         const auto mode = rounds % 2 ? kv::IntegrityMode::Layer : kv::IntegrityMode::Step;
         const int32_t page_size = rounds % 3 == 0 ? 4 : 16;
         const auto clean = run_once(f, reqs, "", mode, page_size, 200);
-        const auto faulty = run_once(f, reqs, "all=0.6,seed=" + std::to_string(rounds + 1), mode, page_size, 200);
+        const auto faulty =
+            run_once(f, reqs, "all=0.6,seed=" + std::to_string(rounds + 1), mode, page_size, 200);
         for (size_t i = 0; i < reqs.size(); ++i) {
             if (faulty.results[i].fault_target) {
                 ++victims;
@@ -97,25 +102,31 @@ TEST(KvIntegrity, HundredThousandFaultsUnderLoad) {
                     << engine::finish_reason_name(faulty.results[i].finish);
             } else {
                 ++others;
-                ASSERT_EQ(faulty.results[i].finish, clean.results[i].finish) << "round " << rounds << " request " << i;
+                ASSERT_EQ(faulty.results[i].finish, clean.results[i].finish)
+                    << "round " << rounds << " request " << i;
                 ASSERT_EQ(faulty.results[i].output, clean.results[i].output)
                     << "round " << rounds << " request " << i << " changed by someone else's fault";
             }
         }
         injected += faulty.injected;
         refused += faulty.refused;
-        for (int k = 0; k < kv::kFaultKinds; ++k) by_kind[static_cast<size_t>(k)] += faulty.by_kind[static_cast<size_t>(k)];
+        for (int k = 0; k < kv::kFaultKinds; ++k)
+            by_kind[static_cast<size_t>(k)] += faulty.by_kind[static_cast<size_t>(k)];
         ++rounds;
     }
     std::string kinds;
     for (int k = 0; k < kv::kFaultKinds; ++k)
         kinds += std::string(" ") + kv::fault_kind_name(static_cast<kv::FaultKind>(k)) + "=" +
                  std::to_string(by_kind[static_cast<size_t>(k)]);
-    std::printf("[ faults   ] %lld injected (%s), %lld victim sequences aborted, %lld unaffected sequences "
-                "bit-identical, %lld bad frees refused, %lld rounds\n",
-                static_cast<long long>(injected), kinds.c_str(), static_cast<long long>(victims),
-                static_cast<long long>(others), static_cast<long long>(refused), static_cast<long long>(rounds));
-    for (int k = 0; k < kv::kFaultKinds; ++k) EXPECT_GT(by_kind[static_cast<size_t>(k)], 0) << kv::fault_kind_name(static_cast<kv::FaultKind>(k));
+    std::printf(
+        "[ faults   ] %lld injected (%s), %lld victim sequences aborted, %lld unaffected sequences "
+        "bit-identical, %lld bad frees refused, %lld rounds\n",
+        static_cast<long long>(injected), kinds.c_str(), static_cast<long long>(victims),
+        static_cast<long long>(others), static_cast<long long>(refused),
+        static_cast<long long>(rounds));
+    for (int k = 0; k < kv::kFaultKinds; ++k)
+        EXPECT_GT(by_kind[static_cast<size_t>(k)], 0)
+            << kv::fault_kind_name(static_cast<kv::FaultKind>(k));
 }
 
 TEST(KvIntegrity, FaultsAreDetectedAndOnlyVictimsAbort) {
@@ -123,11 +134,13 @@ TEST(KvIntegrity, FaultsAreDetectedAndOnlyVictimsAbort) {
     Fixture f;
     const auto reqs = make_requests(160, 42, f.model->config.vocab_size);
 
-    auto run = [&](const std::string& spec, kv::IntegrityMode mode, int32_t page_size, engine::SchedulerStats* st,
-                   kv::FaultInjector** fi_out, std::unique_ptr<kv::FaultInjector>& holder) {
+    auto run = [&](const std::string& spec, kv::IntegrityMode mode, int32_t page_size,
+                   engine::SchedulerStats* st, kv::FaultInjector** fi_out,
+                   std::unique_ptr<kv::FaultInjector>& holder) {
         kv::KvCache cache(f.kv_config(page_size, 96));
         engine::Executor exec(*f.tf, cache, mode);
-        holder = spec.empty() ? nullptr : std::make_unique<kv::FaultInjector>(kv::FaultSpec::parse(spec));
+        holder = spec.empty() ? nullptr
+                              : std::make_unique<kv::FaultInjector>(kv::FaultSpec::parse(spec));
         if (fi_out) *fi_out = holder.get();
         engine::SchedulerOptions ro;
         ro.max_seqs = 24;
@@ -156,10 +169,12 @@ TEST(KvIntegrity, FaultsAreDetectedAndOnlyVictimsAbort) {
                 ++victims;
                 EXPECT_TRUE(faulty[i].finish == engine::FinishReason::IntegrityError ||
                             faulty[i].finish == engine::FinishReason::Cancelled)
-                    << "request " << i << " was hit but finished " << engine::finish_reason_name(faulty[i].finish);
+                    << "request " << i << " was hit but finished "
+                    << engine::finish_reason_name(faulty[i].finish);
             } else {
                 EXPECT_EQ(faulty[i].finish, clean[i].finish) << "request " << i;
-                EXPECT_EQ(faulty[i].output, clean[i].output) << "request " << i << " changed by someone else's fault";
+                EXPECT_EQ(faulty[i].output, clean[i].output)
+                    << "request " << i << " changed by someone else's fault";
             }
         }
         EXPECT_GT(victims, 10);

@@ -23,7 +23,9 @@ namespace {
 
 constexpr int32_t kPs = 4;  // page size: short prompts still span several pages
 
-bool model_present() { return test::tiny_llama_present(); }
+bool model_present() {
+    return test::tiny_llama_present();
+}
 
 struct Fixture : test::TinyLlama {
     kv::KvCacheConfig kv_config(int64_t pages) const { return TinyLlama::kv_config(kPs, pages); }
@@ -39,7 +41,8 @@ kv::PrefixCacheConfig pc_config() {
 
 std::vector<int32_t> random_tokens(std::mt19937_64& rng, int n, int64_t vocab) {
     std::vector<int32_t> t;
-    for (int i = 0; i < n; ++i) t.push_back(static_cast<int32_t>(rng() % static_cast<uint64_t>(vocab)));
+    for (int i = 0; i < n; ++i)
+        t.push_back(static_cast<int32_t>(rng() % static_cast<uint64_t>(vocab)));
     return t;
 }
 
@@ -62,7 +65,8 @@ std::vector<engine::Request> agent_requests(int64_t vocab, const std::vector<int
                 engine::Request r;
                 r.tenant = tenants[t];
                 r.prompt = history;
-                const auto q = random_tokens(rng, 1 + static_cast<int>(rng() % 6), vocab);  // this turn's question
+                const auto q = random_tokens(rng, 1 + static_cast<int>(rng() % 6),
+                                             vocab);  // this turn's question
                 r.prompt.insert(r.prompt.end(), q.begin(), q.end());
                 r.max_new_tokens = 3 + static_cast<int64_t>(rng() % 5);
                 r.sampling.temperature = (rng() % 3 == 0) ? 0.8f : 0.0f;
@@ -151,12 +155,15 @@ TEST(PrefixCacheRunner, OutputsWithCacheOnEqualCacheOffUnderEvictionAndPreemptio
             prompt += r.n_prompt;
             EXPECT_LT(r.cached_tokens, r.n_prompt);
         }
-        std::printf("[ runner   ] %lld pages: %zu requests, %lld/%lld prompt tokens cached, %lld pages evicted, "
-                    "%lld preemptions, %lld vs %lld tokens computed\n",
-                    static_cast<long long>(pages), reqs.size(), static_cast<long long>(cached),
-                    static_cast<long long>(prompt), static_cast<long long>(on.pc.evicted_pages),
-                    static_cast<long long>(on.stats.preemptions), static_cast<long long>(on.stats.tokens_computed),
-                    static_cast<long long>(off.stats.tokens_computed));
+        std::printf(
+            "[ runner   ] %lld pages: %zu requests, %lld/%lld prompt tokens cached, %lld pages "
+            "evicted, "
+            "%lld preemptions, %lld vs %lld tokens computed\n",
+            static_cast<long long>(pages), reqs.size(), static_cast<long long>(cached),
+            static_cast<long long>(prompt), static_cast<long long>(on.pc.evicted_pages),
+            static_cast<long long>(on.stats.preemptions),
+            static_cast<long long>(on.stats.tokens_computed),
+            static_cast<long long>(off.stats.tokens_computed));
         // Roomy: most of the repeated history hits. Tight: evictions cost hits, but some remain.
         EXPECT_GT(cached, pages == 400 ? prompt / 5 : 0);
         EXPECT_LT(on.stats.tokens_computed, off.stats.tokens_computed);
@@ -219,7 +226,8 @@ TEST(PrefixCacheRunner, TenantsNeverHitEachOthersPrefixesAndMissesCostTheSame) {
     for (const Case& c : cases) {
         SCOPED_TRACE(c.tenant + "/" + c.salt);
         const auto hits_before = pc.stats().hit_tokens;
-        const auto tokens_before = runner.stats().tokens_computed, steps_before = runner.stats().steps;
+        const auto tokens_before = runner.stats().tokens_computed,
+                   steps_before = runner.stats().steps;
         const auto res = runner.run({req(c.tenant, c.salt)});
         ASSERT_EQ(res.size(), 1u);
         EXPECT_EQ(res[0].cached_tokens, c.expect_cached);
@@ -231,7 +239,8 @@ TEST(PrefixCacheRunner, TenantsNeverHitEachOthersPrefixesAndMissesCostTheSame) {
             EXPECT_EQ(runner.stats().tokens_computed - tokens_before, cold_tokens);
             EXPECT_EQ(runner.stats().steps - steps_before, cold_steps);
         } else {
-            EXPECT_EQ(runner.stats().tokens_computed - tokens_before, cold_tokens - c.expect_cached);
+            EXPECT_EQ(runner.stats().tokens_computed - tokens_before,
+                      cold_tokens - c.expect_cached);
         }
     }
     EXPECT_EQ(pc.stats().collisions_rejected, 0);
@@ -258,8 +267,8 @@ TEST(PrefixCacheRunner, SharedPageFaultsAbortOnlyTheHolder) {
     for (const bool reuse : {false, true}) {
         SCOPED_TRACE(reuse ? "reuse after evict" : "evict while referenced");
         const engine::Request warm = with("acme", p, 2, 1);  // 19 tokens computed: 4 full pages
-        const std::vector<engine::Request> batch = {with("acme", p, 3, 8), with("globex", {}, 11, 8),
-                                                    with("initech", p, 5, 8)};
+        const std::vector<engine::Request> batch = {
+            with("acme", p, 3, 8), with("globex", {}, 11, 8), with("initech", p, 5, 8)};
         const engine::Request late = with("acme", p, 4, 4);  // meets the stale entry
         std::vector<engine::Result> ref;
         {
@@ -293,7 +302,8 @@ TEST(PrefixCacheRunner, SharedPageFaultsAbortOnlyTheHolder) {
                 if (kv.pool().is_cache_held(id)) {
                     ASSERT_EQ(kv.pool().cache_drop(live), kv::PoolStatus::Ok);
                 }
-                while (kv.pool().refcount(id) > 0) ASSERT_EQ(kv.pool().release(live), kv::PoolStatus::Ok);
+                while (kv.pool().refcount(id) > 0)
+                    ASSERT_EQ(kv.pool().release(live), kv::PoolStatus::Ok);
                 if (reuse) {
                     reused = kv.pool().allocate();  // LIFO: the page just freed, to a new owner
                     ASSERT_TRUE(reused && reused->page == id);

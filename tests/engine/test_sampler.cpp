@@ -11,7 +11,9 @@ using warden::engine::Sampler;
 using warden::engine::SamplingParams;
 
 namespace {
-std::vector<float> logits_fixture() { return {1.0f, 3.0f, 2.0f, 3.0f, -1.0f, 0.5f}; }
+std::vector<float> logits_fixture() {
+    return {1.0f, 3.0f, 2.0f, 3.0f, -1.0f, 0.5f};
+}
 
 SamplingParams plain(float temp) {
     SamplingParams p;

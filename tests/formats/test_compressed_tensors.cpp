@@ -1,8 +1,8 @@
-// compressed-tensors pack-quantized checkpoints (formats/compressed_tensors.h, convert/quantize_ct.h):
-// bit packing against hand-computed words, config parsing and its errors, corrupt tensors,
-// bit-exact import (quantize -> write -> load gives the packed bytes and logits of quantizing at
-// load, dense and MoE), asymmetric zero points, and dequantization through f32.
-// The independent reference (the compressed-tensors package itself) is used in
+// compressed-tensors pack-quantized checkpoints (formats/compressed_tensors.h,
+// convert/quantize_ct.h): bit packing against hand-computed words, config parsing and its errors,
+// corrupt tensors, bit-exact import (quantize -> write -> load gives the packed bytes and logits of
+// quantizing at load, dense and MoE), asymmetric zero points, and dequantization through f32. The
+// independent reference (the compressed-tensors package itself) is used in
 // tests/python/test_compressed_tensors.py.
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -14,22 +14,22 @@
 #include <fstream>
 #include <functional>
 #include <limits>
-#include <set>
 #include <nlohmann/json.hpp>
+#include <set>
 
-#include "kernels/matmul_quant.h"
+#include "convert/quantize_ct.h"
 #include "formats/compressed_tensors.h"
 #include "formats/gguf_names.h"
-#include "model/kv_cache.h"
-#include "model/model.h"
 #include "formats/safetensors_file.h"
 #include "formats/safetensors_writer.h"
+#include "kernels/matmul_quant.h"
+#include "model/kv_cache.h"
+#include "model/model.h"
 #include "model/transformer.h"
 #include "quant/imatrix.h"
-#include "convert/quantize_ct.h"
+#include "quant/imatrix_test_util.h"
 #include "quant/quantizer.h"
 #include "tensor/float_convert.h"
-#include "quant/imatrix_test_util.h"
 #include "test_paths.h"
 #include "util/error.h"
 
@@ -41,7 +41,8 @@ using json = nlohmann::json;
 using formats::CtPacked;
 
 std::string tmp_dir(const std::string& name) {
-    const fs::path p = fs::temp_directory_path() / ("warden_ct_" + std::to_string(::getpid()) + "_" + name);
+    const fs::path p =
+        fs::temp_directory_path() / ("warden_ct_" + std::to_string(::getpid()) + "_" + name);
     fs::remove_all(p);
     fs::create_directories(p);
     return p.string();
@@ -68,9 +69,11 @@ TEST(CompressedTensors, PackingHandVectors) {
     // int4 q = -8..7 -> stored 0..15, low nibble first.
     std::vector<uint8_t> c4(16);
     for (int i = 0; i < 16; ++i) c4[static_cast<size_t>(i)] = static_cast<uint8_t>(i);
-    EXPECT_EQ(formats::ct_pack_codes(c4.data(), 16, 4), (std::vector<uint32_t>{0x76543210u, 0xFEDCBA98u}));
+    EXPECT_EQ(formats::ct_pack_codes(c4.data(), 16, 4),
+              (std::vector<uint32_t>{0x76543210u, 0xFEDCBA98u}));
     // 12 values -> ceil(12 * 4 / 32) = 2 words, the tail zero-padded.
-    EXPECT_EQ(formats::ct_pack_codes(c4.data() + 4, 12, 4), (std::vector<uint32_t>{0xBA987654u, 0x0000FEDCu}));
+    EXPECT_EQ(formats::ct_pack_codes(c4.data() + 4, 12, 4),
+              (std::vector<uint32_t>{0xBA987654u, 0x0000FEDCu}));
     // int8 q + 128: four per word.
     const uint8_t c8[] = {0x80, 0x81, 0x7f, 0xff, 0x01};
     EXPECT_EQ(formats::ct_pack_codes(c8, 5, 8), (std::vector<uint32_t>{0xff7f8180u, 0x00000001u}));
@@ -79,7 +82,8 @@ TEST(CompressedTensors, PackingHandVectors) {
     EXPECT_EQ(formats::ct_pack_codes(c3.data(), 11, 3), (std::vector<uint32_t>{0xFFFFFFFFu, 0x1u}));
     std::vector<uint8_t> c3b = {1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 5};
     const auto w3 = words_bytes(formats::ct_pack_codes(c3b.data(), 11, 3));
-    for (int64_t i = 0; i < 11; ++i) EXPECT_EQ(formats::ct_unpack_code(w3.data(), i, 3), c3b[static_cast<size_t>(i)]);
+    for (int64_t i = 0; i < 11; ++i)
+        EXPECT_EQ(formats::ct_unpack_code(w3.data(), i, 3), c3b[static_cast<size_t>(i)]);
     const auto w4 = words_bytes({0x76543210u, 0xFEDCBA98u});
     for (int64_t i = 0; i < 16; ++i) EXPECT_EQ(formats::ct_unpack_code(w4.data(), i, 4), i);
 
@@ -106,15 +110,18 @@ TEST(CompressedTensors, PackingHandVectors) {
     EXPECT_EQ(t.zero_point(1, 1), 0);
     std::vector<float> row(8);
     t.dequant_row(0, row.data());
-    EXPECT_EQ(row, (std::vector<float>{(-8 - 1) * 0.5f, (-7 - 1) * 0.5f, (-6 - 1) * 0.5f, (-5 - 1) * 0.5f,
-                                       (-4 + 2) * 2.0f, (-3 + 2) * 2.0f, (-2 + 2) * 2.0f, (-1 + 2) * 2.0f}));
+    EXPECT_EQ(row, (std::vector<float>{(-8 - 1) * 0.5f, (-7 - 1) * 0.5f, (-6 - 1) * 0.5f,
+                                       (-5 - 1) * 0.5f, (-4 + 2) * 2.0f, (-3 + 2) * 2.0f,
+                                       (-2 + 2) * 2.0f, (-1 + 2) * 2.0f}));
     t.dequant_row(1, row.data());
-    EXPECT_EQ(row, (std::vector<float>{-3 * 0.25f, -2 * 0.25f, -1 * 0.25f, 0.0f, -4.0f, -5.0f, -6.0f, -7.0f}));
+    EXPECT_EQ(row, (std::vector<float>{-3 * 0.25f, -2 * 0.25f, -1 * 0.25f, 0.0f, -4.0f, -5.0f,
+                                       -6.0f, -7.0f}));
 }
 
 // Stored codes (q + 2^(bits-1)) of a [rows, cols] tensor, packed row by row as the checkpoint
 // holds them.
-std::vector<uint8_t> packed_rows(const std::vector<uint8_t>& codes, int64_t rows, int64_t cols, int bits) {
+std::vector<uint8_t> packed_rows(const std::vector<uint8_t>& codes, int64_t rows, int64_t cols,
+                                 int bits) {
     std::vector<uint8_t> packed;
     for (int64_t r = 0; r < rows; ++r) {
         const auto b = words_bytes(formats::ct_pack_codes(codes.data() + r * cols, cols, bits));
@@ -125,7 +132,8 @@ std::vector<uint8_t> packed_rows(const std::vector<uint8_t>& codes, int64_t rows
 
 // Every row of t imports into `layout`, and the packed result dequantizes to exactly the
 // checkpoint's own dequantization.
-void expect_import_matches_dequant(const CtPacked& t, const kernels::WeightMatrix& layout, const std::string& what) {
+void expect_import_matches_dequant(const CtPacked& t, const kernels::WeightMatrix& layout,
+                                   const std::string& what) {
     kernels::WeightMatrix m = layout;
     std::vector<uint8_t> buf(static_cast<size_t>(kernels::quant_packed_bytes(layout)), 0);
     m.data = buf.data();
@@ -155,24 +163,27 @@ TEST(CompressedTensors, AsymmetricImportMatchesDequant) {
     for (size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<uint8_t>((i * 7 + 3) % 16);
     const std::vector<uint8_t> packed = packed_rows(codes, 3, 64, 4);
     t.packed = packed.data();
-    std::vector<uint16_t> sc = {tensor::f32_to_bf16(0.03125f), tensor::f32_to_bf16(-0.0078125f),
-                                tensor::f32_to_bf16(1.5f),     tensor::f32_to_bf16(0.375f),
+    std::vector<uint16_t> sc = {tensor::f32_to_bf16(0.03125f),    tensor::f32_to_bf16(-0.0078125f),
+                                tensor::f32_to_bf16(1.5f),        tensor::f32_to_bf16(0.375f),
                                 tensor::f32_to_bf16(0.01171875f), tensor::f32_to_bf16(2.0f)};
     t.scale = reinterpret_cast<const uint8_t*>(sc.data());
     t.scale_dtype = "BF16";
     const std::vector<uint8_t> zc = {2, 15, 8, 0, 7, 9};  // [rows][groups] stored values
     std::vector<uint8_t> zcol0 = {zc[0], zc[2], zc[4]}, zcol1 = {zc[1], zc[3], zc[5]};
-    const uint32_t z0 = formats::ct_pack_codes(zcol0.data(), 3, 4)[0], z1 = formats::ct_pack_codes(zcol1.data(), 3, 4)[0];
+    const uint32_t z0 = formats::ct_pack_codes(zcol0.data(), 3, 4)[0],
+                   z1 = formats::ct_pack_codes(zcol1.data(), 3, 4)[0];
     const auto zp = words_bytes({z0, z1});
     t.zero = zp.data();
     t.zero_cols = 2;
     for (const char* fmt : {"int4-g32-asym", "int4-g32-asym-bf16s"})
         expect_import_matches_dequant(t, quant::parse_weight_format(fmt).layout(3, 64), fmt);
     // Asymmetric codes do not map onto a symmetric layout, nor 4-bit codes onto int8.
-    EXPECT_FALSE(formats::ct_import_row(t, 0, quant::parse_weight_format("int4-g32").layout(3, 64)));
+    EXPECT_FALSE(
+        formats::ct_import_row(t, 0, quant::parse_weight_format("int4-g32").layout(3, 64)));
     EXPECT_FALSE(formats::ct_import_row(t, 0, quant::parse_weight_format("int8").layout(3, 64)));
     // A checkpoint group of 32 does not split into warden's 128.
-    EXPECT_FALSE(formats::ct_import_row(t, 0, quant::parse_weight_format("int4-g128-asym").layout(3, 64)));
+    EXPECT_FALSE(
+        formats::ct_import_row(t, 0, quant::parse_weight_format("int4-g128-asym").layout(3, 64)));
 }
 
 // 8-bit, group strategy: a checkpoint group of 32 (or a multiple) imports into int8-g32 exactly,
@@ -185,7 +196,8 @@ TEST(CompressedTensors, Int8GroupImportsIntoInt8G32) {
     t.num_bits = 8;
     t.words_per_row = 16;
     std::vector<uint8_t> codes(2 * 64);  // stored q + 128
-    for (size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<uint8_t>(1 + (i * 37 + 11) % 255);
+    for (size_t i = 0; i < codes.size(); ++i)
+        codes[i] = static_cast<uint8_t>(1 + (i * 37 + 11) % 255);
     codes[45] = codes[64 + 7] = 0;  // -128 in each row: an int8 code like any other
     const std::vector<uint8_t> packed = packed_rows(codes, 2, 64, 8);
     t.packed = packed.data();
@@ -193,12 +205,14 @@ TEST(CompressedTensors, Int8GroupImportsIntoInt8G32) {
     const auto layout = quant::parse_weight_format("int8-g32").layout(2, 64);
     for (int64_t group : {32, 64}) {
         t.group = group;
-        const std::vector<float> sc = group == 32 ? std::vector<float>{0.5f, -0.125f, 2.0f, 0.0078125f}
-                                                  : std::vector<float>{0.25f, 3.0f};
+        const std::vector<float> sc = group == 32
+                                          ? std::vector<float>{0.5f, -0.125f, 2.0f, 0.0078125f}
+                                          : std::vector<float>{0.25f, 3.0f};
         t.scale = reinterpret_cast<const uint8_t*>(sc.data());
         expect_import_matches_dequant(t, layout, "group " + std::to_string(group));
         if (group == 32) {
-            EXPECT_FALSE(formats::ct_import_row(t, 0, quant::parse_weight_format("int8").layout(2, 64)));
+            EXPECT_FALSE(
+                formats::ct_import_row(t, 0, quant::parse_weight_format("int8").layout(2, 64)));
         }
     }
     t.group = 16;
@@ -232,7 +246,11 @@ json ct_config(json weights, json extra = json::object()) {
 }
 
 json w4(int64_t group = 32) {
-    return {{"num_bits", 4}, {"type", "int"}, {"symmetric", true}, {"strategy", "group"}, {"group_size", group}};
+    return {{"num_bits", 4},
+            {"type", "int"},
+            {"symmetric", true},
+            {"strategy", "group"},
+            {"group_size", group}};
 }
 
 TEST(CompressedTensors, ConfigParsingAndErrors) {
@@ -243,7 +261,9 @@ TEST(CompressedTensors, ConfigParsingAndErrors) {
     EXPECT_EQ(c.groups[0].weights.group_size, 32);
     EXPECT_EQ(c.ignore, std::vector<std::string>{"lm_head"});
     EXPECT_EQ(c.group_for("model.layers.0.mlp.down_proj").name, "group_0");
-    auto err = [](json j) { return message_of([&] { formats::ct_config_from_hf_json(j, "cfg"); }); };
+    auto err = [](json j) {
+        return message_of([&] { formats::ct_config_from_hf_json(j, "cfg"); });
+    };
     auto w = w4();
     w["num_bits"] = 3;
     EXPECT_NE(err(ct_config(w)).find("num_bits is 3"), std::string::npos) << err(ct_config(w));
@@ -265,14 +285,18 @@ TEST(CompressedTensors, ConfigParsingAndErrors) {
     w = w4();
     w["type"] = "float";
     EXPECT_NE(err(ct_config(w)).find("type is 'float'"), std::string::npos);
-    EXPECT_NE(err(ct_config(w4(), {{"format", "float-quantized"}})).find("format 'float-quantized'"), std::string::npos);
-    EXPECT_NE(err(ct_config(w4(), {{"format", "marlin-24"}})).find("not supported"), std::string::npos);
+    EXPECT_NE(
+        err(ct_config(w4(), {{"format", "float-quantized"}})).find("format 'float-quantized'"),
+        std::string::npos);
+    EXPECT_NE(err(ct_config(w4(), {{"format", "marlin-24"}})).find("not supported"),
+              std::string::npos);
     EXPECT_NE(err(ct_config(w4(0))).find("group_size"), std::string::npos);
     // int8 per channel is accepted; regex targets select groups.
     json j = ct_config(w4());
     j["quantization_config"]["config_groups"]["group_1"] = {
         {"targets", {"re:.*experts.*"}},
-        {"weights", {{"num_bits", 8}, {"type", "int"}, {"symmetric", true}, {"strategy", "channel"}}}};
+        {"weights",
+         {{"num_bits", 8}, {"type", "int"}, {"symmetric", true}, {"strategy", "channel"}}}};
     // A regex naming the module wins over the class target "Linear".
     const auto c1 = formats::ct_config_from_hf_json(j, "cfg");
     EXPECT_EQ(c1.group_for("model.layers.1.mlp.experts.3.up_proj").weights.num_bits, 8);
@@ -281,30 +305,43 @@ TEST(CompressedTensors, ConfigParsingAndErrors) {
     const auto c2 = formats::ct_config_from_hf_json(j, "cfg");
     EXPECT_EQ(c2.group_for("model.layers.1.mlp.experts.3.up_proj").weights.num_bits, 8);
     EXPECT_EQ(c2.group_for("model.layers.1.self_attn.q_proj").weights.num_bits, 4);
-    EXPECT_NE(message_of([&] { c2.group_for("model.layers.1.mlp.gate"); }).find("matches no"), std::string::npos);
+    EXPECT_NE(message_of([&] { c2.group_for("model.layers.1.mlp.gate"); }).find("matches no"),
+              std::string::npos);
     // Two groups claiming one module with different arguments.
     j["quantization_config"]["config_groups"]["group_0"]["targets"] = {"re:.*up_proj"};
     const auto c3 = formats::ct_config_from_hf_json(j, "cfg");
-    EXPECT_NE(message_of([&] { c3.group_for("model.layers.1.mlp.experts.3.up_proj"); }).find("several"),
-              std::string::npos);
-    // Targets are Python regexes (re.match: anchored at the start, Python syntax such as (?P<name>...)).
-    j["quantization_config"]["config_groups"]["group_0"]["targets"] = {"re:(?P<m>model)\\.layers\\.\\d+\\.self_attn"};
+    EXPECT_NE(
+        message_of([&] { c3.group_for("model.layers.1.mlp.experts.3.up_proj"); }).find("several"),
+        std::string::npos);
+    // Targets are Python regexes (re.match: anchored at the start, Python syntax such as
+    // (?P<name>...)).
+    j["quantization_config"]["config_groups"]["group_0"]["targets"] = {
+        "re:(?P<m>model)\\.layers\\.\\d+\\.self_attn"};
     const auto c4 = formats::ct_config_from_hf_json(j, "cfg");
     EXPECT_EQ(c4.group_for("model.layers.12.self_attn.q_proj").weights.num_bits, 4);
-    j["quantization_config"]["config_groups"]["group_0"]["targets"] = {"re:layers\\.1\\.self_attn"};  // not at the start
+    j["quantization_config"]["config_groups"]["group_0"]["targets"] = {
+        "re:layers\\.1\\.self_attn"};  // not at the start
     const auto c5 = formats::ct_config_from_hf_json(j, "cfg");
-    EXPECT_NE(message_of([&] { c5.group_for("model.layers.1.self_attn.q_proj"); }).find("matches no"), std::string::npos);
+    EXPECT_NE(
+        message_of([&] { c5.group_for("model.layers.1.self_attn.q_proj"); }).find("matches no"),
+        std::string::npos);
     j["quantization_config"]["config_groups"]["group_0"]["targets"] = {"re:model.(unclosed"};
     const auto c6 = formats::ct_config_from_hf_json(j, "cfg");
-    EXPECT_NE(message_of([&] { c6.group_for("model.layers.1.self_attn.q_proj"); }).find("not a valid regular expression"),
+    EXPECT_NE(message_of([&] {
+                  c6.group_for("model.layers.1.self_attn.q_proj");
+              }).find("not a valid regular expression"),
               std::string::npos);
     // Malformed JSON types are errors, not exceptions of another kind.
     json bad = ct_config(w4());
     bad["quantization_config"]["config_groups"]["group_0"]["weights"]["type"] = 4;
     EXPECT_NE(err(bad).find("malformed"), std::string::npos) << err(bad);
     EXPECT_EQ(formats::ct_native_format(c2.groups[0].weights, "BF16").value(), "int4-g32-bf16s");
-    EXPECT_EQ(formats::ct_native_format(formats::CtWeightArgs{4, true, "group", 256}, "F16").value(), "int4-g128");
-    EXPECT_EQ(formats::ct_native_format(formats::CtWeightArgs{4, false, "group", 64}, "F16").value(), "int4-g32-asym");
+    EXPECT_EQ(
+        formats::ct_native_format(formats::CtWeightArgs{4, true, "group", 256}, "F16").value(),
+        "int4-g128");
+    EXPECT_EQ(
+        formats::ct_native_format(formats::CtWeightArgs{4, false, "group", 64}, "F16").value(),
+        "int4-g32-asym");
     EXPECT_FALSE(formats::ct_native_format(formats::CtWeightArgs{4, true, "group", 48}, "F16"));
 }
 
@@ -323,7 +360,8 @@ std::string corrupt_error(const CorruptCase& c, const std::string& dir) {
     int64_t np = 1, ns = 1;
     for (auto d : c.packed_shape) np *= d;
     for (auto d : c.scale_shape) ns *= d;
-    w.add_tensor("m.weight_packed", c.packed_dtype, c.packed_shape, std::vector<uint8_t>(static_cast<size_t>(np * 4), 0x88));
+    w.add_tensor("m.weight_packed", c.packed_dtype, c.packed_shape,
+                 std::vector<uint8_t>(static_cast<size_t>(np * 4), 0x88));
     if (c.with_scale) {
         std::vector<float> s(static_cast<size_t>(ns), 0.5f);
         if (c.bad_scale != 0.0f) s[0] = c.bad_scale;
@@ -391,7 +429,8 @@ TEST(CompressedTensors, CorruptTensorsAreClearErrors) {
     fs::remove_all(dir);
 }
 
-std::unique_ptr<model::Model> load(const std::string& path, const std::string& fmt, util::ThreadPool& pool,
+std::unique_ptr<model::Model> load(const std::string& path, const std::string& fmt,
+                                   util::ThreadPool& pool,
                                    model::RuntimeDType dtype = model::RuntimeDType::BF16) {
     model::LoadOptions o;
     if (!fmt.empty()) o.weights = quant::parse_weight_format(fmt);
@@ -424,8 +463,10 @@ std::vector<const model::Matrix*> layer_matrices(const model::LayerWeights& L) {
         add({&L.wq, &L.wk, &L.wv, &L.wo});
     }
     if (L.moe) {
-        for (size_t e = 0; e < L.moe->gate.size(); ++e) add({&L.moe->gate[e], &L.moe->up[e], &L.moe->down[e]});
-        if (L.moe->shared_gate.rows() > 0) add({&L.moe->shared_gate, &L.moe->shared_up, &L.moe->shared_down});
+        for (size_t e = 0; e < L.moe->gate.size(); ++e)
+            add({&L.moe->gate[e], &L.moe->up[e], &L.moe->down[e]});
+        if (L.moe->shared_gate.rows() > 0)
+            add({&L.moe->shared_gate, &L.moe->shared_up, &L.moe->shared_down});
     } else {
         add({&L.w_gate, &L.w_up, &L.w_down});
     }
@@ -435,18 +476,21 @@ std::vector<const model::Matrix*> layer_matrices(const model::LayerWeights& L) {
 std::vector<float> all_logits(const model::Model& m, util::ThreadPool& pool) {
     model::Transformer tf(m, pool);
     const std::vector<int32_t> toks = {1, 17, 42, 99, 5, 250, 3, 77};
-    model::ContiguousKvCache cache(m.config, static_cast<int64_t>(toks.size()), kernels::KvType::F32);
+    model::ContiguousKvCache cache(m.config, static_cast<int64_t>(toks.size()),
+                                   kernels::KvType::F32);
     std::vector<float> out(toks.size() * static_cast<size_t>(m.config.vocab_size));
     tf.forward(toks.data(), static_cast<int64_t>(toks.size()), cache, out.data(), true);
     return out;
 }
 
 // quantize -> write -> load: the packed bytes and logits of quantizing the source at load.
-void check_round_trip(const std::string& model_name, const std::string& fmt, int64_t want_quantized) {
+void check_round_trip(const std::string& model_name, const std::string& fmt,
+                      int64_t want_quantized) {
     util::ThreadPool pool(2);
     const std::string src = test::golden_model(model_name);
     const std::string out = tmp_dir(model_name + "_" + fmt);
-    const auto st = convert::quantize_hf_compressed_tensors(src, out, quant::parse_weight_format(fmt), false, pool);
+    const auto st = convert::quantize_hf_compressed_tensors(
+        src, out, quant::parse_weight_format(fmt), false, pool);
     EXPECT_EQ(st.tensors_quantized, want_quantized);
     // The written config parses, lists the unquantized Linear layers, and names the format.
     std::ifstream cf(out + "/config.json");
@@ -456,16 +500,20 @@ void check_round_trip(const std::string& model_name, const std::string& fmt, int
     EXPECT_EQ(cfg.groups.at(0).weights.strategy, fmt == "int8" ? "channel" : "group");
     EXPECT_EQ(cfg.groups.at(0).weights.group_size, fmt == "int8" ? 0 : 32);
     const auto a = load(src, fmt, pool);
-    for (const std::string& lf : {fmt, std::string()}) {  // explicit format, then the native default
+    for (const std::string& lf :
+         {fmt, std::string()}) {  // explicit format, then the native default
         const auto b = load(out, lf, pool);
         EXPECT_EQ(b->weights_format, fmt) << model_name;
         expect_same(a->weights.token_embd, b->weights.token_embd, fmt + " embd");
         for (size_t l = 0; l < a->weights.layers.size(); ++l) {
-            const auto ma = layer_matrices(a->weights.layers[l]), mb = layer_matrices(b->weights.layers[l]);
+            const auto ma = layer_matrices(a->weights.layers[l]),
+                       mb = layer_matrices(b->weights.layers[l]);
             ASSERT_EQ(ma.size(), mb.size());
             for (size_t i = 0; i < ma.size(); ++i) {
                 EXPECT_TRUE(ma[i]->is_quantized());
-                expect_same(*ma[i], *mb[i], model_name + " " + fmt + " layer " + std::to_string(l) + " #" + std::to_string(i));
+                expect_same(*ma[i], *mb[i],
+                            model_name + " " + fmt + " layer " + std::to_string(l) + " #" +
+                                std::to_string(i));
             }
             if (const auto* la = a->weights.layers[l].mla.get()) {  // kv_b_proj's per-head halves
                 const auto* lb = b->weights.layers[l].mla.get();
@@ -474,8 +522,10 @@ void check_round_trip(const std::string& model_name, const std::string& fmt, int
                 ASSERT_EQ(la->wv_b.size(), lb->wv_b.size());
                 for (size_t h = 0; h < la->wk_b_t.size(); ++h) {
                     EXPECT_FALSE(lb->wk_b_t[h].is_quantized());
-                    expect_same(la->wk_b_t[h], lb->wk_b_t[h], model_name + " wk_b_t " + std::to_string(h));
-                    expect_same(la->wv_b[h], lb->wv_b[h], model_name + " wv_b " + std::to_string(h));
+                    expect_same(la->wk_b_t[h], lb->wk_b_t[h],
+                                model_name + " wk_b_t " + std::to_string(h));
+                    expect_same(la->wv_b[h], lb->wv_b[h],
+                                model_name + " wv_b " + std::to_string(h));
                 }
             }
         }
@@ -483,14 +533,17 @@ void check_round_trip(const std::string& model_name, const std::string& fmt, int
     }
     // Re-quantizing the output is a fixed point (bit-exact import of the packed source).
     const std::string out2 = tmp_dir(model_name + "_" + fmt + "_2");
-    convert::quantize_hf_compressed_tensors(out, out2, quant::parse_weight_format(fmt), false, pool);
-    const formats::SafetensorsModel s1 = formats::SafetensorsModel::open_dir(out), s2 = formats::SafetensorsModel::open_dir(out2);
+    convert::quantize_hf_compressed_tensors(out, out2, quant::parse_weight_format(fmt), false,
+                                            pool);
+    const formats::SafetensorsModel s1 = formats::SafetensorsModel::open_dir(out),
+                                    s2 = formats::SafetensorsModel::open_dir(out2);
     ASSERT_EQ(s1.tensors().size(), s2.tensors().size());
     for (const auto& t : s1.tensors()) {
         const auto* u = s2.find(t.name);
         ASSERT_NE(u, nullptr) << t.name;
         EXPECT_EQ(t.dtype, u->dtype) << t.name;
-        EXPECT_TRUE(t.n_bytes == u->n_bytes && std::memcmp(t.data, u->data, t.n_bytes) == 0) << t.name;
+        EXPECT_TRUE(t.n_bytes == u->n_bytes && std::memcmp(t.data, u->data, t.n_bytes) == 0)
+            << t.name;
     }
     // Loading as f32 dequantizes exactly to the values the int4 matrices hold.
     const auto f = load(out, "f32", pool, model::RuntimeDType::F32);
@@ -508,37 +561,44 @@ void check_round_trip(const std::string& model_name, const std::string& fmt, int
 }
 
 TEST(CompressedTensors, QuantizeWriteLoadBitExactDense) {
-    if (!fs::exists(test::golden_model("tiny-llama") + "/config.json")) GTEST_SKIP() << "tiny-llama golden missing";
+    if (!fs::exists(test::golden_model("tiny-llama") + "/config.json"))
+        GTEST_SKIP() << "tiny-llama golden missing";
     check_round_trip("tiny-llama", "int4-g32", 3 * 7);
     check_round_trip("tiny-llama", "int8", 3 * 7);
     check_round_trip("tiny-llama", "int8-g32", 3 * 7);  // 8-bit, strategy group, group_size 32
 }
 
 TEST(CompressedTensors, QuantizeWriteLoadBitExactMoe) {
-    if (!fs::exists(test::golden_model("tiny-qwen3-moe") + "/config.json")) GTEST_SKIP() << "tiny-qwen3-moe missing";
-    // 3 layers: attention 4 each; layers 0, 2 MoE with 8 experts x 3; layer 1 dense (mlp_only_layers).
+    if (!fs::exists(test::golden_model("tiny-qwen3-moe") + "/config.json"))
+        GTEST_SKIP() << "tiny-qwen3-moe missing";
+    // 3 layers: attention 4 each; layers 0, 2 MoE with 8 experts x 3; layer 1 dense
+    // (mlp_only_layers).
     check_round_trip("tiny-qwen3-moe", "int4-g32-bf16s", 3 * 4 + 2 * 8 * 3 + 3);
 }
 
-// MLA (DeepSeek-V3 shape, as Kimi K2 and GLM-5): q_a / q_b / kv_a_proj_with_mqa / o_proj are packed,
-// kv_b_proj stays in the source's dtype (split per head at load, never quantized); the layers have
-// routed and shared experts after a dense first layer.
+// MLA (DeepSeek-V3 shape, as Kimi K2 and GLM-5): q_a / q_b / kv_a_proj_with_mqa / o_proj are
+// packed, kv_b_proj stays in the source's dtype (split per head at load, never quantized); the
+// layers have routed and shared experts after a dense first layer.
 TEST(CompressedTensors, QuantizeWriteLoadBitExactMla) {
-    // tiny-deepseek-v3 itself has q_lora_rank 24: q_b_proj's rows (24) are shorter than the 32 every
-    // quantized row layout needs, so it is refused (CompressedTensors.MlaRowsShorterThanABlockAreRefused);
-    // its -qproj sibling has no q LoRA (q_proj, as DeepSeek-V2-Lite) and every row a multiple of 32.
-    if (!fs::exists(test::golden_model("tiny-deepseek-v3-qproj") + "/config.json")) GTEST_SKIP() << "tiny-deepseek-v3-qproj missing";
+    // tiny-deepseek-v3 itself has q_lora_rank 24: q_b_proj's rows (24) are shorter than the 32
+    // every quantized row layout needs, so it is refused
+    // (CompressedTensors.MlaRowsShorterThanABlockAreRefused); its -qproj sibling has no q LoRA
+    // (q_proj, as DeepSeek-V2-Lite) and every row a multiple of 32.
+    if (!fs::exists(test::golden_model("tiny-deepseek-v3-qproj") + "/config.json"))
+        GTEST_SKIP() << "tiny-deepseek-v3-qproj missing";
     // 2 MoE layers x (3 attention: q, kv_a, o + 8 experts x 3 + the shared experts' 3).
     check_round_trip("tiny-deepseek-v3-qproj", "int4-g32", 2 * (3 + 8 * 3 + 3));
 }
 
 TEST(CompressedTensors, MlaRowsShorterThanABlockAreRefused) {
-    if (!fs::exists(test::golden_model("tiny-deepseek-v3") + "/config.json")) GTEST_SKIP() << "tiny-deepseek-v3 missing";
+    if (!fs::exists(test::golden_model("tiny-deepseek-v3") + "/config.json"))
+        GTEST_SKIP() << "tiny-deepseek-v3 missing";
     util::ThreadPool pool(2);
     const std::string out = tmp_dir("tiny-deepseek-v3-refused");
     for (const char* fmt : {"int4-g32", "int8"}) {
         try {
-            convert::quantize_hf_compressed_tensors(test::golden_model("tiny-deepseek-v3"), out, quant::parse_weight_format(fmt), false, pool);
+            convert::quantize_hf_compressed_tensors(test::golden_model("tiny-deepseek-v3"), out,
+                                                    quant::parse_weight_format(fmt), false, pool);
             ADD_FAILURE() << fmt << ": no error";
         } catch (const std::exception& e) {
             const std::string msg = e.what();
@@ -553,7 +613,8 @@ TEST(CompressedTensors, MlaRowsShorterThanABlockAreRefused) {
 // An FP8 block-scaled source: each weight is dequantized as the writer reaches it (not all of
 // them up front) and quantized exactly as loading the FP8 source with --weights does.
 TEST(CompressedTensors, QuantizeWriteLoadBitExactFp8Source) {
-    if (!fs::exists(test::golden_model("tiny-qwen3-moe-fp8") + "/config.json")) GTEST_SKIP() << "tiny-qwen3-moe-fp8 missing";
+    if (!fs::exists(test::golden_model("tiny-qwen3-moe-fp8") + "/config.json"))
+        GTEST_SKIP() << "tiny-qwen3-moe-fp8 missing";
     check_round_trip("tiny-qwen3-moe-fp8", "int4-g32", 3 * 4 + 2 * 8 * 3 + 3);
 }
 
@@ -563,7 +624,8 @@ TEST(CompressedTensors, QuantizeWriteLoadBitExactFp8Source) {
 // into the directory removes the weight files the new run did not write (a stale
 // model.safetensors would be read before the index), and nothing else.
 TEST(CompressedTensors, WriterShardsADirectoryOutput) {
-    if (!fs::exists(test::golden_model("tiny-llama") + "/config.json")) GTEST_SKIP() << "tiny-llama golden missing";
+    if (!fs::exists(test::golden_model("tiny-llama") + "/config.json"))
+        GTEST_SKIP() << "tiny-llama golden missing";
     util::ThreadPool pool(2);
     const std::string src = test::golden_model("tiny-llama");
     const auto fmt = quant::parse_weight_format("int4-g32");
@@ -573,7 +635,8 @@ TEST(CompressedTensors, WriterShardsADirectoryOutput) {
     std::ofstream(sharded + "/model.safetensors") << "stale";  // an earlier single-file run
     std::ofstream(sharded + "/notes.txt") << "mine";
     constexpr int64_t kLimit = 20000;
-    const auto st2 = convert::quantize_hf_compressed_tensors(src, sharded, fmt, false, pool, kLimit);
+    const auto st2 =
+        convert::quantize_hf_compressed_tensors(src, sharded, fmt, false, pool, kLimit);
     EXPECT_EQ(st2.bytes_out, st1.bytes_out);
     EXPECT_EQ(st2.tensors_quantized, st1.tensors_quantized);
     EXPECT_FALSE(fs::exists(sharded + "/model.safetensors"));
@@ -600,30 +663,36 @@ TEST(CompressedTensors, WriterShardsADirectoryOutput) {
         EXPECT_TRUE(bytes <= kLimit || one.tensors().size() <= 3) << file << ": " << bytes;
     }
     EXPECT_EQ(in_shards, st1.bytes_out);
-    const formats::SafetensorsModel a = formats::SafetensorsModel::open_dir(single), b = formats::SafetensorsModel::open_dir(sharded);
+    const formats::SafetensorsModel a = formats::SafetensorsModel::open_dir(single),
+                                    b = formats::SafetensorsModel::open_dir(sharded);
     ASSERT_EQ(a.tensors().size(), b.tensors().size());
     EXPECT_EQ(a.tensors().size(), ix["weight_map"].size());
     for (const auto& t : a.tensors()) {
         const auto* u = b.find(t.name);
         ASSERT_NE(u, nullptr) << t.name;
-        EXPECT_TRUE(t.dtype == u->dtype && t.n_bytes == u->n_bytes && std::memcmp(t.data, u->data, t.n_bytes) == 0)
+        EXPECT_TRUE(t.dtype == u->dtype && t.n_bytes == u->n_bytes &&
+                    std::memcmp(t.data, u->data, t.n_bytes) == 0)
             << t.name;
     }
-    EXPECT_TRUE(all_logits(*load(single, "", pool), pool) == all_logits(*load(sharded, "", pool), pool));
+    EXPECT_TRUE(all_logits(*load(single, "", pool), pool) ==
+                all_logits(*load(sharded, "", pool), pool));
     // Back to one file: the shards and the index go.
     convert::quantize_hf_compressed_tensors(src, sharded, fmt, false, pool);
     for (const auto& e : fs::directory_iterator(sharded))
-        EXPECT_TRUE(e.path().filename() == "model.safetensors" || e.path().filename() == "config.json" ||
-                    e.path().filename() == "notes.txt")
+        EXPECT_TRUE(e.path().filename() == "model.safetensors" ||
+                    e.path().filename() == "config.json" || e.path().filename() == "notes.txt")
             << e.path();
     // A file output is one file: a shard size is an error, as is a size that is not positive.
     const auto msg = [&](const std::string& out, int64_t limit) {
-        return message_of([&] { convert::quantize_hf_compressed_tensors(src, out, fmt, false, pool, limit); });
+        return message_of(
+            [&] { convert::quantize_hf_compressed_tensors(src, out, fmt, false, pool, limit); });
     };
-    EXPECT_NE(msg(sharded + "/x.safetensors", kLimit).find("needs a directory output"), std::string::npos);
+    EXPECT_NE(msg(sharded + "/x.safetensors", kLimit).find("needs a directory output"),
+              std::string::npos);
     EXPECT_FALSE(fs::exists(sharded + "/x.safetensors"));
     EXPECT_NE(msg(sharded, 0).find("must be positive"), std::string::npos);
-    EXPECT_TRUE(fs::exists(sharded + "/model.safetensors"));  // the failed runs left the output alone
+    EXPECT_TRUE(
+        fs::exists(sharded + "/model.safetensors"));  // the failed runs left the output alone
     fs::remove_all(single);
     fs::remove_all(sharded);
 }
@@ -651,7 +720,8 @@ TEST(CompressedTensors, GgufNamesOfHfTensors) {
 }
 
 namespace {
-bool same_tensor(const formats::SafetensorsModel& a, const formats::SafetensorsModel& b, const std::string& n) {
+bool same_tensor(const formats::SafetensorsModel& a, const formats::SafetensorsModel& b,
+                 const std::string& n) {
     const auto *x = a.find(n), *y = b.find(n);
     return x && y && x->n_bytes == y->n_bytes && std::memcmp(x->data, y->data, x->n_bytes) == 0;
 }
@@ -662,7 +732,8 @@ bool same_tensor(const formats::SafetensorsModel& a, const formats::SafetensorsM
 // matrix it names. MoE: the stacked experts entry is cut per expert, so skewing expert 3's run
 // changes expert 3's matrices and no other expert's; an entry of the wrong width is an error.
 TEST(CompressedTensors, WriterTakesAnImatrixByGgufName) {
-    if (!fs::exists(test::golden_model("tiny-qwen3-moe") + "/config.json")) GTEST_SKIP() << "tiny-qwen3-moe missing";
+    if (!fs::exists(test::golden_model("tiny-qwen3-moe") + "/config.json"))
+        GTEST_SKIP() << "tiny-qwen3-moe missing";
     util::ThreadPool pool(2);
     const auto fmt = quant::parse_weight_format("int4-g32");
     const std::string dense = test::golden_model("tiny-llama");
@@ -679,13 +750,22 @@ TEST(CompressedTensors, WriterTakesAnImatrixByGgufName) {
     }
     ASSERT_EQ(uni.size(), 21u);
     const auto ub = test::imatrix_dat(uni), sb = test::imatrix_dat(skew);
-    const quant::Imatrix mu = quant::parse_imatrix(ub.data(), ub.size(), "u"), ms = quant::parse_imatrix(sb.data(), sb.size(), "s");
+    const quant::Imatrix mu = quant::parse_imatrix(ub.data(), ub.size(), "u"),
+                         ms = quant::parse_imatrix(sb.data(), sb.size(), "s");
     const std::string o0 = tmp_dir("im_none"), o1 = tmp_dir("im_uni"), o2 = tmp_dir("im_skew");
-    EXPECT_EQ(convert::quantize_hf_compressed_tensors(dense, o0, fmt, false, pool).imatrix_weighted, 0);
-    EXPECT_EQ(convert::quantize_hf_compressed_tensors(dense, o1, fmt, false, pool, std::nullopt, &mu).imatrix_weighted, 21);
-    EXPECT_EQ(convert::quantize_hf_compressed_tensors(dense, o2, fmt, false, pool, std::nullopt, &ms).imatrix_weighted, 21);
+    EXPECT_EQ(convert::quantize_hf_compressed_tensors(dense, o0, fmt, false, pool).imatrix_weighted,
+              0);
+    EXPECT_EQ(
+        convert::quantize_hf_compressed_tensors(dense, o1, fmt, false, pool, std::nullopt, &mu)
+            .imatrix_weighted,
+        21);
+    EXPECT_EQ(
+        convert::quantize_hf_compressed_tensors(dense, o2, fmt, false, pool, std::nullopt, &ms)
+            .imatrix_weighted,
+        21);
     {
-        const auto a = formats::SafetensorsModel::open_dir(o0), b = formats::SafetensorsModel::open_dir(o1),
+        const auto a = formats::SafetensorsModel::open_dir(o0),
+                   b = formats::SafetensorsModel::open_dir(o1),
                    c = formats::SafetensorsModel::open_dir(o2);
         for (const auto& t : a.tensors()) {
             EXPECT_TRUE(same_tensor(a, b, t.name)) << t.name;
@@ -707,12 +787,15 @@ TEST(CompressedTensors, WriterTakesAnImatrixByGgufName) {
     const quant::Imatrix me = quant::parse_imatrix(eb.data(), eb.size(), "e");
     const std::string m0 = tmp_dir("im_moe_none"), m1 = tmp_dir("im_moe_e3");
     convert::quantize_hf_compressed_tensors(moe, m0, fmt, false, pool);
-    EXPECT_EQ(convert::quantize_hf_compressed_tensors(moe, m1, fmt, false, pool, std::nullopt, &me).imatrix_weighted,
+    EXPECT_EQ(convert::quantize_hf_compressed_tensors(moe, m1, fmt, false, pool, std::nullopt, &me)
+                  .imatrix_weighted,
               static_cast<int64_t>(kExperts));
     {
-        const auto a = formats::SafetensorsModel::open_dir(m0), b = formats::SafetensorsModel::open_dir(m1);
+        const auto a = formats::SafetensorsModel::open_dir(m0),
+                   b = formats::SafetensorsModel::open_dir(m1);
         for (size_t e = 0; e < kExperts; ++e) {
-            const std::string n = "model.layers.0.mlp.experts." + std::to_string(e) + ".up_proj.weight_packed";
+            const std::string n =
+                "model.layers.0.mlp.experts." + std::to_string(e) + ".up_proj.weight_packed";
             EXPECT_EQ(same_tensor(a, b, n), e != 3) << n;
         }
         EXPECT_TRUE(same_tensor(a, b, "model.layers.2.mlp.experts.3.up_proj.weight_packed"));
@@ -721,8 +804,10 @@ TEST(CompressedTensors, WriterTakesAnImatrixByGgufName) {
     const auto wb = test::imatrix_dat({{"blk.0.ffn_up_exps.weight", 1, stacked}});
     const quant::Imatrix mw = quant::parse_imatrix(wb.data(), wb.size(), "w");
     const std::string bad = tmp_dir("im_moe_bad");
-    EXPECT_NE(message_of([&] { convert::quantize_hf_compressed_tensors(moe, bad, fmt, false, pool, std::nullopt, &mw); })
-                  .find("'blk.0.ffn_up_exps.weight' has"),
+    EXPECT_NE(message_of([&] {
+                  convert::quantize_hf_compressed_tensors(moe, bad, fmt, false, pool, std::nullopt,
+                                                          &mw);
+              }).find("'blk.0.ffn_up_exps.weight' has"),
               std::string::npos);
     EXPECT_FALSE(fs::exists(bad + "/model.safetensors"));
     for (const auto& d : {o0, o1, o2, m0, m1, bad}) fs::remove_all(d);
@@ -733,7 +818,8 @@ TEST(CompressedTensors, WriterTakesAnImatrixByGgufName) {
 // in the source dtype, byte for byte, although both end in "_proj.weight" (the suffix rule this
 // replaced packed them: 23 instead of 21).
 TEST(CompressedTensors, WriterPacksOnlyTheMatricesTheLoaderQuantizes) {
-    if (!fs::exists(test::golden_model("tiny-llama") + "/config.json")) GTEST_SKIP() << "tiny-llama golden missing";
+    if (!fs::exists(test::golden_model("tiny-llama") + "/config.json"))
+        GTEST_SKIP() << "tiny-llama golden missing";
     util::ThreadPool pool(1);
     const std::string src = test::golden_model("tiny-llama");  // 3 layers
     const std::string dir = tmp_dir("extra_src"), out = tmp_dir("extra_out");
@@ -746,18 +832,23 @@ TEST(CompressedTensors, WriterPacksOnlyTheMatricesTheLoaderQuantizes) {
         if (t.name == "model.layers.0.self_attn.q_proj.weight") q0 = &t;
     }
     ASSERT_NE(q0, nullptr);
-    const std::vector<std::string> extras = {"model.layers.3.self_attn.q_proj.weight", "model.layers.0.eh_proj.weight"};
-    for (const auto& n : extras) w.add_tensor(n, q0->dtype, q0->shape, std::vector<uint8_t>(q0->data, q0->data + q0->n_bytes));
+    const std::vector<std::string> extras = {"model.layers.3.self_attn.q_proj.weight",
+                                             "model.layers.0.eh_proj.weight"};
+    for (const auto& n : extras)
+        w.add_tensor(n, q0->dtype, q0->shape,
+                     std::vector<uint8_t>(q0->data, q0->data + q0->n_bytes));
     w.write(dir + "/model.safetensors");
 
-    const auto st = convert::quantize_hf_compressed_tensors(dir, out, quant::parse_weight_format("int4"), false, pool);
+    const auto st = convert::quantize_hf_compressed_tensors(
+        dir, out, quant::parse_weight_format("int4"), false, pool);
     EXPECT_EQ(st.tensors_quantized, 3 * 7);
     const formats::SafetensorsModel o = formats::SafetensorsModel::open_dir(out);
     for (const auto& n : extras) {
         const auto* t = o.find(n);
         ASSERT_NE(t, nullptr) << n;
         EXPECT_EQ(t->dtype, q0->dtype) << n;
-        EXPECT_TRUE(t->n_bytes == q0->n_bytes && std::memcmp(t->data, q0->data, t->n_bytes) == 0) << n;
+        EXPECT_TRUE(t->n_bytes == q0->n_bytes && std::memcmp(t->data, q0->data, t->n_bytes) == 0)
+            << n;
         EXPECT_EQ(o.find(n + "_packed"), nullptr) << n;
     }
     EXPECT_NE(o.find("model.layers.2.self_attn.q_proj.weight_packed"), nullptr);
@@ -766,7 +857,8 @@ TEST(CompressedTensors, WriterPacksOnlyTheMatricesTheLoaderQuantizes) {
     cfg.erase("num_hidden_layers");
     std::ofstream(dir + "/config.json") << cfg.dump();
     EXPECT_NE(message_of([&] {
-                  convert::quantize_hf_compressed_tensors(dir, tmp_dir("extra_out2"), quant::parse_weight_format("int4"), false, pool);
+                  convert::quantize_hf_compressed_tensors(
+                      dir, tmp_dir("extra_out2"), quant::parse_weight_format("int4"), false, pool);
               }).find("num_hidden_layers"),
               std::string::npos);
     fs::remove_all(dir);
@@ -779,18 +871,23 @@ TEST(CompressedTensors, WriterRefusesWhatItCannotStoreExactly) {
     const std::string src = test::golden_model("tiny-llama");
     const std::string out = tmp_dir("refuse");
     auto err = [&](const std::string& in, const std::string& fmt) {
-        return message_of([&] { convert::quantize_hf_compressed_tensors(in, out, quant::parse_weight_format(fmt), false, pool); });
+        return message_of([&] {
+            convert::quantize_hf_compressed_tensors(in, out, quant::parse_weight_format(fmt), false,
+                                                    pool);
+        });
     };
     EXPECT_NE(err(src, "int4-asym").find("symmetric int4 only"), std::string::npos);
     EXPECT_NE(err(src, "fp8").find("int4 or int8"), std::string::npos);
-    EXPECT_NE(err(test::golden_model("tiny-llama.gguf"), "int4").find("Hugging Face model directory"), std::string::npos);
+    EXPECT_NE(
+        err(test::golden_model("tiny-llama.gguf"), "int4").find("Hugging Face model directory"),
+        std::string::npos);
     const std::string e = err(src, "int4-g128");  // 64 / 160 columns
     EXPECT_NE(e.find("model.layers.0."), std::string::npos) << e;
     EXPECT_NE(e.find("does not divide"), std::string::npos) << e;
     EXPECT_NE(err(src, "int4").find("<no error>"), std::string::npos);
     EXPECT_NE(message_of([&] {
-                  convert::quantize_hf_compressed_tensors(src, src + "/x.safetensors", quant::parse_weight_format("int4"),
-                                                        false, pool);
+                  convert::quantize_hf_compressed_tensors(
+                      src, src + "/x.safetensors", quant::parse_weight_format("int4"), false, pool);
               }).find("inside the source directory"),
               std::string::npos);
     fs::remove_all(out);

@@ -3,12 +3,13 @@
 // hand-made malformed headers (this file also runs under ASan/UBSan), and finally pointed at
 // the real vocab files and the default model when they are present.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <bit>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <iterator>
 #include <limits>
@@ -17,8 +18,6 @@
 #include <random>
 #include <string>
 #include <vector>
-
-#include <unistd.h>
 
 #include "formats/gguf_file.h"
 #include "tensor/ggml_types.h"
@@ -54,17 +53,39 @@ Val scalar(VT t, T v) {
     put(out.bytes, v);
     return out;
 }
-Val u8(uint8_t v) { return scalar(VT::UINT8, v); }
-Val i8(int8_t v) { return scalar(VT::INT8, v); }
-Val u16(uint16_t v) { return scalar(VT::UINT16, v); }
-Val i16(int16_t v) { return scalar(VT::INT16, v); }
-Val u32(uint32_t v) { return scalar(VT::UINT32, v); }
-Val i32(int32_t v) { return scalar(VT::INT32, v); }
-Val f32(float v) { return scalar(VT::FLOAT32, v); }
-Val boolean(bool v) { return scalar(VT::BOOL, static_cast<uint8_t>(v)); }
-Val u64(uint64_t v) { return scalar(VT::UINT64, v); }
-Val i64(int64_t v) { return scalar(VT::INT64, v); }
-Val f64(double v) { return scalar(VT::FLOAT64, v); }
+Val u8(uint8_t v) {
+    return scalar(VT::UINT8, v);
+}
+Val i8(int8_t v) {
+    return scalar(VT::INT8, v);
+}
+Val u16(uint16_t v) {
+    return scalar(VT::UINT16, v);
+}
+Val i16(int16_t v) {
+    return scalar(VT::INT16, v);
+}
+Val u32(uint32_t v) {
+    return scalar(VT::UINT32, v);
+}
+Val i32(int32_t v) {
+    return scalar(VT::INT32, v);
+}
+Val f32(float v) {
+    return scalar(VT::FLOAT32, v);
+}
+Val boolean(bool v) {
+    return scalar(VT::BOOL, static_cast<uint8_t>(v));
+}
+Val u64(uint64_t v) {
+    return scalar(VT::UINT64, v);
+}
+Val i64(int64_t v) {
+    return scalar(VT::INT64, v);
+}
+Val f64(double v) {
+    return scalar(VT::FLOAT64, v);
+}
 Val str(const std::string& s) {
     Val out{VT::STRING, {}};
     put_str(out.bytes, s);
@@ -96,7 +117,8 @@ struct GgufWriter {
     std::optional<uint64_t> n_tensors_override, n_kv_override;
 
     void kv(const std::string& key, Val v) { kvs.emplace_back(key, std::move(v)); }
-    void tensor(const std::string& name, std::vector<uint64_t> dims, tensor::GgmlType t, uint8_t seed = 1) {
+    void tensor(const std::string& name, std::vector<uint64_t> dims, tensor::GgmlType t,
+                uint8_t seed = 1) {
         const auto& info = tensor::ggml_type_info(t);
         uint64_t n = 1;
         for (auto d : dims) n *= d;
@@ -154,18 +176,54 @@ void touch_everything(const formats::GGUFFile& f) {
     for (const auto& [key, v] : f.metadata()) {
         (void)formats::gguf_value_type_name(v.type);
         (void)v.is_integer();
-        try { (void)v.as_int(key); } catch (const util::Error&) {}
-        try { (void)v.as_float(key); } catch (const util::Error&) {}
-        try { (void)v.as_bool(key); } catch (const util::Error&) {}
-        try { (void)v.as_string(key); } catch (const util::Error&) {}
-        try { (void)f.get_string(key); } catch (const util::Error&) {}
-        try { (void)f.get_int(key); } catch (const util::Error&) {}
-        try { (void)f.get_int_opt(key); } catch (const util::Error&) {}
-        try { (void)f.get_float_opt(key); } catch (const util::Error&) {}
-        try { (void)f.get_bool_opt(key); } catch (const util::Error&) {}
-        try { (void)f.get_string_array(key); } catch (const util::Error&) {}
-        try { (void)f.get_float_array(key); } catch (const util::Error&) {}
-        try { (void)f.get_int_array(key); } catch (const util::Error&) {}
+        try {
+            (void)v.as_int(key);
+        } catch (const util::Error&) {
+        }
+        try {
+            (void)v.as_float(key);
+        } catch (const util::Error&) {
+        }
+        try {
+            (void)v.as_bool(key);
+        } catch (const util::Error&) {
+        }
+        try {
+            (void)v.as_string(key);
+        } catch (const util::Error&) {
+        }
+        try {
+            (void)f.get_string(key);
+        } catch (const util::Error&) {
+        }
+        try {
+            (void)f.get_int(key);
+        } catch (const util::Error&) {
+        }
+        try {
+            (void)f.get_int_opt(key);
+        } catch (const util::Error&) {
+        }
+        try {
+            (void)f.get_float_opt(key);
+        } catch (const util::Error&) {
+        }
+        try {
+            (void)f.get_bool_opt(key);
+        } catch (const util::Error&) {
+        }
+        try {
+            (void)f.get_string_array(key);
+        } catch (const util::Error&) {
+        }
+        try {
+            (void)f.get_float_array(key);
+        } catch (const util::Error&) {
+        }
+        try {
+            (void)f.get_int_array(key);
+        } catch (const util::Error&) {
+        }
     }
 }
 
@@ -196,11 +254,11 @@ std::string error_of(const Bytes& bytes) {
     return msg;
 }
 
-#define EXPECT_GGUF_ERROR(bytes, fragment)                                                      \
-    do {                                                                                     \
-        const std::string msg_ = error_of(bytes);                                            \
-        EXPECT_NE(msg_.find(fragment), std::string::npos) << "message: " << msg_;            \
-        EXPECT_NE(msg_.find("test.gguf"), std::string::npos) << "message: " << msg_;         \
+#define EXPECT_GGUF_ERROR(bytes, fragment)                                           \
+    do {                                                                             \
+        const std::string msg_ = error_of(bytes);                                    \
+        EXPECT_NE(msg_.find(fragment), std::string::npos) << "message: " << msg_;    \
+        EXPECT_NE(msg_.find("test.gguf"), std::string::npos) << "message: " << msg_; \
     } while (0)
 
 GgufWriter metadata_writer(uint32_t version) {
@@ -310,7 +368,8 @@ TEST_P(GgufVersion, ParsesEveryMetadataType) {
     EXPECT_EQ(f.get_int_array("a.i16"), (std::vector<int64_t>{-32768, 32767}));
     EXPECT_EQ(f.get_int_array("a.u32"), (std::vector<int64_t>{7, 0xffffffffll}));
     EXPECT_EQ(f.get_int_array("a.i32"), (std::vector<int64_t>{-1, 2, -3}));
-    EXPECT_EQ(f.get_float_array("a.f32"), (std::vector<double>{0.25, static_cast<double>(-1e30f), 3.0}));
+    EXPECT_EQ(f.get_float_array("a.f32"),
+              (std::vector<double>{0.25, static_cast<double>(-1e30f), 3.0}));
     EXPECT_THROW(f.get_int_array("a.bool"), util::Error);  // bools are not integers
 }
 
@@ -357,7 +416,9 @@ TEST_P(GgufVersion, ParsesEveryArrayType) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Gguf, GgufVersion, ::testing::Values(2u, 3u),
-                         [](const ::testing::TestParamInfo<uint32_t>& p) { return std::to_string(p.param); });
+                         [](const ::testing::TestParamInfo<uint32_t>& p) {
+                             return std::to_string(p.param);
+                         });
 
 TEST(GgufTensors, EveryTypeDefaultAndDeclaredAlignment) {
     using tensor::GgmlType;
@@ -405,7 +466,8 @@ TEST(GgufTensors, EveryTypeDefaultAndDeclaredAlignment) {
                 EXPECT_EQ(t.offset, want.offset);
                 EXPECT_EQ(t.offset % alignment, 0u);
                 ASSERT_EQ(t.n_bytes, want.data.size());
-                EXPECT_EQ(static_cast<int64_t>(t.n_bytes), tensor::ggml_row_bytes(t.type, t.shape[0]) * (n / t.shape[0]));
+                EXPECT_EQ(static_cast<int64_t>(t.n_bytes),
+                          tensor::ggml_row_bytes(t.type, t.shape[0]) * (n / t.shape[0]));
                 EXPECT_EQ(0, std::memcmp(t.data, want.data.data(), want.data.size()));
                 if (i == 0) data_start = t.data - t.offset;
                 EXPECT_EQ(t.data, data_start + t.offset);
@@ -431,8 +493,9 @@ TEST(GgufTensors, OpensFromDiskAndNamesMissingFile) {
     GgufWriter w = metadata_writer(3);
     w.tensor("w", {64, 2}, tensor::GgmlType::Q8_0);
     const Bytes bytes = w.build();
-    const auto path = std::filesystem::temp_directory_path() /
-                      std::string("warden_test_gguf_").append(std::to_string(::getpid())).append(".gguf");
+    const auto path =
+        std::filesystem::temp_directory_path() /
+        std::string("warden_test_gguf_").append(std::to_string(::getpid())).append(".gguf");
     {
         FILE* fp = std::fopen(path.c_str(), "wb");
         ASSERT_NE(fp, nullptr);
@@ -504,20 +567,43 @@ TEST(GgufRobustness, RandomMutationsNeverCrash) {
             if (limit == 0) break;
             const size_t pos = rng() % limit;
             switch (rng() % 7) {
-                case 0: m[pos] ^= static_cast<uint8_t>(1u << (rng() % 8)); break;
-                case 1: m[pos] = static_cast<uint8_t>(rng()); break;
-                case 2: m[pos] = rng() % 2 ? 0xff : 0x00; break;
+                case 0:
+                    m[pos] ^= static_cast<uint8_t>(1u << (rng() % 8));
+                    break;
+                case 1:
+                    m[pos] = static_cast<uint8_t>(rng());
+                    break;
+                case 2:
+                    m[pos] = rng() % 2 ? 0xff : 0x00;
+                    break;
                 case 3: {  // overwrite an 8-byte field with an extreme value
-                    const uint64_t vals[] = {0, 1, 0xffffffffffffffffull, 0x7fffffffffffffffull, 0x8000000000000000ull,
-                                             0xffffffffull, 1ull << 32, 4, 5, 13, 64, 1ull << 40};
+                    const uint64_t vals[] = {0,
+                                             1,
+                                             0xffffffffffffffffull,
+                                             0x7fffffffffffffffull,
+                                             0x8000000000000000ull,
+                                             0xffffffffull,
+                                             1ull << 32,
+                                             4,
+                                             5,
+                                             13,
+                                             64,
+                                             1ull << 40};
                     const uint64_t v = vals[rng() % std::size(vals)];
                     const size_t n = std::min<size_t>(8, m.size() - pos);
                     std::memcpy(m.data() + pos, &v, n);
                     break;
                 }
-                case 4: m.erase(m.begin() + static_cast<std::ptrdiff_t>(pos)); break;
-                case 5: m.insert(m.begin() + static_cast<std::ptrdiff_t>(pos), static_cast<uint8_t>(rng())); break;
-                case 6: m.resize(pos); break;
+                case 4:
+                    m.erase(m.begin() + static_cast<std::ptrdiff_t>(pos));
+                    break;
+                case 5:
+                    m.insert(m.begin() + static_cast<std::ptrdiff_t>(pos),
+                             static_cast<uint8_t>(rng()));
+                    break;
+                case 6:
+                    m.resize(pos);
+                    break;
             }
         }
         if (parses_cleanly(m)) ++parsed;
@@ -543,7 +629,8 @@ GgufWriter valid_writer() {
 
 // Offset of the first tensor info's fields in a valid_writer() file.
 size_t first_tensor_info_pos() {
-    return 24 + 8 + std::string("general.architecture").size() + 4 + 8 + std::string("llama").size();
+    return 24 + 8 + std::string("general.architecture").size() + 4 + 8 +
+           std::string("llama").size();
 }
 
 TEST(GgufErrors, BadMagicAndVersions) {
@@ -570,10 +657,12 @@ TEST(GgufErrors, HugeCounts) {
     for (uint64_t n : {uint64_t{1} << 40, ~uint64_t{0}, uint64_t{1000}}) {
         GgufWriter w = valid_writer();
         w.n_kv_override = n;
-        EXPECT_GGUF_ERROR(w.build(), "metadata count " + std::to_string(n) + " exceeds the file size");
+        EXPECT_GGUF_ERROR(w.build(),
+                          "metadata count " + std::to_string(n) + " exceeds the file size");
         GgufWriter w2 = valid_writer();
         w2.n_tensors_override = n;
-        EXPECT_GGUF_ERROR(w2.build(), "tensor count " + std::to_string(n) + " exceeds the file size");
+        EXPECT_GGUF_ERROR(w2.build(),
+                          "tensor count " + std::to_string(n) + " exceeds the file size");
     }
     // Huge array and string lengths.
     {
@@ -726,7 +815,8 @@ TEST(GgufErrors, BadDimensions) {
 // ---- real files ------------------------------------------------------------------------------
 
 TEST(GgufRealFiles, VocabFiles) {
-    const std::filesystem::path dir = std::filesystem::path(WARDEN_SHARED_DIR) / "testdata" / "tokenizer";
+    const std::filesystem::path dir =
+        std::filesystem::path(WARDEN_SHARED_DIR) / "testdata" / "tokenizer";
     std::error_code ec;
     if (!std::filesystem::is_directory(dir, ec)) GTEST_SKIP() << dir << " not present";
     int n_files = 0;
@@ -752,7 +842,8 @@ TEST(GgufRealFiles, VocabFiles) {
 }
 
 TEST(GgufRealFiles, SmolLM2Model) {
-    const std::string path = std::string(WARDEN_SOURCE_DIR) + "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
+    const std::string path =
+        std::string(WARDEN_SOURCE_DIR) + "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
     std::error_code ec;
     if (!std::filesystem::is_regular_file(path, ec)) GTEST_SKIP() << path << " not present";
     formats::GGUFFile f(path);
@@ -781,7 +872,8 @@ TEST(GgufRealFiles, SmolLM2Model) {
     const formats::GGUFTensor* emb = f.find_tensor("token_embd.weight");
     ASSERT_NE(emb, nullptr);
     EXPECT_EQ(emb->shape[0], f.get_int("llama.embedding_length"));
-    EXPECT_EQ(static_cast<size_t>(emb->shape[1]), f.get_string_array("tokenizer.ggml.tokens").size());
+    EXPECT_EQ(static_cast<size_t>(emb->shape[1]),
+              f.get_string_array("tokenizer.ggml.tokens").size());
     touch_everything(f);
 }
 

@@ -2,6 +2,7 @@
 // test into a temporary directory, then truncations, random mutations and hand-made malicious
 // headers (this file also runs under ASan/UBSan).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdint>
@@ -10,13 +11,10 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <vector>
-
-#include <unistd.h>
-
-#include <nlohmann/json.hpp>
 
 #include "formats/safetensors_file.h"
 #include "util/error.h"
@@ -29,12 +27,13 @@ namespace fs = std::filesystem;
 
 // A unique empty directory, removed with everything in it at the end of the test.
 class TempDir {
-public:
+  public:
     TempDir() {
         static std::atomic<int> counter{0};
-        path_ = fs::temp_directory_path() /
-                (std::string("warden_st_").append(std::to_string(::getpid())).append("_").append(
-                    std::to_string(counter.fetch_add(1))));
+        path_ = fs::temp_directory_path() / (std::string("warden_st_")
+                                                 .append(std::to_string(::getpid()))
+                                                 .append("_")
+                                                 .append(std::to_string(counter.fetch_add(1))));
         fs::remove_all(path_);
         fs::create_directories(path_);
     }
@@ -45,7 +44,7 @@ public:
     const fs::path& path() const { return path_; }
     std::string str() const { return path_.string(); }
 
-private:
+  private:
     fs::path path_;
 };
 
@@ -53,7 +52,9 @@ void write_file(const fs::path& p, const Bytes& b) {
     std::ofstream f(p, std::ios::binary);
     f.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
 }
-void write_file(const fs::path& p, const std::string& s) { write_file(p, Bytes(s.begin(), s.end())); }
+void write_file(const fs::path& p, const std::string& s) {
+    write_file(p, Bytes(s.begin(), s.end()));
+}
 
 // Wraps a header string and data section into a safetensors file.
 Bytes raw_file(std::string header, const Bytes& data, bool pad = true) {
@@ -85,7 +86,8 @@ struct StWriter {
     std::vector<StTensor> tensors;
     std::map<std::string, std::string> metadata;
 
-    void add(const std::string& name, const std::string& dtype, std::vector<int64_t> shape, uint8_t seed = 1) {
+    void add(const std::string& name, const std::string& dtype, std::vector<int64_t> shape,
+             uint8_t seed = 1) {
         size_t n = dtype_bytes(dtype);
         for (auto d : shape) n *= static_cast<size_t>(d);
         Bytes data(n);
@@ -100,7 +102,8 @@ struct StWriter {
         for (const auto& t : tensors) {
             const uint64_t begin = data.size();
             data.insert(data.end(), t.data.begin(), t.data.end());
-            h[t.name] = {{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {begin, data.size()}}};
+            h[t.name] = {
+                {"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {begin, data.size()}}};
         }
         return raw_file(h.dump(), data);
     }
@@ -112,7 +115,8 @@ bool parses_cleanly(const Bytes& bytes, std::string* error = nullptr) {
     if (!bytes.empty()) std::memcpy(copy.get(), bytes.data(), bytes.size());
     try {
         std::map<std::string, std::string> meta;
-        const auto tensors = formats::parse_safetensors(copy.get(), bytes.size(), "test.safetensors", &meta);
+        const auto tensors =
+            formats::parse_safetensors(copy.get(), bytes.size(), "test.safetensors", &meta);
         volatile uint8_t sink = 0;
         for (const auto& t : tensors) {
             if (t.n_bytes) {
@@ -142,10 +146,10 @@ std::string error_of(const Bytes& b) {
     return msg;
 }
 
-#define EXPECT_ST_ERROR(bytes, fragment)                                              \
-    do {                                                                           \
-        const std::string msg_ = error_of(bytes);                                  \
-        EXPECT_NE(msg_.find(fragment), std::string::npos) << "message: " << msg_;  \
+#define EXPECT_ST_ERROR(bytes, fragment)                                          \
+    do {                                                                          \
+        const std::string msg_ = error_of(bytes);                                 \
+        EXPECT_NE(msg_.find(fragment), std::string::npos) << "message: " << msg_; \
     } while (0)
 
 Bytes header_only(const std::string& header, size_t data_bytes = 64) {
@@ -155,7 +159,7 @@ Bytes header_only(const std::string& header, size_t data_bytes = 64) {
 StWriter all_dtypes_writer() {
     StWriter w;
     w.metadata = {{"format", "pt"}, {"note", "h\xc3\xa9"}};
-    const char* dtypes[] = {"F64", "F32", "F16", "BF16", "I64", "I32", "I16", "I8",
+    const char* dtypes[] = {"F64", "F32",  "F16",     "BF16",    "I64", "I32", "I16", "I8",
                             "U8",  "BOOL", "F8_E4M3", "F8_E5M2", "U16", "U32", "U64"};
     uint8_t seed = 1;
     for (const char* d : dtypes) w.add(std::string("t.") + d, d, {2, 3}, seed++);
@@ -210,9 +214,12 @@ TEST(SafetensorsFile, InMemoryParse) {
     const auto tensors = formats::parse_safetensors(b.data(), b.size(), "mem", &meta);
     EXPECT_EQ(tensors.size(), w.tensors.size());
     EXPECT_EQ(meta, w.metadata);
-    EXPECT_EQ(formats::parse_safetensors(b.data(), b.size(), "mem", nullptr).size(), w.tensors.size());
+    EXPECT_EQ(formats::parse_safetensors(b.data(), b.size(), "mem", nullptr).size(),
+              w.tensors.size());
     // No tensors at all, and tensors with holes between them, are fine.
-    EXPECT_TRUE(formats::parse_safetensors(header_only("{}").data(), header_only("{}").size(), "mem", nullptr).empty());
+    EXPECT_TRUE(formats::parse_safetensors(header_only("{}").data(), header_only("{}").size(),
+                                           "mem", nullptr)
+                    .empty());
     const Bytes holes = header_only(R"({"a":{"dtype":"U8","shape":[2],"data_offsets":[10,12]},)"
                                     R"("b":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}})");
     const auto t2 = formats::parse_safetensors(holes.data(), holes.size(), "mem", nullptr);
@@ -270,10 +277,10 @@ std::string open_dir_error(const std::string& dir) {
     return "";
 }
 
-#define EXPECT_DIR_ERROR(dir, fragment)                                               \
-    do {                                                                           \
-        const std::string msg_ = open_dir_error(dir);                              \
-        EXPECT_NE(msg_.find(fragment), std::string::npos) << "message: " << msg_;  \
+#define EXPECT_DIR_ERROR(dir, fragment)                                           \
+    do {                                                                          \
+        const std::string msg_ = open_dir_error(dir);                             \
+        EXPECT_NE(msg_.find(fragment), std::string::npos) << "message: " << msg_; \
     } while (0)
 
 struct ShardFixture {
@@ -285,7 +292,9 @@ struct ShardFixture {
         write_file(dir.path() / "a.safetensors", a.build());
         write_file(dir.path() / "b.safetensors", b.build());
     }
-    void index(const std::string& text) { write_file(dir.path() / "model.safetensors.index.json", text); }
+    void index(const std::string& text) {
+        write_file(dir.path() / "model.safetensors.index.json", text);
+    }
 };
 
 TEST(SafetensorsDir, MissingFilesAndBadIndex) {
@@ -318,11 +327,13 @@ TEST(SafetensorsDir, ShardNamesCannotEscapeTheDirectory) {
     // A real file one level up, which an unchecked '../' would happily open.
     StWriter outside;
     outside.add("x", "F32", {4});
-    const fs::path up = f.dir.path().parent_path() / (f.dir.path().filename().string() + "_outside.safetensors");
+    const fs::path up =
+        f.dir.path().parent_path() / (f.dir.path().filename().string() + "_outside.safetensors");
     write_file(up, outside.build());
-    for (const std::string& bad : {std::string("../").append(up.filename().string()), up.string(), std::string(".."), std::string("."),
-                                  std::string("sub/a.safetensors"), std::string("..\\a.safetensors"),
-                                  std::string(""), std::string("a.safetensors\0x", 15)}) {
+    for (const std::string& bad :
+         {std::string("../").append(up.filename().string()), up.string(), std::string(".."),
+          std::string("."), std::string("sub/a.safetensors"), std::string("..\\a.safetensors"),
+          std::string(""), std::string("a.safetensors\0x", 15)}) {
         nlohmann::json index = {{"weight_map", {{"x", bad}}}};
         f.index(index.dump());
         EXPECT_DIR_ERROR(f.dir.str(), "outside the directory");
@@ -349,7 +360,8 @@ TEST(SafetensorsDir, EveryIndexedTensorMustBeInItsShard) {
     // And a corrupt shard names itself.
     write_file(f.dir.path() / "b.safetensors", std::string("garbage"));
     EXPECT_DIR_ERROR(f.dir.str(), "b.safetensors");
-    EXPECT_THROW(formats::SafetensorsModel({(f.dir.path() / "a.safetensors").string(), (f.dir.path() / "a.safetensors").string()}),
+    EXPECT_THROW(formats::SafetensorsModel({(f.dir.path() / "a.safetensors").string(),
+                                            (f.dir.path() / "a.safetensors").string()}),
                  util::Error);
 }
 
@@ -388,13 +400,15 @@ TEST(SafetensorsErrors, HeaderLength) {
     EXPECT_ST_ERROR(Bytes(8, 0), "empty");
     auto with_len = [](uint64_t len) {
         Bytes b = header_only("{}", 0);
-        for (int k = 0; k < 8; ++k) b[static_cast<size_t>(k)] = static_cast<uint8_t>(len >> (8 * k));
+        for (int k = 0; k < 8; ++k)
+            b[static_cast<size_t>(k)] = static_cast<uint8_t>(len >> (8 * k));
         return b;
     };
     EXPECT_ST_ERROR(with_len(9), "header length 9 exceeds the file size 16");
     EXPECT_ST_ERROR(with_len(100'000'000), "exceeds the file size");
     // Absurd lengths are refused by the 100 MB limit whatever the file size.
-    for (uint64_t len : {uint64_t{100'000'001}, uint64_t{1} << 32, uint64_t{1} << 63, ~uint64_t{0}, ~uint64_t{0} - 7})
+    for (uint64_t len : {uint64_t{100'000'001}, uint64_t{1} << 32, uint64_t{1} << 63, ~uint64_t{0},
+                         ~uint64_t{0} - 7})
         EXPECT_ST_ERROR(with_len(len), "is larger than the limit");
 }
 
@@ -410,31 +424,42 @@ TEST(SafetensorsErrors, NotAJsonObject) {
     std::string deep = "{\"a\":";
     for (int i = 0; i < 100000; ++i) deep += "[";
     EXPECT_ST_ERROR(header_only(deep), "nested too deeply");
-    EXPECT_ST_ERROR(header_only("{\"a\":[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]}"), "nested too deeply");
+    EXPECT_ST_ERROR(header_only("{\"a\":[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]}"),
+                    "nested too deeply");
 }
 
 TEST(SafetensorsErrors, TensorEntryFields) {
     const std::string ok_shape = "[4]", ok_off = "[0,4]";
     EXPECT_ST_ERROR(header_only("{\"t\":5}"), "tensor 't' is not a JSON object");
-    EXPECT_ST_ERROR(header_only("{\"t\":{\"shape\":[4],\"data_offsets\":[0,4]}}"), "no string 'dtype'");
-    EXPECT_ST_ERROR(header_only("{\"t\":{\"dtype\":\"U8\",\"data_offsets\":[0,4]}}"), "no array 'shape'");
-    EXPECT_ST_ERROR(header_only("{\"t\":{\"dtype\":\"U8\",\"shape\":[4]}}"), "no 'data_offsets' pair");
-    EXPECT_ST_ERROR(header_only(obj({tensor_json("t", "7", ok_shape, ok_off)})), "no string 'dtype'");
-    EXPECT_ST_ERROR(header_only(obj({tensor_json("t", "\"U8\"", "4", ok_off)})), "no array 'shape'");
-    EXPECT_ST_ERROR(header_only(obj({tensor_json("t", "\"U8\"", "{}", ok_off)})), "no array 'shape'");
+    EXPECT_ST_ERROR(header_only("{\"t\":{\"shape\":[4],\"data_offsets\":[0,4]}}"),
+                    "no string 'dtype'");
+    EXPECT_ST_ERROR(header_only("{\"t\":{\"dtype\":\"U8\",\"data_offsets\":[0,4]}}"),
+                    "no array 'shape'");
+    EXPECT_ST_ERROR(header_only("{\"t\":{\"dtype\":\"U8\",\"shape\":[4]}}"),
+                    "no 'data_offsets' pair");
+    EXPECT_ST_ERROR(header_only(obj({tensor_json("t", "7", ok_shape, ok_off)})),
+                    "no string 'dtype'");
+    EXPECT_ST_ERROR(header_only(obj({tensor_json("t", "\"U8\"", "4", ok_off)})),
+                    "no array 'shape'");
+    EXPECT_ST_ERROR(header_only(obj({tensor_json("t", "\"U8\"", "{}", ok_off)})),
+                    "no array 'shape'");
     for (const char* shape : {"[-1]", "[1.0]", "[\"4\"]", "[true]", "[null]", "[[4]]", "[4,-4]"})
         EXPECT_ST_ERROR(header_only(obj({tensor_json("t", "\"U8\"", shape, ok_off)})),
                         "shape entry that is not a non-negative integer");
     for (const char* off : {"[0]", "[0,4,8]", "4", "{}", "[]"})
-        EXPECT_ST_ERROR(header_only(obj({tensor_json("t", "\"U8\"", ok_shape, off)})), "no 'data_offsets' pair");
-    for (const char* off : {"[-1,3]", "[0,4.0]", "[\"0\",4]", "[0,null]", "[0,18446744073709551616]"})
+        EXPECT_ST_ERROR(header_only(obj({tensor_json("t", "\"U8\"", ok_shape, off)})),
+                        "no 'data_offsets' pair");
+    for (const char* off :
+         {"[-1,3]", "[0,4.0]", "[\"0\",4]", "[0,null]", "[0,18446744073709551616]"})
         EXPECT_ST_ERROR(header_only(obj({tensor_json("t", "\"U8\"", ok_shape, off)})),
                         "not non-negative integers");
     EXPECT_ST_ERROR(header_only(obj({tensor_json("t", "\"U8\"", ok_shape, "[4,0]")})), "reversed");
-    EXPECT_ST_ERROR(header_only("{\"t\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[0,4],\"x\":1}}"),
-                    "unknown field 'x'");
+    EXPECT_ST_ERROR(
+        header_only("{\"t\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[0,4],\"x\":1}}"),
+        "unknown field 'x'");
     for (const char* dtype : {"\"F128\"", "\"f32\"", "\"\"", "\"Q4_0\"", "\"F8_E8M0\""})
-        EXPECT_ST_ERROR(header_only(obj({tensor_json("t", dtype, ok_shape, ok_off)})), "unknown dtype");
+        EXPECT_ST_ERROR(header_only(obj({tensor_json("t", dtype, ok_shape, ok_off)})),
+                        "unknown dtype");
 }
 
 TEST(SafetensorsErrors, SizesOffsetsOverlapsDuplicates) {
@@ -444,41 +469,58 @@ TEST(SafetensorsErrors, SizesOffsetsOverlapsDuplicates) {
     EXPECT_ST_ERROR(header_only(obj({tensor_json("t", "\"BF16\"", "[2,3]", "[0,6]")})), "needs 12");
     EXPECT_ST_ERROR(header_only(obj({tensor_json("t", "\"U8\"", "[0]", "[0,1]")})), "needs 0");
     // Offsets past the end of the data section (64 bytes here).
-    EXPECT_ST_ERROR(header_only(obj({tensor_json("t", "\"U8\"", "[8]", "[60,68]")})), "past the end");
-    EXPECT_ST_ERROR(header_only(obj({tensor_json("t", "\"U8\"", "[0]", "[65,65]")})), "past the end");
+    EXPECT_ST_ERROR(header_only(obj({tensor_json("t", "\"U8\"", "[8]", "[60,68]")})),
+                    "past the end");
+    EXPECT_ST_ERROR(header_only(obj({tensor_json("t", "\"U8\"", "[0]", "[65,65]")})),
+                    "past the end");
     EXPECT_ST_ERROR(header_only(obj({tensor_json("t", "\"F64\"", "[36028797018963968]",
-                                                  "[0,18446744073709551615]")})),
+                                                 "[0,18446744073709551615]")})),
                     "too large");
-    EXPECT_ST_ERROR(header_only(obj({tensor_json("t", "\"U8\"", "[1]", "[18446744073709551614,18446744073709551615]")})),
+    EXPECT_ST_ERROR(header_only(obj({tensor_json("t", "\"U8\"", "[1]",
+                                                 "[18446744073709551614,18446744073709551615]")})),
                     "past the end");
     // Shape products that overflow.
-    EXPECT_ST_ERROR(header_only(obj({tensor_json("t", "\"U8\"", "[4294967296,4294967296,4294967296]", "[0,4]")})),
+    EXPECT_ST_ERROR(header_only(obj({tensor_json("t", "\"U8\"",
+                                                 "[4294967296,4294967296,4294967296]", "[0,4]")})),
                     "too large");
-    EXPECT_ST_ERROR(header_only(obj({tensor_json("t", "\"U8\"", "[18446744073709551615]", "[0,4]")})),
-                    "has dimension");
+    EXPECT_ST_ERROR(
+        header_only(obj({tensor_json("t", "\"U8\"", "[18446744073709551615]", "[0,4]")})),
+        "has dimension");
     // A zero dimension makes the rest irrelevant but must not be divided by.
-    EXPECT_TRUE(parses_cleanly(header_only(obj({tensor_json("t", "\"F32\"", "[0,72057594037927936]", "[0,0]")}))));
+    EXPECT_TRUE(parses_cleanly(
+        header_only(obj({tensor_json("t", "\"F32\"", "[0,72057594037927936]", "[0,0]")}))));
     // Overlaps.
-    EXPECT_ST_ERROR(header_only(obj({tensor_json("a", "\"U8\"", "[8]", "[0,8]"), tensor_json("b", "\"U8\"", "[8]", "[4,12]")})),
+    EXPECT_ST_ERROR(header_only(obj({tensor_json("a", "\"U8\"", "[8]", "[0,8]"),
+                                     tensor_json("b", "\"U8\"", "[8]", "[4,12]")})),
                     "overlap");
-    EXPECT_ST_ERROR(header_only(obj({tensor_json("a", "\"U8\"", "[8]", "[0,8]"), tensor_json("b", "\"U8\"", "[8]", "[0,8]")})),
+    EXPECT_ST_ERROR(header_only(obj({tensor_json("a", "\"U8\"", "[8]", "[0,8]"),
+                                     tensor_json("b", "\"U8\"", "[8]", "[0,8]")})),
                     "overlap");
-    EXPECT_ST_ERROR(header_only(obj({tensor_json("a", "\"U8\"", "[32]", "[0,32]"), tensor_json("b", "\"U8\"", "[2]", "[10,12]")})),
+    EXPECT_ST_ERROR(header_only(obj({tensor_json("a", "\"U8\"", "[32]", "[0,32]"),
+                                     tensor_json("b", "\"U8\"", "[2]", "[10,12]")})),
                     "overlap");
     // Adjacent and empty tensors do not overlap.
-    EXPECT_TRUE(parses_cleanly(header_only(obj({tensor_json("a", "\"U8\"", "[8]", "[0,8]"), tensor_json("b", "\"U8\"", "[8]", "[8,16]"), tensor_json("c", "\"U8\"", "[0]", "[4,4]")}))));
+    EXPECT_TRUE(parses_cleanly(header_only(obj({tensor_json("a", "\"U8\"", "[8]", "[0,8]"),
+                                                tensor_json("b", "\"U8\"", "[8]", "[8,16]"),
+                                                tensor_json("c", "\"U8\"", "[0]", "[4,4]")}))));
     // Duplicate names (the JSON parser alone would keep the last one silently).
-    EXPECT_ST_ERROR(header_only(obj({tensor_json("a", "\"U8\"", "[8]", "[0,8]"), tensor_json("a", "\"U8\"", "[8]", "[8,16]")})),
+    EXPECT_ST_ERROR(header_only(obj({tensor_json("a", "\"U8\"", "[8]", "[0,8]"),
+                                     tensor_json("a", "\"U8\"", "[8]", "[8,16]")})),
                     "duplicate key 'a'");
-    EXPECT_ST_ERROR(header_only("{\"t\":{\"dtype\":\"U8\",\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,4]}}"),
-                    "duplicate key 'dtype'");
+    EXPECT_ST_ERROR(
+        header_only(
+            "{\"t\":{\"dtype\":\"U8\",\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,4]}}"),
+        "duplicate key 'dtype'");
 }
 
 TEST(SafetensorsErrors, Metadata) {
     EXPECT_ST_ERROR(header_only("{\"__metadata__\":[]}"), "__metadata__ is not a JSON object");
-    EXPECT_ST_ERROR(header_only("{\"__metadata__\":{\"a\":1}}"), "__metadata__ value 'a' is not a string");
-    EXPECT_ST_ERROR(header_only("{\"__metadata__\":{\"a\":\"x\"},\"__metadata__\":{}}"), "duplicate key");
-    EXPECT_ST_ERROR(header_only("{\"evil\\nname\":5}"), "tensor 'evil\\x0aname' is not a JSON object");
+    EXPECT_ST_ERROR(header_only("{\"__metadata__\":{\"a\":1}}"),
+                    "__metadata__ value 'a' is not a string");
+    EXPECT_ST_ERROR(header_only("{\"__metadata__\":{\"a\":\"x\"},\"__metadata__\":{}}"),
+                    "duplicate key");
+    EXPECT_ST_ERROR(header_only("{\"evil\\nname\":5}"),
+                    "tensor 'evil\\x0aname' is not a JSON object");
 }
 
 // ---- truncations and mutations ---------------------------------------------------------------
@@ -490,7 +532,8 @@ TEST(SafetensorsRobustness, EveryTruncationThrows) {
     ASSERT_TRUE(parses_cleanly(full));
     for (size_t len = 0; len < full.size(); ++len) {
         const Bytes prefix(full.begin(), full.begin() + static_cast<std::ptrdiff_t>(len));
-        EXPECT_FALSE(parses_cleanly(prefix)) << "prefix of " << len << " bytes parsed";  // ...ending at EOF
+        EXPECT_FALSE(parses_cleanly(prefix))
+            << "prefix of " << len << " bytes parsed";  // ...ending at EOF
     }
 }
 
@@ -503,7 +546,8 @@ TEST(SafetensorsRobustness, RandomMutationsNeverCrash) {
     w.add("d", "I64", {0});
     w.add("e", "F16", {4});
     const Bytes full = w.build();
-    const size_t header_end = 8 + (static_cast<size_t>(full[0]) | static_cast<size_t>(full[1]) << 8);
+    const size_t header_end =
+        8 + (static_cast<size_t>(full[0]) | static_cast<size_t>(full[1]) << 8);
     const char interesting[] = "{}[]\",:-0123456789eE.\\ntfu ";
     std::mt19937_64 rng(777);
     int parsed = 0;
@@ -515,15 +559,25 @@ TEST(SafetensorsRobustness, RandomMutationsNeverCrash) {
             const size_t limit = rng() % 8 == 0 ? m.size() : std::min(m.size(), header_end);
             const size_t pos = rng() % limit;
             switch (rng() % 6) {
-                case 0: m[pos] ^= static_cast<uint8_t>(1u << (rng() % 8)); break;
-                case 1: m[pos] = static_cast<uint8_t>(rng()); break;
-                case 2: m[pos] = static_cast<uint8_t>(interesting[rng() % (sizeof interesting - 1)]); break;
-                case 3: m.erase(m.begin() + static_cast<std::ptrdiff_t>(pos)); break;
+                case 0:
+                    m[pos] ^= static_cast<uint8_t>(1u << (rng() % 8));
+                    break;
+                case 1:
+                    m[pos] = static_cast<uint8_t>(rng());
+                    break;
+                case 2:
+                    m[pos] = static_cast<uint8_t>(interesting[rng() % (sizeof interesting - 1)]);
+                    break;
+                case 3:
+                    m.erase(m.begin() + static_cast<std::ptrdiff_t>(pos));
+                    break;
                 case 4:
                     m.insert(m.begin() + static_cast<std::ptrdiff_t>(pos),
                              static_cast<uint8_t>(interesting[rng() % (sizeof interesting - 1)]));
                     break;
-                case 5: m.resize(pos); break;
+                case 5:
+                    m.resize(pos);
+                    break;
             }
         }
         if (parses_cleanly(m)) ++parsed;

@@ -14,7 +14,8 @@
 
 namespace warden::kernels::testing {
 
-inline std::vector<float> random_floats(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
+inline std::vector<float> random_floats(size_t n, uint32_t seed, float lo = -1.0f,
+                                        float hi = 1.0f) {
     std::mt19937 rng(seed);
     std::uniform_real_distribution<float> d(lo, hi);
     std::vector<float> v(n);
@@ -22,7 +23,8 @@ inline std::vector<float> random_floats(size_t n, uint32_t seed, float lo = -1.0
     return v;
 }
 
-inline std::vector<uint16_t> random_bf16(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
+inline std::vector<uint16_t> random_bf16(size_t n, uint32_t seed, float lo = -1.0f,
+                                         float hi = 1.0f) {
     std::vector<float> f = random_floats(n, seed, lo, hi);
     std::vector<uint16_t> v(n);
     for (size_t i = 0; i < n; ++i) v[i] = tensor::f32_to_bf16(f[i]);
@@ -30,33 +32,35 @@ inline std::vector<uint16_t> random_bf16(size_t n, uint32_t seed, float lo = -1.
 }
 
 // Skips the current test when the machine cannot run `isa` (e.g. AVX-512 on AMD Zen 2/3).
-#define WARDEN_REQUIRE_ISA(isa)                                                              \
-    do {                                                                                     \
-        if (!::warden::kernels::isa_supported(isa))                                          \
-            GTEST_SKIP() << "CPU/OS lacks " << ::warden::kernels::isa_name(isa)              \
-                         << ": variant compiled but not tested on this machine";             \
+#define WARDEN_REQUIRE_ISA(isa)                                                  \
+    do {                                                                         \
+        if (!::warden::kernels::isa_supported(isa))                              \
+            GTEST_SKIP() << "CPU/OS lacks " << ::warden::kernels::isa_name(isa)  \
+                         << ": variant compiled but not tested on this machine"; \
     } while (0)
 
 class ActiveIsaGuard {
-public:
+  public:
     explicit ActiveIsaGuard(Isa isa) : saved_(active_isa()) { set_active_isa(isa); }
     ~ActiveIsaGuard() { set_active_isa(saved_); }
     ActiveIsaGuard(const ActiveIsaGuard&) = delete;
     ActiveIsaGuard& operator=(const ActiveIsaGuard&) = delete;
 
-private:
+  private:
     Isa saved_;
 };
 
 // RAII: the AVX-512 decode kernels read weights as `t` says for the guard's lifetime.
 class DecodeTuningGuard {
-public:
-    explicit DecodeTuningGuard(const DecodeTuning& t) : saved_(decode_tuning()) { EXPECT_TRUE(set_decode_tuning(t)); }
+  public:
+    explicit DecodeTuningGuard(const DecodeTuning& t) : saved_(decode_tuning()) {
+        EXPECT_TRUE(set_decode_tuning(t));
+    }
     ~DecodeTuningGuard() { set_decode_tuning(saved_); }
     DecodeTuningGuard(const DecodeTuningGuard&) = delete;
     DecodeTuningGuard& operator=(const DecodeTuningGuard&) = delete;
 
-private:
+  private:
     DecodeTuning saved_;
 };
 

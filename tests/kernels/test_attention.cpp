@@ -1,11 +1,10 @@
 // attention against a naive double-precision reference: causal mask, GQA head grouping,
 // queries appended to an existing cache (pos0 > 0), f32 and bf16 K/V, every ISA.
-#include "kernels/attention.h"
-
 #include <gtest/gtest.h>
 
 #include <cmath>
 
+#include "kernels/attention.h"
 #include "kernels_test_util.h"
 
 namespace warden::kernels {
@@ -19,8 +18,9 @@ struct Case {
 };
 
 // out[t, h, :] = sum_j softmax_j(scale * q.k_j) v_j over j <= pos0 + t, kv head h / group.
-std::vector<double> reference(const std::vector<float>& q, const Case& c, const std::vector<float>& k,
-                              const std::vector<float>& v, float scale) {
+std::vector<double> reference(const std::vector<float>& q, const Case& c,
+                              const std::vector<float>& k, const std::vector<float>& v,
+                              float scale) {
     const int64_t group = c.n_heads / c.n_kv_heads, d = c.head_dim;
     std::vector<double> out(c.n_q * c.n_heads * d, 0.0);
     for (int64_t t = 0; t < c.n_q; ++t)
@@ -40,7 +40,8 @@ std::vector<double> reference(const std::vector<float>& q, const Case& c, const 
             for (auto& e : s) sum += (e = std::exp(e - mx));
             double* o = &out[(t * c.n_heads + h) * d];
             for (int64_t j = 0; j < n_ctx; ++j)
-                for (int64_t i = 0; i < d; ++i) o[i] += s[j] / sum * v[(j * c.n_kv_heads + g) * d + i];
+                for (int64_t i = 0; i < d; ++i)
+                    o[i] += s[j] / sum * v[(j * c.n_kv_heads + g) * d + i];
         }
     return out;
 }
@@ -71,8 +72,8 @@ void run_case(const Case& c, KvType type, util::ThreadPool& pool, uint32_t seed)
         // head mapping moves outputs by ~1e-2 or more.
         for (size_t i = 0; i < ref.size(); ++i)
             ASSERT_NEAR(out[i], ref[i], 1e-4)
-                << isa_name(isa) << " kv=" << (type == KvType::F32 ? "f32" : "bf16") << " n_q=" << c.n_q
-                << " pos0=" << c.pos0 << " d=" << c.head_dim << " i=" << i;
+                << isa_name(isa) << " kv=" << (type == KvType::F32 ? "f32" : "bf16")
+                << " n_q=" << c.n_q << " pos0=" << c.pos0 << " d=" << c.head_dim << " i=" << i;
     }
 }
 

@@ -1,7 +1,6 @@
-#include "kernels/cpu_features.h"
-
 #include <gtest/gtest.h>
 
+#include "kernels/cpu_features.h"
 #include "kernels_test_util.h"
 
 namespace warden::kernels {

@@ -1,13 +1,12 @@
 // WARDEN_DECODE_TUNING's parser and the range checks of set_decode_tuning
 // (kernels/decode_tuning.h). That the kernels give the same bits under every tuning is tested with
 // them (tests/kernels/test_matmul_quant.cpp).
-#include "kernels/decode_tuning.h"
-
 #include <gtest/gtest.h>
 
 #include <cstring>
 
 #include "kernels/cpu_features.h"
+#include "kernels/decode_tuning.h"
 #include "kernels/kernels_test_util.h"
 
 namespace warden::kernels {
@@ -41,10 +40,26 @@ TEST(DecodeTuning, ParsesAnySubsetOfKeysOnTopOfTheBase) {
 
 TEST(DecodeTuning, RejectsMalformedOrOutOfRangeAndLeavesOutAlone) {
     const DecodeTuning base;
-    for (const char* bad : {"", "panels", "panels=", "panels=3", "panels=0", "q4=100", "q4=-64",
-                            "q4=16448", "q4=99999999999999999999", "half=2", "q4=64x", "depth=64",
-                            "q4=64,", ",q4=64", "panels=1;q4=64", "q4avx2=2", "q4avx2",
-                            "q4avx2pf=100", "q4avx2pf=-64", "q4avx2pf=16448"}) {
+    for (const char* bad : {"",
+                            "panels",
+                            "panels=",
+                            "panels=3",
+                            "panels=0",
+                            "q4=100",
+                            "q4=-64",
+                            "q4=16448",
+                            "q4=99999999999999999999",
+                            "half=2",
+                            "q4=64x",
+                            "depth=64",
+                            "q4=64,",
+                            ",q4=64",
+                            "panels=1;q4=64",
+                            "q4avx2=2",
+                            "q4avx2",
+                            "q4avx2pf=100",
+                            "q4avx2pf=-64",
+                            "q4avx2pf=16448"}) {
         DecodeTuning out;
         out.q4_prefetch = 4096;  // a value no bad spec may overwrite
         EXPECT_FALSE(parse_decode_tuning(bad, base, out)) << bad;

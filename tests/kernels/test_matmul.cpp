@@ -4,8 +4,6 @@
 // batch invariance (a token's outputs do not depend on the batch), thread-count invariance,
 // an independent double-precision check with a rigorous error bound, and the pack/unpack
 // helpers.
-#include "kernels/matmul.h"
-
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -16,6 +14,7 @@
 #include <vector>
 
 #include "kernels/kernels_internal.h"
+#include "kernels/matmul.h"
 #include "kernels_test_util.h"
 
 namespace warden::kernels {
@@ -60,7 +59,9 @@ float weight_at(const WeightMatrix& w, int64_t r, int64_t k) {
                                      : tensor::bf16_to_f32(static_cast<const uint16_t*>(w.data)[i]);
 }
 
-const char* type_name(WeightType t) { return t == WeightType::F32 ? "f32" : "bf16"; }
+const char* type_name(WeightType t) {
+    return t == WeightType::F32 ? "f32" : "bf16";
+}
 
 std::vector<float> run(Isa isa, const WeightMatrix& w, const float* x, int64_t n) {
     std::vector<float> y(n * w.rows, -1.0f);
@@ -87,7 +88,8 @@ std::string shape(const WeightMatrix& w, int64_t n) {
 // 2^-24 on a partial sum bounded by sum_k |x_k w_k| = mag, so |chain - exact| <= gamma_cols *
 // mag with gamma_m = m u / (1 - m u); the double sum adds <= cols * 2^-53 * mag; underflow can
 // add <= 2^-150 per step. Rigorous (never flaky), yet far below one missing/doubled term.
-void expect_near_exact(const WeightMatrix& w, const float* x, int64_t n, const std::vector<float>& got) {
+void expect_near_exact(const WeightMatrix& w, const float* x, int64_t n,
+                       const std::vector<float>& got) {
     const double u = std::ldexp(1.0, -24);
     const double m = static_cast<double>(w.cols);
     const double rel = m * u / (1.0 - m * u) + m * std::ldexp(1.0, -52);
@@ -105,7 +107,7 @@ void expect_near_exact(const WeightMatrix& w, const float* x, int64_t n, const s
 }
 
 class KernelsMatmul : public ::testing::TestWithParam<Isa> {
-protected:
+  protected:
     void SetUp() override { WARDEN_REQUIRE_ISA(GetParam()); }
 };
 
@@ -131,8 +133,11 @@ TEST_P(KernelsMatmul, BitExactVsScalarAndBatchInvariant) {
                     if (HasFatalFailure()) return;
                     for (int64_t t = 0; t < n; ++t) {  // batch invariance
                         const auto one = run(isa, w, x + t * cols, 1);
-                        const std::vector<float> row(got.begin() + t * rows, got.begin() + (t + 1) * rows);
-                        expect_bits_equal(row, one, "batch invariance t=" + std::to_string(t) + " " + shape(w, n));
+                        const std::vector<float> row(got.begin() + t * rows,
+                                                     got.begin() + (t + 1) * rows);
+                        expect_bits_equal(
+                            row, one,
+                            "batch invariance t=" + std::to_string(t) + " " + shape(w, n));
                         if (HasFatalFailure()) return;
                     }
                     // The double check is independent of the ISA: do it once (scalar run).
@@ -163,7 +168,8 @@ TEST_P(KernelsMatmul, RowRangeWritesOnlyItsColumns) {
                 for (int64_t t = 0; t < n; ++t)
                     for (int64_t r = 0; r < rows; ++r) {
                         const float e = (r >= rg[0] && r < rg[1]) ? full[t * rows + r] : 12345.0f;
-                        ASSERT_EQ(std::bit_cast<uint32_t>(part[t * rows + r]), std::bit_cast<uint32_t>(e))
+                        ASSERT_EQ(std::bit_cast<uint32_t>(part[t * rows + r]),
+                                  std::bit_cast<uint32_t>(e))
                             << type_name(type) << " n=" << n << " range=[" << rg[0] << "," << rg[1]
                             << ") t=" << t << " r=" << r;
                     }
@@ -233,19 +239,24 @@ TEST(KernelsMatmulAvx512Emulated, BitExactVsScalar) {
                 for (WeightType type : {WeightType::F32, WeightType::BF16}) {
                     const WeightMatrix w = m.view(type);
                     const auto ref = run(Isa::Scalar, w, x, n);
-                    for (const auto& [r0, r1] : {std::pair<int64_t, int64_t>{0, rows}, {5, 38}, {16, rows}}) {
+                    for (const auto& [r0, r1] :
+                         {std::pair<int64_t, int64_t>{0, rows}, {5, 38}, {16, rows}}) {
                         if (r1 > rows) continue;
                         std::vector<float> y(n * rows, 12345.0f);
                         if (type == WeightType::F32) {
-                            t.f32(static_cast<const float*>(w.data), cols, x, n, y.data(), rows, r0, r1);
+                            t.f32(static_cast<const float*>(w.data), cols, x, n, y.data(), rows, r0,
+                                  r1);
                         } else {
-                            t.bf16(static_cast<const uint16_t*>(w.data), cols, x, n, y.data(), rows, r0, r1);
+                            t.bf16(static_cast<const uint16_t*>(w.data), cols, x, n, y.data(), rows,
+                                   r0, r1);
                         }
                         for (int64_t tk = 0; tk < n; ++tk)
                             for (int64_t r = 0; r < rows; ++r) {
                                 const float e = (r >= r0 && r < r1) ? ref[tk * rows + r] : 12345.0f;
-                                ASSERT_EQ(std::bit_cast<uint32_t>(y[tk * rows + r]), std::bit_cast<uint32_t>(e))
-                                    << shape(w, n) << " range=[" << r0 << "," << r1 << ") t=" << tk << " r=" << r;
+                                ASSERT_EQ(std::bit_cast<uint32_t>(y[tk * rows + r]),
+                                          std::bit_cast<uint32_t>(e))
+                                    << shape(w, n) << " range=[" << r0 << "," << r1 << ") t=" << tk
+                                    << " r=" << r;
                             }
                     }
                 }
@@ -272,8 +283,9 @@ TEST(KernelsMatmulThreads, ThreadCountInvariantBitExact) {
                     for (auto& pool : pools) {
                         std::vector<float> y(n * rows, -1.0f);
                         matmul(w, x.data(), n, y.data(), pool);
-                        expect_bits_equal(y, ref, std::string(isa_name(isa)) + " threads=" +
-                                                      std::to_string(pool.size()) + " " + shape(w, n));
+                        expect_bits_equal(y, ref,
+                                          std::string(isa_name(isa)) + " threads=" +
+                                              std::to_string(pool.size()) + " " + shape(w, n));
                         if (HasFatalFailure()) return;
                     }
                 }
@@ -285,7 +297,8 @@ TEST(KernelsMatmulThreads, ThreadCountInvariantBitExact) {
 TEST(KernelsMatmulPack, LayoutAndRoundTrip) {
     for (int64_t rows : {1, 15, 16, 17, 40}) {
         for (int64_t cols : {1, 3, 33}) {
-            const auto vals = random_floats(rows * cols, 30 + static_cast<uint32_t>(rows * cols), -3.0f, 3.0f);
+            const auto vals =
+                random_floats(rows * cols, 30 + static_cast<uint32_t>(rows * cols), -3.0f, 3.0f);
             const int64_t elems = packed_weight_elems(rows, cols);
             EXPECT_EQ(elems, (rows + 15) / 16 * 16 * cols);
             std::vector<float> pf(elems, 0.0f);
@@ -299,7 +312,8 @@ TEST(KernelsMatmulPack, LayoutAndRoundTrip) {
                 for (int64_t k = 0; k < cols; ++k) {
                     const int64_t i = (r / 16) * cols * 16 + k * 16 + r % 16;
                     ASSERT_EQ(packed_index(r, k, cols), i);
-                    ASSERT_EQ(std::bit_cast<uint32_t>(pf[i]), std::bit_cast<uint32_t>(vals[r * cols + k]));
+                    ASSERT_EQ(std::bit_cast<uint32_t>(pf[i]),
+                              std::bit_cast<uint32_t>(vals[r * cols + k]));
                     ASSERT_EQ(pb[i], tensor::f32_to_bf16(vals[r * cols + k]));
                 }
             // Padding rows of the last panel untouched (zero).
@@ -314,12 +328,14 @@ TEST(KernelsMatmulPack, LayoutAndRoundTrip) {
             for (int64_t r = 0; r < rows; ++r) {
                 unpack_weight_row(wf, r, out.data());
                 for (int64_t k = 0; k < cols; ++k)
-                    ASSERT_EQ(std::bit_cast<uint32_t>(out[k]), std::bit_cast<uint32_t>(vals[r * cols + k]))
+                    ASSERT_EQ(std::bit_cast<uint32_t>(out[k]),
+                              std::bit_cast<uint32_t>(vals[r * cols + k]))
                         << "f32 r=" << r << " k=" << k;
                 unpack_weight_row(wb, r, out.data());
                 for (int64_t k = 0; k < cols; ++k)
                     ASSERT_EQ(std::bit_cast<uint32_t>(out[k]),
-                              std::bit_cast<uint32_t>(tensor::bf16_to_f32(tensor::f32_to_bf16(vals[r * cols + k]))))
+                              std::bit_cast<uint32_t>(
+                                  tensor::bf16_to_f32(tensor::f32_to_bf16(vals[r * cols + k]))))
                         << "bf16 r=" << r << " k=" << k;
             }
         }

@@ -3,8 +3,6 @@
 // scales; the scalar kernel against an independent double-precision sum of the dequantized
 // weights (tensor::dequantize_row, itself checked against gguf-py in
 // tests/python/test_gguf_kquant.py) times the dequantized int8 activations.
-#include "kernels/matmul_kquant.h"
-
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -15,6 +13,7 @@
 #include "kernels/kernels_internal.h"
 #include "kernels/kernels_test_util.h"
 #include "kernels/matmul.h"
+#include "kernels/matmul_kquant.h"
 #include "kernels/matmul_quant.h"
 #include "util/error.h"
 #include "util/thread_pool.h"

@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "kernels_test_util.h"
 #include "kernels/matmul.h"
 #include "kernels/matmul_quant.h"
+#include "kernels_test_util.h"
 #include "quant/quantizer.h"
 #include "quant/weight_format.h"
 #include "util/error.h"
@@ -30,7 +30,8 @@ TEST(QuantActs, Avx2BytesEqualScalar) {
     auto x = random_floats(static_cast<size_t>(n * cols), 21, -4.0f, 4.0f);
     // Block 0: exact .5 ties after scaling (max 127 -> id 1); block 1: zeros; block 2: NaN and
     // inf lanes; block 3: tiny values; block 4: one large outlier; block 5: negative max.
-    for (int i = 0; i < 32; ++i) x[static_cast<size_t>(i)] = (i == 0) ? 127.0f : static_cast<float>(i) - 15.5f;
+    for (int i = 0; i < 32; ++i)
+        x[static_cast<size_t>(i)] = (i == 0) ? 127.0f : static_cast<float>(i) - 15.5f;
     for (int i = 32; i < 64; ++i) x[static_cast<size_t>(i)] = (i % 2) ? 0.0f : -0.0f;
     x[70] = std::numeric_limits<float>::quiet_NaN();
     x[75] = std::numeric_limits<float>::infinity();
@@ -52,9 +53,11 @@ TEST(QuantActs, Avx2BytesEqualScalar) {
         ASSERT_EQ(z0[b], z1[b]) << "zero-point pairs " << b;
         // The xz word, from the codes independently: two int16 halves that sum to -8 * xs.
         int32_t lo = 0, hi = 0;
-        for (int64_t i = 0; i < 32; ++i) (i % 4 < 2 ? lo : hi) += q0[b * 32 + static_cast<size_t>(i)];
+        for (int64_t i = 0; i < 32; ++i)
+            (i % 4 < 2 ? lo : hi) += q0[b * 32 + static_cast<size_t>(i)];
         ASSERT_EQ(static_cast<int16_t>(z0[b] & 0xffff), -8 * lo) << "low half " << b;
-        ASSERT_EQ(static_cast<int16_t>(static_cast<uint32_t>(z0[b]) >> 16), -8 * hi) << "high half " << b;
+        ASSERT_EQ(static_cast<int16_t>(static_cast<uint32_t>(z0[b]) >> 16), -8 * hi)
+            << "high half " << b;
         ASSERT_EQ(-8 * (lo + hi), -8 * s0[b]) << b;
     }
     // The hand-made blocks mean what they should (the scalar definition, independently).
@@ -70,12 +73,14 @@ std::vector<uint8_t> pack(const WeightMatrix& w, const std::vector<float>& vals)
     if (w.type == WeightType::Q4 || w.type == WeightType::Q8 || w.type == WeightType::FP8) {
         buf.assign(static_cast<size_t>(quant_packed_bytes(w)), 0);
         for (int64_t r = 0; r < w.rows; ++r)
-            pack_quant_row(w, r, quant::default_quantizer().quantize_row(w, vals.data() + r * w.cols, nullptr),
-                           buf.data());
+            pack_quant_row(
+                w, r, quant::default_quantizer().quantize_row(w, vals.data() + r * w.cols, nullptr),
+                buf.data());
     } else {
         const size_t el = w.type == WeightType::BF16 ? 2 : 4;
         buf.assign(static_cast<size_t>(packed_weight_elems(w.rows, w.cols)) * el, 0);
-        for (int64_t r = 0; r < w.rows; ++r) pack_weight_row(w.type, w.cols, r, vals.data() + r * w.cols, buf.data());
+        for (int64_t r = 0; r < w.rows; ++r)
+            pack_weight_row(w.type, w.cols, r, vals.data() + r * w.cols, buf.data());
     }
     return buf;
 }
@@ -87,8 +92,8 @@ TEST(QuantMatmulMulti, BitIdenticalToSeparateScalarMatmuls) {
         int64_t rows;
     };
     const std::vector<std::vector<Spec>> groups = {
-        {{"int4", 80}, {"int4", 16}, {"int4", 33}},          // q/k/v-like, uneven tail panel
-        {{"int4-g128", 300}, {"int4-g128", 300}},              // gate/up-like
+        {{"int4", 80}, {"int4", 16}, {"int4", 33}},           // q/k/v-like, uneven tail panel
+        {{"int4-g128", 300}, {"int4-g128", 300}},             // gate/up-like
         {{"int8", 40}, {"int4-asym-a16", 17}, {"bf16", 50}},  // mixed types
         {{"f32", 5}},                                         // one small matrix (one panel)
         {{"fp8", 48}, {"int4-bf16s", 64}},
@@ -103,7 +108,8 @@ TEST(QuantMatmulMulti, BitIdenticalToSeparateScalarMatmuls) {
             WeightMatrix w;
             const std::string f = s.fmt;
             if (f == "bf16" || f == "f32") {
-                w = WeightMatrix{f == "bf16" ? WeightType::BF16 : WeightType::F32, s.rows, cols, nullptr};
+                w = WeightMatrix{f == "bf16" ? WeightType::BF16 : WeightType::F32, s.rows, cols,
+                                 nullptr};
             } else {
                 w = quant::parse_weight_format(f).layout(s.rows, cols);
             }

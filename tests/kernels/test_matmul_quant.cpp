@@ -12,10 +12,10 @@
 #include <utility>
 #include <vector>
 
-#include "kernels_test_util.h"
 #include "kernels/kernels_internal.h"
 #include "kernels/matmul.h"
 #include "kernels/matmul_quant.h"
+#include "kernels_test_util.h"
 #include "quant/quantizer.h"
 #include "quant/weight_format.h"
 #include "tensor/fp8.h"
@@ -41,8 +41,9 @@ QMat make_qmat(const std::string& fmt, int64_t rows, int64_t cols, uint32_t seed
     m.buf.assign(static_cast<size_t>(quant_packed_bytes(m.w)) + 1, 0);
     const auto vals = random_floats(static_cast<size_t>(rows * cols), seed);
     for (int64_t r = 0; r < rows; ++r)
-        pack_quant_row(m.w, r, quant::default_quantizer().quantize_row(m.w, vals.data() + r * cols, nullptr),
-                       m.buf.data() + 1);
+        pack_quant_row(
+            m.w, r, quant::default_quantizer().quantize_row(m.w, vals.data() + r * cols, nullptr),
+            m.buf.data() + 1);
     m.w.data = m.buf.data() + 1;  // deliberately misaligned
     return m;
 }
@@ -53,16 +54,18 @@ std::vector<float> run(Isa isa, const WeightMatrix& w, const float* x, int64_t n
     return y;
 }
 
-void expect_bits(const std::vector<float>& got, const std::vector<float>& want, const std::string& what) {
+void expect_bits(const std::vector<float>& got, const std::vector<float>& want,
+                 const std::string& what) {
     ASSERT_EQ(got.size(), want.size()) << what;
     for (size_t i = 0; i < got.size(); ++i)
         ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
             << what << " i=" << i << " got=" << got[i] << " want=" << want[i];
 }
 
-const char* kFormats[] = {"int4",       "int4-asym",          "int4-g128",      "int4-g128-asym-bf16s",
-                          "int4-a16",   "int4-g128-asym-a16", "int4-bf16s-a16", "int8",
-                          "int8-bf16s", "int8-g32",           "int8-g32-bf16s", "fp8"};
+const char* kFormats[] = {
+    "int4",       "int4-asym",          "int4-g128",      "int4-g128-asym-bf16s",
+    "int4-a16",   "int4-g128-asym-a16", "int4-bf16s-a16", "int8",
+    "int8-bf16s", "int8-g32",           "int8-g32-bf16s", "fp8"};
 
 TEST(QuantMatmul, Avx2BitExactVsScalarBatchAndThreadInvariant) {
     WARDEN_REQUIRE_ISA(Isa::AVX2);
@@ -72,18 +75,22 @@ TEST(QuantMatmul, Avx2BitExactVsScalarBatchAndThreadInvariant) {
         for (int64_t rows : {1, 17, 40, 80})  // 80: five full panels
             for (int64_t cols : {128, 384}) {
                 const QMat m = make_qmat(fmt, rows, cols, seed++);
-                for (int64_t n : {1, 3, 6, 7, 9, 14}) {  // token tiles 1, 3, 4+2, 4+3; unpacked panels: 4+4+1, 4+4+4+2
+                for (int64_t n :
+                     {1, 3, 6, 7, 9,
+                      14}) {  // token tiles 1, 3, 4+2, 4+3; unpacked panels: 4+4+1, 4+4+4+2
                     auto xb = random_floats(static_cast<size_t>(n * cols + 1), seed++, -2.0f, 2.0f);
                     const float* x = xb.data() + 1;
                     const std::string what = std::string(fmt) + " rows=" + std::to_string(rows) +
-                                             " cols=" + std::to_string(cols) + " n=" + std::to_string(n);
+                                             " cols=" + std::to_string(cols) +
+                                             " n=" + std::to_string(n);
                     const auto ref = run(Isa::Scalar, m.w, x, n);
                     expect_bits(run(Isa::AVX2, m.w, x, n), ref, "avx2 vs scalar " + what);
                     if (isa_supported(Isa::AVX512))  // the VNNI kernels, natively, read every way
                         for (const DecodeTuning& tune : testing::decode_tunings_to_test()) {
                             testing::DecodeTuningGuard tg(tune);
-                            expect_bits(run(Isa::AVX512, m.w, x, n), ref,
-                                        "avx512 (" + decode_tuning_summary() + ") vs scalar " + what);
+                            expect_bits(
+                                run(Isa::AVX512, m.w, x, n), ref,
+                                "avx512 (" + decode_tuning_summary() + ") vs scalar " + what);
                         }
                     if (HasFatalFailure()) return;
                     std::vector<float> yt(ref.size());
@@ -94,21 +101,26 @@ TEST(QuantMatmul, Avx2BitExactVsScalarBatchAndThreadInvariant) {
                     expect_bits(yt, ref, "3 threads " + what);
                     for (int64_t t = 0; t < n; ++t) {
                         const auto one = run(Isa::AVX2, m.w, x + t * cols, 1);
-                        expect_bits(one, std::vector<float>(ref.begin() + t * rows, ref.begin() + (t + 1) * rows),
+                        expect_bits(one,
+                                    std::vector<float>(ref.begin() + t * rows,
+                                                       ref.begin() + (t + 1) * rows),
                                     "batch invariance t=" + std::to_string(t) + " " + what);
                         if (HasFatalFailure()) return;
                     }
-                    // Partial row ranges write only their rows and match (20..rows: starts mid-panel;
-                    // ends mid-panel at 40 rows, after full panels at 80).
+                    // Partial row ranges write only their rows and match (20..rows: starts
+                    // mid-panel; ends mid-panel at 40 rows, after full panels at 80).
                     for (const auto& [r0, r1] : {std::pair<int64_t, int64_t>{3, 9}, {20, rows}}) {
                         if (rows <= 9 || r0 >= rows) continue;  // 17 rows: 3..9 only
                         std::vector<float> y(static_cast<size_t>(n * rows), 123.0f);
                         matmul_rows(Isa::AVX2, m.w, x, n, y.data(), r0, r1);
                         for (int64_t t = 0; t < n; ++t)
                             for (int64_t r = 0; r < rows; ++r) {
-                                const float want = (r >= r0 && r < r1) ? ref[static_cast<size_t>(t * rows + r)] : 123.0f;
-                                ASSERT_EQ(std::bit_cast<uint32_t>(y[static_cast<size_t>(t * rows + r)]),
-                                          std::bit_cast<uint32_t>(want))
+                                const float want = (r >= r0 && r < r1)
+                                                       ? ref[static_cast<size_t>(t * rows + r)]
+                                                       : 123.0f;
+                                ASSERT_EQ(
+                                    std::bit_cast<uint32_t>(y[static_cast<size_t>(t * rows + r)]),
+                                    std::bit_cast<uint32_t>(want))
                                     << "row range " << r0 << ".." << r1 << " " << what;
                             }
                     }
@@ -133,15 +145,18 @@ TEST(QuantMatmul, Fp8MultiTokenBitExactAcrossBlocksAndTokenTiles) {
                 const auto ref = run(Isa::Scalar, m.w, x, n);
                 for (Isa isa : {Isa::AVX2, Isa::AVX512}) {
                     if (!isa_supported(isa)) continue;
-                    const std::string what = std::string(isa_name(isa)) + " cols=" + std::to_string(cols) +
-                                             " rows=" + std::to_string(rows) + " n=" + std::to_string(n);
+                    const std::string what =
+                        std::string(isa_name(isa)) + " cols=" + std::to_string(cols) +
+                        " rows=" + std::to_string(rows) + " n=" + std::to_string(n);
                     expect_bits(run(isa, m.w, x, n), ref, "vs scalar " + what);
                     if (HasFatalFailure()) return;
                     std::vector<float> y(static_cast<size_t>(n * rows), 7.0f);
                     matmul_rows(isa, m.w, x, n, y.data(), 3, rows - 2);
                     for (int64_t t = 0; t < n; ++t)
                         for (int64_t r = 0; r < rows; ++r) {
-                            const float want = (r >= 3 && r < rows - 2) ? ref[static_cast<size_t>(t * rows + r)] : 7.0f;
+                            const float want = (r >= 3 && r < rows - 2)
+                                                   ? ref[static_cast<size_t>(t * rows + r)]
+                                                   : 7.0f;
                             ASSERT_EQ(std::bit_cast<uint32_t>(y[static_cast<size_t>(t * rows + r)]),
                                       std::bit_cast<uint32_t>(want))
                                 << "rows 3.." << rows - 2 << " t=" << t << " " << what;
@@ -154,14 +169,17 @@ TEST(QuantMatmul, Fp8MultiTokenBitExactAcrossBlocksAndTokenTiles) {
 // The AVX-512 VNNI entry (kernels/matmul_quant_avx512.cpp) on SIMDe, called as matmul.cpp's
 // run_rows calls a kernel table: activations quantized per token, rows [r0, r1) of y written,
 // unpack scratch (zero-filled 16 x cols bytes, deliberately not 64-byte aligned) when `unpack`.
-// x_e4m3: FP8 at one token, x * 2^120 (QuantArgs::x_e4m3) or null (the kernel widens with its multiply).
-std::vector<float> run_vnni_emulated(const WeightMatrix& w, const float* x, int64_t n, int64_t r0, int64_t r1,
-                                     bool unpack, float fill = -1.0f, const float* x_e4m3 = nullptr) {
+// x_e4m3: FP8 at one token, x * 2^120 (QuantArgs::x_e4m3) or null (the kernel widens with its
+// multiply).
+std::vector<float> run_vnni_emulated(const WeightMatrix& w, const float* x, int64_t n, int64_t r0,
+                                     int64_t r1, bool unpack, float fill = -1.0f,
+                                     const float* x_e4m3 = nullptr) {
     const int64_t cols = w.cols, nb = cols / 32;
     std::vector<int8_t> xq(static_cast<size_t>(n * cols));
     std::vector<float> xd(static_cast<size_t>(n * nb));
     std::vector<int32_t> xs(static_cast<size_t>(n * nb)), xz(static_cast<size_t>(n * nb));
-    if (w.type != WeightType::FP8) quantize_acts(x, n, cols, xq.data(), xd.data(), xs.data(), xz.data());  // FP8 reads x
+    if (w.type != WeightType::FP8)
+        quantize_acts(x, n, cols, xq.data(), xd.data(), xs.data(), xz.data());  // FP8 reads x
     std::vector<float> y(static_cast<size_t>(n * w.rows), fill);
     std::vector<uint8_t> scratch(static_cast<size_t>(16 * cols + 64), 0);
     detail::QuantArgs a{};
@@ -188,40 +206,49 @@ std::vector<float> run_vnni_emulated(const WeightMatrix& w, const float* x, int6
 }
 
 // The AVX-512 kernels (VNNI: int4 W4A8 sym/asym, f16/bf16 scales, groups 32/128; int8 W8A8 per
-// channel and per block; int4 W4A16 one token and several; FP8 with one token and with several) equal the scalar kernels bit for bit: every token blocking (4s and the 1-3 remainder), reading the nibbles
-// or the unpacked scratch, full and partial panels, row ranges that cut panels. They run under
-// SIMDe here, so this holds on any CPU; on AVX-512 machines the same source runs natively and
-// Avx2BitExactVsScalarBatchAndThreadInvariant also compares Isa::AVX512.
+// channel and per block; int4 W4A16 one token and several; FP8 with one token and with several)
+// equal the scalar kernels bit for bit: every token blocking (4s and the 1-3 remainder), reading
+// the nibbles or the unpacked scratch, full and partial panels, row ranges that cut panels. They
+// run under SIMDe here, so this holds on any CPU; on AVX-512 machines the same source runs natively
+// and Avx2BitExactVsScalarBatchAndThreadInvariant also compares Isa::AVX512.
 TEST(QuantMatmul, Avx512VnniEmulatedBitExactVsScalar) {
     uint32_t seed = 101;
     // Every way the kernels can read a panel (kernels/decode_tuning.h); results must not change.
     for (const DecodeTuning& tune : testing::decode_tunings_to_test()) {
         testing::DecodeTuningGuard tg(tune);
         SCOPED_TRACE(decode_tuning_summary());
-        for (const char* fmt : {"int4", "int4-asym", "int4-bf16s", "int4-g128", "int4-g128-asym-bf16s", "int8", "int8-bf16s",
-                                "int8-g32", "int8-g32-bf16s", "int4-a16", "int4-g128-asym-a16", "int4-bf16s-a16"})
-            for (int64_t rows : {1, 17, 40, 80})  // 80: pairs (W4A16 with tokens), fours (W4A16 alone)
+        for (const char* fmt :
+             {"int4", "int4-asym", "int4-bf16s", "int4-g128", "int4-g128-asym-bf16s", "int8",
+              "int8-bf16s", "int8-g32", "int8-g32-bf16s", "int4-a16", "int4-g128-asym-a16",
+              "int4-bf16s-a16"})
+            for (int64_t rows :
+                 {1, 17, 40, 80})  // 80: pairs (W4A16 with tokens), fours (W4A16 alone)
                 for (int64_t cols : {128, 384}) {
                     const QMat m = make_qmat(fmt, rows, cols, seed++);
                     for (int64_t n : {1, 2, 3, 4, 7, 9, 14}) {
-                        auto xb = random_floats(static_cast<size_t>(n * cols + 1), seed++, -2.0f, 2.0f);
+                        auto xb =
+                            random_floats(static_cast<size_t>(n * cols + 1), seed++, -2.0f, 2.0f);
                         const float* x = xb.data() + 1;
                         const auto ref = run(Isa::Scalar, m.w, x, n);
                         for (bool unpack : {false, true}) {
                             if (unpack && (n < 8 || m.w.type != WeightType::Q4)) continue;
-                            const std::string what = std::string(fmt) + " rows=" + std::to_string(rows) + " cols=" +
-                                                     std::to_string(cols) + " n=" + std::to_string(n) +
-                                                     (unpack ? " unpacked" : "");
-                            expect_bits(run_vnni_emulated(m.w, x, n, 0, rows, unpack), ref, "vnni vs scalar " + what);
+                            const std::string what =
+                                std::string(fmt) + " rows=" + std::to_string(rows) +
+                                " cols=" + std::to_string(cols) + " n=" + std::to_string(n) +
+                                (unpack ? " unpacked" : "");
+                            expect_bits(run_vnni_emulated(m.w, x, n, 0, rows, unpack), ref,
+                                        "vnni vs scalar " + what);
                             if (HasFatalFailure()) return;
-                            for (const auto& [r0, r1] : {std::pair<int64_t, int64_t>{3, 9}, {20, rows}}) {
+                            for (const auto& [r0, r1] :
+                                 {std::pair<int64_t, int64_t>{3, 9}, {20, rows}}) {
                                 if (rows <= 9 || r0 >= rows) continue;
                                 const auto y = run_vnni_emulated(m.w, x, n, r0, r1, unpack, 123.0f);
                                 for (int64_t t = 0; t < n; ++t)
                                     for (int64_t r = 0; r < rows; ++r) {
                                         const size_t i = static_cast<size_t>(t * rows + r);
                                         const float want = (r >= r0 && r < r1) ? ref[i] : 123.0f;
-                                        ASSERT_EQ(std::bit_cast<uint32_t>(y[i]), std::bit_cast<uint32_t>(want))
+                                        ASSERT_EQ(std::bit_cast<uint32_t>(y[i]),
+                                                  std::bit_cast<uint32_t>(want))
                                             << "row range " << r0 << ".." << r1 << " " << what;
                                     }
                             }
@@ -229,21 +256,24 @@ TEST(QuantMatmul, Avx512VnniEmulatedBitExactVsScalar) {
                     }
                 }
         // FP8 at batch 1 has an AVX-512 kernel too (e4m3 widened 16 codes at a time, the four fma
-        // chains of the contract): any cols (tails of 1-3 columns: 5, 259, 517), pairs of whole panels
-        // and a single (80 rows), partial panels and row ranges.
+        // chains of the contract): any cols (tails of 1-3 columns: 5, 259, 517), pairs of whole
+        // panels and a single (80 rows), partial panels and row ranges.
         for (int64_t cols : {5, 128, 259, 517})
             for (int64_t rows : {17, 80}) {
                 const QMat m = make_qmat("fp8", rows, cols, seed++);
                 const auto xb = random_floats(static_cast<size_t>(cols + 1), seed++, -2.0f, 2.0f);
                 const float* x = xb.data() + 1;
                 const auto ref = run(Isa::Scalar, m.w, x, 1);
-                const std::string what = "fp8 rows=" + std::to_string(rows) + " cols=" + std::to_string(cols);
+                const std::string what =
+                    "fp8 rows=" + std::to_string(rows) + " cols=" + std::to_string(cols);
                 expect_bits(run_vnni_emulated(m.w, x, 1, 0, rows, false), ref, what);
-                for (const auto& [r0, r1] : {std::pair<int64_t, int64_t>{3, 9}, {16, rows}, {20, rows}}) {
+                for (const auto& [r0, r1] :
+                     {std::pair<int64_t, int64_t>{3, 9}, {16, rows}, {20, rows}}) {
                     const auto y = run_vnni_emulated(m.w, x, 1, r0, r1, false, 123.0f);
                     for (int64_t r = 0; r < rows; ++r)
                         ASSERT_EQ(std::bit_cast<uint32_t>(y[static_cast<size_t>(r)]),
-                                  std::bit_cast<uint32_t>(r >= r0 && r < r1 ? ref[static_cast<size_t>(r)] : 123.0f))
+                                  std::bit_cast<uint32_t>(
+                                      r >= r0 && r < r1 ? ref[static_cast<size_t>(r)] : 123.0f))
                             << "row range " << r0 << ".." << r1 << " " << what;
                 }
                 if (HasFatalFailure()) return;
@@ -264,7 +294,8 @@ TEST(QuantMatmul, Avx512VnniEmulatedBitExactVsScalar) {
             for (int64_t t = 0; t < n; ++t)
                 for (int64_t r = 0; r < 17; ++r) {
                     const size_t i = static_cast<size_t>(t * 17 + r);
-                    ASSERT_EQ(std::bit_cast<uint32_t>(y[i]), std::bit_cast<uint32_t>(r >= 3 && r < 9 ? ref[i] : 123.0f))
+                    ASSERT_EQ(std::bit_cast<uint32_t>(y[i]),
+                              std::bit_cast<uint32_t>(r >= 3 && r < 9 ? ref[i] : 123.0f))
                         << "row range 3..9 t=" << t << " " << what;
                 }
             if (HasFatalFailure()) return;
@@ -302,7 +333,8 @@ TEST(QuantMatmul, W4A8ExtremeBlocksMatchExactValue) {
     }
     for (int64_t nt : {int64_t{5}, n}) {
         const auto y = run_vnni_emulated(w, x.data(), nt, 0, rows, nt >= 8);
-        for (size_t i = 0; i < y.size(); ++i) ASSERT_EQ(y[i], want) << "vnni emulated n=" << nt << " output " << i;
+        for (size_t i = 0; i < y.size(); ++i)
+            ASSERT_EQ(y[i], want) << "vnni emulated n=" << nt << " output " << i;
     }
 }
 
@@ -365,7 +397,8 @@ TEST(QuantMatmul, W8A8MinusOneTwentyEightCodesMatchExactValue) {
 
 // W4A16 is exactly the f32 kernel run on the dequantized matrix (same chain, exact dequant).
 TEST(QuantMatmul, W4A16EqualsF32KernelOnDequantizedWeights) {
-    for (const char* fmt : {"int4-a16", "int4-asym-a16", "int4-g128-a16", "int4-g128-asym-bf16s-a16"}) {
+    for (const char* fmt :
+         {"int4-a16", "int4-asym-a16", "int4-g128-a16", "int4-g128-asym-bf16s-a16"}) {
         const int64_t rows = 33, cols = 256, n = 3;
         const QMat m = make_qmat(fmt, rows, cols, 99);
         std::vector<float> f32(static_cast<size_t>(packed_weight_elems(rows, cols)), 0.0f);
@@ -404,13 +437,16 @@ TEST(QuantMatmul, IntActivationPathsMatchDoubleReference) {
                 dequant_row(m.w, r, wr.data());
                 double s = 0.0, mag = 0.0, exact = 0.0;
                 for (int64_t k = 0; k < cols; ++k) {
-                    const double xa = static_cast<double>(xq[static_cast<size_t>(t * cols + k)]) * xd[static_cast<size_t>(t * nb + k / 32)];
+                    const double xa = static_cast<double>(xq[static_cast<size_t>(t * cols + k)]) *
+                                      xd[static_cast<size_t>(t * nb + k / 32)];
                     s += wr[static_cast<size_t>(k)] * xa;
                     mag += std::fabs(wr[static_cast<size_t>(k)] * xa);
-                    exact += static_cast<double>(wr[static_cast<size_t>(k)]) * x[static_cast<size_t>(t * cols + k)];
+                    exact += static_cast<double>(wr[static_cast<size_t>(k)]) *
+                             x[static_cast<size_t>(t * cols + k)];
                 }
                 const double tol = (2.0 * nb + 4.0) * std::ldexp(1.0, -23) * mag + 1e-30;
-                ASSERT_LE(std::fabs(got[static_cast<size_t>(t * rows + r)] - s), tol) << fmt << " t=" << t << " r=" << r;
+                ASSERT_LE(std::fabs(got[static_cast<size_t>(t * rows + r)] - s), tol)
+                    << fmt << " t=" << t << " r=" << r;
                 max_rel_to_x = std::max(max_rel_to_x, std::fabs(s - exact) / (mag + 1e-30));
             }
         // Activation quantization error is small relative to the magnitude (int8 per 32 block).
@@ -443,7 +479,8 @@ TEST(QuantMatmul, Fp8DecodeEveryCode) {
             for (int64_t r = 0; r < rows; ++r) {
                 uint8_t c = static_cast<uint8_t>(r * 16 + k);
                 if ((c & 0x7f) == 0x7f) c = 0x7e;
-                ASSERT_EQ(y[static_cast<size_t>(r)], tensor::fp8_e4m3_to_f32(c)) << "code " << int(c);
+                ASSERT_EQ(y[static_cast<size_t>(r)], tensor::fp8_e4m3_to_f32(c))
+                    << "code " << int(c);
             }
         }
     }
@@ -479,17 +516,21 @@ TEST(QuantMatmul, Fp8OneTokenScaledActivationsBitExact) {
                 x[4] = 0.0f;
             }
             const bool scaled = std::fabs(special) < 256.0f;
-            const std::string what = "fp8 cols=" + std::to_string(cols) + " x0=" + std::to_string(x[0]);
+            const std::string what =
+                "fp8 cols=" + std::to_string(cols) + " x0=" + std::to_string(x[0]);
             const auto ref = run(Isa::Scalar, m.w, x, 1);
-            if (isa_supported(Isa::AVX2)) expect_bits(run(Isa::AVX2, m.w, x, 1), ref, "avx2 " + what);
+            if (isa_supported(Isa::AVX2))
+                expect_bits(run(Isa::AVX2, m.w, x, 1), ref, "avx2 " + what);
             if (isa_supported(Isa::AVX512))
                 for (const DecodeTuning& tune : testing::decode_tunings_to_test()) {
                     testing::DecodeTuningGuard tg(tune);
-                    expect_bits(run(Isa::AVX512, m.w, x, 1), ref, "avx512 (" + decode_tuning_summary() + ") " + what);
+                    expect_bits(run(Isa::AVX512, m.w, x, 1), ref,
+                                "avx512 (" + decode_tuning_summary() + ") " + what);
                 }
             std::vector<float> xs(static_cast<size_t>(cols));
             for (int64_t k = 0; k < cols; ++k) xs[static_cast<size_t>(k)] = x[k] * kPow120;
-            expect_bits(run_vnni_emulated(m.w, x, 1, 0, rows, false), ref, "emulated, widened " + what);
+            expect_bits(run_vnni_emulated(m.w, x, 1, 0, rows, false), ref,
+                        "emulated, widened " + what);
             if (scaled)
                 expect_bits(run_vnni_emulated(m.w, x, 1, 0, rows, false, -1.0f, xs.data()), ref,
                             "emulated, scaled activations " + what);
@@ -506,7 +547,8 @@ TEST(QuantMatmul, PackUnpackRoundTrip) {
         const auto vals = random_floats(static_cast<size_t>(rows * cols), 3);
         std::vector<QuantRow> rowsq;
         for (int64_t r = 0; r < rows; ++r) {
-            rowsq.push_back(quant::default_quantizer().quantize_row(lay, vals.data() + r * cols, nullptr));
+            rowsq.push_back(
+                quant::default_quantizer().quantize_row(lay, vals.data() + r * cols, nullptr));
             pack_quant_row(lay, r, rowsq.back(), buf.data());
         }
         WeightMatrix w = lay;

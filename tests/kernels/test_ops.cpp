@@ -1,7 +1,5 @@
 // Every SIMD variant of ops.h against the scalar reference, on awkward lengths (empty, below
 // one vector, one past a vector, odd multiples, large) so bodies and tails are all exercised.
-#include "kernels/ops.h"
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,6 +9,7 @@
 #include <random>
 
 #include "kernels/kernels_internal.h"
+#include "kernels/ops.h"
 #include "kernels_test_util.h"
 
 namespace warden::kernels {
@@ -36,12 +35,16 @@ struct OpsVariant {
     const detail::OpsTable& (*table)();
 };
 
-const detail::OpsTable& scalar_ops() { return detail::ops_scalar(); }
+const detail::OpsTable& scalar_ops() {
+    return detail::ops_scalar();
+}
 
-std::string variant_name(const ::testing::TestParamInfo<OpsVariant>& p) { return p.param.name; }
+std::string variant_name(const ::testing::TestParamInfo<OpsVariant>& p) {
+    return p.param.name;
+}
 
 class KernelsOps : public ::testing::TestWithParam<OpsVariant> {
-protected:
+  protected:
     void SetUp() override { WARDEN_REQUIRE_ISA(GetParam().needs); }
 };
 
@@ -178,7 +181,8 @@ TEST_P(KernelsOps, SoftmaxStatsIsSoftmaxWithItsMaxAndSum) {
         ops.softmax(a.data(), n);
         float mx = NAN, sum = NAN;
         ops.softmax_stats(b.data(), n, &mx, &sum);
-        for (int64_t i = 0; i < n; ++i) ASSERT_EQ(std::bit_cast<uint32_t>(a[i]), std::bit_cast<uint32_t>(b[i])) << n;
+        for (int64_t i = 0; i < n; ++i)
+            ASSERT_EQ(std::bit_cast<uint32_t>(a[i]), std::bit_cast<uint32_t>(b[i])) << n;
         float want_mx = x[0];
         for (float v : x) want_mx = std::max(want_mx, v);
         EXPECT_EQ(mx, want_mx) << "n=" << n;
@@ -218,8 +222,7 @@ TEST_P(KernelsOps, Bf16RowConversionBitExact) {
     for (uint32_t i = 0; i < 65536; ++i) all[i] = static_cast<uint16_t>(i);
     std::vector<float> f(65536);
     ops.bf16_to_f32_row(all.data(), f.data(), 65536);
-    for (uint32_t i = 0; i < 65536; ++i)
-        ASSERT_EQ(std::bit_cast<uint32_t>(f[i]), i << 16) << i;
+    for (uint32_t i = 0; i < 65536; ++i) ASSERT_EQ(std::bit_cast<uint32_t>(f[i]), i << 16) << i;
 }
 
 // argmax: the same index as the scalar loop on every row, including the rows where the SIMD

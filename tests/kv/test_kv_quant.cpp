@@ -5,9 +5,9 @@
 
 #include <bit>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <cstdlib>
 #include <random>
 
 #include "kernels/cpu_features.h"
@@ -31,9 +31,9 @@ using kernels::KvType;
 
 namespace {
 
-const KvType kAll[] = {KvType::F32, KvType::BF16, KvType::F16, KvType::FP8_E4M3, KvType::FP8_E5M2, KvType::INT8};
+const KvType kAll[] = {KvType::F32,      KvType::BF16,     KvType::F16,
+                       KvType::FP8_E4M3, KvType::FP8_E5M2, KvType::INT8};
 const KvType kScaled[] = {KvType::FP8_E4M3, KvType::FP8_E5M2, KvType::INT8};
-
 
 std::vector<float> randn(size_t n, uint32_t seed, float sd = 1.0f) {
     std::mt19937 rng(seed);
@@ -77,7 +77,8 @@ TEST(KvQuant, PageBlockIsHeadMajor) {
                     // Small integers: exact in bf16 and, with amax 127 per row, in int8 at scale 1.
                     const float x = static_cast<float>(slot * 30 + g * 10 + i);
                     k[static_cast<size_t>((slot * n_kv + g) * dim + i)] = i == dim - 1 ? 127.0f : x;
-                    v[static_cast<size_t>((slot * n_kv + g) * dim + i)] = -k[static_cast<size_t>((slot * n_kv + g) * dim + i)];
+                    v[static_cast<size_t>((slot * n_kv + g) * dim + i)] =
+                        -k[static_cast<size_t>((slot * n_kv + g) * dim + i)];
                 }
         const int32_t page = 1;
         const auto L = s.st.layer(0);
@@ -96,10 +97,14 @@ TEST(KvQuant, PageBlockIsHeadMajor) {
                         got = tensor::bf16_to_f32(h);
                     } else {
                         uint16_t sb;  // scale of (slot, g): [page_size, n_kv_heads]
-                        std::memcpy(&sb, s.buf.data() + page * s.st.page_stride + L.k_scale_offset + (slot * n_kv + g) * 2, 2);
+                        std::memcpy(&sb,
+                                    s.buf.data() + page * s.st.page_stride + L.k_scale_offset +
+                                        (slot * n_kv + g) * 2,
+                                    2);
                         got = static_cast<float>(static_cast<int8_t>(*p)) * tensor::bf16_to_f32(sb);
                     }
-                    ASSERT_EQ(got, want) << kernels::kv_type_name(t) << " g " << g << " slot " << slot << " i " << i;
+                    ASSERT_EQ(got, want)
+                        << kernels::kv_type_name(t) << " g " << g << " slot " << slot << " i " << i;
                 }
     }
 }
@@ -129,11 +134,15 @@ TEST(KvQuant, WriteReadRoundTripBounds) {
                     for (int64_t i = 0; i < dim; ++i) {
                         const float e = std::fabs(got[i] - x[i]);
                         float bound;
-                        if (t == KvType::INT8) bound = 0.5f * sc * 1.0001f;
-                        else if (t == KvType::FP8_E4M3) bound = std::fabs(x[i]) / 16.0f + sc * 0.0009765625f;
-                        else bound = std::fabs(x[i]) / 8.0f + sc * 7.62939453125e-06f;
-                        ASSERT_LE(e, bound) << kernels::kv_type_name(t) << " pos " << pos << " head " << g << " i " << i
-                                            << " x " << x[i] << " got " << got[i];
+                        if (t == KvType::INT8)
+                            bound = 0.5f * sc * 1.0001f;
+                        else if (t == KvType::FP8_E4M3)
+                            bound = std::fabs(x[i]) / 16.0f + sc * 0.0009765625f;
+                        else
+                            bound = std::fabs(x[i]) / 8.0f + sc * 7.62939453125e-06f;
+                        ASSERT_LE(e, bound)
+                            << kernels::kv_type_name(t) << " pos " << pos << " head " << g << " i "
+                            << i << " x " << x[i] << " got " << got[i];
                     }
                 }
     }
@@ -141,12 +150,14 @@ TEST(KvQuant, WriteReadRoundTripBounds) {
     {
         Store s(KvType::INT8, 4, 1, 8, 1);
         std::vector<float> x = {1.0f, -0.5f, 0.25f, 0.0078125f, -1.0f, 0.0f, 0.75f, -0.9921875f};
-        for (auto& e : x) e = std::round(e * 127.0f) / 127.0f * 127.0f * 0.0078125f;  // codes * 2^-7
+        for (auto& e : x)
+            e = std::round(e * 127.0f) / 127.0f * 127.0f * 0.0078125f;  // codes * 2^-7
         const int32_t page = 0;
         kernels::write_kv(s.st.layer(0), &page, 0, 1, x.data(), x.data());
         std::vector<float> got(8);
         kernels::read_kv_row(s.st.layer(0), &page, 0, 0, false, got.data());
-        for (int i = 0; i < 8; ++i) EXPECT_EQ(got[static_cast<size_t>(i)], x[static_cast<size_t>(i)]) << i;
+        for (int i = 0; i < 8; ++i)
+            EXPECT_EQ(got[static_cast<size_t>(i)], x[static_cast<size_t>(i)]) << i;
     }
     // NaN-safety: a NaN and an inf in one row; an all-zero row.
     for (KvType t : kScaled) {
@@ -156,9 +167,12 @@ TEST(KvQuant, WriteReadRoundTripBounds) {
         kernels::write_kv(s.st.layer(0), &page, 0, 1, x.data(), z.data());
         std::vector<float> got(8);
         kernels::read_kv_row(s.st.layer(0), &page, 0, 0, false, got.data());
-        EXPECT_NEAR(got[3], 2.0f, 0.13f) << kernels::kv_type_name(t);  // scale from the finite values
-        if (t == KvType::INT8) EXPECT_EQ(got[1], 0.0f);
-        else EXPECT_TRUE(std::isnan(got[1])) << kernels::kv_type_name(t);
+        EXPECT_NEAR(got[3], 2.0f, 0.13f)
+            << kernels::kv_type_name(t);  // scale from the finite values
+        if (t == KvType::INT8)
+            EXPECT_EQ(got[1], 0.0f);
+        else
+            EXPECT_TRUE(std::isnan(got[1])) << kernels::kv_type_name(t);
         EXPECT_LE(got[2], -1.9f);  // -inf saturates to -qmax * scale ~ -2
         EXPECT_TRUE(std::isfinite(got[2]));
         kernels::read_kv_row(s.st.layer(0), &page, 0, 0, true, got.data());
@@ -180,7 +194,8 @@ TEST(KvQuant, TensorScaleSaturates) {
     EXPECT_EQ(got[2], 1.0f);
     EXPECT_EQ(got[3], tensor::fp8_e4m3_to_f32(tensor::f32_to_fp8_e4m3(0.3f)));
     Store bad(KvType::INT8, 4, 1, 8, 1, kernels::KvScales::Tensor);
-    EXPECT_THROW(kernels::write_kv(bad.st.layer(0), &page, 0, 1, x.data(), x.data()), std::exception);
+    EXPECT_THROW(kernels::write_kv(bad.st.layer(0), &page, 0, 1, x.data(), x.data()),
+                 std::exception);
 }
 
 // SIMD read kernels against the scalar reference: dequantization bit-exact (all 256 codes of
@@ -201,12 +216,18 @@ static void simd_kernels_match_scalar(const kernels::detail::KvKernelTable& av, 
                 for (int64_t i = 0; i < dim; ++i) {
                     uint8_t* p = rows.data() + j * stride + i * eb;
                     const float f = std::normal_distribution<float>(0.0f, 2.0f)(rng);
-                    if (t == KvType::F32) std::memcpy(p, &f, 4);
-                    else if (t == KvType::BF16) { const uint16_t h = tensor::f32_to_bf16(f); std::memcpy(p, &h, 2); }
-                    else if (t == KvType::F16) { const uint16_t h = tensor::f32_to_f16(f); std::memcpy(p, &h, 2); }
-                    else {
+                    if (t == KvType::F32)
+                        std::memcpy(p, &f, 4);
+                    else if (t == KvType::BF16) {
+                        const uint16_t h = tensor::f32_to_bf16(f);
+                        std::memcpy(p, &h, 2);
+                    } else if (t == KvType::F16) {
+                        const uint16_t h = tensor::f32_to_f16(f);
+                        std::memcpy(p, &h, 2);
+                    } else {
                         uint8_t c = static_cast<uint8_t>(rng());
-                        if (t == KvType::FP8_E4M3 && (c & 0x7f) == 0x7f) c ^= 1;  // no NaN codes in the dot test
+                        if (t == KvType::FP8_E4M3 && (c & 0x7f) == 0x7f)
+                            c ^= 1;  // no NaN codes in the dot test
                         if (t == KvType::FP8_E5M2 && (c & 0x7f) >= 0x7c) c &= 0xbb;  // nor inf/NaN
                         *p = c;
                     }
@@ -226,7 +247,8 @@ static void simd_kernels_match_scalar(const kernels::detail::KvKernelTable& av, 
                         << kernels::kv_type_name(t) << " dim " << dim;
                     mag += std::fabs(q[i] * deq[i]);
                 }
-                ASSERT_NEAR(s1[j], s2[j], 1e-5 * mag * mult[j] + 1e-30) << kernels::kv_type_name(t) << " dim " << dim;
+                ASSERT_NEAR(s1[j], s2[j], 1e-5 * mag * mult[j] + 1e-30)
+                    << kernels::kv_type_name(t) << " dim " << dim;
             }
             std::vector<float> w = randn(static_cast<size_t>(n), 12);
             std::vector<float> o1 = randn(static_cast<size_t>(dim), 13), o2 = o1;
@@ -238,7 +260,8 @@ static void simd_kernels_match_scalar(const kernels::detail::KvKernelTable& av, 
                     sc.by_type[ti].dequant(rows.data() + j * stride, dim, deq.data());
                     mag += std::fabs(w[j] * deq[i]);
                 }
-                ASSERT_NEAR(o1[i], o2[i], 1e-5 * mag) << kernels::kv_type_name(t) << " dim " << dim << " i " << i;
+                ASSERT_NEAR(o1[i], o2[i], 1e-5 * mag)
+                    << kernels::kv_type_name(t) << " dim " << dim << " i " << i;
             }
         }
     }
@@ -250,9 +273,12 @@ static void simd_kernels_match_scalar(const kernels::detail::KvKernelTable& av, 
         sc.by_type[static_cast<int>(t)].dequant(all.data(), 256, a.data());
         av.by_type[static_cast<int>(t)].dequant(all.data(), 256, b.data());
         for (int c = 0; c < 256; ++c) {
-            if (std::isnan(a[static_cast<size_t>(c)])) EXPECT_TRUE(std::isnan(b[static_cast<size_t>(c)])) << c;
-            else EXPECT_EQ(std::bit_cast<uint32_t>(a[static_cast<size_t>(c)]), std::bit_cast<uint32_t>(b[static_cast<size_t>(c)]))
-                << kernels::kv_type_name(t) << " code " << c;
+            if (std::isnan(a[static_cast<size_t>(c)]))
+                EXPECT_TRUE(std::isnan(b[static_cast<size_t>(c)])) << c;
+            else
+                EXPECT_EQ(std::bit_cast<uint32_t>(a[static_cast<size_t>(c)]),
+                          std::bit_cast<uint32_t>(b[static_cast<size_t>(c)]))
+                    << kernels::kv_type_name(t) << " code " << c;
         }
     }
     // e4m3 rows without NaN codes take the AVX2 shuffle widening (rows with one are scanned out
@@ -265,11 +291,13 @@ static void simd_kernels_match_scalar(const kernels::detail::KvKernelTable& av, 
     const auto& ave = av.by_type[static_cast<int>(KvType::FP8_E4M3)];
     for (int64_t dim : {int64_t{16}, int64_t{64}, static_cast<int64_t>(finite.size())}) {
         std::vector<float> a(static_cast<size_t>(dim)), b(static_cast<size_t>(dim));
-        for (size_t off = 0; off + static_cast<size_t>(dim) <= finite.size(); off += static_cast<size_t>(dim)) {
+        for (size_t off = 0; off + static_cast<size_t>(dim) <= finite.size();
+             off += static_cast<size_t>(dim)) {
             sce.dequant(finite.data() + off, dim, a.data());
             ave.dequant(finite.data() + off, dim, b.data());
             for (int64_t i = 0; i < dim; ++i)
-                ASSERT_EQ(std::bit_cast<uint32_t>(a[static_cast<size_t>(i)]), std::bit_cast<uint32_t>(b[static_cast<size_t>(i)]))
+                ASSERT_EQ(std::bit_cast<uint32_t>(a[static_cast<size_t>(i)]),
+                          std::bit_cast<uint32_t>(b[static_cast<size_t>(i)]))
                     << "e4m3 code " << int{finite[off + static_cast<size_t>(i)]};
         }
     }
@@ -280,8 +308,12 @@ static void simd_kernels_match_scalar(const kernels::detail::KvKernelTable& av, 
         sce.dequant(row.data(), 64, a.data());
         ave.dequant(row.data(), 64, b.data());
         for (int i = 0; i < 64; ++i) {
-            if (i == at) EXPECT_TRUE(std::isnan(b[static_cast<size_t>(i)])) << "NaN code at " << at;
-            else EXPECT_EQ(std::bit_cast<uint32_t>(a[static_cast<size_t>(i)]), std::bit_cast<uint32_t>(b[static_cast<size_t>(i)])) << i;
+            if (i == at)
+                EXPECT_TRUE(std::isnan(b[static_cast<size_t>(i)])) << "NaN code at " << at;
+            else
+                EXPECT_EQ(std::bit_cast<uint32_t>(a[static_cast<size_t>(i)]),
+                          std::bit_cast<uint32_t>(b[static_cast<size_t>(i)]))
+                    << i;
         }
     }
 }
@@ -310,20 +342,28 @@ static void paged_attention_matches_reference(int64_t ctx, int64_t ps, int64_t n
     // have fewer (token, kv head, chunk) items than threads and split their GQA groups.
     util::ThreadPool pool1(1), pool5(5), pool9(9);
     const int64_t n_kv = 2, n_heads = 6, pos0 = ctx - n_q;
-    auto k = randn(ctx * n_kv * dim, 21, 2.0f), v = randn(ctx * n_kv * dim, 22), q = randn(n_q * n_heads * dim, 23, 0.5f);
+    auto k = randn(ctx * n_kv * dim, 21, 2.0f), v = randn(ctx * n_kv * dim, 22),
+         q = randn(n_q * n_heads * dim, 23, 0.5f);
     const int64_t n_pages = (ctx + ps - 1) / ps;
     std::vector<int32_t> pages(static_cast<size_t>(n_pages));
-    for (int64_t i = 0; i < n_pages; ++i) pages[static_cast<size_t>(i)] = static_cast<int32_t>((i * 3 + 1) % n_pages);
+    for (int64_t i = 0; i < n_pages; ++i)
+        pages[static_cast<size_t>(i)] = static_cast<int32_t>((i * 3 + 1) % n_pages);
     if (n_pages == 5) pages = {4, 1, 3, 0, 2};
-    struct Mode { KvType t; kernels::KvScales sc; float tensor_scale; };
+    struct Mode {
+        KvType t;
+        kernels::KvScales sc;
+        float tensor_scale;
+    };
     std::vector<Mode> modes;
     for (KvType t : kAll) modes.push_back({t, kernels::KvScales::TokenHead, 1.0f});
     for (KvType t : {KvType::FP8_E4M3, KvType::FP8_E5M2}) {
-        modes.push_back({t, kernels::KvScales::Tensor, 1.0f});     // the usual checkpoint-less default
-        modes.push_back({t, kernels::KvScales::Tensor, 0.0117f});  // e4m3 saturates at 448 * 0.0117 = 5.2
+        modes.push_back({t, kernels::KvScales::Tensor, 1.0f});  // the usual checkpoint-less default
+        modes.push_back(
+            {t, kernels::KvScales::Tensor, 0.0117f});  // e4m3 saturates at 448 * 0.0117 = 5.2
     }
     for (const Mode& m : modes)
-        for (auto fresh : {kernels::FreshKv::None, kernels::FreshKv::Self, kernels::FreshKv::Chunk}) {
+        for (auto fresh :
+             {kernels::FreshKv::None, kernels::FreshKv::Self, kernels::FreshKv::Chunk}) {
             const KvType t = m.t;
             Store s(t, ps, n_kv, dim, n_pages, m.sc);
             s.st.tensor_scale = m.tensor_scale;
@@ -333,8 +373,10 @@ static void paged_attention_matches_reference(int64_t ctx, int64_t ps, int64_t n
             std::vector<float> ks(k.size()), vs(v.size());
             for (int64_t p = 0; p < ctx; ++p)
                 for (int64_t g = 0; g < n_kv; ++g) {
-                    kernels::read_kv_row(L, pages.data(), p, g, false, ks.data() + (p * n_kv + g) * dim);
-                    kernels::read_kv_row(L, pages.data(), p, g, true, vs.data() + (p * n_kv + g) * dim);
+                    kernels::read_kv_row(L, pages.data(), p, g, false,
+                                         ks.data() + (p * n_kv + g) * dim);
+                    kernels::read_kv_row(L, pages.data(), p, g, true,
+                                         vs.data() + (p * n_kv + g) * dim);
                 }
             const float scale = 1.0f / std::sqrt(static_cast<float>(dim));
             std::vector<double> want(q.size());
@@ -350,31 +392,44 @@ static void paged_attention_matches_reference(int64_t ctx, int64_t ps, int64_t n
                     };
                     for (int64_t j = 0; j < nc; ++j) {
                         double a = 0;
-                        for (int64_t i = 0; i < dim; ++i) a += static_cast<double>(q[(tq * n_heads + h) * dim + i]) * from(j, false)[i];
+                        for (int64_t i = 0; i < dim; ++i)
+                            a += static_cast<double>(q[(tq * n_heads + h) * dim + i]) *
+                                 from(j, false)[i];
                         sc[j] = a * scale;
                         mx = std::max(mx, sc[j]);
                     }
                     for (auto& e : sc) sum += (e = std::exp(e - mx));
                     for (int64_t j = 0; j < nc; ++j)
-                        for (int64_t i = 0; i < dim; ++i) want[(tq * n_heads + h) * dim + i] += sc[j] / sum * from(j, true)[i];
+                        for (int64_t i = 0; i < dim; ++i)
+                            want[(tq * n_heads + h) * dim + i] += sc[j] / sum * from(j, true)[i];
                 }
-            for (kernels::Isa isa : {kernels::Isa::Scalar, kernels::Isa::AVX2, kernels::Isa::AVX512}) {
+            for (kernels::Isa isa :
+                 {kernels::Isa::Scalar, kernels::Isa::AVX2, kernels::Isa::AVX512}) {
                 if (!kernels::isa_supported(isa)) continue;
                 const kernels::Isa saved = kernels::active_isa();
                 kernels::set_active_isa(isa);
                 std::vector<float> out(q.size(), NAN);
-                kernels::PagedAttentionSeq seq{q.data(), out.data(), n_q, pos0, pages.data(),
-                                               k.data() + pos0 * n_kv * dim, v.data() + pos0 * n_kv * dim, fresh};
-                kernels::paged_attention(std::span<const kernels::PagedAttentionSeq>(&seq, 1), n_heads, L, scale, pool);
+                kernels::PagedAttentionSeq seq{q.data(),
+                                               out.data(),
+                                               n_q,
+                                               pos0,
+                                               pages.data(),
+                                               k.data() + pos0 * n_kv * dim,
+                                               v.data() + pos0 * n_kv * dim,
+                                               fresh};
+                kernels::paged_attention(std::span<const kernels::PagedAttentionSeq>(&seq, 1),
+                                         n_heads, L, scale, pool);
                 // Chunk results held one token at a time (several token batches): the same bits.
                 std::vector<float> out1(q.size(), NAN);
                 kernels::detail::set_max_partial_floats(1);
                 kernels::PagedAttentionSeq seq1 = seq;
                 seq1.out = out1.data();
-                kernels::paged_attention(std::span<const kernels::PagedAttentionSeq>(&seq1, 1), n_heads, L, scale, pool);
+                kernels::paged_attention(std::span<const kernels::PagedAttentionSeq>(&seq1, 1),
+                                         n_heads, L, scale, pool);
                 kernels::detail::set_max_partial_floats(int64_t{4} << 20);
                 for (size_t i = 0; i < out.size(); ++i)
-                    ASSERT_EQ(std::bit_cast<uint32_t>(out1[i]), std::bit_cast<uint32_t>(out[i])) << "token batches, i " << i;
+                    ASSERT_EQ(std::bit_cast<uint32_t>(out1[i]), std::bit_cast<uint32_t>(out[i]))
+                        << "token batches, i " << i;
                 for (util::ThreadPool* other : {&pool1, &pool5, &pool9}) {
                     std::fill(out1.begin(), out1.end(), NAN);
                     kernels::paged_attention(std::span<const kernels::PagedAttentionSeq>(&seq1, 1),
@@ -385,16 +440,20 @@ static void paged_attention_matches_reference(int64_t ctx, int64_t ps, int64_t n
                 }
                 kernels::set_active_isa(saved);
                 for (size_t i = 0; i < out.size(); ++i)
-                    ASSERT_NEAR(out[i], want[i], 2e-5) << kernels::kv_type_name(t) << " " << kernels::kv_scales_name(m.sc)
-                                                       << " " << m.tensor_scale << " " << kernels::isa_name(isa)
-                                                       << " fresh " << kernels::fresh_kv_name(fresh) << " ctx " << ctx
-                                                       << " i " << i;
+                    ASSERT_NEAR(out[i], want[i], 2e-5)
+                        << kernels::kv_type_name(t) << " " << kernels::kv_scales_name(m.sc) << " "
+                        << m.tensor_scale << " " << kernels::isa_name(isa) << " fresh "
+                        << kernels::fresh_kv_name(fresh) << " ctx " << ctx << " i " << i;
             }
         }
 }
 
-TEST(KvQuant, PagedAttentionMatchesReferenceOnStoredValues) { paged_attention_matches_reference(23, 5, 4); }
-TEST(KvQuant, PagedAttentionMatchesReferenceAcrossContextChunks) { paged_attention_matches_reference(2050, 16, 4); }
+TEST(KvQuant, PagedAttentionMatchesReferenceOnStoredValues) {
+    paged_attention_matches_reference(23, 5, 4);
+}
+TEST(KvQuant, PagedAttentionMatchesReferenceAcrossContextChunks) {
+    paged_attention_matches_reference(2050, 16, 4);
+}
 // Head dims 64 and 128: the AVX-512 table's whole-group kernels (bf16, e4m3, int8) take these
 // (three query heads per kv head here), the other formats its unrolled f32 scores.
 TEST(KvQuant, PagedAttentionMatchesReferenceAtHeadDims64And128) {
@@ -523,30 +582,35 @@ TEST(KvQuant, PagedAttentionOutputsDoNotDependOnBatchMates) {
             std::vector<std::vector<int32_t>> pages(n_seqs);
             std::vector<std::vector<float>> q(n_seqs), alone(n_seqs), batched(n_seqs);
             for (int64_t i = 0; i < n_seqs; ++i) {
-                for (int32_t p = 0; p < 4; ++p) pages[i].push_back(static_cast<int32_t>(p * n_seqs + i));
+                for (int32_t p = 0; p < 4; ++p)
+                    pages[i].push_back(static_cast<int32_t>(p * n_seqs + i));
                 auto k = randn(ctx * n_kv * dim, 31 + i, 2.0f), v = randn(ctx * n_kv * dim, 41 + i);
                 kernels::write_kv(L, pages[i].data(), 0, ctx, k.data(), v.data());
                 q[i] = randn(n_heads * dim, 51 + i);
                 alone[i].assign(q[i].size(), NAN);
                 batched[i].assign(q[i].size(), NAN);
             }
-            for (kernels::Isa isa : {kernels::Isa::Scalar, kernels::Isa::AVX2, kernels::Isa::AVX512}) {
+            for (kernels::Isa isa :
+                 {kernels::Isa::Scalar, kernels::Isa::AVX2, kernels::Isa::AVX512}) {
                 if (!kernels::isa_supported(isa)) continue;
                 const kernels::Isa saved = kernels::active_isa();
                 kernels::set_active_isa(isa);
                 std::vector<kernels::PagedAttentionSeq> all;
                 for (int64_t i = 0; i < n_seqs; ++i) {
-                    kernels::PagedAttentionSeq one{q[i].data(), alone[i].data(), 1, ctx - 1, pages[i].data()};
-                    kernels::paged_attention(std::span<const kernels::PagedAttentionSeq>(&one, 1), n_heads, L, 0.2f, pool);
+                    kernels::PagedAttentionSeq one{q[i].data(), alone[i].data(), 1, ctx - 1,
+                                                   pages[i].data()};
+                    kernels::paged_attention(std::span<const kernels::PagedAttentionSeq>(&one, 1),
+                                             n_heads, L, 0.2f, pool);
                     all.push_back({q[i].data(), batched[i].data(), 1, ctx - 1, pages[i].data()});
                 }
                 kernels::paged_attention(all, n_heads, L, 0.2f, pool);
                 kernels::set_active_isa(saved);
                 for (int64_t i = 0; i < n_seqs; ++i)
                     for (size_t e = 0; e < q[i].size(); ++e)
-                        ASSERT_EQ(std::bit_cast<uint32_t>(alone[i][e]), std::bit_cast<uint32_t>(batched[i][e]))
-                            << kernels::kv_type_name(t) << " " << kernels::isa_name(isa) << " heads " << n_heads
-                            << " seq " << i << " e " << e;
+                        ASSERT_EQ(std::bit_cast<uint32_t>(alone[i][e]),
+                                  std::bit_cast<uint32_t>(batched[i][e]))
+                            << kernels::kv_type_name(t) << " " << kernels::isa_name(isa)
+                            << " heads " << n_heads << " seq " << i << " e " << e;
             }
         }
 }
@@ -559,8 +623,10 @@ TEST(KvQuant, CapacityRatioIncludesScales) {
         int64_t layers, n_kv, dim;
         double min_ratio;
     };
-    const Shape shapes[] = {{"SmolLM2-135M", 30, 3, 64, 1.9}, {"Llama-3.2-1B", 16, 8, 64, 1.9},
-                            {"Llama-3-8B (hd 128)", 32, 8, 128, 1.95}, {"Qwen2-7B (hd 128)", 28, 4, 128, 1.95}};
+    const Shape shapes[] = {{"SmolLM2-135M", 30, 3, 64, 1.9},
+                            {"Llama-3.2-1B", 16, 8, 64, 1.9},
+                            {"Llama-3-8B (hd 128)", 32, 8, 128, 1.95},
+                            {"Qwen2-7B (hd 128)", 28, 4, 128, 1.95}};
     for (const Shape& s : shapes) {
         auto bf = kv::KvCacheConfig::shaped(s.layers, s.n_kv, s.dim, KvType::BF16, 16);
         auto f8 = bf;
@@ -573,21 +639,25 @@ TEST(KvQuant, CapacityRatioIncludesScales) {
             EXPECT_EQ(b.bytes_per_page(), kv::kv_page_bytes(f8));
         }
         bf.budget_bytes = f8.budget_bytes = int64_t{1} << 30;
-        const double ratio = static_cast<double>(kv::kv_tokens_for_budget(f8)) / static_cast<double>(kv::kv_tokens_for_budget(bf));
+        const double ratio = static_cast<double>(kv::kv_tokens_for_budget(f8)) /
+                             static_cast<double>(kv::kv_tokens_for_budget(bf));
         EXPECT_GE(ratio, s.min_ratio) << s.name;
         // The ratio is the analytic one: 2*dim / (dim + 2) (bytes per token-head element row).
-        EXPECT_NEAR(ratio, 2.0 * static_cast<double>(s.dim) / static_cast<double>(s.dim + 2), 0.002) << s.name;
+        EXPECT_NEAR(ratio, 2.0 * static_cast<double>(s.dim) / static_cast<double>(s.dim + 2), 0.002)
+            << s.name;
         auto t8 = f8;
         t8.scales = kernels::KvScales::Tensor;  // no stored scales: exactly 2x
-        EXPECT_NEAR(static_cast<double>(kv::kv_tokens_for_budget(t8)) / static_cast<double>(kv::kv_tokens_for_budget(bf)), 2.0, 0.002);
+        EXPECT_NEAR(static_cast<double>(kv::kv_tokens_for_budget(t8)) /
+                        static_cast<double>(kv::kv_tokens_for_budget(bf)),
+                    2.0, 0.002);
     }
 }
 
 namespace {
 
 // Logits of every position of `toks` run as one prefill on a fresh paged cache of format t.
-std::vector<float> run_logits(model::Transformer& tf, const model::ModelConfig& c, const std::vector<int32_t>& toks,
-                              KvType t, kernels::KvScales sc) {
+std::vector<float> run_logits(model::Transformer& tf, const model::ModelConfig& c,
+                              const std::vector<int32_t>& toks, KvType t, kernels::KvScales sc) {
     auto kc = kv::KvCacheConfig::shaped(c.n_layers, c.n_kv_heads, c.head_dim, t, 16);
     kc.scales = sc;
     kc.budget_bytes = kv::kv_budget_for_tokens(kc, static_cast<int64_t>(toks.size()));
@@ -631,7 +701,8 @@ double top1_agreement(const std::vector<float>& a, const std::vector<float>& b, 
 // attention chaotic: f32 and bf16 KV then agree on only ~48% of top-1 tokens, so the >448
 // outliers sit on the value biases, which Qwen2 also has.)
 TEST(KvQuant, KeyOutliersNeedTokenHeadScales) {
-    if (!std::filesystem::exists(test::golden_model("tiny-qwen2") + "/config.json")) GTEST_SKIP() << "no tiny-qwen2";
+    if (!std::filesystem::exists(test::golden_model("tiny-qwen2") + "/config.json"))
+        GTEST_SKIP() << "no tiny-qwen2";
     util::ThreadPool pool(2);
     model::LoadOptions lo;
     lo.dtype = model::RuntimeDType::F32;
@@ -644,7 +715,8 @@ TEST(KvQuant, KeyOutliersNeedTokenHeadScales) {
         for (int64_t g = 0; g < c.n_kv_heads; ++g)
             for (int64_t ch : {1, 5}) {  // two outlier channels per head
                 const float mag = std::uniform_real_distribution<float>(1000.0f, 3000.0f)(rng);
-                L.bk[static_cast<size_t>(g * c.head_dim + ch)] += (rng() & 1) ? mag * 0.05f : -mag * 0.05f;
+                L.bk[static_cast<size_t>(g * c.head_dim + ch)] +=
+                    (rng() & 1) ? mag * 0.05f : -mag * 0.05f;
                 L.bv[static_cast<size_t>(g * c.head_dim + ch + 2)] += (rng() & 1) ? mag : -mag;
             }
     }
@@ -652,12 +724,19 @@ TEST(KvQuant, KeyOutliersNeedTokenHeadScales) {
     std::vector<int32_t> toks(160);
     for (auto& t : toks) t = static_cast<int32_t>(rng() % static_cast<uint32_t>(c.vocab_size));
     const auto ref = run_logits(tf, c, toks, KvType::BF16, kernels::KvScales::TokenHead);
-    const double th = top1_agreement(ref, run_logits(tf, c, toks, KvType::FP8_E4M3, kernels::KvScales::TokenHead), c.vocab_size);
-    const double te = top1_agreement(ref, run_logits(tf, c, toks, KvType::FP8_E4M3, kernels::KvScales::Tensor), c.vocab_size);
-    const double i8 = top1_agreement(ref, run_logits(tf, c, toks, KvType::INT8, kernels::KvScales::TokenHead), c.vocab_size);
-    const double f32 = top1_agreement(ref, run_logits(tf, c, toks, KvType::F32, kernels::KvScales::TokenHead), c.vocab_size);
-    std::printf("bias outliers, top-1 agreement with bf16 KV: f32 %.3f, fp8_e4m3 token-head %.3f, tensor %.3f; "
-                "int8 token-head %.3f\n", f32, th, te, i8);
+    const double th = top1_agreement(
+        ref, run_logits(tf, c, toks, KvType::FP8_E4M3, kernels::KvScales::TokenHead), c.vocab_size);
+    const double te = top1_agreement(
+        ref, run_logits(tf, c, toks, KvType::FP8_E4M3, kernels::KvScales::Tensor), c.vocab_size);
+    const double i8 = top1_agreement(
+        ref, run_logits(tf, c, toks, KvType::INT8, kernels::KvScales::TokenHead), c.vocab_size);
+    const double f32 = top1_agreement(
+        ref, run_logits(tf, c, toks, KvType::F32, kernels::KvScales::TokenHead), c.vocab_size);
+    std::printf(
+        "bias outliers, top-1 agreement with bf16 KV: f32 %.3f, fp8_e4m3 token-head %.3f, tensor "
+        "%.3f; "
+        "int8 token-head %.3f\n",
+        f32, th, te, i8);
     EXPECT_GE(f32, 0.98);  // the reference itself is stable
     EXPECT_GE(th, 0.98);
     EXPECT_GE(i8, 0.95);

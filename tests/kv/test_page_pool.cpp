@@ -43,7 +43,8 @@ TEST(KvPagePool, RandomOperationsMatchOwnershipModel) {
         if (kind < 25) {  // allocate
             auto r = pool.allocate();
             int32_t free_in_model = 0;
-            for (int32_t p = 1; p <= kPages; ++p) free_in_model += model[static_cast<size_t>(p)].holders == 0;
+            for (int32_t p = 1; p <= kPages; ++p)
+                free_in_model += model[static_cast<size_t>(p)].holders == 0;
             if (free_in_model == 0) {
                 ASSERT_FALSE(r.has_value());
                 continue;
@@ -85,14 +86,15 @@ TEST(KvPagePool, RandomOperationsMatchOwnershipModel) {
             }
             if (!stale.empty()) {
                 const PageRef r = stale[pick(stale.size())];
-                ASSERT_FALSE(pool.is_live(r)) << "stale access to page " << r.page.v << " not detected";
+                ASSERT_FALSE(pool.is_live(r))
+                    << "stale access to page " << r.page.v << " not detected";
                 ++stale_checked;
             }
         } else {  // forged reference: the pool must agree with the model exactly
             const PageRef r{PageId{static_cast<int32_t>(rng() % (kPages + 3)) - 1}, 1 + rng() % 8};
             const bool in_range = r.page.v >= 1 && r.page.v <= kPages;
-            const bool expect_live =
-                in_range && model[static_cast<size_t>(r.page.v)].holders > 0 && model[static_cast<size_t>(r.page.v)].gen == r.gen;
+            const bool expect_live = in_range && model[static_cast<size_t>(r.page.v)].holders > 0 &&
+                                     model[static_cast<size_t>(r.page.v)].gen == r.gen;
             ASSERT_EQ(pool.is_live(r), expect_live);
         }
         if (op % 4096 == 0) {
@@ -114,7 +116,7 @@ TEST(KvPagePool, DoubleFreeAndForeignFreeAreRefusedWithoutCorruption) {
     const PageRef a = *pool.allocate();
     const PageRef b = *pool.allocate();
     EXPECT_EQ(pool.release(a), PoolStatus::Ok);
-    EXPECT_EQ(pool.release(a), PoolStatus::StaleGeneration);  // double free
+    EXPECT_EQ(pool.release(a), PoolStatus::StaleGeneration);                // double free
     EXPECT_EQ(pool.release(PageRef{PageId{0}, 1}), PoolStatus::BadPageId);  // the null page
     EXPECT_EQ(pool.release(PageRef{PageId{99}, 1}), PoolStatus::BadPageId);
     EXPECT_EQ(pool.release(PageRef{b.page, b.gen + 1}), PoolStatus::StaleGeneration);  // forged

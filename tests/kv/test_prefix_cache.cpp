@@ -42,7 +42,8 @@ PrefixCacheConfig cfg(uint64_t mask = ~uint64_t{0}) {
 uint64_t fingerprint(const std::string& tag, std::span<const int32_t> tokens, size_t end) {
     uint64_t h = 1469598103934665603ULL;
     auto mix = [&](const void* p, size_t n) {
-        for (size_t i = 0; i < n; ++i) h = (h ^ static_cast<const uint8_t*>(p)[i]) * 1099511628211ULL;
+        for (size_t i = 0; i < n; ++i)
+            h = (h ^ static_cast<const uint8_t*>(p)[i]) * 1099511628211ULL;
     };
     mix(tag.data(), tag.size());
     mix(tokens.data(), end * sizeof(int32_t));
@@ -65,7 +66,8 @@ struct Harness {
     PrefixCache cache;
     std::vector<std::vector<int32_t>> declared;
 
-    explicit Harness(int32_t pages, uint64_t mask = ~uint64_t{0}) : pool(pages, kPs, 16), cache(pool, cfg(mask)) {}
+    explicit Harness(int32_t pages, uint64_t mask = ~uint64_t{0})
+        : pool(pages, kPs, 16), cache(pool, cfg(mask)) {}
 
     void declare(const std::vector<int32_t>& d) {
         cache.declare_shared_prefix(d);
@@ -84,7 +86,9 @@ struct Harness {
         if ((page + 1) * kPs <= best) return "shared";
         return s.scope.tenant + "\x1f" + s.scope.cache_salt;
     }
-    uint64_t expected_fp(const Seq& s, size_t page) const { return fingerprint(tag(s, page), s.tokens, (page + 1) * kPs); }
+    uint64_t expected_fp(const Seq& s, size_t page) const {
+        return fingerprint(tag(s, page), s.tokens, (page + 1) * kPs);
+    }
     uint64_t stored_fp(PageId p) const {
         uint64_t v;
         std::memcpy(&v, pool.data(p), 8);
@@ -115,7 +119,8 @@ struct Harness {
             std::memset(pool.data(r->page), 0, 16);
             s.table.pages.push_back(*r);
         }
-        for (int64_t i = s.table.n_tokens / kPs; i < n_tokens / kPs; ++i) {  // pages that became full
+        for (int64_t i = s.table.n_tokens / kPs; i < n_tokens / kPs;
+             ++i) {  // pages that became full
             const uint64_t fp = expected_fp(s, static_cast<size_t>(i));
             std::memcpy(pool.data(s.table.pages[static_cast<size_t>(i)].page), &fp, 8);
         }
@@ -140,7 +145,9 @@ struct Harness {
     }
 };
 
-std::vector<int32_t> seq_of(std::initializer_list<int32_t> v) { return v; }
+std::vector<int32_t> seq_of(std::initializer_list<int32_t> v) {
+    return v;
+}
 std::vector<int32_t> range(int32_t from, int32_t n) {
     std::vector<int32_t> v;
     for (int32_t i = 0; i < n; ++i) v.push_back(from + i);
@@ -155,18 +162,20 @@ std::vector<int32_t> cat(std::vector<int32_t> a, const std::vector<int32_t>& b) 
 
 TEST(KeyedHash, SipHash24ReferenceVectors) {
     // Reference vectors of the SipHash paper (key 00..0f, message 00 01 .. of length n).
-    const std::map<size_t, uint64_t> want = {{0, 0x726fdb47dd0e0e31ULL},  {1, 0x74f839c593dc67fdULL},
-                                             {7, 0xab0200f58b01d137ULL},  {8, 0x93f5f5799a932462ULL},
-                                             {15, 0xa129ca6149be45e5ULL}, {16, 0x3f2acc7f57c29bdbULL},
-                                             {63, 0x958a324ceb064572ULL}};
+    const std::map<size_t, uint64_t> want = {
+        {0, 0x726fdb47dd0e0e31ULL}, {1, 0x74f839c593dc67fdULL},  {7, 0xab0200f58b01d137ULL},
+        {8, 0x93f5f5799a932462ULL}, {15, 0xa129ca6149be45e5ULL}, {16, 0x3f2acc7f57c29bdbULL},
+        {63, 0x958a324ceb064572ULL}};
     std::vector<uint8_t> msg(64);
     for (size_t i = 0; i < msg.size(); ++i) msg[i] = static_cast<uint8_t>(i);
     for (const auto& [n, h] : want) {
-        EXPECT_EQ(siphash24(kTestKey, std::span<const uint8_t>(msg.data(), n)), h) << "length " << n;
+        EXPECT_EQ(siphash24(kTestKey, std::span<const uint8_t>(msg.data(), n)), h)
+            << "length " << n;
         // Incremental feeding in every split of 1..9 bytes gives the same result.
         for (size_t step = 1; step <= 9; ++step) {
             SipHasher inc(kTestKey);
-            for (size_t off = 0; off < n; off += step) inc.update(msg.data() + off, std::min(step, n - off));
+            for (size_t off = 0; off < n; off += step)
+                inc.update(msg.data() + off, std::min(step, n - off));
             EXPECT_EQ(inc.finish(), h) << "length " << n << " fed " << step << " at a time";
         }
     }
@@ -254,7 +263,8 @@ TEST(PrefixCache, TenantIsolationSaltNarrowsSharedPrefixForAll) {
     ASSERT_TRUE(h.admit(a2));
     EXPECT_EQ(a2.cached, 16);
     // A salt can never widen: ("A", "") vs ("", "A") vs ("A" + "\0", "") are distinct scopes.
-    for (const CacheScope& sc : {CacheScope{"", "A"}, CacheScope{std::string("A\0", 2), ""}, CacheScope{"A\x1f", ""}}) {
+    for (const CacheScope& sc :
+         {CacheScope{"", "A"}, CacheScope{std::string("A\0", 2), ""}, CacheScope{"A\x1f", ""}}) {
         Seq x{sc, prompt};
         ASSERT_TRUE(h.admit(x));
         EXPECT_EQ(x.cached, 8);
@@ -268,7 +278,7 @@ TEST(PrefixCache, TenantIsolationSaltNarrowsSharedPrefixForAll) {
     Seq b2{{"B", ""}, prompt};
     ASSERT_TRUE(h.admit(b2));
     EXPECT_EQ(b2.cached, 16);
-    EXPECT_EQ(b2.table.pages[0], a2_pages[0]);  // shared
+    EXPECT_EQ(b2.table.pages[0], a2_pages[0]);                 // shared
     EXPECT_FALSE(b2.table.pages[2].page == a2_pages[2].page);  // B's own
     EXPECT_FALSE(b2.table.pages[3].page == a2_pages[3].page);
     h.finish(b2);
@@ -295,7 +305,7 @@ TEST(PrefixCache, ForcedCollisionsAreRejectedByTokenComparison) {
     Harness h(64, /*mask=*/0);  // every key is 0: every lookup sees every entry as a candidate
     const CacheScope a{"A", ""}, b{"B", ""};
     Seq x{a, cat(range(10, 4), range(20, 5))};  // pages [10..13] [20..23]
-    Seq z{a, cat(range(30, 4), seq_of({1}))};  // page [30..33]
+    Seq z{a, cat(range(30, 4), seq_of({1}))};   // page [30..33]
     ASSERT_TRUE(h.admit(x));
     ASSERT_TRUE(h.admit(z));
     h.finish(x);
@@ -442,7 +452,8 @@ TEST(PrefixCache, RandomOperationsKeepPoolAndCacheConsistent) {
     auto rnd = [&](uint64_t n) { return static_cast<int64_t>(rng() % n); };
     // A few prefix families so that hits, branches and shared prefixes are common.
     std::vector<std::vector<int32_t>> bases;
-    for (int b = 0; b < 6; ++b) bases.push_back(range(1000 * (b + 1), 4 + static_cast<int32_t>(rnd(14))));
+    for (int b = 0; b < 6; ++b)
+        bases.push_back(range(1000 * (b + 1), 4 + static_cast<int32_t>(rnd(14))));
     h.declare(bases[0]);
     h.declare(cat(bases[1], range(77, 3)));
     const std::vector<CacheScope> scopes = {{"A", ""}, {"B", ""}, {"A", "s1"}, {"C", ""}};
@@ -467,15 +478,18 @@ TEST(PrefixCache, RandomOperationsKeepPoolAndCacheConsistent) {
             const size_t i = static_cast<size_t>(rnd(live.size()));
             const int64_t n = 1 + rnd(5);
             for (int64_t j = 0; j < n; ++j) live[i].tokens.push_back(static_cast<int32_t>(rnd(3)));
-            if (!h.grow(live[i], static_cast<int64_t>(live[i].tokens.size()))) live.erase(live.begin() + static_cast<std::ptrdiff_t>(i));
+            if (!h.grow(live[i], static_cast<int64_t>(live[i].tokens.size())))
+                live.erase(live.begin() + static_cast<std::ptrdiff_t>(i));
         } else if (k < 60 && !live.empty()) {  // offer mid-flight (idempotent)
             Seq& s = live[static_cast<size_t>(rnd(live.size()))];
             ASSERT_FALSE(h.cache.offer(s.scope, s.tokens, s.table).violation.has_value());
             ++offers;
         } else if (k < 80 && !live.empty()) {  // finish (offer + release) or abort (release only)
             const size_t i = static_cast<size_t>(rnd(live.size()));
-            if (rnd(4) != 0) h.finish(live[i]);
-            else ASSERT_EQ(h.release(live[i]), 0);
+            if (rnd(4) != 0)
+                h.finish(live[i]);
+            else
+                ASSERT_EQ(h.release(live[i]), 0);
             live.erase(live.begin() + static_cast<std::ptrdiff_t>(i));
         } else if (k < 88) {  // memory pressure
             const int64_t before = h.pool.free_pages();
@@ -487,7 +501,8 @@ TEST(PrefixCache, RandomOperationsKeepPoolAndCacheConsistent) {
             evicted += got;
         } else if (k < 95 && !live.empty()) {  // probe never changes anything it reports
             const Seq& s = live[static_cast<size_t>(rnd(live.size()))];
-            const int64_t a = h.cache.probe(s.scope, s.tokens), b = h.cache.probe(s.scope, s.tokens);
+            const int64_t a = h.cache.probe(s.scope, s.tokens),
+                          b = h.cache.probe(s.scope, s.tokens);
             ASSERT_EQ(a, b);
         } else if (!live.empty()) {  // an attach's pages are exactly the cached chain
             const Seq& s = live[static_cast<size_t>(rnd(live.size()))];
@@ -506,7 +521,8 @@ TEST(PrefixCache, RandomOperationsKeepPoolAndCacheConsistent) {
             for (const PageRef& r : s.table.pages) held.insert(r.page.v);
         }
         ASSERT_EQ(h.pool.used_pages(), static_cast<int32_t>(held.size()));
-        ASSERT_EQ(h.pool.free_pages() + h.pool.used_pages() + h.pool.cached_pages(), h.pool.capacity());
+        ASSERT_EQ(h.pool.free_pages() + h.pool.used_pages() + h.pool.cached_pages(),
+                  h.pool.capacity());
     }
     for (Seq& s : live) h.finish(s);
     h.check();
@@ -532,7 +548,8 @@ TEST(PrefixCache, SharedPageFaultsDetectedOnHoldersOnly) {
     constexpr int kRounds = 3000;
 #endif
     Harness h(96);
-    FaultInjector fi(FaultSpec::parse("evict_while_referenced=1,reuse_after_evict=1,stale_attach=1,seed=5"));
+    FaultInjector fi(
+        FaultSpec::parse("evict_while_referenced=1,reuse_after_evict=1,stale_attach=1,seed=5"));
     std::mt19937_64 rng(99);
     auto rnd = [&](uint64_t n) { return static_cast<int64_t>(rng() % n); };
     const auto sys = range(1, 8);
@@ -547,7 +564,8 @@ TEST(PrefixCache, SharedPageFaultsDetectedOnHoldersOnly) {
         while (live.size() < 6 + static_cast<size_t>(rnd(7))) {
             Seq s;
             s.scope = scopes[static_cast<size_t>(rnd(scopes.size()))];
-            s.tokens = cat(sys, range(100 * static_cast<int32_t>(rnd(3)), static_cast<int32_t>(4 + rnd(8))));
+            s.tokens = cat(
+                sys, range(100 * static_cast<int32_t>(rnd(3)), static_cast<int32_t>(4 + rnd(8))));
             s.tokens.push_back(static_cast<int32_t>(rnd(50)));
             if (!h.admit(s)) break;
             h.cache.offer(s.scope, s.tokens, s.table);
@@ -575,14 +593,16 @@ TEST(PrefixCache, SharedPageFaultsDetectedOnHoldersOnly) {
         std::vector<char> holder(live.size(), 0);
         for (size_t i = 0; i < live.size(); ++i)
             for (const PageRef& r : live[i].table.pages)
-                if (r == fx.broken || (kind != SharedFaultKind::StaleAttach && r == before)) holder[i] = 1;
+                if (r == fx.broken || (kind != SharedFaultKind::StaleAttach && r == before))
+                    holder[i] = 1;
         ASSERT_TRUE(holder[vi]);
         bool all_detected = true;
         for (size_t i = 0; i < live.size(); ++i) {
-            const auto v = verify_table(h.pool, SeqId{static_cast<int64_t>(i)}, live[i].table.pages);
+            const auto v =
+                verify_table(h.pool, SeqId{static_cast<int64_t>(i)}, live[i].table.pages);
             ASSERT_EQ(v.has_value(), static_cast<bool>(holder[i]))
-                << shared_fault_kind_name(kind) << ": sequence " << i << (holder[i] ? " holds" : " does not hold")
-                << " the stale reference";
+                << shared_fault_kind_name(kind) << ": sequence " << i
+                << (holder[i] ? " holds" : " does not hold") << " the stale reference";
             if (holder[i]) all_detected = all_detected && v->page == fx.broken.page;
             holders_total += holder[i];
             bystanders += !holder[i];
@@ -616,23 +636,27 @@ TEST(PrefixCache, SharedPageFaultsDetectedOnHoldersOnly) {
     h.check();
     EXPECT_EQ(h.pool.used_pages(), 0);
     for (int k = 0; k < kSharedFaultKinds; ++k) {
-        EXPECT_GT(injected[static_cast<size_t>(k)], kRounds / 5) << shared_fault_kind_name(static_cast<SharedFaultKind>(k));
+        EXPECT_GT(injected[static_cast<size_t>(k)], kRounds / 5)
+            << shared_fault_kind_name(static_cast<SharedFaultKind>(k));
         EXPECT_EQ(detected[static_cast<size_t>(k)], injected[static_cast<size_t>(k)])
             << shared_fault_kind_name(static_cast<SharedFaultKind>(k)) << " not always detected";
     }
     EXPECT_EQ(fi.injected_shared(), injected);
     EXPECT_GT(bystanders, kRounds);
     EXPECT_GT(h.cache.stats().stale_dropped, 0);
-    std::printf("[ shared   ] %lld faults, %lld holder checks failed as required, %lld bystanders verified clean\n",
-                static_cast<long long>(injected[0] + injected[1] + injected[2]), static_cast<long long>(holders_total),
-                static_cast<long long>(bystanders));
+    std::printf(
+        "[ shared   ] %lld faults, %lld holder checks failed as required, %lld bystanders verified "
+        "clean\n",
+        static_cast<long long>(injected[0] + injected[1] + injected[2]),
+        static_cast<long long>(holders_total), static_cast<long long>(bystanders));
 }
 
 TEST(PrefixCache, FaultSpecParsesSharedKinds) {
     const FaultSpec s = FaultSpec::parse("stale_attach=0.5,reuse_after_evict=0.25");
     EXPECT_EQ(s.shared_probability[static_cast<size_t>(SharedFaultKind::StaleAttach)], 0.5);
     EXPECT_EQ(s.shared_probability[static_cast<size_t>(SharedFaultKind::ReuseAfterEvict)], 0.25);
-    EXPECT_EQ(s.shared_probability[static_cast<size_t>(SharedFaultKind::EvictWhileReferenced)], 0.0);
+    EXPECT_EQ(s.shared_probability[static_cast<size_t>(SharedFaultKind::EvictWhileReferenced)],
+              0.0);
     EXPECT_TRUE(s.any());
     const FaultSpec all = FaultSpec::parse("all=0.1");
     for (double p : all.shared_probability) EXPECT_EQ(p, 0.1);
@@ -670,7 +694,8 @@ TEST(PrefixCache, PartiallyMatchingPageIsCopiedNeverShared) {
         for (const PageRef& r : t.pages) EXPECT_EQ(pool.release(r), PoolStatus::Ok);
     };
     compute(a, range(100, 12), 10);
-    compute(b, cat(range(100, 4), seq_of({104, 105, 0, 0})), 50);  // b's page 1 matches 2 tokens too
+    compute(b, cat(range(100, 4), seq_of({104, 105, 0, 0})),
+            50);  // b's page 1 matches 2 tokens too
     ASSERT_EQ(pool.cached_pages(), 5);
 
     // a's prompt: page 0 full match, page 1 matches 3 tokens (104 105 106), then differs.

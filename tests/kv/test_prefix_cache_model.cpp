@@ -52,13 +52,14 @@ struct Live {
 };
 
 class Runner {
-public:
+  public:
     Runner(Tiny& m, kv::KvCache& kv, kv::PrefixCache* pc) : m_(m), kv_(kv), pc_(pc) {}
 
     // Grows the table to cover n tokens, evicting cached pages first when the pool is dry.
     void ensure(kv::PageTable& t, int64_t n) {
         while (!kv_.reserve(t, n)) {
-            const int64_t deficit = kv_.pages_for(n) - static_cast<int64_t>(t.pages.size()) - kv_.pool().free_pages();
+            const int64_t deficit =
+                kv_.pages_for(n) - static_cast<int64_t>(t.pages.size()) - kv_.pool().free_pages();
             ASSERT_TRUE(pc_ && pc_->evict(deficit) > 0) << "KV pool too small for the test";
         }
     }
@@ -66,7 +67,8 @@ public:
     // round, all sequences batched); returns the logits after each sequence's last token.
     std::vector<std::vector<float>> compute(std::vector<Live*> seqs, int64_t chunk) {
         const int64_t vocab = m_.model->config.vocab_size;
-        std::vector<std::vector<float>> last(seqs.size(), std::vector<float>(static_cast<size_t>(vocab)));
+        std::vector<std::vector<float>> last(seqs.size(),
+                                             std::vector<float>(static_cast<size_t>(vocab)));
         for (Live* s : seqs) ensure(s->table, static_cast<int64_t>(s->tokens.size()));
         for (;;) {
             std::vector<model::SeqInput> in;
@@ -81,7 +83,8 @@ public:
                 for (const auto& p : s.table.pages) pid.push_back(p.page.v);
                 ids.push_back(std::move(pid));
                 model::SeqInput x;
-                x.tokens = std::span<const int32_t>(s.tokens.data() + s.table.n_tokens, static_cast<size_t>(n));
+                x.tokens = std::span<const int32_t>(s.tokens.data() + s.table.n_tokens,
+                                                    static_cast<size_t>(n));
                 x.pos0 = s.table.n_tokens;
                 x.logits = n == left ? last[i].data() : nullptr;
                 in.push_back(x);
@@ -90,7 +93,9 @@ public:
             if (in.empty()) break;
             for (size_t j = 0; j < in.size(); ++j) {
                 in[j].page_ids = ids[j].data();
-                EXPECT_FALSE(kv_.verify(kv::SeqId{static_cast<int64_t>(who[j])}, seqs[who[j]]->table).has_value());
+                EXPECT_FALSE(
+                    kv_.verify(kv::SeqId{static_cast<int64_t>(who[j])}, seqs[who[j]]->table)
+                        .has_value());
             }
             const auto ok = m_.tf->step(in, kv_.storage());
             for (size_t j = 0; j < in.size(); ++j) {
@@ -101,7 +106,7 @@ public:
         return last;
     }
 
-private:
+  private:
     Tiny& m_;
     kv::KvCache& kv_;
     kv::PrefixCache* pc_;
@@ -140,12 +145,14 @@ TEST(PrefixCacheModel, CachedRunsMatchFromScratchBitForBit) {
     if (!test::tiny_llama_present()) GTEST_SKIP() << "no tiny-llama";
     for (auto dt : {model::RuntimeDType::BF16, model::RuntimeDType::F32}) {
         Tiny m(dt);
-        const auto type = dt == model::RuntimeDType::F32 ? kernels::KvType::F32 : kernels::KvType::BF16;
+        const auto type =
+            dt == model::RuntimeDType::F32 ? kernels::KvType::F32 : kernels::KvType::BF16;
         const int64_t vocab = m.model->config.vocab_size;
         std::mt19937_64 rng(31337);
         auto toks = [&](int n) {
             std::vector<int32_t> v;
-            for (int i = 0; i < n; ++i) v.push_back(static_cast<int32_t>(rng() % static_cast<uint64_t>(vocab)));
+            for (int i = 0; i < n; ++i)
+                v.push_back(static_cast<int32_t>(rng() % static_cast<uint64_t>(vocab)));
             return v;
         };
         // Prefix families: a declared shared system prompt (10 tokens: 2 full pages) with
@@ -164,7 +171,8 @@ TEST(PrefixCacheModel, CachedRunsMatchFromScratchBitForBit) {
             reqs.push_back(r);
             if (i % 5 == 4) {  // the same prompt again, from another tenant and from the same one
                 Request other = r;
-                other.scope = r.scope.tenant == "A" ? kv::CacheScope{"B", ""} : kv::CacheScope{"A", ""};
+                other.scope =
+                    r.scope.tenant == "A" ? kv::CacheScope{"B", ""} : kv::CacheScope{"A", ""};
                 reqs.push_back(other);
                 reqs.push_back(r);
             }
@@ -182,16 +190,19 @@ TEST(PrefixCacheModel, CachedRunsMatchFromScratchBitForBit) {
         kv::PrefixCache pc(kv.pool(), pcfg);
         ASSERT_EQ(pc.declare_shared_prefix(sys), 2);
         Runner run(m, kv, &pc);
-        std::map<std::string, std::vector<std::vector<int32_t>>> offered;  // scope -> token lists offered
+        std::map<std::string, std::vector<std::vector<int32_t>>>
+            offered;  // scope -> token lists offered
         std::vector<std::vector<int32_t>> offered_shared;
         auto scope_key = [](const kv::CacheScope& s) { return s.tenant + '\x1f' + s.cache_salt; };
         // The most a request may get from the cache: its own scope's earlier offers, or the
         // declared prefix's full pages if anyone offered them; whole pages, >= 1 token left.
         auto bound = [&](const Request& r, const std::vector<int32_t>& tokens) {
             size_t best = 0;
-            for (const auto& o : offered[scope_key(r.scope)]) best = std::max(best, common_prefix(o, tokens));
+            for (const auto& o : offered[scope_key(r.scope)])
+                best = std::max(best, common_prefix(o, tokens));
             const size_t shared = std::min(common_prefix(sys, tokens), size_t{8});
-            for (const auto& o : offered_shared) best = std::max(best, std::min(shared, common_prefix(o, tokens)));
+            for (const auto& o : offered_shared)
+                best = std::max(best, std::min(shared, common_prefix(o, tokens)));
             best = std::min(best, tokens.size() - 1);
             return static_cast<int64_t>(best / kPs * kPs);
         };
@@ -205,7 +216,8 @@ TEST(PrefixCacheModel, CachedRunsMatchFromScratchBitForBit) {
         auto admit = [&](Live& s) {
             const int64_t allowed = bound(reqs[s.req], s.tokens);
             const kv::AttachResult a = pc.attach(reqs[s.req].scope, s.tokens, s.table);
-            EXPECT_LE(a.cached_tokens, allowed) << "request " << s.req << " got pages its scope never offered";
+            EXPECT_LE(a.cached_tokens, allowed)
+                << "request " << s.req << " got pages its scope never offered";
             return a.cached_tokens;
         };
 
@@ -252,7 +264,8 @@ TEST(PrefixCacheModel, CachedRunsMatchFromScratchBitForBit) {
                 ASSERT_EQ(s.out.tokens, w.tokens) << "request " << s.req;
                 for (int k = 0; k < kNew; ++k)
                     ASSERT_EQ(0, std::memcmp(s.out.logits[static_cast<size_t>(k)].data(),
-                                             w.logits[static_cast<size_t>(k)].data(), static_cast<size_t>(vocab) * sizeof(float)))
+                                             w.logits[static_cast<size_t>(k)].data(),
+                                             static_cast<size_t>(vocab) * sizeof(float)))
                         << "request " << s.req << " logits of generated token " << k << " differ";
             }
         }
@@ -263,9 +276,11 @@ TEST(PrefixCacheModel, CachedRunsMatchFromScratchBitForBit) {
         EXPECT_GT(resumed_hits, 3);
         EXPECT_EQ(st.hit_tokens, total_cached);
         EXPECT_EQ(st.collisions_rejected, 0);
-        std::printf("[ prefix   ] %s: %zu requests, %lld hit (%lld tokens), %lld pages evicted, %lld resumed with hits\n",
-                    dt == model::RuntimeDType::F32 ? "f32" : "bf16", reqs.size(), static_cast<long long>(st.hit_requests),
-                    static_cast<long long>(st.hit_tokens), static_cast<long long>(st.evicted_pages),
-                    static_cast<long long>(resumed_hits));
+        std::printf(
+            "[ prefix   ] %s: %zu requests, %lld hit (%lld tokens), %lld pages evicted, %lld "
+            "resumed with hits\n",
+            dt == model::RuntimeDType::F32 ? "f32" : "bf16", reqs.size(),
+            static_cast<long long>(st.hit_requests), static_cast<long long>(st.hit_tokens),
+            static_cast<long long>(st.evicted_pages), static_cast<long long>(resumed_hits));
     }
 }

@@ -34,7 +34,8 @@ TEST(MlaAttentionKernel, PagedMatchesReferenceForEveryPageSizeAndFormat) {
     std::vector<float> want(static_cast<size_t>(n_ctx * H * L));
     kernels::mla_attention_reference(q.data(), want.data(), n_ctx, 0, keys.data(), H, L, D, scale);
     // A hand-checkable point: query 0 sees only key 0, so its output is key 0's latent.
-    for (int64_t i = 0; i < L; ++i) ASSERT_NEAR(want[static_cast<size_t>(i)], keys[static_cast<size_t>(i)], 1e-6);
+    for (int64_t i = 0; i < L; ++i)
+        ASSERT_NEAR(want[static_cast<size_t>(i)], keys[static_cast<size_t>(i)], 1e-6);
 
     // FP8 e4m3 (per-token scales) stores the latent like any other KV format.
     for (auto type : {kernels::KvType::F32, kernels::KvType::BF16, kernels::KvType::FP8_E4M3}) {
@@ -59,15 +60,21 @@ TEST(MlaAttentionKernel, PagedMatchesReferenceForEveryPageSizeAndFormat) {
             int64_t pos = 0;
             while (pos < n_ctx) {
                 const int64_t m = pos == 0 ? 9 : 1;
-                kernels::write_kv(layer, ids.data(), pos, m, keys.data() + pos * D, keys.data() + pos * D);
-                kernels::MlaAttentionSeq s{q.data() + pos * H * D, got.data() + pos * H * L, m, pos, ids.data(),
-                                           keys.data() + pos * D, kernels::FreshKv::Self};
-                kernels::mla_attention(std::span<const kernels::MlaAttentionSeq>(&s, 1), H, L, layer, scale, pool);
+                kernels::write_kv(layer, ids.data(), pos, m, keys.data() + pos * D,
+                                  keys.data() + pos * D);
+                kernels::MlaAttentionSeq s{
+                    q.data() + pos * H * D, got.data() + pos * H * L, m, pos, ids.data(),
+                    keys.data() + pos * D,  kernels::FreshKv::Self};
+                kernels::mla_attention(std::span<const kernels::MlaAttentionSeq>(&s, 1), H, L,
+                                       layer, scale, pool);
                 pos += m;
             }
-            const double tol = type == kernels::KvType::F32 ? 1e-5 : type == kernels::KvType::BF16 ? 2e-2 : 0.15;
+            const double tol = type == kernels::KvType::F32    ? 1e-5
+                               : type == kernels::KvType::BF16 ? 2e-2
+                                                               : 0.15;
             double worst = 0;
-            for (size_t i = 0; i < want.size(); ++i) worst = std::max(worst, static_cast<double>(std::abs(got[i] - want[i])));
+            for (size_t i = 0; i < want.size(); ++i)
+                worst = std::max(worst, static_cast<double>(std::abs(got[i] - want[i])));
             EXPECT_LT(worst, tol) << kernels::kv_type_name(type) << " page size " << page_size;
             cache.free(table);
             cache.free(other);
@@ -80,19 +87,35 @@ TEST(MlaAttentionKernel, RejectsAGqaLayout) {
     auto kc = kv::KvCacheConfig::shaped(1, 2, 16, kernels::KvType::F32, 4);
     kc.budget_bytes = kv::kv_budget_for_tokens(kc, 8);
     kv::KvCache cache(kc);
-    EXPECT_THROW(kernels::mla_attention({}, 4, 12, cache.storage().layer(0), 1.0f, pool), util::Error);
+    EXPECT_THROW(kernels::mla_attention({}, 4, 12, cache.storage().layer(0), 1.0f, pool),
+                 util::Error);
 }
 
 namespace {
 
 nlohmann::json kimi_k2_like() {
     // Kimi K2's attention/cache shape (config.json of moonshotai/Kimi-K2-Instruct).
-    return {{"model_type", "deepseek_v3"}, {"num_hidden_layers", 61}, {"hidden_size", 7168},
-            {"intermediate_size", 18432}, {"moe_intermediate_size", 2048}, {"num_attention_heads", 64},
-            {"num_key_value_heads", 64}, {"vocab_size", 163840}, {"q_lora_rank", 1536}, {"kv_lora_rank", 512},
-            {"qk_rope_head_dim", 64}, {"qk_nope_head_dim", 128}, {"v_head_dim", 128}, {"n_routed_experts", 384},
-            {"num_experts_per_tok", 8}, {"n_shared_experts", 1}, {"n_group", 1}, {"topk_group", 1},
-            {"first_k_dense_replace", 1}, {"routed_scaling_factor", 2.827}, {"rope_theta", 50000.0}};
+    return {{"model_type", "deepseek_v3"},
+            {"num_hidden_layers", 61},
+            {"hidden_size", 7168},
+            {"intermediate_size", 18432},
+            {"moe_intermediate_size", 2048},
+            {"num_attention_heads", 64},
+            {"num_key_value_heads", 64},
+            {"vocab_size", 163840},
+            {"q_lora_rank", 1536},
+            {"kv_lora_rank", 512},
+            {"qk_rope_head_dim", 64},
+            {"qk_nope_head_dim", 128},
+            {"v_head_dim", 128},
+            {"n_routed_experts", 384},
+            {"num_experts_per_tok", 8},
+            {"n_shared_experts", 1},
+            {"n_group", 1},
+            {"topk_group", 1},
+            {"first_k_dense_replace", 1},
+            {"routed_scaling_factor", 2.827},
+            {"rope_theta", 50000.0}};
 }
 
 }  // namespace
@@ -115,14 +138,17 @@ TEST(MlaCache, BytesPerTokenAreTheLatentOnly) {
     EXPECT_EQ(model::kv_bytes_per_token(c, 2), 61 * 576 * 2);
     EXPECT_EQ(model::kv_bytes_per_token_uncompressed(c, 2), 61 * 64 * 320 * 2);
     // The pool's pages hold exactly that (page of 16 tokens, no padding needed).
-    auto kc = kv::KvCacheConfig::shaped(c.n_layers, s.n_kv_heads, s.head_dim, kernels::KvType::BF16, 16);
+    auto kc =
+        kv::KvCacheConfig::shaped(c.n_layers, s.n_kv_heads, s.head_dim, kernels::KvType::BF16, 16);
     kc.k_only = s.k_only;
     EXPECT_EQ(kv::kv_page_bytes(kc), 16 * model::kv_bytes_per_token(c, 2));
     kc.k_only = false;
-    EXPECT_EQ(kv::kv_page_bytes(kc), 2 * 16 * model::kv_bytes_per_token(c, 2));  // the default is unchanged
+    EXPECT_EQ(kv::kv_page_bytes(kc),
+              2 * 16 * model::kv_bytes_per_token(c, 2));  // the default is unchanged
 
     auto bad = kimi_k2_like();
-    bad["rope_scaling"] = {{"type", "dynamic"}, {"factor", 32.0}};  // yarn is supported (test_yarn_gguf_config.cpp)
+    bad["rope_scaling"] = {{"type", "dynamic"},
+                           {"factor", 32.0}};  // yarn is supported (test_yarn_gguf_config.cpp)
     EXPECT_THROW(model::config_from_hf_json(bad, "x"), util::Error);
     bad = kimi_k2_like();
     bad["kv_lora_rank"] = 0;
@@ -169,15 +195,16 @@ TEST(MlaForward, PagedBatchesAndDecodeMatchSingleSequencePrefill) {
     std::vector<std::vector<float>> prefill;  // all positions in one forward
     for (size_t i = 0; i < lengths.size(); ++i) {
         auto toks = random_tokens(lengths[i] + decode, 91 + i, vocab);
-        model::ContiguousKvCache cache(cfg, static_cast<int64_t>(toks.size()), kernels::KvType::F32);
+        model::ContiguousKvCache cache(cfg, static_cast<int64_t>(toks.size()),
+                                       kernels::KvType::F32);
         std::vector<float> logits(toks.size() * static_cast<size_t>(vocab));
         tf.forward(toks.data(), static_cast<int64_t>(toks.size()), cache, logits.data(), true);
         seqs.push_back(std::move(toks));
         prefill.push_back(std::move(logits));
     }
     // Paged: all prompts in one step, then decode steps for all sequences together.
-    auto kc = kv::KvCacheConfig::shaped(cfg.n_layers, cfg.kv_shape().n_kv_heads, cfg.kv_shape().head_dim,
-                                        kernels::KvType::F32, 4);
+    auto kc = kv::KvCacheConfig::shaped(cfg.n_layers, cfg.kv_shape().n_kv_heads,
+                                        cfg.kv_shape().head_dim, kernels::KvType::F32, 4);
     kc.k_only = true;
     kc.budget_bytes = kv::kv_budget_for_tokens(kc, 256);
     kv::KvCache cache(kc);

@@ -36,7 +36,8 @@ TEST(ModelConfig, Llama3ScalingKeepsHighAndScalesLowFrequencies) {
 }
 
 TEST(ModelConfig, FromHfJson) {
-    const auto j = nlohmann::json::parse(R"({"model_type":"qwen3","num_hidden_layers":2,"hidden_size":64,
+    const auto j =
+        nlohmann::json::parse(R"({"model_type":"qwen3","num_hidden_layers":2,"hidden_size":64,
         "intermediate_size":128,"num_attention_heads":4,"num_key_value_heads":2,"head_dim":32,
         "vocab_size":100,"max_position_embeddings":256,"rms_norm_eps":1e-6,"rope_theta":1000000,
         "tie_word_embeddings":true})");
@@ -86,9 +87,10 @@ void expect_same_rope(const ModelConfig& a, const ModelConfig& b) {
 }
 
 nlohmann::json base(const char* type) {
-    return {{"model_type", type}, {"num_hidden_layers", 2}, {"hidden_size", 64}, {"intermediate_size", 96},
-            {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"head_dim", 16}, {"vocab_size", 100},
-            {"max_position_embeddings", 256}};
+    return {
+        {"model_type", type},      {"num_hidden_layers", 2},   {"hidden_size", 64},
+        {"intermediate_size", 96}, {"num_attention_heads", 4}, {"num_key_value_heads", 2},
+        {"head_dim", 16},          {"vocab_size", 100},        {"max_position_embeddings", 256}};
 }
 
 }  // namespace
@@ -97,8 +99,11 @@ TEST(ModelConfig, Transformers5RopeParametersLayout) {
     // llama3 scaling, theta 500000.
     auto v4 = base("llama");
     v4["rope_theta"] = 500000.0;
-    v4["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0},
-                          {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 64}};
+    v4["rope_scaling"] = {{"rope_type", "llama3"},
+                          {"factor", 8.0},
+                          {"low_freq_factor", 1.0},
+                          {"high_freq_factor", 4.0},
+                          {"original_max_position_embeddings", 64}};
     auto v5 = base("llama");
     v5["rope_parameters"] = v4["rope_scaling"];
     v5["rope_parameters"]["rope_theta"] = 500000.0;
@@ -121,7 +126,8 @@ TEST(ModelConfig, Transformers5RopeParametersLayout) {
     auto g5 = g4;
     g4["rope_theta"] = 10000.0;
     g4["partial_rotary_factor"] = 0.25;
-    g5["rope_parameters"] = {{"rope_theta", 10000.0}, {"rope_type", "default"}, {"partial_rotary_factor", 0.25}};
+    g5["rope_parameters"] = {
+        {"rope_theta", 10000.0}, {"rope_type", "default"}, {"partial_rotary_factor", 0.25}};
     const auto ga = config_from_hf_json(g4, "g4"), gb = config_from_hf_json(g5, "g5");
     EXPECT_EQ(gb.rope_dim, 4);
     expect_same_rope(ga, gb);
@@ -136,8 +142,10 @@ TEST(ModelConfig, Transformers5RopeParametersLayout) {
     d4["moe_intermediate_size"] = 32;
     auto d5 = d4;
     d4["rope_theta"] = 50000.0;
-    d4["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}, {"original_max_position_embeddings", 64},
-                          {"mscale", 1.0}, {"mscale_all_dim", 1.0}, {"beta_fast", 32.0}, {"beta_slow", 1.0}};
+    d4["rope_scaling"] = {
+        {"rope_type", "yarn"}, {"factor", 4.0},         {"original_max_position_embeddings", 64},
+        {"mscale", 1.0},       {"mscale_all_dim", 1.0}, {"beta_fast", 32.0},
+        {"beta_slow", 1.0}};
     d5["rope_parameters"] = d4["rope_scaling"];
     d5["rope_parameters"]["rope_theta"] = 50000.0;
     const auto da = config_from_hf_json(d4, "d4"), db = config_from_hf_json(d5, "d5");

@@ -24,11 +24,14 @@ using model::RouterScoring;
 
 namespace {
 
-float logit_of(double p) { return static_cast<float>(std::log(p / (1.0 - p))); }
+float logit_of(double p) {
+    return static_cast<float>(std::log(p / (1.0 - p)));
+}
 
 // Independent reference of the transformers routers (Qwen3MoeSparseMoeBlock and
 // Glm4MoeTopkRouter / DeepseekV3TopkRouter), in double, with std::sort.
-void ref_route(const MoeConfig& m, const float* lg, const float* bias, std::vector<int>& sel, std::vector<double>& w) {
+void ref_route(const MoeConfig& m, const float* lg, const float* bias, std::vector<int>& sel,
+               std::vector<double>& w) {
     const int E = static_cast<int>(m.n_experts), K = static_cast<int>(m.top_k);
     std::vector<double> s(E), ch(E);
     auto topk = [](const std::vector<double>& v, int k) {
@@ -195,19 +198,23 @@ TEST(MoeRoute, MatchesBruteForceReferenceOnRandomLogits) {
         for (auto& v : lg) v = nd(rng);
         // Positive and (as in DeepSeek-V3 checkpoints) negative correction biases.
         for (int sign : {1, -1}) {
-        for (auto& v : bias) v = static_cast<float>(sign) * (std::abs(nd(rng)) * 0.05f + (sign < 0 ? 1.0f : 0.0f));
-        std::vector<int32_t> sel(static_cast<size_t>(n * K));
-        std::vector<float> w(static_cast<size_t>(n * K));
-        model::moe_route(m, lg.data(), bias.data(), n, sel.data(), w.data());
-        for (int t = 0; t < n; ++t) {
-            std::vector<int> rs;
-            std::vector<double> rw;
-            ref_route(m, lg.data() + t * E, bias.data(), rs, rw);
-            for (int j = 0; j < K; ++j) {
-                ASSERT_EQ(sel[static_cast<size_t>(t * K + j)], rs[static_cast<size_t>(j)]) << "token " << t << " slot " << j;
-                ASSERT_NEAR(w[static_cast<size_t>(t * K + j)], rw[static_cast<size_t>(j)], 1e-5);
+            for (auto& v : bias)
+                v = static_cast<float>(sign) *
+                    (std::abs(nd(rng)) * 0.05f + (sign < 0 ? 1.0f : 0.0f));
+            std::vector<int32_t> sel(static_cast<size_t>(n * K));
+            std::vector<float> w(static_cast<size_t>(n * K));
+            model::moe_route(m, lg.data(), bias.data(), n, sel.data(), w.data());
+            for (int t = 0; t < n; ++t) {
+                std::vector<int> rs;
+                std::vector<double> rw;
+                ref_route(m, lg.data() + t * E, bias.data(), rs, rw);
+                for (int j = 0; j < K; ++j) {
+                    ASSERT_EQ(sel[static_cast<size_t>(t * K + j)], rs[static_cast<size_t>(j)])
+                        << "token " << t << " slot " << j;
+                    ASSERT_NEAR(w[static_cast<size_t>(t * K + j)], rw[static_cast<size_t>(j)],
+                                1e-5);
+                }
             }
-        }
         }
     }
 }
@@ -244,7 +251,8 @@ std::vector<double> matvec(const model::Matrix& w, const std::vector<double>& x)
     for (int64_t r = 0; r < w.rows(); ++r) {
         w.row_f32(r, row.data());
         double s = 0;
-        for (int64_t k = 0; k < w.cols(); ++k) s += static_cast<double>(row[static_cast<size_t>(k)]) * x[static_cast<size_t>(k)];
+        for (int64_t k = 0; k < w.cols(); ++k)
+            s += static_cast<double>(row[static_cast<size_t>(k)]) * x[static_cast<size_t>(k)];
         y[static_cast<size_t>(r)] = s;
     }
     return y;
@@ -318,20 +326,24 @@ TEST(MoeFfn, MatchesPerTokenReferenceAndIsBatchInvariant) {
             for (size_t j = 0; j < sel.size(); ++j) {
                 const auto e = static_cast<size_t>(sel[j]);
                 auto y = swiglu(w.gate[e], w.up[e], w.down[e], xt);
-                for (int64_t i = 0; i < d; ++i) ref[static_cast<size_t>(i)] += wt[j] * y[static_cast<size_t>(i)];
+                for (int64_t i = 0; i < d; ++i)
+                    ref[static_cast<size_t>(i)] += wt[j] * y[static_cast<size_t>(i)];
             }
             if (glm) {
                 auto y = swiglu(w.shared_gate, w.shared_up, w.shared_down, xt);
-                for (int64_t i = 0; i < d; ++i) ref[static_cast<size_t>(i)] += y[static_cast<size_t>(i)];
+                for (int64_t i = 0; i < d; ++i)
+                    ref[static_cast<size_t>(i)] += y[static_cast<size_t>(i)];
             }
             for (int64_t i = 0; i < d; ++i)
-                worst = std::max(worst, std::abs(ref[static_cast<size_t>(i)] - out[static_cast<size_t>(t * d + i)]));
+                worst = std::max(worst, std::abs(ref[static_cast<size_t>(i)] -
+                                                 out[static_cast<size_t>(t * d + i)]));
 
             // The same token alone gives bit-identical output.
             std::vector<float> one(static_cast<size_t>(d));
             ffn.forward(c, w, x.data() + t * d, 1, one.data(), pool);
             for (int64_t i = 0; i < d; ++i)
-                ASSERT_EQ(one[static_cast<size_t>(i)], out[static_cast<size_t>(t * d + i)]) << "token " << t << " dim " << i;
+                ASSERT_EQ(one[static_cast<size_t>(i)], out[static_cast<size_t>(t * d + i)])
+                    << "token " << t << " dim " << i;
         }
         EXPECT_LT(worst, 1e-4) << (glm ? "glm" : "qwen") << " MoE vs double reference, n=" << n;
     }
@@ -401,11 +413,21 @@ TEST(MoeFfn, Int4ExpertsBatchInvariantAcrossDispatchChunks) {
 }
 
 TEST(MoeConfig, ParsesQwen3MoeAndGlm4Moe) {
-    nlohmann::json q = {{"model_type", "qwen3_moe"}, {"num_hidden_layers", 4}, {"hidden_size", 64},
-                        {"intermediate_size", 96}, {"num_attention_heads", 4}, {"num_key_value_heads", 2},
-                        {"head_dim", 16}, {"vocab_size", 100}, {"num_experts", 8}, {"num_experts_per_tok", 2},
-                        {"moe_intermediate_size", 32}, {"norm_topk_prob", true}, {"decoder_sparse_step", 2},
-                        {"mlp_only_layers", {3}}, {"rope_theta", 10000.0}};
+    nlohmann::json q = {{"model_type", "qwen3_moe"},
+                        {"num_hidden_layers", 4},
+                        {"hidden_size", 64},
+                        {"intermediate_size", 96},
+                        {"num_attention_heads", 4},
+                        {"num_key_value_heads", 2},
+                        {"head_dim", 16},
+                        {"vocab_size", 100},
+                        {"num_experts", 8},
+                        {"num_experts_per_tok", 2},
+                        {"moe_intermediate_size", 32},
+                        {"norm_topk_prob", true},
+                        {"decoder_sparse_step", 2},
+                        {"mlp_only_layers", {3}},
+                        {"rope_theta", 10000.0}};
     auto c = model::config_from_hf_json(q, "q");
     c.validate();
     EXPECT_TRUE(c.qk_norm);
@@ -416,18 +438,32 @@ TEST(MoeConfig, ParsesQwen3MoeAndGlm4Moe) {
     // sparse iff (l + 1) % 2 == 0 and l not in mlp_only_layers
     EXPECT_EQ(c.moe.sparse, (std::vector<char>{0, 1, 0, 0}));
 
-    nlohmann::json g = {{"model_type", "glm4_moe"}, {"num_hidden_layers", 3}, {"hidden_size", 64},
-                        {"intermediate_size", 96}, {"num_attention_heads", 4}, {"num_key_value_heads", 2},
-                        {"vocab_size", 100}, {"partial_rotary_factor", 0.5}, {"use_qk_norm", true}, {"rope_theta", 10000.0},
-                        {"attention_bias", true}, {"n_routed_experts", 8}, {"num_experts_per_tok", 2},
-                        {"moe_intermediate_size", 32}, {"n_shared_experts", 1}, {"routed_scaling_factor", 2.5},
-                        {"n_group", 4}, {"topk_group", 2}, {"first_k_dense_replace", 1}};
+    nlohmann::json g = {{"model_type", "glm4_moe"},
+                        {"num_hidden_layers", 3},
+                        {"hidden_size", 64},
+                        {"intermediate_size", 96},
+                        {"num_attention_heads", 4},
+                        {"num_key_value_heads", 2},
+                        {"vocab_size", 100},
+                        {"partial_rotary_factor", 0.5},
+                        {"use_qk_norm", true},
+                        {"rope_theta", 10000.0},
+                        {"attention_bias", true},
+                        {"n_routed_experts", 8},
+                        {"num_experts_per_tok", 2},
+                        {"moe_intermediate_size", 32},
+                        {"n_shared_experts", 1},
+                        {"routed_scaling_factor", 2.5},
+                        {"n_group", 4},
+                        {"topk_group", 2},
+                        {"first_k_dense_replace", 1}};
     c = model::config_from_hf_json(g, "g");
     c.validate();
     EXPECT_EQ(c.head_dim, 16);
     EXPECT_EQ(c.rope_dim, 8);
     EXPECT_EQ(c.rope_inv_freq.size(), 4u);
-    EXPECT_NEAR(c.rope_inv_freq[1], std::pow(10000.0, -2.0 / 8.0), 1e-7);  // theta^(-2/rope_dim), rope_dim 8
+    EXPECT_NEAR(c.rope_inv_freq[1], std::pow(10000.0, -2.0 / 8.0),
+                1e-7);  // theta^(-2/rope_dim), rope_dim 8
     EXPECT_TRUE(c.qk_norm && c.qkv_bias);
     EXPECT_EQ(c.moe.scoring, RouterScoring::Sigmoid);
     EXPECT_TRUE(c.moe.score_bias && c.moe.norm_topk_prob);
@@ -437,7 +473,8 @@ TEST(MoeConfig, ParsesQwen3MoeAndGlm4Moe) {
 
     auto bad = [&](nlohmann::json j, const char* key, nlohmann::json v) {
         j[key] = v;
-        EXPECT_THROW(model::config_from_hf_json(j, "x").validate(), util::Error) << key << " = " << v;
+        EXPECT_THROW(model::config_from_hf_json(j, "x").validate(), util::Error)
+            << key << " = " << v;
     };
     bad(q, "num_experts_per_tok", 9);
     bad(q, "num_experts_per_tok", 0);

@@ -2,6 +2,7 @@
 // element-by-element reference, the resolver on a real safetensors file (scale lookup, shape and
 // dtype errors), and quantization_config parsing.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -11,12 +12,11 @@
 #include <nlohmann/json.hpp>
 #include <random>
 #include <tuple>
-#include <unistd.h>
 
 #include "formats/fp8_block.h"
-#include "model/model.h"
 #include "formats/safetensors_file.h"
 #include "formats/tensor_source.h"
+#include "model/model.h"
 #include "tensor/fp8.h"
 #include "util/error.h"
 #include "util/thread_pool.h"
@@ -47,8 +47,9 @@ struct Fp8Case {
     }
 };
 
-void write_safetensors(const std::string& path, const std::vector<std::tuple<std::string, std::string,
-                                                                             std::vector<int64_t>, std::vector<uint8_t>>>& ts) {
+void write_safetensors(const std::string& path,
+                       const std::vector<std::tuple<std::string, std::string, std::vector<int64_t>,
+                                                    std::vector<uint8_t>>>& ts) {
     nlohmann::json h = nlohmann::json::object();
     uint64_t off = 0;
     std::vector<uint8_t> data;
@@ -80,21 +81,27 @@ TEST(Fp8Block, DequantizesPartialBlocksWithTheirOwnScale) {
     ASSERT_EQ(k.nbr(), 3);
     ASSERT_EQ(k.nbc(), 3);
     std::vector<float> out(static_cast<size_t>(k.rows * k.cols));
-    formats::dequantize_fp8_block(k.codes.data(), k.rows, k.cols, k.scales.data(), k.block, out.data());
+    formats::dequantize_fp8_block(k.codes.data(), k.rows, k.cols, k.scales.data(), k.block,
+                                  out.data());
     for (int64_t r = 0; r < k.rows; ++r)
-        for (int64_t c = 0; c < k.cols; ++c) ASSERT_EQ(out[static_cast<size_t>(r * k.cols + c)], k.want(r, c)) << r << "," << c;
+        for (int64_t c = 0; c < k.cols; ++c)
+            ASSERT_EQ(out[static_cast<size_t>(r * k.cols + c)], k.want(r, c)) << r << "," << c;
 }
 
 TEST(Fp8Block, ResolverReadsWeightAndScaleFromSafetensors) {
     Fp8Case k;
-    const auto dir = std::filesystem::temp_directory_path() / ("warden-fp8-" + std::to_string(::getpid()));
+    const auto dir =
+        std::filesystem::temp_directory_path() / ("warden-fp8-" + std::to_string(::getpid()));
     std::filesystem::create_directories(dir);
     const std::string path = (dir / "model.safetensors").string();
     std::vector<float> bias = {1.0f, 2.0f};
     write_safetensors(path, {{"a.weight", "F8_E4M3", {k.rows, k.cols}, k.codes},
                              {"a.weight_scale_inv", "F32", {k.nbr(), k.nbc()}, bytes_of(k.scales)},
                              {"b.weight", "F8_E4M3", {k.rows, k.cols}, k.codes},
-                             {"b.weight_scale_inv", "F32", {k.nbr(), k.nbc() + 1}, bytes_of(std::vector<float>(12, 1.0f))},
+                             {"b.weight_scale_inv",
+                              "F32",
+                              {k.nbr(), k.nbc() + 1},
+                              bytes_of(std::vector<float>(12, 1.0f))},
                              {"c.weight", "F8_E4M3", {k.rows, k.cols}, k.codes},
                              {"bias", "F32", {2}, bytes_of(bias)}});
     formats::SafetensorsModel st({path});
@@ -151,22 +158,29 @@ TEST(Fp8Block, ParsesQuantizationConfig) {
     using nlohmann::json;
     EXPECT_FALSE(formats::fp8_block_config_from_hf_json(json{{"model_type", "x"}}, "p"));
     auto c = formats::fp8_block_config_from_hf_json(
-        json{{"quantization_config", {{"quant_method", "fp8"}, {"fmt", "e4m3"}, {"weight_block_size", {128, 128}}}}}, "p");
+        json{{"quantization_config",
+              {{"quant_method", "fp8"}, {"fmt", "e4m3"}, {"weight_block_size", {128, 128}}}}},
+        "p");
     ASSERT_TRUE(c);
     EXPECT_EQ(c->block_rows, 128);
     EXPECT_EQ(c->block_cols, 128);
     EXPECT_THROW(formats::fp8_block_config_from_hf_json(
                      json{{"quantization_config", {{"quant_method", "compressed-tensors"}}}}, "p"),
                  util::Error);
-    EXPECT_THROW(formats::fp8_block_config_from_hf_json(json{{"quantization_config", {{"quant_method", "fp8"}}}}, "p"),
+    EXPECT_THROW(formats::fp8_block_config_from_hf_json(
+                     json{{"quantization_config", {{"quant_method", "fp8"}}}}, "p"),
                  util::Error);
     EXPECT_THROW(formats::fp8_block_config_from_hf_json(
-                     json{{"quantization_config", {{"quant_method", "fp8"}, {"weight_block_size", {0, 128}}}}}, "p"),
-                 util::Error);
-    EXPECT_THROW(formats::fp8_block_config_from_hf_json(
-                     json{{"quantization_config", {{"quant_method", "fp8"}, {"fmt", "e5m2"}, {"weight_block_size", {1, 1}}}}},
+                     json{{"quantization_config",
+                           {{"quant_method", "fp8"}, {"weight_block_size", {0, 128}}}}},
                      "p"),
                  util::Error);
+    EXPECT_THROW(
+        formats::fp8_block_config_from_hf_json(
+            json{{"quantization_config",
+                  {{"quant_method", "fp8"}, {"fmt", "e5m2"}, {"weight_block_size", {1, 1}}}}},
+            "p"),
+        util::Error);
 }
 
 // Asking whether a tensor exists must not dequantize it. A checkpoint whose untied head is FP8
@@ -174,19 +188,24 @@ TEST(Fp8Block, ParsesQuantizationConfig) {
 // asks whether lm_head is there, then loads it; each FP8 weight is dequantized exactly once.
 // (Before, the presence test went through the resolver and dequantized the head a second time.)
 TEST(Fp8Block, PresenceTestDoesNotDequantize) {
-    const std::string src = std::string(WARDEN_SOURCE_DIR) + "/tests/golden/models/tiny-deepseek-v3-fp8";
-    const auto dir = std::filesystem::temp_directory_path() / ("warden-fp8-head-" + std::to_string(::getpid()));
+    const std::string src =
+        std::string(WARDEN_SOURCE_DIR) + "/tests/golden/models/tiny-deepseek-v3-fp8";
+    const auto dir =
+        std::filesystem::temp_directory_path() / ("warden-fp8-head-" + std::to_string(::getpid()));
     std::filesystem::create_directories(dir);
     std::filesystem::copy_file(src + "/config.json", dir / "config.json",
                                std::filesystem::copy_options::overwrite_existing);
     int64_t n_fp8 = 0;
     {
         formats::SafetensorsModel st({src + "/model.safetensors"});
-        std::vector<std::tuple<std::string, std::string, std::vector<int64_t>, std::vector<uint8_t>>> ts;
+        std::vector<
+            std::tuple<std::string, std::string, std::vector<int64_t>, std::vector<uint8_t>>>
+            ts;
         bool head = false;
         for (const auto& t : st.tensors()) {
             if (t.name != "lm_head.weight") {
-                ts.emplace_back(t.name, t.dtype, t.shape, std::vector<uint8_t>(t.data, t.data + t.n_bytes));
+                ts.emplace_back(t.name, t.dtype, t.shape,
+                                std::vector<uint8_t>(t.data, t.data + t.n_bytes));
                 n_fp8 += t.dtype == "F8_E4M3";
                 continue;
             }
@@ -199,9 +218,11 @@ TEST(Fp8Block, PresenceTestDoesNotDequantize) {
             for (int64_t r = 0; r < rows; ++r) {
                 s.row_to_f32(r, row.data());
                 for (int64_t c = 0; c < cols; ++c)
-                    codes[static_cast<size_t>(r * cols + c)] = tensor::f32_to_fp8_e4m3(row[static_cast<size_t>(c)]);
+                    codes[static_cast<size_t>(r * cols + c)] =
+                        tensor::f32_to_fp8_e4m3(row[static_cast<size_t>(c)]);
             }
-            const int64_t nbr = (rows + 31) / 32, nbc = (cols + 31) / 32;  // the config's 32 x 32 blocks
+            const int64_t nbr = (rows + 31) / 32,
+                          nbc = (cols + 31) / 32;  // the config's 32 x 32 blocks
             ts.emplace_back(t.name, "F8_E4M3", t.shape, codes);
             ts.emplace_back("lm_head.weight_scale_inv", "F32", std::vector<int64_t>{nbr, nbc},
                             bytes_of(std::vector<float>(static_cast<size_t>(nbr * nbc), 1.0f)));
@@ -215,6 +236,7 @@ TEST(Fp8Block, PresenceTestDoesNotDequantize) {
     opts.load_tokenizer = false;
     const auto m = model::load_model(dir.string(), opts, pool);
     EXPECT_EQ(m->fp8_dequant_count, n_fp8);
-    EXPECT_NE(m->weights.output.view().data, m->weights.token_embd.view().data);  // its own head, not tied
+    EXPECT_NE(m->weights.output.view().data,
+              m->weights.token_embd.view().data);  // its own head, not tied
     std::filesystem::remove_all(dir);
 }

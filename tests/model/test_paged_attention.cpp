@@ -32,9 +32,12 @@ TEST(PagedAttention, MatchesContiguousCacheForRaggedBatches) {
     if (!test::tiny_llama_present()) GTEST_SKIP() << "no tiny-llama";
     using kernels::KvType;
     const std::pair<model::RuntimeDType, KvType> combos[] = {
-        {model::RuntimeDType::F32, KvType::F32},       {model::RuntimeDType::BF16, KvType::BF16},
-        {model::RuntimeDType::BF16, KvType::F16},      {model::RuntimeDType::BF16, KvType::FP8_E4M3},
-        {model::RuntimeDType::BF16, KvType::FP8_E5M2}, {model::RuntimeDType::BF16, KvType::INT8}};
+        {model::RuntimeDType::F32, KvType::F32},
+        {model::RuntimeDType::BF16, KvType::BF16},
+        {model::RuntimeDType::BF16, KvType::F16},
+        {model::RuntimeDType::BF16, KvType::FP8_E4M3},
+        {model::RuntimeDType::BF16, KvType::FP8_E5M2},
+        {model::RuntimeDType::BF16, KvType::INT8}};
     for (auto [dt, kv_type] : combos) {
         Tiny m(dt);
         const auto& cfg = m.model->config;
@@ -52,13 +55,15 @@ TEST(PagedAttention, MatchesContiguousCacheForRaggedBatches) {
             std::vector<float> logits(toks.size() * static_cast<size_t>(vocab));
             m.tf->forward(toks.data(), lengths[i], cache, logits.data(), true);
             for (size_t t = static_cast<size_t>(lengths[i]); t < toks.size(); ++t)
-                m.tf->forward(&toks[t], 1, cache, logits.data() + t * static_cast<size_t>(vocab), true);
+                m.tf->forward(&toks[t], 1, cache, logits.data() + t * static_cast<size_t>(vocab),
+                              true);
             seqs.push_back(std::move(toks));
             want.push_back(std::move(logits));
         }
 
         for (int32_t page_size : {1, 3, 16, 64}) {
-            auto kc = kv::KvCacheConfig::shaped(cfg.n_layers, cfg.n_kv_heads, cfg.head_dim, kv_type, page_size);
+            auto kc = kv::KvCacheConfig::shaped(cfg.n_layers, cfg.n_kv_heads, cfg.head_dim, kv_type,
+                                                page_size);
             kc.budget_bytes = kv::kv_budget_for_tokens(kc, 1023 * int64_t{page_size});
             kv::KvCache cache(kc);
             // Interleave page ownership: grow every table one page at a time, round-robin.
@@ -86,7 +91,8 @@ TEST(PagedAttention, MatchesContiguousCacheForRaggedBatches) {
                 for (size_t i = 0; i < seqs.size(); ++i) {
                     const int64_t pos0 = step == 0 ? 0 : lengths[i] + step - 1;
                     const int64_t n = step == 0 ? lengths[i] : 1;
-                    in[i].tokens = std::span<const int32_t>(seqs[i].data() + pos0, static_cast<size_t>(n));
+                    in[i].tokens =
+                        std::span<const int32_t>(seqs[i].data() + pos0, static_cast<size_t>(n));
                     in[i].pos0 = pos0;
                     in[i].page_ids = ids[i].data();
                     in[i].logits = got[i].data() + pos0 * vocab;
@@ -96,9 +102,10 @@ TEST(PagedAttention, MatchesContiguousCacheForRaggedBatches) {
             };
             for (int step = 0; step <= decode_steps; ++step) run_step(step);
             for (size_t i = 0; i < seqs.size(); ++i)
-                ASSERT_EQ(0, std::memcmp(got[i].data(), want[i].data(), want[i].size() * sizeof(float)))
-                    << "sequence " << i << " (length " << lengths[i] << ") differs with page size " << page_size
-                    << " kv " << kernels::kv_type_name(kv_type);
+                ASSERT_EQ(
+                    0, std::memcmp(got[i].data(), want[i].data(), want[i].size() * sizeof(float)))
+                    << "sequence " << i << " (length " << lengths[i] << ") differs with page size "
+                    << page_size << " kv " << kernels::kv_type_name(kv_type);
             for (auto& t : tables) cache.free(t);
             EXPECT_EQ(cache.pool().used_pages(), 0);
         }

@@ -7,6 +7,7 @@
 //    with an error naming the key.
 // End-to-end logits of converted GGUFs are checked in tests/python/test_gguf_moe.py.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
@@ -14,8 +15,6 @@
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <unistd.h>
 
 #include "formats/gguf_file.h"
 #include "formats/gguf_writer.h"
@@ -29,16 +28,36 @@ namespace {
 
 nlohmann::json deepseek_v3_like() {
     // DeepSeek-V3's attention / rope config (config.json of deepseek-ai/DeepSeek-V3), small layers.
-    return {{"model_type", "deepseek_v3"}, {"num_hidden_layers", 3}, {"hidden_size", 64},
-            {"intermediate_size", 96}, {"moe_intermediate_size", 32}, {"num_attention_heads", 4},
-            {"num_key_value_heads", 4}, {"vocab_size", 320}, {"q_lora_rank", 24}, {"kv_lora_rank", 32},
-            {"qk_rope_head_dim", 64}, {"qk_nope_head_dim", 16}, {"v_head_dim", 16}, {"n_routed_experts", 8},
-            {"num_experts_per_tok", 2}, {"n_shared_experts", 1}, {"n_group", 4}, {"topk_group", 2},
-            {"first_k_dense_replace", 1}, {"routed_scaling_factor", 2.5}, {"rope_theta", 10000.0},
+    return {{"model_type", "deepseek_v3"},
+            {"num_hidden_layers", 3},
+            {"hidden_size", 64},
+            {"intermediate_size", 96},
+            {"moe_intermediate_size", 32},
+            {"num_attention_heads", 4},
+            {"num_key_value_heads", 4},
+            {"vocab_size", 320},
+            {"q_lora_rank", 24},
+            {"kv_lora_rank", 32},
+            {"qk_rope_head_dim", 64},
+            {"qk_nope_head_dim", 16},
+            {"v_head_dim", 16},
+            {"n_routed_experts", 8},
+            {"num_experts_per_tok", 2},
+            {"n_shared_experts", 1},
+            {"n_group", 4},
+            {"topk_group", 2},
+            {"first_k_dense_replace", 1},
+            {"routed_scaling_factor", 2.5},
+            {"rope_theta", 10000.0},
             {"max_position_embeddings", 163840},
             {"rope_scaling",
-             {{"type", "yarn"}, {"factor", 40.0}, {"original_max_position_embeddings", 4096}, {"beta_fast", 32},
-              {"beta_slow", 1}, {"mscale", 1.0}, {"mscale_all_dim", 1.0}}}};
+             {{"type", "yarn"},
+              {"factor", 40.0},
+              {"original_max_position_embeddings", 4096},
+              {"beta_fast", 32},
+              {"beta_slow", 1},
+              {"mscale", 1.0},
+              {"mscale_all_dim", 1.0}}}};
 }
 
 // transformers 4.57.6 (scripts/make_yarn_reference.py --print-constants):
@@ -51,14 +70,17 @@ struct YarnRef {
 };
 constexpr int kRefIdx[5] = {0, 8, 16, 24, 31};
 // DeepSeek-V3: theta 1e4, factor 40, original 4096, beta 32/1, mscale 1/1.
-constexpr YarnRef kDeepseekRef = {{1.0f, 0.100000001f, 0.00550000044f, 2.49999994e-05f, 3.33380353e-06f}, 1.0, 1.87385421};
+constexpr YarnRef kDeepseekRef = {
+    {1.0f, 0.100000001f, 0.00550000044f, 2.49999994e-05f, 3.33380353e-06f}, 1.0, 1.87385421};
 // Kimi-K2: theta 5e4, factor 32, original 4096, beta 1/1, mscale 1/1.
-constexpr YarnRef kKimiRef = {{1.0f, 0.0668740347f, 0.00447213603f, 9.34593027e-06f, 8.76441277e-07f}, 1.0, 1.81326043};
+constexpr YarnRef kKimiRef = {
+    {1.0f, 0.0668740347f, 0.00447213603f, 9.34593027e-06f, 8.76441277e-07f}, 1.0, 1.81326043};
 
 void expect_ref(const ModelConfig& c, const YarnRef& ref, const char* what) {
     ASSERT_EQ(c.rope_inv_freq.size(), 32u) << what;
     for (int k = 0; k < 5; ++k)
-        EXPECT_NEAR(c.rope_inv_freq[static_cast<size_t>(kRefIdx[k])], ref.inv_freq[k], 2e-6 * ref.inv_freq[k] + 1e-12)
+        EXPECT_NEAR(c.rope_inv_freq[static_cast<size_t>(kRefIdx[k])], ref.inv_freq[k],
+                    2e-6 * ref.inv_freq[k] + 1e-12)
             << what << " inv_freq[" << kRefIdx[k] << "]";
     EXPECT_NEAR(c.rope_attn_factor, ref.attention_factor, 1e-6) << what;
     EXPECT_NEAR(c.attn_scale_factor, ref.scaling_mult, 1e-5) << what;
@@ -91,7 +113,8 @@ struct GgufBuilder {
     void add_tensor(const std::string& name, std::vector<int64_t> shape) {
         int64_t n = 1;
         for (auto d : shape) n *= d;
-        w.add_tensor(name, std::move(shape), warden::tensor::GgmlType::F32, std::vector<uint8_t>(static_cast<size_t>(n) * 4));
+        w.add_tensor(name, std::move(shape), warden::tensor::GgmlType::F32,
+                     std::vector<uint8_t>(static_cast<size_t>(n) * 4));
     }
     ModelConfig config() const {
         const auto path = std::filesystem::temp_directory_path() /
@@ -153,8 +176,10 @@ TEST(YarnRope, DeepseekV3AndKimiK2MatchTransformers) {
     EXPECT_NO_THROW(c.validate());
     expect_ref(c, kDeepseekRef, "deepseek-v3");
     j["rope_theta"] = 50000.0;
-    j["rope_scaling"] = {{"type", "yarn"}, {"factor", 32.0}, {"original_max_position_embeddings", 4096},
-                         {"beta_fast", 1.0}, {"beta_slow", 1.0}, {"mscale", 1.0}, {"mscale_all_dim", 1.0}};
+    j["rope_scaling"] = {
+        {"type", "yarn"},       {"factor", 32.0},   {"original_max_position_embeddings", 4096},
+        {"beta_fast", 1.0},     {"beta_slow", 1.0}, {"mscale", 1.0},
+        {"mscale_all_dim", 1.0}};
     expect_ref(config_from_hf_json(j, "kimi"), kKimiRef, "kimi-k2");
 }
 
@@ -171,9 +196,15 @@ TEST(YarnRope, AttentionFactorFollowsTransformersRules) {
     // deepseek_v3 touches the softmax scale.
     j["rope_scaling"]["attention_factor"] = 0.5;
     EXPECT_FLOAT_EQ(config_from_hf_json(j, "x").rope_attn_factor, 0.5f);
-    auto q = nlohmann::json{{"model_type", "qwen2"}, {"num_hidden_layers", 2}, {"hidden_size", 64},
-                            {"intermediate_size", 128}, {"num_attention_heads", 4}, {"vocab_size", 320}, {"rope_theta", 10000.0},
-                            {"rope_scaling", {{"rope_type", "yarn"}, {"factor", 4.0}, {"mscale_all_dim", 1.0}}}};
+    auto q = nlohmann::json{
+        {"model_type", "qwen2"},
+        {"num_hidden_layers", 2},
+        {"hidden_size", 64},
+        {"intermediate_size", 128},
+        {"num_attention_heads", 4},
+        {"vocab_size", 320},
+        {"rope_theta", 10000.0},
+        {"rope_scaling", {{"rope_type", "yarn"}, {"factor", 4.0}, {"mscale_all_dim", 1.0}}}};
     c = config_from_hf_json(q, "q");
     EXPECT_NEAR(c.rope_attn_factor, 0.1 * std::log(4.0) + 1, 1e-6);
     EXPECT_FLOAT_EQ(c.attn_scale_factor, 1.0f);
@@ -218,7 +249,8 @@ TEST(GgufMoeConfig, Deepseek2MetadataMatchesConfigJson) {
     EXPECT_FALSE(g.tied_embeddings);
     // yarn from GGUF keys == yarn from rope_scaling (llama.cpp: log_mul = 0.1 * mscale_all_dim)
     ASSERT_EQ(g.rope_inv_freq.size(), h.rope_inv_freq.size());
-    for (size_t i = 0; i < g.rope_inv_freq.size(); ++i) EXPECT_FLOAT_EQ(g.rope_inv_freq[i], h.rope_inv_freq[i]) << i;
+    for (size_t i = 0; i < g.rope_inv_freq.size(); ++i)
+        EXPECT_FLOAT_EQ(g.rope_inv_freq[i], h.rope_inv_freq[i]) << i;
     EXPECT_NEAR(g.rope_attn_factor, h.rope_attn_factor, 1e-6);
     EXPECT_NEAR(g.attn_scale_factor, h.attn_scale_factor, 1e-5);
     EXPECT_GT(g.attn_scale_factor, 1.5f);  // (0.1 ln 40 + 1)^2 = 1.87

@@ -16,9 +16,11 @@ struct ImatrixEntry {
 
 // n; per entry {len, name, ncall, nval, f32 values}; then, with `trailer`, chunks, len, dataset.
 inline std::vector<uint8_t> imatrix_dat(const std::vector<ImatrixEntry>& es, int32_t chunks = 7,
-                                        const std::string& dataset = "calib.txt", bool trailer = true) {
+                                        const std::string& dataset = "calib.txt",
+                                        bool trailer = true) {
     std::vector<uint8_t> b;
-    const auto put = [&b](const void* p, size_t n) {  // resize + memcpy: no insert of a pointer range
+    const auto put = [&b](const void* p,
+                          size_t n) {  // resize + memcpy: no insert of a pointer range
         b.resize(b.size() + n);
         if (n) std::memcpy(b.data() + b.size() - n, p, n);
     };

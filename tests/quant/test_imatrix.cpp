@@ -15,14 +15,14 @@
 #include <string>
 #include <vector>
 
-#include "test_paths.h"
-#include "imatrix_test_util.h"
+#include "convert/quantize_model.h"
 #include "formats/gguf_file.h"
 #include "formats/gguf_writer.h"
 #include "formats/tensor_source.h"
+#include "imatrix_test_util.h"
 #include "quant/imatrix.h"
-#include "convert/quantize_model.h"
 #include "quant/weight_format.h"
+#include "test_paths.h"
 #include "util/error.h"
 #include "util/thread_pool.h"
 
@@ -43,7 +43,8 @@ std::string error_of(const std::vector<uint8_t>& b) {
 }
 
 TEST(Imatrix, ParsesLlamaCppLayoutAndDividesByCalls) {
-    const auto b = imatrix_dat({{"blk.0.attn_q.weight", 4, {4.0f, 8.0f, 0.0f}}, {"output.weight", 0, {3.0f}}});
+    const auto b =
+        imatrix_dat({{"blk.0.attn_q.weight", 4, {4.0f, 8.0f, 0.0f}}, {"output.weight", 0, {3.0f}}});
     const Imatrix m = parse_imatrix(b.data(), b.size(), "t.dat");
     ASSERT_EQ(m.entries.size(), 2u);
     EXPECT_EQ(m.entries.at("blk.0.attn_q.weight"), (std::vector<float>{1.0f, 2.0f, 0.0f}));
@@ -56,7 +57,9 @@ TEST(Imatrix, ParsesLlamaCppLayoutAndDividesByCalls) {
         m.find("blk.0.attn_q.weight", 64);
         FAIL();
     } catch (const util::Error& e) {
-        EXPECT_NE(std::string(e.what()).find("has 3 values, the tensor has 64 columns"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("has 3 values, the tensor has 64 columns"),
+                  std::string::npos)
+            << e.what();
     }
     // Stacked experts: "name[e]" is the e-th run of cols values.
     const auto st = imatrix_dat({{"blk.0.ffn_up_exps.weight", 1, {1, 2, 3, 4, 5, 6}}});
@@ -65,7 +68,8 @@ TEST(Imatrix, ParsesLlamaCppLayoutAndDividesByCalls) {
     EXPECT_EQ(ms.find("blk.0.ffn_up_exps.weight[0]", 3)[2], 3.0f);
     EXPECT_EQ(ms.find("blk.1.ffn_up_exps.weight[0]", 3), nullptr);
     EXPECT_THROW(ms.find("blk.0.ffn_up_exps.weight[3]", 2), util::Error);  // 3 experts of 2
-    EXPECT_THROW(ms.find("blk.0.ffn_up_exps.weight[0]", 4), util::Error);  // 6 is not a multiple of 4
+    EXPECT_THROW(ms.find("blk.0.ffn_up_exps.weight[0]", 4),
+                 util::Error);  // 6 is not a multiple of 4
     EXPECT_THROW(ms.find("blk.0.ffn_up_exps.weight[x]", 2), util::Error);
     // Without the trailer (the oldest llama-imatrix), and with an empty dataset name.
     const auto old = imatrix_dat({{"a", 1, {1.0f}}}, 0, "", false);
@@ -79,10 +83,12 @@ TEST(Imatrix, CorruptFilesAreClearErrors) {
     EXPECT_EQ(error_of(good), "<no error>");
     const size_t entries_end = good.size() - 8 - 9;  // then int32 chunks, int32 len, "calib.txt"
     for (size_t cut = 0; cut < good.size(); ++cut) {
-        if (cut == entries_end || cut == entries_end + 4) continue;  // the optional trailer's fields: valid ends
+        if (cut == entries_end || cut == entries_end + 4)
+            continue;  // the optional trailer's fields: valid ends
         const std::vector<uint8_t> b(good.begin(), good.begin() + static_cast<std::ptrdiff_t>(cut));
         const std::string e = error_of(b);
-        EXPECT_TRUE(e.find("truncated") != std::string::npos || e.find("no entries") != std::string::npos ||
+        EXPECT_TRUE(e.find("truncated") != std::string::npos ||
+                    e.find("no entries") != std::string::npos ||
                     e.find("cannot fit") != std::string::npos)
             << cut << ": " << e;
     }
@@ -100,11 +106,15 @@ TEST(Imatrix, CorruptFilesAreClearErrors) {
     EXPECT_NE(with(nval_at, 0).find("value count 0"), std::string::npos);
     EXPECT_NE(with(nval_at, 1 << 29).find("value count"), std::string::npos);
     EXPECT_NE(with(nval_at, 7).find("truncated"), std::string::npos);  // 28 bytes wanted, 25 left
-    EXPECT_NE(error_of(imatrix_dat({{"x", 1, {NAN}}})).find("must be finite and non-negative"), std::string::npos);
-    EXPECT_NE(error_of(imatrix_dat({{"x", 1, {INFINITY}}})).find("must be finite"), std::string::npos);
+    EXPECT_NE(error_of(imatrix_dat({{"x", 1, {NAN}}})).find("must be finite and non-negative"),
+              std::string::npos);
+    EXPECT_NE(error_of(imatrix_dat({{"x", 1, {INFINITY}}})).find("must be finite"),
+              std::string::npos);
     EXPECT_NE(error_of(imatrix_dat({{"x", 1, {-1.0f}}})).find("non-negative"), std::string::npos);
-    EXPECT_NE(error_of(imatrix_dat({{"x", 1, {1.0f}}, {"x", 1, {1.0f}}})).find("appears twice"), std::string::npos);
-    EXPECT_NE(error_of(imatrix_dat({{std::string("a\nb"), 1, {1.0f}}})).find("not printable"), std::string::npos);
+    EXPECT_NE(error_of(imatrix_dat({{"x", 1, {1.0f}}, {"x", 1, {1.0f}}})).find("appears twice"),
+              std::string::npos);
+    EXPECT_NE(error_of(imatrix_dat({{std::string("a\nb"), 1, {1.0f}}})).find("not printable"),
+              std::string::npos);
     auto trailing = good;
     trailing.push_back(0);
     EXPECT_NE(error_of(trailing).find("1 bytes after the dataset name"), std::string::npos);
@@ -114,7 +124,9 @@ TEST(Imatrix, CorruptFilesAreClearErrors) {
 }
 
 std::string tmp(const std::string& name) {
-    return (std::filesystem::temp_directory_path() / ("warden_imx_" + std::to_string(::getpid()) + "_" + name)).string();
+    return (std::filesystem::temp_directory_path() /
+            ("warden_imx_" + std::to_string(::getpid()) + "_" + name))
+        .string();
 }
 
 std::vector<uint8_t> file_bytes(const std::string& p) {
@@ -141,18 +153,22 @@ std::vector<uint8_t> f32_bytes(const std::vector<float>& v) {
 }
 
 // An imatrix GGUF with the metadata llama-imatrix writes; `skip_key` leaves one key out.
-std::vector<uint8_t> imatrix_gguf(const std::vector<GgufEntry>& es, const std::string& skip_key = "") {
+std::vector<uint8_t> imatrix_gguf(const std::vector<GgufEntry>& es,
+                                  const std::string& skip_key = "") {
     formats::GGUFWriter w;
     w.set_string("general.type", "imatrix");
-    if (skip_key != "imatrix.datasets") w.set_string_array("imatrix.datasets", {"calib.txt", "more.txt"});
+    if (skip_key != "imatrix.datasets")
+        w.set_string_array("imatrix.datasets", {"calib.txt", "more.txt"});
     if (skip_key != "imatrix.chunk_count") w.set_u32("imatrix.chunk_count", 12);
     if (skip_key != "imatrix.chunk_size") w.set_u32("imatrix.chunk_size", 512);
     for (const auto& e : es) {
         const auto n_mat = static_cast<int64_t>(e.counts.size());
         if (e.with_sums)
-            w.add_tensor(e.name + ".in_sum2", {e.cols, e.sums_n_mat > 0 ? e.sums_n_mat : n_mat}, e.sums_type,
-                         f32_bytes(e.sums));
-        if (e.with_counts) w.add_tensor(e.name + ".counts", {1, n_mat}, tensor::GgmlType::F32, f32_bytes(e.counts));
+            w.add_tensor(e.name + ".in_sum2", {e.cols, e.sums_n_mat > 0 ? e.sums_n_mat : n_mat},
+                         e.sums_type, f32_bytes(e.sums));
+        if (e.with_counts)
+            w.add_tensor(e.name + ".counts", {1, n_mat}, tensor::GgmlType::F32,
+                         f32_bytes(e.counts));
     }
     const std::string path = tmp("imatrix.gguf");
     w.write(path);
@@ -165,8 +181,9 @@ std::vector<uint8_t> imatrix_gguf(const std::vector<GgufEntry>& es, const std::s
 // matrix saw no token), as llama-quantize's load_imatrix computes it; stacked experts are found
 // by "name[e]" as in the legacy format; tensors of other names are ignored.
 TEST(Imatrix, ParsesLlamaCppGgufLayout) {
-    const auto b = imatrix_gguf({{"blk.0.attn_q.weight", 3, {4.0f, 8.0f, 0.0f}, {4.0f}},
-                                 {"blk.0.ffn_up_exps.weight", 2, {2, 4, 9, 9, 3, 6}, {2.0f, 0.0f, 3.0f}}});
+    const auto b =
+        imatrix_gguf({{"blk.0.attn_q.weight", 3, {4.0f, 8.0f, 0.0f}, {4.0f}},
+                      {"blk.0.ffn_up_exps.weight", 2, {2, 4, 9, 9, 3, 6}, {2.0f, 0.0f, 3.0f}}});
     const Imatrix m = parse_imatrix(b.data(), b.size(), "t.gguf");
     ASSERT_EQ(m.entries.size(), 2u);
     EXPECT_EQ(m.entries.at("blk.0.attn_q.weight"), (std::vector<float>{1.0f, 2.0f, 0.0f}));
@@ -176,16 +193,21 @@ TEST(Imatrix, ParsesLlamaCppGgufLayout) {
     EXPECT_EQ(m.chunks, 12);
     EXPECT_EQ(m.dataset, "calib.txt, more.txt");
     // The same importances as a legacy file holding them: what the quantizer receives is equal.
-    const auto dat = imatrix_dat({{"blk.0.attn_q.weight", 1, {1.0f, 2.0f, 0.0f}}, {"blk.0.ffn_up_exps.weight", 1, {1, 2, 1, 1, 1, 2}}});
+    const auto dat = imatrix_dat({{"blk.0.attn_q.weight", 1, {1.0f, 2.0f, 0.0f}},
+                                  {"blk.0.ffn_up_exps.weight", 1, {1, 2, 1, 1, 1, 2}}});
     EXPECT_EQ(parse_imatrix(dat.data(), dat.size(), "t.dat").entries, m.entries);
 }
 
 TEST(Imatrix, CorruptGgufImatrixIsAClearError) {
     const GgufEntry good{"blk.0.attn_q.weight", 2, {1.0f, 2.0f}, {1.0f}};
-    const auto err = [](const std::vector<GgufEntry>& es, const std::string& skip = "") { return error_of(imatrix_gguf(es, skip)); };
+    const auto err = [](const std::vector<GgufEntry>& es, const std::string& skip = "") {
+        return error_of(imatrix_gguf(es, skip));
+    };
     EXPECT_EQ(err({good}), "<no error>");
     for (const char* key : {"imatrix.datasets", "imatrix.chunk_count", "imatrix.chunk_size"})
-        EXPECT_NE(err({good}, key).find(std::string("no '") + key + "' metadata"), std::string::npos) << key;
+        EXPECT_NE(err({good}, key).find(std::string("no '") + key + "' metadata"),
+                  std::string::npos)
+            << key;
     EXPECT_NE(err({}).find("no .in_sum2 / .counts entries"), std::string::npos);
     auto e = good;
     e.with_counts = false;
@@ -240,11 +262,17 @@ TEST(Imatrix, CorruptGgufImatrixIsAClearError) {
     const auto b = imatrix_gguf({good});
     const formats::GGUFFile whole(b.data(), b.size());
     size_t data_end = 0;
-    for (const auto& t : whole.tensors()) data_end = std::max(data_end, static_cast<size_t>(t.data - b.data()) + t.n_bytes);
+    for (const auto& t : whole.tensors())
+        data_end = std::max(data_end, static_cast<size_t>(t.data - b.data()) + t.n_bytes);
     ASSERT_GT(data_end, 100u);
     for (size_t cut = 0; cut < data_end; ++cut)
-        EXPECT_NE(error_of(std::vector<uint8_t>(b.begin(), b.begin() + static_cast<std::ptrdiff_t>(cut))), "<no error>") << cut;
-    EXPECT_EQ(error_of(std::vector<uint8_t>(b.begin(), b.begin() + static_cast<std::ptrdiff_t>(data_end))), "<no error>");
+        EXPECT_NE(
+            error_of(std::vector<uint8_t>(b.begin(), b.begin() + static_cast<std::ptrdiff_t>(cut))),
+            "<no error>")
+            << cut;
+    EXPECT_EQ(error_of(std::vector<uint8_t>(b.begin(),
+                                            b.begin() + static_cast<std::ptrdiff_t>(data_end))),
+              "<no error>");
 }
 
 // Importance-weighted squared error of every linear tensor of `quantized` against `src`.
@@ -252,10 +280,12 @@ double weighted_error(const std::string& src, const std::string& quantized, cons
     const formats::GGUFFile a(src), b(quantized);
     double err = 0.0;
     for (const auto& t : a.tensors()) {
-        if (!t.name.starts_with("blk.") || t.shape.size() != 2) continue;  // tiny-llama's 21 matrices
+        if (!t.name.starts_with("blk.") || t.shape.size() != 2)
+            continue;  // tiny-llama's 21 matrices
         const int64_t cols = t.shape[0], rows = t.shape[1];
         const float* imp = m.find(t.name, cols);
-        const auto sa = formats::SourceTensor::from(t), sb = formats::SourceTensor::from(*b.find_tensor(t.name));
+        const auto sa = formats::SourceTensor::from(t),
+                   sb = formats::SourceTensor::from(*b.find_tensor(t.name));
         std::vector<float> x(static_cast<size_t>(cols)), q(x.size());
         for (int64_t r = 0; r < rows; ++r) {
             sa.row_to_f32(r, x.data());
@@ -277,7 +307,8 @@ TEST(Imatrix, WeightsTheScaleSearch) {
     // exactly, so the search picks what it picks without one), and skewed (every 8th column 100x).
     std::vector<Entry> uniform, skewed;
     for (const auto& t : g.tensors()) {
-        if (!t.name.starts_with("blk.") || t.shape.size() != 2) continue;  // tiny-llama's 21 matrices
+        if (!t.name.starts_with("blk.") || t.shape.size() != 2)
+            continue;  // tiny-llama's 21 matrices
         const auto cols = static_cast<size_t>(t.shape[0]);
         uniform.push_back({t.name, 2, std::vector<float>(cols, 8.0f)});  // 8 / 2 calls = 4
         std::vector<float> v(cols);
@@ -285,20 +316,31 @@ TEST(Imatrix, WeightsTheScaleSearch) {
         skewed.push_back({t.name, 1, v});
     }
     const auto ub = imatrix_dat(uniform), sb = imatrix_dat(skewed);
-    const Imatrix mu = parse_imatrix(ub.data(), ub.size(), "u"), ms = parse_imatrix(sb.data(), sb.size(), "s");
+    const Imatrix mu = parse_imatrix(ub.data(), ub.size(), "u"),
+                  ms = parse_imatrix(sb.data(), sb.size(), "s");
     for (const char* fmt : {"int4", "int4-asym", "int8"}) {
-        const std::string plain = tmp(std::string(fmt) + "_plain.gguf"), uni = tmp(std::string(fmt) + "_u.gguf"),
+        const std::string plain = tmp(std::string(fmt) + "_plain.gguf"),
+                          uni = tmp(std::string(fmt) + "_u.gguf"),
                           skew = tmp(std::string(fmt) + "_s.gguf");
-        EXPECT_EQ(convert::quantize_gguf(src, plain, parse_weight_format(fmt), convert::HeadOptions::keep(), pool).imatrix_weighted, 0);
-        EXPECT_EQ(convert::quantize_gguf(src, uni, parse_weight_format(fmt), convert::HeadOptions::keep(), pool, &mu).imatrix_weighted,
+        EXPECT_EQ(convert::quantize_gguf(src, plain, parse_weight_format(fmt),
+                                         convert::HeadOptions::keep(), pool)
+                      .imatrix_weighted,
+                  0);
+        EXPECT_EQ(convert::quantize_gguf(src, uni, parse_weight_format(fmt),
+                                         convert::HeadOptions::keep(), pool, &mu)
+                      .imatrix_weighted,
                   static_cast<int64_t>(uniform.size()));
-        convert::quantize_gguf(src, skew, parse_weight_format(fmt), convert::HeadOptions::keep(), pool, &ms);
+        convert::quantize_gguf(src, skew, parse_weight_format(fmt), convert::HeadOptions::keep(),
+                               pool, &ms);
         EXPECT_TRUE(file_bytes(plain) == file_bytes(uni)) << fmt;
         EXPECT_FALSE(file_bytes(plain) == file_bytes(skew)) << fmt;
-        const double e_plain = weighted_error(src, plain, ms), e_skew = weighted_error(src, skew, ms);
+        const double e_plain = weighted_error(src, plain, ms),
+                     e_skew = weighted_error(src, skew, ms);
         EXPECT_LT(e_skew, e_plain) << fmt;
-        std::printf("  %s: importance-weighted error %.4g without the imatrix, %.4g with it (%.1f%% lower)\n", fmt,
-                    e_plain, e_skew, 100.0 * (1.0 - e_skew / e_plain));
+        std::printf(
+            "  %s: importance-weighted error %.4g without the imatrix, %.4g with it (%.1f%% "
+            "lower)\n",
+            fmt, e_plain, e_skew, 100.0 * (1.0 - e_skew / e_plain));
         for (const auto& p : {plain, uni, skew}) std::filesystem::remove(p);
     }
     // An entry of the wrong width: an error naming the tensor, before anything is written.
@@ -307,7 +349,8 @@ TEST(Imatrix, WeightsTheScaleSearch) {
     const auto wb = imatrix_dat(wrong);
     const Imatrix mw = parse_imatrix(wb.data(), wb.size(), "w");
     try {
-        convert::quantize_gguf(src, tmp("wrong.gguf"), parse_weight_format("int4"), convert::HeadOptions::keep(), pool, &mw);
+        convert::quantize_gguf(src, tmp("wrong.gguf"), parse_weight_format("int4"),
+                               convert::HeadOptions::keep(), pool, &mw);
         FAIL();
     } catch (const util::Error& e) {
         EXPECT_NE(std::string(e.what()).find(wrong[0].name), std::string::npos) << e.what();

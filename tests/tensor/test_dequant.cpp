@@ -27,7 +27,8 @@ namespace {
 std::vector<uint8_t> read_all(const std::string& path) {
     std::ifstream f(path, std::ios::binary);
     if (!f) return {};
-    return std::vector<uint8_t>(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+    return std::vector<uint8_t>(std::istreambuf_iterator<char>(f),
+                                std::istreambuf_iterator<char>());
 }
 
 std::string golden(const std::string& name) {
@@ -73,8 +74,8 @@ TEST_P(DequantGolden, MatchesGgufPythonBitExactly) {
         if (got != want) {
             ++mismatches;
             ADD_FAILURE() << c.name << " element " << i << " (block " << i / info.block_elems
-                          << "): got " << out[i] << " (0x" << std::hex << got << "), want " << ref[i]
-                          << " (0x" << want << ")" << std::dec;
+                          << "): got " << out[i] << " (0x" << std::hex << got << "), want "
+                          << ref[i] << " (0x" << want << ")" << std::dec;
         }
     }
     EXPECT_EQ(mismatches, 0);
@@ -84,14 +85,17 @@ TEST_P(DequantGolden, MatchesGgufPythonBitExactly) {
     std::memcpy(shifted.data() + 1, raw.data(), raw.size());
     std::vector<float> one(static_cast<size_t>(info.block_elems));
     for (int64_t b = 0; b < n_blocks; ++b) {
-        dequantize_row(c.type, shifted.data() + 1 + b * info.block_bytes, one.data(), info.block_elems);
+        dequantize_row(c.type, shifted.data() + 1 + b * info.block_bytes, one.data(),
+                       info.block_elems);
         ASSERT_EQ(0, std::memcmp(one.data(), out.data() + b * info.block_elems, one.size() * 4))
             << c.name << " block " << b;
     }
 }
 
 INSTANTIATE_TEST_SUITE_P(Dequant, DequantGolden, ::testing::ValuesIn(kCases),
-                         [](const ::testing::TestParamInfo<Case>& p) { return std::string(p.param.name); });
+                         [](const ::testing::TestParamInfo<Case>& p) {
+                             return std::string(p.param.name);
+                         });
 
 TEST(Dequant, F32IsACopy) {
     const float in[5] = {1.5f, -0.0f, 3e-40f, INFINITY, -7.25f};
@@ -107,15 +111,20 @@ TEST(Dequant, RejectsPartialBlocksAndUnsupportedTypes) {
     EXPECT_THROW(dequantize_row(GgmlType::Q4_K, buf.data(), out.data(), 32), util::Error);
     EXPECT_THROW(dequantize_row(GgmlType::Q2_K, buf.data(), out.data(), 256), util::Error);
     EXPECT_THROW(dequantize_row(GgmlType::Q8_1, buf.data(), out.data(), 32), util::Error);
-    EXPECT_THROW(dequantize_row(static_cast<GgmlType>(99), buf.data(), out.data(), 32), util::Error);
+    EXPECT_THROW(dequantize_row(static_cast<GgmlType>(99), buf.data(), out.data(), 32),
+                 util::Error);
 }
 
 TEST(Dequant, TypeTable) {
     // Block geometry from ggml-common.h.
-    struct G { uint32_t id; const char* name; int64_t elems, bytes; };
-    const G table[] = {{0, "F32", 1, 4},     {1, "F16", 1, 2},     {2, "Q4_0", 32, 18},
-                       {3, "Q4_1", 32, 20},  {6, "Q5_0", 32, 22},  {7, "Q5_1", 32, 24},
-                       {8, "Q8_0", 32, 34},  {9, "Q8_1", 32, 36},  {10, "Q2_K", 256, 84},
+    struct G {
+        uint32_t id;
+        const char* name;
+        int64_t elems, bytes;
+    };
+    const G table[] = {{0, "F32", 1, 4},       {1, "F16", 1, 2},       {2, "Q4_0", 32, 18},
+                       {3, "Q4_1", 32, 20},    {6, "Q5_0", 32, 22},    {7, "Q5_1", 32, 24},
+                       {8, "Q8_0", 32, 34},    {9, "Q8_1", 32, 36},    {10, "Q2_K", 256, 84},
                        {11, "Q3_K", 256, 110}, {12, "Q4_K", 256, 144}, {13, "Q5_K", 256, 176},
                        {14, "Q6_K", 256, 210}, {15, "Q8_K", 256, 292}, {30, "BF16", 1, 2}};
     for (const auto& g : table) {
@@ -126,7 +135,8 @@ TEST(Dequant, TypeTable) {
         EXPECT_EQ(info->block_bytes, g.bytes) << g.name;
         EXPECT_EQ(ggml_type_name(static_cast<GgmlType>(g.id)), g.name);
     }
-    for (uint32_t id : {4u, 5u, 16u, 29u, 31u, 1000u, 0xffffffffu}) EXPECT_EQ(ggml_type_info(id), nullptr) << id;
+    for (uint32_t id : {4u, 5u, 16u, 29u, 31u, 1000u, 0xffffffffu})
+        EXPECT_EQ(ggml_type_info(id), nullptr) << id;
     EXPECT_EQ(ggml_type_name(static_cast<GgmlType>(4)), "type#4");
     EXPECT_THROW(ggml_type_info(static_cast<GgmlType>(4)), util::Error);
     EXPECT_EQ(ggml_row_bytes(GgmlType::Q4_K, 512), 288);

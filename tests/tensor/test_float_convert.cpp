@@ -44,15 +44,23 @@ __attribute__((target("f16c"))) uint16_t hw_f32_to_f16(float f) {
         _mm_extract_epi16(_mm_cvtps_ph(_mm_set_ss(f), _MM_FROUND_TO_NEAREST_INT), 0));
 }
 #else
-bool cpu_has_f16c() { return false; }
-float hw_f16_to_f32(uint16_t) { return 0; }
-uint16_t hw_f32_to_f16(float) { return 0; }
+bool cpu_has_f16c() {
+    return false;
+}
+float hw_f16_to_f32(uint16_t) {
+    return 0;
+}
+uint16_t hw_f32_to_f16(float) {
+    return 0;
+}
 #endif
 
-bool f16_is_nan(uint16_t h) { return (h & 0x7c00u) == 0x7c00u && (h & 0x3ffu) != 0; }
+bool f16_is_nan(uint16_t h) {
+    return (h & 0x7c00u) == 0x7c00u && (h & 0x3ffu) != 0;
+}
 
-#define REQUIRE_F16C()   \
-    do {                                                     \
+#define REQUIRE_F16C()                                         \
+    do {                                                       \
         if (!cpu_has_f16c()) GTEST_SKIP() << "CPU lacks F16C"; \
     } while (0)
 
@@ -80,7 +88,8 @@ void expect_f32_to_f16(float f) {
         ASSERT_EQ(got & 0x8000u, want & 0x8000u);
         ASSERT_EQ(got & 0x7fffu, 0x7e00u);
     } else {
-        ASSERT_EQ(got, want) << "f32 0x" << std::hex << std::bit_cast<uint32_t>(f) << " (" << f << ")";
+        ASSERT_EQ(got, want) << "f32 0x" << std::hex << std::bit_cast<uint32_t>(f) << " (" << f
+                             << ")";
     }
 }
 
@@ -104,8 +113,9 @@ TEST(FloatConvert, F32ToF16TiesAndNeighboursAgainstF16C) {
     for (uint32_t code = 0; code < 0x7c00; ++code) {
         for (uint32_t sign : {0u, 0x8000u}) {
             const double lo = f16_to_f32(static_cast<uint16_t>(code | sign));
-            const double hi = code + 1 == 0x7c00 ? (sign ? -65536.0 : 65536.0)
-                                                 : f16_to_f32(static_cast<uint16_t>((code + 1) | sign));
+            const double hi = code + 1 == 0x7c00
+                                  ? (sign ? -65536.0 : 65536.0)
+                                  : f16_to_f32(static_cast<uint16_t>((code + 1) | sign));
             const auto mid = static_cast<float>((lo + hi) / 2);  // exact: f16 has 11 bits
             ASSERT_EQ(static_cast<double>(mid), (lo + hi) / 2);
             expect_f32_to_f16(mid);
@@ -119,15 +129,38 @@ TEST(FloatConvert, F32ToF16TiesAndNeighboursAgainstF16C) {
 TEST(FloatConvert, F32ToF16EdgeValuesAgainstF16C) {
     REQUIRE_F16C();
     const float inf = std::numeric_limits<float>::infinity();
-    const float edges[] = {0.0f, -0.0f, inf, -inf, std::numeric_limits<float>::quiet_NaN(),
+    const float edges[] = {0.0f,
+                           -0.0f,
+                           inf,
+                           -inf,
+                           std::numeric_limits<float>::quiet_NaN(),
                            std::numeric_limits<float>::signaling_NaN(),
-                           std::bit_cast<float>(0x7f800001u), std::bit_cast<float>(0xffffffffu),
-                           std::bit_cast<float>(0x7fc02000u), std::numeric_limits<float>::max(),
-                           std::numeric_limits<float>::min(), std::numeric_limits<float>::denorm_min(),
-                           -std::numeric_limits<float>::denorm_min(), 65504.0f, 65519.99f, 65520.0f,
-                           -65520.0f, 65536.0f, 1e10f, 5.9604644775390625e-8f, 2.98023223876953125e-8f,
-                           2.9802326e-8f, 2.980232e-8f, 6.103515625e-5f, 6.1035156e-5f, 6.09755516e-5f,
-                           1.0f, -1.0f, 0.1f, 3.14159265f, 1.00048828125f, 1.00146484375f};
+                           std::bit_cast<float>(0x7f800001u),
+                           std::bit_cast<float>(0xffffffffu),
+                           std::bit_cast<float>(0x7fc02000u),
+                           std::numeric_limits<float>::max(),
+                           std::numeric_limits<float>::min(),
+                           std::numeric_limits<float>::denorm_min(),
+                           -std::numeric_limits<float>::denorm_min(),
+                           65504.0f,
+                           65519.99f,
+                           65520.0f,
+                           -65520.0f,
+                           65536.0f,
+                           1e10f,
+                           5.9604644775390625e-8f,
+                           2.98023223876953125e-8f,
+                           2.9802326e-8f,
+                           2.980232e-8f,
+                           6.103515625e-5f,
+                           6.1035156e-5f,
+                           6.09755516e-5f,
+                           1.0f,
+                           -1.0f,
+                           0.1f,
+                           3.14159265f,
+                           1.00048828125f,
+                           1.00146484375f};
     for (float f : edges) expect_f32_to_f16(f);
 }
 
@@ -135,7 +168,8 @@ TEST(FloatConvert, F32ToF16RandomAgainstF16C) {
     REQUIRE_F16C();
     std::mt19937_64 rng(42);
     // Uniform bit patterns (every class, including NaN payloads)...
-    for (int i = 0; i < 1'000'000; ++i) expect_f32_to_f16(std::bit_cast<float>(static_cast<uint32_t>(rng())));
+    for (int i = 0; i < 1'000'000; ++i)
+        expect_f32_to_f16(std::bit_cast<float>(static_cast<uint32_t>(rng())));
     // ...and exponents around the f16 range, where all the rounding happens.
     for (int i = 0; i < 2'000'000; ++i) {
         const auto r = rng();
@@ -152,8 +186,10 @@ TEST(FloatConvert, F32ToF16RandomAgainstF16C) {
 double bf16_value(uint16_t h) {
     const int sign = h >> 15, exp = (h >> 7) & 0xff, man = h & 0x7f;
     double v;
-    if (exp == 0) v = std::ldexp(man / 128.0, -126);
-    else v = std::ldexp(1.0 + man / 128.0, exp - 127);
+    if (exp == 0)
+        v = std::ldexp(man / 128.0, -126);
+    else
+        v = std::ldexp(1.0 + man / 128.0, exp - 127);
     return sign ? -v : v;
 }
 
@@ -183,7 +219,7 @@ uint16_t reference_f32_to_bf16(float f) {
     if (std::isinf(f)) return static_cast<uint16_t>(u >> 16);
     const auto lo = static_cast<uint16_t>(u >> 16);  // truncation: towards zero
     if ((u & 0xffffu) == 0) return lo;
-    const auto hi = static_cast<uint16_t>(lo + 1);   // next away from zero (may be inf)
+    const auto hi = static_cast<uint16_t>(lo + 1);  // next away from zero (may be inf)
     const double x = std::fabs(static_cast<double>(f));
     const double dlo = x - std::fabs(bf16_value(lo)), dhi = std::fabs(bf16_value(hi)) - x;
     if (dlo < dhi) return lo;
@@ -203,9 +239,13 @@ TEST(FloatConvert, F32ToBf16AgainstReference) {
         for (uint32_t low : {0u, 1u, 0x7fffu, 0x8000u, 0x8001u, 0xffffu})
             check(std::bit_cast<float>(base | low));
     }
-    const float specials[] = {INFINITY, -INFINITY, std::numeric_limits<float>::quiet_NaN(),
-                              std::bit_cast<float>(0x7f800001u), std::bit_cast<float>(0xff812345u),
-                              std::numeric_limits<float>::max(), -std::numeric_limits<float>::max()};
+    const float specials[] = {INFINITY,
+                              -INFINITY,
+                              std::numeric_limits<float>::quiet_NaN(),
+                              std::bit_cast<float>(0x7f800001u),
+                              std::bit_cast<float>(0xff812345u),
+                              std::numeric_limits<float>::max(),
+                              -std::numeric_limits<float>::max()};
     for (float f : specials) check(f);
     std::mt19937 rng(7);
     for (int i = 0; i < 1'000'000; ++i) check(std::bit_cast<float>(static_cast<uint32_t>(rng())));

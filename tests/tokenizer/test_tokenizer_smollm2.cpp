@@ -41,15 +41,21 @@ void check_all(const Tokenizer& tok, const std::vector<Golden>& golden, const ch
     const auto t0 = std::chrono::steady_clock::now();
     for (const auto& g : golden) {
         const auto ids = tok.encode(g.text, /*add_bos=*/false, /*parse_special=*/true);
-        if (ids != g.ids && ++enc_fail <= 10) ADD_FAILURE() << what << ": encode differs for '" << escaped(g.text) << "'";
+        if (ids != g.ids && ++enc_fail <= 10)
+            ADD_FAILURE() << what << ": encode differs for '" << escaped(g.text) << "'";
         const std::string back = tok.decode(g.ids);
         if (back != g.text && ++dec_fail <= 10)
-            ADD_FAILURE() << what << ": decode gives '" << escaped(back) << "' for '" << escaped(g.text) << "'";
+            ADD_FAILURE() << what << ": decode gives '" << escaped(back) << "' for '"
+                          << escaped(g.text) << "'";
     }
-    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    EXPECT_EQ(enc_fail, 0) << what << ": " << enc_fail << " of " << golden.size() << " strings encode differently";
-    EXPECT_EQ(dec_fail, 0) << what << ": " << dec_fail << " of " << golden.size() << " strings decode differently";
-    std::printf("[ info     ] %s: %zu strings encoded+decoded in %.1f ms\n", what, golden.size(), ms);
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_EQ(enc_fail, 0) << what << ": " << enc_fail << " of " << golden.size()
+                           << " strings encode differently";
+    EXPECT_EQ(dec_fail, 0) << what << ": " << dec_fail << " of " << golden.size()
+                           << " strings decode differently";
+    std::printf("[ info     ] %s: %zu strings encoded+decoded in %.1f ms\n", what, golden.size(),
+                ms);
 }
 
 TEST(TokenizerSmolLM2, GoldenHasEnoughStrings) {
@@ -57,7 +63,8 @@ TEST(TokenizerSmolLM2, GoldenHasEnoughStrings) {
 }
 
 TEST(TokenizerSmolLM2, FromGgufMatchesHuggingFace) {
-    if (!std::filesystem::exists(kModel)) GTEST_SKIP() << "model file " << kModel << " absent (scripts/fetch_model.sh)";
+    if (!std::filesystem::exists(kModel))
+        GTEST_SKIP() << "model file " << kModel << " absent (scripts/fetch_model.sh)";
     const auto golden = load_golden();
     ASSERT_FALSE(golden.empty());
     formats::GGUFFile gguf(kModel);
@@ -116,8 +123,9 @@ TEST(TokenizerSmolLM2, ThousandsOfStringsAreFast) {
     for (const auto& g : golden) n += tok->encode(g.text, false).size();
     const auto ids = tok->encode(big, false);  // one long document (~200 KB)
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::printf("[ info     ] %zu strings (%zu tokens) + one %zu-byte document (%zu tokens) in %.3f s\n",
-                golden.size(), n, big.size(), ids.size(), s);
+    std::printf(
+        "[ info     ] %zu strings (%zu tokens) + one %zu-byte document (%zu tokens) in %.3f s\n",
+        golden.size(), n, big.size(), ids.size(), s);
     EXPECT_EQ(tok->decode(ids), big);
 }
 

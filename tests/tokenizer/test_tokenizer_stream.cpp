@@ -12,7 +12,9 @@ namespace {
 
 using testing::escaped;
 
-bool valid_utf8(const std::string& s) { return detail::sanitize_utf8(s) == s; }
+bool valid_utf8(const std::string& s) {
+    return detail::sanitize_utf8(s) == s;
+}
 
 std::unique_ptr<Tokenizer> load_vocab(const std::string& name) {
     formats::GGUFFile g(testing::shared_dir() + "/testdata/tokenizer/ggml-vocab-" + name + ".gguf");
@@ -36,7 +38,8 @@ void check_stream(const Tokenizer& tok, const std::string& name) {
         for (int32_t id : ids) {
             if (!valid_utf8(tok.token_bytes(id))) ++split_chars;
             const std::string piece = dec.push(id);
-            ASSERT_TRUE(valid_utf8(piece)) << name << ": invalid UTF-8 piece '" << escaped(piece) << "'";
+            ASSERT_TRUE(valid_utf8(piece))
+                << name << ": invalid UTF-8 piece '" << escaped(piece) << "'";
             got += piece;
         }
         got += dec.flush();
@@ -45,9 +48,15 @@ void check_stream(const Tokenizer& tok, const std::string& name) {
     EXPECT_GT(split_chars, 0) << name << ": no token split a character; the test proves nothing";
 }
 
-TEST(TokenizerStreaming, ByteLevelSplitCharacters) { check_stream(*load_vocab("gpt-2"), "gpt-2"); }
-TEST(TokenizerStreaming, SentencePieceByteFallback) { check_stream(*load_vocab("llama-spm"), "llama-spm"); }
-TEST(TokenizerStreaming, DeepseekCoder) { check_stream(*load_vocab("deepseek-coder"), "deepseek-coder"); }
+TEST(TokenizerStreaming, ByteLevelSplitCharacters) {
+    check_stream(*load_vocab("gpt-2"), "gpt-2");
+}
+TEST(TokenizerStreaming, SentencePieceByteFallback) {
+    check_stream(*load_vocab("llama-spm"), "llama-spm");
+}
+TEST(TokenizerStreaming, DeepseekCoder) {
+    check_stream(*load_vocab("deepseek-coder"), "deepseek-coder");
+}
 
 TEST(TokenizerStreaming, HoldsBackPartialCodePoint) {
     auto tok = load_vocab("llama-spm");

@@ -24,7 +24,8 @@ struct VocabCase {
 // and the file's final separator ends the list); each .out line is trimmed and split on ' '.
 std::vector<VocabCase> read_cases(const std::string& base) {
     std::string inp, out;
-    if (!testing::read_file(base + ".inp", inp) || !testing::read_file(base + ".out", out)) return {};
+    if (!testing::read_file(base + ".inp", inp) || !testing::read_file(base + ".out", out))
+        return {};
     const std::string sep = "\n__ggml_vocab_test__\n";
     std::vector<std::string> texts;
     size_t pos = 0;
@@ -54,7 +55,8 @@ std::vector<VocabCase> read_cases(const std::string& base) {
 class TokenizerVocab : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(TokenizerVocab, MatchesLlamaCppVectors) {
-    const std::string base = testing::shared_dir() + "/testdata/tokenizer/ggml-vocab-" + GetParam() + ".gguf";
+    const std::string base =
+        testing::shared_dir() + "/testdata/tokenizer/ggml-vocab-" + GetParam() + ".gguf";
     const auto cases = read_cases(base);
     ASSERT_FALSE(cases.empty()) << "cannot read " << base << ".inp/.out (or their counts differ)";
     formats::GGUFFile gguf(base);
@@ -65,13 +67,16 @@ TEST_P(TokenizerVocab, MatchesLlamaCppVectors) {
         const auto ids = tok->encode(c.text, /*add_bos=*/false, /*parse_special=*/false);
         EXPECT_EQ(ids, c.ids) << GetParam() << " case " << i << " '" << escaped(c.text) << "'";
         if (ids != c.ids) ++failures;
-        EXPECT_EQ(tok->decode(c.ids), c.text) << GetParam() << " decode case " << i << " '" << escaped(c.text) << "'";
+        EXPECT_EQ(tok->decode(c.ids), c.text)
+            << GetParam() << " decode case " << i << " '" << escaped(c.text) << "'";
     }
-    EXPECT_EQ(failures, 0) << failures << " of " << cases.size() << " strings differ for " << GetParam();
+    EXPECT_EQ(failures, 0) << failures << " of " << cases.size() << " strings differ for "
+                           << GetParam();
 }
 
 INSTANTIATE_TEST_SUITE_P(TokenizerLlamaCpp, TokenizerVocab,
-                         ::testing::Values("llama-spm", "phi-3", "gpt-2", "falcon", "mpt", "refact", "deepseek-coder"),
+                         ::testing::Values("llama-spm", "phi-3", "gpt-2", "falcon", "mpt", "refact",
+                                           "deepseek-coder"),
                          [](const ::testing::TestParamInfo<std::string>& p) {
                              std::string n = p.param;
                              for (char& ch : n)

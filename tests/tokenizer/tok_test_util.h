@@ -16,7 +16,9 @@
 
 namespace warden::tokenizer::testing {
 
-inline std::string shared_dir() { return WARDEN_SHARED_DIR; }
+inline std::string shared_dir() {
+    return WARDEN_SHARED_DIR;
+}
 
 // Expects `fn` to throw util::Error whose message contains `needle`.
 template <typename Fn>
@@ -31,10 +33,11 @@ void expect_error(Fn&& fn, const std::string& needle) {
 
 // A fresh directory under the system temp dir, removed with everything in it on destruction.
 class TempDir {
-public:
+  public:
     TempDir() {
-        path_ = std::filesystem::temp_directory_path() /
-                ("warden_tok_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter_++));
+        path_ =
+            std::filesystem::temp_directory_path() /
+            ("warden_tok_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter_++));
         std::filesystem::create_directories(path_);
     }
     ~TempDir() {
@@ -48,11 +51,13 @@ public:
     }
     std::string str() const { return path_.string(); }
 
-private:
+  private:
     static inline int counter_ = 0;
     std::filesystem::path path_;
 };
-inline std::string source_dir() { return WARDEN_SOURCE_DIR; }
+inline std::string source_dir() {
+    return WARDEN_SOURCE_DIR;
+}
 
 inline bool read_file(const std::string& path, std::string& out) {
     std::ifstream in(path, std::ios::binary);
@@ -80,7 +85,7 @@ inline std::string escaped(const std::string& s) {
 
 // Minimal GGUF v3 writer (metadata only) for building vocabularies in memory.
 class GgufBuilder {
-public:
+  public:
     GgufBuilder& str(const std::string& key, const std::string& v) {
         key_(key, 8);
         s_(v);
@@ -145,7 +150,7 @@ public:
         return out;
     }
 
-private:
+  private:
     template <typename T>
     void put(T v) {
         const auto* b = reinterpret_cast<const uint8_t*>(&v);

@@ -36,7 +36,9 @@ std::pair<size_t, size_t> resident_pages(const void* p, size_t bytes) {
     const size_t n = (reinterpret_cast<uintptr_t>(p) + bytes - a + page - 1) / page;
     std::vector<unsigned char> vec(n);
     if (::mincore(reinterpret_cast<void*>(a), n * page, vec.data()) != 0) return {0, n};
-    return {static_cast<size_t>(std::count_if(vec.begin(), vec.end(), [](unsigned char v) { return v & 1; })), n};
+    return {static_cast<size_t>(
+                std::count_if(vec.begin(), vec.end(), [](unsigned char v) { return v & 1; })),
+            n};
 }
 
 // The VmFlags of the mapping that holds p, from /proc/self/smaps; empty if none does.

@@ -24,13 +24,13 @@ namespace warden::util {
 namespace {
 
 class Watchdog {
-public:
+  public:
     Watchdog(const char* what, std::chrono::seconds limit)
         : thread_([this, what, limit] {
               std::unique_lock<std::mutex> lock(mu_);
               if (!cv_.wait_for(lock, limit, [&] { return done_; })) {
-                  std::fprintf(stderr, "watchdog: %s did not finish within %lld s (deadlock?)\n", what,
-                               static_cast<long long>(limit.count()));
+                  std::fprintf(stderr, "watchdog: %s did not finish within %lld s (deadlock?)\n",
+                               what, static_cast<long long>(limit.count()));
                   std::abort();
               }
           }) {}
@@ -43,7 +43,7 @@ public:
         thread_.join();
     }
 
-private:
+  private:
     std::mutex mu_;
     std::condition_variable cv_;
     bool done_ = false;
@@ -66,25 +66,28 @@ TEST(ThreadPool, ParallelForCoversRangeExactlyOnce) {
     for (int threads : {1, 2, 3, 5}) {
         ThreadPool pool(threads);
         for (int64_t n : ns) {
-            for (int64_t grain : {int64_t{0}, int64_t{1}, int64_t{3}, int64_t{16}, int64_t{64}, n, n + 1,
-                                  int64_t{1} << 20}) {
+            for (int64_t grain : {int64_t{0}, int64_t{1}, int64_t{3}, int64_t{16}, int64_t{64}, n,
+                                  n + 1, int64_t{1} << 20}) {
                 std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
                 std::atomic<int> calls{0}, bad{0};
                 const int64_t g = grain < 1 ? 1 : grain;
                 pool.parallel_for(n, grain, [&](int64_t b, int64_t e) {
                     calls.fetch_add(1);
                     // Non-empty, in range, starts on a grain boundary, whole grains unless last.
-                    if (!(0 <= b && b < e && e <= n) || b % g != 0 || (e != n && (e - b) % g != 0)) {
+                    if (!(0 <= b && b < e && e <= n) || b % g != 0 ||
+                        (e != n && (e - b) % g != 0)) {
                         bad.fetch_add(1);
                         return;
                     }
                     for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)].fetch_add(1);
                 });
-                ASSERT_EQ(bad.load(), 0) << "threads=" << threads << " n=" << n << " grain=" << grain;
+                ASSERT_EQ(bad.load(), 0)
+                    << "threads=" << threads << " n=" << n << " grain=" << grain;
                 ASSERT_LE(calls.load(), threads);
                 for (int64_t i = 0; i < n; ++i)
                     ASSERT_EQ(hits[static_cast<size_t>(i)].load(), 1)
-                        << "index " << i << " threads=" << threads << " n=" << n << " grain=" << grain;
+                        << "index " << i << " threads=" << threads << " n=" << n
+                        << " grain=" << grain;
             }
         }
         // Negative n is an empty range.
@@ -98,7 +101,8 @@ TEST(ThreadPool, RunCallsEveryIndexOncePerCallRepeatedly) {
     Watchdog dog("RunCallsEveryIndexOncePerCallRepeatedly", std::chrono::seconds(120));
     for (int threads : {1, 2, 3, 4}) {
         ThreadPool pool(threads);
-        std::vector<int> counts(static_cast<size_t>(threads), 0);  // each index writes only its slot
+        std::vector<int> counts(static_cast<size_t>(threads),
+                                0);  // each index writes only its slot
         std::atomic<int> bad{0};
         const int iters = threads <= 2 ? 3000 : 500;
         for (int it = 0; it < iters; ++it) {
@@ -111,7 +115,8 @@ TEST(ThreadPool, RunCallsEveryIndexOncePerCallRepeatedly) {
             });
             // run() returned, so every call of this round has finished and is visible here.
             for (int t = 0; t < threads; ++t)
-                ASSERT_EQ(counts[static_cast<size_t>(t)], it + 1) << "threads=" << threads << " iter=" << it;
+                ASSERT_EQ(counts[static_cast<size_t>(t)], it + 1)
+                    << "threads=" << threads << " iter=" << it;
         }
         EXPECT_EQ(bad.load(), 0);
     }
@@ -129,11 +134,12 @@ TEST(ThreadPool, ParallelForSumsRepeatedly) {
     }();
     for (int it = 0; it < 500; ++it) {
         std::atomic<int64_t> sum{0};
-        pool.parallel_for(static_cast<int64_t>(data.size()), 1 + it % 97, [&](int64_t b, int64_t e) {
-            int64_t s = 0;
-            for (int64_t i = b; i < e; ++i) s += data[static_cast<size_t>(i)];
-            sum.fetch_add(s);
-        });
+        pool.parallel_for(static_cast<int64_t>(data.size()), 1 + it % 97,
+                          [&](int64_t b, int64_t e) {
+                              int64_t s = 0;
+                              for (int64_t i = b; i < e; ++i) s += data[static_cast<size_t>(i)];
+                              sum.fetch_add(s);
+                          });
         ASSERT_EQ(sum.load(), want) << "iter " << it;
     }
 }
@@ -142,8 +148,9 @@ TEST(ThreadPool, ParallelForSumsRepeatedly) {
 // 64-byte lines (but the last), and cover [0, min(n, cap)) exactly once.
 TEST(ThreadPool, PrefetchSlicesTileTheRange) {
     const size_t cap = ThreadPool::kMaxPrefetchBytes;
-    for (const size_t n : {size_t{0}, size_t{1}, size_t{63}, size_t{64}, size_t{65}, size_t{1000}, size_t{4095},
-                           size_t{2} << 20, (size_t{2} << 20) + 7, cap - 1, cap, cap + 1, SIZE_MAX}) {
+    for (const size_t n :
+         {size_t{0}, size_t{1}, size_t{63}, size_t{64}, size_t{65}, size_t{1000}, size_t{4095},
+          size_t{2} << 20, (size_t{2} << 20) + 7, cap - 1, cap, cap + 1, SIZE_MAX}) {
         for (size_t workers = 1; workers <= 17; ++workers) {
             const size_t want = std::min(n, cap);
             size_t next = 0;
@@ -160,7 +167,8 @@ TEST(ThreadPool, PrefetchSlicesTileTheRange) {
             ASSERT_EQ(next, want) << "n=" << n << " workers=" << workers;
             // No worker idles while another has more than its share plus a line.
             const auto [b0, e0] = ThreadPool::prefetch_slice(n, workers, 0);
-            EXPECT_LE(e0 - b0, (want + workers - 1) / workers + 64) << "n=" << n << " workers=" << workers;
+            EXPECT_LE(e0 - b0, (want + workers - 1) / workers + 64)
+                << "n=" << n << " workers=" << workers;
         }
     }
     EXPECT_EQ(ThreadPool::prefetch_slice(100, 0, 0), (std::pair<size_t, size_t>{100, 100}));
@@ -177,12 +185,14 @@ TEST(ThreadPool, PrefetchWhileIdleCoversRangeOnce) {
         ThreadPool pool(threads);
         uint64_t want = 0;
         // Ranges start 3 bytes into the buffer: not line-aligned.
-        for (const size_t n : {buf.size() - 3, size_t{1}, size_t{61}, size_t{62}, size_t{4096 * 3 + 2}}) {
+        for (const size_t n :
+             {buf.size() - 3, size_t{1}, size_t{61}, size_t{62}, size_t{4096 * 3 + 2}}) {
             pool.prefetch_while_idle(buf.data() + 3, n);
             want += n;
             // Workers pick a range up while spinning between jobs; a job wakes any that slept.
             const auto t0 = std::chrono::steady_clock::now();
-            while (pool.prefetched_bytes() < want && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60)) {
+            while (pool.prefetched_bytes() < want &&
+                   std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60)) {
                 std::atomic<int> ran{0};
                 pool.run([&](int, int) { ran.fetch_add(1); });
                 ASSERT_EQ(ran.load(), threads);

@@ -9,7 +9,8 @@ using warden::util::find_invalid_utf8;
 TEST(Utf8, AcceptsValidText) {
     EXPECT_EQ(find_invalid_utf8(""), std::string::npos);
     EXPECT_EQ(find_invalid_utf8("hello"), std::string::npos);
-    EXPECT_EQ(find_invalid_utf8("h\xC3\xA9llo \xE4\xB8\xAD\xE6\x96\x87 \xF0\x9F\x98\x80"), std::string::npos);
+    EXPECT_EQ(find_invalid_utf8("h\xC3\xA9llo \xE4\xB8\xAD\xE6\x96\x87 \xF0\x9F\x98\x80"),
+              std::string::npos);
     EXPECT_EQ(find_invalid_utf8("\xF4\x8F\xBF\xBF"), std::string::npos);  // U+10FFFF
 }
 

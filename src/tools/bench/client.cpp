@@ -27,7 +27,8 @@ Endpoint Endpoint::parse(const std::string& url) {
     util::check(ep.host_port.size() > 7, "--url: no host in '" + url + "'");
     std::string path = slash == std::string::npos ? "" : u.substr(slash);
     while (!path.empty() && path.back() == '/') path.pop_back();
-    if (path.size() >= 3 && path.compare(path.size() - 3, 3, "/v1") == 0) path.resize(path.size() - 3);
+    if (path.size() >= 3 && path.compare(path.size() - 3, 3, "/v1") == 0)
+        path.resize(path.size() - 3);
     ep.prefix = path;
     return ep;
 }
@@ -57,10 +58,11 @@ void SseParser::feed(const char* data, size_t n, std::vector<std::string>& event
                 // Not in the SSE spec's fields, but llama.cpp's server reports failures this way.
                 std::string v = line.substr(6);
                 if (!v.empty() && v.front() == ' ') v.erase(0, 1);
-                payload = nlohmann::json{{"error", nlohmann::json::parse(v, nullptr, false).is_discarded()
-                                                       ? nlohmann::json(v)
-                                                       : nlohmann::json::parse(v)}}
-                              .dump();
+                payload =
+                    nlohmann::json{{"error", nlohmann::json::parse(v, nullptr, false).is_discarded()
+                                                 ? nlohmann::json(v)
+                                                 : nlohmann::json::parse(v)}}
+                        .dump();
                 break;
             }
             if (line.rfind("data:", 0) == 0) {
@@ -77,7 +79,8 @@ void SseParser::feed(const char* data, size_t n, std::vector<std::string>& event
 
 StreamClient::StreamClient(const Endpoint& ep, const ClientOptions& o)
     : ep_(ep), o_(o), cli_(std::make_unique<httplib::Client>(ep.host_port)) {
-    const auto to = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::duration<double>(o.timeout_s));
+    const auto to = std::chrono::duration_cast<std::chrono::microseconds>(
+        std::chrono::duration<double>(o.timeout_s));
     cli_->set_connection_timeout(to);
     cli_->set_read_timeout(to);
     cli_->set_write_timeout(to);
@@ -92,9 +95,13 @@ StreamClient::~StreamClient() = default;
 RequestRecord StreamClient::send(const BenchRequest& r, Clock::time_point deadline) {
     RequestRecord rec;
     rec.prompt_tokens = r.input_words;
-    nlohmann::json body = {{"model", o_.model}, {"max_tokens", r.max_tokens}, {"stream", true},
-                           {"stream_options", {{"include_usage", true}}}, {"temperature", 0.0}};
-    if (o_.ignore_eos) body["ignore_eos"] = true;  // llama-server, vLLM, warden: generate exactly max_tokens
+    nlohmann::json body = {{"model", o_.model},
+                           {"max_tokens", r.max_tokens},
+                           {"stream", true},
+                           {"stream_options", {{"include_usage", true}}},
+                           {"temperature", 0.0}};
+    if (o_.ignore_eos)
+        body["ignore_eos"] = true;  // llama-server, vLLM, warden: generate exactly max_tokens
     std::string path = ep_.prefix;
     if (r.chat) {
         body["messages"] = r.messages;
@@ -112,7 +119,7 @@ RequestRecord StreamClient::send(const BenchRequest& r, Clock::time_point deadli
 
     const auto t0 = Clock::now();
     const auto limit = std::min(deadline, t0 + std::chrono::duration_cast<Clock::duration>(
-                                               std::chrono::duration<double>(o_.timeout_s)));
+                                                   std::chrono::duration<double>(o_.timeout_s)));
     SseParser sse;
     std::vector<std::string> events;
     Clock::time_point first{}, last{};
@@ -158,7 +165,8 @@ RequestRecord StreamClient::send(const BenchRequest& r, Clock::time_point deadli
                     u["prompt_tokens_details"]["cached_tokens"].is_number_integer())
                     rec.cached_tokens = u["prompt_tokens_details"]["cached_tokens"].get<int64_t>();
             }
-            if (!j.contains("choices") || !j["choices"].is_array() || j["choices"].empty()) continue;
+            if (!j.contains("choices") || !j["choices"].is_array() || j["choices"].empty())
+                continue;
             const auto& c = j["choices"][0];
             if (c.contains("finish_reason") && c["finish_reason"].is_string()) finished = true;
             std::string piece;
@@ -188,9 +196,11 @@ RequestRecord StreamClient::send(const BenchRequest& r, Clock::time_point deadli
     rec.e2e_ms = ms_between(t0, t1);
     if (!res) {
         if (rec.error.empty()) {
-            const bool read_timeout = res.error() == httplib::Error::Read && rec.e2e_ms >= o_.timeout_s * 1000 * 0.99;
+            const bool read_timeout =
+                res.error() == httplib::Error::Read && rec.e2e_ms >= o_.timeout_s * 1000 * 0.99;
             if (timed_out || t1 >= limit || read_timeout)
-                rec.error = "timeout after " + std::to_string(static_cast<int64_t>(rec.e2e_ms)) + " ms";
+                rec.error =
+                    "timeout after " + std::to_string(static_cast<int64_t>(rec.e2e_ms)) + " ms";
             else
                 rec.error = "transport error: " + httplib::to_string(res.error());
         }
@@ -215,20 +225,23 @@ RequestRecord StreamClient::send(const BenchRequest& r, Clock::time_point deadli
         return rec;
     }
     if (rec.output_tokens <= 0) rec.output_tokens = rec.chunks;
-    if (rec.output_tokens > 1) rec.tpot_ms = ms_between(first, last) / static_cast<double>(rec.output_tokens - 1);
+    if (rec.output_tokens > 1)
+        rec.tpot_ms = ms_between(first, last) / static_cast<double>(rec.output_tokens - 1);
     rec.ok = true;
     return rec;
 }
 
 std::string discover_model(const Endpoint& ep, double timeout_s) {
     httplib::Client cli(ep.host_port);
-    const auto to = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::duration<double>(timeout_s));
+    const auto to = std::chrono::duration_cast<std::chrono::microseconds>(
+        std::chrono::duration<double>(timeout_s));
     cli.set_connection_timeout(to);
     cli.set_read_timeout(to);
     auto res = cli.Get(ep.prefix + "/v1/models");
     if (!res || res->status != 200) return "";
     auto j = nlohmann::json::parse(res->body, nullptr, false);
-    if (j.is_discarded() || !j.contains("data") || !j["data"].is_array() || j["data"].empty()) return "";
+    if (j.is_discarded() || !j.contains("data") || !j["data"].is_array() || j["data"].empty())
+        return "";
     const auto& m = j["data"][0];
     return m.contains("id") && m["id"].is_string() ? m["id"].get<std::string>() : "";
 }

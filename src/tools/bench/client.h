@@ -28,17 +28,17 @@ struct Endpoint {
 struct RequestRecord {
     int64_t index = 0;
     bool ok = false;
-    int status = 0;             // HTTP status, 0 when none
-    std::string error;          // empty when ok
-    double wait_ms = 0;         // scheduled -> sent (client-side queueing)
-    double headers_ms = -1;     // sent -> response headers (network + server accept)
-    double ttft_ms = -1;        // sent -> first content token
-    double e2e_ms = -1;         // sent -> end of stream
-    std::vector<double> itl_ms; // gaps between consecutive content chunks
-    double tpot_ms = -1;        // (last token - first token) / (output tokens - 1)
-    int64_t prompt_tokens = 0;  // from usage, else the workload's approximation
-    int64_t output_tokens = 0;  // from usage, else the number of content chunks
-    int64_t cached_tokens = 0;  // usage.prompt_tokens_details.cached_tokens (prefix-cache hits)
+    int status = 0;              // HTTP status, 0 when none
+    std::string error;           // empty when ok
+    double wait_ms = 0;          // scheduled -> sent (client-side queueing)
+    double headers_ms = -1;      // sent -> response headers (network + server accept)
+    double ttft_ms = -1;         // sent -> first content token
+    double e2e_ms = -1;          // sent -> end of stream
+    std::vector<double> itl_ms;  // gaps between consecutive content chunks
+    double tpot_ms = -1;         // (last token - first token) / (output tokens - 1)
+    int64_t prompt_tokens = 0;   // from usage, else the workload's approximation
+    int64_t output_tokens = 0;   // from usage, else the number of content chunks
+    int64_t cached_tokens = 0;   // usage.prompt_tokens_details.cached_tokens (prefix-cache hits)
     bool usage_reported = false;
     int64_t chunks = 0;
     std::string text;
@@ -51,7 +51,7 @@ struct ClientOptions {
 };
 
 class StreamClient {
-public:
+  public:
     StreamClient(const Endpoint& ep, const ClientOptions& o);
     ~StreamClient();
     StreamClient(const StreamClient&) = delete;
@@ -59,7 +59,7 @@ public:
     // Sends `r` and streams the answer until done, error, the request timeout or `deadline`.
     RequestRecord send(const BenchRequest& r, Clock::time_point deadline);
 
-private:
+  private:
     Endpoint ep_;
     ClientOptions o_;
     std::unique_ptr<httplib::Client> cli_;
@@ -70,10 +70,10 @@ std::string discover_model(const Endpoint& ep, double timeout_s);
 
 // Incremental parser of a text/event-stream body: feed bytes, get complete `data:` payloads.
 class SseParser {
-public:
+  public:
     void feed(const char* data, size_t n, std::vector<std::string>& events);
 
-private:
+  private:
     std::string buf_;
 };
 

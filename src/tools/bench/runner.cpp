@@ -8,8 +8,9 @@
 
 namespace warden::tools::bench {
 
-LevelResult run_level(const Endpoint& ep, const ClientOptions& co, const std::vector<BenchRequest>& reqs,
-                      int64_t concurrency, double rate, uint64_t seed, Clock::time_point deadline) {
+LevelResult run_level(const Endpoint& ep, const ClientOptions& co,
+                      const std::vector<BenchRequest>& reqs, int64_t concurrency, double rate,
+                      uint64_t seed, Clock::time_point deadline) {
     const size_t n = reqs.size();
     LevelResult out;
     out.records.resize(n);
@@ -33,7 +34,8 @@ LevelResult run_level(const Endpoint& ep, const ClientOptions& co, const std::ve
         while (true) {
             const size_t i = next.fetch_add(1);
             if (i >= n) return;
-            const auto due = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(sched_s[i]));
+            const auto due = start + std::chrono::duration_cast<Clock::duration>(
+                                         std::chrono::duration<double>(sched_s[i]));
             RequestRecord rec;
             if (due >= deadline || Clock::now() >= deadline) {
                 rec.error = "not sent: the run's deadline passed";
@@ -41,7 +43,8 @@ LevelResult run_level(const Endpoint& ep, const ClientOptions& co, const std::ve
                 if (rate > 0) std::this_thread::sleep_until(due);
                 const auto sent = Clock::now();
                 rec = client.send(reqs[i], deadline);
-                rec.wait_ms = rate > 0 ? std::chrono::duration<double, std::milli>(sent - due).count() : 0.0;
+                rec.wait_ms =
+                    rate > 0 ? std::chrono::duration<double, std::milli>(sent - due).count() : 0.0;
                 const auto end = Clock::now();
                 std::lock_guard<std::mutex> lock(mu);
                 first_send = std::min(first_send, sent);
@@ -51,7 +54,8 @@ LevelResult run_level(const Endpoint& ep, const ClientOptions& co, const std::ve
             out.records[i] = std::move(rec);
         }
     };
-    const size_t nthreads = std::min<size_t>(static_cast<size_t>(std::max<int64_t>(concurrency, 1)), n);
+    const size_t nthreads =
+        std::min<size_t>(static_cast<size_t>(std::max<int64_t>(concurrency, 1)), n);
     std::vector<std::thread> threads;
     threads.reserve(nthreads);
     for (size_t t = 0; t < nthreads; ++t) threads.emplace_back(worker);

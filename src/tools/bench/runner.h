@@ -13,7 +13,8 @@ struct LevelResult {
     double duration_s = 0;               // first send -> last finish
 };
 
-LevelResult run_level(const Endpoint& ep, const ClientOptions& co, const std::vector<BenchRequest>& reqs,
-                      int64_t concurrency, double rate, uint64_t seed, Clock::time_point deadline);
+LevelResult run_level(const Endpoint& ep, const ClientOptions& co,
+                      const std::vector<BenchRequest>& reqs, int64_t concurrency, double rate,
+                      uint64_t seed, Clock::time_point deadline);
 
 }  // namespace warden::tools::bench

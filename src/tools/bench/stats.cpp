@@ -29,7 +29,8 @@ Dist summarize(std::vector<double> v) {
     return d;
 }
 
-LevelSummary summarize_level(const std::vector<RequestRecord>& recs, double duration_s, const Slo& slo) {
+LevelSummary summarize_level(const std::vector<RequestRecord>& recs, double duration_s,
+                             const Slo& slo) {
     LevelSummary s;
     s.requests = static_cast<int64_t>(recs.size());
     s.duration_s = duration_s;
@@ -39,7 +40,8 @@ LevelSummary summarize_level(const std::vector<RequestRecord>& recs, double dura
         if (!r.ok) {
             ++s.errors;
             if (s.error_samples.size() < 5 &&
-                std::find(s.error_samples.begin(), s.error_samples.end(), r.error) == s.error_samples.end())
+                std::find(s.error_samples.begin(), s.error_samples.end(), r.error) ==
+                    s.error_samples.end())
                 s.error_samples.push_back(r.error);
             continue;
         }
@@ -72,7 +74,8 @@ LevelSummary summarize_level(const std::vector<RequestRecord>& recs, double dura
 }
 
 nlohmann::json to_json(const Dist& d) {
-    return {{"n", d.n}, {"mean", d.mean}, {"p50", d.p50}, {"p90", d.p90}, {"p99", d.p99}, {"max", d.max}};
+    return {{"n", d.n},     {"mean", d.mean}, {"p50", d.p50},
+            {"p90", d.p90}, {"p99", d.p99},   {"max", d.max}};
 }
 
 nlohmann::json to_json(const LevelSummary& s) {

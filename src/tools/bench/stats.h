@@ -23,7 +23,7 @@ struct Slo {
 };
 
 struct LevelSummary {
-    std::string label;     // "c=8" or "rate=2"
+    std::string label;  // "c=8" or "rate=2"
     int64_t concurrency = 0;
     double rate = 0;
     int64_t requests = 0, ok = 0, errors = 0;
@@ -36,7 +36,8 @@ struct LevelSummary {
     std::vector<std::string> error_samples;  // the first few distinct errors
 };
 
-LevelSummary summarize_level(const std::vector<RequestRecord>& recs, double duration_s, const Slo& slo);
+LevelSummary summarize_level(const std::vector<RequestRecord>& recs, double duration_s,
+                             const Slo& slo);
 nlohmann::json to_json(const Dist& d);
 nlohmann::json to_json(const LevelSummary& s);
 nlohmann::json to_json(const RequestRecord& r);

@@ -12,14 +12,17 @@ namespace {
 
 // Short, frequent English words: one token each (with a leading space) in common vocabularies.
 constexpr const char* kWords[] = {
-    "the", "of", "and", "to", "in", "is", "was", "for", "on", "that", "with", "as", "at", "by", "from",
-    "it", "an", "be", "this", "are", "or", "his", "her", "which", "but", "not", "they", "have", "had",
-    "one", "new", "first", "time", "year", "day", "man", "world", "life", "work", "city", "water",
-    "house", "school", "game", "book", "team", "part", "music", "state", "people", "would", "there",
-    "their", "been", "more", "when", "will", "who", "all", "she", "he", "we", "can", "after", "some",
-    "two", "other", "into", "its", "also", "only", "over", "most", "many", "then", "these", "such",
-    "used", "made", "back", "name", "three", "film", "group", "place", "well", "long", "war", "high",
-    "small", "large", "light", "home", "road", "river", "end", "old", "line", "land", "way", "around",
+    "the",    "of",    "and",    "to",    "in",    "is",    "was",   "for",   "on",    "that",
+    "with",   "as",    "at",     "by",    "from",  "it",    "an",    "be",    "this",  "are",
+    "or",     "his",   "her",    "which", "but",   "not",   "they",  "have",  "had",   "one",
+    "new",    "first", "time",   "year",  "day",   "man",   "world", "life",  "work",  "city",
+    "water",  "house", "school", "game",  "book",  "team",  "part",  "music", "state", "people",
+    "would",  "there", "their",  "been",  "more",  "when",  "will",  "who",   "all",   "she",
+    "he",     "we",    "can",    "after", "some",  "two",   "other", "into",  "its",   "also",
+    "only",   "over",  "most",   "many",  "then",  "these", "such",  "used",  "made",  "back",
+    "name",   "three", "film",   "group", "place", "well",  "long",  "war",   "high",  "small",
+    "large",  "light", "home",   "road",  "river", "end",   "old",   "line",  "land",  "way",
+    "around",
 };
 constexpr size_t kNumWords = sizeof(kWords) / sizeof(kWords[0]);
 
@@ -59,13 +62,15 @@ LenDist LenDist::parse(const std::string& s, const std::string& flag) {
         d.kind = Kind::Fixed;
         d.a = d.b = d.max = std::round(parse_num(parts[0], flag));
     } else if (parts[0] == "lognormal") {
-        util::check(parts.size() == 3 || parts.size() == 4, flag + ": expected lognormal:MEDIAN:SIGMA[:MAX], got '" + s + "'");
+        util::check(parts.size() == 3 || parts.size() == 4,
+                    flag + ": expected lognormal:MEDIAN:SIGMA[:MAX], got '" + s + "'");
         d.kind = Kind::LogNormal;
         d.a = parse_num(parts[1], flag);
         d.b = parse_num(parts[2], flag);
         d.max = parts.size() == 4 ? parse_num(parts[3], flag) : 8 * d.a;
     } else {
-        util::check(parts.size() == 2, flag + ": expected N, LO:HI or lognormal:MEDIAN:SIGMA[:MAX], got '" + s + "'");
+        util::check(parts.size() == 2,
+                    flag + ": expected N, LO:HI or lognormal:MEDIAN:SIGMA[:MAX], got '" + s + "'");
         d.kind = Kind::Uniform;
         d.a = std::round(parse_num(parts[0], flag));
         d.b = std::round(parse_num(parts[1], flag));
@@ -78,13 +83,15 @@ LenDist LenDist::parse(const std::string& s, const std::string& flag) {
 
 int64_t LenDist::sample(std::mt19937_64& rng) const {
     switch (kind) {
-    case Kind::Fixed: return static_cast<int64_t>(a);
-    case Kind::Uniform:
-        return std::uniform_int_distribution<int64_t>(static_cast<int64_t>(a), static_cast<int64_t>(b))(rng);
-    case Kind::LogNormal: {
-        const double v = std::lognormal_distribution<double>(std::log(a), b)(rng);
-        return static_cast<int64_t>(std::clamp(std::round(v), 1.0, max));
-    }
+        case Kind::Fixed:
+            return static_cast<int64_t>(a);
+        case Kind::Uniform:
+            return std::uniform_int_distribution<int64_t>(static_cast<int64_t>(a),
+                                                          static_cast<int64_t>(b))(rng);
+        case Kind::LogNormal: {
+            const double v = std::lognormal_distribution<double>(std::log(a), b)(rng);
+            return static_cast<int64_t>(std::clamp(std::round(v), 1.0, max));
+        }
     }
     return 1;
 }
@@ -107,17 +114,21 @@ std::vector<BenchRequest> make_workload(const WorkloadOptions& o, int64_t n) {
     LenDist in = o.input, out = o.output;
     if (o.kind == "longtail") {
         // A long tail around the given medians unless the user already gave a distribution.
-        if (in.kind == LenDist::Kind::Fixed) in = LenDist{LenDist::Kind::LogNormal, in.a, 0.8, 8 * in.a};
-        if (out.kind == LenDist::Kind::Fixed) out = LenDist{LenDist::Kind::LogNormal, out.a, 0.8, 8 * out.a};
+        if (in.kind == LenDist::Kind::Fixed)
+            in = LenDist{LenDist::Kind::LogNormal, in.a, 0.8, 8 * in.a};
+        if (out.kind == LenDist::Kind::Fixed)
+            out = LenDist{LenDist::Kind::LogNormal, out.a, 0.8, 8 * out.a};
     }
     std::mt19937_64 prefix_rng(o.seed + 7);
     std::vector<BenchRequest> reqs;
     if (o.kind != "agent") {
-        const std::string prefix = o.shared_prefix > 0 ? synthetic_text(prefix_rng, o.shared_prefix) : "";
+        const std::string prefix =
+            o.shared_prefix > 0 ? synthetic_text(prefix_rng, o.shared_prefix) : "";
         for (int64_t i = 0; i < n; ++i) {
             BenchRequest r;
             const int64_t len = std::max<int64_t>(1, in.sample(rng) - o.shared_prefix);
-            r.prompt = prefix.empty() ? synthetic_text(rng, len) : prefix + " " + synthetic_text(rng, len);
+            r.prompt =
+                prefix.empty() ? synthetic_text(rng, len) : prefix + " " + synthetic_text(rng, len);
             r.input_words = o.shared_prefix + len;
             r.max_tokens = out.sample(rng);
             reqs.push_back(std::move(r));
@@ -129,8 +140,9 @@ std::vector<BenchRequest> make_workload(const WorkloadOptions& o, int64_t n) {
     // history of its session so far, with synthetic assistant replies of the output length.
     util::check(o.turns >= 1, "--turns must be at least 1");
     const int64_t sys_words = o.shared_prefix > 0 ? o.shared_prefix : 512;
-    const std::string system = "You are a helpful agent. You can call these tools: " + std::string(kToolsJson) +
-                               "\nContext: " + synthetic_text(prefix_rng, sys_words);
+    const std::string system =
+        "You are a helpful agent. You can call these tools: " + std::string(kToolsJson) +
+        "\nContext: " + synthetic_text(prefix_rng, sys_words);
     const int64_t sessions = (n + o.turns - 1) / o.turns;
     std::vector<nlohmann::json> history(static_cast<size_t>(sessions));
     std::vector<int64_t> words(static_cast<size_t>(sessions), sys_words + 120);

@@ -37,9 +37,9 @@ struct WorkloadOptions {
 
 struct BenchRequest {
     bool chat = false;
-    std::string prompt;         // /v1/completions
-    nlohmann::json messages;    // /v1/chat/completions
-    int64_t input_words = 0;    // the approximate prompt length in tokens
+    std::string prompt;       // /v1/completions
+    nlohmann::json messages;  // /v1/chat/completions
+    int64_t input_words = 0;  // the approximate prompt length in tokens
     int64_t max_tokens = 0;
 };
 

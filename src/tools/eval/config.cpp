@@ -45,20 +45,25 @@ EvalConfig parse_config(const std::string& spec, const std::string& flag) {
         const std::string key = kv.substr(0, eq), val = kv.substr(eq + 1);
         if (key == "weights") {
             try {
-                if (val != "auto") (void)quant::parse_weight_format(val);  // auto: the file's own (cli::load)
+                if (val != "auto")
+                    (void)quant::parse_weight_format(val);  // auto: the file's own (cli::load)
             } catch (const util::Error& e) {
                 throw util::Error(flag + ": weights=" + val + ": " + e.what());
             }
             c.common.weights = val;
         } else if (key == "kv") {
-            util::check(member(kKv, val), flag + ": kv=" + val + " is not supported (supported: " + join(kKv) + ")");
-            util::check(kernels::parse_kv_type(val).has_value(), flag + ": kv=" + val + " is not supported by this build");
+            util::check(member(kKv, val),
+                        flag + ": kv=" + val + " is not supported (supported: " + join(kKv) + ")");
+            util::check(kernels::parse_kv_type(val).has_value(),
+                        flag + ": kv=" + val + " is not supported by this build");
             c.engine.kv_dtype = val;
         } else if (key == "integrity") {
-            util::check(member(kIntegrity, val), flag + ": integrity=" + val + " (supported: " + join(kIntegrity) + ")");
+            util::check(member(kIntegrity, val),
+                        flag + ": integrity=" + val + " (supported: " + join(kIntegrity) + ")");
             c.engine.kv_integrity = val;
         } else {
-            throw util::Error(flag + ": unknown key '" + key + "' in '" + spec + "' (keys: weights, kv, integrity)");
+            throw util::Error(flag + ": unknown key '" + key + "' in '" + spec +
+                              "' (keys: weights, kv, integrity)");
         }
     }
     return c;

@@ -11,7 +11,8 @@
 
 namespace warden::tools::eval {
 
-// The model and KV cache come from the CLI's options and assembly (cli/common.h, cli/engine_options.h).
+// The model and KV cache come from the CLI's options and assembly (cli/common.h,
+// cli/engine_options.h).
 using namespace cli;
 
 EvalEngine::EvalEngine(const std::string& model_path, const EvalConfig& cfg, util::ThreadPool& pool)
@@ -25,7 +26,9 @@ std::vector<int32_t> EvalEngine::encode(const std::string& text, bool bos) const
     return model_->tokenizer->encode(text, bos, false);
 }
 
-std::string EvalEngine::decode(const std::vector<int32_t>& ids) const { return model_->tokenizer->decode(ids); }
+std::string EvalEngine::decode(const std::vector<int32_t>& ids) const {
+    return model_->tokenizer->decode(ids);
+}
 
 std::vector<float> EvalEngine::logits_all(const std::vector<int32_t>& tokens) {
     std::vector<float> all;
@@ -33,18 +36,20 @@ std::vector<float> EvalEngine::logits_all(const std::vector<int32_t>& tokens) {
     return all;
 }
 
-std::vector<int32_t> EvalEngine::greedy(const std::vector<int32_t>& prompt, int64_t n, std::vector<double>* step_ms) {
+std::vector<int32_t> EvalEngine::greedy(const std::vector<int32_t>& prompt, int64_t n,
+                                        std::vector<double>* step_ms) {
     std::vector<int32_t> gen;
     run(prompt, n, nullptr, &gen, step_ms);
     return gen;
 }
 
-void EvalEngine::run(const std::vector<int32_t>& prompt, int64_t n, std::vector<float>* all, std::vector<int32_t>* gen,
-                     std::vector<double>* step_ms) {
+void EvalEngine::run(const std::vector<int32_t>& prompt, int64_t n, std::vector<float>* all,
+                     std::vector<int32_t>* gen, std::vector<double>* step_ms) {
     util::check(!prompt.empty(), "eval: empty prompt");
     const int64_t np = static_cast<int64_t>(prompt.size());
     const int64_t ctx = np + n;
-    util::check(ctx <= model_->config.max_ctx, "eval: " + std::to_string(ctx) + " tokens exceed the model's context of " +
+    util::check(ctx <= model_->config.max_ctx, "eval: " + std::to_string(ctx) +
+                                                   " tokens exceed the model's context of " +
                                                    std::to_string(model_->config.max_ctx));
     const int64_t V = vocab();
     // Each sequence gets its own engine, its KV cache sized to fit it exactly.
@@ -56,7 +61,9 @@ void EvalEngine::run(const std::vector<int32_t>& prompt, int64_t n, std::vector<
     for (const auto& p : table.pages) page_ids.push_back(p.page.v);
     const bool verify = cfg_.engine.kv_integrity != "off";
     auto forward = [&](const int32_t* toks, int64_t m, int64_t pos0, float* out, bool every) {
-        if (verify) util::check(!cache->verify(kv::SeqId{0}, table).has_value(), "eval: kv integrity violation");
+        if (verify)
+            util::check(!cache->verify(kv::SeqId{0}, table).has_value(),
+                        "eval: kv integrity violation");
         model::SeqInput in;
         in.tokens = std::span<const int32_t>(toks, static_cast<size_t>(m));
         in.pos0 = pos0;
@@ -72,10 +79,13 @@ void EvalEngine::run(const std::vector<int32_t>& prompt, int64_t n, std::vector<
     for (int64_t off = 0; off < np; off += model::Transformer::kMaxChunk) {
         const int64_t m = std::min(model::Transformer::kMaxChunk, np - off);
         const bool final_chunk = off + m == np;
-        if (all) forward(prompt.data() + off, m, off, all->data() + off * V, true);
-        else forward(prompt.data() + off, m, off, final_chunk ? last.data() : nullptr, false);
+        if (all)
+            forward(prompt.data() + off, m, off, all->data() + off * V, true);
+        else
+            forward(prompt.data() + off, m, off, final_chunk ? last.data() : nullptr, false);
     }
-    if (step_ms) step_ms->push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+    if (step_ms)
+        step_ms->push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
     if (!gen || n <= 0) return;
     if (all) std::copy(all->end() - V, all->end(), last.begin());
     const auto stops = model_->tokenizer->stop_ids();
@@ -86,7 +96,9 @@ void EvalEngine::run(const std::vector<int32_t>& prompt, int64_t n, std::vector<
         if (i + 1 < n) {
             t0 = Clock::now();
             forward(&id, 1, np + i, last.data(), false);
-            if (step_ms) step_ms->push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+            if (step_ms)
+                step_ms->push_back(
+                    std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
         }
     }
 }

@@ -5,16 +5,16 @@
 #include <string>
 #include <vector>
 
-#include "tools/eval/config.h"
 #include "kv/kv_cache.h"
 #include "model/model.h"
 #include "model/transformer.h"
+#include "tools/eval/config.h"
 #include "util/thread_pool.h"
 
 namespace warden::tools::eval {
 
 class EvalEngine {
-public:
+  public:
     EvalEngine(const std::string& model_path, const EvalConfig& cfg, util::ThreadPool& pool);
     const model::Model& model() const { return *model_; }
     int64_t vocab() const { return model_->config.vocab_size; }
@@ -24,11 +24,12 @@ public:
     std::vector<float> logits_all(const std::vector<int32_t>& tokens);
     // Up to n greedy tokens after `prompt`, stopping at the tokenizer's stop ids. When
     // step_ms is given, the wall time of the prefill and of every decode step is appended.
-    std::vector<int32_t> greedy(const std::vector<int32_t>& prompt, int64_t n, std::vector<double>* step_ms = nullptr);
+    std::vector<int32_t> greedy(const std::vector<int32_t>& prompt, int64_t n,
+                                std::vector<double>* step_ms = nullptr);
 
-private:
-    void run(const std::vector<int32_t>& prompt, int64_t n, std::vector<float>* all, std::vector<int32_t>* gen,
-             std::vector<double>* step_ms);
+  private:
+    void run(const std::vector<int32_t>& prompt, int64_t n, std::vector<float>* all,
+             std::vector<int32_t>* gen, std::vector<double>* step_ms);
     EvalConfig cfg_;
     util::ThreadPool& pool_;
     std::unique_ptr<model::Model> model_;

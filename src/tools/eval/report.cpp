@@ -35,8 +35,8 @@ PairedStats paired(const std::vector<double>& base, const std::vector<double>& t
 std::string format_task(const TaskResult& r) {
     std::string out = "== " + r.task + "\n";
     char line[512];
-    std::snprintf(line, sizeof line, "%-36s %4s %10s %10s %10s  %-24s %s\n", "metric", "n", "base", "test", "diff",
-                  "95% CI (normal approx.)", "verdict");
+    std::snprintf(line, sizeof line, "%-36s %4s %10s %10s %10s  %-24s %s\n", "metric", "n", "base",
+                  "test", "diff", "95% CI (normal approx.)", "verdict");
     out += line;
     for (const auto& m : r.metrics) {
         const auto s = paired(m.base, m.test);
@@ -44,9 +44,11 @@ std::string format_task(const TaskResult& r) {
         const bool better = m.higher_is_better ? s.ci_lo > 0 : s.ci_hi < 0;
         char ci[64];
         std::snprintf(ci, sizeof ci, "[%+.4f, %+.4f]", s.ci_lo, s.ci_hi);
-        std::snprintf(line, sizeof line, "%-36s %4lld %10.4f %10.4f %+10.4f  %-24s %s\n", m.name.c_str(),
-                      static_cast<long long>(s.n), s.base, s.test, s.diff, ci,
-                      worse ? "WORSE" : better ? "better" : "no significant change");
+        std::snprintf(line, sizeof line, "%-36s %4lld %10.4f %10.4f %+10.4f  %-24s %s\n",
+                      m.name.c_str(), static_cast<long long>(s.n), s.base, s.test, s.diff, ci,
+                      worse    ? "WORSE"
+                      : better ? "better"
+                               : "no significant change");
         out += line;
     }
     for (const auto& n : r.notes) out += "  note: " + n + "\n";

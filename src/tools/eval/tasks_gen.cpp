@@ -27,9 +27,13 @@ std::pair<std::string, std::string> both(TaskContext& ctx, const std::string& pr
 }
 
 void note_diff(TaskResult& r, const std::string& item, const std::string& b, const std::string& t) {
-    if (b != t && r.notes.size() < 4) r.notes.push_back("differs on " + item.substr(0, 40) + ": base=" +
-                                                        nlohmann::json(b.substr(0, 80)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + " test=" +
-                                                        nlohmann::json(t.substr(0, 80)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+    if (b != t && r.notes.size() < 4)
+        r.notes.push_back("differs on " + item.substr(0, 40) + ": base=" +
+                          nlohmann::json(b.substr(0, 80))
+                              .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
+                          " test=" +
+                          nlohmann::json(t.substr(0, 80))
+                              .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
 }
 
 }  // namespace
@@ -38,7 +42,8 @@ double distinct_ngram_ratio(const std::vector<int32_t>& toks, size_t n) {
     if (toks.size() < n) return 1.0;
     std::set<std::vector<int32_t>> seen;
     const size_t total = toks.size() - n + 1;
-    for (size_t i = 0; i < total; ++i) seen.insert(std::vector<int32_t>(toks.begin() + i, toks.begin() + i + n));
+    for (size_t i = 0; i < total; ++i)
+        seen.insert(std::vector<int32_t>(toks.begin() + i, toks.begin() + i + n));
     return static_cast<double>(seen.size()) / static_cast<double>(total);
 }
 
@@ -51,15 +56,22 @@ bool contains_valid_json(const std::string& s) {
     for (size_t i = start; i < s.size(); ++i) {
         const char c = s[i];
         if (in_str) {
-            if (esc) esc = false;
-            else if (c == '\\') esc = true;
-            else if (c == '"') in_str = false;
+            if (esc)
+                esc = false;
+            else if (c == '\\')
+                esc = true;
+            else if (c == '"')
+                in_str = false;
             continue;
         }
-        if (c == '"') in_str = true;
-        else if (c == '{' || c == '[') ++depth;
+        if (c == '"')
+            in_str = true;
+        else if (c == '{' || c == '[')
+            ++depth;
         else if (c == '}' || c == ']') {
-            if (--depth == 0) return !nlohmann::json::parse(s.substr(start, i - start + 1), nullptr, false).is_discarded();
+            if (--depth == 0)
+                return !nlohmann::json::parse(s.substr(start, i - start + 1), nullptr, false)
+                            .is_discarded();
         }
     }
     return false;
@@ -72,12 +84,16 @@ bool balanced_code(const std::string& s) {
     for (size_t i = 0; i < s.size(); ++i) {
         const char c = s[i];
         if (quote) {
-            if (c == '\\') ++i;
-            else if (c == quote || c == '\n') quote = c == quote ? 0 : quote;
+            if (c == '\\')
+                ++i;
+            else if (c == quote || c == '\n')
+                quote = c == quote ? 0 : quote;
             continue;
         }
-        if (c == '"' || c == '\'') quote = c;
-        else if (c == '(' || c == '[' || c == '{') st.push_back(c);
+        if (c == '"' || c == '\'')
+            quote = c;
+        else if (c == '(' || c == '[' || c == '{')
+            st.push_back(c);
         else if (c == ')' || c == ']' || c == '}') {
             const char want = c == ')' ? '(' : c == ']' ? '[' : '{';
             if (st.empty() || st.back() != want) return false;
@@ -95,7 +111,8 @@ TaskResult task_retrieval(TaskContext& ctx) {
     const auto hay = ctx.base.encode(text, false);
     const std::vector<int64_t> lengths = {256, 512, 1024};
     const std::vector<double> depths = {0.1, 0.5, 0.9};
-    const std::vector<std::string> names = {"Orion", "Maple", "Zephyr", "Cobalt", "Juniper", "Falcon", "Quartz", "Ember", "Tundra"};
+    const std::vector<std::string> names = {"Orion",  "Maple",  "Zephyr", "Cobalt", "Juniper",
+                                            "Falcon", "Quartz", "Ember",  "Tundra"};
     std::mt19937_64 rng(42);
     Metric found{"fact retrieved", true, {}, {}};
     TaskResult r{"retrieval", {}, {}};
@@ -106,18 +123,24 @@ TaskResult task_retrieval(TaskContext& ctx) {
             const std::string name = names[static_cast<size_t>(item) % names.size()];
             const std::string code = std::to_string(10000 + rng() % 90000);
             const std::string fact = " The access code for " + name + " is " + code + ". ";
-            const int64_t off = static_cast<int64_t>(item * 97) % std::max<int64_t>(1, static_cast<int64_t>(hay.size()) - len);
-            const std::vector<int32_t> part(hay.begin() + off, hay.begin() + off + std::min<int64_t>(len, static_cast<int64_t>(hay.size())));
+            const int64_t off = static_cast<int64_t>(item * 97) %
+                                std::max<int64_t>(1, static_cast<int64_t>(hay.size()) - len);
+            const std::vector<int32_t> part(
+                hay.begin() + off,
+                hay.begin() + off + std::min<int64_t>(len, static_cast<int64_t>(hay.size())));
             const size_t cut = static_cast<size_t>(d * static_cast<double>(part.size()));
-            const std::string pre = ctx.base.decode(std::vector<int32_t>(part.begin(), part.begin() + cut));
-            const std::string post = ctx.base.decode(std::vector<int32_t>(part.begin() + cut, part.end()));
+            const std::string pre =
+                ctx.base.decode(std::vector<int32_t>(part.begin(), part.begin() + cut));
+            const std::string post =
+                ctx.base.decode(std::vector<int32_t>(part.begin() + cut, part.end()));
             const std::string prompt = "Read the document and answer.\n\n" + pre + fact + post +
-                                       "\n\nQuestion: What is the access code for " + name + "?\nAnswer: The access code for " +
-                                       name + " is";
+                                       "\n\nQuestion: What is the access code for " + name +
+                                       "?\nAnswer: The access code for " + name + " is";
             auto [b, t] = both(ctx, prompt, 12);
             found.base.push_back(b.find(code) != std::string::npos ? 1.0 : 0.0);
             found.test.push_back(t.find(code) != std::string::npos ? 1.0 : 0.0);
-            note_diff(r, "len " + std::to_string(len) + " depth " + std::to_string(d).substr(0, 3), b, t);
+            note_diff(r, "len " + std::to_string(len) + " depth " + std::to_string(d).substr(0, 3),
+                      b, t);
             ++item;
         }
     }
@@ -129,10 +152,12 @@ TaskResult task_retrieval(TaskContext& ctx) {
 TaskResult task_json(TaskContext& ctx) {
     TaskResult r{"json", {}, {}};
     Metric valid{"valid JSON", true, {}, {}};
-    for (const auto& p : limited(read_jsonl_field(ctx.data_dir + "/json.jsonl", "prompt"), ctx.limit)) {
+    for (const auto& p :
+         limited(read_jsonl_field(ctx.data_dir + "/json.jsonl", "prompt"), ctx.limit)) {
         auto [b, t] = both(ctx, p, 48);
         // The prompts end inside the JSON value: score the prompt's opening plus the output.
-        const std::string open = p.substr(std::min(p.size(), p.find_last_of("{[") == std::string::npos ? p.size() : p.find_last_of("{[")));
+        const std::string open = p.substr(std::min(
+            p.size(), p.find_last_of("{[") == std::string::npos ? p.size() : p.find_last_of("{[")));
         valid.base.push_back(contains_valid_json(open + b) ? 1.0 : 0.0);
         valid.test.push_back(contains_valid_json(open + t) ? 1.0 : 0.0);
         note_diff(r, p, b, t);
@@ -144,10 +169,14 @@ TaskResult task_json(TaskContext& ctx) {
 TaskResult task_code(TaskContext& ctx) {
     TaskResult r{"code", {}, {}};
     Metric ok{"balanced code", true, {}, {}};
-    for (const auto& p : limited(read_jsonl_field(ctx.data_dir + "/code.jsonl", "prompt"), ctx.limit)) {
+    for (const auto& p :
+         limited(read_jsonl_field(ctx.data_dir + "/code.jsonl", "prompt"), ctx.limit)) {
         auto [b, t] = both(ctx, p, 48);
         // Cut at the last complete line so a truncated final line does not count against it.
-        auto cut = [](const std::string& s) { const size_t k = s.rfind('\n'); return k == std::string::npos ? s : s.substr(0, k); };
+        auto cut = [](const std::string& s) {
+            const size_t k = s.rfind('\n');
+            return k == std::string::npos ? s : s.substr(0, k);
+        };
         const size_t body = p.rfind("```");
         const std::string head = body == std::string::npos ? "" : p.substr(body + 3);
         ok.base.push_back(balanced_code(head + cut(b)) ? 1.0 : 0.0);
@@ -161,12 +190,14 @@ TaskResult task_code(TaskContext& ctx) {
 TaskResult task_tools(TaskContext& ctx) {
     TaskResult r{"tools", {}, {}};
     Metric right{"right tool", true, {}, {}};
-    const auto prompts = limited(read_jsonl_field(ctx.data_dir + "/tools.jsonl", "prompt"), ctx.limit);
+    const auto prompts =
+        limited(read_jsonl_field(ctx.data_dir + "/tools.jsonl", "prompt"), ctx.limit);
     const auto expect = read_jsonl_field(ctx.data_dir + "/tools.jsonl", "expect");
     for (size_t i = 0; i < prompts.size(); ++i) {
         auto [b, t] = both(ctx, prompts[i], 12);
         auto first_tool = [](const std::string& s) {
-            const std::vector<std::string> tools = {"get_weather", "search_web", "read_file", "run_python", "send_email"};
+            const std::vector<std::string> tools = {"get_weather", "search_web", "read_file",
+                                                    "run_python", "send_email"};
             size_t best = std::string::npos;
             std::string name;
             for (const auto& tn : tools) {
@@ -177,7 +208,11 @@ TaskResult task_tools(TaskContext& ctx) {
         };
         right.base.push_back(first_tool(b) == expect[i] ? 1.0 : 0.0);
         right.test.push_back(first_tool(t) == expect[i] ? 1.0 : 0.0);
-        note_diff(r, prompts[i].substr(prompts[i].rfind("User:") == std::string::npos ? 0 : prompts[i].rfind("User:")), b, t);
+        note_diff(r,
+                  prompts[i].substr(prompts[i].rfind("User:") == std::string::npos
+                                        ? 0
+                                        : prompts[i].rfind("User:")),
+                  b, t);
     }
     r.metrics.push_back(right);
     return r;
@@ -186,9 +221,13 @@ TaskResult task_tools(TaskContext& ctx) {
 TaskResult task_copy(TaskContext& ctx) {
     TaskResult r{"copy", {}, {}};
     Metric exact{"exact copy", true, {}, {}};
-    for (const auto& s : limited(read_jsonl_field(ctx.data_dir + "/copy.jsonl", "text"), ctx.limit)) {
-        const std::string prompt = "Copy the line exactly.\nLine: The meeting is on Monday, 3 March 2025 at 10:30.\nCopy: The meeting is on "
-                                   "Monday, 3 March 2025 at 10:30.\nLine: " + s + "\nCopy:";
+    for (const auto& s :
+         limited(read_jsonl_field(ctx.data_dir + "/copy.jsonl", "text"), ctx.limit)) {
+        const std::string prompt =
+            "Copy the line exactly.\nLine: The meeting is on Monday, 3 March 2025 at 10:30.\nCopy: "
+            "The meeting is on "
+            "Monday, 3 March 2025 at 10:30.\nLine: " +
+            s + "\nCopy:";
         const int64_t n = static_cast<int64_t>(ctx.base.encode(s, false).size()) + 4;
         auto [b, t] = both(ctx, prompt, n);
         auto score = [&s](std::string out) {
@@ -207,21 +246,27 @@ TaskResult task_drift(TaskContext& ctx) {
     TaskResult r{"drift", {}, {}};
     Metric d2{"distinct 4-grams, 2nd half", true, {}, {}};
     Metric agree{"tokens equal to base", true, {}, {}};
-    for (const auto& p : limited(read_jsonl_field(ctx.data_dir + "/drift.jsonl", "prompt"), ctx.limit)) {
+    for (const auto& p :
+         limited(read_jsonl_field(ctx.data_dir + "/drift.jsonl", "prompt"), ctx.limit)) {
         const auto ids = ctx.base.encode(p);
         const auto b = ctx.base.greedy(ids, 192);
         const auto t = ctx.test.greedy(ids, 192);
-        auto second = [](const std::vector<int32_t>& v) { return std::vector<int32_t>(v.begin() + static_cast<long>(v.size() / 2), v.end()); };
+        auto second = [](const std::vector<int32_t>& v) {
+            return std::vector<int32_t>(v.begin() + static_cast<long>(v.size() / 2), v.end());
+        };
         d2.base.push_back(distinct_ngram_ratio(second(b), 4));
         d2.test.push_back(distinct_ngram_ratio(second(t), 4));
         size_t same = 0;
         while (same < std::min(b.size(), t.size()) && b[same] == t[same]) ++same;
         agree.base.push_back(1.0);
-        agree.test.push_back(b.empty() ? 1.0 : static_cast<double>(same) / static_cast<double>(b.size()));
+        agree.test.push_back(b.empty() ? 1.0
+                                       : static_cast<double>(same) / static_cast<double>(b.size()));
     }
     r.metrics.push_back(d2);
     r.metrics.push_back(agree);
-    r.notes.push_back("192 greedy tokens per prompt; 'tokens equal to base' = length of the common prefix / base length");
+    r.notes.push_back(
+        "192 greedy tokens per prompt; 'tokens equal to base' = length of the common prefix / base "
+        "length");
     return r;
 }
 
@@ -234,7 +279,8 @@ TaskResult task_latency(TaskContext& ctx) {
     const auto text = ctx.base.encode(read_text(ctx.data_dir + "/text.txt"), true);
     const int64_t reps = ctx.limit > 0 ? ctx.limit : 4;
     for (int64_t i = 0; i < reps; ++i) {
-        const std::vector<int32_t> p(text.begin(), text.begin() + std::min<size_t>(256, text.size()));
+        const std::vector<int32_t> p(text.begin(),
+                                     text.begin() + std::min<size_t>(256, text.size()));
         for (int side = 0; side < 2; ++side) {
             std::vector<double> ms;
             (side ? ctx.test : ctx.base).greedy(p, 33, &ms);
@@ -254,12 +300,14 @@ TaskResult task_latency(TaskContext& ctx) {
 }
 
 const std::vector<std::string>& task_names() {
-    static const std::vector<std::string> v = {"kl", "retrieval", "json", "code", "tools", "copy", "drift", "latency"};
+    static const std::vector<std::string> v = {"kl",    "retrieval", "json",  "code",
+                                               "tools", "copy",      "drift", "latency"};
     return v;
 }
 
 const std::vector<std::string>& default_tasks() {
-    static const std::vector<std::string> v = {"kl", "retrieval", "json", "code", "tools", "copy", "drift"};
+    static const std::vector<std::string> v = {"kl",    "retrieval", "json", "code",
+                                               "tools", "copy",      "drift"};
     return v;
 }
 

@@ -4,8 +4,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "tools/eval/tasks.h"
 #include "tokenizer/tokenizer.h"
+#include "tools/eval/tasks.h"
 #include "util/error.h"
 
 namespace warden::tools::eval {
@@ -28,7 +28,8 @@ std::vector<std::string> read_jsonl_field(const std::string& path, const std::st
         if (line.empty()) continue;
         auto j = nlohmann::json::parse(line, nullptr, false);
         util::check(!j.is_discarded() && j.is_object() && j.contains(field) && j[field].is_string(),
-                    "eval: " + path + ":" + std::to_string(lineno) + ": expected a JSON object with string '" + field + "'");
+                    "eval: " + path + ":" + std::to_string(lineno) +
+                        ": expected a JSON object with string '" + field + "'");
         out.push_back(j[field].get<std::string>());
     }
     util::check(!out.empty(), "eval: '" + path + "' has no items");
@@ -44,13 +45,15 @@ TaskResult task_kl(TaskContext& ctx) {
     util::check(n_windows >= 1, "eval: text.txt is too short");
     n_windows = std::min<int64_t>(n_windows, ctx.limit > 0 ? ctx.limit : 8);
     const int32_t bos = ctx.base.model().tokenizer->bos_id();
-    Metric nll{"nll/token", false, {}, {}}, kl{"kl(base||test)/token", false, {}, {}}, top1{"top1 agreement", true, {}, {}};
+    Metric nll{"nll/token", false, {}, {}}, kl{"kl(base||test)/token", false, {}, {}},
+        top1{"top1 agreement", true, {}, {}};
     const int64_t V = ctx.base.vocab();
     util::check(ctx.test.vocab() == V, "eval: base and test have different vocabularies");
     for (int64_t w = 0; w < n_windows; ++w) {
         std::vector<int32_t> toks;
         if (bos >= 0) toks.push_back(bos);
-        toks.insert(toks.end(), ids.begin() + w * static_cast<int64_t>(win), ids.begin() + (w + 1) * static_cast<int64_t>(win));
+        toks.insert(toks.end(), ids.begin() + w * static_cast<int64_t>(win),
+                    ids.begin() + (w + 1) * static_cast<int64_t>(win));
         const auto lb = ctx.base.logits_all(toks);
         const auto lt = ctx.test.logits_all(toks);
         double s_nll_b = 0, s_nll_t = 0, s_kl = 0, s_agree = 0;
@@ -87,8 +90,10 @@ TaskResult task_kl(TaskContext& ctx) {
         top1.test.push_back(s_agree / dn);
     }
     TaskResult r{"kl", {nll, kl, top1}, {}};
-    r.notes.push_back(std::to_string(n_windows) + " windows of 256 tokens of data/eval/text.txt; kl and top1 compare "
-                      "test against base at every position (base's own scores are 0 and 1 by definition)");
+    r.notes.push_back(
+        std::to_string(n_windows) +
+        " windows of 256 tokens of data/eval/text.txt; kl and top1 compare "
+        "test against base at every position (base's own scores are 0 and 1 by definition)");
     return r;
 }
 
