@@ -71,6 +71,9 @@ section "layers (every include points downward; scripts/check_layers.py)"
 python3 scripts/check_layers.py --self-test
 python3 scripts/check_layers.py
 
+section "formatting (clang-format --dry-run --Werror, .clang-format)"
+git ls-files '*.cpp' '*.h' | xargs clang-format --dry-run --Werror
+
 section "build (g++, Release)"
 scripts/build.sh build -DWARDEN_TESTS=ON
 
