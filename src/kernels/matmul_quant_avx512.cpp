@@ -477,9 +477,8 @@ void q4_a16_gemm(const QuantArgs& a, int64_t r0, int64_t r1, int64_t pb) {
                     float* wg = wq + (g * G - kb) * kLanes;
                     for (int64_t j = 0; j < G / 4; ++j) {
                         const zi v = Q4A16Dequant::quad(qs + j * 32);
-                        for (int kk = 0; kk < 4; ++kk)
-                            WZ(mm512_store_ps)
-                            (wg + (4 * j + kk) * kLanes, dq.weights<kAsym>(v, kk, d, m));
+                        for (int kk = 0; kk < 4; ++kk) WZ(mm512_store_ps)
+                        (wg + (4 * j + kk) * kLanes, dq.weights<kAsym>(v, kk, d, m));
                     }
                 }
             }
