@@ -6,9 +6,9 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "cli/common.h"
-#include "cli/engine_assembly.h"
 #include "engine/scheduler.h"
+#include "launch/common.h"
+#include "launch/engine_assembly.h"
 #include "model/transformer.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"

@@ -9,7 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "cli/common.h"
+#include "launch/common.h"
 #include "tools/bench/client.h"
 #include "tools/bench/report.h"
 #include "tools/bench/runner.h"

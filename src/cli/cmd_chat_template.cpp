@@ -7,8 +7,8 @@
 #include <sstream>
 
 #include "chat_template/chat_template.h"
-#include "cli/common.h"
 #include "formats/gguf_file.h"
+#include "launch/common.h"
 #include "util/error.h"
 
 namespace warden::cli {

@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "cli/common.h"
+#include "launch/common.h"
 #include "tools/eval/config.h"
 #include "tools/eval/engine.h"
 #include "tools/eval/report.h"

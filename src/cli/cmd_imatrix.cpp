@@ -7,8 +7,8 @@
 #include <chrono>
 #include <cstdio>
 
-#include "cli/common.h"
 #include "convert/imatrix_collector.h"
+#include "launch/common.h"
 #include "model/kv_cache.h"
 #include "model/transformer.h"
 #include "tokenizer/tokenizer.h"

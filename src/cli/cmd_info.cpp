@@ -1,8 +1,8 @@
 // `warden info`: what a model file is, without loading its weights.
 #include <cstdio>
 
-#include "cli/common.h"
-#include "cli/engine_options.h"
+#include "launch/common.h"
+#include "launch/engine_options.h"
 #include "tokenizer/tokenizer.h"
 
 namespace warden::cli {

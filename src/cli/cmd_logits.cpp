@@ -3,9 +3,9 @@
 #include <charconv>
 #include <cstdio>
 
-#include "cli/common.h"
-#include "cli/engine_assembly.h"
 #include "engine/sampler.h"
+#include "launch/common.h"
+#include "launch/engine_assembly.h"
 #include "model/transformer.h"
 #include "util/error.h"
 

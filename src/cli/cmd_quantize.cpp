@@ -8,10 +8,10 @@
 #include <filesystem>
 #include <optional>
 
-#include "cli/common.h"
-#include "cli/engine_options.h"
 #include "convert/quantize_ct.h"
 #include "convert/quantize_model.h"
+#include "launch/common.h"
+#include "launch/engine_options.h"
 #include "quant/imatrix.h"
 #include "util/error.h"
 

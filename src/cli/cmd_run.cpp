@@ -4,10 +4,10 @@
 #include <cstdio>
 #include <random>
 
-#include "cli/common.h"
-#include "cli/engine_assembly.h"
 #include "engine/scheduler.h"
 #include "kernels/decode_tuning.h"
+#include "launch/common.h"
+#include "launch/engine_assembly.h"
 #include "model/transformer.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"

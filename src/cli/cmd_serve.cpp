@@ -9,9 +9,9 @@
 #include <thread>
 
 #include "chat_template/chat_template.h"
-#include "cli/common.h"
-#include "cli/engine_assembly.h"
 #include "engine/engine.h"
+#include "launch/common.h"
+#include "launch/engine_assembly.h"
 #include "model/transformer.h"
 #include "server/api_keys.h"
 #include "server/http_limits.h"

@@ -8,8 +8,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "cli/common.h"
 #include "formats/gguf_file.h"
+#include "launch/common.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
 #include "util/utf8.h"

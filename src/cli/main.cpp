@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <exception>
 
-#include "cli/common.h"
+#include "launch/common.h"
 #include "util/error.h"
 #include "util/log.h"
 

@@ -3,8 +3,8 @@
 // commands fill from their flags, so eval runs exactly what serve/run would run.
 #include <string>
 
-#include "cli/common.h"
-#include "cli/engine_options.h"
+#include "launch/common.h"
+#include "launch/engine_options.h"
 
 namespace warden::tools::eval {
 

@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <chrono>
 
-#include "cli/engine_assembly.h"
 #include "engine/sampler.h"
 #include "kv/page_table.h"
+#include "launch/engine_assembly.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
 

@@ -1,4 +1,4 @@
-#include "cli/common.h"
+#include "launch/common.h"
 
 #include <cstdio>
 #include <fstream>

@@ -1,4 +1,4 @@
-#include "cli/engine_assembly.h"
+#include "launch/engine_assembly.h"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "cli/engine_options.h"
+#include "launch/engine_options.h"
 
 #include <charconv>
 

@@ -5,11 +5,11 @@
 #include <memory>
 #include <optional>
 
-#include "cli/engine_options.h"
 #include "engine/executor.h"
 #include "engine/scheduler.h"
 #include "kv/fault_injector.h"
 #include "kv/kv_cache.h"
+#include "launch/engine_options.h"
 #include "model/model.h"
 #include "model/transformer.h"
 #include "util/thread_pool.h"
