@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "chat_output/chat_output.h"
 #include "server/json_body.h"
 #include "server/request_id.h"
 #include "tokenizer/tokenizer.h"
@@ -17,6 +18,15 @@ int64_t now_s() {
     return std::chrono::duration_cast<std::chrono::seconds>(
                std::chrono::system_clock::now().time_since_epoch())
         .count();
+}
+
+std::unique_ptr<chat_output::ChatOutputParser> make_output_parser(const ChatOutputOptions& o) {
+    return std::make_unique<chat_output::ChatOutputParser>(
+        o.reasoning_parser.empty()
+            ? nullptr
+            : chat_output::make_reasoning_parser(o.reasoning_parser, o.reasoning_starts_inside),
+        o.tool_parser.empty() ? nullptr : chat_output::make_tool_parser(o.tool_parser, o.tools),
+        o.parallel_tool_calls);
 }
 
 }  // namespace
@@ -125,6 +135,8 @@ std::shared_ptr<Generation> Api::start_generation(const std::string& body_text, 
             }
             g->choices.emplace_back(index++, *model_.tok, sub.stream, stop_ids, g->req.stop,
                                     g->req.ignore_eos, chat, g->req.top_logprobs);
+            if (chat && g->req.chat_output.active())
+                g->choices.back().output_parser = make_output_parser(g->req.chat_output);
         }
     }
     return g;

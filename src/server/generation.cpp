@@ -16,6 +16,65 @@ std::string sse_event(const json& j) {
     return "data: " + dump_json(j) + "\n\n";
 }
 
+namespace {
+
+// A chat choice's finish_reason: "tool_calls" when it ended by itself after calling tools.
+std::string chat_finish(const Choice& c) {
+    if (c.finish == "stop" && c.output_parser && c.output_parser->tool_calls() > 0)
+        return "tool_calls";
+    return c.finish;
+}
+
+// tool_calls entries of one delta, one per call index (first fragments carry id and name).
+json tool_call_deltas(Choice& c, const std::vector<chat_output::ToolCallDelta>& calls) {
+    json out = json::array();
+    std::vector<int> slot;  // call index -> position in out
+    for (const auto& d : calls) {
+        const auto i = static_cast<size_t>(d.index);
+        if (slot.size() <= i) slot.resize(i + 1, -1);
+        if (slot[i] < 0) {
+            slot[i] = static_cast<int>(out.size());
+            out.push_back(json{{"index", d.index}, {"function", json{{"arguments", ""}}}});
+        }
+        json& e = out[static_cast<size_t>(slot[i])];
+        if (d.first) {
+            e["id"] = c.call_id(d);
+            e["type"] = "function";
+            e["function"]["name"] = d.name;
+        }
+        e["function"]["arguments"] = e["function"]["arguments"].get<std::string>() + d.arguments;
+    }
+    return out;
+}
+
+// The assistant message of a finished chat choice.
+json chat_message(Choice& c) {
+    if (!c.output_parser) return json{{"role", "assistant"}, {"content", c.text}};
+    const chat_output::OutputDelta d = c.output_parser->feed(c.text, true);
+    chat_output::ParsedOutput p;
+    chat_output::accumulate(p, d);
+    json m{{"role", "assistant"}};
+    m["content"] = p.content.empty() && !p.calls.empty() ? json(nullptr) : json(p.content);
+    if (c.output_parser->has_reasoning_parser())
+        m["reasoning_content"] = p.reasoning.empty() ? json(nullptr) : json(p.reasoning);
+    if (!p.calls.empty()) {
+        json calls = json::array();
+        for (size_t i = 0; i < p.calls.size(); ++i) {
+            chat_output::ToolCallDelta first;
+            first.index = static_cast<int>(i);
+            first.id = p.calls[i].id;
+            calls.push_back(json{
+                {"id", c.call_id(first)},
+                {"type", "function"},
+                {"function", {{"name", p.calls[i].name}, {"arguments", p.calls[i].arguments}}}});
+        }
+        m["tool_calls"] = calls;
+    }
+    return m;
+}
+
+}  // namespace
+
 Generation::~Generation() {
     for (auto& c : choices) {
         c.stream->set_notify({});
@@ -75,22 +134,22 @@ const Choice* Generation::failed() const {
     return nullptr;
 }
 
-json Generation::full_response() const {
+json Generation::full_response() {
     json out;
     out["id"] = id;
     out["object"] = chat ? "chat.completion" : "text_completion";
     out["created"] = created;
     out["model"] = model;
     json cs = json::array();
-    for (const auto& c : choices) {
+    for (auto& c : choices) {
         json j;
         j["index"] = c.index;
         if (chat)
-            j["message"] = json{{"role", "assistant"}, {"content", c.text}};
+            j["message"] = chat_message(c);
         else
             j["text"] = c.text;
         j["logprobs"] = c.logprobs_json(0, c.lp.size());
-        j["finish_reason"] = c.finish;
+        j["finish_reason"] = chat ? chat_finish(c) : c.finish;
         cs.push_back(j);
     }
     out["choices"] = cs;
@@ -113,7 +172,15 @@ std::string Generation::sse_chunks() {
             out += sse_event(ApiError(c.error_status, c.error).body());
             continue;
         }
-        if (!first && !have_text && lp_to == lp_from && !finishing) continue;
+        chat_output::OutputDelta parsed;
+        bool have_delta = have_text;
+        if (chat && c.output_parser && (have_text || finishing)) {
+            parsed = c.output_parser->feed(piece, finishing);
+            have_delta = !parsed.empty();
+        }
+        // With an output parser, held-back text sends nothing (unless logprobs are due).
+        const bool lp_due = lp_to != lp_from && (!c.output_parser || c.want_logprobs);
+        if (!first && !have_delta && !lp_due && !finishing) continue;
         c.lp_sent = lp_to;
         json ch;
         ch["id"] = id;
@@ -122,7 +189,14 @@ std::string Generation::sse_chunks() {
         ch["model"] = model;
         json cj;
         cj["index"] = c.index;
-        if (chat) {
+        if (chat && c.output_parser) {
+            json d = json::object();
+            if (first) d["role"] = "assistant";
+            if (!parsed.content.empty() || first) d["content"] = parsed.content;
+            if (!parsed.reasoning.empty()) d["reasoning_content"] = parsed.reasoning;
+            if (!parsed.calls.empty()) d["tool_calls"] = tool_call_deltas(c, parsed.calls);
+            cj["delta"] = d;
+        } else if (chat) {
             json d = json::object();
             if (first) d["role"] = "assistant";
             if (have_text || first) d["content"] = piece;
@@ -131,7 +205,7 @@ std::string Generation::sse_chunks() {
             cj["text"] = piece;
         }
         cj["logprobs"] = c.logprobs_json(lp_from, lp_to);
-        cj["finish_reason"] = finishing ? json(c.finish) : json(nullptr);
+        cj["finish_reason"] = finishing ? json(chat ? chat_finish(c) : c.finish) : json(nullptr);
         ch["choices"] = json::array({cj});
         if (finishing) {
             c.finish_sent = true;

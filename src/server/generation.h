@@ -36,7 +36,8 @@ struct Generation {
     nlohmann::json usage() const;
     nlohmann::json timing() const;
     const Choice* failed() const;
-    nlohmann::json full_response() const;
+    // Not const: a chat choice's output parser consumes the text.
+    nlohmann::json full_response();
     // SSE events for whatever became sendable; empty when nothing did.
     std::string sse_chunks();
     // The closing SSE events: the usage chunk when asked for, then "data: [DONE]".

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <random>
 
+#include "chat_output/reasoning_parser.h"
 #include "chat_template/chat_template.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
@@ -68,8 +69,10 @@ std::vector<int32_t> token_ids(const json& a, const ModelInfo& m, const std::str
     return ids;
 }
 
-// Chat messages -> the template's input: content parts of type "text" are joined.
-json chat_messages(const json& msgs) {
+// Chat messages -> the template's input: content parts of type "text" are joined; null content
+// (an assistant message with tool calls) renders as "", as in vLLM; tool call arguments as
+// message_tool_calls gives them.
+json chat_messages(const json& msgs, bool args_as_objects) {
     if (!msgs.is_array() || msgs.empty()) bad("messages", "'messages' must be a non-empty array");
     if (msgs.size() > 4096) bad("messages", "too many messages");
     json out = json::array();
@@ -96,13 +99,19 @@ json chat_messages(const json& msgs) {
                 joined += text(part["text"], p + ".content.text");
             }
             o["content"] = joined;
-        } else if (c.is_null() && role == "assistant" && m.contains("tool_calls")) {
-            o["content"] = nullptr;
+        } else if (c.is_null() && role == "assistant") {
+            o["content"] = "";
         } else {
             bad(p + ".content", "'" + p + ".content' must be a string or an array of text parts");
         }
-        for (const char* k : {"tool_calls", "name", "tool_call_id"})
-            if (m.contains(k) && !m[k].is_null()) o[k] = m[k];
+        for (const char* k : {"name", "tool_call_id", "reasoning_content"})
+            if (m.contains(k) && !m[k].is_null()) o[k] = text(m[k], p + "." + k);
+        if (m.contains("tool_calls") && !m["tool_calls"].is_null()) {
+            if (role != "assistant")
+                bad(p + ".tool_calls", "only assistant messages have tool_calls");
+            o["tool_calls"] =
+                message_tool_calls(m["tool_calls"], p + ".tool_calls", args_as_objects);
+        }
         out.push_back(o);
     }
     return out;
@@ -126,21 +135,29 @@ CompletionRequest parse_request(const json& b, bool chat, const ModelInfo& m) {
         if (!m.chat)
             throw ApiError(400, "this model has no chat template; use /v1/completions", "messages");
         if (!b.contains("messages")) bad("messages", "'messages' is required");
-        const json msgs = chat_messages(b["messages"]);
-        json tools = nullptr;
-        if (present(b, "tools")) {
-            if (!b["tools"].is_array()) bad("tools", "'tools' must be an array");
-            tools = b["tools"];
-        }
+        const json msgs = chat_messages(b["messages"], true);
+        parse_tool_fields(b, m, r.chat_output);
         json extra = json::object();
         extra["bos_token"] = m.tok->bos_id() >= 0 ? m.tok->token_bytes(m.tok->bos_id()) : "";
         extra["eos_token"] = m.tok->eos_id() >= 0 ? m.tok->token_bytes(m.tok->eos_id()) : "";
+        extra.update(chat_template_kwargs(b));
         std::string rendered;
         try {
-            rendered = m.chat->render(msgs, tools, true, extra);
+            rendered = m.chat->render(msgs, r.chat_output.tools, true, extra);
         } catch (const util::Error& e) {
-            bad("messages", std::string("chat template: ") + e.what());
+            // Templates that concatenate tool-call arguments as text (DeepSeek-V3.1) need them
+            // as the JSON strings the client sent.
+            const std::string first_error = e.what();
+            const json as_text = chat_messages(b["messages"], false);
+            if (as_text == msgs) bad("messages", "chat template: " + first_error);
+            try {
+                rendered = m.chat->render(as_text, r.chat_output.tools, true, extra);
+            } catch (const util::Error&) {
+                bad("messages", "chat template: " + first_error);
+            }
         }
+        r.chat_output.reasoning_starts_inside = !r.chat_output.reasoning_parser.empty() &&
+                                                chat_output::prompt_opens_reasoning(rendered);
         r.prompts.push_back(m.tok->encode(rendered, false, true));
     } else {
         if (!b.contains("prompt")) bad("prompt", "'prompt' is required");

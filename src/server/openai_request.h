@@ -9,6 +9,7 @@
 
 #include "engine/sampler.h"
 #include "server/api_error.h"
+#include "server/chat_tools.h"
 
 namespace warden::tokenizer {
 class Tokenizer;
@@ -26,6 +27,8 @@ struct ModelInfo {
     const chat_template::ChatTemplate* chat = nullptr;  // null: chat endpoint unavailable
     int64_t max_ctx = 0;                                // model context length
     int64_t kv_tokens = 0;                              // KV cache capacity in tokens
+    std::string tool_parser;                            // chat_output/ tool-call format; "": none
+    std::string reasoning_parser;                       // chat_output/ reasoning format; "": none
 };
 
 struct CompletionRequest {
@@ -42,6 +45,7 @@ struct CompletionRequest {
     // vLLM's `cache_salt`: requests share prefix-cache pages only with requests of the same
     // tenant AND the same salt. It can only narrow sharing, never widen it past the tenant.
     std::string cache_salt;
+    ChatOutputOptions chat_output;  // chat: tool calls and reasoning read from the output
 };
 
 // Throws ApiError.
