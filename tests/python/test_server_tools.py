@@ -251,3 +251,25 @@ def test_chat_template_kwargs_reach_the_template(think_server, tmp_path):
     if not raw.lstrip().startswith("<think>"):
         assert off.choices[0].message.model_extra["reasoning_content"] is None
         assert off.choices[0].message.content == raw.strip()
+
+
+@pytest.mark.parametrize("template", ["qwen2.5", "qwen3", "glm-4.5", "deepseek-v3.1", "kimi-k2", "llama-3.1",
+                                      "llama-3.2"])
+def test_round_trip_renders_with_each_family_template(template):
+    """The tool-call round trip renders with every family's real template, whose tool-call
+    format is picked automatically (a tools request is not refused). GLM-4.5's iterates the
+    arguments as an object; DeepSeek-V3.1's concatenates them as text (rendered again with the
+    strings); Llama's prints them with tojson."""
+    s = WardenServer("--chat-template", str(ROOT / "tests" / "golden" / "chat_templates" / f"{template}.jinja"),
+                     "--kv-cache-bytes", "32M")
+    try:
+        msgs = [{"role": "user", "content": "Weather in Madrid?"},
+                {"role": "assistant", "content": None, "tool_calls": [
+                    {"id": "call_9", "type": "function",
+                     "function": {"name": "get_weather", "arguments": "{\"city\": \"Madrid\"}"}}]},
+                {"role": "tool", "tool_call_id": "call_9", "content": "{\"temp_c\": 31}"}]
+        r = s.client().chat.completions.create(model=s.model_id, messages=msgs, tools=[WEATHER], max_tokens=2,
+                                               temperature=0)
+        assert r.choices[0].finish_reason in ("stop", "length", "tool_calls")
+    finally:
+        assert s.stop() == 0
