@@ -163,6 +163,7 @@ int serve(const ServeOptions& o) {
     mi.tok = model->tokenizer.get();
     mi.chat = chat.get();
     if (chat) {
+        mi.chat_template_source = template_source;
         mi.tool_parser =
             pick_parser(o.tool_call_parser, chat_output::detect_tool_parser(template_source));
         mi.reasoning_parser =
