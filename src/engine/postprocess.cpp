@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "engine/constrained_sample.h"
 #include "engine/scheduler.h"
 #include "engine/scheduler_seq.h"
 #include "util/error.h"
@@ -58,7 +59,15 @@ void Scheduler::postprocess(const StepPlan& plan, const StepResult& r, Clock::ti
 void Scheduler::sample_next(Seq& s, const std::vector<float>& logits, Clock::time_point done) {
     TokenInfo info;
     std::vector<float> work = logits;  // the sampler modifies its input; logprobs read the original
-    const int32_t tok = s.sampler->sample(work, s.tokens, static_cast<size_t>(s.n_prompt));
+    const int32_t tok =
+        s.req.constraint
+            ? sample_constrained(*s.sampler, *s.req.constraint, logits, work, s.req.stop_ids,
+                                 s.tokens, static_cast<size_t>(s.n_prompt))
+            : s.sampler->sample(work, s.tokens, static_cast<size_t>(s.n_prompt));
+    if (tok < 0) {  // the grammar allows no token at all: the output ends here
+        finish(s, FinishReason::Stop);
+        return;
+    }
     if (s.req.top_logprobs >= 0) info.logprobs = token_logprobs(logits, tok, s.req.top_logprobs);
     s.tokens.push_back(tok);
     ++stats_.generated_tokens;
@@ -67,7 +76,10 @@ void Scheduler::sample_next(Seq& s, const std::vector<float>& logits, Clock::tim
     s.t_last = done;
     info.token = tok;
     if (on_token_) on_token_(s.h, info);
-    if (const std::optional<FinishReason> why = stop_reason(s.req, tok, generated)) finish(s, *why);
+    if (const std::optional<FinishReason> why = stop_reason(s.req, tok, generated))
+        finish(s, *why);
+    else if (s.req.constraint && s.req.constraint->must_stop() && s.req.stop_ids.empty())
+        finish(s, FinishReason::Stop);  // complete, and no stop token to end it with
 }
 
 }  // namespace warden::engine

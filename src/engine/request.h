@@ -2,10 +2,12 @@
 // What a caller hands the scheduler (Request) and what it gets back: every sampled token
 // (TokenInfo) and, once per request, how it ended (Result, FinishReason, Timing).
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "constrain/constraint.h"
 #include "engine/sampler.h"
 #include "kv/page_table.h"
 
@@ -22,6 +24,9 @@ struct Request {
     // the prefix cache's isolation scope. cache_salt is the client's optional narrowing of it.
     std::string tenant;
     std::string cache_salt;
+    // Structured output: this sequence's own grammar state (one per sequence, never shared);
+    // null: unconstrained. Tokens it refuses are masked before sampling (constrained_sample.h).
+    std::shared_ptr<constrain::Constraint> constraint;
 };
 
 enum class FinishReason { Length, Stop, IntegrityError, Cancelled, Rejected, Timeout };

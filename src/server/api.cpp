@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "constrain/constraint.h"
 #include "server/json_body.h"
 #include "server/request_id.h"
 #include "tokenizer/tokenizer.h"
@@ -40,7 +41,10 @@ Api::Api(engine::Engine& eng, ModelInfo model,
     : eng_(eng),
       model_(std::move(model)),
       api_keys_(std::move(api_keys)),
-      tenant_max_concurrency_(tenant_max_concurrency) {}
+      tenant_max_concurrency_(tenant_max_concurrency) {
+    if (!model_.vocab && model_.tok)
+        model_.vocab = std::make_shared<const constrain::Vocabulary>(*model_.tok);
+}
 
 bool Api::needs_key(Route r) const {
     return !api_keys_.empty() && r != Route::Health && r != Route::None;
@@ -116,6 +120,8 @@ std::shared_ptr<Generation> Api::start_generation(const std::string& body_text, 
             er.top_logprobs = g->req.top_logprobs;
             er.tenant = tenant;
             er.cache_salt = g->req.cache_salt;
+            if (g->req.grammar)
+                er.constraint = std::make_shared<constrain::Constraint>(g->req.grammar);
             auto sub = eng_.submit(std::move(er));
             if (sub.status != engine::SubmitStatus::Ok) {
                 g->cancel_all();  // the choices submitted so far (all or nothing)

@@ -4,6 +4,7 @@
 #include <random>
 
 #include "chat_template/chat_template.h"
+#include "server/structured_output.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
 #include "util/utf8.h"
@@ -239,6 +240,8 @@ CompletionRequest parse_request(const json& b, bool chat, const ModelInfo& m) {
     } else if (present(b, "logprobs")) {
         r.top_logprobs = static_cast<int32_t>(integer(b, "logprobs", 0, 5));
     }
+
+    r.grammar = parse_structured_output(b, m);
 
     const int64_t limit = std::min(m.max_ctx, m.kv_tokens);
     size_t longest = 0;

@@ -3,10 +3,12 @@
 // into what the engine runs. Every bad field is an ApiError(400) naming the parameter; fields
 // warden does not know are ignored (as vLLM does).
 #include <cstdint>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "constrain/token_mask.h"
 #include "engine/sampler.h"
 #include "server/api_error.h"
 
@@ -26,6 +28,8 @@ struct ModelInfo {
     const chat_template::ChatTemplate* chat = nullptr;  // null: chat endpoint unavailable
     int64_t max_ctx = 0;                                // model context length
     int64_t kv_tokens = 0;                              // KV cache capacity in tokens
+    // The tokenizer's token bytes for structured outputs (Api builds it when left null).
+    std::shared_ptr<const constrain::Vocabulary> vocab;
 };
 
 struct CompletionRequest {
@@ -42,6 +46,9 @@ struct CompletionRequest {
     // vLLM's `cache_salt`: requests share prefix-cache pages only with requests of the same
     // tenant AND the same salt. It can only narrow sharing, never widen it past the tenant.
     std::string cache_salt;
+    // Structured output (response_format, guided_*, structured_outputs); null: none. Each
+    // choice runs its own constrain::Constraint over it.
+    std::shared_ptr<const constrain::CompiledGrammar> grammar;
 };
 
 // Throws ApiError.
