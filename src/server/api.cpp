@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "chat_output/chat_output.h"
+#include "constrain/constraint.h"
 #include "server/json_body.h"
 #include "server/request_id.h"
 #include "tokenizer/tokenizer.h"
@@ -78,7 +79,10 @@ Api::Api(engine::Engine& eng, ModelInfo model,
     : eng_(eng),
       model_(std::move(model)),
       api_keys_(std::move(api_keys)),
-      tenant_max_concurrency_(tenant_max_concurrency) {}
+      tenant_max_concurrency_(tenant_max_concurrency) {
+    if (!model_.vocab && model_.tok)
+        model_.vocab = std::make_shared<const constrain::Vocabulary>(*model_.tok);
+}
 
 bool Api::needs_key(Route r) const {
     return !api_keys_.empty() && r != Route::Health && r != Route::Version && r != Route::OpenApi &&
@@ -209,6 +213,7 @@ std::shared_ptr<Generation> Api::start_generation(const std::string& body_text, 
             er.min_tokens = q.min_tokens;
             er.tenant = tenant;
             er.cache_salt = q.cache_salt;
+            if (q.grammar) er.constraint = std::make_shared<constrain::Constraint>(q.grammar);
             auto sub = eng_.submit(std::move(er));
             if (sub.status != engine::SubmitStatus::Ok) {
                 g->cancel_all();  // the choices submitted so far (all or nothing)

@@ -83,10 +83,12 @@ void parse_tool_fields(const json& b, const ModelInfo& m, ChatOutputOptions& out
             "this model's chat template has no tool-call format warden knows; start the server "
             "with --tool-call-parser (hermes, llama3_json, kimi_k2, glm45, deepseek_v31) or a "
             "--chat-template that has one");
-    if (choice == "required" || choice == "named")
-        bad("tool_choice",
-            "'tool_choice' " + std::string(choice == "named" ? "naming a tool" : "'required'") +
-                " needs constrained decoding, which this server does not do yet; use 'auto'");
+    if (choice == "required" || choice == "named") {
+        // The output is the calls alone, from its first token: no reasoning block before them.
+        out.tool_required = true;
+        out.reasoning_parser.clear();
+        if (choice == "named") out.tool_choice_name = b["tool_choice"]["function"]["name"];
+    }
     out.tool_parser = m.tool_parser;
 }
 

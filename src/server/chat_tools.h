@@ -18,6 +18,10 @@ struct ChatOutputOptions {
     bool parallel_tool_calls = true;
     std::string reasoning_parser;          // "": no reasoning split
     bool reasoning_starts_inside = false;  // the rendered prompt opened a reasoning block
+    // tool_choice "required" (any tool) or named (tool_choice_name): the output is constrained
+    // to tool calls (tool_grammar.h)
+    bool tool_required = false;
+    std::string tool_choice_name;
     bool active() const { return !tool_parser.empty() || !reasoning_parser.empty(); }
 };
 

@@ -6,6 +6,9 @@
 #include "chat_output/reasoning_parser.h"
 #include "chat_template/chat_template.h"
 #include "server/field_allowlist.h"
+#include "server/structured_output.h"
+#include "server/tool_grammar.h"
+#include "constrain/constraint.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
 #include "util/utf8.h"
@@ -219,6 +222,14 @@ CompletionRequest parse_request(const json& b, bool chat, const ModelInfo& m) {
             throw ApiError(400, "this model has no chat template; use /v1/completions", "messages");
         if (!b.contains("messages")) bad("messages", "'messages' is required");
         parse_tool_fields(b, m, r.chat_output);
+        if (r.chat_output.tool_required) {
+            auto vocab = m.vocab ? m.vocab : std::make_shared<const constrain::Vocabulary>(*m.tok);
+            r.grammar = constrain::compile(
+                tool_call_grammar(r.chat_output.tool_parser, r.chat_output.tools,
+                                  r.chat_output.tool_choice_name,
+                                  r.chat_output.parallel_tool_calls),
+                vocab);
+        }
         const std::string rendered =
             render_chat(b["messages"], r.chat_output.tools, chat_template_kwargs(b), true, m);
         r.chat_output.reasoning_starts_inside = !r.chat_output.reasoning_parser.empty() &&
@@ -333,6 +344,13 @@ CompletionRequest parse_request(const json& b, bool chat, const ModelInfo& m) {
         bad("skip_special_tokens",
             "'skip_special_tokens' would drop the markers tool calls are read from; leave it false "
             "with 'tools'");
+    const auto structured = parse_structured_output(b, m);
+    if (structured) {
+        if (r.grammar)
+            bad("tool_choice", "'tool_choice' required or named cannot be combined with a "
+                               "structured-output field (response_format, guided_*)");
+        r.grammar = structured;
+    }
 
     const int64_t limit = std::min(m.max_ctx, m.kv_tokens);
     size_t longest = 0;

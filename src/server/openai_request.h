@@ -4,10 +4,12 @@
 // every field warden does not implement (field_allowlist.h): nothing is silently ignored.
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "constrain/token_mask.h"
 #include "engine/sampler.h"
 #include "server/api_error.h"
 #include "server/chat_tools.h"
@@ -31,6 +33,8 @@ struct ModelInfo {
     std::string chat_template_source;                   // for /tokenizer_info ("" if none)
     std::string tool_parser;                            // chat_output/ tool-call format; "": none
     std::string reasoning_parser;                       // chat_output/ reasoning format; "": none
+    // The tokenizer's token bytes for structured outputs (Api builds it when left null).
+    std::shared_ptr<const constrain::Vocabulary> vocab;
 };
 
 struct CompletionRequest {
@@ -63,6 +67,9 @@ struct CompletionRequest {
     int32_t engine_prompt_logprobs() const {
         return std::max(prompt_logprobs, echo ? top_logprobs : -1);
     }
+    // Structured output (response_format, guided_*, structured_outputs); null: none. Each
+    // choice runs its own constrain::Constraint over it.
+    std::shared_ptr<const constrain::CompiledGrammar> grammar;
 };
 
 // Chat messages rendered by the model's template and tokenized (special tokens parsed, no BOS
