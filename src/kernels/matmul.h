@@ -12,8 +12,9 @@ namespace warden::kernels {
 
 // F32/BF16: the panel layout below. Q8, Q4, FP8: quantized panel layouts, see
 // kernels/matmul_quant.h (per-output-channel or per-group scales stored inside each panel).
-// Q4K, Q5K, Q6K: GGUF K-quant super-blocks kept as stored, row after row (kernels/matmul_kquant.h).
-enum class WeightType { F32, BF16, Q8, Q4, FP8, Q4K, Q5K, Q6K };
+// Q4K, Q5K, Q6K, Q2K, Q3K, IQ4XS (GGUF super-blocks of 256) and Q5_0, Q5_1, IQ4NL (GGUF blocks of
+// 32): llama.cpp's blocks kept as stored, row after row (kernels/matmul_kquant.h).
+enum class WeightType { F32, BF16, Q8, Q4, FP8, Q4K, Q5K, Q6K, Q5_0, Q5_1, Q2K, Q3K, IQ4NL, IQ4XS };
 
 // Weights are stored packed in panels of kPanelRows output rows: element (r, k) lives at
 // index (r / kPanelRows) * cols * kPanelRows + k * kPanelRows + r % kPanelRows; rows past

@@ -35,9 +35,7 @@ Matrix Matrix::quantized(const kernels::WeightMatrix& layout, util::HugePageAren
 }
 
 bool Matrix::is_quantized() const {
-    return view_.type == kernels::WeightType::Q4 || view_.type == kernels::WeightType::Q8 ||
-           view_.type == kernels::WeightType::FP8 || view_.type == kernels::WeightType::Q4K ||
-           view_.type == kernels::WeightType::Q5K || view_.type == kernels::WeightType::Q6K;
+    return view_.type != kernels::WeightType::F32 && view_.type != kernels::WeightType::BF16;
 }
 
 void Matrix::pack_quant_row(int64_t r, const kernels::QuantRow& row) {

@@ -11,7 +11,21 @@ namespace {
 const char* kAccepted =
     "bf16, f32, fp8, int8, int8-g32 (int8 suffix: -bf16s), int4, int4-g32, int4-g128 (int4 "
     "suffixes: -asym, -bf16s, "
-    "-a16), q4_k, q5_k, q6_k (GGUF tensors of that type only)";
+    "-a16), q4_k, q5_k, q6_k, q2_k, q3_k, q5_0, q5_1, iq4_nl, iq4_xs (GGUF tensors of that type "
+    "only)";
+
+// The GGUF-block formats by name (kernels/matmul_kquant.h).
+struct BlockFormat {
+    const char* name;
+    kernels::WeightType type;
+};
+constexpr BlockFormat kBlockFormats[] = {
+    {"q4_k", kernels::WeightType::Q4K},     {"q5_k", kernels::WeightType::Q5K},
+    {"q6_k", kernels::WeightType::Q6K},     {"q2_k", kernels::WeightType::Q2K},
+    {"q3_k", kernels::WeightType::Q3K},     {"q5_0", kernels::WeightType::Q5_0},
+    {"q5_1", kernels::WeightType::Q5_1},    {"iq4_nl", kernels::WeightType::IQ4NL},
+    {"iq4_xs", kernels::WeightType::IQ4XS},
+};
 
 std::vector<std::string> split_dash(const std::string& s) {
     std::vector<std::string> out(1);
@@ -53,13 +67,12 @@ WeightFormat parse_weight_format(const std::string& s) {
                      : (base == "f32" ? kernels::WeightType::F32 : kernels::WeightType::FP8);
         return f;
     }
-    if (base == "q4_k" || base == "q5_k" || base == "q6_k") {
-        if (parts.size() != 1) throw bad("no suffixes for " + base);
-        f.type = base == "q4_k"
-                     ? kernels::WeightType::Q4K
-                     : (base == "q5_k" ? kernels::WeightType::Q5K : kernels::WeightType::Q6K);
-        return f;
-    }
+    for (const auto& b : kBlockFormats)
+        if (base == b.name) {
+            if (parts.size() != 1) throw bad("no suffixes for " + base);
+            f.type = b.type;
+            return f;
+        }
     if (base == "int8") {
         f.type = kernels::WeightType::Q8;
         for (size_t i = 1; i < parts.size(); ++i) {
@@ -122,13 +135,11 @@ std::string weight_format_name(const WeightFormat& f) {
         case kernels::WeightType::Q8:
             return std::string("int8") + (f.group ? "-g" + std::to_string(f.group) : "") +
                    (f.bf16_scales ? "-bf16s" : "");
-        case kernels::WeightType::Q4K:
-            return "q4_k";
-        case kernels::WeightType::Q5K:
-            return "q5_k";
-        case kernels::WeightType::Q6K:
-            return "q6_k";
         case kernels::WeightType::Q4:
+            break;
+        default:
+            for (const auto& b : kBlockFormats)
+                if (b.type == f.type) return b.name;
             break;
     }
     std::string s = "int4-g" + std::to_string(f.group);

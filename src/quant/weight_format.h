@@ -6,8 +6,9 @@
 // Suffixes for int4: -asym (w = d*q + m, GGUF Q4_1 style), -bf16s (bf16 scales), -a16 (W4A16
 // kernel: dequantize in registers, f32 activations, instead of the default W4A8).
 // int8 takes -bf16s as well. Examples: int4-g128-asym, int4-g32-bf16s-a16, int8-g32.
-// q4_k | q5_k | q6_k: GGUF K-quant blocks as stored (kernels/matmul_kquant.h); only a GGUF
-// tensor of that block type loads in one (nothing quantizes into them).
+// q4_k | q5_k | q6_k | q2_k | q3_k | q5_0 | q5_1 | iq4_nl | iq4_xs: GGUF blocks as stored
+// (kernels/matmul_kquant.h); only a GGUF tensor of that block type loads in one (nothing
+// quantizes into them).
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -24,9 +25,7 @@ struct WeightFormat {
     bool act_f32 = false;
 
     bool quantized() const {
-        return type == kernels::WeightType::Q4 || type == kernels::WeightType::Q8 ||
-               type == kernels::WeightType::FP8 || type == kernels::WeightType::Q4K ||
-               type == kernels::WeightType::Q5K || type == kernels::WeightType::Q6K;
+        return type != kernels::WeightType::F32 && type != kernels::WeightType::BF16;
     }
     // An empty view carrying the format and a shape (for layout sizes and shape checks).
     kernels::WeightMatrix layout(int64_t rows, int64_t cols) const;
