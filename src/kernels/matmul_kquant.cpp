@@ -13,55 +13,29 @@
 
 namespace warden::kernels {
 
-namespace {
-struct KqType {
-    WeightType type;
-    const char* name;
-    tensor::GgmlType ggml;
-    int kind;
-};
-constexpr KqType kTypes[] = {
-    {WeightType::Q4K, "Q4_K", tensor::GgmlType::Q4_K, detail::kQuantKindQ4K},
-    {WeightType::Q5K, "Q5_K", tensor::GgmlType::Q5_K, detail::kQuantKindQ5K},
-    {WeightType::Q6K, "Q6_K", tensor::GgmlType::Q6_K, detail::kQuantKindQ6K},
-    {WeightType::Q5_0, "Q5_0", tensor::GgmlType::Q5_0, detail::kQuantKindQ5_0},
-    {WeightType::Q5_1, "Q5_1", tensor::GgmlType::Q5_1, detail::kQuantKindQ5_1},
-    {WeightType::Q2K, "Q2_K", tensor::GgmlType::Q2_K, detail::kQuantKindQ2K},
-    {WeightType::Q3K, "Q3_K", tensor::GgmlType::Q3_K, detail::kQuantKindQ3K},
-    {WeightType::IQ4NL, "IQ4_NL", tensor::GgmlType::IQ4_NL, detail::kQuantKindIQ4NL},
-    {WeightType::IQ4XS, "IQ4_XS", tensor::GgmlType::IQ4_XS, detail::kQuantKindIQ4XS},
-};
-const KqType& entry(WeightType t) {
-    for (const auto& e : kTypes)
-        if (e.type == t) return e;
-    throw util::Error("not a GGUF block weight type");
-}
-}  // namespace
-
-int64_t kquant_block_elems(WeightType t) {
-    return detail::kKQuantKindElems[entry(t).kind - detail::kQuantKindQ4K];
-}
-
-int64_t kquant_block_bytes(WeightType t) {
-    return detail::kKQuantKindBytes[entry(t).kind - detail::kQuantKindQ4K];
-}
-
-const char* kquant_type_name(WeightType t) {
-    return entry(t).name;
-}
-
-uint32_t kquant_ggml_type(WeightType t) {
-    return static_cast<uint32_t>(entry(t).ggml);
-}
-
-std::optional<WeightType> kquant_from_ggml(uint32_t ggml_type) {
-    for (const auto& e : kTypes)
-        if (static_cast<uint32_t>(e.ggml) == ggml_type) return e.type;
-    return std::nullopt;
-}
-
 int kquant_kind(WeightType t) {
-    return entry(t).kind;
+    switch (t) {
+        case WeightType::Q4K:
+            return detail::kQuantKindQ4K;
+        case WeightType::Q5K:
+            return detail::kQuantKindQ5K;
+        case WeightType::Q6K:
+            return detail::kQuantKindQ6K;
+        case WeightType::Q5_0:
+            return detail::kQuantKindQ5_0;
+        case WeightType::Q5_1:
+            return detail::kQuantKindQ5_1;
+        case WeightType::Q2K:
+            return detail::kQuantKindQ2K;
+        case WeightType::Q3K:
+            return detail::kQuantKindQ3K;
+        case WeightType::IQ4NL:
+            return detail::kQuantKindIQ4NL;
+        case WeightType::IQ4XS:
+            return detail::kQuantKindIQ4XS;
+        default:
+            throw util::Error("kquant_kind: not a GGUF block weight type");
+    }
 }
 
 int64_t kquant_row_bytes(const WeightMatrix& w) {
@@ -73,7 +47,7 @@ const uint8_t* kquant_row(const WeightMatrix& w, int64_t r) {
 }
 
 void kquant_dequant_row(const WeightMatrix& w, int64_t r, float* out) {
-    tensor::dequantize_row(entry(w.type).ggml, kquant_row(w, r), out, w.cols);
+    tensor::dequantize_row(kquant_ggml_type(w.type), kquant_row(w, r), out, w.cols);
 }
 
 namespace detail {

@@ -56,40 +56,21 @@
 
 namespace warden::kernels {
 
-constexpr int64_t kKQuantBlock = 256;  // weights per K-quant super-block
+// Block traits (tensor/weight_format.h), named here for the kernels' own use.
+using tensor::is_kquant;
+using tensor::kKQuantBlock;
+using tensor::kquant_block_bytes;
+using tensor::kquant_block_elems;
+using tensor::kquant_from_ggml;
+using tensor::kquant_ggml_type;
+using tensor::kquant_type_name;
 
-// Whether t is a GGUF block type kept as stored (this header's layouts): the K-quants, IQ4_XS
-// and the 32-weight Q5_0, Q5_1, IQ4_NL.
-inline bool is_kquant(WeightType t) {
-    switch (t) {
-        case WeightType::Q4K:
-        case WeightType::Q5K:
-        case WeightType::Q6K:
-        case WeightType::Q5_0:
-        case WeightType::Q5_1:
-        case WeightType::Q2K:
-        case WeightType::Q3K:
-        case WeightType::IQ4NL:
-        case WeightType::IQ4XS:
-            return true;
-        default:
-            return false;
-    }
-}
-// Weights (256 or 32) and bytes of one block of type t (an is_kquant type).
-int64_t kquant_block_elems(WeightType t);
-int64_t kquant_block_bytes(WeightType t);
 // Bytes of one row (cols / block weights blocks).
 int64_t kquant_row_bytes(const WeightMatrix& w);
 // Row r's blocks (read-only view into w.data).
 const uint8_t* kquant_row(const WeightMatrix& w, int64_t r);
 // Row r dequantized exactly as llama.cpp's dequantize_row_* does.
 void kquant_dequant_row(const WeightMatrix& w, int64_t r, float* out);
-// The block type's name as GGUF spells it ("Q4_K").
-const char* kquant_type_name(WeightType t);
-// The GGUF block type of an is_kquant type, and back (nullopt: not one of this header's).
-uint32_t kquant_ggml_type(WeightType t);
-std::optional<WeightType> kquant_from_ggml(uint32_t ggml_type);
 // detail::QuantArgs::kind of an is_kquant type.
 int kquant_kind(WeightType t);
 

@@ -19,7 +19,7 @@ namespace warden::quant {
 
 using kernels::QuantRow;
 using kernels::WeightMatrix;
-using kernels::WeightType;
+using tensor::WeightType;
 
 namespace {
 
@@ -386,9 +386,9 @@ QuantRow RtnQuantizer::quantize_row(const WeightMatrix& w, const float* x, const
         } else {
             out.scale = 0.0f;
         }
-    } else if (kernels::is_kquant(w.type)) {
+    } else if (tensor::is_kquant(w.type)) {
         throw util::Error(
-            std::string(kernels::kquant_type_name(w.type)) +
+            std::string(tensor::kquant_type_name(w.type)) +
             " layers load only from GGUF tensors of that type (warden does not quantize into it)");
     } else {
         throw util::Error("quantize_row: not a quantized format");
@@ -427,12 +427,12 @@ void check_f16_scale(uint16_t h) {
 
 std::optional<QuantRow> import_ggml_row(tensor::GgmlType t, const uint8_t* src,
                                         const WeightMatrix& w) {
-    if (kernels::is_kquant(w.type)) {  // the blocks as stored, when they are of the layout's type
-        if (static_cast<uint32_t>(t) != kernels::kquant_ggml_type(w.type) ||
-            w.cols % kernels::kquant_block_elems(w.type) != 0)
+    if (tensor::is_kquant(w.type)) {  // the blocks as stored, when they are of the layout's type
+        if (t != tensor::kquant_ggml_type(w.type) ||
+            w.cols % tensor::kquant_block_elems(w.type) != 0)
             return std::nullopt;
-        const int64_t bb = kernels::kquant_block_bytes(w.type),
-                      nsb = w.cols / kernels::kquant_block_elems(w.type);
+        const int64_t bb = tensor::kquant_block_bytes(w.type),
+                      nsb = w.cols / tensor::kquant_block_elems(w.type);
         // Where each block keeps its f16 scales (d, and dmin / m after it where there is one).
         int64_t at = 0, n16 = 1;
         switch (w.type) {

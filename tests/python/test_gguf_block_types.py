@@ -139,7 +139,7 @@ def make_files(d_out: Path, kind: str, seed: int, override: dict | None = None) 
 
 
 IDS = [5, 17, 99, 3, 250, 41, 8, 300, 77, 12]
-KINDS = {"kmix": ("iq4_xs+q2_k+q3_k", "Q2_K x4, Q3_K x6, IQ4_XS x4"),
+KINDS = {"kmix": ("iq4_xs+q2_k+q3_k", "IQ4_XS x4, Q2_K x4, Q3_K x6"),
          "b32mix": ("iq4_nl+q5_0+q5_1", "IQ4_NL x4, Q5_0 x6, Q5_1 x4"),
          "iq4xs": ("iq4_xs", None)}
 

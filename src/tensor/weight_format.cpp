@@ -1,11 +1,10 @@
-#include "quant/weight_format.h"
+#include "tensor/weight_format.h"
 
 #include <vector>
 
-#include "kernels/matmul_quant.h"
 #include "util/error.h"
 
-namespace warden::quant {
+namespace warden::tensor {
 
 namespace {
 const char* kAccepted =
@@ -17,14 +16,12 @@ const char* kAccepted =
 // The GGUF-block formats by name (kernels/matmul_kquant.h).
 struct BlockFormat {
     const char* name;
-    kernels::WeightType type;
+    WeightType type;
 };
 constexpr BlockFormat kBlockFormats[] = {
-    {"q4_k", kernels::WeightType::Q4K},     {"q5_k", kernels::WeightType::Q5K},
-    {"q6_k", kernels::WeightType::Q6K},     {"q2_k", kernels::WeightType::Q2K},
-    {"q3_k", kernels::WeightType::Q3K},     {"q5_0", kernels::WeightType::Q5_0},
-    {"q5_1", kernels::WeightType::Q5_1},    {"iq4_nl", kernels::WeightType::IQ4NL},
-    {"iq4_xs", kernels::WeightType::IQ4XS},
+    {"q4_k", WeightType::Q4K},  {"q5_k", WeightType::Q5K},     {"q6_k", WeightType::Q6K},
+    {"q2_k", WeightType::Q2K},  {"q3_k", WeightType::Q3K},     {"q5_0", WeightType::Q5_0},
+    {"q5_1", WeightType::Q5_1}, {"iq4_nl", WeightType::IQ4NL}, {"iq4_xs", WeightType::IQ4XS},
 };
 
 std::vector<std::string> split_dash(const std::string& s) {
@@ -40,18 +37,6 @@ std::vector<std::string> split_dash(const std::string& s) {
 }
 }  // namespace
 
-kernels::WeightMatrix WeightFormat::layout(int64_t rows, int64_t cols) const {
-    kernels::WeightMatrix w;
-    w.type = type;
-    w.rows = rows;
-    w.cols = cols;
-    w.group = group;
-    w.asym = asym;
-    w.bf16_scales = bf16_scales;
-    w.act_f32 = act_f32;
-    return w;
-}
-
 WeightFormat parse_weight_format(const std::string& s) {
     const auto parts = split_dash(s);
     WeightFormat f;
@@ -62,9 +47,8 @@ WeightFormat parse_weight_format(const std::string& s) {
     const std::string& base = parts[0];
     if (base == "bf16" || base == "f32" || base == "fp8") {
         if (parts.size() != 1) throw bad("no suffixes for " + base);
-        f.type = base == "bf16"
-                     ? kernels::WeightType::BF16
-                     : (base == "f32" ? kernels::WeightType::F32 : kernels::WeightType::FP8);
+        f.type =
+            base == "bf16" ? WeightType::BF16 : (base == "f32" ? WeightType::F32 : WeightType::FP8);
         return f;
     }
     for (const auto& b : kBlockFormats)
@@ -74,7 +58,7 @@ WeightFormat parse_weight_format(const std::string& s) {
             return f;
         }
     if (base == "int8") {
-        f.type = kernels::WeightType::Q8;
+        f.type = WeightType::Q8;
         for (size_t i = 1; i < parts.size(); ++i) {
             if (parts[i] == "bf16s") {
                 f.bf16_scales = true;
@@ -91,7 +75,7 @@ WeightFormat parse_weight_format(const std::string& s) {
         return f;
     }
     if (base != "int4") throw bad("");
-    f.type = kernels::WeightType::Q4;
+    f.type = WeightType::Q4;
     f.group = 32;
     for (size_t i = 1; i < parts.size(); ++i) {
         const std::string& p = parts[i];
@@ -120,22 +104,22 @@ WeightFormat parse_weight_format(const std::string& s) {
 }
 
 std::optional<WeightFormat> default_head_format(const WeightFormat& layers) {
-    if (layers.type != kernels::WeightType::Q4) return std::nullopt;
+    if (layers.type != WeightType::Q4) return std::nullopt;
     return parse_weight_format("int8");
 }
 
 std::string weight_format_name(const WeightFormat& f) {
     switch (f.type) {
-        case kernels::WeightType::BF16:
+        case WeightType::BF16:
             return "bf16";
-        case kernels::WeightType::F32:
+        case WeightType::F32:
             return "f32";
-        case kernels::WeightType::FP8:
+        case WeightType::FP8:
             return "fp8";
-        case kernels::WeightType::Q8:
+        case WeightType::Q8:
             return std::string("int8") + (f.group ? "-g" + std::to_string(f.group) : "") +
                    (f.bf16_scales ? "-bf16s" : "");
-        case kernels::WeightType::Q4:
+        case WeightType::Q4:
             break;
         default:
             for (const auto& b : kBlockFormats)
@@ -149,11 +133,51 @@ std::string weight_format_name(const WeightFormat& f) {
     return s;
 }
 
-int64_t weight_bytes(const WeightFormat& f, int64_t rows, int64_t cols) {
-    if (!f.quantized())
-        return kernels::packed_weight_elems(rows, cols) *
-               (f.type == kernels::WeightType::BF16 ? 2 : 4);
-    return kernels::quant_packed_bytes(f.layout(rows, cols));
+namespace {
+struct BlockType {
+    WeightType type;
+    const char* name;
+    GgmlType ggml;
+    int64_t elems, bytes;
+};
+constexpr BlockType kBlockTypes[] = {
+    {WeightType::Q4K, "Q4_K", GgmlType::Q4_K, 256, 144},
+    {WeightType::Q5K, "Q5_K", GgmlType::Q5_K, 256, 176},
+    {WeightType::Q6K, "Q6_K", GgmlType::Q6_K, 256, 210},
+    {WeightType::Q5_0, "Q5_0", GgmlType::Q5_0, 32, 22},
+    {WeightType::Q5_1, "Q5_1", GgmlType::Q5_1, 32, 24},
+    {WeightType::Q2K, "Q2_K", GgmlType::Q2_K, 256, 84},
+    {WeightType::Q3K, "Q3_K", GgmlType::Q3_K, 256, 110},
+    {WeightType::IQ4NL, "IQ4_NL", GgmlType::IQ4_NL, 32, 18},
+    {WeightType::IQ4XS, "IQ4_XS", GgmlType::IQ4_XS, 256, 136},
+};
+const BlockType& block_type(WeightType t) {
+    for (const auto& e : kBlockTypes)
+        if (e.type == t) return e;
+    throw util::Error("not a GGUF block weight type");
+}
+}  // namespace
+
+int64_t kquant_block_elems(WeightType t) {
+    return block_type(t).elems;
 }
 
-}  // namespace warden::quant
+int64_t kquant_block_bytes(WeightType t) {
+    return block_type(t).bytes;
+}
+
+const char* kquant_type_name(WeightType t) {
+    return block_type(t).name;
+}
+
+GgmlType kquant_ggml_type(WeightType t) {
+    return block_type(t).ggml;
+}
+
+std::optional<WeightType> kquant_from_ggml(GgmlType t) {
+    for (const auto& e : kBlockTypes)
+        if (e.ggml == t) return e.type;
+    return std::nullopt;
+}
+
+}  // namespace warden::tensor
