@@ -56,7 +56,8 @@ int64_t argmax_merge(const float* lane_max, const int32_t* lane_idx, int lanes, 
 // A quantized matmul call (layouts and arithmetic: kernels/matmul_quant.h). xq/xd/xs/xz are the
 // per-token activation blocks (W4A8 / W8A8), x the f32 activations (W4A16 / FP8).
 struct QuantArgs {
-    int kind;  // 0 = Q4, 1 = Q8, 2 = FP8, kQuantKindQ4K / Q5K / Q6K (kernels/matmul_kquant.h)
+    int kind;  // 0 = Q4, 1 = Q8, 2 = FP8, kQuantKindQ4K and after: GGUF blocks as stored
+               // (kernels/matmul_kquant.h)
     int64_t rows, cols;
     const uint8_t* data;
     int64_t group;  // Q4: 32 or 128; Q8: 0 (a scale per row) or 32 (a scale per block)
@@ -84,9 +85,15 @@ struct QuantArgs {
     int64_t q4_avx2_prefetch = -1;
 };
 
-// QuantArgs::kind of the K-quant layouts (kernels/matmul_kquant.h); every ISA's `quant` hands
-// them to its mm_kquant_* kernel.
-constexpr int kQuantKindQ4K = 3, kQuantKindQ5K = 4, kQuantKindQ6K = 5;
+// QuantArgs::kind of the GGUF-block layouts (kernels/matmul_kquant.h); every ISA's `quant` hands
+// kinds >= kQuantKindQ4K to its mm_kquant_* kernel.
+constexpr int kQuantKindQ4K = 3, kQuantKindQ5K = 4, kQuantKindQ6K = 5, kQuantKindQ5_0 = 6,
+              kQuantKindQ5_1 = 7, kQuantKindQ2K = 8, kQuantKindQ3K = 9, kQuantKindIQ4NL = 10,
+              kQuantKindIQ4XS = 11;
+// Per kind - kQuantKindQ4K: weights and bytes of one block (a 256-weight super-block or a 32-weight
+// block).
+constexpr int64_t kKQuantKindElems[] = {256, 256, 256, 32, 32, 256, 256, 32, 256};
+constexpr int64_t kKQuantKindBytes[] = {144, 176, 210, 22, 24, 84, 110, 18, 136};
 void mm_kquant_scalar(const QuantArgs& a, int64_t row_begin, int64_t row_end);  // matmul_kquant.cpp
 void mm_kquant_avx2(const QuantArgs& a, int64_t row_begin,
                     int64_t row_end);  // matmul_kquant_avx2.cpp

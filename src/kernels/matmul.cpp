@@ -116,17 +116,11 @@ detail::QuantArgs quant_args(const WeightMatrix& w, const float* x, int64_t n, f
         case WeightType::Q8:
             a.kind = 1;
             break;
-        case WeightType::Q4K:
-            a.kind = detail::kQuantKindQ4K;
-            break;
-        case WeightType::Q5K:
-            a.kind = detail::kQuantKindQ5K;
-            break;
-        case WeightType::Q6K:
-            a.kind = detail::kQuantKindQ6K;
+        case WeightType::FP8:
+            a.kind = 2;
             break;
         default:
-            a.kind = 2;
+            a.kind = kquant_kind(w.type);
             break;
     }
     a.rows = w.rows;

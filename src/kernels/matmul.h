@@ -14,7 +14,8 @@ namespace warden::kernels {
 // Weight types (tensor/weight_format.h), named here for the kernels' own use.
 // F32/BF16: the panel layout below. Q8, Q4, FP8: quantized panel layouts, see
 // kernels/matmul_quant.h (per-output-channel or per-group scales stored inside each panel).
-// Q4K, Q5K, Q6K: GGUF K-quant super-blocks kept as stored, row after row (kernels/matmul_kquant.h).
+// Q4K, Q5K, Q6K and the other GGUF block types: llama.cpp's blocks kept as stored, row after row
+// (kernels/matmul_kquant.h).
 using tensor::WeightType;
 
 // Weights are stored packed in panels of kPanelRows output rows: element (r, k) lives at

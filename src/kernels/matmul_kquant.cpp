@@ -1,9 +1,10 @@
-// K-quant layout helpers and the scalar reference kernel (kernels/matmul_kquant.h), written
+// GGUF block layout helpers and the scalar reference kernel (kernels/matmul_kquant.h), written
 // element by element from llama.cpp's block definitions.
 #include "kernels/matmul_kquant.h"
 
 #include <cmath>
 #include <cstring>
+#include <optional>
 
 #include "kernels/kernels_internal.h"
 #include "tensor/float_convert.h"
@@ -12,8 +13,33 @@
 
 namespace warden::kernels {
 
+int kquant_kind(WeightType t) {
+    switch (t) {
+        case WeightType::Q4K:
+            return detail::kQuantKindQ4K;
+        case WeightType::Q5K:
+            return detail::kQuantKindQ5K;
+        case WeightType::Q6K:
+            return detail::kQuantKindQ6K;
+        case WeightType::Q5_0:
+            return detail::kQuantKindQ5_0;
+        case WeightType::Q5_1:
+            return detail::kQuantKindQ5_1;
+        case WeightType::Q2K:
+            return detail::kQuantKindQ2K;
+        case WeightType::Q3K:
+            return detail::kQuantKindQ3K;
+        case WeightType::IQ4NL:
+            return detail::kQuantKindIQ4NL;
+        case WeightType::IQ4XS:
+            return detail::kQuantKindIQ4XS;
+        default:
+            throw util::Error("kquant_kind: not a GGUF block weight type");
+    }
+}
+
 int64_t kquant_row_bytes(const WeightMatrix& w) {
-    return w.cols / kKQuantBlock * kquant_block_bytes(w.type);
+    return w.cols / kquant_block_elems(w.type) * kquant_block_bytes(w.type);
 }
 
 const uint8_t* kquant_row(const WeightMatrix& w, int64_t r) {
@@ -21,10 +47,7 @@ const uint8_t* kquant_row(const WeightMatrix& w, int64_t r) {
 }
 
 void kquant_dequant_row(const WeightMatrix& w, int64_t r, float* out) {
-    const tensor::GgmlType t = w.type == WeightType::Q4K   ? tensor::GgmlType::Q4_K
-                               : w.type == WeightType::Q5K ? tensor::GgmlType::Q5_K
-                                                           : tensor::GgmlType::Q6_K;
-    tensor::dequantize_row(t, kquant_row(w, r), out, w.cols);
+    tensor::dequantize_row(kquant_ggml_type(w.type), kquant_row(w, r), out, w.cols);
 }
 
 namespace detail {
@@ -63,15 +86,93 @@ int32_t code_q6k(const uint8_t* blk, int j, int l) {  // q - 32
     return ((i < 2 ? lo & 0xF : lo >> 4) | (((qh >> (2 * i)) & 3) << 4)) - 32;
 }
 
+// Bit l of a 32-block's little-endian u32 high-bit word (Q5_0 / Q5_1).
+int32_t bit_at(const uint8_t* qh, int l) {
+    return (qh[l / 8] >> (l % 8)) & 1;
+}
+// Nibble l (0..31) of a 32-block's 16 bytes: low nibbles first, then high (Q5_0, Q5_1, IQ4_*).
+int32_t nibble_at(const uint8_t* qs, int l) {
+    return l < 16 ? qs[l] & 0xF : qs[l - 16] >> 4;
+}
+// Q2_K / Q3_K 2-bit code of weight l of 32-block j.
+int32_t code_q2k(const uint8_t* qs, int j, int l) {
+    return (qs[32 * (j / 4) + l] >> (2 * (j % 4))) & 3;
+}
+
+// Block b's contribution to its lane (the contract in matmul_kquant.h) for the types added after
+// Q6_K. row: the row's blocks; xq, xd, xs: activation block b's.
+float add_block(int kind, const uint8_t* row, int64_t b, const int8_t* xq, float xd, int32_t xs,
+                float acc) {
+    const int j = static_cast<int>(b % 8);
+    const int64_t s = b / 8;
+    switch (kind) {
+        case kQuantKindQ5_0:
+        case kQuantKindQ5_1: {
+            const bool q51 = kind == kQuantKindQ5_1;
+            const uint8_t* blk = row + b * (q51 ? 24 : 22);
+            const uint8_t* qh = blk + (q51 ? 4 : 2);
+            int32_t sum = 0;
+            for (int l = 0; l < 32; ++l) sum += (nibble_at(qh + 4, l) | bit_at(qh, l) << 4) * xq[l];
+            if (!q51) return std::fma(static_cast<float>(sum - 16 * xs), f16_at(blk) * xd, acc);
+            acc = std::fma(static_cast<float>(sum), f16_at(blk) * xd, acc);
+            return std::fma(static_cast<float>(xs), f16_at(blk + 2) * xd, acc);
+        }
+        case kQuantKindIQ4NL: {
+            const uint8_t* blk = row + b * 18;
+            int32_t sum = 0;
+            for (int l = 0; l < 32; ++l) sum += tensor::iq4nl_value(nibble_at(blk + 2, l)) * xq[l];
+            return std::fma(static_cast<float>(sum), f16_at(blk) * xd, acc);
+        }
+        case kQuantKindIQ4XS: {
+            const uint8_t* blk = row + s * 136;
+            const int32_t ls = ((blk[4 + j / 2] >> 4 * (j % 2)) & 0xF) |
+                               (((static_cast<int32_t>(blk[2] | blk[3] << 8) >> 2 * j) & 3) << 4);
+            int32_t sum = 0;
+            for (int l = 0; l < 32; ++l)
+                sum += tensor::iq4nl_value(nibble_at(blk + 8 + 16 * j, l)) * xq[l];
+            return std::fma(static_cast<float>((ls - 32) * sum), f16_at(blk) * xd, acc);
+        }
+        case kQuantKindQ2K: {
+            const uint8_t* blk = row + s * 84;
+            int32_t q[2] = {}, x[2] = {};
+            for (int l = 0; l < 32; ++l) {
+                q[l / 16] += code_q2k(blk + 16, j, l) * xq[l];
+                x[l / 16] += xq[l];
+            }
+            const int32_t i = (blk[2 * j] & 0xF) * q[0] + (blk[2 * j + 1] & 0xF) * q[1];
+            const int32_t mx = (blk[2 * j] >> 4) * x[0] + (blk[2 * j + 1] >> 4) * x[1];
+            acc = std::fma(static_cast<float>(i), f16_at(blk + 80) * xd, acc);
+            return std::fma(static_cast<float>(mx), -(f16_at(blk + 82) * xd), acc);
+        }
+        default: {  // Q3_K
+            const uint8_t* blk = row + s * 110;
+            int8_t sc[16];
+            tensor::q3k_scales(blk + 96, sc);
+            int32_t q[2] = {};
+            for (int l = 0; l < 32; ++l)
+                q[l / 16] += (code_q2k(blk + 32, j, l) - ((blk[l] >> j) & 1 ? 0 : 4)) * xq[l];
+            const int32_t i = (sc[2 * j] - 32) * q[0] + (sc[2 * j + 1] - 32) * q[1];
+            return std::fma(static_cast<float>(i), f16_at(blk + 108) * xd, acc);
+        }
+    }
+}
+
 }  // namespace
 
 void mm_kquant_scalar(const QuantArgs& a, int64_t r0, int64_t r1) {
     const int64_t cols = a.cols, nsb = cols / kKQuantBlock, nb = cols / 32;
-    const int64_t bb = a.kind == kQuantKindQ4K ? 144 : (a.kind == kQuantKindQ5K ? 176 : 210);
+    const int64_t bb = kKQuantKindBytes[a.kind - kQuantKindQ4K];
+    const int64_t row_bytes = cols / kKQuantKindElems[a.kind - kQuantKindQ4K] * bb;
     for (int64_t t = 0; t < a.n; ++t)
         for (int64_t r = r0; r < r1; ++r) {
             float acc[8] = {};
-            for (int64_t s = 0; s < nsb; ++s) {
+            if (a.kind > kQuantKindQ6K) {
+                for (int64_t b = 0; b < nb; ++b)
+                    acc[b % 8] =
+                        add_block(a.kind, a.data + r * row_bytes, b, a.xq + t * cols + b * 32,
+                                  a.xd[t * nb + b], a.xs[t * nb + b], acc[b % 8]);
+            }
+            for (int64_t s = 0; s < nsb && a.kind <= kQuantKindQ6K; ++s) {
                 const uint8_t* blk = a.data + (r * nsb + s) * bb;
                 const int8_t* xq = a.xq + t * cols + s * kKQuantBlock;
                 const float* xd = a.xd + t * nb + s * 8;

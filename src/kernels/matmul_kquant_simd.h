@@ -1,5 +1,5 @@
 #pragma once
-// The K-quant kernels of kernels/matmul_kquant.h on 256-bit integer vectors, included by
+// The GGUF block kernels of kernels/matmul_kquant.h on 256-bit integer vectors, included by
 // matmul_kquant_avx2.cpp (AVX2: u8 x s8 products through maddubs + madd) and
 // matmul_kquant_avx512.cpp (AVX-512 VNNI: vpdpbusd on ymm, natively or on SIMDe in the tests).
 // The including file defines before it:
@@ -78,6 +78,15 @@ struct KqAcc {
             if (mins) v[j] = __builtin_fmaf(static_cast<float>(mv[j]), -(dmin * xd[j]), v[j]);
         }
     }
+    // v[j] = fma(float(i[j]), dx[j], v[j]): a per-lane scale product (32-block types).
+    void step_lanes(KQI i, const float* dx) {
+        alignas(32) int32_t iv[8];
+        KQ(mm256_store_si256)(reinterpret_cast<KQI*>(iv), i);
+        for (int j = 0; j < 8; ++j) v[j] = __builtin_fmaf(static_cast<float>(iv[j]), dx[j], v[j]);
+    }
+    void store(float* a) const {
+        for (int j = 0; j < 8; ++j) a[j] = v[j];
+    }
     float reduce() const { return kq_reduce(v); }
 };
 inline float kq_scale_f16(const uint8_t* p) {
@@ -99,6 +108,10 @@ struct KqAcc {
             v = KQ(mm256_fnmadd_ps)(KQ(mm256_cvtepi32_ps)(mx),
                                     KQ(mm256_mul_ps)(KQ(mm256_set1_ps)(dmin), xdv), v);
     }
+    void step_lanes(KQI i, const float* dx) {
+        v = KQ(mm256_fmadd_ps)(KQ(mm256_cvtepi32_ps)(i), KQ(mm256_loadu_ps)(dx), v);
+    }
+    void store(float* a) const { KQ(mm256_storeu_ps)(a, v); }
     float reduce() const {
         alignas(32) float a[8];
         KQ(mm256_store_ps)(a, v);
@@ -228,23 +241,249 @@ float kq_row_q6(const uint8_t* row, int64_t nsb, const int8_t* xq, const float* 
     return acc.reduce();
 }
 
+// Selector of a 16-byte shuffle: bytes 0..7 take byte 2j, bytes 8..15 byte 2j + 1 (the two
+// per-16-weight scales of 32-block j, for madd against maddubs' pair sums).
+inline KQH kq_sel(int j) {
+    const auto lo = static_cast<long long>(0x0101010101010101ull * static_cast<uint64_t>(2 * j));
+    const auto hi =
+        static_cast<long long>(0x0101010101010101ull * static_cast<uint64_t>(2 * j + 1));
+    return KQ(mm_set_epi64x)(hi, lo);
+}
+
+// A 32-block's 16 bytes of nibbles as 32 byte codes: the low nibbles (weights 0..15), then the high
+// ones (16..31).
+inline KQI kq_nibbles32(const uint8_t* qs) {
+    const KQH q = KQ(mm_loadu_si128)(reinterpret_cast<const KQH*>(qs));
+    const KQH m4 = KQ(mm_set1_epi8)(0x0f);
+    return KQ(mm256_set_m128i)(KQ(mm_and_si128)(KQ(mm_srli_epi16)(q, 4), m4),
+                               KQ(mm_and_si128)(q, m4));
+}
+
+// Byte l = 0x10 where bit l of the little-endian u32 at p is set, else 0 (Q5_0 / Q5_1 high bits).
+inline KQI kq_bits32(const uint8_t* p) {
+    int32_t qh;
+    __builtin_memcpy(&qh, p, 4);
+    const KQI shuf = KQ(mm256_setr_epi8)(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2,
+                                         2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    const KQI bytes = KQ(mm256_shuffle_epi8)(KQ(mm256_set1_epi32)(qh), shuf);
+    const KQI mask = KQ(mm256_set1_epi64x)(static_cast<long long>(0x8040201008040201ull));
+    const KQI set = KQ(mm256_cmpeq_epi8)(KQ(mm256_and_si256)(bytes, mask), mask);
+    return KQ(mm256_and_si256)(set, KQ(mm256_set1_epi8)(0x10));
+}
+
+// IQ4_NL's code book (ggml-common.h kvalues_iq4nl) in both 128-bit halves, for byte shuffles.
+inline KQI kq_iq4_table() {
+    const KQH t =
+        KQ(mm_setr_epi8)(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113);
+    return KQ(mm256_set_m128i)(t, t);
+}
+constexpr int8_t kKqIq4Values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                     1,    13,   25,  38,  53,  69,  89,  113};
+
+// Sum over 32 weights of kv[nibble] * x (signed times signed, through |w| and x * sign(w)).
+inline KQI kq_dot_iq4(KQI tbl, const uint8_t* qs, KQI xv) {
+    const KQI w = KQ(mm256_shuffle_epi8)(tbl, kq_nibbles32(qs));
+    return kq_dot(KQ(mm256_sign_epi8)(w, w), KQ(mm256_sign_epi8)(xv, w));
+}
+
+// One 32-block of Q5_0 / Q5_1 / IQ4_NL added to its lane, in scalar code (a row's last blocks
+// when their count is not a multiple of 8): the contract of matmul_kquant.h.
+float kq_block_tail(int kind, const uint8_t* blk, const int8_t* xq, float xd, int32_t xs,
+                    float acc) {
+    int32_t sum = 0;
+    if (kind == kQuantKindIQ4NL) {
+        for (int l = 0; l < 32; ++l)
+            sum += kKqIq4Values[(l < 16 ? blk[2 + l] & 0xF : blk[2 + l - 16] >> 4)] * xq[l];
+        return __builtin_fmaf(static_cast<float>(sum), kq_scale_f16(blk) * xd, acc);
+    }
+    const bool q51 = kind == kQuantKindQ5_1;
+    const uint8_t* qh = blk + (q51 ? 4 : 2);
+    for (int l = 0; l < 32; ++l) {
+        const int32_t nib = l < 16 ? qh[4 + l] & 0xF : qh[4 + l - 16] >> 4;
+        sum += (nib | ((qh[l / 8] >> (l % 8)) & 1) << 4) * xq[l];
+    }
+    if (!q51) return __builtin_fmaf(static_cast<float>(sum - 16 * xs), kq_scale_f16(blk) * xd, acc);
+    acc = __builtin_fmaf(static_cast<float>(sum), kq_scale_f16(blk) * xd, acc);
+    return __builtin_fmaf(static_cast<float>(xs), kq_scale_f16(blk + 2) * xd, acc);
+}
+
+// One row of a 32-weight block type (Q5_0, Q5_1, IQ4_NL) against one token's activations: eight
+// blocks per step, block b in lane b % 8.
+template <int kKind>
+float kq_row_b32(const uint8_t* row, int64_t nb, const int8_t* xq, const float* xd,
+                 const int32_t* xs) {
+    constexpr bool kQ51 = kKind == kQuantKindQ5_1, kIq4 = kKind == kQuantKindIQ4NL;
+    constexpr int64_t bb = kIq4 ? 18 : (kQ51 ? 24 : 22);
+    const KQI tbl = kq_iq4_table();
+    KqAcc acc;
+    int64_t b = 0;
+    for (; b + 8 <= nb; b += 8) {
+        KQI v[8];
+        alignas(32) float dx[8], mx[8];
+        for (int j = 0; j < 8; ++j) {
+            const uint8_t* blk = row + (b + j) * bb;
+            const KQI xv = kq_load(xq + (b + j) * 32);
+            dx[j] = kq_scale_f16(blk) * xd[b + j];
+            if constexpr (kIq4) {
+                v[j] = kq_dot_iq4(tbl, blk + 2, xv);
+            } else {
+                const uint8_t* qh = blk + (kQ51 ? 4 : 2);
+                v[j] = kq_dot(KQ(mm256_or_si256)(kq_nibbles32(qh + 4), kq_bits32(qh)), xv);
+                if constexpr (kQ51) mx[j] = kq_scale_f16(blk + 2) * xd[b + j];
+            }
+        }
+        KQI i = kq_hsum8(v);
+        if constexpr (kKind == kQuantKindQ5_0)
+            i = KQ(mm256_sub_epi32)(i, KQ(mm256_slli_epi32)(kq_load(xs + b), 4));
+        acc.step_lanes(i, dx);
+        if constexpr (kQ51) acc.step_lanes(kq_load(xs + b), mx);
+    }
+    alignas(32) float a[8];
+    acc.store(a);
+    for (; b < nb; ++b)
+        a[b % 8] = kq_block_tail(kKind, row + b * bb, xq + b * 32, xd[b], xs[b], a[b % 8]);
+    return kq_reduce(a);
+}
+
+// One row of IQ4_XS against one token's activations.
+float kq_row_iq4xs(const uint8_t* row, int64_t nsb, const int8_t* xq, const float* xd) {
+    const KQI tbl = kq_iq4_table();
+    KqAcc acc;
+    for (int64_t s = 0; s < nsb; ++s) {
+        const uint8_t* blk = row + s * 136;
+        const int8_t* x = xq + s * 256;
+        KQI v[8];
+        alignas(32) int32_t ls[8];
+        const int32_t sh = blk[2] | blk[3] << 8;
+        for (int j = 0; j < 8; ++j) {
+            v[j] = kq_dot_iq4(tbl, blk + 8 + 16 * j, kq_load(x + 32 * j));
+            ls[j] = (((blk[4 + j / 2] >> 4 * (j % 2)) & 0xF) | (((sh >> 2 * j) & 3) << 4)) - 32;
+        }
+        const KQI i = KQ(mm256_mullo_epi32)(kq_hsum8(v), kq_load(ls));
+        acc.step(i, xd + s * 8, kq_scale_f16(blk), false, KQ(mm256_setzero_si256)(), 0.0f);
+    }
+    return acc.reduce();
+}
+
+// One row of Q2_K against one token's activations.
+float kq_row_q2k(const uint8_t* row, int64_t nsb, const int8_t* xq, const float* xd) {
+    KqAcc acc;
+    const KQI m3 = KQ(mm256_set1_epi8)(3), one = KQ(mm256_set1_epi8)(1);
+    const KQH m4 = KQ(mm_set1_epi8)(0x0f);
+    for (int64_t s = 0; s < nsb; ++s) {
+        const uint8_t* blk = row + s * 84;
+        const int8_t* x = xq + s * 256;
+        const KQH sc8 = KQ(mm_loadu_si128)(reinterpret_cast<const KQH*>(blk));
+        const KQH scl = KQ(mm_and_si128)(sc8, m4),
+                  mnl = KQ(mm_and_si128)(KQ(mm_srli_epi16)(sc8, 4), m4);
+        KQI v[8], mv[8];
+        for (int h = 0; h < 2; ++h) {
+            const KQI q = kq_load(blk + 16 + 32 * h);
+            for (int k = 0; k < 4; ++k) {
+                const int j = 4 * h + k;
+                const KQI codes =
+                    KQ(mm256_and_si256)(KQ(mm256_srl_epi16)(q, KQ(mm_cvtsi32_si128)(2 * k)), m3);
+                const KQI xv = kq_load(x + 32 * j);
+                const KQH sel = kq_sel(j);
+                v[j] = KQ(mm256_madd_epi16)(KQ(mm256_maddubs_epi16)(codes, xv),
+                                            KQ(mm256_cvtepi8_epi16)(KQ(mm_shuffle_epi8)(scl, sel)));
+                mv[j] =
+                    KQ(mm256_madd_epi16)(KQ(mm256_maddubs_epi16)(one, xv),
+                                         KQ(mm256_cvtepi8_epi16)(KQ(mm_shuffle_epi8)(mnl, sel)));
+            }
+        }
+        float d, dmin;
+        kq_scales_f16(blk + 80, d, dmin);
+        acc.step(kq_hsum8(v), xd + s * 8, d, true, kq_hsum8(mv), dmin);
+    }
+    return acc.reduce();
+}
+
+// One row of Q3_K against one token's activations.
+float kq_row_q3k(const uint8_t* row, int64_t nsb, const int8_t* xq, const float* xd) {
+    KqAcc acc;
+    const KQI m3 = KQ(mm256_set1_epi8)(3), one = KQ(mm256_set1_epi8)(1),
+              k4 = KQ(mm256_set1_epi8)(4);
+    for (int64_t s = 0; s < nsb; ++s) {
+        const uint8_t* blk = row + s * 110;
+        const int8_t* x = xq + s * 256;
+        // The 16 6-bit scales (llama.cpp's dequantize_row_q3_K unpacking), minus 32.
+        uint32_t aux[4];
+        __builtin_memcpy(aux, blk + 96, 12);
+        constexpr uint32_t km1 = 0x03030303u, km2 = 0x0f0f0f0fu;
+        const uint32_t tmp = aux[2];
+        aux[2] = ((aux[0] >> 4) & km2) | (((tmp >> 4) & km1) << 4);
+        aux[3] = ((aux[1] >> 4) & km2) | (((tmp >> 6) & km1) << 4);
+        aux[0] = (aux[0] & km2) | (((tmp >> 0) & km1) << 4);
+        aux[1] = (aux[1] & km2) | (((tmp >> 2) & km1) << 4);
+        const KQH sc8 = KQ(mm_sub_epi8)(KQ(mm_loadu_si128)(reinterpret_cast<const KQH*>(aux)),
+                                        KQ(mm_set1_epi8)(32));
+        const KQI hm = kq_load(blk);
+        KQI v[8];
+        for (int h = 0; h < 2; ++h) {
+            const KQI q = kq_load(blk + 32 + 32 * h);
+            for (int k = 0; k < 4; ++k) {
+                const int j = 4 * h + k;
+                const KQI hb =
+                    KQ(mm256_and_si256)(KQ(mm256_srl_epi16)(hm, KQ(mm_cvtsi32_si128)(j)), one);
+                const KQI u = KQ(mm256_or_si256)(
+                    KQ(mm256_and_si256)(KQ(mm256_srl_epi16)(q, KQ(mm_cvtsi32_si128)(2 * k)), m3),
+                    KQ(mm256_slli_epi16)(hb, 2));
+                const KQI xv = kq_load(x + 32 * j);
+                // (u - 4) * x pair sums in int16, then times each 16-half's scale.
+                const KQI p = KQ(mm256_sub_epi16)(KQ(mm256_maddubs_epi16)(u, xv),
+                                                  KQ(mm256_maddubs_epi16)(k4, xv));
+                v[j] = KQ(mm256_madd_epi16)(
+                    p, KQ(mm256_cvtepi8_epi16)(KQ(mm_shuffle_epi8)(sc8, kq_sel(j))));
+            }
+        }
+        acc.step(kq_hsum8(v), xd + s * 8, kq_scale_f16(blk + 108), false, KQ(mm256_setzero_si256)(),
+                 0.0f);
+    }
+    return acc.reduce();
+}
+
 // Rows [r0, r1) for every token: a row's blocks stay in L1 across the tokens.
 void kq_matmul(const QuantArgs& a, int64_t r0, int64_t r1) {
     const int64_t nsb = a.cols / 256, nb = a.cols / 32;
-    const int64_t bb = a.kind == kQuantKindQ4K ? 144 : (a.kind == kQuantKindQ5K ? 176 : 210);
+    const int64_t row_bytes = a.cols / kKQuantKindElems[a.kind - kQuantKindQ4K] *
+                              kKQuantKindBytes[a.kind - kQuantKindQ4K];
     for (int64_t r = r0; r < r1; ++r) {
-        const uint8_t* row = a.data + r * nsb * bb;
+        const uint8_t* row = a.data + r * row_bytes;
         for (int64_t t = 0; t < a.n; ++t) {
             const int8_t* xq = a.xq + t * a.cols;
             const float* xd = a.xd + t * nb;
             const int32_t* xs = a.xs + t * nb;
             float y;
-            if (a.kind == kQuantKindQ4K)
-                y = kq_row_q45<false>(row, nsb, xq, xd, xs);
-            else if (a.kind == kQuantKindQ5K)
-                y = kq_row_q45<true>(row, nsb, xq, xd, xs);
-            else
-                y = kq_row_q6(row, nsb, xq, xd);
+            switch (a.kind) {
+                case kQuantKindQ4K:
+                    y = kq_row_q45<false>(row, nsb, xq, xd, xs);
+                    break;
+                case kQuantKindQ5K:
+                    y = kq_row_q45<true>(row, nsb, xq, xd, xs);
+                    break;
+                case kQuantKindQ6K:
+                    y = kq_row_q6(row, nsb, xq, xd);
+                    break;
+                case kQuantKindQ5_0:
+                    y = kq_row_b32<kQuantKindQ5_0>(row, nb, xq, xd, xs);
+                    break;
+                case kQuantKindQ5_1:
+                    y = kq_row_b32<kQuantKindQ5_1>(row, nb, xq, xd, xs);
+                    break;
+                case kQuantKindIQ4NL:
+                    y = kq_row_b32<kQuantKindIQ4NL>(row, nb, xq, xd, xs);
+                    break;
+                case kQuantKindIQ4XS:
+                    y = kq_row_iq4xs(row, nsb, xq, xd);
+                    break;
+                case kQuantKindQ2K:
+                    y = kq_row_q2k(row, nsb, xq, xd);
+                    break;
+                default:
+                    y = kq_row_q3k(row, nsb, xq, xd);
+                    break;
+            }
             a.y[t * a.ldy + r] = y;
         }
     }

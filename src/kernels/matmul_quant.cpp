@@ -62,15 +62,14 @@ void check_quant_shape(const WeightMatrix& w) {
             break;
         case WeightType::FP8:
             break;
-        case WeightType::Q4K:
-        case WeightType::Q5K:
-        case WeightType::Q6K:
-            if (w.cols % kKQuantBlock != 0)
-                throw util::Error(std::string(kquant_type_name(w.type)) +
-                                  " weights need a row length divisible by 256, got " + shp());
-            break;
         default:
-            throw util::Error("check_quant_shape: not a quantized weight type");
+            if (!is_kquant(w.type))
+                throw util::Error("check_quant_shape: not a quantized weight type");
+            if (w.cols % kquant_block_elems(w.type) != 0)
+                throw util::Error(std::string(kquant_type_name(w.type)) +
+                                  " weights need a row length divisible by " +
+                                  std::to_string(kquant_block_elems(w.type)) + ", got " + shp());
+            break;
     }
 }
 
@@ -82,12 +81,10 @@ int64_t quant_panel_bytes(const WeightMatrix& w) {
             return w.group == 0 ? 32 + w.cols * 16 : w.cols / 32 * kQ8BlockBytes;
         case WeightType::FP8:
             return 64 + w.cols * 16;
-        case WeightType::Q4K:
-        case WeightType::Q5K:
-        case WeightType::Q6K:
-            return kPanelRows * kquant_row_bytes(w);
         default:
-            throw util::Error("quant_panel_bytes: not a quantized weight type");
+            if (!is_kquant(w.type))
+                throw util::Error("quant_panel_bytes: not a quantized weight type");
+            return kPanelRows * kquant_row_bytes(w);
     }
 }
 

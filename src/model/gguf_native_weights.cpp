@@ -6,6 +6,7 @@
 #include <set>
 #include <vector>
 
+#include "kernels/matmul_kquant.h"
 #include "kernels/matmul_quant.h"
 #include "quant/quantizer.h"
 #include "tensor/ggml_types.h"
@@ -101,15 +102,13 @@ std::optional<std::string> gguf_mixed_native_format(tensor::GgmlType type) {
             return "int4-g32-asym";
         case tensor::GgmlType::Q8_0:
             return "int8-g32";
-        case tensor::GgmlType::Q4_K:
-            return "q4_k";
-        case tensor::GgmlType::Q5_K:
-            return "q5_k";
-        case tensor::GgmlType::Q6_K:
-            return "q6_k";
         default:
-            return std::nullopt;
+            break;
     }
+    // The GGUF block types that run as stored (kernels/matmul_kquant.h): their format's name.
+    if (auto k = tensor::kquant_from_ggml(type))
+        return tensor::weight_format_name(tensor::WeightFormat{*k});
+    return std::nullopt;
 }
 
 namespace {
@@ -122,11 +121,9 @@ std::optional<std::string> ggml_native_format(tensor::GgmlType type, const uint8
     if (type == tensor::GgmlType::Q4_1) return "int4-g32-asym";
     if (type == tensor::GgmlType::Q8_0)
         return first_row_imports(type, data, rows, cols, "int8") ? "int8" : "int8-g32";
-    // K-quants run as stored (kernels/matmul_kquant.h) when the row is whole super-blocks.
-    if (auto k = gguf_mixed_native_format(type);
-        k && type != tensor::GgmlType::Q8_0 && cols % 256 == 0)
-        return k;
-    return std::nullopt;
+    // GGUF block types run as stored (kernels/matmul_kquant.h); the parser checked that every row
+    // is whole blocks.
+    return gguf_mixed_native_format(type);
 }
 
 // The runtime format one tensor's first row imports into bit-exactly, if any.
@@ -218,9 +215,7 @@ GgufNativeWeights gguf_native_weights(const formats::GGUFFile& g, const ModelCon
         std::set<std::string> kinds;
         for (const formats::GGUFTensor* t : s.layer) {
             const auto f = gguf_mixed_native_format(t->type);
-            const bool kq = t->type == tensor::GgmlType::Q4_K ||
-                            t->type == tensor::GgmlType::Q5_K || t->type == tensor::GgmlType::Q6_K;
-            all = all && f && (!kq || t->shape[0] % 256 == 0);
+            all = all && f;
             if (f) kinds.insert(*f);
         }
         if (all) {

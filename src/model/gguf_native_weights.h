@@ -6,10 +6,10 @@
 // int8-g32: the import is bit-exact (quant/quantizer.h, import_ggml_row), so the file runs at
 // the speed and memory of its own format, as it does in llama.cpp. Then the token embeddings and
 // output head are decided one by one the same way; one that does not map gets the default head
-// beside those layers (int8 beside int4), as `--weights` gives it. Anything else (K-quants,
-// K-quant layers (Q4_K, Q5_K, Q6_K) run as stored (kernels/matmul_kquant.h), and a file mixing
-// these types (llama.cpp's Q4_K_M, Q5_K_M, ...) runs each matrix in its own type's format
-// (GgufNativeWeights::per_tensor). Anything else loads at --dtype, as before.
+// beside those layers (int8 beside int4), as `--weights` gives it. Layers of the other GGUF block
+// types (Q2_K..Q6_K, Q5_0, Q5_1, IQ4_NL, IQ4_XS) run as stored (kernels/matmul_kquant.h), and a
+// file mixing these types (llama.cpp's Q4_K_M, Q5_K_M, ...) runs each matrix in its own type's
+// format (GgufNativeWeights::per_tensor). Anything else loads at --dtype, as before.
 #include <optional>
 #include <string>
 
@@ -37,7 +37,8 @@ struct GgufNativeWeights {
 };
 
 // The lossless runtime format of a GGUF matrix of `type` in a file of mixed layer types (Q8_0:
-// int8-g32, which holds any Q8_0 block), if any: Q4_0, Q4_1, Q8_0, Q4_K, Q5_K, Q6_K.
+// int8-g32, which holds any Q8_0 block), if any: Q4_0, Q4_1, Q8_0 and the block types of
+// kernels/matmul_kquant.h.
 std::optional<std::string> gguf_mixed_native_format(tensor::GgmlType type);
 
 // `dtype_name` names the fallback in the note; `head_chosen`: --head-weights decides the

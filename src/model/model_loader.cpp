@@ -24,6 +24,7 @@
 #include "model/moe.h"
 #include "quant/quantizer.h"
 #include "tensor/float_convert.h"
+#include "tensor/ggml_types.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
 #include "util/huge_page_arena.h"
@@ -213,8 +214,7 @@ class Loader {
         Matrix m;
         try {
             if (tensor::is_kquant(layout.type) &&
-                !(t.is_ggml &&
-                  tensor::ggml_type_name(t.ggml_type) == tensor::kquant_type_name(layout.type)))
+                !(t.is_ggml && t.ggml_type == tensor::kquant_ggml_type(layout.type)))
                 throw Error(std::string("only a GGUF ") + tensor::kquant_type_name(layout.type) +
                             " tensor loads in this format (warden does not quantize into it)");
             m = Matrix::quantized(layout, &arena_);
@@ -390,6 +390,10 @@ std::unique_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
         opts.weights ? tensor::weight_format_name(*opts.weights) : runtime_dtype_name(opts.dtype);
     m->gguf = std::make_shared<formats::GGUFFile>(path);
     const formats::GGUFFile& g = *m->gguf;
+    // A type warden cannot run is refused before anything loads, by tensor name (the lattice
+    // IQ types would need their code books; llama-quantize re-quantizes such a file in minutes).
+    for (const auto& t : g.tensors())
+        tensor::check_ggml_type_supported(t.type, "GGUF '" + path + "': tensor '" + t.name + "'");
     m->config = config_from_gguf(g);
     std::vector<formats::SourceTensor> all;
     for (const auto& t : g.tensors()) all.push_back(formats::SourceTensor::from(t));

@@ -34,9 +34,7 @@ Matrix Matrix::quantized(const kernels::WeightMatrix& layout, util::HugePageAren
 }
 
 bool Matrix::is_quantized() const {
-    return view_.type == tensor::WeightType::Q4 || view_.type == tensor::WeightType::Q8 ||
-           view_.type == tensor::WeightType::FP8 || view_.type == tensor::WeightType::Q4K ||
-           view_.type == tensor::WeightType::Q5K || view_.type == tensor::WeightType::Q6K;
+    return view_.type != tensor::WeightType::F32 && view_.type != tensor::WeightType::BF16;
 }
 
 void Matrix::pack_quant_row(int64_t r, const kernels::QuantRow& row) {

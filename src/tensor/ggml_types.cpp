@@ -17,15 +17,39 @@ struct TypeEntry {
 };
 
 constexpr TypeEntry kTypes[] = {
-    {0, {"F32", 1, 4, true}},       {1, {"F16", 1, 2, true}},
-    {2, {"Q4_0", 32, 18, true}},    {3, {"Q4_1", 32, 20, true}},
-    {6, {"Q5_0", 32, 22, true}},    {7, {"Q5_1", 32, 24, true}},
-    {8, {"Q8_0", 32, 34, true}},    {9, {"Q8_1", 32, 36, false}},
-    {10, {"Q2_K", 256, 84, false}}, {11, {"Q3_K", 256, 110, false}},
-    {12, {"Q4_K", 256, 144, true}}, {13, {"Q5_K", 256, 176, true}},
-    {14, {"Q6_K", 256, 210, true}}, {15, {"Q8_K", 256, 292, false}},
+    {0, {"F32", 1, 4, true}},
+    {1, {"F16", 1, 2, true}},
+    {2, {"Q4_0", 32, 18, true}},
+    {3, {"Q4_1", 32, 20, true}},
+    {6, {"Q5_0", 32, 22, true}},
+    {7, {"Q5_1", 32, 24, true}},
+    {8, {"Q8_0", 32, 34, true}},
+    {9, {"Q8_1", 32, 36, false}},
+    {10, {"Q2_K", 256, 84, true}},
+    {11, {"Q3_K", 256, 110, true}},
+    {12, {"Q4_K", 256, 144, true}},
+    {13, {"Q5_K", 256, 176, true}},
+    {14, {"Q6_K", 256, 210, true}},
+    {15, {"Q8_K", 256, 292, false}},
+    {20, {"IQ4_NL", 32, 18, true}},
+    {23, {"IQ4_XS", 256, 136, true}},
     {30, {"BF16", 1, 2, true}},
+    // Known so that a file using them is refused by name (ggml_type_supported), not as an
+    // unknown id: the lattice-codebook IQ types and the ternary ones.
+    {16, {"IQ2_XXS", 256, 66, false}},
+    {17, {"IQ2_XS", 256, 74, false}},
+    {18, {"IQ3_XXS", 256, 98, false}},
+    {19, {"IQ1_S", 256, 50, false}},
+    {21, {"IQ3_S", 256, 110, false}},
+    {22, {"IQ2_S", 256, 82, false}},
+    {29, {"IQ1_M", 256, 56, false}},
+    {34, {"TQ1_0", 256, 54, false}},
+    {35, {"TQ2_0", 256, 66, false}},
 };
+
+// IQ4_NL / IQ4_XS: the non-linear 4-bit code book (ggml-common.h kvalues_iq4nl).
+constexpr int8_t kIq4nlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                     1,    13,   25,  38,  53,  69,  89,  113};
 
 inline float load_f16(const uint8_t* p) {
     uint16_t h;
@@ -172,7 +196,94 @@ void dequant_q6_k(const uint8_t* b, float* y, int64_t nb) {
     }
 }
 
+// Why an IQ1/IQ2/IQ3 or ternary tensor is refused, and what to do instead.
+constexpr const char* kUnsupportedHint =
+    " (warden runs F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K..Q6_K, IQ4_NL and IQ4_XS; "
+    "re-quantize the model to one of them, e.g. llama-quantize ... Q4_K_M)";
+
+void dequant_q2_k(const uint8_t* b, float* y, int64_t nb) {
+    for (int64_t i = 0; i < nb; ++i, b += 84) {
+        const uint8_t* sc = b;
+        const uint8_t* q = b + 16;
+        const float d = load_f16(b + 80), dmin = load_f16(b + 82);
+        int is = 0;
+        for (int n = 0; n < QK_K; n += 128, q += 32)
+            for (int shift = 0; shift < 8; shift += 2)
+                for (int half = 0; half < 2; ++half, ++is) {
+                    const float dl = d * static_cast<float>(sc[is] & 0xF);
+                    const float ml = dmin * static_cast<float>(sc[is] >> 4);
+                    for (int l = 0; l < 16; ++l)
+                        *y++ = dl * static_cast<float>((q[l + 16 * half] >> shift) & 3) - ml;
+                }
+    }
+}
+
+void dequant_q3_k(const uint8_t* b, float* y, int64_t nb) {
+    for (int64_t i = 0; i < nb; ++i, b += 110) {
+        const uint8_t* hm = b;
+        const uint8_t* q = b + 32;
+        const float d_all = load_f16(b + 108);
+        int8_t scales[16];
+        q3k_scales(b + 96, scales);
+        int is = 0;
+        uint8_t m = 1;
+        for (int n = 0; n < QK_K; n += 128, q += 32)
+            for (int shift = 0; shift < 8; shift += 2, m = static_cast<uint8_t>(m << 1))
+                for (int half = 0; half < 2; ++half, ++is) {
+                    const float dl = d_all * static_cast<float>(scales[is] - 32);
+                    for (int l = 0; l < 16; ++l) {
+                        const int l2 = l + 16 * half;
+                        *y++ = dl *
+                               static_cast<float>(((q[l2] >> shift) & 3) - ((hm[l2] & m) ? 0 : 4));
+                    }
+                }
+    }
+}
+
+void dequant_iq4_nl(const uint8_t* b, float* y, int64_t nb) {
+    for (int64_t i = 0; i < nb; ++i, b += 18, y += 32) {
+        const float d = load_f16(b);
+        for (int j = 0; j < 16; ++j) {
+            y[j] = d * static_cast<float>(kIq4nlValues[b[2 + j] & 0xF]);
+            y[j + 16] = d * static_cast<float>(kIq4nlValues[b[2 + j] >> 4]);
+        }
+    }
+}
+
+void dequant_iq4_xs(const uint8_t* b, float* y, int64_t nb) {
+    for (int64_t i = 0; i < nb; ++i, b += 136) {
+        const float d = load_f16(b);
+        const auto scales_h = static_cast<uint16_t>(b[2] | (b[3] << 8));
+        const uint8_t* qs = b + 8;
+        for (int ib = 0; ib < 8; ++ib, qs += 16, y += 32) {
+            const int ls =
+                ((b[4 + ib / 2] >> 4 * (ib % 2)) & 0xF) | (((scales_h >> 2 * ib) & 3) << 4);
+            const float dl = d * static_cast<float>(ls - 32);
+            for (int j = 0; j < 16; ++j) {
+                y[j] = dl * static_cast<float>(kIq4nlValues[qs[j] & 0xF]);
+                y[j + 16] = dl * static_cast<float>(kIq4nlValues[qs[j] >> 4]);
+            }
+        }
+    }
+}
+
 }  // namespace
+
+void q3k_scales(const uint8_t* packed, int8_t* out) {
+    uint32_t aux[4];
+    std::memcpy(aux, packed, 12);
+    constexpr uint32_t kmask1 = 0x03030303u, kmask2 = 0x0f0f0f0fu;
+    const uint32_t tmp = aux[2];
+    aux[2] = ((aux[0] >> 4) & kmask2) | (((tmp >> 4) & kmask1) << 4);
+    aux[3] = ((aux[1] >> 4) & kmask2) | (((tmp >> 6) & kmask1) << 4);
+    aux[0] = (aux[0] & kmask2) | (((tmp >> 0) & kmask1) << 4);
+    aux[1] = (aux[1] & kmask2) | (((tmp >> 2) & kmask1) << 4);
+    std::memcpy(out, aux, 16);
+}
+
+int8_t iq4nl_value(int code) {
+    return kIq4nlValues[code & 0xF];
+}
 
 const GgmlTypeInfo* ggml_type_info(uint32_t raw_type) {
     for (const auto& e : kTypes)
@@ -190,6 +301,13 @@ const GgmlTypeInfo& ggml_type_info(GgmlType t) {
 std::string ggml_type_name(GgmlType t) {
     const GgmlTypeInfo* info = ggml_type_info(static_cast<uint32_t>(t));
     return info ? info->name : "type#" + std::to_string(static_cast<uint32_t>(t));
+}
+
+void check_ggml_type_supported(GgmlType t, const std::string& what) {
+    const GgmlTypeInfo& info = ggml_type_info(t);
+    if (!info.supported)
+        throw util::Error(what + " has type " + info.name + ", which warden does not run" +
+                          kUnsupportedHint);
 }
 
 void dequantize_row(GgmlType t, const void* src, float* dst, int64_t n) {
@@ -237,10 +355,23 @@ void dequantize_row(GgmlType t, const void* src, float* dst, int64_t n) {
         case GgmlType::Q6_K:
             dequant_q6_k(b, dst, nb);
             return;
+        case GgmlType::Q2_K:
+            dequant_q2_k(b, dst, nb);
+            return;
+        case GgmlType::Q3_K:
+            dequant_q3_k(b, dst, nb);
+            return;
+        case GgmlType::IQ4_NL:
+            dequant_iq4_nl(b, dst, nb);
+            return;
+        case GgmlType::IQ4_XS:
+            dequant_iq4_xs(b, dst, nb);
+            return;
         default:
             break;
     }
-    throw util::Error(std::string("tensor type ") + info.name + " is not supported");
+    throw util::Error(std::string("tensor type ") + info.name + " is not supported" +
+                      kUnsupportedHint);
 }
 
 }  // namespace warden::tensor

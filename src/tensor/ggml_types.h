@@ -23,6 +23,8 @@ enum class GgmlType : uint32_t {
     Q5_K = 13,
     Q6_K = 14,
     Q8_K = 15,
+    IQ4_NL = 20,
+    IQ4_XS = 23,
     BF16 = 30,
 };
 
@@ -47,6 +49,16 @@ inline int64_t ggml_row_bytes(GgmlType t, int64_t n) {
     const auto& info = ggml_type_info(t);
     return n / info.block_elems * info.block_bytes;
 }
+
+// The 16 signed 6-bit scales (value + 32 as stored; subtract 32) of a Q3_K block from its 12
+// packed bytes (llama.cpp's dequantize_row_q3_K unpacking).
+void q3k_scales(const uint8_t* packed, int8_t* out);
+// IQ4_NL / IQ4_XS: the int8 value of 4-bit code (0..15) from the non-linear code book.
+int8_t iq4nl_value(int code);
+
+// Throws util::Error naming `what` (e.g. "tensor 'blk.0.ffn_up.weight'"), the type, and the
+// types warden runs, when t is one warden cannot read (IQ1_*, IQ2_*, IQ3_*, TQ*, Q8_K, Q8_1).
+void check_ggml_type_supported(GgmlType t, const std::string& what);
 
 // Dequantizes n elements (a multiple of the block size) starting at src into dst.
 void dequantize_row(GgmlType t, const void* src, float* dst, int64_t n);

@@ -10,7 +10,19 @@ namespace {
 const char* kAccepted =
     "bf16, f32, fp8, int8, int8-g32 (int8 suffix: -bf16s), int4, int4-g32, int4-g128 (int4 "
     "suffixes: -asym, -bf16s, "
-    "-a16), q4_k, q5_k, q6_k (GGUF tensors of that type only)";
+    "-a16), q4_k, q5_k, q6_k, q2_k, q3_k, q5_0, q5_1, iq4_nl, iq4_xs (GGUF tensors of that type "
+    "only)";
+
+// The GGUF-block formats by name (kernels/matmul_kquant.h).
+struct BlockFormat {
+    const char* name;
+    WeightType type;
+};
+constexpr BlockFormat kBlockFormats[] = {
+    {"q4_k", WeightType::Q4K},  {"q5_k", WeightType::Q5K},     {"q6_k", WeightType::Q6K},
+    {"q2_k", WeightType::Q2K},  {"q3_k", WeightType::Q3K},     {"q5_0", WeightType::Q5_0},
+    {"q5_1", WeightType::Q5_1}, {"iq4_nl", WeightType::IQ4NL}, {"iq4_xs", WeightType::IQ4XS},
+};
 
 std::vector<std::string> split_dash(const std::string& s) {
     std::vector<std::string> out(1);
@@ -39,12 +51,12 @@ WeightFormat parse_weight_format(const std::string& s) {
             base == "bf16" ? WeightType::BF16 : (base == "f32" ? WeightType::F32 : WeightType::FP8);
         return f;
     }
-    if (base == "q4_k" || base == "q5_k" || base == "q6_k") {
-        if (parts.size() != 1) throw bad("no suffixes for " + base);
-        f.type =
-            base == "q4_k" ? WeightType::Q4K : (base == "q5_k" ? WeightType::Q5K : WeightType::Q6K);
-        return f;
-    }
+    for (const auto& b : kBlockFormats)
+        if (base == b.name) {
+            if (parts.size() != 1) throw bad("no suffixes for " + base);
+            f.type = b.type;
+            return f;
+        }
     if (base == "int8") {
         f.type = WeightType::Q8;
         for (size_t i = 1; i < parts.size(); ++i) {
@@ -107,13 +119,11 @@ std::string weight_format_name(const WeightFormat& f) {
         case WeightType::Q8:
             return std::string("int8") + (f.group ? "-g" + std::to_string(f.group) : "") +
                    (f.bf16_scales ? "-bf16s" : "");
-        case WeightType::Q4K:
-            return "q4_k";
-        case WeightType::Q5K:
-            return "q5_k";
-        case WeightType::Q6K:
-            return "q6_k";
         case WeightType::Q4:
+            break;
+        default:
+            for (const auto& b : kBlockFormats)
+                if (b.type == f.type) return b.name;
             break;
     }
     std::string s = "int4-g" + std::to_string(f.group);
@@ -123,21 +133,51 @@ std::string weight_format_name(const WeightFormat& f) {
     return s;
 }
 
+namespace {
+struct BlockType {
+    WeightType type;
+    const char* name;
+    GgmlType ggml;
+    int64_t elems, bytes;
+};
+constexpr BlockType kBlockTypes[] = {
+    {WeightType::Q4K, "Q4_K", GgmlType::Q4_K, 256, 144},
+    {WeightType::Q5K, "Q5_K", GgmlType::Q5_K, 256, 176},
+    {WeightType::Q6K, "Q6_K", GgmlType::Q6_K, 256, 210},
+    {WeightType::Q5_0, "Q5_0", GgmlType::Q5_0, 32, 22},
+    {WeightType::Q5_1, "Q5_1", GgmlType::Q5_1, 32, 24},
+    {WeightType::Q2K, "Q2_K", GgmlType::Q2_K, 256, 84},
+    {WeightType::Q3K, "Q3_K", GgmlType::Q3_K, 256, 110},
+    {WeightType::IQ4NL, "IQ4_NL", GgmlType::IQ4_NL, 32, 18},
+    {WeightType::IQ4XS, "IQ4_XS", GgmlType::IQ4_XS, 256, 136},
+};
+const BlockType& block_type(WeightType t) {
+    for (const auto& e : kBlockTypes)
+        if (e.type == t) return e;
+    throw util::Error("not a GGUF block weight type");
+}
+}  // namespace
+
+int64_t kquant_block_elems(WeightType t) {
+    return block_type(t).elems;
+}
+
 int64_t kquant_block_bytes(WeightType t) {
-    switch (t) {
-        case WeightType::Q4K:
-            return 144;
-        case WeightType::Q5K:
-            return 176;
-        case WeightType::Q6K:
-            return 210;
-        default:
-            throw util::Error("kquant_block_bytes: not a K-quant type");
-    }
+    return block_type(t).bytes;
 }
 
 const char* kquant_type_name(WeightType t) {
-    return t == WeightType::Q4K ? "Q4_K" : (t == WeightType::Q5K ? "Q5_K" : "Q6_K");
+    return block_type(t).name;
+}
+
+GgmlType kquant_ggml_type(WeightType t) {
+    return block_type(t).ggml;
+}
+
+std::optional<WeightType> kquant_from_ggml(GgmlType t) {
+    for (const auto& e : kBlockTypes)
+        if (e.ggml == t) return e.type;
+    return std::nullopt;
 }
 
 }  // namespace warden::tensor

@@ -9,17 +9,21 @@
 // Suffixes for int4: -asym (w = d*q + m, GGUF Q4_1 style), -bf16s (bf16 scales), -a16 (W4A16
 // kernel: dequantize in registers, f32 activations, instead of the default W4A8).
 // int8 takes -bf16s as well. Examples: int4-g128-asym, int4-g32-bf16s-a16, int8-g32.
-// q4_k | q5_k | q6_k: GGUF K-quant blocks as stored (kernels/matmul_kquant.h); only a GGUF
-// tensor of that block type loads in one (nothing quantizes into them).
+// q4_k | q5_k | q6_k | q2_k | q3_k | q5_0 | q5_1 | iq4_nl | iq4_xs: GGUF blocks as stored
+// (kernels/matmul_kquant.h); only a GGUF tensor of that block type loads in one (nothing
+// quantizes into them).
 #include <cstdint>
 #include <optional>
 #include <string>
 
+#include "tensor/ggml_types.h"
+
 namespace warden::tensor {
 
 // F32/BF16: plain values in panels. Q8, Q4, FP8: quantized panel layouts with per-channel or
-// per-group scales. Q4K, Q5K, Q6K: GGUF K-quant super-blocks kept as stored.
-enum class WeightType { F32, BF16, Q8, Q4, FP8, Q4K, Q5K, Q6K };
+// per-group scales. Q4K, Q5K, Q6K, Q2K, Q3K, IQ4XS (GGUF super-blocks of 256) and Q5_0, Q5_1,
+// IQ4NL (GGUF blocks of 32): llama.cpp's blocks kept as stored.
+enum class WeightType { F32, BF16, Q8, Q4, FP8, Q4K, Q5K, Q6K, Q5_0, Q5_1, Q2K, Q3K, IQ4NL, IQ4XS };
 
 struct WeightFormat {
     WeightType type = WeightType::BF16;
@@ -28,10 +32,7 @@ struct WeightFormat {
     bool bf16_scales = false;
     bool act_f32 = false;
 
-    bool quantized() const {
-        return type == WeightType::Q4 || type == WeightType::Q8 || type == WeightType::FP8 ||
-               type == WeightType::Q4K || type == WeightType::Q5K || type == WeightType::Q6K;
-    }
+    bool quantized() const { return type != WeightType::F32 && type != WeightType::BF16; }
 };
 
 // Throws util::Error listing the accepted names for anything else.
@@ -43,15 +44,35 @@ std::string weight_format_name(const WeightFormat& f);
 // and head); unset (the runtime dtype) beside anything else.
 std::optional<WeightFormat> default_head_format(const WeightFormat& layers);
 
-// K-quant block traits (GGUF super-blocks, ggml-common.h).
+// GGUF block traits (ggml-common.h) of the types kept as stored.
 constexpr int64_t kKQuantBlock = 256;  // weights per K-quant super-block
 
+// Whether t is a GGUF block type kept as stored: the K-quants, IQ4_XS and the 32-weight Q5_0,
+// Q5_1, IQ4_NL.
 inline bool is_kquant(WeightType t) {
-    return t == WeightType::Q4K || t == WeightType::Q5K || t == WeightType::Q6K;
+    switch (t) {
+        case WeightType::Q4K:
+        case WeightType::Q5K:
+        case WeightType::Q6K:
+        case WeightType::Q5_0:
+        case WeightType::Q5_1:
+        case WeightType::Q2K:
+        case WeightType::Q3K:
+        case WeightType::IQ4NL:
+        case WeightType::IQ4XS:
+            return true;
+        default:
+            return false;
+    }
 }
-// Bytes of one super-block of type t (a K-quant type; util::Error otherwise).
+// Weights (256 or 32) and bytes of one block of type t (an is_kquant type; util::Error
+// otherwise).
+int64_t kquant_block_elems(WeightType t);
 int64_t kquant_block_bytes(WeightType t);
 // The block type's name as GGUF spells it ("Q4_K").
 const char* kquant_type_name(WeightType t);
+// The GGUF block type of an is_kquant type, and back (nullopt: not one of them).
+GgmlType kquant_ggml_type(WeightType t);
+std::optional<WeightType> kquant_from_ggml(GgmlType t);
 
 }  // namespace warden::tensor

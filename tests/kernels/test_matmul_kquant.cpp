@@ -1,13 +1,14 @@
-// K-quant matmul kernels (kernels/matmul_kquant.h): every ISA variant bit-exact against the scalar
-// kernel for any batch size, thread split and row range, on random valid blocks with extreme
-// scales; the scalar kernel against an independent double-precision sum of the dequantized
-// weights (tensor::dequantize_row, itself checked against gguf-py in
-// tests/python/test_gguf_kquant.py) times the dequantized int8 activations.
+// GGUF block matmul kernels (kernels/matmul_kquant.h: K-quants, Q5_0/Q5_1, IQ4_NL/IQ4_XS): every
+// ISA variant bit-exact against the scalar kernel for any batch size, thread split and row range,
+// on random valid blocks with extreme scales; the scalar kernel against an independent
+// double-precision sum of the dequantized weights (tensor::dequantize_row, itself checked against
+// gguf-py in tests/python/test_gguf_kquant.py) times the dequantized int8 activations.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "kernels/kernels_internal.h"
@@ -32,10 +33,28 @@ uint16_t f16_bits(float f) {
     return tensor::f32_to_f16(f);
 }
 
-// Random valid super-blocks of `t`; scale `kind` 0: ordinary, 1: extreme (largest f16, smallest
+// Offset of a block's f16 scales (d, then dmin or m where the type has one) and their count.
+std::pair<int64_t, int> scale_slots(WeightType t) {
+    switch (t) {
+        case WeightType::Q6K:
+            return {208, 1};
+        case WeightType::Q3K:
+            return {108, 1};
+        case WeightType::Q2K:
+            return {80, 2};
+        case WeightType::Q4K:
+        case WeightType::Q5K:
+        case WeightType::Q5_1:
+            return {0, 2};
+        default:
+            return {0, 1};
+    }
+}
+
+// Random valid blocks of `t`; scale `kind` 0: ordinary, 1: extreme (largest f16, smallest
 // subnormal, zero, negative).
 std::vector<uint8_t> random_row(WeightType t, int64_t cols, std::mt19937& rng, int kind) {
-    const int64_t bb = kquant_block_bytes(t), nsb = cols / kKQuantBlock;
+    const int64_t bb = kquant_block_bytes(t), nsb = cols / kquant_block_elems(t);
     std::vector<uint8_t> row(static_cast<size_t>(nsb * bb));
     for (auto& b : row) b = static_cast<uint8_t>(rng() & 0xff);
     const float extremes[] = {65504.0f, -65504.0f, 5.96e-8f, 0.0f, -3.0f, 1e-3f};
@@ -47,12 +66,8 @@ std::vector<uint8_t> random_row(WeightType t, int64_t cols, std::mt19937& rng, i
                                        -static_cast<int>(rng() % 10)));
         };
         auto put = [](uint8_t* p, uint16_t v) { std::memcpy(p, &v, 2); };
-        if (t == WeightType::Q6K) {
-            put(blk + 208, scale());
-        } else {
-            put(blk, scale());
-            put(blk + 2, scale());
-        }
+        const auto [at, n] = scale_slots(t);
+        for (int i = 0; i < n; ++i) put(blk + at + 2 * i, scale());
     }
     return row;
 }
@@ -104,10 +119,17 @@ void expect_same_bits(const std::vector<float>& a, const std::vector<float>& b, 
     }
 }
 
-class KQuantMatmul : public ::testing::TestWithParam<WeightType> {};
+class KQuantMatmul : public ::testing::TestWithParam<WeightType> {
+  protected:
+    // A row length that is not whole groups of eight blocks where the type allows one (32-weight
+    // blocks: the kernels' scalar tail), else `cols`.
+    int64_t odd_cols(int64_t cols) const {
+        return kquant_block_elems(GetParam()) == 32 ? cols + 3 * 32 : cols;
+    }
+};
 
 TEST_P(KQuantMatmul, ScalarMatchesDequantizedSum) {
-    const int64_t rows = 19, cols = 512, n = 3;
+    const int64_t rows = 19, cols = odd_cols(512), n = 3;
     const KCase c = make_case(GetParam(), rows, cols, 11, 0);
     const std::vector<float> x = acts(n, cols, 5);
     const std::vector<float> y = run(Isa::Scalar, c.w, x, n);
@@ -135,7 +157,7 @@ TEST_P(KQuantMatmul, ScalarMatchesDequantizedSum) {
 
 TEST_P(KQuantMatmul, SimdBitExactVsScalarAnyBatchAndRows) {
     for (int kind = 0; kind < 2; ++kind) {
-        const int64_t rows = 37, cols = 768, n = 5;
+        const int64_t rows = 37, cols = odd_cols(768), n = 5;
         const KCase c = make_case(GetParam(), rows, cols, 100 + static_cast<uint32_t>(kind), kind);
         const std::vector<float> x = acts(n, cols, 7);
         const std::vector<float> ref = run(Isa::Scalar, c.w, x, n);
@@ -162,7 +184,7 @@ TEST_P(KQuantMatmul, SimdBitExactVsScalarAnyBatchAndRows) {
 }
 
 TEST_P(KQuantMatmul, EmulatedAvx512BitExactVsScalar) {
-    const int64_t rows = 21, cols = 512, n = 2;
+    const int64_t rows = 21, cols = odd_cols(512), n = 2;
     for (int kind = 0; kind < 2; ++kind) {
         const KCase c = make_case(GetParam(), rows, cols, 200 + static_cast<uint32_t>(kind), kind);
         const std::vector<float> x = acts(n, cols, 9);
@@ -172,9 +194,7 @@ TEST_P(KQuantMatmul, EmulatedAvx512BitExactVsScalar) {
         std::vector<int32_t> xs(xd.size());
         quantize_acts_isa(Isa::Scalar, x.data(), n, cols, xq.data(), xd.data(), xs.data());
         detail::QuantArgs a{};
-        a.kind = GetParam() == WeightType::Q4K   ? detail::kQuantKindQ4K
-                 : GetParam() == WeightType::Q5K ? detail::kQuantKindQ5K
-                                                 : detail::kQuantKindQ6K;
+        a.kind = kquant_kind(GetParam());
         a.rows = rows;
         a.cols = cols;
         a.data = c.packed.data();
@@ -205,19 +225,24 @@ TEST_P(KQuantMatmul, ThreadCountInvariant) {
 
 TEST_P(KQuantMatmul, LayoutRoundTripAndShapeCheck) {
     const KCase c = make_case(GetParam(), 17, 256, 400, 0);
-    EXPECT_EQ(quant_packed_bytes(c.w), 32 * kquant_block_bytes(GetParam()));
+    EXPECT_EQ(quant_packed_bytes(c.w),
+              32 * 256 / kquant_block_elems(GetParam()) * kquant_block_bytes(GetParam()));
     std::mt19937 rng(400);
     for (int64_t r = 0; r < 17; ++r)
         EXPECT_EQ(unpack_quant_row(c.w, r).q, random_row(GetParam(), 256, rng, 0));
     WeightMatrix bad = c.w;
-    bad.cols = 320;
+    bad.cols = 256 + 16;
     EXPECT_THROW(check_quant_shape(bad), util::Error);
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, KQuantMatmul,
-                         ::testing::Values(WeightType::Q4K, WeightType::Q5K, WeightType::Q6K),
+                         ::testing::Values(WeightType::Q4K, WeightType::Q5K, WeightType::Q6K,
+                                           WeightType::Q5_0, WeightType::Q5_1, WeightType::Q2K,
+                                           WeightType::Q3K, WeightType::IQ4NL, WeightType::IQ4XS),
                          [](const auto& p) {
-                             return std::string(kquant_type_name(p.param)).erase(2, 1);  // Q4K ...
+                             std::string s = kquant_type_name(p.param);  // Q4_K -> Q4K
+                             s.erase(s.find('_'), 1);
+                             return s;
                          });
 
 }  // namespace

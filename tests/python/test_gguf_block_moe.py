@@ -1,0 +1,167 @@
+"""MoE expert tensors in GGUF block types run natively: a tiny qwen3moe written with gguf-py whose
+stacked [n_expert, rows, cols] expert tensors (ffn_gate_exps / ffn_up_exps / ffn_down_exps) are
+random but valid K-quant / IQ4_XS blocks, per tensor as the big MoE uploads mix them (Q4_K experts
+with Q6_K down projections, IQ4_XS and Q2_K in another layer), attention in Q4_K / Q6_K, the
+router in f32 as llama.cpp keeps it.
+
+Independent reference: gguf-py's numpy dequantization of the same blocks, written as an f32 GGUF.
+The native load must name every block format in its report and give the reference's top-1 at
+every position with logits within the int8 activation quantization's error; --weights f32 must
+give the reference's logits bit for bit (warden's dequantization is gguf-py's).
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import gguf
+import numpy as np
+import pytest
+
+from conftest import ROOT, TIMEOUT_S, WARDEN_BIN, record, require_warden
+
+Q = gguf.GGMLQuantizationType
+D, FF_EXP, LAYERS, HEADS, KV_HEADS, VOCAB, EXPERTS, TOP_K = 256, 256, 2, 4, 2, 320, 4, 2
+HEAD_DIM = D // HEADS
+
+# Byte offset of each block's f16 scales and magnitudes that give weights of ~0.05.
+SCALES = {
+    Q.Q4_K: (0, [2e-4, 3e-4]),
+    Q.Q5_K: (0, [1e-4, 3e-4]),
+    Q.Q6_K: (208, [1.5e-5]),
+    Q.Q2_K: (80, [1e-3, 1.5e-3]),
+    Q.Q3_K: (108, [4e-4]),
+    Q.IQ4_XS: (0, [1.5e-5]),
+}
+
+
+def blocks(rng: np.random.Generator, qtype, shape: tuple[int, ...]) -> np.ndarray:
+    block, nbytes = gguf.GGML_QUANT_SIZES[qtype]
+    n = int(np.prod(shape))
+    b = rng.integers(0, 256, size=(n // block, nbytes), dtype=np.uint8)
+    at, mags = SCALES[qtype]
+    for i, m in enumerate(mags):
+        d = (rng.uniform(0.3, 1.0, n // block) * m).astype(np.float16)
+        b[:, at + 2 * i:at + 2 * i + 2] = d.view(np.uint8).reshape(-1, 2)
+    return b.reshape(*shape[:-1], shape[-1] // block * nbytes)
+
+
+def _matrices() -> dict[str, tuple[object, tuple[int, ...]]]:
+    out = {"token_embd.weight": (Q.Q4_K, (VOCAB, D)), "output.weight": (Q.Q6_K, (VOCAB, D))}
+    exp_types = [(Q.Q4_K, Q.Q4_K, Q.Q6_K), (Q.IQ4_XS, Q.Q2_K, Q.Q3_K)]
+    for i in range(LAYERS):
+        p = f"blk.{i}."
+        out[p + "attn_q.weight"] = (Q.Q4_K, (HEADS * HEAD_DIM, D))
+        out[p + "attn_k.weight"] = (Q.Q4_K, (KV_HEADS * HEAD_DIM, D))
+        out[p + "attn_v.weight"] = (Q.Q6_K, (KV_HEADS * HEAD_DIM, D))
+        out[p + "attn_output.weight"] = (Q.Q5_K, (D, HEADS * HEAD_DIM))
+        g, u, d = exp_types[i]
+        out[p + "ffn_gate_exps.weight"] = (g, (EXPERTS, FF_EXP, D))
+        out[p + "ffn_up_exps.weight"] = (u, (EXPERTS, FF_EXP, D))
+        out[p + "ffn_down_exps.weight"] = (d, (EXPERTS, D, FF_EXP))
+    return out
+
+
+def write_model(path: Path, tensors: dict[str, tuple[object, np.ndarray]]) -> None:
+    w = gguf.GGUFWriter(str(path), "qwen3moe")
+    w.add_name("tiny-block-moe")
+    w.add_block_count(LAYERS)
+    w.add_context_length(256)
+    w.add_embedding_length(D)
+    w.add_feed_forward_length(FF_EXP)
+    w.add_head_count(HEADS)
+    w.add_head_count_kv(KV_HEADS)
+    w.add_key_length(HEAD_DIM)
+    w.add_value_length(HEAD_DIM)
+    w.add_rope_freq_base(10000.0)
+    w.add_layer_norm_rms_eps(1e-6)
+    w.add_expert_count(EXPERTS)
+    w.add_expert_used_count(TOP_K)
+    w.add_expert_feed_forward_length(FF_EXP)
+    w.add_vocab_size(VOCAB)
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("default")
+    w.add_token_list([f"t{i}" for i in range(VOCAB)])
+    w.add_token_types([int(gguf.TokenType.NORMAL)] * VOCAB)
+    w.add_token_merges(["t 0"])
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    w.add_add_bos_token(False)
+    for name, (qtype, arr) in tensors.items():
+        if qtype is None:
+            w.add_tensor(name, arr)
+        else:
+            w.add_tensor(name, arr, raw_dtype=qtype)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory) -> tuple[Path, Path]:
+    rng = np.random.default_rng(45)
+    d = tmp_path_factory.mktemp("blockmoe")
+    quant: dict[str, tuple[object, np.ndarray]] = {}
+    exact: dict[str, tuple[object, np.ndarray]] = {}
+    for name, (qt, shape) in _matrices().items():
+        b = blocks(rng, qt, shape)
+        quant[name] = (qt, b)
+        deq = gguf.quants.dequantize(b, qt)
+        assert deq.shape == shape and deq.dtype == np.float32
+        exact[name] = (None, deq)
+    for i in range(LAYERS):
+        p = f"blk.{i}."
+        router = (0.5 * rng.standard_normal((EXPERTS, D))).astype(np.float32)
+        quant[p + "ffn_gate_inp.weight"] = exact[p + "ffn_gate_inp.weight"] = (None, router)
+        for n, size in (("attn_norm", D), ("ffn_norm", D), ("attn_q_norm", HEAD_DIM), ("attn_k_norm", HEAD_DIM)):
+            v = (1.0 + 0.1 * rng.standard_normal(size)).astype(np.float32)
+            quant[p + n + ".weight"] = exact[p + n + ".weight"] = (None, v)
+    quant["output_norm.weight"] = exact["output_norm.weight"] = (None, np.ones(D, np.float32))
+    write_model(d / "moe.gguf", quant)
+    write_model(d / "moe-exact-f32.gguf", exact)
+    return d / "moe.gguf", d / "moe-exact-f32.gguf"
+
+
+IDS = [5, 17, 99, 3, 250, 41, 8, 300, 77, 12]
+
+
+def _logits(path: Path, *extra: str) -> subprocess.CompletedProcess:
+    require_warden()
+    cmd = [str(WARDEN_BIN), "logits", "-m", str(path), "--tokens", ",".join(map(str, IDS)), "--top", str(VOCAB),
+           "--dtype", "f32", *extra]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT_S, cwd=ROOT)
+    assert p.returncode == 0, p.stderr[-3000:]
+    return p
+
+
+def _parse(text: str) -> list[dict[int, float]]:
+    rows: list[dict[int, float]] = []
+    for line in text.splitlines():
+        if line.strip().startswith("{"):
+            obj = json.loads(line)
+            if "pos" in obj:
+                rows.append({int(i): float(v) for i, v in obj["top"]})
+    return rows
+
+
+def test_dequantization_matches_gguf_py_exactly(files):
+    f, ref = files
+    assert _logits(f, "--weights", "f32").stdout == _logits(ref, "--weights", "f32").stdout
+
+
+def test_native_experts_match_f32_reference(files):
+    f, ref = files
+    native = _logits(f)
+    assert "weights iq4_xs+q2_k+q3_k+q4_k+q5_k+q6_k (auto: layer matrices" in native.stderr, native.stderr
+    got, want = _parse(native.stdout), _parse(_logits(ref, "--weights", "f32").stdout)
+    assert len(got) == len(IDS) and len(want) == len(IDS)
+    worst = 0.0
+    for pos, (g, e) in enumerate(zip(got, want)):
+        assert max(g, key=g.get) == max(e, key=e.get), pos
+        spread = max(e.values()) - min(e.values())
+        worst = max(worst, max(abs(g[i] - e[i]) for i in e) / spread)
+    record("gguf block types", "tiny qwen3moe block-type experts native vs its f32 dequantization, "
+           "max |diff| / spread", worst)
+    assert worst <= 0.05, worst
