@@ -11,7 +11,7 @@ factor other than 0.5, and DeepSeek-V3 / GLM-4 MoE correction biases that are al
 (as in real DeepSeek-V3 checkpoints; a grouped top-k that masks excluded groups with 0 instead
 of -inf then picks experts of excluded groups).
 
-Usage:  scripts/make_reference5.sh [--only NAME ...] [--check]
+Usage:  scripts/make_reference.sh --v5 [--only NAME ...] [--check]
 """
 from __future__ import annotations
 

@@ -4,7 +4,8 @@
 #   1. unit tests (GoogleTest via ctest) in a Release build,
 #   2. the end-to-end tests (pytest: CLI contract, reference logits, bad input),
 #   3. the unit tests again under AddressSanitizer + UndefinedBehaviorSanitizer,
-#   4. a clang++ build (the code must compile with both compilers),
+#   4. a clang++ build of every target, the benchmarks included (the code must compile with both
+#      compilers),
 #   5. a bounded libFuzzer run of the GGUF and safetensors parsers.
 # Set WARDEN_QUICK=1 to run only steps 1-2.
 #
@@ -104,9 +105,10 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:ha
   ctest --test-dir build-asan --output-on-failure -j "$jobs" --timeout 1200
 tests_passed=$((tests_passed + 1))
 
-section "clang++ build (every target; shared with fuzzing)"
+section "clang++ build (every target, the benchmarks included; shared with fuzzing)"
+# The benchmark programs are built here only, so they stay buildable without a stage of their own.
 cmake -S . -B build-fuzz -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Release \
-  -DWARDEN_FUZZ=ON -DWARDEN_TESTS=ON >/dev/null
+  -DWARDEN_FUZZ=ON -DWARDEN_TESTS=ON -DWARDEN_BENCH=ON >/dev/null
 ninja -C build-fuzz -j "$jobs"
 tests_passed=$((tests_passed + 1))
 

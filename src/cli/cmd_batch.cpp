@@ -6,6 +6,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "cli/commands.h"
 #include "engine/scheduler.h"
 #include "launch/common.h"
 #include "launch/engine_assembly.h"
@@ -19,8 +20,8 @@ namespace warden::cli {
 namespace {
 
 struct BatchOptions {
-    CommonOptions common;
-    EngineOptions engine;
+    launch::CommonOptions common;
+    launch::EngineOptions engine;
     std::string prompts_file;
     int64_t n = 32;
     float temperature = 0.0f;
@@ -95,9 +96,9 @@ double percentile(std::vector<double> v, double p) {
 int batch(const BatchOptions& o) {
     util::check(o.n >= 1, "-n must be at least 1");
     util::ThreadPool pool(o.common.threads);
-    auto model = load(o.common, true, pool);
+    auto model = launch::load(o.common, true, pool);
     const auto reqs = read_requests(o, *model);
-    const EngineParts parts = assemble_engine(o.engine, *model, pool);
+    const launch::EngineParts parts = launch::assemble_engine(o.engine, *model, pool);
     const auto& cache = parts.cache;
     const auto& faults = parts.faults;
     const engine::Executor& exec = *parts.executor;
@@ -159,10 +160,10 @@ void register_batch(CLI::App& app, int& rc) {
     auto o = std::make_shared<BatchOptions>();
     CLI::App* sub = app.add_subcommand(
         "batch", "run many prompts concurrently (continuous batching, paged KV)");
-    add_model_option(*sub, o->common);
-    add_threads_option(*sub, o->common);
-    add_dtype_option(*sub, o->common);
-    add_engine_options(*sub, o->engine, true);
+    launch::add_model_option(*sub, o->common);
+    launch::add_threads_option(*sub, o->common);
+    launch::add_dtype_option(*sub, o->common);
+    launch::add_engine_options(*sub, o->engine, true);
     sub->add_option("--prompts", o->prompts_file, "file with one prompt per line (text or JSON)")
         ->required();
     sub->add_option("-n,--n-predict", o->n, "tokens to generate per prompt (default 32)");

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "cli/commands.h"
 #include "launch/common.h"
 #include "tools/bench/client.h"
 #include "tools/bench/report.h"

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "chat_template/chat_template.h"
+#include "cli/commands.h"
 #include "formats/gguf_file.h"
 #include "launch/common.h"
 #include "util/error.h"
@@ -36,16 +37,16 @@ int chat_template(const ChatTemplateOptions& o) {
                 "give exactly one of --template or --model");
     chat_template::ModelChatTemplate src;
     if (!o.template_path.empty()) {
-        src.source = read_text_file(o.template_path);
+        src.source = launch::read_text_file(o.template_path);
     } else if (std::filesystem::is_directory(o.model_path)) {
         src = chat_template::chat_template_from_hf_dir(o.model_path);
     } else {
         src = chat_template::chat_template_from_gguf(formats::GGUFFile(o.model_path));
     }
-    const auto messages =
-        parse_json(read_text_file(o.messages_path), "--messages file '" + o.messages_path + "'");
+    const auto messages = parse_json(launch::read_text_file(o.messages_path),
+                                     "--messages file '" + o.messages_path + "'");
     const auto tools = o.tools_path.empty() ? nlohmann::ordered_json()
-                                            : parse_json(read_text_file(o.tools_path),
+                                            : parse_json(launch::read_text_file(o.tools_path),
                                                          "--tools file '" + o.tools_path + "'");
     nlohmann::ordered_json extra = nlohmann::ordered_json::object();
     for (auto it = src.special_tokens.begin(); it != src.special_tokens.end(); ++it)

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "cli/commands.h"
 #include "launch/common.h"
 #include "tools/eval/config.h"
 #include "tools/eval/engine.h"

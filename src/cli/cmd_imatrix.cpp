@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdio>
 
+#include "cli/commands.h"
 #include "convert/imatrix_collector.h"
 #include "launch/common.h"
 #include "model/kv_cache.h"
@@ -19,7 +20,7 @@ namespace warden::cli {
 namespace {
 
 struct ImatrixOptions {
-    CommonOptions common;
+    launch::CommonOptions common;
     std::string text_file;
     std::string out;
     int64_t chunk_size = 512;
@@ -34,9 +35,9 @@ int imatrix(const ImatrixOptions& o) {
     util::check(o.chunk_size >= 16, "imatrix: --chunk-size must be at least 16 tokens");
     util::check(o.chunks != 0 && o.chunks >= -1,
                 "imatrix: --chunks must be positive (or -1 for all)");
-    const std::string text = read_text_file(o.text_file);
+    const std::string text = launch::read_text_file(o.text_file);
     util::ThreadPool pool(o.common.threads);
-    auto model = load(o.common, true, pool);
+    auto model = launch::load(o.common, true, pool);
     util::check(model->tokenizer != nullptr,
                 "imatrix: model '" + o.common.model_path + "' has no tokenizer");
     util::check(o.chunk_size <= model->config.max_ctx,
@@ -94,9 +95,9 @@ void register_imatrix(CLI::App& app, int& rc) {
     auto* sub = app.add_subcommand("imatrix",
                                    "compute an importance matrix over calibration text "
                                    "(llama.cpp's GGUF imatrix, for quantize --imatrix)");
-    add_model_option(*sub, o->common);
-    add_threads_option(*sub, o->common);
-    add_dtype_option(*sub, o->common);
+    launch::add_model_option(*sub, o->common);
+    launch::add_threads_option(*sub, o->common);
+    launch::add_dtype_option(*sub, o->common);
     sub->add_option("-f,--file", o->text_file, "calibration text file")->required();
     sub->add_option("-o,--output", o->out, "output imatrix (.gguf)")->required();
     sub->add_option("--chunk-size", o->chunk_size,

@@ -1,6 +1,7 @@
 // `warden info`: what a model file is, without loading its weights.
 #include <cstdio>
 
+#include "cli/commands.h"
 #include "launch/common.h"
 #include "launch/engine_options.h"
 #include "tokenizer/tokenizer.h"
@@ -24,10 +25,11 @@ std::string printable(const std::string& s) {
 
 // The KV budget in bytes and tokens for the chosen format, and what the same bytes hold in
 // every other format (page arithmetic of kv::KvCache, scale overhead included).
-void print_kv_budget(const EngineOptions& e, const model::ModelConfig& c) {
-    kv::KvCacheConfig k = kv_config(e, c, false);
-    k.budget_bytes = e.kv_cache_bytes.empty() ? int64_t{1} << 30
-                                              : parse_bytes(e.kv_cache_bytes, "--kv-cache-bytes");
+void print_kv_budget(const launch::EngineOptions& e, const model::ModelConfig& c) {
+    kv::KvCacheConfig k = launch::kv_config(e, c, false);
+    k.budget_bytes = e.kv_cache_bytes.empty()
+                         ? int64_t{1} << 30
+                         : launch::parse_bytes(e.kv_cache_bytes, "--kv-cache-bytes");
     const double per_token =
         static_cast<double>(kv::kv_page_bytes(k)) / static_cast<double>(k.page_size);
     std::printf("kv cache:       %s, pages of %d tokens x %lld bytes (%.1f bytes per token)\n",
@@ -49,9 +51,9 @@ void print_kv_budget(const EngineOptions& e, const model::ModelConfig& c) {
     std::printf(" tokens\n");
 }
 
-int info(const CommonOptions& o, const EngineOptions& e) {
+int info(const launch::CommonOptions& o, const launch::EngineOptions& e) {
     util::ThreadPool pool(1);
-    auto m = load(o, false, pool);
+    auto m = launch::load(o, false, pool);
     const auto& c = m->config;
     std::printf("model:          %s (%s)\n", m->path.c_str(), m->format.c_str());
     std::printf("architecture:   %s\n", c.arch_name.c_str());
@@ -104,13 +106,13 @@ int info(const CommonOptions& o, const EngineOptions& e) {
 }  // namespace
 
 void register_info(CLI::App& app, int& rc) {
-    auto o = std::make_shared<CommonOptions>();
-    auto e = std::make_shared<EngineOptions>();
+    auto o = std::make_shared<launch::CommonOptions>();
+    auto e = std::make_shared<launch::EngineOptions>();
     CLI::App* sub = app.add_subcommand(
         "info", "describe a model: architecture, sizes, tensor types, tokenizer, KV budget");
-    add_model_option(*sub, *o);
-    add_threads_option(*sub, *o);
-    add_kv_format_options(*sub, *e);
+    launch::add_model_option(*sub, *o);
+    launch::add_threads_option(*sub, *o);
+    launch::add_kv_format_options(*sub, *e);
     sub->add_option("--kv-page-size", e->kv_page_size, "tokens per KV page (default 16)")
         ->check(CLI::Range(1, 4096));
     sub->add_option("--kv-cache-bytes", e->kv_cache_bytes,

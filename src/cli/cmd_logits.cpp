@@ -3,6 +3,7 @@
 #include <charconv>
 #include <cstdio>
 
+#include "cli/commands.h"
 #include "engine/sampler.h"
 #include "launch/common.h"
 #include "launch/engine_assembly.h"
@@ -14,7 +15,7 @@ namespace warden::cli {
 namespace {
 
 struct LogitsOptions {
-    CommonOptions common;
+    launch::CommonOptions common;
     std::string tokens;
     int64_t top = 8;
     int64_t greedy = 0;
@@ -48,7 +49,7 @@ int logits(const LogitsOptions& o) {
     util::check(o.top >= 1, "--top must be at least 1");
     util::check(o.greedy >= 0, "--greedy must be >= 0");
     util::ThreadPool pool(o.common.threads);
-    auto model = load(o.common, true, pool);
+    auto model = launch::load(o.common, true, pool);
     const int64_t vocab = model->config.vocab_size;
     const int64_t n = static_cast<int64_t>(ids.size());
     const int64_t ctx = n + o.greedy;
@@ -56,7 +57,8 @@ int logits(const LogitsOptions& o) {
                                                   " tokens exceed the model's context of " +
                                                   std::to_string(model->config.max_ctx));
     // One sequence on the paged KV cache, sized to fit exactly.
-    const EngineParts parts = assemble_engine(EngineOptions{}, *model, pool, ctx);
+    const launch::EngineParts parts =
+        launch::assemble_engine(launch::EngineOptions{}, *model, pool, ctx);
     const auto& cache = parts.cache;
     model::Transformer& tf = *parts.transformer;
     kv::PageTable table;
@@ -116,9 +118,9 @@ void register_logits(CLI::App& app, int& rc) {
     auto o = std::make_shared<LogitsOptions>();
     CLI::App* sub = app.add_subcommand(
         "logits", "print the top logits at every position of a token sequence (JSON lines)");
-    add_model_option(*sub, o->common);
-    add_threads_option(*sub, o->common);
-    add_dtype_option(*sub, o->common);
+    launch::add_model_option(*sub, o->common);
+    launch::add_threads_option(*sub, o->common);
+    launch::add_dtype_option(*sub, o->common);
     sub->add_option("--tokens", o->tokens, "comma-separated token ids, e.g. 1,2,3")->required();
     sub->add_option("--top", o->top, "how many logits per position (default 8)");
     sub->add_option("--greedy", o->greedy, "then generate N tokens greedily and print them");

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <optional>
 
+#include "cli/commands.h"
 #include "convert/quantize_ct.h"
 #include "convert/quantize_model.h"
 #include "launch/common.h"
@@ -20,7 +21,7 @@ namespace warden::cli {
 namespace {
 
 struct QuantizeOptions {
-    CommonOptions common;
+    launch::CommonOptions common;
     std::string out;
     std::string head_weights;    // --head-weights FORMAT|keep (GGUF output)
     std::string max_shard_size;  // --max-shard-size (compressed-tensors directory output)
@@ -63,7 +64,8 @@ int quantize(const QuantizeOptions& o) {
     std::optional<quant::Imatrix> imatrix;
     if (!o.imatrix.empty()) imatrix = quant::read_imatrix(o.imatrix);
     std::optional<int64_t> max_shard;
-    if (!o.max_shard_size.empty()) max_shard = parse_bytes(o.max_shard_size, "--max-shard-size");
+    if (!o.max_shard_size.empty())
+        max_shard = launch::parse_bytes(o.max_shard_size, "--max-shard-size");
     convert::HeadOptions
         head;  // GGUF: a float head becomes the default beside the layers (int8 beside int4)
     if (o.common.quantize_embeddings)
@@ -101,8 +103,8 @@ void register_quantize(CLI::App& app, int& rc) {
     auto* sub = app.add_subcommand("quantize",
                                    "write a quantized copy of a model (GGUF Q4_0/Q4_1/Q8_0, or "
                                    "compressed-tensors safetensors)");
-    add_model_option(*sub, o->common);
-    add_threads_option(*sub, o->common);
+    launch::add_model_option(*sub, o->common);
+    launch::add_threads_option(*sub, o->common);
     sub->add_option("-o,--output", o->out,
                     "output file (.gguf), .safetensors file or directory (compressed-tensors "
                     "pack-quantized)")

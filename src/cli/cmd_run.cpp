@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <random>
 
+#include "cli/commands.h"
 #include "engine/scheduler.h"
 #include "kernels/decode_tuning.h"
 #include "launch/common.h"
@@ -19,8 +20,8 @@ namespace warden::cli {
 namespace {
 
 struct RunOptions {
-    CommonOptions common;
-    EngineOptions engine;
+    launch::CommonOptions common;
+    launch::EngineOptions engine;
     std::string prompt;
     int64_t n = 64;
     engine::SamplingParams sampling;
@@ -38,7 +39,7 @@ int run(const RunOptions& o) {
     sp.seed = o.seed >= 0 ? static_cast<uint64_t>(o.seed) : std::random_device{}();
     sp.validate();
     util::ThreadPool pool(o.common.threads);
-    auto model = load(o.common, true, pool);
+    auto model = launch::load(o.common, true, pool);
     util::check(model->tokenizer != nullptr,
                 "model '" + o.common.model_path + "' has no tokenizer");
     const tokenizer::Tokenizer& tok = *model->tokenizer;
@@ -56,7 +57,7 @@ int run(const RunOptions& o) {
     if (!o.ignore_eos) req.stop_ids = tok.stop_ids();
 
     // Default KV budget: exactly the pages this request needs.
-    EngineParts parts = assemble_engine(o.engine, *model, pool, need);
+    launch::EngineParts parts = launch::assemble_engine(o.engine, *model, pool, need);
     // One request: all of it in one sequence, prefill in the model's largest chunks.
     parts.scheduler.max_seqs = 1;
     parts.scheduler.max_batch_tokens = model::Transformer::kMaxChunk;
@@ -114,10 +115,10 @@ void register_run(CLI::App& app, int& rc) {
     auto o = std::make_shared<RunOptions>();
     CLI::App* sub =
         app.add_subcommand("run", "generate a continuation of a prompt and stream it to stdout");
-    add_model_option(*sub, o->common);
-    add_threads_option(*sub, o->common);
-    add_dtype_option(*sub, o->common);
-    add_engine_options(*sub, o->engine, false);
+    launch::add_model_option(*sub, o->common);
+    launch::add_threads_option(*sub, o->common);
+    launch::add_dtype_option(*sub, o->common);
+    launch::add_engine_options(*sub, o->engine, false);
     sub->add_option("-p,--prompt", o->prompt, "prompt text (UTF-8)")->required();
     sub->add_option("-n,--n-predict", o->n, "number of tokens to generate (>= 1)");
     sub->add_option("--temp", o->sampling.temperature, "temperature (0 = greedy)");

@@ -11,6 +11,7 @@
 #include "chat_output/reasoning_parser.h"
 #include "chat_output/tool_parser.h"
 #include "chat_template/chat_template.h"
+#include "cli/commands.h"
 #include "engine/engine.h"
 #include "launch/common.h"
 #include "launch/engine_assembly.h"
@@ -27,8 +28,8 @@ namespace warden::cli {
 namespace {
 
 struct ServeOptions {
-    CommonOptions common;
-    EngineOptions engine;
+    launch::CommonOptions common;
+    launch::EngineOptions engine;
     std::string host = "127.0.0.1";
     int port = 8080;
     std::string api_keys;
@@ -59,7 +60,7 @@ std::string pick_parser(const std::string& flag, const std::string& detected) {
 void warm_shared_prefixes(const ServeOptions& o, const tokenizer::Tokenizer& tok,
                           kv::PrefixCache& pc, engine::Engine& eng) {
     for (const std::string& path : o.shared_prefixes) {
-        const std::string text = read_text_file(path);
+        const std::string text = launch::read_text_file(path);
         // Tokenized like a rendered chat prompt: special tokens are parsed, no BOS is added.
         std::vector<int32_t> toks = tok.encode(text, false, true);
         const int64_t shared = pc.declare_shared_prefix(toks);
@@ -101,7 +102,7 @@ int serve(const ServeOptions& o) {
     sc.port = o.port;
     sc.tenant_max_concurrency = o.tenant_concurrency;
     sc.http = o.http;
-    sc.http.max_body_bytes = static_cast<size_t>(parse_bytes(o.max_body, "--max-body"));
+    sc.http.max_body_bytes = static_cast<size_t>(launch::parse_bytes(o.max_body, "--max-body"));
     if (!o.api_keys.empty()) sc.api_keys = server::load_api_keys(o.api_keys);
 
     // Signals are taken by one thread (sigwait); block them before any thread starts.
@@ -113,7 +114,7 @@ int serve(const ServeOptions& o) {
     std::signal(SIGPIPE, SIG_IGN);
 
     util::ThreadPool pool(o.common.threads);
-    auto model = load(o.common, true, pool);
+    auto model = launch::load(o.common, true, pool);
     util::check(model->tokenizer != nullptr,
                 "model '" + o.common.model_path + "' has no tokenizer");
     std::unique_ptr<chat_template::ChatTemplate> chat;
@@ -127,7 +128,7 @@ int serve(const ServeOptions& o) {
             spdlog::warn("chat template unusable ({}); /v1/chat/completions is disabled", e.what());
         }
     }
-    const EngineParts parts = assemble_engine(o.engine, *model, pool);
+    const launch::EngineParts parts = launch::assemble_engine(o.engine, *model, pool);
     const auto& cache = parts.cache;
     engine::EngineConfig ec;
     ec.scheduler = parts.scheduler;
@@ -201,10 +202,10 @@ void register_serve(CLI::App& app, int& rc) {
     auto o = std::make_shared<ServeOptions>();
     CLI::App* sub =
         app.add_subcommand("serve", "OpenAI-compatible HTTP server (continuous batching)");
-    add_model_option(*sub, o->common);
-    add_threads_option(*sub, o->common);
-    add_dtype_option(*sub, o->common);
-    add_engine_options(*sub, o->engine, true);
+    launch::add_model_option(*sub, o->common);
+    launch::add_threads_option(*sub, o->common);
+    launch::add_dtype_option(*sub, o->common);
+    launch::add_engine_options(*sub, o->engine, true);
     sub->add_option("--host", o->host, "address to bind (default 127.0.0.1)");
     sub->add_option("--port", o->port, "port (default 8080; 0 picks a free one)")
         ->check(CLI::Range(0, 65535));

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "cli/commands.h"
 #include "formats/gguf_file.h"
 #include "launch/common.h"
 #include "tokenizer/tokenizer.h"
@@ -18,7 +19,7 @@ namespace warden::cli {
 
 namespace {
 struct TokenizeOptions {
-    CommonOptions common;
+    launch::CommonOptions common;
     bool no_bos = false;
     bool decode = false;
     bool no_special = false;
@@ -116,8 +117,8 @@ void register_tokenize(CLI::App& app, int& rc) {
     auto o = std::make_shared<TokenizeOptions>();
     CLI::App* sub =
         app.add_subcommand("tokenize", "print the token ids of UTF-8 text read from stdin");
-    add_model_option(*sub, o->common);
-    add_threads_option(*sub, o->common);
+    launch::add_model_option(*sub, o->common);
+    launch::add_threads_option(*sub, o->common);
     sub->add_flag("--no-bos", o->no_bos, "do not prepend BOS even if the model asks for it");
     sub->add_flag("--decode", o->decode,
                   "read token ids from stdin and write their text (raw bytes)");

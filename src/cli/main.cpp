@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <exception>
 
+#include "cli/commands.h"
 #include "launch/common.h"
 #include "util/error.h"
 #include "util/log.h"

@@ -7,7 +7,7 @@
 #include "tensor/weight_format.h"
 #include "util/error.h"
 
-namespace warden::cli {
+namespace warden::launch {
 
 std::string read_text_file(const std::string& path) {
     std::ifstream in(path, std::ios::binary);
@@ -109,4 +109,4 @@ std::unique_ptr<model::Model> load(const CommonOptions& o, bool weights, util::T
     return m;
 }
 
-}  // namespace warden::cli
+}  // namespace warden::launch

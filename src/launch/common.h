@@ -7,7 +7,7 @@
 #include "model/model.h"
 #include "util/thread_pool.h"
 
-namespace warden::cli {
+namespace warden::launch {
 
 struct CommonOptions {
     std::string model_path;
@@ -29,18 +29,4 @@ void add_dtype_option(CLI::App& app, CommonOptions& o);
 model::RuntimeDType parse_dtype(const std::string& s);
 std::unique_ptr<model::Model> load(const CommonOptions& o, bool weights, util::ThreadPool& pool);
 
-// Subcommand registration; each returns the callback's exit code through `rc`.
-void register_run(CLI::App& app, int& rc);
-void register_info(CLI::App& app, int& rc);
-void register_tokenize(CLI::App& app, int& rc);
-void register_pretokenizers(CLI::App& app, int& rc);
-void register_logits(CLI::App& app, int& rc);
-void register_batch(CLI::App& app, int& rc);
-void register_quantize(CLI::App& app, int& rc);
-void register_imatrix(CLI::App& app, int& rc);
-void register_serve(CLI::App& app, int& rc);
-void register_bench(CLI::App& app, int& rc);
-void register_eval(CLI::App& app, int& rc);
-void register_chat_template(CLI::App& app, int& rc);
-
-}  // namespace warden::cli
+}  // namespace warden::launch

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace warden::cli {
+namespace warden::launch {
 
 EngineParts assemble_engine(const EngineOptions& o, const model::Model& model,
                             util::ThreadPool& pool, std::optional<int64_t> kv_tokens) {
@@ -19,4 +19,4 @@ EngineParts assemble_engine(const EngineOptions& o, const model::Model& model,
     return p;
 }
 
-}  // namespace warden::cli
+}  // namespace warden::launch

@@ -14,7 +14,7 @@
 #include "model/transformer.h"
 #include "util/thread_pool.h"
 
-namespace warden::cli {
+namespace warden::launch {
 
 struct EngineParts {
     std::unique_ptr<kv::KvCache> cache;
@@ -31,4 +31,4 @@ EngineParts assemble_engine(const EngineOptions& o, const model::Model& model,
                             util::ThreadPool& pool,
                             std::optional<int64_t> kv_tokens = std::nullopt);
 
-}  // namespace warden::cli
+}  // namespace warden::launch

@@ -5,7 +5,7 @@
 #include "util/error.h"
 #include "util/log.h"
 
-namespace warden::cli {
+namespace warden::launch {
 
 void add_kv_format_options(CLI::App& app, EngineOptions& o) {
     app.add_option("--kv-dtype", o.kv_dtype,
@@ -110,4 +110,4 @@ std::unique_ptr<kv::FaultInjector> make_fault_injector(const EngineOptions& o) {
     return std::make_unique<kv::FaultInjector>(kv::FaultSpec::parse(o.fault_inject));
 }
 
-}  // namespace warden::cli
+}  // namespace warden::launch

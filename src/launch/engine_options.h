@@ -10,7 +10,7 @@
 #include "kv/page_table.h"
 #include "model/model.h"
 
-namespace warden::cli {
+namespace warden::launch {
 
 struct EngineOptions {
     std::string kv_integrity = "step";
@@ -40,4 +40,4 @@ std::unique_ptr<kv::KvCache> make_kv_cache(const EngineOptions& o, const model::
                                            std::optional<int64_t> default_tokens = std::nullopt);
 std::unique_ptr<kv::FaultInjector> make_fault_injector(const EngineOptions& o);
 
-}  // namespace warden::cli
+}  // namespace warden::launch

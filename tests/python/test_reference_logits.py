@@ -2,7 +2,7 @@
 
 The golden files under tests/golden/models/ come from scripts/make_reference.sh
 (transformers 4.57 on CPU in float32; see the header of scripts/make_reference.py) and, for
-tiny5-*, scripts/make_reference5.sh (transformers 5.x, its config layout), so this test
+tiny5-*, scripts/make_reference.sh --v5 (transformers 5.x, its config layout), so this test
 needs neither torch nor transformers -- only the warden binary and, for SmolLM2, the model
 file (scripts/fetch_model.sh). It skips when either is missing.
 
@@ -40,7 +40,7 @@ TINY_MODELS = ["tiny-llama", "tiny-llama-bf16-sharded", "tiny-qwen2", "tiny-qwen
                "tiny-qwen2-yarn", "tiny-deepseek-v3-yarn",
                # transformers 5.x reference on configs saved in its layout (rope_parameters,
                # num_local_experts), negative DeepSeek/GLM correction biases
-               # (scripts/make_reference5.sh)
+               # (scripts/make_reference.sh --v5)
                "tiny5-llama", "tiny5-qwen3", "tiny5-qwen3-moe", "tiny5-glm4-moe", "tiny5-deepseek-v3"]
 N_PROMPTS = 8
 GREEDY = 64

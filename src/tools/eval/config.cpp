@@ -46,7 +46,7 @@ EvalConfig parse_config(const std::string& spec, const std::string& flag) {
         if (key == "weights") {
             try {
                 if (val != "auto")
-                    (void)tensor::parse_weight_format(val);  // auto: the file's own (cli::load)
+                    (void)tensor::parse_weight_format(val);  // auto: the file's own (launch::load)
             } catch (const util::Error& e) {
                 throw util::Error(flag + ": weights=" + val + ": " + e.what());
             }

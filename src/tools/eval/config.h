@@ -10,8 +10,8 @@ namespace warden::tools::eval {
 
 struct EvalConfig {
     std::string text;  // as given
-    cli::CommonOptions common;
-    cli::EngineOptions engine;
+    launch::CommonOptions common;
+    launch::EngineOptions engine;
 };
 
 // Keys: weights (the runtime weight format; bf16 when not named, so that a configuration that

@@ -13,7 +13,7 @@ namespace warden::tools::eval {
 
 // The model and KV cache come from the CLI's options and assembly (cli/common.h,
 // cli/engine_options.h).
-using namespace cli;
+using namespace launch;
 
 EvalEngine::EvalEngine(const std::string& model_path, const EvalConfig& cfg, util::ThreadPool& pool)
     : cfg_(cfg), pool_(pool) {
