@@ -97,11 +97,12 @@ int batch(const BatchOptions& o) {
     util::ThreadPool pool(o.common.threads);
     auto model = load(o.common, true, pool);
     const auto reqs = read_requests(o, *model);
-    const EngineParts parts = assemble_engine(o.engine, *model, pool);
+    const EngineParts parts = assemble_engine(o.engine, *model, pool, std::nullopt, &o.common);
     const auto& cache = parts.cache;
     const auto& faults = parts.faults;
     const engine::Executor& exec = *parts.executor;
     engine::Scheduler scheduler(*parts.executor, *cache, parts.scheduler, faults.get());
+    scheduler.set_speculative(parts.proposer.get(), parts.spec);
     const auto t0 = std::chrono::steady_clock::now();
     const auto results = scheduler.run(reqs);
     const double wall_ms =
@@ -163,6 +164,7 @@ void register_batch(CLI::App& app, int& rc) {
     add_threads_option(*sub, o->common);
     add_dtype_option(*sub, o->common);
     add_engine_options(*sub, o->engine, true);
+    add_spec_options(*sub, o->engine);
     sub->add_option("--prompts", o->prompts_file, "file with one prompt per line (text or JSON)")
         ->required();
     sub->add_option("-n,--n-predict", o->n, "tokens to generate per prompt (default 32)");

@@ -38,12 +38,15 @@ StepResult Executor::execute(const StepBatch& batch) {
         if (mode_ == kv::IntegrityMode::Step && !check(i)) continue;
         page_ids[i].reserve(s.table->pages.size());
         for (const kv::PageRef& p : s.table->pages) page_ids[i].push_back(p.page.v);
-        if (s.want_logits) r.logits[i].assign(static_cast<size_t>(vocab), 0.0f);
+        const int64_t n_rows = s.verify ? static_cast<int64_t>(s.tokens.size()) : 1;
+        if (s.want_logits) r.logits[i].assign(static_cast<size_t>(n_rows * vocab), 0.0f);
         model::SeqInput in;
         in.tokens = s.tokens;
         in.pos0 = s.pos0;
         in.page_ids = page_ids[i].data();
         in.logits = s.want_logits ? r.logits[i].data() : nullptr;
+        in.all_logits = s.verify;
+        in.decode_rows = s.verify;
         inputs.push_back(in);
         members.push_back(i);
     }

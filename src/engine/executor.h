@@ -17,7 +17,8 @@ struct StepResult {
     // Per sequence of the batch, in order:
     std::vector<char> ok;                                          // computed fully
     std::vector<std::optional<kv::IntegrityViolation>> violation;  // why not, when !ok
-    std::vector<std::vector<float>> logits;                        // [vocab] when ok && want_logits
+    // [vocab] when ok && want_logits; [n_tokens, vocab] for a verify sequence
+    std::vector<std::vector<float>> logits;
 };
 
 struct ExecutorStats {

@@ -41,6 +41,10 @@ void Scheduler::postprocess(const StepPlan& plan, const StepResult& r, Clock::ti
             finish(s, FinishReason::IntegrityError);
             continue;
         }
+        if (batch.seqs[b].verify) {
+            accept_verified(s, batch.seqs[b], r.logits[b], done);
+            continue;
+        }
         const int64_t before = s.n_computed;
         s.n_computed += static_cast<int64_t>(batch.seqs[b].tokens.size());
         s.table.n_tokens = s.n_computed;

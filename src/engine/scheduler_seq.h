@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "engine/scheduler.h"
+#include "engine/speculative/policy.h"
 
 namespace warden::engine {
 
@@ -24,6 +25,7 @@ struct Scheduler::Seq {
     Result res;
     Clock::time_point t_arrival, t_admit, t_first, t_last;
     bool admitted_once = false;
+    speculative::SeqState spec;  // speculative decoding (engine/speculative/verify.cpp)
 
     int64_t generated() const { return static_cast<int64_t>(tokens.size()) - n_prompt; }
 };

@@ -17,6 +17,10 @@ struct StepSeq {
     const kv::PageTable* table =
         nullptr;              // covers [0, pos0 + tokens.size()), with expected generations
     bool want_logits = true;  // logits of the last token (sampling needs them)
+    // Speculative verification: the tokens are the last sampled one and drafts after it; every
+    // position's logits come back ([n, vocab]) and the rows are computed as decode rows (the
+    // runtime weights, not --prefill-weights), so each equals a one-token step's bits.
+    bool verify = false;
 };
 
 struct StepBatch {
