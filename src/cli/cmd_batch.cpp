@@ -142,6 +142,22 @@ int batch(const BatchOptions& o) {
     s["aborted_integrity"] = aborted;
     s["refused_frees"] = st.refused_frees;
     s["kv_pages_used_after"] = cache->pool().used_pages();
+    if (parts.proposer) {  // speculative decoding: what was drafted, kept, and where time went
+        const auto& sp = st.spec;
+        s["spec"] = {{"proposer", parts.proposer->name()},
+                     {"proposed", sp.proposed},
+                     {"accepted", sp.accepted},
+                     {"acceptance", sp.proposed > 0 ? static_cast<double>(sp.accepted) /
+                                                          static_cast<double>(sp.proposed)
+                                                    : 0.0},
+                     {"proposed_at", sp.proposed_at},
+                     {"accepted_at", sp.accepted_at},
+                     {"verify_steps", sp.verify_steps},
+                     {"draft_ms", sp.draft_ms},
+                     {"verify_step_ms", sp.verify_step_ms},
+                     {"rollback_ms", sp.rollback_ms},
+                     {"rollback_pages", sp.rollback_pages}};
+    }
     if (faults) {
         s["faults_injected"] = faults->total_injected();
         nlohmann::json per;
