@@ -74,3 +74,36 @@ def test_bad_speculative_flags_are_refused(tmp_path, args, needle):
     err = p.stderr.decode()
     assert 0 < p.returncode < 128, err
     assert needle in err, err
+
+
+def test_serve_ngram_equals_plain_and_reports_acceptance():
+    """`warden serve --spec ngram`: concurrent greedy completions equal `warden run --spec off`,
+    warden_timing carries the request's draft counts, /metrics the counters and histogram."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from conftest import WardenServer
+    s = WardenServer("--spec", "ngram", "--spec-tokens", "4", "--spec-fixed", "--max-seqs", "4")
+    try:
+        c = s.client()
+
+        def complete(p):
+            return c.completions.create(model=s.model_id, prompt=p, max_tokens=24, temperature=0,
+                                        extra_body={"ignore_eos": True})
+
+        with ThreadPoolExecutor(3) as ex:
+            rs = list(ex.map(complete, PROMPTS[:3]))
+        proposed = 0
+        for p, r in zip(PROMPTS[:3], rs):
+            ref = subprocess.run([str(WARDEN_BIN), "run", "-m", str(SMOLLM2_GGUF), "-p", p, "-n",
+                                  "24", "--temp", "0", "--ignore-eos", "-t", "2"],
+                                 capture_output=True, timeout=120, cwd=ROOT)
+            assert r.choices[0].text == ref.stdout.decode()[:-1]
+            t = r.model_extra["warden_timing"]
+            proposed += t.get("spec_proposed", 0)
+            assert t.get("spec_accepted", 0) <= t.get("spec_proposed", 0)
+        assert proposed > 0
+        m = s.metrics()
+        assert m["warden_spec_proposed_tokens_total"] == proposed
+        assert m["warden_spec_acceptance_rate_count"] >= 1
+    finally:
+        assert s.stop() == 0

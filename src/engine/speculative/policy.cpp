@@ -23,9 +23,12 @@ double StepCostModel::row_share(int64_t rows) const {
     if (w_ > 8 && var > 1e-6 * w_ * w_) {
         const double slope = (sxy_ * w_ - sx_ * sy_) / var;
         const double icpt = (sy_ - slope * sx_) / w_;
+        // A noisy fit (a shared machine) can put the intercept near zero, which would read
+        // every row as the whole cost: the fixed part is taken as at least a fifth of the mean
+        // step.
         if (slope > 0) {
             t_row = slope;
-            t0 = std::max(icpt, 1e-3 * slope);
+            t0 = std::max(icpt, 0.2 * sy_ / w_);
         }
     }
     const auto b = static_cast<double>(std::max<int64_t>(rows, 1));
