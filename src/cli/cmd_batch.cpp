@@ -98,11 +98,13 @@ int batch(const BatchOptions& o) {
     util::ThreadPool pool(o.common.threads);
     auto model = launch::load(o.common, true, pool);
     const auto reqs = read_requests(o, *model);
-    const launch::EngineParts parts = launch::assemble_engine(o.engine, *model, pool);
+    const launch::EngineParts parts =
+        launch::assemble_engine(o.engine, *model, pool, std::nullopt, &o.common);
     const auto& cache = parts.cache;
     const auto& faults = parts.faults;
     const engine::Executor& exec = *parts.executor;
     engine::Scheduler scheduler(*parts.executor, *cache, parts.scheduler, faults.get());
+    scheduler.set_speculative(parts.proposer.get(), parts.spec);
     const auto t0 = std::chrono::steady_clock::now();
     const auto results = scheduler.run(reqs);
     const double wall_ms =
@@ -142,6 +144,22 @@ int batch(const BatchOptions& o) {
     s["aborted_integrity"] = aborted;
     s["refused_frees"] = st.refused_frees;
     s["kv_pages_used_after"] = cache->pool().used_pages();
+    if (parts.proposer) {  // speculative decoding: what was drafted, kept, and where time went
+        const auto& sp = st.spec;
+        s["spec"] = {{"proposer", parts.proposer->name()},
+                     {"proposed", sp.proposed},
+                     {"accepted", sp.accepted},
+                     {"acceptance", sp.proposed > 0 ? static_cast<double>(sp.accepted) /
+                                                          static_cast<double>(sp.proposed)
+                                                    : 0.0},
+                     {"proposed_at", sp.proposed_at},
+                     {"accepted_at", sp.accepted_at},
+                     {"verify_steps", sp.verify_steps},
+                     {"draft_ms", sp.draft_ms},
+                     {"verify_step_ms", sp.verify_step_ms},
+                     {"rollback_ms", sp.rollback_ms},
+                     {"rollback_pages", sp.rollback_pages}};
+    }
     if (faults) {
         s["faults_injected"] = faults->total_injected();
         nlohmann::json per;
@@ -164,6 +182,7 @@ void register_batch(CLI::App& app, int& rc) {
     launch::add_threads_option(*sub, o->common);
     launch::add_dtype_option(*sub, o->common);
     launch::add_engine_options(*sub, o->engine, true);
+    launch::add_spec_options(*sub, o->engine);
     sub->add_option("--prompts", o->prompts_file, "file with one prompt per line (text or JSON)")
         ->required();
     sub->add_option("-n,--n-predict", o->n, "tokens to generate per prompt (default 32)");

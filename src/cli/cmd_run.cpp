@@ -57,12 +57,13 @@ int run(const RunOptions& o) {
     if (!o.ignore_eos) req.stop_ids = tok.stop_ids();
 
     // Default KV budget: exactly the pages this request needs.
-    launch::EngineParts parts = launch::assemble_engine(o.engine, *model, pool, need);
+    launch::EngineParts parts = launch::assemble_engine(o.engine, *model, pool, need, &o.common);
     // One request: all of it in one sequence, prefill in the model's largest chunks.
     parts.scheduler.max_seqs = 1;
     parts.scheduler.max_batch_tokens = model::Transformer::kMaxChunk;
     parts.scheduler.prefill_chunk = model::Transformer::kMaxChunk;
     engine::Scheduler scheduler(*parts.executor, *parts.cache, parts.scheduler, parts.faults.get());
+    scheduler.set_speculative(parts.proposer.get(), parts.spec);
 
     tokenizer::StreamingDecoder detok(tok);
     const auto t0 = std::chrono::steady_clock::now();
@@ -119,6 +120,7 @@ void register_run(CLI::App& app, int& rc) {
     launch::add_threads_option(*sub, o->common);
     launch::add_dtype_option(*sub, o->common);
     launch::add_engine_options(*sub, o->engine, false);
+    launch::add_spec_options(*sub, o->engine);
     sub->add_option("-p,--prompt", o->prompt, "prompt text (UTF-8)")->required();
     sub->add_option("-n,--n-predict", o->n, "number of tokens to generate (>= 1)");
     sub->add_option("--temp", o->sampling.temperature, "temperature (0 = greedy)");

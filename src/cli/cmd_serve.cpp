@@ -128,7 +128,8 @@ int serve(const ServeOptions& o) {
             spdlog::warn("chat template unusable ({}); /v1/chat/completions is disabled", e.what());
         }
     }
-    const launch::EngineParts parts = launch::assemble_engine(o.engine, *model, pool);
+    const launch::EngineParts parts =
+        launch::assemble_engine(o.engine, *model, pool, std::nullopt, &o.common);
     const auto& cache = parts.cache;
     engine::EngineConfig ec;
     ec.scheduler = parts.scheduler;
@@ -155,6 +156,8 @@ int serve(const ServeOptions& o) {
         util::check(o.shared_prefixes.empty(),
                     "--shared-prefix needs the prefix cache (drop --no-prefix-cache)");
     }
+    ec.proposer = parts.proposer.get();
+    ec.spec = parts.spec;
     engine::Engine eng(*parts.executor, *cache, ec, parts.faults.get());
     if (prefix) warm_shared_prefixes(o, *model->tokenizer, *prefix, eng);
 
@@ -206,6 +209,7 @@ void register_serve(CLI::App& app, int& rc) {
     launch::add_threads_option(*sub, o->common);
     launch::add_dtype_option(*sub, o->common);
     launch::add_engine_options(*sub, o->engine, true);
+    launch::add_spec_options(*sub, o->engine);
     sub->add_option("--host", o->host, "address to bind (default 127.0.0.1)");
     sub->add_option("--port", o->port, "port (default 8080; 0 picks a free one)")
         ->check(CLI::Range(0, 65535));

@@ -47,6 +47,7 @@ void Stream::cancel() {
 Engine::Engine(Executor& exec, kv::KvCache& kv, EngineConfig cfg, kv::FaultInjector* faults)
     : exec_(exec), kv_(kv), cfg_(cfg), scheduler_(exec, kv, cfg.scheduler, faults) {
     scheduler_.set_prefix_cache(cfg_.prefix_cache);
+    scheduler_.set_speculative(cfg_.proposer, cfg_.spec);
     scheduler_.on_token([this](Scheduler::Handle h, const TokenInfo& info) {
         auto it = by_handle_.find(h);
         if (it == by_handle_.end()) return;

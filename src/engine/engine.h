@@ -32,6 +32,9 @@ struct EngineConfig {
     // The prefix cache over the same KvCache's pool, or nullptr. Used by the scheduler thread
     // only from construction on; it must outlive the Engine.
     kv::PrefixCache* prefix_cache = nullptr;
+    // Speculative decoding (Scheduler::set_speculative): nullptr or spec.max_k == 0 is off.
+    speculative::Proposer* proposer = nullptr;
+    speculative::SpecConfig spec;
 };
 
 struct Event {

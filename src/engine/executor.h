@@ -17,7 +17,8 @@ struct StepResult {
     // Per sequence of the batch, in order:
     std::vector<char> ok;                                          // computed fully
     std::vector<std::optional<kv::IntegrityViolation>> violation;  // why not, when !ok
-    // [vocab] when ok && want_logits; [n, vocab] (every token of the step) when all_logits
+    // [vocab] when ok && want_logits; [n, vocab] (every token of the step) when all_logits or
+    // verify
     std::vector<std::vector<float>> logits;
 };
 

@@ -51,6 +51,7 @@ void Metrics::observe(const std::string& tenant, const Result& r) {
     ++t.requests;
     ++t.finished[finish_reason_name(r.finish)];
     if (r.finish == FinishReason::Rejected) return;
+    spec_.observe(r.timing);
     t.prompt_tokens += r.n_prompt;
     t.cached_prompt_tokens += r.cached_tokens;
     t.generated_tokens += static_cast<int64_t>(r.output.size());
@@ -177,6 +178,7 @@ std::string Metrics::prometheus() const {
     hist("warden_ttft_seconds", "time to first token", &Tenant::ttft);
     hist("warden_tpot_seconds", "time per output token after the first", &Tenant::tpot);
     hist("warden_e2e_seconds", "end-to-end request time", &Tenant::e2e);
+    spec_.render(o);
     return o;
 }
 

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "engine/request.h"
+#include "engine/speculative/spec_metrics.h"
 #include "kv/prefix_cache.h"
 
 namespace warden::engine {
@@ -58,6 +59,7 @@ class Metrics {
     };
     mutable std::mutex mu_;
     std::map<std::string, Tenant> tenants_;
+    speculative::SpecMetrics spec_;  // all tenants
     Gauges g_;
 };
 

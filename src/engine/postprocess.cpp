@@ -14,8 +14,6 @@
 
 namespace warden::engine {
 
-namespace {
-
 // Stop conditions after a sampled token: a stop id ends the request as Stop, reaching
 // max_new_tokens as Length (a stop id wins when both hold).
 std::optional<FinishReason> stop_reason(const Request& req, int32_t token, int64_t generated) {
@@ -25,8 +23,6 @@ std::optional<FinishReason> stop_reason(const Request& req, int32_t token, int64
     if (generated >= req.max_new_tokens) return FinishReason::Length;
     return std::nullopt;
 }
-
-}  // namespace
 
 void Scheduler::postprocess(const StepPlan& plan, const StepResult& r, Clock::time_point done) {
     const StepBatch& batch = plan.batch;
@@ -42,6 +38,10 @@ void Scheduler::postprocess(const StepPlan& plan, const StepResult& r, Clock::ti
             if (r.violation[b])
                 spdlog::warn("request {} aborted: {}", s.h, r.violation[b]->describe());
             finish(s, FinishReason::IntegrityError);
+            continue;
+        }
+        if (batch.seqs[b].verify) {
+            accept_verified(s, batch.seqs[b], r.logits[b], done);
             continue;
         }
         const int64_t before = s.n_computed;

@@ -25,6 +25,7 @@ bool Scheduler::reserve_or_preempt(size_t i, int64_t n_new) {
             continue;
         }
         v.n_computed = 0;
+        release_draft(v);
         ++v.res.preemptions;
         ++stats_.preemptions;
         waiting_.push_front(

@@ -46,6 +46,8 @@ const char* finish_reason_name(FinishReason r);
 // tokens after the first; total: arrival -> finish. Zero where the event never happened.
 struct Timing {
     double queue_ms = 0, prefill_ms = 0, ttft_ms = 0, tpot_ms = 0, total_ms = 0;
+    // Speculative decoding: draft tokens the target verified, and how many it kept.
+    int64_t spec_proposed = 0, spec_accepted = 0;
 };
 
 struct Result {

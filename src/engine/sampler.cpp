@@ -70,6 +70,22 @@ int32_t Sampler::argmax(std::span<const float> logits) {
 
 int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> history,
                         size_t n_prompt) {
+    const auto& cand = distribution(logits, history, n_prompt);
+    if (p_.temperature <= 0.0f) return cand[0].second;
+    double total = 0.0;
+    for (const auto& c : cand) total += c.first;
+    // 53 random bits -> uniform double in [0, 1): portable, unlike std::uniform_real_distribution.
+    const double u = static_cast<double>(rng_() >> 11) * (1.0 / 9007199254740992.0) * total;
+    double acc = 0.0;
+    for (const auto& c : cand) {
+        acc += c.first;
+        if (u < acc) return c.second;
+    }
+    return cand.back().second;
+}
+
+const std::vector<std::pair<float, int32_t>>& Sampler::distribution(
+    std::span<float> logits, std::span<const int32_t> history, size_t n_prompt) {
     if (p_.frequency_penalty != 0.0f || p_.presence_penalty != 0.0f) {
         // OpenAI: mu[j] -= c[j] * frequency_penalty + (c[j] > 0) * presence_penalty, c over the
         // output.
@@ -92,7 +108,10 @@ int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> histor
             l = l > 0 ? l / p_.repetition_penalty : l * p_.repetition_penalty;
         }
     }
-    if (p_.temperature <= 0.0f) return argmax(logits);
+    if (p_.temperature <= 0.0f) {
+        cand_.assign(1, {1.0f, argmax(logits)});
+        return cand_;
+    }
 
     cand_.clear();
     cand_.reserve(logits.size());
@@ -134,16 +153,7 @@ int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> histor
         }
         cand_.resize(k);
     }
-    double total = 0.0;
-    for (const auto& c : cand_) total += c.first;
-    // 53 random bits -> uniform double in [0, 1): portable, unlike std::uniform_real_distribution.
-    const double u = static_cast<double>(rng_() >> 11) * (1.0 / 9007199254740992.0) * total;
-    double acc = 0.0;
-    for (const auto& c : cand_) {
-        acc += c.first;
-        if (u < acc) return c.second;
-    }
-    return cand_.back().second;
+    return cand_;
 }
 
 }  // namespace warden::engine

@@ -41,6 +41,14 @@ class Sampler {
     // penalty); the frequency/presence penalties count history[n_prompt..] (generated only).
     int32_t sample(std::span<float> logits, std::span<const int32_t> history, size_t n_prompt = 0);
     static int32_t argmax(std::span<const float> logits);
+    // What sample() draws from: the surviving candidates as (probability, id), most likely
+    // first, probabilities as sample() weighs them (their sum may fall short of 1 after top-p).
+    // Greedy: the argmax alone with probability 1. Same inputs and effects on `logits` as
+    // sample(); the reference stays valid until the next call. Speculative verification reads it.
+    const std::vector<std::pair<float, int32_t>>& distribution(std::span<float> logits,
+                                                               std::span<const int32_t> history,
+                                                               size_t n_prompt = 0);
+    bool greedy() const { return p_.temperature <= 0.0f; }
     const SamplingParams& params() const { return p_; }
 
   private:

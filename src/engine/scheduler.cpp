@@ -96,6 +96,7 @@ Scheduler::StepPlan Scheduler::schedule() {
     std::vector<size_t> stale_members;  // cancelled sequences a racing step still names
     if (faults_) inject_table_faults(stale_members);
 
+    if (proposer_) propose_drafts();
     StepPlan plan;
     int64_t budget = opts_.max_batch_tokens;
     for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
@@ -109,6 +110,11 @@ Scheduler::StepPlan Scheduler::schedule() {
         ss.id = s.id;
         ss.tokens =
             std::span<const int32_t>(s.tokens.data() + s.n_computed, static_cast<size_t>(n_new));
+        if (const int64_t n_verify = proposer_ ? draft_tokens(s, budget) : 0; n_verify > 1) {
+            ss.tokens = s.spec.input;
+            ss.verify = true;
+            budget -= n_verify - n_new;
+        }
         ss.pos0 = s.n_computed;
         ss.table = &s.table;
         ss.want_logits = s.n_computed + n_new == static_cast<int64_t>(s.tokens.size());
@@ -190,8 +196,9 @@ StepResult Scheduler::execute(const StepPlan& plan, Clock::time_point& done) {
     const auto t0 = Clock::now();
     StepResult r = exec_.execute(plan.batch);
     done = Clock::now();
-    if (keep_step_times_)
-        stats_.step_ms.push_back(std::chrono::duration<double, std::milli>(done - t0).count());
+    const double ms = std::chrono::duration<double, std::milli>(done - t0).count();
+    if (keep_step_times_) stats_.step_ms.push_back(ms);
+    if (proposer_) note_step_cost(plan, ms);
     stats_.tokens_computed += plan.batch.n_tokens();
     ++stats_.steps;
     return r;
@@ -210,6 +217,7 @@ void Scheduler::end_step(const StepPlan& plan) {
 
 void Scheduler::finish(Seq& s, FinishReason why) {
     s.finished = true;
+    release_draft(s);
     if (!release_pages(s, why != FinishReason::IntegrityError) &&
         why != FinishReason::IntegrityError) {
         spdlog::warn(

@@ -27,6 +27,8 @@
 
 #include "engine/executor.h"
 #include "engine/request.h"
+#include "engine/speculative/policy.h"
+#include "engine/speculative/proposer.h"
 #include "engine/step_batch.h"
 #include "kv/fault_injector.h"
 #include "kv/prefix_cache.h"
@@ -58,6 +60,7 @@ struct SchedulerStats {
     int64_t preemptions = 0;
     int64_t refused_frees = 0;  // releases the pool refused (stale entries of aborted sequences)
     int64_t max_running = 0;
+    speculative::SpecStats spec;  // speculative decoding (all zero when it is off)
 };
 
 class Scheduler {
@@ -76,6 +79,10 @@ class Scheduler {
     // the KvCache's pool and outlive the scheduler's use of it). nullptr: no caching.
     void set_prefix_cache(kv::PrefixCache* pc) { prefix_ = pc; }
     kv::PrefixCache* prefix_cache() const { return prefix_; }
+    // Speculative decoding: drafts from `p` (owned by the caller, used on the scheduler's thread
+    // only), verified by the target in the same step (engine/speculative/verify.cpp). nullptr or
+    // cfg.max_k == 0: off.
+    void set_speculative(speculative::Proposer* p, speculative::SpecConfig cfg);
 
     // Incremental core. add() queues a request (FCFS) and returns its handle; a request that can
     // never run (empty, larger than the cache) finishes at once as Rejected (on_finish is
@@ -124,6 +131,14 @@ class Scheduler {
     StepResult execute(const StepPlan& plan, Clock::time_point& done);
     void postprocess(const StepPlan& plan, const StepResult& r, Clock::time_point done);
     void sample_next(Seq& s, const std::vector<float>& logits, Clock::time_point done);
+    // speculative decoding (speculative/verify.cpp)
+    void propose_drafts();
+    int64_t draft_tokens(Seq& s, int64_t budget);
+    void accept_verified(Seq& s, const StepSeq& ss, const std::vector<float>& logits,
+                         Clock::time_point done);
+    bool rollback_pages(Seq& s);
+    void release_draft(Seq& s);
+    void note_step_cost(const StepPlan& plan, double ms);
     void record_prompt_logprobs(Seq& s, int64_t pos0, const std::vector<float>& logits);
     // requests' lifecycle (scheduler.cpp)
     void finish(Seq& s, FinishReason why);
@@ -142,6 +157,9 @@ class Scheduler {
     std::deque<std::unique_ptr<Seq>> waiting_;
     std::vector<std::unique_ptr<Seq>> running_;
     std::vector<kv::PageRef> deferred_frees_;
+    speculative::Proposer* proposer_ = nullptr;
+    speculative::SpecConfig spec_;
+    speculative::StepCostModel step_cost_;
 };
 
 }  // namespace warden::engine

@@ -1,9 +1,11 @@
 #pragma once
 // The scheduler's state of one request (private to the scheduler's source files).
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "engine/scheduler.h"
+#include "engine/speculative/policy.h"
 
 namespace warden::engine {
 
@@ -25,10 +27,14 @@ struct Scheduler::Seq {
     std::vector<TokenLogprobs> prompt_lp;  // prompt logprobs so far (prompt_logprobs >= 0)
     Clock::time_point t_arrival, t_admit, t_first, t_last;
     bool admitted_once = false;
+    speculative::SeqState spec;  // speculative decoding (engine/speculative/verify.cpp)
 
     int64_t generated() const { return static_cast<int64_t>(tokens.size()) - n_prompt; }
     // Its prompt's logits are still wanted at every position (before the first token only).
     bool wants_prompt_logits() const { return req.prompt_logprobs >= 0 && generated() == 0; }
 };
+
+// Stop conditions after a sampled token (postprocess.cpp; also speculative/verify.cpp).
+std::optional<FinishReason> stop_reason(const Request& req, int32_t token, int64_t generated);
 
 }  // namespace warden::engine

@@ -20,6 +20,10 @@ struct StepSeq {
     // Logits of every token of the step ([n, vocab]; the last row is the one above). Only
     // for prompt logprobs: other sequences of the batch compute exactly what they would alone.
     bool all_logits = false;
+    // Speculative verification: the tokens are the last sampled one and drafts after it; every
+    // position's logits come back ([n, vocab]) and the rows are computed as decode rows (the
+    // runtime weights, not --prefill-weights), so each equals a one-token step's bits.
+    bool verify = false;
 };
 
 struct StepBatch {

@@ -9,6 +9,7 @@
 #include "engine/scheduler.h"
 #include "kv/fault_injector.h"
 #include "kv/kv_cache.h"
+#include "launch/common.h"
 #include "launch/engine_options.h"
 #include "model/model.h"
 #include "model/transformer.h"
@@ -23,12 +24,19 @@ struct EngineParts {
     std::unique_ptr<engine::Executor> executor;  // --kv-integrity over `transformer` and `cache`
     // --max-seqs and --max-batch-tokens; prefill chunks of at most the model's largest chunk.
     engine::SchedulerOptions scheduler;
+    // --spec: the draft source (nullptr when off) and the policy; hand both to the scheduler
+    // (Scheduler::set_speculative, EngineConfig).
+    std::unique_ptr<engine::speculative::Proposer> proposer;
+    engine::speculative::SpecConfig spec;
 };
 
 // `model` and `pool` must outlive the parts. The KV cache holds --kv-cache-bytes, else exactly
 // `kv_tokens` tokens when given (a single known request), else 1 GiB.
+// `common` (the target's model options) is needed by --spec draft, which loads the draft with
+// them (another checkpoint with --draft-model, another format with --draft-weights).
 EngineParts assemble_engine(const EngineOptions& o, const model::Model& model,
                             util::ThreadPool& pool,
-                            std::optional<int64_t> kv_tokens = std::nullopt);
+                            std::optional<int64_t> kv_tokens = std::nullopt,
+                            const CommonOptions* common = nullptr);
 
 }  // namespace warden::launch

@@ -110,4 +110,23 @@ std::unique_ptr<kv::FaultInjector> make_fault_injector(const EngineOptions& o) {
     return std::make_unique<kv::FaultInjector>(kv::FaultSpec::parse(o.fault_inject));
 }
 
+void add_spec_options(CLI::App& app, EngineOptions& o) {
+    app.add_option("--spec", o.spec,
+                   "speculative decoding: off (default), ngram (prompt lookup) or draft (a draft "
+                   "model, see --draft-model)")
+        ->check(CLI::IsMember({"off", "ngram", "draft"}));
+    app.add_option("--spec-tokens", o.spec_tokens,
+                   "most draft tokens verified per sequence and step (default 4)")
+        ->check(CLI::Range(1, 64));
+    app.add_flag("--spec-fixed", o.spec_fixed,
+                 "always draft --spec-tokens tokens (default: chosen per step from the measured "
+                 "acceptance and batch size)");
+    app.add_option("--draft-model", o.draft_model,
+                   "--spec draft: the draft model's checkpoint (default: the target's own file, "
+                   "self-speculation in the --draft-weights format)");
+    app.add_option("--draft-weights", o.draft_weights,
+                   "--spec draft: the draft's weight format (as --weights; default: the "
+                   "checkpoint's own)");
+}
+
 }  // namespace warden::launch

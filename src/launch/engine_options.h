@@ -23,9 +23,17 @@ struct EngineOptions {
     std::string fault_inject;
     int64_t max_seqs = 64;
     int64_t max_batch_tokens = 512;
+    // Speculative decoding (engine/speculative): off | ngram | draft.
+    std::string spec = "off";
+    int32_t spec_tokens = 4;
+    bool spec_fixed = false;  // always draft spec_tokens (no adaptive choice)
+    std::string draft_model;    // --spec draft: the draft checkpoint (empty: the target's file)
+    std::string draft_weights;  // ... and its weight format (--weights of the draft)
 };
 
 void add_engine_options(CLI::App& app, EngineOptions& o, bool batching);
+// --spec, --spec-tokens, --spec-fixed, --draft-model, --draft-weights (run, batch, serve).
+void add_spec_options(CLI::App& app, EngineOptions& o);
 // --kv-dtype and --kv-scales alone (also used by `warden info`).
 void add_kv_format_options(CLI::App& app, EngineOptions& o);
 // The KV geometry and format for `model` from the options (budget not set).

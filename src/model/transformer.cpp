@@ -131,9 +131,12 @@ std::vector<char> Transformer::step(std::span<const SeqInput> seqs,
         const int64_t in = M.cols(), out_dim = M.rows();
         size_t i = 0;
         while (i < seqs.size()) {
-            const bool pre = seqs[i].tokens.size() > 1;
+            auto is_pre = [&](size_t x) {
+                return seqs[x].tokens.size() > 1 && !seqs[x].decode_rows;
+            };
+            const bool pre = is_pre(i);
             size_t j = i + 1;
-            while (j < seqs.size() && (seqs[j].tokens.size() > 1) == pre) ++j;
+            while (j < seqs.size() && is_pre(j) == pre) ++j;
             kernels::matmul(M.view_for(pre), xin + row0[i] * in, row0[j] - row0[i],
                             yout + row0[i] * out_dim, pool_);
             i = j;

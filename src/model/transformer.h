@@ -25,6 +25,9 @@ struct SeqInput {
     const int32_t* page_ids = nullptr;  // page table covering [0, pos0 + n)
     float* logits = nullptr;            // nullptr: none; else [n, vocab] (all_logits) or [vocab]
     bool all_logits = false;
+    // Rows computed with the runtime matrices even when there are several (speculative
+    // verification: each row must equal a one-token decode step bit for bit).
+    bool decode_rows = false;
 };
 
 // Called before layer `layer` reads or writes sequence `seq`'s KV (--kv-integrity=layer).

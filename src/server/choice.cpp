@@ -9,11 +9,16 @@ namespace warden::server {
 using json = nlohmann::json;
 
 json timing_json(const engine::Timing& t) {
-    return json{{"queue_ms", t.queue_ms},
-                {"prefill_ms", t.prefill_ms},
-                {"ttft_ms", t.ttft_ms},
-                {"tpot_ms", t.tpot_ms},
-                {"total_ms", t.total_ms}};
+    json j{{"queue_ms", t.queue_ms},
+           {"prefill_ms", t.prefill_ms},
+           {"ttft_ms", t.ttft_ms},
+           {"tpot_ms", t.tpot_ms},
+           {"total_ms", t.total_ms}};
+    if (t.spec_proposed > 0) {  // speculative decoding verified drafts for this request
+        j["spec_proposed"] = t.spec_proposed;
+        j["spec_accepted"] = t.spec_accepted;
+    }
+    return j;
 }
 
 Choice::Choice(int idx, const tokenizer::Tokenizer& tok, std::shared_ptr<engine::Stream> s,

@@ -122,6 +122,8 @@ json Generation::timing() const {
         t.ttft_ms = std::max(t.ttft_ms, x.ttft_ms);
         t.tpot_ms = std::max(t.tpot_ms, x.tpot_ms);
         t.total_ms = std::max(t.total_ms, x.total_ms);
+        t.spec_proposed += x.spec_proposed;  // speculative drafts: summed over the choices
+        t.spec_accepted += x.spec_accepted;
     }
     return timing_json(t);
 }

@@ -165,6 +165,13 @@ RequestRecord StreamClient::send(const BenchRequest& r, Clock::time_point deadli
                     u["prompt_tokens_details"]["cached_tokens"].is_number_integer())
                     rec.cached_tokens = u["prompt_tokens_details"]["cached_tokens"].get<int64_t>();
             }
+            if (j.contains("warden_timing") && j["warden_timing"].is_object()) {
+                const auto& t = j["warden_timing"];  // the same totals on every event that has it
+                if (t.contains("spec_proposed") && t["spec_proposed"].is_number_integer())
+                    rec.spec_proposed = t["spec_proposed"].get<int64_t>();
+                if (t.contains("spec_accepted") && t["spec_accepted"].is_number_integer())
+                    rec.spec_accepted = t["spec_accepted"].get<int64_t>();
+            }
             if (!j.contains("choices") || !j["choices"].is_array() || j["choices"].empty())
                 continue;
             const auto& c = j["choices"][0];

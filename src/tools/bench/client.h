@@ -40,6 +40,8 @@ struct RequestRecord {
     int64_t output_tokens = 0;   // from usage, else the number of content chunks
     int64_t cached_tokens = 0;   // usage.prompt_tokens_details.cached_tokens (prefix-cache hits)
     bool usage_reported = false;
+    // warden_timing.spec_proposed / spec_accepted (speculative decoding; 0 without)
+    int64_t spec_proposed = 0, spec_accepted = 0;
     int64_t chunks = 0;
     std::string text;
 };

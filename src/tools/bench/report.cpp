@@ -45,6 +45,16 @@ std::string format_table(const std::vector<LevelSummary>& levels) {
             fmt("%.2f", s.itl.p99).c_str(), fmt("%.1f", s.e2e.p50).c_str());
         t += line;
     }
+    for (const auto& s : levels)
+        if (s.spec_proposed > 0) {  // speculative decoding on the server
+            std::snprintf(line, sizeof line,
+                          "%-10s speculative: %lld of %lld draft tokens accepted (%.1f%%)\n",
+                          s.label.c_str(), static_cast<long long>(s.spec_accepted),
+                          static_cast<long long>(s.spec_proposed),
+                          100.0 * static_cast<double>(s.spec_accepted) /
+                              static_cast<double>(s.spec_proposed));
+            t += line;
+        }
     t += "(latencies in ms; good/s = requests/s meeting the SLO)\n";
     return t;
 }

@@ -49,6 +49,8 @@ LevelSummary summarize_level(const std::vector<RequestRecord>& recs, double dura
         s.input_tokens += r.prompt_tokens;
         s.cached_tokens += r.cached_tokens;
         s.output_tokens += r.output_tokens;
+        s.spec_proposed += r.spec_proposed;
+        s.spec_accepted += r.spec_accepted;
         ttft.push_back(r.ttft_ms);
         e2e.push_back(r.e2e_ms);
         if (r.headers_ms >= 0) headers.push_back(r.headers_ms);
@@ -90,6 +92,8 @@ nlohmann::json to_json(const LevelSummary& s) {
             {"input_tokens", s.input_tokens},
             {"cached_tokens", s.cached_tokens},
             {"output_tokens", s.output_tokens},
+            {"spec_proposed", s.spec_proposed},
+            {"spec_accepted", s.spec_accepted},
             {"output_tok_s", s.output_tok_s},
             {"total_tok_s", s.total_tok_s},
             {"req_s", s.req_s},

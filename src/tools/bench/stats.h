@@ -29,6 +29,7 @@ struct LevelSummary {
     int64_t requests = 0, ok = 0, errors = 0;
     double duration_s = 0;  // first send -> last finish
     int64_t input_tokens = 0, output_tokens = 0, cached_tokens = 0;
+    int64_t spec_proposed = 0, spec_accepted = 0;  // speculative decoding's draft tokens
     double output_tok_s = 0, total_tok_s = 0, req_s = 0;
     int64_t slo_met = 0;
     double goodput_req_s = 0;  // requests per second that finished and met the SLO

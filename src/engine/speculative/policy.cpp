@@ -1,0 +1,62 @@
+#include "engine/speculative/policy.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace warden::engine::speculative {
+
+void StepCostModel::observe(int64_t rows, double ms) {
+    constexpr double kDecay = 0.98;  // about the last 50 steps
+    const auto x = static_cast<double>(rows);
+    w_ = w_ * kDecay + 1.0;
+    sx_ = sx_ * kDecay + x;
+    sy_ = sy_ * kDecay + ms;
+    sxx_ = sxx_ * kDecay + x * x;
+    sxy_ = sxy_ * kDecay + x * ms;
+}
+
+double StepCostModel::row_share(int64_t rows) const {
+    // Until the steps vary enough in size to fit a slope, assume a weight-bound step where a
+    // row costs 2% of the fixed part (a small model's decode on a few CPU cores).
+    double t0 = 1.0, t_row = 0.02;
+    const double var = sxx_ * w_ - sx_ * sx_;
+    if (w_ > 8 && var > 1e-6 * w_ * w_) {
+        const double slope = (sxy_ * w_ - sx_ * sy_) / var;
+        const double icpt = (sy_ - slope * sx_) / w_;
+        // A noisy fit (a shared machine) can put the intercept near zero, which would read
+        // every row as the whole cost: the fixed part is taken as at least a fifth of the mean
+        // step.
+        if (slope > 0) {
+            t_row = slope;
+            t0 = std::max(icpt, 0.2 * sy_ / w_);
+        }
+    }
+    const auto b = static_cast<double>(std::max<int64_t>(rows, 1));
+    return b * t_row / (t0 + b * t_row);
+}
+
+int32_t choose_k(const SpecConfig& cfg, double a, int64_t decode_rows, const StepCostModel& cost) {
+    if (cfg.max_k <= 0) return 0;
+    if (!cfg.adaptive) return cfg.max_k;
+    if (a < 0) a = cfg.initial_acceptance;
+    const double share = cost.row_share(decode_rows);
+    int32_t k = 0;
+    double p = 1.0;
+    while (k < cfg.max_k) {
+        p *= a;
+        if (p <= share) break;
+        ++k;
+    }
+    return k;
+}
+
+void update_acceptance(SeqState& st, int64_t n_proposed, int64_t n_accepted) {
+    if (n_proposed <= 0) return;
+    // Per-token acceptance from a truncated run: accepted / (accepted + 1 rejection), or all.
+    const double obs = n_accepted == n_proposed
+                           ? 1.0 - 0.5 / static_cast<double>(n_proposed + 1)
+                           : static_cast<double>(n_accepted) / static_cast<double>(n_accepted + 1);
+    st.acceptance = st.acceptance < 0 ? obs : 0.7 * st.acceptance + 0.3 * obs;
+}
+
+}  // namespace warden::engine::speculative

@@ -1,0 +1,62 @@
+#pragma once
+// Speculative decoding's configuration, per-sequence state, counters, and the choice of how
+// many tokens to draft for a sequence in a step.
+//
+// The choice (adaptive): a draft token at depth i is worth a^i tokens (a: the sequence's
+// measured per-token acceptance rate) and costs one more row in the step. With the step's time
+// modelled as T(B) = T0 + B * t_row over its B rows (fitted online over recent steps), a token
+// is worth T(B) / B of step time at B decoding rows, so depth i is drafted while
+// a^i * T(B) / B > t_row. At batch 1 the step is weight-bound (t_row << T0) and long drafts pay;
+// at high concurrency the step is compute-bound (B * t_row ~ T(B)) and only near-certain drafts
+// do, so speculation switches itself off where it would slow the batch down.
+#include <cstdint>
+#include <random>
+#include <vector>
+
+namespace warden::engine::speculative {
+
+struct SpecConfig {
+    int32_t max_k = 0;                // 0: speculation off
+    bool adaptive = true;             // false: always draft max_k (tests, measurements)
+    double initial_acceptance = 0.6;  // a sequence's acceptance estimate before any verification
+};
+
+// Per sequence (lives in the scheduler's Seq).
+struct SeqState {
+    std::vector<int32_t> input;  // this step's verified input: the last sampled token, drafts
+    std::vector<std::vector<std::pair<float, int32_t>>> q;  // the drafts' distributions
+    double acceptance = -1.0;  // EMA of per-token acceptance (< 0: not measured yet)
+    int64_t idle_steps = 0;    // decode steps since the last draft (probing when adaptivity stops)
+    std::mt19937_64 rng;       // acceptance tests and replacement draws (seeded from the request)
+    bool seeded = false;
+};
+
+struct SpecStats {
+    int64_t verify_steps = 0;  // steps with at least one draft
+    int64_t drafted_seqs = 0;  // (sequence, step) pairs with a draft
+    int64_t proposed = 0, accepted = 0;
+    std::vector<int64_t> proposed_at, accepted_at;  // by draft position 1..K (index 0 = 1)
+    double draft_ms = 0, verify_step_ms = 0, rollback_ms = 0;
+    int64_t rollback_pages = 0;  // whole pages past the accepted length given back
+};
+
+// Online fit of step time against rows: T(B) = T0 + B * t_row (exponentially weighted).
+class StepCostModel {
+  public:
+    void observe(int64_t rows, double ms);
+    // t_row / T(B) * B: the fraction of a B-row step's time its rows cost (in (0, 1)).
+    double row_share(int64_t rows) const;
+
+  private:
+    double w_ = 0, sx_ = 0, sy_ = 0, sxx_ = 0, sxy_ = 0;
+};
+
+// How many tokens to draft for a sequence with acceptance estimate `a` in a step with
+// `decode_rows` decoding sequences.
+int32_t choose_k(const SpecConfig& cfg, double a, int64_t decode_rows, const StepCostModel& cost);
+
+// Folds one verification (n_proposed drafts, n_accepted of them kept) into the sequence's
+// acceptance estimate.
+void update_acceptance(SeqState& st, int64_t n_proposed, int64_t n_accepted);
+
+}  // namespace warden::engine::speculative

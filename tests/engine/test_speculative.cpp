@@ -1,0 +1,295 @@
+// Speculative decoding: the rejection sampler keeps the target's distribution (chi-square over
+// many draws with synthetic p and q, and a deliberately wrong rule that the same test rejects),
+// n-gram lookup, the draft-length policy, and the engine's verification: greedy outputs equal a
+// plain decode token for token, with batching (sequences with and without drafts in one step),
+// chunked prefill, preemption, the prefix cache and 8-bit KV, and the pool is whole afterwards.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <map>
+#include <optional>
+#include <random>
+
+#include "engine/scheduler.h"
+#include "engine/speculative/ngram_proposer.h"
+#include "engine/speculative/policy.h"
+#include "engine/speculative/rejection.h"
+#include "kv/prefix_cache.h"
+#include "tiny_llama.h"
+
+using namespace warden;
+namespace spec = warden::engine::speculative;
+
+namespace {
+
+using SparseDist = std::vector<std::pair<float, int32_t>>;
+using Rule =
+    std::function<spec::Verdict(spec::Dist, spec::Dist, int32_t, double, std::mt19937_64&)>;
+
+// Pearson chi-square of the tokens one speculative step emits (draft d ~ q, then the rule)
+// against p, over `n` draws with fresh seeds. p, q over ids [0, vocab).
+double chi_square(const SparseDist& p, const SparseDist& q, int32_t vocab, int n,
+                  const Rule& rule) {
+    std::vector<int64_t> count(static_cast<size_t>(vocab), 0);
+    double p_sum = 0;
+    for (const auto& [w, id] : p) p_sum += w;
+    for (int i = 0; i < n; ++i) {
+        std::mt19937_64 rng(1000003ULL * static_cast<uint64_t>(i) + 17);
+        const int32_t d = q.empty() ? 2 : spec::draw(q, rng);  // point mass: always token 2
+        const double u = spec::uniform01(rng);
+        ++count[static_cast<size_t>(rule(p, q, d, u, rng).token)];
+    }
+    double chi = 0;
+    for (int32_t t = 0; t < vocab; ++t) {
+        double pt = 0;
+        for (const auto& [w, id] : p)
+            if (id == t) pt = w / p_sum;
+        const double expect = pt * n;
+        const double obs = static_cast<double>(count[static_cast<size_t>(t)]);
+        if (expect == 0) {
+            if (obs > 0) return 1e9;  // a token outside p's support: always wrong
+            continue;
+        }
+        chi += (obs - expect) * (obs - expect) / expect;
+    }
+    return chi;
+}
+
+// The 0.999 quantile of chi-square with 4 degrees of freedom (5 tokens): a correct sampler
+// fails with probability 0.001 per case; the seeds are fixed, so the outcome is deterministic.
+constexpr double kChi4 = 18.47;
+
+const SparseDist kP = {{0.40f, 1}, {0.25f, 0}, {0.20f, 2}, {0.10f, 4}, {0.05f, 3}};
+
+TEST(SpecRejection, KeepsTargetDistributionForAnyDraft) {
+    const std::vector<SparseDist> qs = {
+        {},                                                            // point mass (n-gram)
+        {{0.2f, 0}, {0.2f, 1}, {0.2f, 2}, {0.2f, 3}, {0.2f, 4}},       // uniform
+        {{0.05f, 1}, {0.9f, 3}, {0.05f, 4}},                           // far from p
+        {{0.40f, 1}, {0.25f, 0}, {0.20f, 2}, {0.10f, 4}, {0.05f, 3}},  // q == p
+        {{0.7f, 0}, {0.3f, 2}},  // unnormalized support subset
+    };
+    for (size_t i = 0; i < qs.size(); ++i)
+        EXPECT_LT(chi_square(kP, qs[i], 5, 40000, spec::verify_token), kChi4) << "q #" << i;
+}
+
+TEST(SpecRejection, WrongRulesFailTheSameTest) {
+    // Accepting every draft emits q, not p.
+    const Rule accept_all = [](spec::Dist, spec::Dist, int32_t d, double, std::mt19937_64&) {
+        return spec::Verdict{true, d};
+    };
+    // The right acceptance test, but replacements drawn from p instead of norm(max(0, p - q)).
+    const Rule resample_p = [](spec::Dist p, spec::Dist q, int32_t d, double u,
+                               std::mt19937_64& rng) {
+        const spec::Verdict v = spec::verify_token(p, q, d, u, rng);
+        return v.accepted ? v : spec::Verdict{false, spec::draw(p, rng)};
+    };
+    const SparseDist q = {{0.05f, 1}, {0.9f, 3}, {0.05f, 4}};
+    EXPECT_GT(chi_square(kP, q, 5, 40000, accept_all), kChi4);
+    EXPECT_GT(chi_square(kP, q, 5, 40000, resample_p), kChi4);
+    EXPECT_GT(chi_square(kP, {}, 5, 40000, resample_p), kChi4);
+}
+
+TEST(SpecRejection, GreedyTargetAcceptsOnlyItsArgmax) {
+    std::mt19937_64 rng(1);
+    const SparseDist p = {{1.0f, 7}};
+    EXPECT_TRUE(spec::verify_token(p, {}, 7, 0.999, rng).accepted);
+    const spec::Verdict v = spec::verify_token(p, {}, 3, 0.0, rng);
+    EXPECT_FALSE(v.accepted);
+    EXPECT_EQ(v.token, 7);
+}
+
+TEST(SpecNgram, LongestMostRecentMatch) {
+    // ... 5 6 7 8 | 9 ... 6 7 8 -> longest match "6 7 8" continues with 9 10.
+    const std::vector<int32_t> t = {1, 6, 7, 8, 9, 10, 11, 2, 7, 8, 3, 6, 7, 8};
+    EXPECT_EQ(spec::NgramProposer::lookup(t, 2, 1, 4), (std::vector<int32_t>{9, 10}));
+    // Only the 2-gram "7 8" when 3-grams are out of range; its most recent earlier match is
+    // at index 8, followed by 3.
+    EXPECT_EQ(spec::NgramProposer::lookup(t, 3, 1, 2), (std::vector<int32_t>{3, 6, 7}));
+    EXPECT_TRUE(spec::NgramProposer::lookup(std::vector<int32_t>{1, 2, 3, 4}, 4, 1, 3).empty());
+    EXPECT_TRUE(spec::NgramProposer::lookup(t, 0, 1, 3).empty());
+    // The proposal may run up to the end of the history, never past it.
+    EXPECT_EQ(spec::NgramProposer::lookup(std::vector<int32_t>{5, 5, 5}, 4, 1, 2),
+              (std::vector<int32_t>{5}));
+}
+
+TEST(SpecPolicy, DraftsLessAsTheBatchGrows) {
+    spec::SpecConfig cfg;
+    cfg.max_k = 8;
+    spec::StepCostModel cost;
+    // A step costs 10 ms + 0.5 ms per row: weight-bound at 1 row, compute-bound at 64.
+    for (int i = 0; i < 64; ++i) {
+        const int64_t rows = 1 + (i * 7) % 64;
+        cost.observe(rows, 10.0 + 0.5 * static_cast<double>(rows));
+    }
+    const int32_t k1 = spec::choose_k(cfg, 0.7, 1, cost);
+    const int32_t k64 = spec::choose_k(cfg, 0.7, 64, cost);
+    EXPECT_GE(k1, 5);
+    EXPECT_EQ(k64, 0);
+    EXPECT_EQ(spec::choose_k(cfg, 0.03, 1, cost), 0);
+    cfg.adaptive = false;
+    EXPECT_EQ(spec::choose_k(cfg, 0.05, 64, cost), 8);
+}
+
+// ---- verification in the engine (tiny-llama) ----
+
+// Proposes each request's known greedy continuation with some tokens deliberately wrong, so
+// verification sees full acceptances, partial ones and immediate rejections; requests whose
+// prompt starts with an odd token get no drafts (mixed steps).
+class NoisyOracle final : public spec::Proposer {
+  public:
+    NoisyOracle(std::map<std::vector<int32_t>, std::vector<int32_t>> truth, uint64_t seed)
+        : truth_(std::move(truth)), rng_(seed) {}
+    const char* name() const override { return "noisy-oracle"; }
+    void propose(std::span<spec::DraftRequest*> reqs) override {
+        for (spec::DraftRequest* r : reqs) {
+            r->draft.clear();
+            const std::vector<int32_t> prompt(r->tokens.begin(), r->tokens.begin() + r->n_prompt);
+            const auto it = truth_.find(prompt);
+            if (it == truth_.end() || prompt[0] % 2 == 1) continue;
+            const auto have =
+                static_cast<size_t>(static_cast<int64_t>(r->tokens.size()) - r->n_prompt);
+            for (size_t j = have;
+                 j < it->second.size() && r->draft.size() < static_cast<size_t>(r->k); ++j) {
+                int32_t t = it->second[j];
+                if (rng_() % 5 == 0) t = (t + 1) % 64;  // a wrong guess
+                r->draft.push_back(t);
+            }
+        }
+    }
+    int64_t released = 0;
+    void release(kv::SeqId) override { ++released; }
+
+  private:
+    std::map<std::vector<int32_t>, std::vector<int32_t>> truth_;
+    std::mt19937_64 rng_;
+};
+
+std::vector<engine::Request> greedy_requests(int n, int64_t vocab, uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    std::vector<engine::Request> reqs(static_cast<size_t>(n));
+    for (auto& r : reqs) {
+        const int len = 3 + static_cast<int>(rng() % 30);
+        for (int i = 0; i < len; ++i)
+            r.prompt.push_back(static_cast<int32_t>(rng() % static_cast<uint64_t>(vocab)));
+        r.max_new_tokens = 4 + static_cast<int64_t>(rng() % 20);
+        r.sampling.temperature = 0.0f;
+        r.sampling.repetition_penalty = (rng() % 3) ? 1.0f : 1.3f;
+        r.top_logprobs = 1;
+    }
+    return reqs;
+}
+
+struct SpecRun {
+    std::vector<engine::Result> results;
+    engine::SchedulerStats stats;
+    int32_t used_after = 0;
+};
+
+SpecRun run_engine(test::TinyLlama& f, const std::vector<engine::Request>& reqs, int64_t pages,
+                   kernels::KvType kv_type, spec::Proposer* proposer, int32_t k, int64_t max_seqs,
+                   bool prefix) {
+    kv::KvCache kv(f.kv_config(4, pages, kv_type));
+    engine::Executor exec(*f.tf, kv, kv::IntegrityMode::Step);
+    engine::SchedulerOptions ro;
+    ro.max_seqs = max_seqs;
+    ro.max_batch_tokens = 40;
+    ro.prefill_chunk = 8;
+    std::optional<kv::PrefixCache> pc;
+    SpecRun out;
+    {
+        engine::Scheduler sch(exec, kv, ro);
+        if (prefix) {
+            kv::PrefixCacheConfig c;
+            c.page_size = 4;
+            c.model_id = 3;
+            c.copy_partial_pages = true;
+            pc.emplace(kv.pool(), c);
+            sch.set_prefix_cache(&*pc);
+        }
+        spec::SpecConfig cfg;
+        cfg.max_k = k;
+        cfg.adaptive = false;
+        sch.set_speculative(proposer, cfg);
+        out.results = sch.run(reqs);
+        out.stats = sch.stats();
+        EXPECT_EQ(kv.pool().check_integrity(), "");
+        if (pc) {
+            EXPECT_EQ(pc->check_integrity(), "");
+        }
+        out.used_after = kv.pool().used_pages();
+    }
+    return out;
+}
+
+void expect_same_outputs(const SpecRun& ref, const SpecRun& got) {
+    ASSERT_EQ(ref.results.size(), got.results.size());
+    for (size_t i = 0; i < ref.results.size(); ++i) {
+        EXPECT_EQ(got.results[i].output, ref.results[i].output) << "request " << i;
+        EXPECT_EQ(got.results[i].finish, ref.results[i].finish) << "request " << i;
+    }
+}
+
+class SpecEngine : public ::testing::TestWithParam<kernels::KvType> {};
+
+TEST_P(SpecEngine, GreedyOutputsEqualPlainDecode) {
+    if (!test::tiny_llama_present()) GTEST_SKIP() << "tests/golden/models/tiny-llama missing";
+    test::TinyLlama f;
+    const auto reqs = greedy_requests(20, f.vocab(), 5);
+    // Reference: one sequence at a time, no speculation, a roomy pool.
+    const SpecRun ref = run_engine(f, reqs, 512, GetParam(), nullptr, 0, 1, false);
+    std::map<std::vector<int32_t>, std::vector<int32_t>> truth;
+    for (size_t i = 0; i < reqs.size(); ++i) truth[reqs[i].prompt] = ref.results[i].output;
+
+    for (const bool small_pool : {false, true}) {
+        NoisyOracle oracle(truth, 11);
+        const SpecRun got =
+            run_engine(f, reqs, small_pool ? 40 : 512, GetParam(), &oracle, 4, 8, small_pool);
+        SCOPED_TRACE(small_pool ? "small pool + prefix cache" : "roomy pool");
+        expect_same_outputs(ref, got);
+        EXPECT_GT(got.stats.spec.accepted, 0);
+        EXPECT_LT(got.stats.spec.accepted, got.stats.spec.proposed);  // some were rejected
+        EXPECT_GT(got.stats.spec.rollback_pages, 0);
+        // Fewer steps than the same batch without drafts.
+        const SpecRun plain =
+            run_engine(f, reqs, small_pool ? 40 : 512, GetParam(), nullptr, 0, 8, small_pool);
+        expect_same_outputs(ref, plain);
+        EXPECT_LT(got.stats.steps, plain.stats.steps);
+        if (small_pool) {
+            EXPECT_GT(got.stats.preemptions, 0);
+        }
+        EXPECT_EQ(got.used_after, 0);
+        int64_t per_req = 0;
+        for (const auto& r : got.results) per_req += r.timing.spec_accepted;
+        EXPECT_EQ(per_req, got.stats.spec.accepted);
+    }
+    // n-gram lookup through the same path.
+    spec::NgramProposer ngram(1, 3);
+    const SpecRun ng = run_engine(f, reqs, 512, GetParam(), &ngram, 3, 8, false);
+    expect_same_outputs(ref, ng);
+    EXPECT_GT(ng.stats.spec.proposed, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(KvTypes, SpecEngine,
+                         ::testing::Values(kernels::KvType::BF16, kernels::KvType::FP8_E4M3),
+                         [](const auto& i) { return std::string(kernels::kv_type_name(i.param)); });
+
+TEST(SpecEngineSampling, TemperatureRunsAndStaysInBudget) {
+    if (!test::tiny_llama_present()) GTEST_SKIP() << "tests/golden/models/tiny-llama missing";
+    test::TinyLlama f;
+    auto reqs = greedy_requests(8, f.vocab(), 6);
+    for (size_t i = 0; i < reqs.size(); ++i) {
+        reqs[i].sampling.temperature = 0.9f;
+        reqs[i].sampling.seed = i;
+    }
+    spec::NgramProposer ngram(1, 3);
+    const SpecRun got = run_engine(f, reqs, 64, kernels::KvType::BF16, &ngram, 4, 4, false);
+    for (size_t i = 0; i < reqs.size(); ++i) {
+        EXPECT_LE(static_cast<int64_t>(got.results[i].output.size()), reqs[i].max_new_tokens);
+        EXPECT_EQ(got.results[i].finish, engine::FinishReason::Length);
+    }
+    EXPECT_EQ(got.used_after, 0);
+}
+
+}  // namespace
