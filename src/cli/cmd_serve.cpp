@@ -119,7 +119,7 @@ int serve(const ServeOptions& o) {
                 "model '" + o.common.model_path + "' has no tokenizer");
     std::unique_ptr<chat_template::ChatTemplate> chat;
     const std::string template_source =
-        o.chat_template.empty() ? model->chat_template : read_text_file(o.chat_template);
+        o.chat_template.empty() ? model->chat_template : launch::read_text_file(o.chat_template);
     if (!template_source.empty()) {
         try {
             chat = std::make_unique<chat_template::ChatTemplate>(
