@@ -23,7 +23,8 @@ LAYERS = [
     ["kernels"],  # matmul, attention, ops per ISA
     ["formats"],  # GGUF / safetensors / compressed-tensors readers and writers
     ["quant"],  # quantization algorithms, imatrix files
-    ["tokenizer", "chat_template"],  # text <-> tokens; the Jinja chat-template renderer
+    ["tokenizer", "chat_template", "chat_output"],  # text <-> tokens; the Jinja chat-template renderer; parsing chat output (reasoning, tool calls)
+    ["constrain"],  # structured outputs: grammars, their compilers, token masks
     ["model", "kv"],  # forward passes and loaders; the paged KV cache
     ["engine", "convert"],  # scheduling and sampling; whole-checkpoint quantization
     ["server"],  # the OpenAI-compatible HTTP front end

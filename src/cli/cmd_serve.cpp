@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <thread>
 
+#include "chat_output/reasoning_parser.h"
+#include "chat_output/tool_parser.h"
 #include "chat_template/chat_template.h"
 #include "engine/engine.h"
 #include "launch/common.h"
@@ -41,7 +43,16 @@ struct ServeOptions {
     bool no_prefix_cache = false;
     server::HttpLimits http;
     std::vector<std::string> shared_prefixes;  // files of prompt text as the server tokenizes it
+    std::string chat_template;                 // file overriding the model's chat template
+    std::string tool_call_parser = "auto";
+    std::string reasoning_parser = "auto";
 };
+
+// "auto": the parser the chat template's format calls for ("" when it has none); "none": "".
+std::string pick_parser(const std::string& flag, const std::string& detected) {
+    if (flag == "auto") return detected;
+    return flag == "none" ? "" : flag;
+}
 
 // Declares each operator shared prefix and computes its pages once, before the first request,
 // so that their presence in the cache never depends on (and never reveals) any tenant's traffic.
@@ -106,10 +117,12 @@ int serve(const ServeOptions& o) {
     util::check(model->tokenizer != nullptr,
                 "model '" + o.common.model_path + "' has no tokenizer");
     std::unique_ptr<chat_template::ChatTemplate> chat;
-    if (!model->chat_template.empty()) {
+    const std::string template_source =
+        o.chat_template.empty() ? model->chat_template : read_text_file(o.chat_template);
+    if (!template_source.empty()) {
         try {
             chat = std::make_unique<chat_template::ChatTemplate>(
-                chat_template::ChatTemplate::parse(model->chat_template));
+                chat_template::ChatTemplate::parse(template_source));
         } catch (const util::Error& e) {
             spdlog::warn("chat template unusable ({}); /v1/chat/completions is disabled", e.what());
         }
@@ -149,7 +162,16 @@ int serve(const ServeOptions& o) {
                                  : o.model_name;
     mi.tok = model->tokenizer.get();
     mi.chat = chat.get();
-    if (chat) mi.chat_template_source = model->chat_template;
+    if (chat) {
+        mi.chat_template_source = template_source;
+        mi.tool_parser =
+            pick_parser(o.tool_call_parser, chat_output::detect_tool_parser(template_source));
+        mi.reasoning_parser =
+            pick_parser(o.reasoning_parser, chat_output::detect_reasoning_parser(template_source));
+        spdlog::info("chat output: tool-call parser {}, reasoning parser {}",
+                     mi.tool_parser.empty() ? "none" : mi.tool_parser,
+                     mi.reasoning_parser.empty() ? "none" : mi.reasoning_parser);
+    }
     mi.max_ctx = model->config.max_ctx;
     mi.kv_tokens = cache->capacity_tokens();
     server::Server srv(sc, eng, mi);
@@ -253,6 +275,22 @@ void register_serve(CLI::App& app, int& rc) {
                     "pages every "
                     "tenant may share; repeatable")
         ->check(CLI::ExistingFile);
+    sub->add_option("--chat-template", o->chat_template,
+                    "Jinja chat template file to use instead of the model's")
+        ->check(CLI::ExistingFile);
+    std::vector<std::string> tool_names = {"auto", "none"}, reasoning_names = {"auto", "none"};
+    for (const auto& n : chat_output::tool_parser_names()) tool_names.push_back(n);
+    for (const auto& n : chat_output::reasoning_parser_names()) reasoning_names.push_back(n);
+    sub->add_option("--tool-call-parser", o->tool_call_parser,
+                    "format tool calls are read from the output in (vLLM's names: hermes, "
+                    "llama3_json, kimi_k2, glm45, deepseek_v31); auto (default): the chat "
+                    "template's; none: tools requests are refused")
+        ->check(CLI::IsMember(tool_names));
+    sub->add_option("--reasoning-parser", o->reasoning_parser,
+                    "split <think> reasoning into reasoning_content (vLLM's names: deepseek_r1, "
+                    "qwen3, glm45, kimi_k2, deepseek_v3); auto (default): when the chat template "
+                    "has <think>; none: never")
+        ->check(CLI::IsMember(reasoning_names));
     sub->callback([o, &rc] { rc = serve(*o); });
 }
 

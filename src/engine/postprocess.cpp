@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "engine/logit_processors.h"
+#include "engine/constrained_sample.h"
 #include "engine/scheduler.h"
 #include "engine/scheduler_seq.h"
 #include "util/error.h"
@@ -89,7 +90,19 @@ void Scheduler::sample_next(Seq& s, const std::vector<float>& logits, Clock::tim
     apply_logit_processors(s.req, s.generated(), work);
     if (s.generated() == 0 && s.req.prompt_logprobs >= 0)
         info.prompt_logprobs = std::move(s.prompt_lp);
-    const int32_t tok = s.sampler->sample(work, s.tokens, static_cast<size_t>(s.n_prompt));
+    int32_t tok;
+    if (s.req.constraint) {
+        // The constraint masks the processed logits (logit_bias, min_tokens applied).
+        std::vector<float> scratch;
+        tok = sample_constrained(*s.sampler, *s.req.constraint, work, scratch, s.req.stop_ids,
+                                 s.tokens, static_cast<size_t>(s.n_prompt));
+    } else {
+        tok = s.sampler->sample(work, s.tokens, static_cast<size_t>(s.n_prompt));
+    }
+    if (tok < 0) {  // the grammar allows no token at all: the output ends here
+        finish(s, FinishReason::Stop);
+        return;
+    }
     if (s.req.top_logprobs >= 0) info.logprobs = token_logprobs(logits, tok, s.req.top_logprobs);
     s.tokens.push_back(tok);
     ++stats_.generated_tokens;
@@ -98,7 +111,10 @@ void Scheduler::sample_next(Seq& s, const std::vector<float>& logits, Clock::tim
     s.t_last = done;
     info.token = tok;
     if (on_token_) on_token_(s.h, info);
-    if (const std::optional<FinishReason> why = stop_reason(s.req, tok, generated)) finish(s, *why);
+    if (const std::optional<FinishReason> why = stop_reason(s.req, tok, generated))
+        finish(s, *why);
+    else if (s.req.constraint && s.req.constraint->must_stop() && s.req.stop_ids.empty())
+        finish(s, FinishReason::Stop);  // complete, and no stop token to end it with
 }
 
 }  // namespace warden::engine

@@ -2,10 +2,12 @@
 // What a caller hands the scheduler (Request) and what it gets back: every sampled token
 // (TokenInfo) and, once per request, how it ended (Result, FinishReason, Timing).
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "constrain/constraint.h"
 #include "engine/sampler.h"
 #include "kv/page_table.h"
 
@@ -31,6 +33,9 @@ struct Request {
     // reported are still those of the model's distribution.
     std::vector<std::pair<int32_t, float>> logit_bias;  // (token, added to its logit)
     int64_t min_tokens = 0;  // stop ids cannot be sampled before this many tokens
+    // Structured output: this sequence's own grammar state (one per sequence, never shared);
+    // null: unconstrained. Tokens it refuses are masked before sampling (constrained_sample.h).
+    std::shared_ptr<constrain::Constraint> constraint;
 };
 
 enum class FinishReason { Length, Stop, IntegrityError, Cancelled, Rejected, Timeout };

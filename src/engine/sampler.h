@@ -41,6 +41,7 @@ class Sampler {
     // penalty); the frequency/presence penalties count history[n_prompt..] (generated only).
     int32_t sample(std::span<float> logits, std::span<const int32_t> history, size_t n_prompt = 0);
     static int32_t argmax(std::span<const float> logits);
+    const SamplingParams& params() const { return p_; }
 
   private:
     SamplingParams p_;

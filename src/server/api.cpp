@@ -4,6 +4,8 @@
 #include <cctype>
 #include <chrono>
 
+#include "chat_output/chat_output.h"
+#include "constrain/constraint.h"
 #include "server/json_body.h"
 #include "server/request_id.h"
 #include "tokenizer/tokenizer.h"
@@ -19,6 +21,15 @@ int64_t now_s() {
     return std::chrono::duration_cast<std::chrono::seconds>(
                std::chrono::system_clock::now().time_since_epoch())
         .count();
+}
+
+std::unique_ptr<chat_output::ChatOutputParser> make_output_parser(const ChatOutputOptions& o) {
+    return std::make_unique<chat_output::ChatOutputParser>(
+        o.reasoning_parser.empty()
+            ? nullptr
+            : chat_output::make_reasoning_parser(o.reasoning_parser, o.reasoning_starts_inside),
+        o.tool_parser.empty() ? nullptr : chat_output::make_tool_parser(o.tool_parser, o.tools),
+        o.parallel_tool_calls);
 }
 
 }  // namespace
@@ -68,7 +79,10 @@ Api::Api(engine::Engine& eng, ModelInfo model,
     : eng_(eng),
       model_(std::move(model)),
       api_keys_(std::move(api_keys)),
-      tenant_max_concurrency_(tenant_max_concurrency) {}
+      tenant_max_concurrency_(tenant_max_concurrency) {
+    if (!model_.vocab && model_.tok)
+        model_.vocab = std::make_shared<const constrain::Vocabulary>(*model_.tok);
+}
 
 bool Api::needs_key(Route r) const {
     return !api_keys_.empty() && r != Route::Health && r != Route::Version && r != Route::OpenApi &&
@@ -199,6 +213,7 @@ std::shared_ptr<Generation> Api::start_generation(const std::string& body_text, 
             er.min_tokens = q.min_tokens;
             er.tenant = tenant;
             er.cache_salt = q.cache_salt;
+            if (q.grammar) er.constraint = std::make_shared<constrain::Constraint>(q.grammar);
             auto sub = eng_.submit(std::move(er));
             if (sub.status != engine::SubmitStatus::Ok) {
                 g->cancel_all();  // the choices submitted so far (all or nothing)
@@ -207,6 +222,8 @@ std::shared_ptr<Generation> Api::start_generation(const std::string& body_text, 
                 throw ApiError(503, "the server is shutting down", "", "draining");
             }
             g->choices.emplace_back(index++, *model_.tok, sub.stream, co);
+            if (chat && g->req.chat_output.active())
+                g->choices.back().output_parser = make_output_parser(g->req.chat_output);
         }
     }
     return g;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "server/request_id.h"
+
 namespace warden::server {
 
 using json = nlohmann::json;
@@ -94,6 +96,13 @@ void Choice::on_event(engine::Event&& ev) {
             break;
     }
     if (finish.empty()) finish = "error";
+}
+
+const std::string& Choice::call_id(const chat_output::ToolCallDelta& d) {
+    const auto i = static_cast<size_t>(d.index);
+    if (call_ids.size() <= i) call_ids.resize(i + 1);
+    if (call_ids[i].empty()) call_ids[i] = d.id.empty() ? random_id("call_") : d.id;
+    return call_ids[i];
 }
 
 size_t Choice::holdback() const {

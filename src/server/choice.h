@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "chat_output/chat_output.h"
 #include "engine/engine.h"
 #include "tokenizer/tokenizer.h"
 
@@ -70,6 +71,12 @@ class Choice {
     bool chat = false;
     ChoiceOptions opts;
     std::vector<engine::TokenLogprobs> prompt_lp;  // prompt tokens 1.. (when asked)
+    // Chat with tools or a reasoning model: splits the text into reasoning, answer and tool calls
+    // (null: the text is the answer).
+    std::unique_ptr<chat_output::ChatOutputParser> output_parser;
+    std::vector<std::string> call_ids;  // per tool call, assigned on its first delta
+    // The call id for a first delta: the format's own, else a fresh "call_..." one.
+    const std::string& call_id(const chat_output::ToolCallDelta& d);
 
   private:
     void append(const std::string& piece);

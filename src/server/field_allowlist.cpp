@@ -27,9 +27,9 @@ constexpr const char* kStreamOptions =
     R"({"type":"object","properties":{"include_usage":{"type":"boolean"}}})";
 
 constexpr const char* kNotImpl = "is not implemented by warden";
-constexpr const char* kTools = "is not implemented by warden yet (tool calling)";
+constexpr const char* kLegacyTools = "is not implemented by warden (the deprecated form; use 'tools')";
 constexpr const char* kStructured = "is not implemented by warden yet (structured outputs)";
-constexpr const char* kReasoning = "is not implemented by warden yet (reasoning)";
+constexpr const char* kReasoning = "is not implemented by warden (reasoning_content comes with any thinking model whose template warden recognizes)";
 
 // Sampling and output fields both completion endpoints share.
 #define WARDEN_SAMPLING_FIELDS                                                     \
@@ -99,12 +99,12 @@ constexpr FieldSpec kChat[] = {
     {"max_completion_tokens", S, "openai", kInt, nullptr, nullptr},
     {"logprobs", S, "openai", kBool, nullptr, nullptr},
     {"top_logprobs", S, "openai", kInt, nullptr, nullptr},
-    {"tools", R, "openai", R"({"type":"array","items":{"type":"object"}})", "[]", kTools},
-    {"tool_choice", R, "openai", kAny, R"("none")", kTools},
-    {"parallel_tool_calls", R, "openai", kBool, nullptr, kTools},
-    {"functions", R, "openai", kAny, "[]", kTools},
-    {"function_call", R, "openai", kAny, R"("none")", kTools},
-    {"chat_template_kwargs", R, "vllm", kObj, "{}", kReasoning},
+    {"tools", S, "openai", R"({"type":"array","items":{"type":"object"}})", nullptr, nullptr},
+    {"tool_choice", S, "openai", kAny, nullptr, nullptr},
+    {"parallel_tool_calls", S, "openai", kBool, nullptr, nullptr},
+    {"functions", R, "openai", kAny, "[]", kLegacyTools},
+    {"function_call", R, "openai", kAny, R"("none")", kLegacyTools},
+    {"chat_template_kwargs", S, "vllm", kObj, nullptr, nullptr},
     {"reasoning_effort", R, "openai", kStr, nullptr, kReasoning},
     {"include_reasoning", R, "vllm", kBool, nullptr, kReasoning},
     {"echo", R, "vllm", kBool, "false", kNotImpl},
@@ -135,9 +135,9 @@ constexpr FieldSpec kTokenize[] = {
     {"add_generation_prompt", S, "vllm", kBool, nullptr, nullptr},
     {"return_token_strs", S, "vllm", kBool, nullptr, nullptr},
     {"continue_final_message", R, "vllm", kBool, "false", kNotImpl},
-    {"tools", R, "vllm", kAny, "[]", kTools},
+    {"tools", S, "vllm", R"({"type":"array","items":{"type":"object"}})", nullptr, nullptr},
     {"chat_template", R, "vllm", kStr, nullptr, kNotImpl},
-    {"chat_template_kwargs", R, "vllm", kObj, "{}", kReasoning},
+    {"chat_template_kwargs", S, "vllm", kObj, nullptr, nullptr},
     {"mm_processor_kwargs", R, "vllm", kObj, nullptr, kNotImpl},
 };
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "server/api_error.h"
+#include "server/request_id.h"
 
 namespace warden::server {
 
@@ -15,6 +16,62 @@ std::string dump_json(const json& j) {
 std::string sse_event(const json& j) {
     return "data: " + dump_json(j) + "\n\n";
 }
+
+namespace {
+
+// A chat choice's finish_reason: "tool_calls" when it ended by itself after calling tools.
+std::string chat_finish(const Choice& c) {
+    if (c.finish == "stop" && c.output_parser && c.output_parser->tool_calls() > 0)
+        return "tool_calls";
+    return c.finish;
+}
+
+// tool_calls entries of one delta, one per call index (first fragments carry id and name).
+json tool_call_deltas(Choice& c, const std::vector<chat_output::ToolCallDelta>& calls) {
+    json out = json::array();
+    std::vector<int> slot;  // call index -> position in out
+    for (const auto& d : calls) {
+        const auto i = static_cast<size_t>(d.index);
+        if (slot.size() <= i) slot.resize(i + 1, -1);
+        if (slot[i] < 0) {
+            slot[i] = static_cast<int>(out.size());
+            out.push_back(json{{"index", d.index}, {"function", json{{"arguments", ""}}}});
+        }
+        json& e = out[static_cast<size_t>(slot[i])];
+        if (d.first) {
+            e["id"] = c.call_id(d);
+            e["type"] = "function";
+            e["function"]["name"] = d.name;
+        }
+        e["function"]["arguments"] = e["function"]["arguments"].get<std::string>() + d.arguments;
+    }
+    return out;
+}
+
+// The assistant message of a finished chat choice.
+json chat_message(const Choice& c) {
+    if (!c.output_parser) return json{{"role", "assistant"}, {"content", c.text}};
+    const chat_output::OutputDelta d = c.output_parser->feed(c.text, true);
+    chat_output::ParsedOutput p;
+    chat_output::accumulate(p, d);
+    json m{{"role", "assistant"}};
+    m["content"] = p.content.empty() && !p.calls.empty() ? json(nullptr) : json(p.content);
+    if (c.output_parser->has_reasoning_parser())
+        m["reasoning_content"] = p.reasoning.empty() ? json(nullptr) : json(p.reasoning);
+    if (!p.calls.empty()) {
+        json calls = json::array();
+        for (size_t i = 0; i < p.calls.size(); ++i) {
+            calls.push_back(json{
+                {"id", p.calls[i].id.empty() ? random_id("call_") : p.calls[i].id},
+                {"type", "function"},
+                {"function", {{"name", p.calls[i].name}, {"arguments", p.calls[i].arguments}}}});
+        }
+        m["tool_calls"] = calls;
+    }
+    return m;
+}
+
+}  // namespace
 
 Generation::~Generation() {
     for (auto& c : choices) {
@@ -105,7 +162,7 @@ json Generation::full_response() const {
         json j;
         j["index"] = cs.size();
         if (chat) {
-            j["message"] = json{{"role", "assistant"}, {"content", c.text}};
+            j["message"] = chat_message(c);
         } else {
             j["text"] = c.opts.echo ? c.opts.echo_text + c.text : c.text;
         }
@@ -117,7 +174,7 @@ json Generation::full_response() const {
             j["logprobs"] = e;
         }
         if (!chat && c.opts.prompt_logprobs >= 0) j["prompt_logprobs"] = c.prompt_logprobs_json();
-        j["finish_reason"] = c.finish;
+        j["finish_reason"] = chat ? chat_finish(c) : c.finish;
         cs.push_back(j);
     }
     out["choices"] = cs;
@@ -145,7 +202,15 @@ std::string Generation::sse_chunks() {
             out += sse_event(ApiError(c.error_status, c.error).body());
             continue;
         }
-        if (!first && !have_text && lp_to == lp_from && !finishing) continue;
+        chat_output::OutputDelta parsed;
+        bool have_delta = have_text;
+        if (chat && c.output_parser && (have_text || finishing)) {
+            parsed = c.output_parser->feed(piece, finishing);
+            have_delta = !parsed.empty();
+        }
+        // With an output parser, held-back text sends nothing (unless logprobs are due).
+        const bool lp_due = lp_to != lp_from && (!c.output_parser || c.want_logprobs);
+        if (!first && !have_delta && !lp_due && !finishing) continue;
         c.lp_sent = lp_to;
         json ch;
         ch["id"] = id;
@@ -154,7 +219,14 @@ std::string Generation::sse_chunks() {
         ch["model"] = model;
         json cj;
         cj["index"] = c.index;
-        if (chat) {
+        if (chat && c.output_parser) {
+            json d = json::object();
+            if (first) d["role"] = "assistant";
+            if (!parsed.content.empty() || first) d["content"] = parsed.content;
+            if (!parsed.reasoning.empty()) d["reasoning_content"] = parsed.reasoning;
+            if (!parsed.calls.empty()) d["tool_calls"] = tool_call_deltas(c, parsed.calls);
+            cj["delta"] = d;
+        } else if (chat) {
             json d = json::object();
             if (first) d["role"] = "assistant";
             if (have_text || first) d["content"] = piece;
@@ -169,7 +241,7 @@ std::string Generation::sse_chunks() {
                 for (auto& v : cj["logprobs"][k]) e[k].push_back(v);
             cj["logprobs"] = e;
         }
-        cj["finish_reason"] = finishing ? json(c.finish) : json(nullptr);
+        cj["finish_reason"] = finishing ? json(chat ? chat_finish(c) : c.finish) : json(nullptr);
         ch["choices"] = json::array({cj});
         if (finishing) {
             c.finish_sent = true;

@@ -3,8 +3,12 @@
 #include <cmath>
 #include <random>
 
+#include "chat_output/reasoning_parser.h"
 #include "chat_template/chat_template.h"
 #include "server/field_allowlist.h"
+#include "server/structured_output.h"
+#include "server/tool_grammar.h"
+#include "constrain/constraint.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
 #include "util/utf8.h"
@@ -69,8 +73,10 @@ std::vector<int32_t> token_ids(const json& a, const ModelInfo& m, const std::str
     return ids;
 }
 
-// Chat messages -> the template's input: content parts of type "text" are joined.
-json chat_messages(const json& msgs) {
+// Chat messages -> the template's input: content parts of type "text" are joined; null content
+// (an assistant message with tool calls) renders as "", as in vLLM; tool call arguments as
+// message_tool_calls gives them.
+json chat_messages(const json& msgs, bool args_as_objects) {
     if (!msgs.is_array() || msgs.empty()) bad("messages", "'messages' must be a non-empty array");
     if (msgs.size() > 4096) bad("messages", "too many messages");
     json out = json::array();
@@ -97,13 +103,19 @@ json chat_messages(const json& msgs) {
                 joined += text(part["text"], p + ".content.text");
             }
             o["content"] = joined;
-        } else if (c.is_null() && role == "assistant" && m.contains("tool_calls")) {
-            o["content"] = nullptr;
+        } else if (c.is_null() && role == "assistant") {
+            o["content"] = "";
         } else {
             bad(p + ".content", "'" + p + ".content' must be a string or an array of text parts");
         }
-        for (const char* k : {"tool_calls", "name", "tool_call_id"})
-            if (m.contains(k) && !m[k].is_null()) o[k] = m[k];
+        for (const char* k : {"name", "tool_call_id", "reasoning_content"})
+            if (m.contains(k) && !m[k].is_null()) o[k] = text(m[k], p + "." + k);
+        if (m.contains("tool_calls") && !m["tool_calls"].is_null()) {
+            if (role != "assistant")
+                bad(p + ".tool_calls", "only assistant messages have tool_calls");
+            o["tool_calls"] =
+                message_tool_calls(m["tool_calls"], p + ".tool_calls", args_as_objects);
+        }
         out.push_back(o);
     }
     return out;
@@ -161,21 +173,35 @@ void parse_output_controls(const json& b, bool chat, const ModelInfo& m, Complet
 
 }  // namespace
 
-std::vector<int32_t> chat_prompt(const json& messages, bool add_generation_prompt,
-                                 const ModelInfo& m) {
+std::string render_chat(const json& messages, const json& tools, const json& kwargs,
+                        bool add_generation_prompt, const ModelInfo& m) {
     if (!m.chat)
         throw ApiError(400, "this model has no chat template; use /v1/completions", "messages");
-    const json msgs = chat_messages(messages);
+    const json msgs = chat_messages(messages, true);
     json extra = json::object();
     extra["bos_token"] = m.tok->bos_id() >= 0 ? m.tok->token_bytes(m.tok->bos_id()) : "";
     extra["eos_token"] = m.tok->eos_id() >= 0 ? m.tok->token_bytes(m.tok->eos_id()) : "";
-    std::string rendered;
+    if (kwargs.is_object()) extra.update(kwargs);
     try {
-        rendered = m.chat->render(msgs, nullptr, add_generation_prompt, extra);
+        return m.chat->render(msgs, tools, add_generation_prompt, extra);
     } catch (const util::Error& e) {
-        bad("messages", std::string("chat template: ") + e.what());
+        // Templates that concatenate tool-call arguments as text (DeepSeek-V3.1) need them as
+        // the JSON strings the client sent.
+        const std::string first_error = e.what();
+        const json as_text = chat_messages(messages, false);
+        if (as_text == msgs) bad("messages", "chat template: " + first_error);
+        try {
+            return m.chat->render(as_text, tools, add_generation_prompt, extra);
+        } catch (const util::Error&) {
+            bad("messages", "chat template: " + first_error);
+        }
     }
-    return m.tok->encode(rendered, false, true);
+}
+
+std::vector<int32_t> chat_prompt(const json& messages, bool add_generation_prompt,
+                                 const ModelInfo& m) {
+    return m.tok->encode(render_chat(messages, nullptr, json::object(), add_generation_prompt, m),
+                         false, true);
 }
 
 CompletionRequest parse_request(const json& b, bool chat, const ModelInfo& m) {
@@ -195,7 +221,20 @@ CompletionRequest parse_request(const json& b, bool chat, const ModelInfo& m) {
         if (!m.chat)
             throw ApiError(400, "this model has no chat template; use /v1/completions", "messages");
         if (!b.contains("messages")) bad("messages", "'messages' is required");
-        r.prompts.push_back(chat_prompt(b["messages"], true, m));
+        parse_tool_fields(b, m, r.chat_output);
+        if (r.chat_output.tool_required) {
+            auto vocab = m.vocab ? m.vocab : std::make_shared<const constrain::Vocabulary>(*m.tok);
+            r.grammar = constrain::compile(
+                tool_call_grammar(r.chat_output.tool_parser, r.chat_output.tools,
+                                  r.chat_output.tool_choice_name,
+                                  r.chat_output.parallel_tool_calls),
+                vocab);
+        }
+        const std::string rendered =
+            render_chat(b["messages"], r.chat_output.tools, chat_template_kwargs(b), true, m);
+        r.chat_output.reasoning_starts_inside = !r.chat_output.reasoning_parser.empty() &&
+                                                chat_output::prompt_opens_reasoning(rendered);
+        r.prompts.push_back(m.tok->encode(rendered, false, true));
         r.prompt_texts.emplace_back();
     } else {
         if (!b.contains("prompt")) bad("prompt", "'prompt' is required");
@@ -301,6 +340,17 @@ CompletionRequest parse_request(const json& b, bool chat, const ModelInfo& m) {
     }
 
     parse_output_controls(b, chat, m, r);
+    if (r.skip_special_tokens && !r.chat_output.tool_parser.empty())
+        bad("skip_special_tokens",
+            "'skip_special_tokens' would drop the markers tool calls are read from; leave it false "
+            "with 'tools'");
+    const auto structured = parse_structured_output(b, m);
+    if (structured) {
+        if (r.grammar)
+            bad("tool_choice", "'tool_choice' required or named cannot be combined with a "
+                               "structured-output field (response_format, guided_*)");
+        r.grammar = structured;
+    }
 
     const int64_t limit = std::min(m.max_ctx, m.kv_tokens);
     size_t longest = 0;

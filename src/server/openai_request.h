@@ -4,12 +4,15 @@
 // every field warden does not implement (field_allowlist.h): nothing is silently ignored.
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "constrain/token_mask.h"
 #include "engine/sampler.h"
 #include "server/api_error.h"
+#include "server/chat_tools.h"
 
 namespace warden::tokenizer {
 class Tokenizer;
@@ -28,6 +31,10 @@ struct ModelInfo {
     int64_t max_ctx = 0;                                // model context length
     int64_t kv_tokens = 0;                              // KV cache capacity in tokens
     std::string chat_template_source;                   // for /tokenizer_info ("" if none)
+    std::string tool_parser;                            // chat_output/ tool-call format; "": none
+    std::string reasoning_parser;                       // chat_output/ reasoning format; "": none
+    // The tokenizer's token bytes for structured outputs (Api builds it when left null).
+    std::shared_ptr<const constrain::Vocabulary> vocab;
 };
 
 struct CompletionRequest {
@@ -45,6 +52,7 @@ struct CompletionRequest {
     // vLLM's `cache_salt`: requests share prefix-cache pages only with requests of the same
     // tenant AND the same salt. It can only narrow sharing, never widen it past the tenant.
     std::string cache_salt;
+    ChatOutputOptions chat_output;  // chat: tool calls and reasoning read from the output
     // Prompt logprobs and output controls (OpenAI and vLLM fields; see docs/SERVER.md).
     bool echo = false;             // completions: the prompt in front of the text (and logprobs)
     int32_t prompt_logprobs = -1;  // vLLM: < 0 none, else top alternatives per prompt token
@@ -59,12 +67,21 @@ struct CompletionRequest {
     int32_t engine_prompt_logprobs() const {
         return std::max(prompt_logprobs, echo ? top_logprobs : -1);
     }
+    // Structured output (response_format, guided_*, structured_outputs); null: none. Each
+    // choice runs its own constrain::Constraint over it.
+    std::shared_ptr<const constrain::CompiledGrammar> grammar;
 };
 
 // Chat messages rendered by the model's template and tokenized (special tokens parsed, no BOS
 // added: the template writes it). `param` names the messages field in errors. Throws ApiError.
 std::vector<int32_t> chat_prompt(const nlohmann::json& messages, bool add_generation_prompt,
                                  const ModelInfo& m);
+// The same rendering as text, with the request's tools and chat_template_kwargs (template
+// variables). Tool-call arguments reach the template as objects, or as the client's JSON strings
+// when the template fails on objects (see chat_tools.h). Throws ApiError.
+std::string render_chat(const nlohmann::json& messages, const nlohmann::json& tools,
+                        const nlohmann::json& kwargs, bool add_generation_prompt,
+                        const ModelInfo& m);
 
 // Throws ApiError.
 CompletionRequest parse_request(const nlohmann::json& body, bool chat, const ModelInfo& m);

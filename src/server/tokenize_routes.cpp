@@ -60,12 +60,21 @@ std::string Api::tokenize_body(const std::string& text) const {
             bad("prompt", "'prompt' is not valid UTF-8");
         if (b.contains("add_generation_prompt") && !b["add_generation_prompt"].is_null())
             bad("add_generation_prompt", "'add_generation_prompt' needs 'messages'");
+        for (const char* k : {"tools", "chat_template_kwargs"})
+            if (b.contains(k) && !b[k].is_null()) bad(k, std::string("'") + k + "' needs 'messages'");
         ids = model_.tok->encode(p, flag(b, "add_special_tokens", true));
     } else {
         if (flag(b, "add_special_tokens", false))
             bad("add_special_tokens",
                 "'add_special_tokens' is not implemented for messages (the template writes them)");
-        ids = chat_prompt(b["messages"], flag(b, "add_generation_prompt", true), model_);
+        json tools = nullptr;
+        if (b.contains("tools") && !b["tools"].is_null()) {
+            if (!b["tools"].is_array()) bad("tools", "'tools' must be an array");
+            tools = b["tools"];
+        }
+        ids = model_.tok->encode(render_chat(b["messages"], tools, chat_template_kwargs(b),
+                                             flag(b, "add_generation_prompt", true), model_),
+                                 false, true);
     }
     json out{{"count", ids.size()},
              {"max_model_len", std::min(model_.max_ctx, model_.kv_tokens)},
