@@ -149,6 +149,7 @@ int serve(const ServeOptions& o) {
                                  : o.model_name;
     mi.tok = model->tokenizer.get();
     mi.chat = chat.get();
+    if (chat) mi.chat_template_source = model->chat_template;
     mi.max_ctx = model->config.max_ctx;
     mi.kv_tokens = cache->capacity_tokens();
     server::Server srv(sc, eng, mi);

@@ -8,6 +8,7 @@
 #include "launch/common.h"
 #include "util/error.h"
 #include "util/log.h"
+#include "util/version.h"
 
 int main(int argc, char** argv) {
     // Logs go to stderr so stdout carries only the command's output.
@@ -15,7 +16,7 @@ int main(int argc, char** argv) {
     spdlog::set_level(spdlog::level::warn);
     CLI::App app{"warden: an LLM inference server for many tenants"};
     app.require_subcommand(1);
-    app.set_version_flag("--version", "warden 0.1.0");
+    app.set_version_flag("--version", std::string("warden ") + warden::util::kVersion);
     int rc = 0;
     warden::cli::register_run(app, rc);
     warden::cli::register_info(app, rc);

@@ -38,12 +38,14 @@ StepResult Executor::execute(const StepBatch& batch) {
         if (mode_ == kv::IntegrityMode::Step && !check(i)) continue;
         page_ids[i].reserve(s.table->pages.size());
         for (const kv::PageRef& p : s.table->pages) page_ids[i].push_back(p.page.v);
-        if (s.want_logits) r.logits[i].assign(static_cast<size_t>(vocab), 0.0f);
+        const size_t rows = s.all_logits ? s.tokens.size() : s.want_logits ? 1 : 0;
+        if (rows) r.logits[i].assign(rows * static_cast<size_t>(vocab), 0.0f);
         model::SeqInput in;
         in.tokens = s.tokens;
         in.pos0 = s.pos0;
         in.page_ids = page_ids[i].data();
-        in.logits = s.want_logits ? r.logits[i].data() : nullptr;
+        in.logits = rows ? r.logits[i].data() : nullptr;
+        in.all_logits = s.all_logits;
         inputs.push_back(in);
         members.push_back(i);
     }

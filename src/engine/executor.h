@@ -17,7 +17,8 @@ struct StepResult {
     // Per sequence of the batch, in order:
     std::vector<char> ok;                                          // computed fully
     std::vector<std::optional<kv::IntegrityViolation>> violation;  // why not, when !ok
-    std::vector<std::vector<float>> logits;                        // [vocab] when ok && want_logits
+    // [vocab] when ok && want_logits; [n, vocab] (every token of the step) when all_logits
+    std::vector<std::vector<float>> logits;
 };
 
 struct ExecutorStats {
@@ -33,6 +34,7 @@ class Executor {
     StepResult execute(const StepBatch& batch);
     const ExecutorStats& stats() const { return stats_; }
     kv::IntegrityMode mode() const { return mode_; }
+    int64_t vocab_size() const { return tf_.model().config.vocab_size; }
 
   private:
     model::Transformer& tf_;

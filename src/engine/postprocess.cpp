@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "engine/constrained_sample.h"
+#include "engine/logit_processors.h"
 #include "engine/scheduler.h"
 #include "engine/scheduler_seq.h"
 #include "util/error.h"
@@ -18,7 +19,8 @@ namespace {
 // Stop conditions after a sampled token: a stop id ends the request as Stop, reaching
 // max_new_tokens as Length (a stop id wins when both hold).
 std::optional<FinishReason> stop_reason(const Request& req, int32_t token, int64_t generated) {
-    if (std::find(req.stop_ids.begin(), req.stop_ids.end(), token) != req.stop_ids.end())
+    if (generated > req.min_tokens &&
+        std::find(req.stop_ids.begin(), req.stop_ids.end(), token) != req.stop_ids.end())
         return FinishReason::Stop;
     if (generated >= req.max_new_tokens) return FinishReason::Length;
     return std::nullopt;
@@ -50,7 +52,33 @@ void Scheduler::postprocess(const StepPlan& plan, const StepResult& r, Clock::ti
         if (batch.seqs[b].tokens.size() > 1 &&
             s.n_computed / kv_.page_size() > before / kv_.page_size())
             offer(s);
-        if (batch.seqs[b].want_logits) sample_next(s, r.logits[b], done);
+        if (batch.seqs[b].all_logits) {
+            record_prompt_logprobs(s, before, r.logits[b]);
+            if (batch.seqs[b].want_logits) {
+                const size_t vocab = r.logits[b].size() / batch.seqs[b].tokens.size();
+                sample_next(s,
+                            std::vector<float>(r.logits[b].end() - static_cast<ptrdiff_t>(vocab),
+                                               r.logits[b].end()),
+                            done);
+            }
+        } else if (batch.seqs[b].want_logits) {
+            sample_next(s, r.logits[b], done);
+        }
+    }
+}
+
+// A prompt chunk computed at every position: row j (position pos0 + j) gives the logprob of
+// prompt token pos0 + j + 1. Positions already recorded (a chunk recomputed after preemption)
+// are skipped, so each is recorded once and in order.
+void Scheduler::record_prompt_logprobs(Seq& s, int64_t pos0, const std::vector<float>& logits) {
+    const auto vocab = static_cast<size_t>(exec_.vocab_size());
+    const int64_t rows = static_cast<int64_t>(logits.size() / vocab);
+    for (int64_t j = 0; j < rows; ++j) {
+        const int64_t pos = pos0 + j;
+        if (pos + 1 >= s.n_prompt || pos != static_cast<int64_t>(s.prompt_lp.size())) continue;
+        const std::span<const float> row(logits.data() + static_cast<size_t>(j) * vocab, vocab);
+        s.prompt_lp.push_back(
+            token_logprobs(row, s.tokens[static_cast<size_t>(pos + 1)], s.req.prompt_logprobs));
     }
 }
 
@@ -59,11 +87,13 @@ void Scheduler::postprocess(const StepPlan& plan, const StepResult& r, Clock::ti
 void Scheduler::sample_next(Seq& s, const std::vector<float>& logits, Clock::time_point done) {
     TokenInfo info;
     std::vector<float> work = logits;  // the sampler modifies its input; logprobs read the original
+    apply_logit_processors(s.req, s.generated(), work);
+    if (s.generated() == 0 && s.req.prompt_logprobs >= 0)
+        info.prompt_logprobs = std::move(s.prompt_lp);
     const int32_t tok =
-        s.req.constraint
-            ? sample_constrained(*s.sampler, *s.req.constraint, logits, work, s.req.stop_ids,
-                                 s.tokens, static_cast<size_t>(s.n_prompt))
-            : s.sampler->sample(work, s.tokens, static_cast<size_t>(s.n_prompt));
+        s.req.constraint ? sample_constrained(*s.sampler, *s.req.constraint, work, s.req.stop_ids,
+                                              s.tokens, static_cast<size_t>(s.n_prompt))
+                         : s.sampler->sample(work, s.tokens, static_cast<size_t>(s.n_prompt));
     if (tok < 0) {  // the grammar allows no token at all: the output ends here
         finish(s, FinishReason::Stop);
         return;

@@ -24,6 +24,15 @@ struct Request {
     // the prefix cache's isolation scope. cache_salt is the client's optional narrowing of it.
     std::string tenant;
     std::string cache_salt;
+    // Prompt logprobs (echo, vLLM's prompt_logprobs): < 0 none; >= 0 the logprob of every prompt
+    // token after the first under the model, with this many top alternatives, delivered with
+    // the first sampled token. The prompt's logits are computed at every position, so such a
+    // request never attaches cached prefix pages for its first prefill.
+    int32_t prompt_logprobs = -1;
+    // Output controls applied to the logits before sampling (logit_processors.h); the logprobs
+    // reported are still those of the model's distribution.
+    std::vector<std::pair<int32_t, float>> logit_bias;  // (token, added to its logit)
+    int64_t min_tokens = 0;  // stop ids cannot be sampled before this many tokens
     // Structured output: this sequence's own grammar state (one per sequence, never shared);
     // null: unconstrained. Tokens it refuses are masked before sampling (constrained_sample.h).
     std::shared_ptr<constrain::Constraint> constraint;
@@ -55,6 +64,8 @@ struct Result {
 struct TokenInfo {
     int32_t token = 0;
     TokenLogprobs logprobs;  // filled when the request asked for logprobs
+    // First token of a request with prompt_logprobs >= 0: entry i is prompt token i + 1.
+    std::vector<TokenLogprobs> prompt_logprobs;
 };
 
 }  // namespace warden::engine

@@ -35,9 +35,11 @@ TokenLogprobs token_logprobs(std::span<const float> logits, int32_t token, int32
     double sum = 0.0;
     for (float l : logits) sum += std::exp(static_cast<double>(l) - mx);
     const double lse = static_cast<double>(mx) + std::log(sum);
-    if (token >= 0 && static_cast<size_t>(token) < logits.size())
-        r.logprob =
-            static_cast<float>(static_cast<double>(logits[static_cast<size_t>(token)]) - lse);
+    if (token >= 0 && static_cast<size_t>(token) < logits.size()) {
+        const float lt = logits[static_cast<size_t>(token)];
+        r.logprob = static_cast<float>(static_cast<double>(lt) - lse);
+        for (float l : logits) r.rank += l > lt ? 1 : 0;
+    }
     const size_t k = std::min(static_cast<size_t>(std::max(top, 0)), logits.size());
     if (k == 0) return r;
     std::vector<int32_t> ids(logits.size());

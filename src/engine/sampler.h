@@ -29,6 +29,7 @@ struct SamplingParams {
 // lower id first). logits: [vocab], unmodified.
 struct TokenLogprobs {
     float logprob = 0.0f;
+    int32_t rank = 1;  // 1 + how many tokens have a larger logit
     std::vector<std::pair<int32_t, float>> top;
 };
 TokenLogprobs token_logprobs(std::span<const float> logits, int32_t token, int32_t top);

@@ -112,6 +112,7 @@ Scheduler::StepPlan Scheduler::schedule() {
         ss.pos0 = s.n_computed;
         ss.table = &s.table;
         ss.want_logits = s.n_computed + n_new == static_cast<int64_t>(s.tokens.size());
+        ss.all_logits = s.wants_prompt_logits();
         plan.batch.seqs.push_back(ss);
         plan.member.push_back(i);
         budget -= n_new;
@@ -146,7 +147,7 @@ void Scheduler::admit() {
             reserve_all
                 ? std::max(final_pages(s), kv_.pages_for(static_cast<int64_t>(s.tokens.size()) + 1))
                 : kv_.pages_for(static_cast<int64_t>(s.tokens.size()) + 1);
-        const bool attach = prefix_ && s.table.pages.empty();
+        const bool attach = prefix_ && s.table.pages.empty() && !s.wants_prompt_logits();
         auto cached_pages = [&] {
             return attach ? prefix_->probe(s.scope, s.tokens) / kv_.page_size() : 0;
         };

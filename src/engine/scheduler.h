@@ -124,6 +124,7 @@ class Scheduler {
     StepResult execute(const StepPlan& plan, Clock::time_point& done);
     void postprocess(const StepPlan& plan, const StepResult& r, Clock::time_point done);
     void sample_next(Seq& s, const std::vector<float>& logits, Clock::time_point done);
+    void record_prompt_logprobs(Seq& s, int64_t pos0, const std::vector<float>& logits);
     // requests' lifecycle (scheduler.cpp)
     void finish(Seq& s, FinishReason why);
     void emit_finish(Seq& s);

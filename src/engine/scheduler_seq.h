@@ -22,10 +22,13 @@ struct Scheduler::Seq {
     bool emitted = false;                // on_finish called
     std::vector<kv::PageRef> displaced;  // live pages a stale-mapping fault pushed out of the table
     Result res;
+    std::vector<TokenLogprobs> prompt_lp;  // prompt logprobs so far (prompt_logprobs >= 0)
     Clock::time_point t_arrival, t_admit, t_first, t_last;
     bool admitted_once = false;
 
     int64_t generated() const { return static_cast<int64_t>(tokens.size()) - n_prompt; }
+    // Its prompt's logits are still wanted at every position (before the first token only).
+    bool wants_prompt_logits() const { return req.prompt_logprobs >= 0 && generated() == 0; }
 };
 
 }  // namespace warden::engine

@@ -17,6 +17,9 @@ struct StepSeq {
     const kv::PageTable* table =
         nullptr;              // covers [0, pos0 + tokens.size()), with expected generations
     bool want_logits = true;  // logits of the last token (sampling needs them)
+    // Logits of every token of the step ([n, vocab]; the last row is the one above). Only
+    // for prompt logprobs: other sequences of the batch compute exactly what they would alone.
+    bool all_logits = false;
 };
 
 struct StepBatch {

@@ -1,12 +1,14 @@
 #include "server/api.h"
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 
 #include "constrain/constraint.h"
 #include "server/json_body.h"
 #include "server/request_id.h"
 #include "tokenizer/tokenizer.h"
+#include "util/error.h"
 
 namespace warden::server {
 
@@ -22,18 +24,44 @@ int64_t now_s() {
 
 }  // namespace
 
+namespace {
+
+constexpr RouteInfo kRoutes[] = {
+    {Route::Completions, "/v1/completions"},
+    {Route::ChatCompletions, "/v1/chat/completions"},
+    {Route::Models, "/v1/models"},
+    {Route::Model, "/v1/models/{model}"},
+    {Route::Health, "/health"},
+    {Route::Metrics, "/metrics"},
+    {Route::Tokenize, "/tokenize"},
+    {Route::Detokenize, "/detokenize"},
+    {Route::TokenizerInfo, "/tokenizer_info"},
+    {Route::Version, "/version"},
+    {Route::OpenApi, "/openapi.json"},
+};
+
+constexpr std::string_view kModelPrefix = "/v1/models/";
+
+}  // namespace
+
+std::span<const RouteInfo> all_routes() {
+    return kRoutes;
+}
+
 Route find_route(std::string_view target) {
     const std::string_view path = target.substr(0, target.find('?'));
-    if (path == "/v1/completions") return Route::Completions;
-    if (path == "/v1/chat/completions") return Route::ChatCompletions;
-    if (path == "/v1/models") return Route::Models;
-    if (path == "/health") return Route::Health;
-    if (path == "/metrics") return Route::Metrics;
+    for (const RouteInfo& r : kRoutes)
+        if (path == r.path) return r.route;
+    if (path.size() > kModelPrefix.size() && path.substr(0, kModelPrefix.size()) == kModelPrefix)
+        return Route::Model;
     return Route::None;
 }
 
 const char* route_method(Route r) {
-    return r == Route::Completions || r == Route::ChatCompletions ? "POST" : "GET";
+    return r == Route::Completions || r == Route::ChatCompletions || r == Route::Tokenize ||
+                   r == Route::Detokenize
+               ? "POST"
+               : "GET";
 }
 
 Api::Api(engine::Engine& eng, ModelInfo model,
@@ -47,7 +75,8 @@ Api::Api(engine::Engine& eng, ModelInfo model,
 }
 
 bool Api::needs_key(Route r) const {
-    return !api_keys_.empty() && r != Route::Health && r != Route::None;
+    return !api_keys_.empty() && r != Route::Health && r != Route::Version && r != Route::OpenApi &&
+           r != Route::None;
 }
 
 std::string Api::authenticate(std::string_view authorization) const {
@@ -61,13 +90,47 @@ std::string Api::authenticate(std::string_view authorization) const {
     return it->second;
 }
 
+namespace {
+
+json model_json(const ModelInfo& m) {
+    return json{{"id", m.id},
+                {"object", "model"},
+                {"created", now_s()},
+                {"owned_by", "warden"},
+                {"max_model_len", std::min(m.max_ctx, m.kv_tokens)}};
+}
+
+// %XX escapes of a path segment decoded (the SDK quotes ids such as "org/name").
+std::string percent_decoded(std::string_view s) {
+    std::string out;
+    for (size_t i = 0; i < s.size(); ++i) {
+        if (s[i] == '%' && i + 2 < s.size() &&
+            std::isxdigit(static_cast<unsigned char>(s[i + 1])) &&
+            std::isxdigit(static_cast<unsigned char>(s[i + 2]))) {
+            out += static_cast<char>(std::stoi(std::string(s.substr(i + 1, 2)), nullptr, 16));
+            i += 2;
+        } else {
+            out += s[i];
+        }
+    }
+    return out;
+}
+
+}  // namespace
+
 std::string Api::models_body() const {
-    json m{{"id", model_.id},
-           {"object", "model"},
-           {"created", now_s()},
-           {"owned_by", "warden"},
-           {"max_model_len", std::min(model_.max_ctx, model_.kv_tokens)}};
-    return dump_json(json{{"object", "list"}, {"data", json::array({m})}});
+    return dump_json(json{{"object", "list"}, {"data", json::array({model_json(model_)})}});
+}
+
+std::string Api::model_body(std::string_view target) const {
+    const std::string_view path = target.substr(0, target.find('?'));
+    const std::string id = percent_decoded(path.substr(kModelPrefix.size()));
+    if (id != model_.id)
+        throw ApiError(404,
+                       "the model '" + util::printable(id, 100) +
+                           "' does not exist (this server has '" + model_.id + "')",
+                       "model", "model_not_found");
+    return dump_json(model_json(model_));
 }
 
 void Api::count_refusal(const std::string& tenant, const ApiError& e) {
@@ -106,22 +169,41 @@ std::shared_ptr<Generation> Api::start_generation(const std::string& body_text, 
     g->created = now_s();
     g->id = random_id(chat ? "chatcmpl-" : "cmpl-");
     g->tenant_slot = claim_tenant_slot(tenant);
-    const auto stop_ids = model_.tok->stop_ids();
+    const CompletionRequest& q = g->req;
+    std::vector<int32_t> stop_ids = q.ignore_eos ? std::vector<int32_t>{} : model_.tok->stop_ids();
+    stop_ids.insert(stop_ids.end(), q.stop_token_ids.begin(), q.stop_token_ids.end());
     int index = 0;
-    for (size_t pi = 0; pi < g->req.prompts.size(); ++pi) {
-        g->prompt_tokens += static_cast<int64_t>(g->req.prompts[pi].size());
-        for (int j = 0; j < g->req.n; ++j) {
+    for (size_t pi = 0; pi < q.prompts.size(); ++pi) {
+        g->prompt_tokens += static_cast<int64_t>(q.prompts[pi].size());
+        ChoiceOptions co;
+        co.stop_ids = stop_ids;
+        co.stop = q.stop;
+        co.chat = chat;
+        co.top_logprobs = q.top_logprobs;
+        co.max_tokens = q.max_tokens;
+        co.include_stop_str = q.include_stop_str_in_output;
+        co.skip_special = q.skip_special_tokens;
+        co.echo = q.echo;
+        if (q.echo || q.prompt_logprobs >= 0) co.prompt = q.prompts[pi];
+        if (q.echo)
+            co.echo_text =
+                q.prompt_texts[pi].empty() ? model_.tok->decode(q.prompts[pi]) : q.prompt_texts[pi];
+        co.prompt_logprobs = q.prompt_logprobs;
+        for (int j = 0; j < g->per_prompt(); ++j) {
             engine::Request er;
-            er.prompt = g->req.prompts[pi];
-            er.max_new_tokens = g->req.max_tokens;
-            er.sampling = g->req.sampling;
+            er.prompt = q.prompts[pi];
+            er.max_new_tokens = std::max<int64_t>(q.max_tokens, 1);
+            er.sampling = q.sampling;
             er.sampling.seed += static_cast<uint64_t>(j);
-            if (!g->req.ignore_eos) er.stop_ids = stop_ids;
-            er.top_logprobs = g->req.top_logprobs;
+            er.stop_ids = stop_ids;
+            // best_of ranks the choices by their tokens' logprobs
+            er.top_logprobs = q.best_of > q.n ? std::max(q.top_logprobs, 0) : q.top_logprobs;
+            er.prompt_logprobs = q.engine_prompt_logprobs();
+            er.logit_bias = q.logit_bias;
+            er.min_tokens = q.min_tokens;
             er.tenant = tenant;
-            er.cache_salt = g->req.cache_salt;
-            if (g->req.grammar)
-                er.constraint = std::make_shared<constrain::Constraint>(g->req.grammar);
+            er.cache_salt = q.cache_salt;
+            if (q.grammar) er.constraint = std::make_shared<constrain::Constraint>(q.grammar);
             auto sub = eng_.submit(std::move(er));
             if (sub.status != engine::SubmitStatus::Ok) {
                 g->cancel_all();  // the choices submitted so far (all or nothing)
@@ -129,8 +211,7 @@ std::shared_ptr<Generation> Api::start_generation(const std::string& body_text, 
                     throw ApiError(429, "the request queue is full; retry later", "", "queue_full");
                 throw ApiError(503, "the server is shutting down", "", "draining");
             }
-            g->choices.emplace_back(index++, *model_.tok, sub.stream, stop_ids, g->req.stop,
-                                    g->req.ignore_eos, chat, g->req.top_logprobs);
+            g->choices.emplace_back(index++, *model_.tok, sub.stream, co);
         }
     }
     return g;

@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -18,12 +19,31 @@
 
 namespace warden::server {
 
-enum class Route { None, Completions, ChatCompletions, Models, Health, Metrics };
+enum class Route {
+    None,
+    Completions,
+    ChatCompletions,
+    Models,
+    Model,  // GET /v1/models/{id}
+    Health,
+    Metrics,
+    Tokenize,
+    Detokenize,
+    TokenizerInfo,
+    Version,
+    OpenApi,
+};
 
 // The route of a request target (its path; a query string is ignored).
 Route find_route(std::string_view target);
 // The one method each route takes ("GET" or "POST").
 const char* route_method(Route r);
+// Every route's path and method, for /openapi.json (Model's path is "/v1/models/{model}").
+struct RouteInfo {
+    Route route;
+    const char* path;
+};
+std::span<const RouteInfo> all_routes();
 
 class Api {
   public:
@@ -37,6 +57,15 @@ class Api {
     std::string authenticate(std::string_view authorization) const;
 
     std::string models_body() const;
+    // GET /v1/models/{id}: the model when `target` names it; throws ApiError(404).
+    std::string model_body(std::string_view target) const;
+    // POST /tokenize and /detokenize (vLLM's shapes), GET /tokenizer_info, /version and
+    // /openapi.json (tokenize_routes.cpp, openapi.cpp). Throw ApiError(400) on a bad body.
+    std::string tokenize_body(const std::string& body) const;
+    std::string detokenize_body(const std::string& body) const;
+    std::string tokenizer_info_body() const;
+    static std::string version_body();
+    static std::string openapi_body();
     std::string metrics_body() { return eng_.metrics().prometheus(); }
 
     // Parses and validates a completion body, renders and tokenizes its prompt, claims a

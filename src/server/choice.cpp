@@ -15,30 +15,28 @@ json timing_json(const engine::Timing& t) {
 }
 
 Choice::Choice(int idx, const tokenizer::Tokenizer& tok, std::shared_ptr<engine::Stream> s,
-               std::vector<int32_t> stop_ids, std::vector<std::string> stop, bool ignore_eos,
-               bool is_chat, int32_t top_logprobs)
-    : index(idx),
-      stream(std::move(s)),
-      tok_(tok),
-      dec_(tok),
-      stop_ids_(ignore_eos ? std::vector<int32_t>{} : std::move(stop_ids)),
-      stop_(std::move(stop)) {
-    want_logprobs = top_logprobs >= 0;
-    chat = is_chat;
+               ChoiceOptions o)
+    : index(idx), stream(std::move(s)), opts(std::move(o)), tok_(tok), dec_(tok) {
+    want_logprobs = opts.top_logprobs >= 0;
+    chat = opts.chat;
 }
 
 void Choice::append(const std::string& piece) {
     if (piece.empty() || stopped_) return;
     size_t longest = 0;
-    for (const auto& s : stop_) longest = std::max(longest, s.size());
+    for (const auto& s : opts.stop) longest = std::max(longest, s.size());
     const size_t from = text.size() >= longest ? text.size() - longest + 1 : 0;
     text += piece;
-    size_t best = std::string::npos;
-    for (const auto& s : stop_) {
+    size_t best = std::string::npos, best_len = 0;
+    for (const auto& s : opts.stop) {
         const size_t p = text.find(s, from);
-        if (p != std::string::npos) best = std::min(best, p);
+        if (p != std::string::npos && (p < best || (p == best && s.size() > best_len))) {
+            best = p;
+            best_len = s.size();
+        }
     }
     if (best != std::string::npos) {
+        if (opts.include_stop_str) best += best_len;
         text.resize(
             std::max(best, sent_));  // never take back text already sent (cannot happen: held back)
         finish = "stop";
@@ -49,7 +47,8 @@ void Choice::append(const std::string& piece) {
 
 void Choice::on_event(engine::Event&& ev) {
     if (ev.kind == engine::Event::Kind::Token) {
-        if (stopped_) return;
+        if (!ev.token.prompt_logprobs.empty()) prompt_lp = std::move(ev.token.prompt_logprobs);
+        if (stopped_ || n_tokens >= opts.max_tokens) return;  // max_tokens 0: prompt only
         ++n_tokens;
         const int32_t id = ev.token.token;
         LogprobEntry e;
@@ -58,11 +57,12 @@ void Choice::on_event(engine::Event&& ev) {
         e.top = std::move(ev.token.logprobs.top);
         e.text_offset = text.size();
         lp.push_back(std::move(e));
-        if (std::find(stop_ids_.begin(), stop_ids_.end(), id) != stop_ids_.end()) {
+        if (std::find(opts.stop_ids.begin(), opts.stop_ids.end(), id) != opts.stop_ids.end()) {
             finish = "stop";
             stopped_ = true;  // the engine finishes it too (stop ids are the request's)
             return;
         }
+        if (opts.skip_special && tok_.is_special(id)) return;
         append(dec_.push(id));
         return;
     }
@@ -99,7 +99,7 @@ void Choice::on_event(engine::Event&& ev) {
 size_t Choice::holdback() const {
     // Longest suffix of the unsent text that is a proper prefix of some stop string.
     size_t hold = 0;
-    for (const auto& s : stop_)
+    for (const auto& s : opts.stop)
         for (size_t k = std::min(s.size() - 1, text.size() - sent_); k > hold; --k)
             if (text.compare(text.size() - k, k, s, 0, k) == 0) {
                 hold = k;
@@ -140,16 +140,68 @@ json Choice::logprobs_json(size_t from, size_t to) const {
         return json{{"content", content}};
     }
     json tokens = json::array(), lps = json::array(), tops = json::array(), offs = json::array();
+    const size_t shift = opts.echo ? opts.echo_text.size() : 0;
     for (size_t i = from; i < to && i < lp.size(); ++i) {
         tokens.push_back(tok_.token_bytes(lp[i].token));
         lps.push_back(lp[i].logprob);
         json t = json::object();
         for (const auto& [id, l] : lp[i].top) t[tok_.token_bytes(id)] = l;
         tops.push_back(t);
-        offs.push_back(lp[i].text_offset);
+        offs.push_back(lp[i].text_offset + shift);
     }
     return json{
         {"tokens", tokens}, {"token_logprobs", lps}, {"top_logprobs", tops}, {"text_offset", offs}};
+}
+
+json Choice::echo_logprobs_json() const {
+    json tokens = json::array(), lps = json::array(), tops = json::array(), offs = json::array();
+    size_t off = 0;
+    for (size_t i = 0; i < opts.prompt.size(); ++i) {
+        const std::string t = tok_.token_bytes(opts.prompt[i]);
+        tokens.push_back(t);
+        offs.push_back(off);
+        off += t.size();
+        if (i == 0 || i - 1 >= prompt_lp.size()) {  // the first token has no logprob
+            lps.push_back(nullptr);
+            tops.push_back(nullptr);
+            continue;
+        }
+        const engine::TokenLogprobs& e = prompt_lp[i - 1];
+        lps.push_back(e.logprob);
+        json top = json::object();
+        for (const auto& [id, l] : e.top) top[tok_.token_bytes(id)] = l;
+        tops.push_back(top);
+    }
+    return json{
+        {"tokens", tokens}, {"token_logprobs", lps}, {"top_logprobs", tops}, {"text_offset", offs}};
+}
+
+json Choice::prompt_logprobs_json() const {
+    if (opts.prompt_logprobs < 0) return nullptr;
+    json out = json::array({nullptr});
+    for (size_t i = 1; i < opts.prompt.size(); ++i) {
+        json d = json::object();
+        if (i - 1 < prompt_lp.size()) {
+            const engine::TokenLogprobs& e = prompt_lp[i - 1];
+            for (const auto& [id, l] : e.top) {
+                int32_t rank = 1;
+                for (const auto& [id2, l2] : e.top) rank += l2 > l ? 1 : 0;
+                d[std::to_string(id)] =
+                    json{{"logprob", l}, {"rank", rank}, {"decoded_token", tok_.token_bytes(id)}};
+            }
+            const int32_t id = opts.prompt[i];
+            d[std::to_string(id)] = json{
+                {"logprob", e.logprob}, {"rank", e.rank}, {"decoded_token", tok_.token_bytes(id)}};
+        }
+        out.push_back(d);
+    }
+    return out;
+}
+
+double Choice::cumulative_logprob() const {
+    double sum = 0;
+    for (const auto& e : lp) sum += e.logprob;
+    return sum;
 }
 
 }  // namespace warden::server

@@ -48,7 +48,7 @@ json Generation::usage() const {
     int64_t completion = 0, cached = 0;
     for (const auto& c : choices) {
         completion += c.n_tokens;
-        if (c.index % req.n == 0) cached += c.result.cached_tokens;
+        if (c.index % per_prompt() == 0) cached += c.result.cached_tokens;
     }
     return json{{"prompt_tokens", prompt_tokens},
                 {"completion_tokens", completion},
@@ -75,6 +75,24 @@ const Choice* Generation::failed() const {
     return nullptr;
 }
 
+std::vector<const Choice*> Generation::answered() const {
+    std::vector<const Choice*> out;
+    const size_t per = static_cast<size_t>(per_prompt());
+    for (size_t p0 = 0; p0 < choices.size(); p0 += per) {
+        std::vector<const Choice*> group;
+        for (size_t i = p0; i < std::min(p0 + per, choices.size()); ++i)
+            group.push_back(&choices[i]);
+        // best_of: the n with the highest cumulative logprob, best first (vLLM's order)
+        if (per > static_cast<size_t>(req.n))
+            std::stable_sort(group.begin(), group.end(), [](const Choice* a, const Choice* b) {
+                return a->cumulative_logprob() > b->cumulative_logprob();
+            });
+        group.resize(std::min(group.size(), static_cast<size_t>(req.n)));
+        out.insert(out.end(), group.begin(), group.end());
+    }
+    return out;
+}
+
 json Generation::full_response() const {
     json out;
     out["id"] = id;
@@ -82,18 +100,29 @@ json Generation::full_response() const {
     out["created"] = created;
     out["model"] = model;
     json cs = json::array();
-    for (const auto& c : choices) {
+    for (const Choice* cp : answered()) {
+        const Choice& c = *cp;
         json j;
-        j["index"] = c.index;
-        if (chat)
+        j["index"] = cs.size();
+        if (chat) {
             j["message"] = json{{"role", "assistant"}, {"content", c.text}};
-        else
-            j["text"] = c.text;
+        } else {
+            j["text"] = c.opts.echo ? c.opts.echo_text + c.text : c.text;
+        }
         j["logprobs"] = c.logprobs_json(0, c.lp.size());
+        if (c.opts.echo && c.want_logprobs) {
+            json e = c.echo_logprobs_json();
+            for (const char* k : {"tokens", "token_logprobs", "top_logprobs", "text_offset"})
+                for (auto& v : j["logprobs"][k]) e[k].push_back(v);
+            j["logprobs"] = e;
+        }
+        if (!chat && c.opts.prompt_logprobs >= 0) j["prompt_logprobs"] = c.prompt_logprobs_json();
         j["finish_reason"] = c.finish;
         cs.push_back(j);
     }
     out["choices"] = cs;
+    if (chat && !choices.empty() && choices[0].opts.prompt_logprobs >= 0)
+        out["prompt_logprobs"] = choices[0].prompt_logprobs_json();
     out["usage"] = usage();
     out["warden_timing"] = timing();
     return out;
@@ -103,6 +132,9 @@ std::string Generation::sse_chunks() {
     std::string out;
     for (auto& c : choices) {
         std::string piece;
+        // echo: the first chunk carries the prompt (and its logprobs, which come with the first
+        // token), so it waits for that token
+        if (!c.started && c.opts.echo && c.lp.empty() && !c.done) continue;
         size_t lp_from = c.lp_sent, lp_to = c.lp.size();
         const bool first = !c.started;
         c.started = true;
@@ -128,9 +160,15 @@ std::string Generation::sse_chunks() {
             if (have_text || first) d["content"] = piece;
             cj["delta"] = d;
         } else {
-            cj["text"] = piece;
+            cj["text"] = first && c.opts.echo ? c.opts.echo_text + piece : piece;
         }
         cj["logprobs"] = c.logprobs_json(lp_from, lp_to);
+        if (first && c.opts.echo && c.want_logprobs) {
+            json e = c.echo_logprobs_json();
+            for (const char* k : {"tokens", "token_logprobs", "top_logprobs", "text_offset"})
+                for (auto& v : cj["logprobs"][k]) e[k].push_back(v);
+            cj["logprobs"] = e;
+        }
         cj["finish_reason"] = finishing ? json(c.finish) : json(nullptr);
         ch["choices"] = json::array({cj});
         if (finishing) {

@@ -1,6 +1,7 @@
 #pragma once
 // One completion request while it runs: its choices (one engine stream each), and the JSON
 // and SSE bodies built from them. Not thread-safe: one connection's strand owns it.
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -28,6 +29,8 @@ struct Generation {
     // Cancels what is still running (its client is gone) and detaches the streams' hooks.
     ~Generation();
 
+    // Choices run per prompt: best_of (>= n) of them, the n most likely answered.
+    int per_prompt() const { return std::max(req.n, req.best_of); }
     bool all_done() const;
     void cancel_all();
     // Consumes every event already queued on the streams, without waiting. True if any.
@@ -36,6 +39,8 @@ struct Generation {
     nlohmann::json usage() const;
     nlohmann::json timing() const;
     const Choice* failed() const;
+    // The choices answered, in order: all of them, or per prompt the n best of best_of.
+    std::vector<const Choice*> answered() const;
     nlohmann::json full_response() const;
     // SSE events for whatever became sendable; empty when nothing did.
     std::string sse_chunks();

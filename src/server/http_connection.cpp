@@ -224,7 +224,7 @@ void HttpConnection::on_header() {
     } else {
         tenant_ = "default";
     }
-    if (host_.api.draining() && route_ != Route::Metrics && route_ != Route::Models) {
+    if (host_.api.draining() && route_method(route_) == std::string_view("POST")) {
         const ApiError e = route_ == Route::Health
                                ? ApiError(503, "draining")
                                : ApiError(503, "the server is shutting down", "", "draining");
@@ -268,8 +268,24 @@ void HttpConnection::on_request() {
             return respond(200, R"({"status":"ok"})", kJson.data(), false);
         case Route::Models:
             return respond(200, host_.api.models_body(), kJson.data(), false);
+        case Route::Model:
+            try {
+                return respond(200, host_.api.model_body(parser_->get().target()), kJson.data(),
+                               false);
+            } catch (const ApiError& e) {
+                return respond_error(e, false);
+            }
+        case Route::TokenizerInfo:
+            return respond(200, host_.api.tokenizer_info_body(), kJson.data(), false);
+        case Route::Version:
+            return respond(200, Api::version_body(), kJson.data(), false);
+        case Route::OpenApi:
+            return respond(200, Api::openapi_body(), kJson.data(), false);
         case Route::Metrics:
             return respond(200, host_.api.metrics_body(), "text/plain; version=0.0.4", false);
+        case Route::Tokenize:
+        case Route::Detokenize:
+            return answer_off_loop();
         case Route::Completions:
         case Route::ChatCompletions:
             break;
@@ -295,6 +311,34 @@ void HttpConnection::on_request() {
         net::post(ex, [self = std::move(self), g = std::move(g), err = std::move(err)]() mutable {
             self->on_prepared(std::move(g), std::move(err));
         });
+    });
+}
+
+// Tokenize / detokenize: answered from the prepare pool (tokenizing a large body must not stall
+// the event loop), then written from the connection's executor.
+void HttpConnection::answer_off_loop() {
+    busy_ = host_.api.busy_token();
+    const bool tokenize = route_ == Route::Tokenize;
+    net::post(host_.prepare_pool, [self = shared_from_this(),
+                                   body = std::move(parser_->get().body()), tokenize]() mutable {
+        std::string out;
+        std::optional<ApiError> err;
+        try {
+            out = tokenize ? self->host_.api.tokenize_body(body)
+                           : self->host_.api.detokenize_body(body);
+        } catch (const ApiError& e) {
+            err = e;
+        } catch (const std::exception& e) {
+            err = ApiError(500, std::string("internal error: ") + e.what());
+        }
+        auto ex = self->sock_.get_executor();
+        net::post(
+            ex, [self = std::move(self), out = std::move(out), err = std::move(err)]() mutable {
+                if (self->phase_ == Phase::Closed || self->phase_ == Phase::Closing || self->cut_)
+                    return;
+                if (err) return self->respond_error(*err, false);
+                self->respond(200, std::move(out), kJson.data(), false);
+            });
     });
 }
 

@@ -85,6 +85,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
     void respond(unsigned status, std::string body, const char* content_type, bool force_close,
                  const char* allow = nullptr);
     void respond_error(const ApiError& e, bool force_close);
+    void answer_off_loop();
     void preflight();
     void on_written(boost::system::error_code ec, bool close_after);
     void graceful_close();

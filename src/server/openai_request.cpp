@@ -4,6 +4,7 @@
 #include <random>
 
 #include "chat_template/chat_template.h"
+#include "server/field_allowlist.h"
 #include "server/structured_output.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
@@ -109,10 +110,78 @@ json chat_messages(const json& msgs) {
     return out;
 }
 
+// echo, prompt_logprobs, best_of, logit_bias, min_tokens, stop_token_ids,
+// include_stop_str_in_output, skip_special_tokens (after n, stream and logprobs are known).
+void parse_output_controls(const json& b, bool chat, const ModelInfo& m, CompletionRequest& r) {
+    if (!chat && present(b, "echo")) r.echo = boolean(b, "echo");
+    if (present(b, "prompt_logprobs")) {
+        r.prompt_logprobs = static_cast<int32_t>(integer(b, "prompt_logprobs", 0, 20));
+        if (r.stream)
+            bad("prompt_logprobs", "'prompt_logprobs' is not implemented with 'stream' (use echo)");
+    }
+    if (present(b, "best_of")) {
+        r.best_of = static_cast<int>(integer(b, "best_of", 1, 16));
+        if (r.best_of < r.n) bad("best_of", "'best_of' must be at least 'n'");
+        if (r.best_of > r.n && r.stream)
+            bad("best_of", "'best_of' greater than 'n' cannot be streamed");
+        if (r.best_of * r.prompts.size() > 64) bad("best_of", "at most 64 choices per request");
+    }
+    if (present(b, "logit_bias")) {
+        const json& lb = b["logit_bias"];
+        if (!lb.is_object()) bad("logit_bias", "'logit_bias' must be an object");
+        if (lb.size() > 1024) bad("logit_bias", "at most 1024 entries in 'logit_bias'");
+        for (const auto& [k, v] : lb.items()) {
+            int64_t id = -1;
+            try {
+                size_t used = 0;
+                id = std::stoll(k, &used);
+                if (used != k.size()) id = -1;
+            } catch (const std::exception&) {
+                id = -1;
+            }
+            if (id < 0 || id >= m.tok->vocab_size())
+                bad("logit_bias", "'logit_bias' keys must be token ids in the vocabulary");
+            if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < -100 ||
+                v.get<double>() > 100)
+                bad("logit_bias", "'logit_bias' values must be numbers in [-100, 100]");
+            r.logit_bias.emplace_back(static_cast<int32_t>(id), v.get<float>());
+        }
+    }
+    if (present(b, "min_tokens")) r.min_tokens = integer(b, "min_tokens", 0, INT64_MAX);
+    if (present(b, "stop_token_ids")) {
+        const json& s = b["stop_token_ids"];
+        if (!s.is_array() || s.size() > 64)
+            bad("stop_token_ids", "'stop_token_ids' must be an array of at most 64 token ids");
+        r.stop_token_ids = token_ids(s, m, "stop_token_ids");
+    }
+    if (present(b, "include_stop_str_in_output"))
+        r.include_stop_str_in_output = boolean(b, "include_stop_str_in_output");
+    if (present(b, "skip_special_tokens"))
+        r.skip_special_tokens = boolean(b, "skip_special_tokens");
+}
+
 }  // namespace
+
+std::vector<int32_t> chat_prompt(const json& messages, bool add_generation_prompt,
+                                 const ModelInfo& m) {
+    if (!m.chat)
+        throw ApiError(400, "this model has no chat template; use /v1/completions", "messages");
+    const json msgs = chat_messages(messages);
+    json extra = json::object();
+    extra["bos_token"] = m.tok->bos_id() >= 0 ? m.tok->token_bytes(m.tok->bos_id()) : "";
+    extra["eos_token"] = m.tok->eos_id() >= 0 ? m.tok->token_bytes(m.tok->eos_id()) : "";
+    std::string rendered;
+    try {
+        rendered = m.chat->render(msgs, nullptr, add_generation_prompt, extra);
+    } catch (const util::Error& e) {
+        bad("messages", std::string("chat template: ") + e.what());
+    }
+    return m.tok->encode(rendered, false, true);
+}
 
 CompletionRequest parse_request(const json& b, bool chat, const ModelInfo& m) {
     if (!b.is_object()) bad("", "the request body must be a JSON object");
+    check_fields(b, chat ? Endpoint::ChatCompletions : Endpoint::Completions);
     CompletionRequest r;
     r.chat = chat;
     if (!b.contains("model")) bad("model", "'model' is required");
@@ -127,36 +196,26 @@ CompletionRequest parse_request(const json& b, bool chat, const ModelInfo& m) {
         if (!m.chat)
             throw ApiError(400, "this model has no chat template; use /v1/completions", "messages");
         if (!b.contains("messages")) bad("messages", "'messages' is required");
-        const json msgs = chat_messages(b["messages"]);
-        json tools = nullptr;
-        if (present(b, "tools")) {
-            if (!b["tools"].is_array()) bad("tools", "'tools' must be an array");
-            tools = b["tools"];
-        }
-        json extra = json::object();
-        extra["bos_token"] = m.tok->bos_id() >= 0 ? m.tok->token_bytes(m.tok->bos_id()) : "";
-        extra["eos_token"] = m.tok->eos_id() >= 0 ? m.tok->token_bytes(m.tok->eos_id()) : "";
-        std::string rendered;
-        try {
-            rendered = m.chat->render(msgs, tools, true, extra);
-        } catch (const util::Error& e) {
-            bad("messages", std::string("chat template: ") + e.what());
-        }
-        r.prompts.push_back(m.tok->encode(rendered, false, true));
+        r.prompts.push_back(chat_prompt(b["messages"], true, m));
+        r.prompt_texts.emplace_back();
     } else {
         if (!b.contains("prompt")) bad("prompt", "'prompt' is required");
         const json& p = b["prompt"];
         if (p.is_string()) {
-            r.prompts.push_back(m.tok->encode(text(p, "prompt"), true));
+            r.prompt_texts.push_back(text(p, "prompt"));
+            r.prompts.push_back(m.tok->encode(r.prompt_texts.back(), true));
         } else if (p.is_array() && !p.empty() && p[0].is_number_integer()) {
+            r.prompt_texts.emplace_back();
             r.prompts.push_back(token_ids(p, m, "prompt"));
         } else if (p.is_array() && !p.empty() && p.size() <= 64) {
             for (const json& e : p) {
-                if (e.is_string())
-                    r.prompts.push_back(m.tok->encode(text(e, "prompt"), true));
-                else if (e.is_array())
+                if (e.is_string()) {
+                    r.prompt_texts.push_back(text(e, "prompt"));
+                    r.prompts.push_back(m.tok->encode(r.prompt_texts.back(), true));
+                } else if (e.is_array()) {
+                    r.prompt_texts.emplace_back();
                     r.prompts.push_back(token_ids(e, m, "prompt"));
-                else
+                } else
                     bad("prompt", "'prompt' must be a string, an array of strings or token ids");
             }
         } else {
@@ -207,6 +266,7 @@ CompletionRequest parse_request(const json& b, bool chat, const ModelInfo& m) {
             r.include_usage = so["include_usage"].get<bool>();
         }
     }
+    if (present(b, "user")) text(b["user"], "user");  // the caller's end-user id: not used
     if (present(b, "ignore_eos")) r.ignore_eos = boolean(b, "ignore_eos");
     if (present(b, "cache_salt")) {
         r.cache_salt = text(b["cache_salt"], "cache_salt");
@@ -241,6 +301,7 @@ CompletionRequest parse_request(const json& b, bool chat, const ModelInfo& m) {
         r.top_logprobs = static_cast<int32_t>(integer(b, "logprobs", 0, 5));
     }
 
+    parse_output_controls(b, chat, m, r);
     r.grammar = parse_structured_output(b, m);
 
     const int64_t limit = std::min(m.max_ctx, m.kv_tokens);
@@ -248,12 +309,16 @@ CompletionRequest parse_request(const json& b, bool chat, const ModelInfo& m) {
     for (const auto& p : r.prompts) longest = std::max(longest, p.size());
     const auto room = limit - static_cast<int64_t>(longest);
     const char* mt = present(b, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
+    // max_tokens 0 asks for the prompt's logprobs alone (as vLLM).
+    const bool prompt_only_ok = r.engine_prompt_logprobs() >= 0;
     if (present(b, mt)) {
-        r.max_tokens = integer(b, mt, 1, INT64_MAX);
+        r.max_tokens = integer(b, mt, prompt_only_ok ? 0 : 1, INT64_MAX);
     } else {
         r.max_tokens = chat ? std::max<int64_t>(room, 1) : 16;
     }
-    if (room < 1 || r.max_tokens > room)
+    if (r.min_tokens > r.max_tokens)
+        bad("min_tokens", "'min_tokens' must not exceed '" + std::string(mt) + "'");
+    if (room < 1 || std::max<int64_t>(r.max_tokens, 1) > room)
         throw ApiError(400,
                        "this model's maximum context is " + std::to_string(limit) +
                            " tokens; the prompt has " + std::to_string(longest) + " and " +

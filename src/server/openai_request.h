@@ -1,7 +1,8 @@
 #pragma once
 // Parsing and validation of the OpenAI request bodies (/v1/completions, /v1/chat/completions)
-// into what the engine runs. Every bad field is an ApiError(400) naming the parameter; fields
-// warden does not know are ignored (as vLLM does).
+// into what the engine runs. Every bad field is an ApiError(400) naming the parameter, and so is
+// every field warden does not implement (field_allowlist.h): nothing is silently ignored.
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -28,6 +29,7 @@ struct ModelInfo {
     const chat_template::ChatTemplate* chat = nullptr;  // null: chat endpoint unavailable
     int64_t max_ctx = 0;                                // model context length
     int64_t kv_tokens = 0;                              // KV cache capacity in tokens
+    std::string chat_template_source;                   // for /tokenizer_info ("" if none)
     // The tokenizer's token bytes for structured outputs (Api builds it when left null).
     std::shared_ptr<const constrain::Vocabulary> vocab;
 };
@@ -35,6 +37,7 @@ struct ModelInfo {
 struct CompletionRequest {
     bool chat = false;
     std::vector<std::vector<int32_t>> prompts;  // one or more (completions accepts a batch)
+    std::vector<std::string> prompt_texts;      // per prompt: its text ("" when given as ids)
     int64_t max_tokens = 16;
     int n = 1;
     bool stream = false;
@@ -46,10 +49,29 @@ struct CompletionRequest {
     // vLLM's `cache_salt`: requests share prefix-cache pages only with requests of the same
     // tenant AND the same salt. It can only narrow sharing, never widen it past the tenant.
     std::string cache_salt;
+    // Prompt logprobs and output controls (OpenAI and vLLM fields; see docs/SERVER.md).
+    bool echo = false;             // completions: the prompt in front of the text (and logprobs)
+    int32_t prompt_logprobs = -1;  // vLLM: < 0 none, else top alternatives per prompt token
+    int best_of = 1;               // choices generated per prompt; the n most likely are returned
+    std::vector<std::pair<int32_t, float>> logit_bias;
+    int64_t min_tokens = 0;
+    std::vector<int32_t> stop_token_ids;
+    bool include_stop_str_in_output = false;
+    bool skip_special_tokens = false;  // warden's default keeps special tokens' text
+    // What the engine computes per choice: prompt logprobs for echo + logprobs or
+    // prompt_logprobs (the larger top count), and at least one token (max_tokens 0).
+    int32_t engine_prompt_logprobs() const {
+        return std::max(prompt_logprobs, echo ? top_logprobs : -1);
+    }
     // Structured output (response_format, guided_*, structured_outputs); null: none. Each
     // choice runs its own constrain::Constraint over it.
     std::shared_ptr<const constrain::CompiledGrammar> grammar;
 };
+
+// Chat messages rendered by the model's template and tokenized (special tokens parsed, no BOS
+// added: the template writes it). `param` names the messages field in errors. Throws ApiError.
+std::vector<int32_t> chat_prompt(const nlohmann::json& messages, bool add_generation_prompt,
+                                 const ModelInfo& m);
 
 // Throws ApiError.
 CompletionRequest parse_request(const nlohmann::json& body, bool chat, const ModelInfo& m);
