@@ -203,14 +203,60 @@ def test_lmeval_loglikelihood_shape(server):
         assert scores.index(max(scores)) == wants.index(max(wants))
 
 
-def test_lmeval_loglikelihood_rolling_shape(server):
-    """loglikelihood_rolling on a short document: one window, the end-of-text token as the
-    prefix (lm-eval's prefix_token_id), every document token scored."""
+def prefix_token(server):
+    """lm-eval's prefix_token_id with the remote tokenizer: the BOS token's id, else EOS's."""
     info = httpx.get(server.base + "/tokenizer_info", timeout=30).json()
-    eot = tokenize(server, info["eos_token"])[0]
+    return tokenize(server, info["bos_token"] or info["eos_token"])[0]
+
+
+def test_lmeval_loglikelihood_rolling_shape(server):
+    """loglikelihood_rolling on a short document: one window after lm-eval's prefix token,
+    every document token scored."""
+    eot = prefix_token(server)
     doc = tokenize(server, "Warden serves language models to agents on one machine.")
     got, _ = lmeval_loglikelihood(server, [eot], doc)
     ref = reference_logprobs([eot] + doc)
     want = sum(ref[j][t] for j, t in enumerate(doc))
     assert abs(got - want) < TOL * len(doc)
     assert got < -5  # a real loglikelihood, not the 0 an ignored echo gave
+
+
+def test_lmeval_itself(server, tmp_path):
+    """lm-evaluation-harness itself (`local-completions`, the remote tokenizer backend through
+    /tokenizer_info and /tokenize) on tests/data/lmeval_tiny: every loglikelihood and rolling
+    loglikelihood it records equals the one computed from `warden logits`. lm-eval is not in
+    requirements-test.txt (it pulls in datasets, pandas, scikit-learn: ~800 MB): point
+    WARDEN_LM_EVAL at an `lm_eval` executable to run this (tested with lm-eval 0.4.13, plus
+    tenacity and aiohttp for its API models)."""
+    import os
+    exe = os.environ.get("WARDEN_LM_EVAL")
+    if not exe:
+        pytest.skip("WARDEN_LM_EVAL not set (the emulated-shape tests above cover the protocol)")
+    data = ROOT / "tests/data/lmeval_tiny"
+    args = (f"base_url={server.base}/v1/completions,model={server.model_id},tokenizer_backend=remote,"
+            "num_concurrent=1,max_retries=1")
+    env = {**os.environ, "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"}
+    p = subprocess.run([exe, "run", "--model", "local-completions", "--model_args", args, "--tasks",
+                        f"{data}/tiny_mc.yaml,{data}/tiny_rolling.yaml", "--output_path", str(tmp_path),
+                        "--log_samples"], capture_output=True, text=True, timeout=600, cwd=ROOT, env=env)
+    assert p.returncode == 0, p.stderr[-3000:]
+    checked = 0
+    for f in tmp_path.glob("*/samples_*.jsonl"):
+        for line in f.read_text().splitlines():
+            s = json.loads(line)
+            for k, arg in enumerate(s["arguments"].values()):
+                resp = s["resps"][k][0]
+                got = float(resp[0] if isinstance(resp, list) else resp)
+                if "arg_1" in arg:  # loglikelihood(context, continuation), lm-eval's token split
+                    ctx, cont = arg["arg_0"], arg["arg_1"]
+                    n_space = len(ctx) - len(ctx.rstrip())
+                    ctx, cont = ctx[:len(ctx) - n_space], ctx[len(ctx) - n_space:] + cont
+                    whole, c = tokenize(server, ctx + cont), tokenize(server, ctx)
+                    ids, start = whole, len(c)
+                else:  # loglikelihood_rolling: one window after the end-of-text token
+                    ids, start = [prefix_token(server)] + tokenize(server, arg["arg_0"]), 1
+                ref = reference_logprobs(ids)
+                want = sum(ref[j - 1][ids[j]] for j in range(start, len(ids)))
+                assert abs(got - want) < TOL * (len(ids) - start), (arg, got, want)
+                checked += 1
+    assert checked == 16 + 4
