@@ -17,24 +17,22 @@ bool is_stop(int32_t t, std::span<const int32_t> stop_ids) {
 
 }  // namespace
 
-int32_t sample_constrained(Sampler& sampler, constrain::Constraint& c,
-                           std::span<const float> logits, std::vector<float>& work,
+int32_t sample_constrained(Sampler& sampler, constrain::Constraint& c, std::vector<float>& logits,
                            std::span<const int32_t> stop_ids, std::span<const int32_t> history,
                            size_t n_prompt) {
     int32_t tok = -1;
     if (draws_from_full_distribution(sampler.params())) {
+        thread_local std::vector<float> work;
         work.assign(logits.begin(), logits.end());
         tok = sampler.sample(work, history, n_prompt);
-        if (!c.allows(tok, stop_ids)) tok = -1;
+        if (!std::isfinite(logits[static_cast<size_t>(tok)]) || !c.allows(tok, stop_ids)) tok = -1;
     }
     if (tok < 0) {
-        work.assign(logits.begin(), logits.end());
-        if (!c.apply(work, stop_ids)) return -1;
-        tok = sampler.sample(work, history, n_prompt);
-        // A draw can land on a masked token only through rounding at the edges; never keep it.
-        if (!std::isfinite(work.empty() ? 0.0f : logits[static_cast<size_t>(tok)]) ||
-            !c.allows(tok, stop_ids))
+        if (!c.apply(logits, stop_ids)) return -1;
+        if (std::none_of(logits.begin(), logits.end(), [](float l) { return std::isfinite(l); }))
             return -1;
+        tok = sampler.sample(logits, history, n_prompt);
+        if (!c.allows(tok, stop_ids)) return -1;  // cannot happen: every other logit is -inf
     }
     if (!is_stop(tok, stop_ids)) c.accept(tok);
     return tok;

@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <optional>
 
-#include "engine/logit_processors.h"
 #include "engine/constrained_sample.h"
+#include "engine/logit_processors.h"
 #include "engine/scheduler.h"
 #include "engine/scheduler_seq.h"
 #include "util/error.h"
@@ -90,15 +90,10 @@ void Scheduler::sample_next(Seq& s, const std::vector<float>& logits, Clock::tim
     apply_logit_processors(s.req, s.generated(), work);
     if (s.generated() == 0 && s.req.prompt_logprobs >= 0)
         info.prompt_logprobs = std::move(s.prompt_lp);
-    int32_t tok;
-    if (s.req.constraint) {
-        // The constraint masks the processed logits (logit_bias, min_tokens applied).
-        std::vector<float> scratch;
-        tok = sample_constrained(*s.sampler, *s.req.constraint, work, scratch, s.req.stop_ids,
-                                 s.tokens, static_cast<size_t>(s.n_prompt));
-    } else {
-        tok = s.sampler->sample(work, s.tokens, static_cast<size_t>(s.n_prompt));
-    }
+    const int32_t tok =
+        s.req.constraint ? sample_constrained(*s.sampler, *s.req.constraint, work, s.req.stop_ids,
+                                              s.tokens, static_cast<size_t>(s.n_prompt))
+                         : s.sampler->sample(work, s.tokens, static_cast<size_t>(s.n_prompt));
     if (tok < 0) {  // the grammar allows no token at all: the output ends here
         finish(s, FinishReason::Stop);
         return;

@@ -27,57 +27,59 @@ constexpr const char* kStreamOptions =
     R"({"type":"object","properties":{"include_usage":{"type":"boolean"}}})";
 
 constexpr const char* kNotImpl = "is not implemented by warden";
-constexpr const char* kLegacyTools = "is not implemented by warden (the deprecated form; use 'tools')";
-constexpr const char* kStructured = "is not implemented by warden yet (structured outputs)";
-constexpr const char* kReasoning = "is not implemented by warden (reasoning_content comes with any thinking model whose template warden recognizes)";
+constexpr const char* kLegacyTools =
+    "is not implemented by warden (the deprecated form; use 'tools')";
+constexpr const char* kReasoning =
+    "is not implemented by warden (reasoning_content comes with any thinking model whose template "
+    "warden recognizes)";
 
 // Sampling and output fields both completion endpoints share.
-#define WARDEN_SAMPLING_FIELDS                                                     \
-    {"model", S, "openai", kStr, nullptr, nullptr},                                \
-        {"max_tokens", S, "openai", kInt, nullptr, nullptr},                       \
-        {"temperature", S, "openai", kNum, nullptr, nullptr},                      \
-        {"top_p", S, "openai", kNum, nullptr, nullptr},                            \
-        {"n", S, "openai", kInt, nullptr, nullptr},                                \
-        {"stream", S, "openai", kBool, nullptr, nullptr},                          \
-        {"stream_options", S, "openai", kStreamOptions, nullptr, nullptr},         \
-        {"stop", S, "openai", kStop, nullptr, nullptr},                            \
-        {"seed", S, "openai", kInt, nullptr, nullptr},                             \
-        {"frequency_penalty", S, "openai", kNum, nullptr, nullptr},                \
-        {"presence_penalty", S, "openai", kNum, nullptr, nullptr},                 \
-        {"logit_bias", S, "openai", kBias, nullptr, nullptr},                      \
-        {"user", S, "openai", kStr, nullptr, nullptr},                             \
-        {"top_k", S, "vllm", kInt, nullptr, nullptr},                              \
-        {"min_p", S, "vllm", kNum, nullptr, nullptr},                              \
-        {"repetition_penalty", S, "vllm", kNum, nullptr, nullptr},                 \
-        {"ignore_eos", S, "vllm", kBool, nullptr, nullptr},                        \
-        {"cache_salt", S, "vllm", kStr, nullptr, nullptr},                         \
-        {"min_tokens", S, "vllm", kInt, nullptr, nullptr},                         \
-        {"stop_token_ids", S, "vllm", kIds, nullptr, nullptr},                     \
-        {"include_stop_str_in_output", S, "vllm", kBool, nullptr, nullptr},        \
-        {"skip_special_tokens", S, "vllm", kBool, nullptr, nullptr},               \
-        {"prompt_logprobs", S, "vllm", kInt, nullptr, nullptr},                    \
-        {"use_beam_search", R, "vllm", kBool, "false", kNotImpl},                  \
-        {"length_penalty", R, "vllm", kNum, "1", kNotImpl},                        \
-        {"spaces_between_special_tokens", R, "vllm", kBool, "true", kNotImpl},     \
-        {"truncate_prompt_tokens", R, "vllm", kInt, nullptr, kNotImpl},            \
-        {"allowed_token_ids", R, "vllm", kIds, nullptr, kNotImpl},                 \
-        {"bad_words", R, "vllm", kAny, "[]", kNotImpl},                            \
-        {"add_special_tokens", R, "vllm", kBool, nullptr, kNotImpl},               \
-        {"priority", R, "vllm", kInt, "0", kNotImpl},                              \
-        {"request_id", R, "vllm", kStr, nullptr, kNotImpl},                        \
-        {"logits_processors", R, "vllm", kAny, nullptr, kNotImpl},                 \
-        {"return_tokens_as_token_ids", R, "vllm", kBool, "false", kNotImpl},       \
-        {"return_token_ids", R, "vllm", kBool, "false", kNotImpl},                 \
-        {"kv_transfer_params", R, "vllm", kObj, nullptr, kNotImpl},                \
-        {"vllm_xargs", R, "vllm", kObj, nullptr, kNotImpl},                        \
-        {"response_format", R, "openai", kObj, R"({"type":"text"})", kStructured}, \
-        {"structured_outputs", R, "vllm", kObj, nullptr, kStructured},             \
-        {"guided_json", R, "vllm", kAny, nullptr, kStructured},                    \
-        {"guided_regex", R, "vllm", kStr, nullptr, kStructured},                   \
-        {"guided_choice", R, "vllm", kAny, nullptr, kStructured},                  \
-        {"guided_grammar", R, "vllm", kStr, nullptr, kStructured},                 \
-        {"guided_decoding_backend", R, "vllm", kStr, nullptr, kStructured}, {      \
-        "guided_whitespace_pattern", R, "vllm", kStr, nullptr, kStructured         \
+#define WARDEN_SAMPLING_FIELDS                                                 \
+    {"model", S, "openai", kStr, nullptr, nullptr},                            \
+        {"max_tokens", S, "openai", kInt, nullptr, nullptr},                   \
+        {"temperature", S, "openai", kNum, nullptr, nullptr},                  \
+        {"top_p", S, "openai", kNum, nullptr, nullptr},                        \
+        {"n", S, "openai", kInt, nullptr, nullptr},                            \
+        {"stream", S, "openai", kBool, nullptr, nullptr},                      \
+        {"stream_options", S, "openai", kStreamOptions, nullptr, nullptr},     \
+        {"stop", S, "openai", kStop, nullptr, nullptr},                        \
+        {"seed", S, "openai", kInt, nullptr, nullptr},                         \
+        {"frequency_penalty", S, "openai", kNum, nullptr, nullptr},            \
+        {"presence_penalty", S, "openai", kNum, nullptr, nullptr},             \
+        {"logit_bias", S, "openai", kBias, nullptr, nullptr},                  \
+        {"user", S, "openai", kStr, nullptr, nullptr},                         \
+        {"top_k", S, "vllm", kInt, nullptr, nullptr},                          \
+        {"min_p", S, "vllm", kNum, nullptr, nullptr},                          \
+        {"repetition_penalty", S, "vllm", kNum, nullptr, nullptr},             \
+        {"ignore_eos", S, "vllm", kBool, nullptr, nullptr},                    \
+        {"cache_salt", S, "vllm", kStr, nullptr, nullptr},                     \
+        {"min_tokens", S, "vllm", kInt, nullptr, nullptr},                     \
+        {"stop_token_ids", S, "vllm", kIds, nullptr, nullptr},                 \
+        {"include_stop_str_in_output", S, "vllm", kBool, nullptr, nullptr},    \
+        {"skip_special_tokens", S, "vllm", kBool, nullptr, nullptr},           \
+        {"prompt_logprobs", S, "vllm", kInt, nullptr, nullptr},                \
+        {"use_beam_search", R, "vllm", kBool, "false", kNotImpl},              \
+        {"length_penalty", R, "vllm", kNum, "1", kNotImpl},                    \
+        {"spaces_between_special_tokens", R, "vllm", kBool, "true", kNotImpl}, \
+        {"truncate_prompt_tokens", R, "vllm", kInt, nullptr, kNotImpl},        \
+        {"allowed_token_ids", R, "vllm", kIds, nullptr, kNotImpl},             \
+        {"bad_words", R, "vllm", kAny, "[]", kNotImpl},                        \
+        {"add_special_tokens", R, "vllm", kBool, nullptr, kNotImpl},           \
+        {"priority", R, "vllm", kInt, "0", kNotImpl},                          \
+        {"request_id", R, "vllm", kStr, nullptr, kNotImpl},                    \
+        {"logits_processors", R, "vllm", kAny, nullptr, kNotImpl},             \
+        {"return_tokens_as_token_ids", R, "vllm", kBool, "false", kNotImpl},   \
+        {"return_token_ids", R, "vllm", kBool, "false", kNotImpl},             \
+        {"kv_transfer_params", R, "vllm", kObj, nullptr, kNotImpl},            \
+        {"vllm_xargs", R, "vllm", kObj, nullptr, kNotImpl},                    \
+        {"response_format", S, "openai", kObj, nullptr, nullptr},              \
+        {"structured_outputs", S, "vllm", kObj, nullptr, nullptr},             \
+        {"guided_json", S, "vllm", kAny, nullptr, nullptr},                    \
+        {"guided_regex", S, "vllm", kStr, nullptr, nullptr},                   \
+        {"guided_choice", S, "vllm", kAny, nullptr, nullptr},                  \
+        {"guided_grammar", S, "vllm", kStr, nullptr, nullptr},                 \
+        {"guided_decoding_backend", R, "vllm", kStr, nullptr, kNotImpl}, {     \
+        "guided_whitespace_pattern", R, "vllm", kStr, nullptr, kNotImpl        \
     }
 
 constexpr FieldSpec kCompletions[] = {

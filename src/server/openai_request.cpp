@@ -5,10 +5,10 @@
 
 #include "chat_output/reasoning_parser.h"
 #include "chat_template/chat_template.h"
+#include "constrain/constraint.h"
 #include "server/field_allowlist.h"
 #include "server/structured_output.h"
 #include "server/tool_grammar.h"
-#include "constrain/constraint.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
 #include "util/utf8.h"
@@ -224,11 +224,11 @@ CompletionRequest parse_request(const json& b, bool chat, const ModelInfo& m) {
         parse_tool_fields(b, m, r.chat_output);
         if (r.chat_output.tool_required) {
             auto vocab = m.vocab ? m.vocab : std::make_shared<const constrain::Vocabulary>(*m.tok);
-            r.grammar = constrain::compile(
-                tool_call_grammar(r.chat_output.tool_parser, r.chat_output.tools,
-                                  r.chat_output.tool_choice_name,
-                                  r.chat_output.parallel_tool_calls),
-                vocab);
+            r.grammar =
+                constrain::compile(tool_call_grammar(r.chat_output.tool_parser, r.chat_output.tools,
+                                                     r.chat_output.tool_choice_name,
+                                                     r.chat_output.parallel_tool_calls),
+                                   vocab);
         }
         const std::string rendered =
             render_chat(b["messages"], r.chat_output.tools, chat_template_kwargs(b), true, m);
@@ -347,8 +347,9 @@ CompletionRequest parse_request(const json& b, bool chat, const ModelInfo& m) {
     const auto structured = parse_structured_output(b, m);
     if (structured) {
         if (r.grammar)
-            bad("tool_choice", "'tool_choice' required or named cannot be combined with a "
-                               "structured-output field (response_format, guided_*)");
+            bad("tool_choice",
+                "'tool_choice' required or named cannot be combined with a "
+                "structured-output field (response_format, guided_*)");
         r.grammar = structured;
     }
 
