@@ -26,6 +26,7 @@ LAYERS = [
     ["tokenizer", "chat_template"],  # text <-> tokens; the Jinja chat-template renderer
     ["model", "kv"],  # forward passes and loaders; the paged KV cache
     ["engine", "convert"],  # scheduling and sampling; whole-checkpoint quantization
+    ["transfer"],  # KV pages between prefill and decode servers (UCX), the disaggregated roles
     ["server"],  # the OpenAI-compatible HTTP front end
     ["launch"],  # the CLI option structs and the engine assembly, shared by cli/ and tools/
     ["tools"],  # the load generator and the evaluation harness
