@@ -12,11 +12,13 @@
 #include "engine/engine.h"
 #include "launch/common.h"
 #include "launch/engine_assembly.h"
+#include "launch/role_options.h"
 #include "model/transformer.h"
 #include "server/api_keys.h"
 #include "server/http_limits.h"
 #include "server/server.h"
 #include "tokenizer/tokenizer.h"
+#include "transfer/disagg_roles.h"
 #include "util/error.h"
 #include "util/log.h"
 
@@ -41,6 +43,7 @@ struct ServeOptions {
     bool no_prefix_cache = false;
     server::HttpLimits http;
     std::vector<std::string> shared_prefixes;  // files of prompt text as the server tokenizes it
+    transfer::RoleOptions role;                // --role and its transport options
 };
 
 // Declares each operator shared prefix and computes its pages once, before the first request,
@@ -141,8 +144,17 @@ int serve(const ServeOptions& o) {
         util::check(o.shared_prefixes.empty(),
                     "--shared-prefix needs the prefix cache (drop --no-prefix-cache)");
     }
+    // Disaggregated roles (transfer/disagg_roles.h): a decode server's prompts are computed by
+    // prefill servers; a prefill server also answers them over UCX.
+    const uint64_t kv_fingerprint = kv::kv_layout_fingerprint(
+        cache->config(), std::filesystem::path(o.common.model_path).filename().string() + '\0' +
+                             model->weights_format + '\0' +
+                             model::runtime_dtype_name(model->dtype));
+    transfer::DecodeRole decode_role(o.role, kv_fingerprint);
+    ec.remote_prefill = decode_role.source();
     engine::Engine eng(*parts.executor, *cache, ec, parts.faults.get());
     if (prefix) warm_shared_prefixes(o, *model->tokenizer, *prefix, eng);
+    transfer::PrefillRole prefill_role(o.role, eng, *cache, kv_fingerprint);
 
     server::ModelInfo mi;
     mi.id = o.model_name.empty() ? std::filesystem::path(o.common.model_path).filename().string()
@@ -163,6 +175,12 @@ int serve(const ServeOptions& o) {
     std::fprintf(stderr, "warden serve: model %s on http://%s:%d (kv %lld tokens, %s)\n",
                  mi.id.c_str(), o.host.c_str(), port, static_cast<long long>(mi.kv_tokens),
                  sc.api_keys.empty() ? "open" : "api keys");
+    if (prefill_role.active())
+        std::fprintf(stderr, "warden serve: role prefill, kv transfers on %s:%d\n",
+                     o.role.kv_host().c_str(), prefill_role.port());
+    if (decode_role.source())
+        std::fprintf(stderr, "warden serve: role decode, prompts from %s\n",
+                     o.role.prefill_kv.c_str());
     std::fflush(stderr);
     srv.serve();
     // serve() also returns if listening failed; make the signal thread finish either way.
@@ -252,6 +270,7 @@ void register_serve(CLI::App& app, int& rc) {
                     "pages every "
                     "tenant may share; repeatable")
         ->check(CLI::ExistingFile);
+    add_role_options(*sub, o->role);
     sub->callback([o, &rc] { rc = serve(*o); });
 }
 

@@ -24,6 +24,8 @@ struct Scheduler::Seq {
     Result res;
     Clock::time_point t_arrival, t_admit, t_first, t_last;
     bool admitted_once = false;
+    std::vector<float>
+        first_logits;  // a prefilled prompt's: the first token is sampled at admission
 
     int64_t generated() const { return static_cast<int64_t>(tokens.size()) - n_prompt; }
 };

@@ -7,11 +7,16 @@ namespace warden::server {
 using json = nlohmann::json;
 
 json timing_json(const engine::Timing& t) {
-    return json{{"queue_ms", t.queue_ms},
-                {"prefill_ms", t.prefill_ms},
-                {"ttft_ms", t.ttft_ms},
-                {"tpot_ms", t.tpot_ms},
-                {"total_ms", t.total_ms}};
+    json j{{"queue_ms", t.queue_ms},
+           {"prefill_ms", t.prefill_ms},
+           {"ttft_ms", t.ttft_ms},
+           {"tpot_ms", t.tpot_ms},
+           {"total_ms", t.total_ms}};
+    if (t.kv_transfer_bytes > 0) {  // disaggregated: the prompt's KV came from a prefill server
+        j["kv_transfer_ms"] = t.kv_transfer_ms;
+        j["kv_transfer_bytes"] = t.kv_transfer_bytes;
+    }
+    return j;
 }
 
 Choice::Choice(int idx, const tokenizer::Tokenizer& tok, std::shared_ptr<engine::Stream> s,
@@ -87,6 +92,10 @@ void Choice::on_event(engine::Event&& ev) {
         case engine::FinishReason::IntegrityError:
             error_status = 500;
             error = "the request was aborted by a KV cache integrity check";
+            break;
+        case engine::FinishReason::Unavailable:
+            error_status = 503;
+            error = result.error.empty() ? "a backend server is unavailable" : result.error;
             break;
         case engine::FinishReason::Rejected:
             error_status = 400;

@@ -65,6 +65,8 @@ json Generation::timing() const {
         t.ttft_ms = std::max(t.ttft_ms, x.ttft_ms);
         t.tpot_ms = std::max(t.tpot_ms, x.tpot_ms);
         t.total_ms = std::max(t.total_ms, x.total_ms);
+        t.kv_transfer_ms = std::max(t.kv_transfer_ms, x.kv_transfer_ms);
+        t.kv_transfer_bytes += x.kv_transfer_bytes;
     }
     return timing_json(t);
 }
