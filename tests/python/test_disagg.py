@@ -230,3 +230,80 @@ def test_across_network_namespaces_over_tcp(tmp_path):
                     p.wait()
         subprocess.run(["ip", "netns", "del", ns_p], capture_output=True)
         subprocess.run(["ip", "netns", "del", ns_d], capture_output=True)
+
+
+class RouterProc:
+    """A running `warden router` on 127.0.0.1 with a port it picked itself."""
+
+    def __init__(self, *args: str):
+        self.proc = subprocess.Popen([str(WARDEN_BIN), "router", "--port", "0", *args],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                     cwd=ROOT)
+        line = self.proc.stderr.readline()
+        m = re.search(r"http://127\.0\.0\.1:(\d+)", line)
+        assert m, f"router did not start: {line}{self.proc.stderr.read()[-2000:]}"
+        self.base = f"http://127.0.0.1:{m.group(1)}"
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+
+def wait_for(pred, timeout: float = 15) -> bool:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if pred():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_router_forwards_streams_and_drops_dead_backends():
+    import openai
+    kv = ("--kv-cache-bytes", "64M")
+    ref = WardenServer(*kv)
+    pre = WardenServer(*kv, "--role", "prefill")
+    dec = router = None
+    try:
+        dec = WardenServer(*kv, "--role", "decode", "--prefill-kv", f"127.0.0.1:{kv_port(pre)}")
+        router = RouterProc("--decode", dec.base, "--prefill", pre.base, "--health-interval", "0.2")
+        prompt = PROMPTS[4]
+        want = complete(ref.base, prompt).json()["choices"][0]["text"]
+        got = complete(router.base, prompt)
+        assert got.status_code == 200 and got.json()["choices"][0]["text"] == want
+        # Streaming through the router with the official client: the same text, chunk by chunk.
+        client = openai.OpenAI(base_url=router.base + "/v1", api_key="none", max_retries=0,
+                               timeout=120)
+        chunks = list(client.completions.create(model=SMOLLM2_GGUF.name, prompt=prompt,
+                                                max_tokens=16, temperature=0, stream=True))
+        assert len(chunks) > 2
+        assert "".join(c.choices[0].text for c in chunks if c.choices) == want
+        # The backend's own errors come through unchanged; the router's are in the same format.
+        bad = httpx.post(router.base + "/v1/completions", timeout=60,
+                         json={"model": SMOLLM2_GGUF.name, "prompt": "x", "max_tokens": -1})
+        assert bad.status_code == 400 and "error" in bad.json()
+        nf = httpx.get(router.base + "/nope", timeout=30)
+        assert nf.status_code == 404 and nf.json()["error"]["type"] == "not_found_error"
+        m = httpx.get(router.base + "/metrics", timeout=30).text
+        assert "warden_router_decisions_total" in m
+        # A prefill server killed: the router's health shows it down.
+        pre.proc.send_signal(signal.SIGKILL)
+        assert wait_for(lambda: not httpx.get(router.base + "/health", timeout=10)
+                        .json()["prefill"][0]["healthy"])
+        # The decode server gone too: clean 503s in the API's format, no hang.
+        dec.stop()
+        assert wait_for(lambda: httpx.get(router.base + "/health", timeout=10).status_code == 503)
+        r = complete(router.base, prompt)
+        assert r.status_code == 503 and r.json()["error"]["code"] == "no_backend"
+    finally:
+        if router is not None:
+            assert router.stop() == 0
+        for s in (dec, pre, ref):
+            if s is not None:
+                s.stop()
