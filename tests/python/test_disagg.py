@@ -73,10 +73,10 @@ def wait_pages_zero(base: str, timeout: float = 30) -> float:
 @pytest.mark.parametrize("kv_dtype", ["bf16", "fp8_e4m3"])
 def test_decode_matches_colocated_token_for_token(kv_dtype):
     kv = ("--kv-dtype", kv_dtype, "--kv-cache-bytes", "64M")
-    ref = WardenServer(*kv)
-    pre = WardenServer(*kv, "--role", "prefill")
-    dec = None
-    try:
+    ref = pre = dec = None
+    try:  # a server that fails to start must not leave the others running
+        ref = WardenServer(*kv)
+        pre = WardenServer(*kv, "--role", "prefill")
         port = kv_port(pre)
         dec = WardenServer(*kv, "--role", "decode", "--prefill-kv", f"127.0.0.1:{port}")
         for p in PROMPTS:
@@ -103,10 +103,10 @@ def test_decode_matches_colocated_token_for_token(kv_dtype):
 
 def test_prefill_killed_under_load_fails_cleanly():
     kv = ("--kv-cache-bytes", "64M")
-    ref = WardenServer(*kv)
-    pre = WardenServer(*kv, "--role", "prefill")
-    dec = None
-    try:
+    ref = pre = dec = None
+    try:  # a server that fails to start must not leave the others running
+        ref = WardenServer(*kv)
+        pre = WardenServer(*kv, "--role", "prefill")
         port = kv_port(pre)
         dec = WardenServer(*kv, "--role", "decode", "--prefill-kv", f"127.0.0.1:{port}",
                            "--kv-timeout", "20")
@@ -267,10 +267,10 @@ def wait_for(pred, timeout: float = 15) -> bool:
 def test_router_forwards_streams_and_drops_dead_backends():
     import openai
     kv = ("--kv-cache-bytes", "64M")
-    ref = WardenServer(*kv)
-    pre = WardenServer(*kv, "--role", "prefill")
-    dec = router = None
-    try:
+    ref = pre = dec = router = None
+    try:  # a server that fails to start must not leave the others running
+        ref = WardenServer(*kv)
+        pre = WardenServer(*kv, "--role", "prefill")
         dec = WardenServer(*kv, "--role", "decode", "--prefill-kv", f"127.0.0.1:{kv_port(pre)}")
         router = RouterProc("--decode", dec.base, "--prefill", pre.base, "--health-interval", "0.2")
         prompt = PROMPTS[4]
