@@ -27,7 +27,9 @@ LAYERS = [
     ["constrain"],  # structured outputs: grammars, their compilers, token masks
     ["model", "kv"],  # forward passes and loaders; the paged KV cache
     ["engine", "convert"],  # scheduling and sampling; whole-checkpoint quantization
+    ["transfer"],  # KV pages between prefill and decode servers (UCX), the disaggregated roles
     ["server"],  # the OpenAI-compatible HTTP front end
+    ["router"],  # `warden router`: forwards completions to decode servers (reuses server/ pieces)
     ["launch"],  # the CLI option structs and the engine assembly, shared by cli/ and tools/
     ["tools"],  # the load generator and the evaluation harness
     ["cli"],  # the `warden` subcommands

@@ -15,11 +15,13 @@
 #include "engine/engine.h"
 #include "launch/common.h"
 #include "launch/engine_assembly.h"
+#include "launch/role_options.h"
 #include "model/transformer.h"
 #include "server/api_keys.h"
 #include "server/http_limits.h"
 #include "server/server.h"
 #include "tokenizer/tokenizer.h"
+#include "transfer/disagg_roles.h"
 #include "util/error.h"
 #include "util/log.h"
 
@@ -47,6 +49,7 @@ struct ServeOptions {
     std::string chat_template;                 // file overriding the model's chat template
     std::string tool_call_parser = "auto";
     std::string reasoning_parser = "auto";
+    transfer::RoleOptions role;                // --role and its transport options
 };
 
 // "auto": the parser the chat template's format calls for ("" when it has none); "none": "".
@@ -158,8 +161,17 @@ int serve(const ServeOptions& o) {
     }
     ec.proposer = parts.proposer.get();
     ec.spec = parts.spec;
+    // Disaggregated roles (transfer/disagg_roles.h): a decode server's prompts are computed by
+    // prefill servers; a prefill server also answers them over UCX.
+    const uint64_t kv_fingerprint = kv::kv_layout_fingerprint(
+        cache->config(), std::filesystem::path(o.common.model_path).filename().string() + '\0' +
+                             model->weights_format + '\0' +
+                             model::runtime_dtype_name(model->dtype));
+    transfer::DecodeRole decode_role(o.role, kv_fingerprint);
+    ec.remote_prefill = decode_role.source();
     engine::Engine eng(*parts.executor, *cache, ec, parts.faults.get());
     if (prefix) warm_shared_prefixes(o, *model->tokenizer, *prefix, eng);
+    transfer::PrefillRole prefill_role(o.role, eng, *cache, kv_fingerprint);
 
     server::ModelInfo mi;
     mi.id = o.model_name.empty() ? std::filesystem::path(o.common.model_path).filename().string()
@@ -190,6 +202,12 @@ int serve(const ServeOptions& o) {
     std::fprintf(stderr, "warden serve: model %s on http://%s:%d (kv %lld tokens, %s)\n",
                  mi.id.c_str(), o.host.c_str(), port, static_cast<long long>(mi.kv_tokens),
                  sc.api_keys.empty() ? "open" : "api keys");
+    if (prefill_role.active())
+        std::fprintf(stderr, "warden serve: role prefill, kv transfers on %s:%d\n",
+                     o.role.kv_host().c_str(), prefill_role.port());
+    if (decode_role.source())
+        std::fprintf(stderr, "warden serve: role decode, prompts from %s\n",
+                     o.role.prefill_kv.c_str());
     std::fflush(stderr);
     srv.serve();
     // serve() also returns if listening failed; make the signal thread finish either way.
@@ -296,6 +314,7 @@ void register_serve(CLI::App& app, int& rc) {
                     "qwen3, glm45, kimi_k2, deepseek_v3); auto (default): when the chat template "
                     "has <think>; none: never")
         ->check(CLI::IsMember(reasoning_names));
+    add_role_options(*sub, o->role);
     sub->callback([o, &rc] { rc = serve(*o); });
 }
 

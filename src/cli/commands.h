@@ -14,6 +14,7 @@ void register_batch(CLI::App& app, int& rc);
 void register_quantize(CLI::App& app, int& rc);
 void register_imatrix(CLI::App& app, int& rc);
 void register_serve(CLI::App& app, int& rc);
+void register_router(CLI::App& app, int& rc);
 void register_bench(CLI::App& app, int& rc);
 void register_eval(CLI::App& app, int& rc);
 void register_chat_template(CLI::App& app, int& rc);

@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
     warden::cli::register_quantize(app, rc);
     warden::cli::register_imatrix(app, rc);
     warden::cli::register_serve(app, rc);
+    warden::cli::register_router(app, rc);
     warden::cli::register_bench(app, rc);
     warden::cli::register_eval(app, rc);
     warden::cli::register_chat_template(app, rc);

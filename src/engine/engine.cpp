@@ -120,6 +120,28 @@ Submitted Engine::submit(Request req) {
     return s;
 }
 
+void Engine::post(std::function<void()> fn) {
+    {
+        std::lock_guard lk(mu_);
+        tasks_.push_back(std::move(fn));
+    }
+    cv_.notify_all();
+}
+
+void Engine::admit_to_scheduler(Pending&& p, std::chrono::steady_clock::time_point deadline) {
+    Active a;
+    a.stream = p.stream;
+    a.tenant = p.req.tenant;
+    a.deadline = deadline;
+    adding_ = &a;
+    const Scheduler::Handle h = scheduler_.add(std::move(p.req));
+    adding_ = nullptr;
+    if (!a.stream) return;  // rejected: its Finish event was delivered
+    a.handle = h;
+    by_handle_[h] = p.id;
+    active_.emplace(p.id, std::move(a));
+}
+
 void Engine::request_cancel(uint64_t id) {
     {
         std::lock_guard lk(mu_);
@@ -162,39 +184,67 @@ void Engine::loop() {
     for (;;) {
         std::deque<Pending> inbox;
         std::vector<uint64_t> cancels;
+        std::vector<std::function<void()>> tasks;
+        std::vector<std::pair<uint64_t, RemotePrefill>> fetched;
         bool stopping = false;
         {
             std::unique_lock lk(mu_);
-            if (scheduler_.idle() && inbox_.empty() && cancels_.empty() && !stop_) {
+            auto woken = [&] {
+                return !inbox_.empty() || !cancels_.empty() || !tasks_.empty() ||
+                       !fetched_.empty() || stop_;
+            };
+            if (scheduler_.idle() && !woken()) {
                 // Idle: the pool must be whole (free + used == total, nothing leaked).
                 std::string bad = kv_.pool().check_integrity();
                 if (bad.empty() && scheduler_.prefix_cache())
                     bad = scheduler_.prefix_cache()->check_integrity();
                 if (!bad.empty()) spdlog::error("kv pool inconsistent while idle: {}", bad);
-                cv_.wait(lk, [&] { return !inbox_.empty() || !cancels_.empty() || stop_; });
+                if (fetching_.empty())
+                    cv_.wait(lk, woken);
+                else  // prompts in flight elsewhere: wake for their deadlines too
+                    cv_.wait_for(lk, std::chrono::milliseconds(100), woken);
             }
             inbox.swap(inbox_);
             cancels.swap(cancels_);
+            tasks.swap(tasks_);
+            fetched.swap(fetched_);
             stopping = stop_;
         }
+        for (auto& fn : tasks) fn();
+        for (auto& [id, r] : fetched) on_fetched(id, std::move(r));
         for (Pending& p : inbox) {
-            Active a;
-            a.stream = p.stream;
-            a.tenant = p.req.tenant;
-            a.deadline = std::chrono::steady_clock::now() + cfg_.request_timeout;
-            adding_ = &a;
-            const Scheduler::Handle h = scheduler_.add(std::move(p.req));
-            adding_ = nullptr;
-            if (!a.stream) continue;  // rejected: its Finish event was delivered
-            a.handle = h;
-            by_handle_[h] = p.id;
-            active_.emplace(p.id, std::move(a));
+            const auto now = std::chrono::steady_clock::now();
+            if (cfg_.remote_prefill && !p.req.prefilled && !p.req.prompt.empty() &&
+                p.req.prompt_logprobs < 0) {
+                Fetching f{std::move(p), std::nullopt, now, now + cfg_.request_timeout, 0, {}};
+                start_fetch(std::move(f));
+                continue;
+            }
+            admit_to_scheduler(std::move(p), now + cfg_.request_timeout);
         }
         for (uint64_t id : cancels) {
+            if (cancel_fetch(id, FinishReason::Cancelled)) continue;
             auto it = active_.find(id);
             if (it != active_.end()) scheduler_.cancel(it->second.handle, FinishReason::Cancelled);
         }
         if (stopping) {
+            // Prompts being fetched: cancelled, and their pages freed once the transport is done
+            // with them (bounded: the transport's own timeouts end every fetch).
+            for (auto& [id, f] : fetching_) cancel_fetch(id, FinishReason::Cancelled);
+            const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+            while (!fetching_.empty() && std::chrono::steady_clock::now() < give_up) {
+                std::vector<std::pair<uint64_t, RemotePrefill>> late;
+                {
+                    std::unique_lock lk(mu_);
+                    cv_.wait_for(lk, std::chrono::milliseconds(100),
+                                 [&] { return !fetched_.empty(); });
+                    late.swap(fetched_);
+                }
+                for (auto& [id, r] : late) on_fetched(id, std::move(r));
+            }
+            if (!fetching_.empty())
+                spdlog::error("{} prompt fetches never ended; their pages stay reserved",
+                              fetching_.size());
             std::vector<Scheduler::Handle> all;
             for (const auto& [id, a] : active_) all.push_back(a.handle);
             for (auto h : all) scheduler_.cancel(h, FinishReason::Cancelled);
@@ -206,6 +256,7 @@ void Engine::loop() {
         for (const auto& [id, a] : active_)
             if (a.deadline <= now) expired.push_back(a.handle);
         for (auto h : expired) scheduler_.cancel(h, FinishReason::Timeout);
+        expire_fetches(now);
         if (!scheduler_.idle()) {
             try {
                 scheduler_.step();
@@ -220,7 +271,7 @@ void Engine::loop() {
         }
         {
             std::lock_guard lk(mu_);
-            n_waiting_ = scheduler_.n_waiting();
+            n_waiting_ = scheduler_.n_waiting() + fetching_.size();
         }
         publish_gauges();
     }

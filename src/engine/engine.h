@@ -16,11 +16,13 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <unordered_map>
 #include <vector>
 
 #include "engine/metrics.h"
+#include "engine/prefill_source.h"
 #include "engine/scheduler.h"
 
 namespace warden::engine {
@@ -35,6 +37,11 @@ struct EngineConfig {
     // Speculative decoding (Scheduler::set_speculative): nullptr or spec.max_k == 0 is off.
     speculative::Proposer* proposer = nullptr;
     speculative::SpecConfig spec;
+    // Disaggregated decode: every request's prompt is computed by this source (a prefill
+    // server) into reserved pages, verified, then decoded here (engine_remote.cpp). nullptr:
+    // prompts are computed here. It must outlive the Engine.
+    PrefillSource* remote_prefill = nullptr;
+    int remote_attempts = 2;  // tries per request (on another prefill server when one fails)
 };
 
 struct Event {
@@ -95,6 +102,9 @@ class Engine {
     // Blocks until nothing is queued or running, or the timeout passes. True when idle.
     bool wait_idle(std::chrono::milliseconds timeout);
 
+    // Thread-safe: runs fn on the scheduler thread between steps (work on the KV pool).
+    void post(std::function<void()> fn);
+
     Metrics& metrics() { return metrics_; }
     const kv::KvCache& kv() const { return kv_; }
     int64_t capacity_tokens() const { return kv_.capacity_tokens(); }
@@ -112,8 +122,23 @@ class Engine {
         Request req;
         std::shared_ptr<Stream> stream;
     };
+    // A request whose prompt is being fetched from a prefill server (engine_remote.cpp).
+    struct Fetching {
+        Pending p;
+        std::optional<kv::KvHandoff> handoff;
+        std::chrono::steady_clock::time_point arrival, deadline;
+        int attempt = 0;
+        std::optional<FinishReason> cancelled;
+    };
     void request_cancel(uint64_t id);
     void loop();
+    void admit_to_scheduler(Pending&& p, std::chrono::steady_clock::time_point deadline);
+    // engine_remote.cpp, scheduler thread
+    void start_fetch(Fetching&& f);
+    void on_fetched(uint64_t id, RemotePrefill&& r);
+    void end_unscheduled(Pending& p, Result&& r);
+    bool cancel_fetch(uint64_t id, FinishReason why);
+    void expire_fetches(std::chrono::steady_clock::time_point now);
     void publish_gauges();
 
     Executor& exec_;
@@ -127,6 +152,8 @@ class Engine {
     std::condition_variable idle_cv_;  // wait_idle
     std::deque<Pending> inbox_;
     std::vector<uint64_t> cancels_;
+    std::vector<std::function<void()>> tasks_;                 // post()
+    std::vector<std::pair<uint64_t, RemotePrefill>> fetched_;  // fetch outcomes to apply
     bool stop_ = false;
     bool draining_ = false;
     size_t n_waiting_ = 0;  // scheduler's queue as of the last iteration
@@ -136,7 +163,8 @@ class Engine {
     std::unordered_map<uint64_t, Active> active_;                // by engine id
     std::unordered_map<Scheduler::Handle, uint64_t> by_handle_;  // scheduler handle -> engine id
     Active* adding_ = nullptr;
-    uint64_t next_id_ = 1;  // guarded by mu_
+    std::unordered_map<uint64_t, Fetching> fetching_;  // by engine id
+    uint64_t next_id_ = 1;                             // guarded by mu_
     std::thread thread_;
 };
 

@@ -84,6 +84,17 @@ Gauges Metrics::gauges() const {
     return g_;
 }
 
+void Metrics::count_remote_prefill(const std::string& outcome) {
+    std::lock_guard lk(mu_);
+    ++remote_prefill_[outcome];
+}
+
+void Metrics::observe_kv_transfer(double ms, int64_t bytes) {
+    std::lock_guard lk(mu_);
+    kv_transfer_.observe(ms / 1000.0);
+    kv_transfer_bytes_ += bytes;
+}
+
 std::string Metrics::prometheus() const {
     std::lock_guard lk(mu_);
     std::string o;
@@ -107,6 +118,19 @@ std::string Metrics::prometheus() const {
     o += "warden_integrity_violations_total " + std::to_string(g_.integrity_violations) + "\n";
     o += "# HELP warden_steps_total model steps executed\n# TYPE warden_steps_total counter\n";
     o += "warden_steps_total " + std::to_string(g_.steps) + "\n";
+    if (!remote_prefill_.empty()) {
+        o += "# HELP warden_remote_prefill_total prompt fetches from prefill servers, by outcome\n"
+             "# TYPE warden_remote_prefill_total counter\n";
+        for (const auto& [outcome, n] : remote_prefill_)
+            o += "warden_remote_prefill_total{outcome=\"" + outcome + "\"} " + std::to_string(n) +
+                 "\n";
+        o += "# HELP warden_kv_transfer_seconds prompt KV fetch time (request sent -> last page)\n"
+             "# TYPE warden_kv_transfer_seconds histogram\n";
+        kv_transfer_.render(o, "warden_kv_transfer_seconds", "role=\"decode\"");
+        o += "# HELP warden_kv_transfer_bytes_total prompt KV bytes fetched from prefill servers\n"
+             "# TYPE warden_kv_transfer_bytes_total counter\n";
+        o += "warden_kv_transfer_bytes_total " + std::to_string(kv_transfer_bytes_) + "\n";
+    }
     if (g_.prefix_cache) {
         auto total = [&](const char* name, const char* help, int64_t v) {
             o += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " counter\n" +

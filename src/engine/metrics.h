@@ -46,6 +46,10 @@ class Metrics {
     // A request refused or ended outside the engine (reason: queue_full, unauthorized, ...).
     void count_abort(const std::string& tenant, const std::string& reason);
     void set_gauges(const Gauges& g);
+    // Disaggregated decode: a prompt fetch ended (ok, retry, failed, refused, cancelled,
+    // local_fallback), and a verified prompt's KV transfer time and bytes.
+    void count_remote_prefill(const std::string& outcome);
+    void observe_kv_transfer(double ms, int64_t bytes);
     Gauges gauges() const;
     std::string prometheus() const;
 
@@ -60,6 +64,9 @@ class Metrics {
     mutable std::mutex mu_;
     std::map<std::string, Tenant> tenants_;
     speculative::SpecMetrics spec_;  // all tenants
+    std::map<std::string, int64_t> remote_prefill_;  // by outcome
+    Histogram kv_transfer_;
+    int64_t kv_transfer_bytes_ = 0;
     Gauges g_;
 };
 

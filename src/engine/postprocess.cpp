@@ -85,6 +85,8 @@ void Scheduler::record_prompt_logprobs(Seq& s, int64_t pos0, const std::vector<f
 // Samples the sequence's next token from its last position's logits, delivers it (on_token)
 // and finishes the sequence when a stop condition holds.
 void Scheduler::sample_next(Seq& s, const std::vector<float>& logits, Clock::time_point done) {
+    if (s.generated() == 0 && s.req.on_prompt_computed)
+        s.req.on_prompt_computed(kv_, s.table, logits);  // disaggregated prefill: hand off
     TokenInfo info;
     std::vector<float> work = logits;  // the sampler modifies its input; logprobs read the original
     apply_logit_processors(s.req, s.generated(), work);

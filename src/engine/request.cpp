@@ -16,6 +16,8 @@ const char* finish_reason_name(FinishReason r) {
             return "rejected";
         case FinishReason::Timeout:
             return "timeout";
+        case FinishReason::Unavailable:
+            return "unavailable";
     }
     return "?";
 }

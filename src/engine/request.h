@@ -1,7 +1,9 @@
 #pragma once
 // What a caller hands the scheduler (Request) and what it gets back: every sampled token
 // (TokenInfo) and, once per request, how it ended (Result, FinishReason, Timing).
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -9,9 +11,25 @@
 
 #include "constrain/constraint.h"
 #include "engine/sampler.h"
+#include "kv/kv_cache.h"
 #include "kv/page_table.h"
 
 namespace warden::engine {
+
+// Disaggregated decode: a prompt whose KV was computed by a prefill server and already sits,
+// verified, in this engine's pages; the first token is sampled from `logits` at admission.
+struct PrefilledPrompt {
+    kv::PageTable table;                            // covers the prompt (n_tokens == prompt size)
+    std::vector<float> logits;                      // of the last prompt position
+    std::chrono::steady_clock::time_point arrival;  // when the request reached this server
+    double transfer_ms = 0;
+    int64_t transfer_bytes = 0;
+};
+
+// Disaggregated prefill: called on the scheduler thread once the prompt's KV is computed, with
+// the sequence's pages and the last position's logits, before its first token is sampled.
+using PromptComputedFn =
+    std::function<void(kv::KvCache&, const kv::PageTable&, const std::vector<float>&)>;
 
 struct Request {
     std::vector<int32_t> prompt;
@@ -36,18 +54,26 @@ struct Request {
     // Structured output: this sequence's own grammar state (one per sequence, never shared);
     // null: unconstrained. Tokens it refuses are masked before sampling (constrained_sample.h).
     std::shared_ptr<constrain::Constraint> constraint;
+    std::shared_ptr<PrefilledPrompt> prefilled;  // nullptr: the prompt is computed here
+    PromptComputedFn on_prompt_computed;         // empty: nothing to hand off
 };
 
-enum class FinishReason { Length, Stop, IntegrityError, Cancelled, Rejected, Timeout };
+// Unavailable: a resource outside this server failed (the prefill server of a disaggregated
+// request); the client may retry.
+enum class FinishReason { Length, Stop, IntegrityError, Cancelled, Rejected, Timeout, Unavailable };
 const char* finish_reason_name(FinishReason r);
 
 // Per-request latency breakdown, milliseconds. queue: arrival -> first admission; prefill:
 // first admission -> first token; ttft: arrival -> first token; tpot: mean gap between output
 // tokens after the first; total: arrival -> finish. Zero where the event never happened.
+// kv_transfer_ms/bytes: a disaggregated request's prompt KV fetched from a prefill server
+// (request sent -> last page here) and its size; zero when the prompt was computed here.
 struct Timing {
     double queue_ms = 0, prefill_ms = 0, ttft_ms = 0, tpot_ms = 0, total_ms = 0;
     // Speculative decoding: draft tokens the target verified, and how many it kept.
     int64_t spec_proposed = 0, spec_accepted = 0;
+    double kv_transfer_ms = 0;
+    int64_t kv_transfer_bytes = 0;
 };
 
 struct Result {

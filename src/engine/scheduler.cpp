@@ -32,10 +32,24 @@ Scheduler::Handle Scheduler::add(Request r) {
     s->tokens = r.prompt;
     s->n_prompt = static_cast<int64_t>(r.prompt.size());
     s->res.n_prompt = s->n_prompt;
-    const bool bad =
-        r.prompt.empty() || r.max_new_tokens < 1 ||
-        static_cast<int64_t>(r.prompt.size()) + r.max_new_tokens > kv_.capacity_tokens();
+    bool bad = r.prompt.empty() || r.max_new_tokens < 1 ||
+               static_cast<int64_t>(r.prompt.size()) + r.max_new_tokens > kv_.capacity_tokens();
     s->req = std::move(r);
+    if (s->req.prefilled) {
+        // Disaggregated decode: the prompt's KV is in these pages already (verified by the
+        // caller); the sequence starts with its prompt computed.
+        PrefilledPrompt& pp = *s->req.prefilled;
+        s->table = std::move(pp.table);
+        s->n_computed = s->n_prompt;
+        s->table.n_tokens = s->n_prompt;
+        s->first_logits = std::move(pp.logits);
+        s->t_arrival = pp.arrival;
+        s->res.timing.kv_transfer_ms = pp.transfer_ms;
+        s->res.timing.kv_transfer_bytes = pp.transfer_bytes;
+        s->req.prefilled.reset();
+        bad = bad || s->first_logits.empty() ||
+              s->table.n_tokens > s->table.capacity(kv_.page_size());
+    }
     if (bad) {
         s->res.error = s->req.prompt.empty()       ? "empty prompt"
                        : s->req.max_new_tokens < 1 ? "max_new_tokens must be >= 1"
@@ -157,13 +171,15 @@ void Scheduler::admit() {
         auto cached_pages = [&] {
             return attach ? prefix_->probe(s.scope, s.tokens) / kv_.page_size() : 0;
         };
-        int64_t need = full - cached_pages();
+        // Pages the head holds already (a prefilled prompt's) are not needed again.
+        const auto held = static_cast<int64_t>(s.table.pages.size());
+        int64_t need = full - (attach ? cached_pages() : held);
         // Eviction may take pages of the head's own cached chain (then they are needed again),
         // so re-measure after each round that freed something; each round frees a page or stops.
         for (int round = 0; round < 4; ++round) {
             const int64_t short_by = need + reserve - kv_.pool().free_pages();
             if (short_by <= 0 || evict_for(short_by) == 0) break;
-            need = full - cached_pages();
+            need = full - (attach ? cached_pages() : held);
         }
         if (need + reserve > kv_.pool().free_pages()) break;
         const bool first = !s.admitted_once;
@@ -186,6 +202,11 @@ void Scheduler::admit() {
                 std::max<int64_t>(0, final_pages(s) - static_cast<int64_t>(s.table.pages.size()));
         running_.push_back(std::move(waiting_.front()));
         waiting_.pop_front();
+        if (!s.first_logits.empty()) {  // prefilled elsewhere: its first token now
+            const std::vector<float> logits = std::move(s.first_logits);
+            s.first_logits.clear();
+            sample_next(s, logits, Clock::now());
+        }
     }
     stats_.max_running =
         std::max<int64_t>(stats_.max_running, static_cast<int64_t>(running_.size()));

@@ -28,6 +28,8 @@ struct Scheduler::Seq {
     Clock::time_point t_arrival, t_admit, t_first, t_last;
     bool admitted_once = false;
     speculative::SeqState spec;  // speculative decoding (engine/speculative/verify.cpp)
+    std::vector<float>
+        first_logits;  // a prefilled prompt's: the first token is sampled at admission
 
     int64_t generated() const { return static_cast<int64_t>(tokens.size()) - n_prompt; }
     // Its prompt's logits are still wanted at every position (before the first token only).

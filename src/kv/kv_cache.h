@@ -51,6 +51,7 @@ class KvCache {
   public:
     explicit KvCache(const KvCacheConfig& cfg);  // throws util::Error if not even one page fits
 
+    const KvCacheConfig& config() const { return cfg_; }
     PagePool& pool() { return pool_; }
     const PagePool& pool() const { return pool_; }
     const kernels::PagedKvStorage& storage() const { return storage_; }

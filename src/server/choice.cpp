@@ -18,6 +18,10 @@ json timing_json(const engine::Timing& t) {
         j["spec_proposed"] = t.spec_proposed;
         j["spec_accepted"] = t.spec_accepted;
     }
+    if (t.kv_transfer_bytes > 0) {  // disaggregated: the prompt's KV came from a prefill server
+        j["kv_transfer_ms"] = t.kv_transfer_ms;
+        j["kv_transfer_bytes"] = t.kv_transfer_bytes;
+    }
     return j;
 }
 
@@ -94,6 +98,10 @@ void Choice::on_event(engine::Event&& ev) {
         case engine::FinishReason::IntegrityError:
             error_status = 500;
             error = "the request was aborted by a KV cache integrity check";
+            break;
+        case engine::FinishReason::Unavailable:
+            error_status = 503;
+            error = result.error.empty() ? "a backend server is unavailable" : result.error;
             break;
         case engine::FinishReason::Rejected:
             error_status = 400;

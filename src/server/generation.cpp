@@ -124,6 +124,8 @@ json Generation::timing() const {
         t.total_ms = std::max(t.total_ms, x.total_ms);
         t.spec_proposed += x.spec_proposed;  // speculative drafts: summed over the choices
         t.spec_accepted += x.spec_accepted;
+        t.kv_transfer_ms = std::max(t.kv_transfer_ms, x.kv_transfer_ms);
+        t.kv_transfer_bytes += x.kv_transfer_bytes;
     }
     return timing_json(t);
 }

@@ -1,0 +1,239 @@
+#include "transfer/kv_fetch.h"
+
+#include <algorithm>
+#include <memory>
+
+namespace warden::transfer {
+
+const char* fetch_status_name(FetchStatus s) {
+    switch (s) {
+        case FetchStatus::Ok:
+            return "ok";
+        case FetchStatus::Refused:
+            return "refused by the prefill server";
+        case FetchStatus::PeerLost:
+            return "prefill server connection lost";
+        case FetchStatus::Timeout:
+            return "KV transfer timed out";
+        case FetchStatus::Cancelled:
+            return "cancelled";
+        case FetchStatus::Unreachable:
+            return "prefill server unreachable";
+        case FetchStatus::Malformed:
+            return "malformed or inconsistent ready message";
+    }
+    return "?";
+}
+
+KvFetchClient::KvFetchClient(UcxNode& node, TransferFaultInjector* faults)
+    : node_(node), faults_(faults) {
+    node_.on_message(kAmPrefillReady, [this](ConnId conn, std::vector<uint8_t>&& b) {
+        on_ready(conn, std::move(b), false);
+    });
+    node_.on_disconnect([this](ConnId conn) {
+        for (auto it = conns_.begin(); it != conns_.end();)
+            it = it->second == conn ? conns_.erase(it) : std::next(it);
+        std::vector<uint64_t> ids;
+        for (auto& [id, p] : pending_)
+            if (p.conn == conn && !p.fetching) ids.push_back(id);
+        // Transfers already fetching end when their gets fail (the connection closing fails
+        // them); the ones still waiting for Ready end now.
+        for (uint64_t id : ids) finish(id, FetchStatus::PeerLost);
+    });
+    node_.on_tick([this] {
+        const auto now = std::chrono::steady_clock::now();
+        for (size_t i = 0; i < held_.size();) {
+            if (held_[i].at > now) {
+                ++i;
+                continue;
+            }
+            Held h = std::move(held_[i]);
+            held_.erase(held_.begin() + static_cast<std::ptrdiff_t>(i));
+            on_ready(h.conn, std::move(h.msg), true);
+        }
+        std::vector<uint64_t> late;
+        for (auto& [id, p] : pending_)
+            if (p.deadline <= now && !p.abandoned) late.push_back(id);
+        for (uint64_t id : late) finish(id, FetchStatus::Timeout);
+    });
+}
+
+ConnId KvFetchClient::conn_to(const std::string& host, uint16_t port) {
+    const std::string key = host + ":" + std::to_string(port);
+    auto it = conns_.find(key);
+    if (it != conns_.end() && node_.connected(it->second)) return it->second;
+    const ConnId c = node_.connect(host, port);
+    if (c) conns_[key] = c;
+    return c;
+}
+
+void KvFetchClient::start(const std::string& host, uint16_t port, PrefillRequest req,
+                          std::vector<uint8_t*> dest, size_t page_bytes,
+                          std::chrono::milliseconds timeout, Done done) {
+    ++stats_.started;
+    req.n_pages = dest.size();
+    node_.post([this, host, port, req = std::move(req), dest = std::move(dest), page_bytes, timeout,
+                done = std::move(done)]() mutable {
+        const uint64_t id = req.transfer_id;
+        if (pending_.count(id)) {
+            ++stats_.failed;
+            FetchResult r;
+            r.status = FetchStatus::Malformed;
+            r.error = "transfer id in use";
+            done(std::move(r));
+            return;
+        }
+        const ConnId c = conn_to(host, port);
+        const auto now = std::chrono::steady_clock::now();
+        Pending& p = pending_[id];
+        p.conn = c;
+        p.started = now;
+        p.deadline = now + timeout;
+        p.dest = std::move(dest);
+        p.page_bytes = page_bytes;
+        p.done = std::move(done);
+        if (c == 0) {
+            finish(id, FetchStatus::Unreachable,
+                   "cannot connect to " + host + ":" + std::to_string(port));
+            return;
+        }
+        node_.send(c, kAmPrefillRequest, encode(req), [this, id](bool ok) {
+            auto it = pending_.find(id);
+            if (!ok && it != pending_.end() && !it->second.fetching)
+                finish(id, FetchStatus::PeerLost, "request not delivered");
+        });
+    });
+}
+
+void KvFetchClient::cancel(uint64_t transfer_id) {
+    node_.post([this, transfer_id] {
+        if (pending_.count(transfer_id)) finish(transfer_id, FetchStatus::Cancelled);
+    });
+}
+
+void KvFetchClient::release_remote(ConnId conn, uint64_t id) {
+    node_.send(conn, kAmPrefillRelease, encode(PrefillRelease{id}));
+}
+
+void KvFetchClient::on_ready(ConnId conn, std::vector<uint8_t>&& b, bool replay) {
+    auto m = decode_ready(b);
+    if (!m) {
+        ++stats_.stale_messages;
+        return;  // whose it was is unknown; its transfer ends by its timeout
+    }
+    const uint64_t id = m->transfer_id;
+    auto it = pending_.find(id);
+    if (it == pending_.end() || it->second.fetching || it->second.conn != conn) {
+        // A duplicate, or late after a timeout or cancel: never fetched, but the prefill
+        // server may free the pages it holds for it.
+        ++stats_.stale_messages;
+        if (it == pending_.end() && m->error.empty()) release_remote(conn, id);
+        return;
+    }
+    const TransferFault fault = faults_ && !replay ? faults_->take() : TransferFault::None;
+    if (fault == TransferFault::Delay) {
+        held_.push_back({std::chrono::steady_clock::now() + faults_->delay(), conn, std::move(b)});
+        return;
+    }
+    if (!m->error.empty()) {
+        finish(id, FetchStatus::Refused, m->error);
+        return;
+    }
+    Pending& p = it->second;
+    if (m->addrs.size() != p.dest.size() || m->page_bytes != p.page_bytes) {
+        release_remote(conn, id);
+        finish(id, FetchStatus::Malformed,
+               "the prefill server offers " + std::to_string(m->addrs.size()) + " pages of " +
+                   std::to_string(m->page_bytes) + " bytes, " + std::to_string(p.dest.size()) +
+                   " of " + std::to_string(p.page_bytes) + " were reserved");
+        return;
+    }
+    p.rkey = node_.unpack_rkey(conn, m->rkey);
+    if (p.rkey == nullptr) {
+        release_remote(conn, id);
+        finish(id, FetchStatus::Malformed, "cannot unpack the prefill server's remote key");
+        return;
+    }
+    const size_t n = p.dest.size();
+    std::vector<size_t> src(n);
+    for (size_t i = 0; i < n; ++i) src[i] = i;
+    const size_t victim = faults_ && n ? static_cast<size_t>(faults_->draw() % n) : 0;
+    if (fault == TransferFault::Reorder && n >= 2)
+        std::swap(src[victim], src[(victim + 1 + faults_->draw() % (n - 1)) % n]);
+    const uint64_t flip = faults_ ? faults_->draw() : 0;
+    p.fetching = true;
+    p.result.ready = std::move(*m);
+    const std::vector<uint64_t> addrs = std::move(p.result.ready.addrs);
+    p.result.ready.rkey.clear();
+    const ConnId c = conn;
+    const ucp_rkey_h rkey = p.rkey;
+    const size_t page_bytes = p.page_bytes;
+    const std::vector<uint8_t*> dest = p.dest;
+    const int reps = fault == TransferFault::Duplicate ? 2 : 1;
+    ++p.outstanding;  // held while issuing, so no get completing early finishes the transfer
+    for (size_t i = 0; i < n; ++i) {
+        if (fault == TransferFault::KillPeer && i == n / 2 && kill_peer_) kill_peer_();
+        if (fault == TransferFault::Drop && i == victim) continue;
+        for (int r = 0; r < reps; ++r) {
+            ++pending_[id].outstanding;
+            uint8_t* d = dest[i];
+            const bool corrupt = fault == TransferFault::Corrupt && i == victim && r == 0;
+            node_.get(c, d, page_bytes, addrs[src[i]], rkey,
+                      [this, id, d, corrupt, flip, page_bytes](bool ok) {
+                          // A bit flipped on the wire, as the receiver would see it.
+                          if (ok && corrupt) d[flip % page_bytes] ^= 0x5a;
+                          get_done(id, ok);
+                      });
+        }
+    }
+    get_done(id, true);  // the issuing hold
+}
+
+void KvFetchClient::get_done(uint64_t id, bool ok) {
+    auto it = pending_.find(id);
+    if (it == pending_.end()) return;
+    Pending& p = it->second;
+    if (!ok) p.get_failed = true;
+    if (--p.outstanding > 0) return;
+    // Every get has completed or failed: nothing more lands in the pages.
+    node_.release_rkey(p.conn, p.rkey);
+    p.rkey = nullptr;
+    release_remote(p.conn, id);
+    if (p.abandoned)
+        finish(id, *p.abandoned);
+    else if (p.get_failed)
+        finish(id, FetchStatus::PeerLost, "a page fetch failed");
+    else
+        finish(id, FetchStatus::Ok);
+}
+
+void KvFetchClient::finish(uint64_t id, FetchStatus s, std::string error) {
+    auto it = pending_.find(id);
+    if (it == pending_.end()) return;
+    Pending& p = it->second;
+    if (p.outstanding > 0) {
+        // Gets still in flight write into the caller's pages: the outcome waits for them.
+        if (!p.abandoned) p.abandoned = s;
+        return;
+    }
+    FetchResult r = std::move(p.result);
+    r.status = s;
+    r.error = std::move(error);
+    r.transfer_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - p.started)
+            .count();
+    if (s == FetchStatus::Ok) {
+        r.bytes = static_cast<int64_t>(p.page_bytes * p.dest.size());
+        stats_.bytes += r.bytes;
+        ++stats_.completed;
+    } else {
+        ++stats_.failed;
+        if (s == FetchStatus::Timeout) ++stats_.timeouts;
+        if (s == FetchStatus::PeerLost) ++stats_.peer_lost;
+    }
+    Done done = std::move(p.done);
+    pending_.erase(it);
+    done(std::move(r));
+}
+
+}  // namespace warden::transfer

@@ -1,0 +1,124 @@
+#include "transfer/kv_protocol.h"
+
+#include <cstring>
+
+namespace warden::transfer {
+
+namespace {
+
+constexpr uint32_t kMagicRequest = 0x57524b31;  // "WRK1"
+constexpr uint32_t kMagicReady = 0x57524b32;
+constexpr uint32_t kMagicRelease = 0x57524b33;
+constexpr uint64_t kMaxItems = uint64_t{1} << 26;  // bound on any array length
+
+class Writer {
+  public:
+    template <class T>
+    void put(T v) {
+        const auto* p = reinterpret_cast<const uint8_t*>(&v);
+        out.insert(out.end(), p, p + sizeof v);
+    }
+    template <class T>
+    void array(const std::vector<T>& v) {
+        put<uint64_t>(v.size());
+        const auto* p = reinterpret_cast<const uint8_t*>(v.data());
+        out.insert(out.end(), p, p + v.size() * sizeof(T));
+    }
+    std::vector<uint8_t> out;
+};
+
+class Reader {
+  public:
+    explicit Reader(std::span<const uint8_t> b) : b_(b) {}
+    template <class T>
+    bool get(T& v) {
+        if (b_.size() - pos_ < sizeof v) return false;
+        std::memcpy(&v, b_.data() + pos_, sizeof v);
+        pos_ += sizeof v;
+        return true;
+    }
+    template <class T>
+    bool array(std::vector<T>& v) {
+        uint64_t n = 0;
+        if (!get(n) || n > kMaxItems || (b_.size() - pos_) / sizeof(T) < n) return false;
+        v.resize(n);
+        if (n) std::memcpy(v.data(), b_.data() + pos_, n * sizeof(T));
+        pos_ += n * sizeof(T);
+        return true;
+    }
+    bool done() const { return pos_ == b_.size(); }
+
+  private:
+    std::span<const uint8_t> b_;
+    size_t pos_ = 0;
+};
+
+}  // namespace
+
+std::vector<uint8_t> encode(const PrefillRequest& m) {
+    Writer w;
+    w.put(kMagicRequest);
+    w.put(m.transfer_id);
+    w.put(m.fingerprint);
+    w.put(m.n_pages);
+    w.array(m.prompt);
+    return std::move(w.out);
+}
+
+std::vector<uint8_t> encode(const PrefillReady& m) {
+    Writer w;
+    w.put(kMagicReady);
+    w.put(m.transfer_id);
+    w.array(std::vector<char>(m.error.begin(), m.error.end()));
+    w.put(m.manifest.transfer_id);
+    w.put(m.manifest.fingerprint);
+    w.put(m.manifest.n_tokens);
+    w.array(m.manifest.checksums);
+    w.array(m.logits);
+    w.put(m.page_bytes);
+    w.array(m.addrs);
+    w.array(m.rkey);
+    return std::move(w.out);
+}
+
+std::vector<uint8_t> encode(const PrefillRelease& m) {
+    Writer w;
+    w.put(kMagicRelease);
+    w.put(m.transfer_id);
+    return std::move(w.out);
+}
+
+std::optional<PrefillRequest> decode_request(std::span<const uint8_t> b) {
+    Reader r(b);
+    PrefillRequest m;
+    uint32_t magic = 0;
+    if (!r.get(magic) || magic != kMagicRequest || !r.get(m.transfer_id) || !r.get(m.fingerprint) ||
+        !r.get(m.n_pages) || !r.array(m.prompt) || !r.done())
+        return std::nullopt;
+    return m;
+}
+
+std::optional<PrefillReady> decode_ready(std::span<const uint8_t> b) {
+    Reader r(b);
+    PrefillReady m;
+    uint32_t magic = 0;
+    std::vector<char> err;
+    if (!r.get(magic) || magic != kMagicReady || !r.get(m.transfer_id) || !r.array(err) ||
+        !r.get(m.manifest.transfer_id) || !r.get(m.manifest.fingerprint) ||
+        !r.get(m.manifest.n_tokens) || !r.array(m.manifest.checksums) || !r.array(m.logits) ||
+        !r.get(m.page_bytes) || !r.array(m.addrs) || !r.array(m.rkey) || !r.done())
+        return std::nullopt;
+    m.error.assign(err.begin(), err.end());
+    return m;
+}
+
+std::optional<PrefillRelease> decode_release(std::span<const uint8_t> b) {
+    Reader r(b);
+    PrefillRelease m;
+    uint32_t magic = 0;
+    if (!r.get(magic) || magic != kMagicRelease || !r.get(m.transfer_id) || !r.done())
+        return std::nullopt;
+    return m;
+}
+
+}  // namespace warden::transfer

@@ -1,0 +1,57 @@
+#pragma once
+// The KV hand-off's control messages (UCP active messages) and their byte encoding:
+//   decode -> prefill  PrefillRequest  the prompt, how many pages the decode server reserved
+//   prefill -> decode  PrefillReady    the manifest (per-page checksums, fingerprint, token
+//                                      count), the last prompt position's logits, and where the
+//                                      pages lie in the prefill server's registered pool with
+//                                      its remote key; or an error
+//   decode -> prefill  PrefillRelease  the decode server has fetched the pages (RMA get into
+//                                      its reserved pages) or given up: the prefill server may
+//                                      free them
+// The decode server moves the bytes itself (RMA get), so no write into its pool can happen
+// after it stopped waiting: it frees a failed transfer's pages only once every get it issued
+// has completed or failed.
+// Decoding is bounds-checked: a malformed message is refused (nullopt), never trusted.
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kv/kv_handoff.h"
+
+namespace warden::transfer {
+
+constexpr uint16_t kAmPrefillRequest = 11;
+constexpr uint16_t kAmPrefillReady = 12;
+constexpr uint16_t kAmPrefillRelease = 13;
+
+struct PrefillRequest {
+    uint64_t transfer_id = 0;
+    uint64_t fingerprint = 0;     // the decode server's KV layout + model
+    uint64_t n_pages = 0;         // pages the decode server reserved
+    std::vector<int32_t> prompt;  // tokens (the pages hold prompt.size() positions)
+};
+
+struct PrefillReady {
+    uint64_t transfer_id = 0;
+    std::string error;  // non-empty: the prefill server refused or failed
+    kv::HandoffManifest manifest;
+    std::vector<float> logits;  // [vocab] of the last prompt position
+    uint64_t page_bytes = 0;
+    std::vector<uint64_t> addrs;  // each page's address in the prefill server's registered pool
+    std::vector<uint8_t> rkey;    // packed remote key of that region
+};
+
+struct PrefillRelease {
+    uint64_t transfer_id = 0;
+};
+
+std::vector<uint8_t> encode(const PrefillRequest& m);
+std::vector<uint8_t> encode(const PrefillReady& m);
+std::vector<uint8_t> encode(const PrefillRelease& m);
+std::optional<PrefillRequest> decode_request(std::span<const uint8_t> b);
+std::optional<PrefillReady> decode_ready(std::span<const uint8_t> b);
+std::optional<PrefillRelease> decode_release(std::span<const uint8_t> b);
+
+}  // namespace warden::transfer

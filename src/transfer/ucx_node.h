@@ -1,0 +1,120 @@
+#pragma once
+// One UCX (UCP) worker with its own progress thread: the transport under the KV hand-off.
+// Control messages travel as UCP active messages, page payloads as RMA gets from memory the
+// sender registered (ucp_mem_map) and whose remote key it sent. UCX picks the wire (shared
+// memory on one host, TCP or RDMA between hosts); no socket code here.
+//
+// Threading: every UCX call happens on the progress thread. Other threads hand it work with
+// post(); message, disconnect and tick callbacks run on it too and must not block.
+#include <sys/types.h>
+#include <ucp/api/ucp.h>
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+namespace warden::transfer {
+
+using ConnId = uint64_t;  // 0: none
+
+struct UcxNodeOptions {
+    bool listen = false;  // accept connections on host:port (port 0: any free port)
+    std::string host = "127.0.0.1";
+    uint16_t port = 0;
+};
+
+// A registered memory region and its packed remote key (what a peer needs to put into it).
+struct UcxRegion {
+    ucp_mem_h memh = nullptr;
+    uint64_t base = 0;
+    size_t length = 0;
+    std::vector<uint8_t> rkey;
+};
+
+class UcxNode {
+  public:
+    using MessageFn = std::function<void(ConnId, std::vector<uint8_t>&&)>;
+    explicit UcxNode(const UcxNodeOptions& opts);  // throws util::Error
+    ~UcxNode();                                    // stops the thread, closes every endpoint
+    UcxNode(const UcxNode&) = delete;
+    UcxNode& operator=(const UcxNode&) = delete;
+
+    // Set before start().
+    void on_message(uint16_t am_id, MessageFn fn);
+    void on_disconnect(std::function<void(ConnId)> fn);
+    void on_tick(std::function<void()> fn);  // every loop turn, at least every 10 ms
+    void start();
+    // Stops and joins the progress thread (idempotent); the destructor calls it. Stop the node
+    // before destroying objects its callbacks use.
+    void stop();
+
+    uint16_t port() const { return port_; }  // the listening port (after construction)
+    // Thread-safe: runs fn on the progress thread.
+    void post(std::function<void()> fn);
+
+    // Progress thread only.
+    ConnId connect(const std::string& host, uint16_t port);  // 0 on failure
+    bool connected(ConnId c) const { return eps_.count(c) != 0; }
+    // Sends a message; `done(ok)` (optional) when the local buffer is released.
+    bool send(ConnId c, uint16_t am_id, std::vector<uint8_t> payload,
+              std::function<void(bool)> done = {});
+    // Remote key of the peer's region, unpacked on this connection (nullptr on failure). It
+    // lives until release_rkey or until the connection closes, whichever comes first.
+    ucp_rkey_h unpack_rkey(ConnId c, const std::vector<uint8_t>& packed);
+    void release_rkey(ConnId c, ucp_rkey_h k);
+    // Reads n bytes at the peer's remote_addr into dst; done(ok) once they are there (or the
+    // operation failed: then dst may hold part of them).
+    bool get(ConnId c, void* dst, size_t n, uint64_t remote_addr, ucp_rkey_h rkey,
+             std::function<void(bool)> done);
+    // done(ok) when every earlier operation on the connection completed at the peer.
+    bool flush(ConnId c, std::function<void(bool)> done);
+    // Closes the endpoint at once (no more traffic either way on it); no disconnect callback.
+    void close(ConnId c);
+
+    // Any thread, before start() or from the progress thread: memory registration.
+    UcxRegion map(void* base, size_t length);  // throws util::Error
+    void unmap(UcxRegion& r);
+
+  private:
+    static void on_conn_request(ucp_conn_request_h req, void* arg);
+    static void on_ep_error(void* arg, ucp_ep_h ep, ucs_status_t status);
+    static ucs_status_t on_am(void* arg, const void* header, size_t header_length, void* data,
+                              size_t length, const ucp_am_recv_param_t* param);
+    ConnId adopt(ucp_ep_h ep);
+    bool complete(ucs_status_ptr_t sp, std::function<void(bool)> done);
+    void loop();
+
+    struct AmSlot {
+        UcxNode* node;
+        uint16_t id;
+    };
+    ucp_context_h ctx_ = nullptr;
+    ucp_worker_h worker_ = nullptr;
+    ucp_listener_h listener_ = nullptr;
+    uint16_t port_ = 0;
+    int wake_fd_ = -1;
+    std::unordered_map<uint16_t, MessageFn> handlers_;
+    std::vector<std::unique_ptr<AmSlot>> slots_;
+    std::function<void(ConnId)> on_disconnect_;
+    std::function<void()> on_tick_;
+
+    std::mutex mu_;
+    std::vector<std::function<void()>> inbox_;  // guarded by mu_
+    std::atomic<bool> stop_{false};
+    std::thread thread_;
+
+    // Progress thread only.
+    std::unordered_map<ConnId, ucp_ep_h> eps_;
+    std::unordered_map<ucp_ep_h, ConnId> ids_;
+    std::unordered_map<ConnId, std::vector<ucp_rkey_h>> rkeys_;
+    ConnId next_conn_ = 1;
+    std::vector<std::function<void()>> deferred_;  // work from inside UCX callbacks
+};
+
+}  // namespace warden::transfer
