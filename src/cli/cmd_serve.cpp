@@ -49,7 +49,7 @@ struct ServeOptions {
     std::string chat_template;                 // file overriding the model's chat template
     std::string tool_call_parser = "auto";
     std::string reasoning_parser = "auto";
-    transfer::RoleOptions role;                // --role and its transport options
+    transfer::RoleOptions role;  // --role and its transport options
 };
 
 // "auto": the parser the chat template's format calls for ("" when it has none); "none": "".

@@ -63,7 +63,7 @@ class Metrics {
     };
     mutable std::mutex mu_;
     std::map<std::string, Tenant> tenants_;
-    speculative::SpecMetrics spec_;  // all tenants
+    speculative::SpecMetrics spec_;                  // all tenants
     std::map<std::string, int64_t> remote_prefill_;  // by outcome
     Histogram kv_transfer_;
     int64_t kv_transfer_bytes_ = 0;

@@ -35,8 +35,7 @@ struct EngineParts {
 // `common` (the target's model options) is needed by --spec draft, which loads the draft with
 // them (another checkpoint with --draft-model, another format with --draft-weights).
 EngineParts assemble_engine(const EngineOptions& o, const model::Model& model,
-                            util::ThreadPool& pool,
-                            std::optional<int64_t> kv_tokens = std::nullopt,
+                            util::ThreadPool& pool, std::optional<int64_t> kv_tokens = std::nullopt,
                             const CommonOptions* common = nullptr);
 
 }  // namespace warden::launch

@@ -26,7 +26,7 @@ struct EngineOptions {
     // Speculative decoding (engine/speculative): off | ngram | draft.
     std::string spec = "off";
     int32_t spec_tokens = 4;
-    bool spec_fixed = false;  // always draft spec_tokens (no adaptive choice)
+    bool spec_fixed = false;    // always draft spec_tokens (no adaptive choice)
     std::string draft_model;    // --spec draft: the draft checkpoint (empty: the target's file)
     std::string draft_weights;  // ... and its weight format (--weights of the draft)
 };

@@ -61,7 +61,8 @@ std::string Api::tokenize_body(const std::string& text) const {
         if (b.contains("add_generation_prompt") && !b["add_generation_prompt"].is_null())
             bad("add_generation_prompt", "'add_generation_prompt' needs 'messages'");
         for (const char* k : {"tools", "chat_template_kwargs"})
-            if (b.contains(k) && !b[k].is_null()) bad(k, std::string("'") + k + "' needs 'messages'");
+            if (b.contains(k) && !b[k].is_null())
+                bad(k, std::string("'") + k + "' needs 'messages'");
         ids = model_.tok->encode(p, flag(b, "add_special_tokens", true));
     } else {
         if (flag(b, "add_special_tokens", false))
