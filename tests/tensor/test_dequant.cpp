@@ -109,7 +109,10 @@ TEST(Dequant, RejectsPartialBlocksAndUnsupportedTypes) {
     std::vector<float> out(512);
     EXPECT_THROW(dequantize_row(GgmlType::Q4_0, buf.data(), out.data(), 33), util::Error);
     EXPECT_THROW(dequantize_row(GgmlType::Q4_K, buf.data(), out.data(), 32), util::Error);
-    EXPECT_THROW(dequantize_row(GgmlType::Q2_K, buf.data(), out.data(), 256), util::Error);
+    EXPECT_THROW(dequantize_row(GgmlType::Q2_K, buf.data(), out.data(), 128), util::Error);
+    // Known but not readable: IQ2_XXS (raw id 16) is refused by name.
+    EXPECT_THROW(dequantize_row(static_cast<GgmlType>(16), buf.data(), out.data(), 256),
+                 util::Error);
     EXPECT_THROW(dequantize_row(GgmlType::Q8_1, buf.data(), out.data(), 32), util::Error);
     EXPECT_THROW(dequantize_row(static_cast<GgmlType>(99), buf.data(), out.data(), 32),
                  util::Error);
@@ -122,11 +125,15 @@ TEST(Dequant, TypeTable) {
         const char* name;
         int64_t elems, bytes;
     };
-    const G table[] = {{0, "F32", 1, 4},       {1, "F16", 1, 2},       {2, "Q4_0", 32, 18},
-                       {3, "Q4_1", 32, 20},    {6, "Q5_0", 32, 22},    {7, "Q5_1", 32, 24},
-                       {8, "Q8_0", 32, 34},    {9, "Q8_1", 32, 36},    {10, "Q2_K", 256, 84},
-                       {11, "Q3_K", 256, 110}, {12, "Q4_K", 256, 144}, {13, "Q5_K", 256, 176},
-                       {14, "Q6_K", 256, 210}, {15, "Q8_K", 256, 292}, {30, "BF16", 1, 2}};
+    const G table[] = {{0, "F32", 1, 4},         {1, "F16", 1, 2},         {2, "Q4_0", 32, 18},
+                       {3, "Q4_1", 32, 20},      {6, "Q5_0", 32, 22},      {7, "Q5_1", 32, 24},
+                       {8, "Q8_0", 32, 34},      {9, "Q8_1", 32, 36},      {10, "Q2_K", 256, 84},
+                       {11, "Q3_K", 256, 110},   {12, "Q4_K", 256, 144},   {13, "Q5_K", 256, 176},
+                       {14, "Q6_K", 256, 210},   {15, "Q8_K", 256, 292},   {16, "IQ2_XXS", 256, 66},
+                       {17, "IQ2_XS", 256, 74},  {18, "IQ3_XXS", 256, 98}, {19, "IQ1_S", 256, 50},
+                       {20, "IQ4_NL", 32, 18},   {21, "IQ3_S", 256, 110},  {22, "IQ2_S", 256, 82},
+                       {23, "IQ4_XS", 256, 136}, {29, "IQ1_M", 256, 56},   {30, "BF16", 1, 2},
+                       {34, "TQ1_0", 256, 54},   {35, "TQ2_0", 256, 66}};
     for (const auto& g : table) {
         const GgmlTypeInfo* info = ggml_type_info(g.id);
         ASSERT_NE(info, nullptr) << g.name;
@@ -135,7 +142,7 @@ TEST(Dequant, TypeTable) {
         EXPECT_EQ(info->block_bytes, g.bytes) << g.name;
         EXPECT_EQ(ggml_type_name(static_cast<GgmlType>(g.id)), g.name);
     }
-    for (uint32_t id : {4u, 5u, 16u, 29u, 31u, 1000u, 0xffffffffu})
+    for (uint32_t id : {4u, 5u, 24u, 31u, 1000u, 0xffffffffu})
         EXPECT_EQ(ggml_type_info(id), nullptr) << id;
     EXPECT_EQ(ggml_type_name(static_cast<GgmlType>(4)), "type#4");
     EXPECT_THROW(ggml_type_info(static_cast<GgmlType>(4)), util::Error);
