@@ -5,6 +5,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "tokenizer/unicode.h"
 #include "util/utf8.h"
 
 namespace warden::constrain {
@@ -145,7 +146,7 @@ std::string gbnf_escape(uint32_t cp, bool in_class) {
         return buf;
     }
     std::string s;
-    append_utf8(s, cp);
+    tokenizer::detail::append_utf8(s, cp);
     return s;
 }
 
@@ -302,22 +303,26 @@ std::vector<uint32_t> utf8_code_points(std::string_view s, const std::string& ke
     return out;
 }
 
-void append_utf8(std::string& out, uint32_t cp) {
-    if (cp < 0x80) {
-        out += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-        out += static_cast<char>(0xC0 | (cp >> 6));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-        out += static_cast<char>(0xE0 | (cp >> 12));
-        out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else {
-        out += static_cast<char>(0xF0 | (cp >> 18));
-        out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-        out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
+std::vector<CharRange> normalize_ranges(std::vector<CharRange> r, bool negated) {
+    std::erase_if(r, [](CharRange x) { return x.lo > x.hi || x.lo > 0x10FFFF; });
+    for (auto& x : r) x.hi = std::min<uint32_t>(x.hi, 0x10FFFF);
+    std::sort(r.begin(), r.end(), [](auto a, auto b) { return a.lo < b.lo; });
+    std::vector<CharRange> merged;
+    for (auto x : r) {
+        if (!merged.empty() && x.lo <= merged.back().hi + 1)
+            merged.back().hi = std::max(merged.back().hi, x.hi);
+        else
+            merged.push_back(x);
     }
+    if (!negated) return merged;
+    std::vector<CharRange> comp;
+    uint32_t next = 0;
+    for (auto x : merged) {
+        if (x.lo > next) comp.push_back({next, x.lo - 1});
+        next = x.hi + 1;
+    }
+    if (next <= 0x10FFFF) comp.push_back({next, 0x10FFFF});
+    return comp;
 }
 
 }  // namespace warden::constrain

@@ -72,9 +72,12 @@ Grammar alternatives(const std::vector<Grammar>& options);
 // parts repeated min..max times (max < 0: unbounded).
 Grammar repeat(const Grammar& g, int min, int max);
 
+// Code point ranges sorted, clipped to U+10FFFF, overlapping and adjacent ones merged; with
+// `negated`, their complement over all code points instead.
+std::vector<CharRange> normalize_ranges(std::vector<CharRange> r, bool negated);
+
 // Decodes UTF-8 into code points; throws SpecError(keyword, ...) on invalid input.
 std::vector<uint32_t> utf8_code_points(std::string_view s, const std::string& keyword);
-void append_utf8(std::string& out, uint32_t cp);
 // One code point as GBNF writes it inside a "literal" (in_class false) or a [class].
 std::string gbnf_escape(uint32_t cp, bool in_class);
 // A GBNF "literal" for UTF-8 text.

@@ -12,30 +12,6 @@ namespace {
 constexpr size_t kMaxStacks = 4096;
 constexpr int kMaxExpandDepth = 4096;
 
-std::vector<CharRange> positive_ranges(const Element& e) {
-    std::vector<CharRange> r;
-    for (auto x : e.ranges)
-        if (x.lo <= x.hi) r.push_back({x.lo, std::min<uint32_t>(x.hi, 0x10FFFF)});
-    std::sort(r.begin(), r.end(), [](auto a, auto b) { return a.lo < b.lo; });
-    std::vector<CharRange> merged;
-    for (auto x : r) {
-        if (x.lo > 0x10FFFF) continue;
-        if (!merged.empty() && x.lo <= merged.back().hi + 1)
-            merged.back().hi = std::max(merged.back().hi, x.hi);
-        else
-            merged.push_back(x);
-    }
-    if (!e.negated) return merged;
-    std::vector<CharRange> comp;
-    uint32_t next = 0;
-    for (auto x : merged) {
-        if (x.lo > next) comp.push_back({next, x.lo - 1});
-        next = x.hi + 1;
-    }
-    if (next <= 0x10FFFF) comp.push_back({next, 0x10FFFF});
-    return comp;
-}
-
 }  // namespace
 
 std::string MatchState::key() const {
@@ -72,7 +48,7 @@ Program::Program(const Grammar& g) : root_(g.root) {
                     ops_.push_back({Op::Ref, e.rule});
                 } else {
                     Set s;
-                    s.ranges = positive_ranges(e);
+                    s.ranges = normalize_ranges(e.ranges, e.negated);
                     for (uint32_t cp = 0; cp < 128; ++cp)
                         for (const auto& x : s.ranges)
                             if (cp >= x.lo && cp <= x.hi)

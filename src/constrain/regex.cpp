@@ -14,26 +14,6 @@ constexpr int kMaxRepeat = 1000;
     throw SpecError("regex", "unsupported regex: " + what);
 }
 
-std::vector<CharRange> normalized(std::vector<CharRange> r, bool negated) {
-    std::sort(r.begin(), r.end(), [](auto a, auto b) { return a.lo < b.lo; });
-    std::vector<CharRange> merged;
-    for (auto x : r) {
-        if (!merged.empty() && x.lo <= merged.back().hi + 1)
-            merged.back().hi = std::max(merged.back().hi, x.hi);
-        else
-            merged.push_back(x);
-    }
-    if (!negated) return merged;
-    std::vector<CharRange> comp;
-    uint32_t next = 0;
-    for (auto x : merged) {
-        if (x.lo > next) comp.push_back({next, x.lo - 1});
-        next = x.hi + 1;
-    }
-    if (next <= 0x10FFFF) comp.push_back({next, 0x10FFFF});
-    return comp;
-}
-
 bool contains(const std::vector<CharRange>& r, uint32_t cp) {
     for (auto x : r)
         if (cp >= x.lo && cp <= x.hi) return true;
@@ -199,7 +179,7 @@ class RegexCompiler {
     }
 
     std::string set_expr(std::vector<CharRange> ranges, bool negated) {
-        std::vector<CharRange> pos = normalized(std::move(ranges), negated);
+        std::vector<CharRange> pos = normalize_ranges(std::move(ranges), negated);
         std::vector<std::string> alts;
         if (json_) {
             // Raw characters JSON forbids inside a string are written escaped instead.
