@@ -268,3 +268,32 @@ if __name__ == "__main__":
     ap.add_argument("--dtype", default="f32", choices=["f32", "bf16", "q8_0"])
     a = ap.parse_args()
     print(json.dumps(convert(a.model_dir, a.out, kv_b=a.kv_b, dtype=a.dtype)))
+
+
+def add_toy_tokenizer(w: gguf.GGUFWriter, vocab: int) -> None:
+    """A byte-level BPE vocabulary of `vocab` placeholder tokens ("t0", "t1", ...), one merge,
+    BOS 1 and EOS 2: enough for warden to load a synthetic model and run token ids."""
+    w.add_vocab_size(vocab)
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("default")
+    w.add_token_list([f"t{i}" for i in range(vocab)])
+    w.add_token_types([int(gguf.TokenType.NORMAL)] * vocab)
+    w.add_token_merges(["t 0"])
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    w.add_add_bos_token(False)
+
+
+def write_tensors_and_close(w: gguf.GGUFWriter,
+                            tensors: dict[str, tuple[object, np.ndarray]]) -> None:
+    """Adds each tensor (qtype None: the array's own dtype; else raw blocks of that GGUF type) and
+    writes the file."""
+    for name, (qtype, arr) in tensors.items():
+        if qtype is None:
+            w.add_tensor(name, arr)
+        else:
+            w.add_tensor(name, arr, raw_dtype=qtype)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()

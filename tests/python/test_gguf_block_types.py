@@ -25,6 +25,7 @@ import numpy as np
 import pytest
 
 from conftest import ROOT, TIMEOUT_S, WARDEN_BIN, record, require_warden
+from gguf_convert import add_toy_tokenizer, write_tensors_and_close
 
 Q = gguf.GGMLQuantizationType
 LAYERS, HEADS, KV_HEADS, VOCAB = 2, 4, 2, 320
@@ -95,24 +96,8 @@ def write_model(path: Path, d: int, ff: int, tensors: dict[str, tuple[object, np
     w.add_head_count_kv(KV_HEADS)
     w.add_rope_freq_base(10000.0)
     w.add_layer_norm_rms_eps(1e-5)
-    w.add_vocab_size(VOCAB)
-    w.add_tokenizer_model("gpt2")
-    w.add_tokenizer_pre("default")
-    w.add_token_list([f"t{i}" for i in range(VOCAB)])
-    w.add_token_types([int(gguf.TokenType.NORMAL)] * VOCAB)
-    w.add_token_merges(["t 0"])
-    w.add_bos_token_id(1)
-    w.add_eos_token_id(2)
-    w.add_add_bos_token(False)
-    for name, (qtype, arr) in tensors.items():
-        if qtype is None:
-            w.add_tensor(name, arr)
-        else:
-            w.add_tensor(name, arr, raw_dtype=qtype)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    add_toy_tokenizer(w, VOCAB)
+    write_tensors_and_close(w, tensors)
 
 
 def make_files(d_out: Path, kind: str, seed: int, override: dict | None = None) -> tuple[Path, Path]:
