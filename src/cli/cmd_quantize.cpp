@@ -1,5 +1,6 @@
 // `warden quantize -m IN -o OUT --weights FORMAT`: writes a compressed checkpoint.
-//   OUT ending in .gguf: GGUF with Q4_0 / Q4_1 / Q8_0 linear layers (input must be GGUF).
+//   OUT ending in .gguf: GGUF with Q4_0 / Q4_1 / Q8_0 linear layers (input must be GGUF), or
+//   with --weights q4_k_s|q4_k_m|q5_k_s|q5_k_m|q6_k llama.cpp's K-quant mix of that name.
 //   OUT ending in .safetensors, or a directory (existing, or a path without extension):
 //   compressed-tensors pack-quantized safetensors (int4-g32 / int4-g128 / int8 / int8-g32,
 //   symmetric; input must be a Hugging Face directory; a directory gets shards of --max-shard-size
@@ -32,8 +33,41 @@ bool ends_with(const std::string& s, const std::string& suf) {
     return s.size() >= suf.size() && s.compare(s.size() - suf.size(), suf.size(), suf) == 0;
 }
 
+// --weights q4_k_m and the other K-quant file types: GGUF in and out, every block type chosen per
+// tensor (convert/gguf_type_mix.h).
+int quantize_mix(const QuantizeOptions& o, const convert::GgufTypeMix& mix) {
+    if (!ends_with(o.out, ".gguf") || !ends_with(o.common.model_path, ".gguf"))
+        throw util::Error("quantize: --weights " + o.common.weights +
+                          " (a llama.cpp K-quant file type) needs a .gguf input and output");
+    if (!o.head_weights.empty() || o.common.quantize_embeddings)
+        throw util::Error("quantize: --weights " + o.common.weights +
+                          " chooses the head's block type itself (as llama-quantize does); "
+                          "--head-weights / --quantize-embeddings are for int4/int8 formats");
+    if (!o.max_shard_size.empty())
+        throw util::Error("quantize: --max-shard-size is for compressed-tensors output");
+    std::optional<quant::Imatrix> imatrix;
+    if (!o.imatrix.empty()) imatrix = quant::read_imatrix(o.imatrix);
+    util::ThreadPool pool(o.common.threads);
+    const auto st = convert::quantize_gguf_mix(o.common.model_path, o.out, mix, pool,
+                                               imatrix ? &*imatrix : nullptr);
+    std::printf(
+        "wrote %s: %lld tensors quantized as %s (%s), %lld copied; tensor data %.1f MiB "
+        "-> %.1f MiB\n",
+        o.out.c_str(), static_cast<long long>(st.tensors_quantized), mix.name.c_str(),
+        st.types.c_str(), static_cast<long long>(st.tensors_copied),
+        static_cast<double>(st.bytes_in) / 1048576.0,
+        static_cast<double>(st.bytes_out) / 1048576.0);
+    if (imatrix)
+        std::printf("imatrix %s: %lld of %lld quantized tensors weighted by it\n",
+                    o.imatrix.c_str(), static_cast<long long>(st.imatrix_weighted),
+                    static_cast<long long>(st.tensors_quantized));
+    return 0;
+}
+
 int quantize(const QuantizeOptions& o) {
     if (o.common.weights.empty()) throw util::Error("quantize: --weights FORMAT is required");
+    if (const auto mix = convert::parse_gguf_type_mix(o.common.weights))
+        return quantize_mix(o, *mix);
     const tensor::WeightFormat f = tensor::parse_weight_format(o.common.weights);
     util::ThreadPool pool(o.common.threads);
     std::error_code ec;
@@ -101,15 +135,17 @@ int quantize(const QuantizeOptions& o) {
 void register_quantize(CLI::App& app, int& rc) {
     auto o = std::make_shared<QuantizeOptions>();
     auto* sub = app.add_subcommand("quantize",
-                                   "write a quantized copy of a model (GGUF Q4_0/Q4_1/Q8_0, or "
-                                   "compressed-tensors safetensors)");
+                                   "write a quantized copy of a model (GGUF Q4_0/Q4_1/Q8_0 or "
+                                   "llama.cpp K-quant mixes, or compressed-tensors safetensors)");
     launch::add_model_option(*sub, o->common);
     launch::add_threads_option(*sub, o->common);
     sub->add_option("-o,--output", o->out,
                     "output file (.gguf), .safetensors file or directory (compressed-tensors "
                     "pack-quantized)")
         ->required();
-    sub->add_option("--weights", o->common.weights, "int4|int4-g32|int4-g128[-asym]|int8|int8-g32")
+    sub->add_option("--weights", o->common.weights,
+                    "int4|int4-g32|int4-g128[-asym]|int8|int8-g32, or a llama.cpp K-quant "
+                    "file type for GGUF output: q4_k_s|q4_k_m|q5_k_s|q5_k_m|q6_k")
         ->required();
     sub->add_flag("--quantize-embeddings", o->common.quantize_embeddings,
                   "quantize token_embd/output in the --weights format too");

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 
+#include "convert/gguf_type_mix.h"
 #include "quant/imatrix.h"
 #include "tensor/weight_format.h"
 #include "util/thread_pool.h"
@@ -20,6 +21,7 @@ struct QuantizeStats {
     std::string
         heads;  // "token_embd as int8, output as int8" for the ones quantized; empty if none
     int64_t imatrix_weighted = 0;  // quantized tensors that had an importance-matrix entry
+    std::string types;  // K-quant file types: the block types written, "Q4_K x16, Q6_K x3"
 };
 
 // How quantize_gguf writes token_embd / output.
@@ -50,5 +52,15 @@ bool is_embedding_weight(const std::string& name);
 QuantizeStats quantize_gguf(const std::string& in, const std::string& out,
                             const tensor::WeightFormat& f, const HeadOptions& head,
                             util::ThreadPool& pool, const quant::Imatrix* imatrix = nullptr);
+
+// GGUF -> GGUF as one of llama.cpp's K-quant file types (convert/gguf_type_mix.h): the same
+// matrices as quantize_gguf (layer matrices, token_embd, output) each in the block type
+// llama-quantize would give it, from their f32 values (quant/ggml_block_quantizer.h; a tensor
+// already in its chosen type is re-searched too, from its dequantized values); everything else is
+// copied. `imatrix` weights each matrix's search as in quantize_gguf. The file loads in llama.cpp
+// and in warden (each matrix natively in its block type).
+QuantizeStats quantize_gguf_mix(const std::string& in, const std::string& out,
+                                const GgufTypeMix& mix, util::ThreadPool& pool,
+                                const quant::Imatrix* imatrix = nullptr);
 
 }  // namespace warden::convert

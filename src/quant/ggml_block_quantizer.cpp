@@ -1,0 +1,517 @@
+#include "quant/ggml_block_quantizer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "tensor/float_convert.h"
+#include "util/error.h"
+
+namespace warden::quant {
+
+namespace {
+
+constexpr int kSuper = 256;  // weights per K-quant super-block
+
+// Round to nearest (ties to even) for |v| < 2^22: adding 1.5 * 2^23 leaves the integer in the
+// low mantissa bits (llama.cpp's nearest_int); much cheaper than a library call in the searches.
+inline int round_int(float v) {
+    const float t = v + 12582912.f;
+    int32_t i;
+    std::memcpy(&i, &t, sizeof i);
+    return (i & 0x007fffff) - 0x00400000;
+}
+float f16_round(float v) {
+    return tensor::f16_to_f32(tensor::f32_to_f16(v));
+}
+void put_f16(uint8_t* p, float v) {
+    const tensor::f16_t h = tensor::f32_to_f16(v);
+    std::memcpy(p, &h, sizeof h);
+}
+
+// Error weights of n values: importance * sqrt(sigma^2 + x^2). Importance that is zero over the
+// whole span (columns calibration never reached) would leave nothing to fit, so a small share of
+// the span's mean importance (or 1 where all are zero) is added to every column.
+void error_weights(const float* x, const float* imp, int n, float* w) {
+    double s2 = 0, si = 0;
+    for (int i = 0; i < n; ++i) {
+        s2 += static_cast<double>(x[i]) * x[i];
+        if (imp) si += imp[i];
+    }
+    const float sigma2 = static_cast<float>(s2 / n);
+    const float floor = imp ? (si > 0 ? static_cast<float>(1e-3 * si / n) : 1.f) : 0.f;
+    for (int i = 0; i < n; ++i)
+        w[i] = ((imp ? imp[i] : 1.f) + floor) * std::sqrt(sigma2 + x[i] * x[i]);
+}
+
+// x ~ scale * q + min with q in [0, nmax]: the best of a grid of inverse scales over the range,
+// each refit by weighted least squares. min_le_zero: the offset is stored as a non-negative
+// amount subtracted (K-quants), so min is kept <= 0.
+struct AsymFit {
+    float scale = 0, min = 0;
+};
+AsymFit fit_asym(const float* x, const float* w, int n, int nmax, bool min_le_zero) {
+    float lo = x[0], hi = x[0];
+    double sw = 0, sx = 0;
+    for (int i = 0; i < n; ++i) {
+        lo = std::min(lo, x[i]);
+        hi = std::max(hi, x[i]);
+        sw += w[i];
+        sx += static_cast<double>(w[i]) * x[i];
+    }
+    if (min_le_zero && lo > 0) lo = 0;
+    if (hi <= lo) return {0.f, lo};
+    AsymFit best{(hi - lo) / static_cast<float>(nmax), lo};
+    double best_err = std::numeric_limits<double>::infinity();
+    uint8_t l[32];
+    for (int step = -1; step <= 40; ++step) {
+        const float iscale = step < 0 ? static_cast<float>(nmax) / (hi - lo)
+                                      : (static_cast<float>(nmax) - 1.f + 0.05f * step) / (hi - lo);
+        float slf = 0, sl2f = 0, sxlf = 0;
+        for (int i = 0; i < n; ++i) {
+            const int q = std::clamp(round_int(iscale * (x[i] - lo)), 0, nmax);
+            l[i] = static_cast<uint8_t>(q);
+            const auto qf = static_cast<float>(q);
+            slf += w[i] * qf;
+            sl2f += w[i] * qf * qf;
+            sxlf += w[i] * qf * x[i];
+        }
+        const double sl = slf, sl2 = sl2f, sxl = sxlf;
+        AsymFit f{1.f / iscale, lo};
+        if (step >= 0) {
+            const double det = sw * sl2 - sl * sl;
+            if (det <= 0) continue;
+            f.scale = static_cast<float>((sw * sxl - sx * sl) / det);
+            f.min = static_cast<float>((sl2 * sx - sl * sxl) / det);
+            if (min_le_zero && f.min > 0) {
+                f.min = 0;
+                f.scale = sl2 > 0 ? static_cast<float>(sxl / sl2) : 0.f;
+            }
+            if (f.scale <= 0) continue;
+        }
+        float err = 0;
+        for (int i = 0; i < n; ++i) {
+            const float e = f.scale * l[i] + f.min - x[i];
+            err += w[i] * e * e;
+        }
+        if (err < best_err) {
+            best_err = err;
+            best = f;
+        }
+    }
+    return best;
+}
+
+// x ~ scale * l with l in [-nmax, nmax - 1]: llama.cpp's Q-type grid (the largest-magnitude
+// value at -nmax, so the extra negative code is used) plus 18 neighbouring inverse scales, each
+// refit by weighted least squares; the scale with the smallest weighted error.
+float fit_sym(const float* x, const float* w, int n, int nmax) {
+    float amax = 0, max = 0;
+    for (int i = 0; i < n; ++i)
+        if (std::fabs(x[i]) > amax) {
+            amax = std::fabs(x[i]);
+            max = x[i];
+        }
+    if (amax < 1e-30f) return 0.f;
+    float best = -static_cast<float>(nmax) / max;
+    best = 1.f / best;
+    double best_gain = -1;  // sumlx^2 / suml2: the error is sum w x^2 minus this
+    for (int step = -9; step <= 9; ++step) {
+        const float iscale = -(static_cast<float>(nmax) + 0.1f * step) / max;
+        float slx = 0, sl2 = 0;
+        for (int i = 0; i < n; ++i) {
+            const auto l =
+                static_cast<float>(std::clamp(round_int(iscale * x[i]), -nmax, nmax - 1));
+            slx += w[i] * x[i] * l;
+            sl2 += w[i] * l * l;
+        }
+        if (sl2 <= 0) continue;
+        if (static_cast<double>(slx) * slx / sl2 > best_gain) {
+            best_gain = static_cast<double>(slx) * slx / sl2;
+            best = slx / sl2;
+        }
+    }
+    return best;
+}
+
+// Non-negative values v ~ d * L, L in [0, nmax] (a K-quant super-block's 6-bit sub-block scales
+// or mins), weights sens (how much the block's error grows per unit of each value's error).
+// Returns d rounded to f16.
+float code_unsigned(const float* v, const float* sens, int n, int nmax, int* L) {
+    float mx = 0;
+    for (int j = 0; j < n; ++j) mx = std::max(mx, v[j]);
+    if (mx <= 0) {
+        std::fill(L, L + n, 0);
+        return 0.f;
+    }
+    float best_d = f16_round(mx / static_cast<float>(nmax));
+    double best_err = std::numeric_limits<double>::infinity();
+    for (int step = -4; step <= 4; ++step) {
+        const float iscale = (static_cast<float>(nmax) + 0.1f * step) / mx;
+        double slx = 0, sl2 = 0;
+        for (int j = 0; j < n; ++j) {
+            const int l = std::min(nmax, round_int(iscale * v[j]));
+            slx += static_cast<double>(sens[j]) * v[j] * l;
+            sl2 += static_cast<double>(sens[j]) * l * l;
+        }
+        for (const float cand : {1.f / iscale, sl2 > 0 ? static_cast<float>(slx / sl2) : 0.f}) {
+            const float d = f16_round(cand);
+            if (!(d > 0)) continue;
+            double err = 0;
+            for (int j = 0; j < n; ++j) {
+                const float e = v[j] - d * static_cast<float>(std::min(nmax, round_int(v[j] / d)));
+                err += static_cast<double>(sens[j]) * e * e;
+            }
+            if (err < best_err) {
+                best_err = err;
+                best_d = d;
+            }
+        }
+    }
+    for (int j = 0; j < n; ++j) L[j] = best_d > 0 ? std::min(nmax, round_int(v[j] / best_d)) : 0;
+    return best_d;
+}
+
+// ---- Q4_K / Q5_K: 8 sub-blocks of 32, x = d * sc * q - dmin * m (sc, m 6-bit; q 4 or 5 bits).
+
+struct KAsymBlock {
+    float d = 0, dmin = 0;
+    int sc[8] = {}, m[8] = {};
+    uint8_t q[kSuper] = {};
+    double err = 0;
+};
+
+// Codes of sub-block j for the stored (d * sc, dmin * m); returns its weighted error.
+double asym_codes(const float* x, const float* w, float s, float m, int nmax, uint8_t* q) {
+    const float inv = s > 0 ? 1.f / s : 0.f;
+    float err = 0;
+    for (int i = 0; i < 32; ++i) {
+        const int l = std::clamp(round_int((x[i] + m) * inv), 0, nmax);
+        q[i] = static_cast<uint8_t>(l);
+        const float e = s * static_cast<float>(l) - m - x[i];
+        err += w[i] * e * e;
+    }
+    return err;
+}
+
+// Step 3 for fixed (d, dmin): each sub-block's integer scale and min, and the neighbours +-1.
+void asym_neighbours(const float* x, const float* w, int nmax, KAsymBlock& b) {
+    b.err = 0;
+    uint8_t q[32];
+    for (int j = 0; j < 8; ++j) {
+        double best = std::numeric_limits<double>::infinity();
+        int bs = b.sc[j], bm = b.m[j];
+        for (int ds = -1; ds <= 1; ++ds)
+            for (int dm = -1; dm <= 1; ++dm) {
+                const int s = b.sc[j] + ds, m = b.m[j] + dm;
+                if (s < 0 || s > 63 || m < 0 || m > 63) continue;
+                const double e = asym_codes(x + 32 * j, w + 32 * j, b.d * static_cast<float>(s),
+                                            b.dmin * static_cast<float>(m), nmax, q);
+                if (e < best) {
+                    best = e;
+                    bs = s;
+                    bm = m;
+                    std::memcpy(b.q + 32 * j, q, 32);
+                }
+            }
+        b.sc[j] = bs;
+        b.m[j] = bm;
+        b.err += best;
+    }
+}
+
+KAsymBlock quantize_asym_super(const float* x, const float* imp, int nmax) {
+    float w[kSuper];
+    error_weights(x, imp, kSuper, w);
+    float scales[8], mins[8], s_sens[8], m_sens[8];
+    for (int j = 0; j < 8; ++j) {
+        const AsymFit f = fit_asym(x + 32 * j, w + 32 * j, 32, nmax, true);
+        scales[j] = f.scale;
+        mins[j] = -f.min;
+        // The error grows with a scale's error times sum w q^2 and a min's times sum w.
+        double sq = 0, sw = 0;
+        for (int i = 0; i < 32; ++i) {
+            const float l = f.scale > 0
+                                ? static_cast<float>(std::clamp(
+                                      round_int((x[32 * j + i] - f.min) / f.scale), 0, nmax))
+                                : 0.f;
+            sq += w[32 * j + i] * l * l;
+            sw += w[32 * j + i];
+        }
+        s_sens[j] = static_cast<float>(sq);
+        m_sens[j] = static_cast<float>(sw);
+    }
+    KAsymBlock b;
+    b.d = code_unsigned(scales, s_sens, 8, 63, b.sc);
+    b.dmin = code_unsigned(mins, m_sens, 8, 63, b.m);
+    asym_neighbours(x, w, nmax, b);
+    // Refit (d, dmin) to the integer scales, mins and codes: x ~ d * (sc q) - dmin * m.
+    for (int round = 0; round < 2; ++round) {
+        double saa = 0, sab = 0, sbb = 0, sax = 0, sbx = 0;
+        for (int j = 0; j < 8; ++j)
+            for (int i = 0; i < 32; ++i) {
+                const double a = static_cast<double>(b.sc[j]) * b.q[32 * j + i],
+                             bb = -static_cast<double>(b.m[j]), wi = w[32 * j + i],
+                             xi = x[32 * j + i];
+                saa += wi * a * a;
+                sab += wi * a * bb;
+                sbb += wi * bb * bb;
+                sax += wi * a * xi;
+                sbx += wi * bb * xi;
+            }
+        KAsymBlock c = b;
+        const double det = saa * sbb - sab * sab;
+        if (det > 0) {
+            c.d = f16_round(static_cast<float>((sax * sbb - sab * sbx) / det));
+            c.dmin = f16_round(static_cast<float>((saa * sbx - sab * sax) / det));
+        } else if (saa > 0) {
+            c.d = f16_round(static_cast<float>(sax / saa));
+        } else {
+            break;
+        }
+        if (!(c.d > 0) || c.dmin < 0) break;
+        asym_neighbours(x, w, nmax, c);
+        if (!(c.err < b.err)) break;
+        b = c;
+    }
+    return b;
+}
+
+void pack_k_scales(const KAsymBlock& b, uint8_t* s12) {
+    std::memset(s12, 0, 12);
+    for (int j = 0; j < 8; ++j) {
+        const auto ls = static_cast<uint8_t>(b.sc[j]), lm = static_cast<uint8_t>(b.m[j]);
+        if (j < 4) {
+            s12[j] = ls;
+            s12[j + 4] = lm;
+        } else {
+            s12[j + 4] = static_cast<uint8_t>((ls & 0xF) | ((lm & 0xF) << 4));
+            s12[j - 4] |= static_cast<uint8_t>((ls >> 4) << 6);
+            s12[j] |= static_cast<uint8_t>((lm >> 4) << 6);
+        }
+    }
+}
+
+void q4_k_block(const float* x, const float* imp, uint8_t* y) {  // 144 bytes
+    const KAsymBlock b = quantize_asym_super(x, imp, 15);
+    put_f16(y, b.d);
+    put_f16(y + 2, b.dmin);
+    pack_k_scales(b, y + 4);
+    uint8_t* qs = y + 16;
+    for (int c = 0; c < kSuper; c += 64, qs += 32)
+        for (int l = 0; l < 32; ++l)
+            qs[l] = static_cast<uint8_t>(b.q[c + l] | (b.q[c + l + 32] << 4));
+}
+
+void q5_k_block(const float* x, const float* imp, uint8_t* y) {  // 176 bytes
+    const KAsymBlock b = quantize_asym_super(x, imp, 31);
+    put_f16(y, b.d);
+    put_f16(y + 2, b.dmin);
+    pack_k_scales(b, y + 4);
+    uint8_t* qh = y + 16;
+    uint8_t* qs = y + 48;
+    std::memset(qh, 0, 32);
+    uint8_t m1 = 1, m2 = 2;
+    for (int c = 0; c < kSuper; c += 64, qs += 32) {
+        for (int l = 0; l < 32; ++l) {
+            int l1 = b.q[c + l], l2 = b.q[c + l + 32];
+            if (l1 > 15) {
+                l1 -= 16;
+                qh[l] |= m1;
+            }
+            if (l2 > 15) {
+                l2 -= 16;
+                qh[l] |= m2;
+            }
+            qs[l] = static_cast<uint8_t>(l1 | (l2 << 4));
+        }
+        m1 = static_cast<uint8_t>(m1 << 2);
+        m2 = static_cast<uint8_t>(m2 << 2);
+    }
+}
+
+// ---- Q6_K: 16 sub-blocks of 16, x = d * sc * (q - 32) (sc int8, q 6 bits).
+
+struct KSymBlock {
+    float d = 0;
+    int sc[16] = {};
+    int8_t q[kSuper] = {};  // -32..31
+    double err = 0;
+};
+
+void sym_neighbours(const float* x, const float* w, KSymBlock& b) {
+    b.err = 0;
+    int8_t q[16];
+    for (int j = 0; j < 16; ++j) {
+        double best = std::numeric_limits<double>::infinity();
+        int bs = b.sc[j];
+        for (int ds = -1; ds <= 1; ++ds) {
+            const int s = b.sc[j] + ds;
+            if (s < -128 || s > 127) continue;
+            const float step = b.d * static_cast<float>(s);
+            const float inv = step != 0 ? 1.f / step : 0.f;
+            float e = 0;
+            for (int i = 0; i < 16; ++i) {
+                const int l = std::clamp(round_int(x[16 * j + i] * inv), -32, 31);
+                q[i] = static_cast<int8_t>(l);
+                const float d = step * static_cast<float>(l) - x[16 * j + i];
+                e += w[16 * j + i] * d * d;
+            }
+            if (e < best) {
+                best = e;
+                bs = s;
+                std::memcpy(b.q + 16 * j, q, 16);
+            }
+        }
+        b.sc[j] = bs;
+        b.err += best;
+    }
+}
+
+void q6_k_block(const float* x, const float* imp, uint8_t* y) {  // 210 bytes
+    float w[kSuper];
+    error_weights(x, imp, kSuper, w);
+    float scales[16], sens[16];
+    for (int j = 0; j < 16; ++j) {
+        scales[j] = fit_sym(x + 16 * j, w + 16 * j, 16, 32);
+        double sq = 0;
+        for (int i = 0; i < 16; ++i) {
+            const int l =
+                scales[j] != 0 ? std::clamp(round_int(x[16 * j + i] / scales[j]), -32, 31) : 0;
+            sq += static_cast<double>(w[16 * j + i]) * l * l;
+        }
+        sens[j] = static_cast<float>(sq) + 1e-30f;
+    }
+    KSymBlock b;
+    // The int8 scales against d: the same symmetric search, weighted by each scale's sensitivity.
+    b.d = f16_round(fit_sym(scales, sens, 16, 128));
+    for (int j = 0; j < 16; ++j)
+        b.sc[j] = b.d != 0 ? std::clamp(round_int(scales[j] / b.d), -128, 127) : 0;
+    sym_neighbours(x, w, b);
+    for (int round = 0; round < 2 && b.d != 0; ++round) {
+        double saa = 0, sax = 0;
+        for (int j = 0; j < 16; ++j)
+            for (int i = 0; i < 16; ++i) {
+                const double a = static_cast<double>(b.sc[j]) * b.q[16 * j + i];
+                saa += w[16 * j + i] * a * a;
+                sax += w[16 * j + i] * a * x[16 * j + i];
+            }
+        if (saa <= 0) break;
+        KSymBlock c = b;
+        c.d = f16_round(static_cast<float>(sax / saa));
+        if (c.d == 0) break;
+        sym_neighbours(x, w, c);
+        if (!(c.err < b.err)) break;
+        b = c;
+    }
+    uint8_t* ql = y;
+    uint8_t* qh = y + 128;
+    auto* sc = reinterpret_cast<int8_t*>(y + 192);
+    for (int j = 0; j < 16; ++j) sc[j] = static_cast<int8_t>(b.sc[j]);
+    put_f16(y + 208, b.d);
+    for (int c = 0; c < kSuper; c += 128, ql += 64, qh += 32)
+        for (int l = 0; l < 32; ++l) {
+            const int q1 = b.q[c + l] + 32, q2 = b.q[c + l + 32] + 32, q3 = b.q[c + l + 64] + 32,
+                      q4 = b.q[c + l + 96] + 32;
+            ql[l] = static_cast<uint8_t>((q1 & 0xF) | ((q3 & 0xF) << 4));
+            ql[l + 32] = static_cast<uint8_t>((q2 & 0xF) | ((q4 & 0xF) << 4));
+            qh[l] = static_cast<uint8_t>((q1 >> 4) | ((q2 >> 4) << 2) | ((q3 >> 4) << 4) |
+                                         ((q4 >> 4) << 6));
+        }
+}
+
+// ---- 32-blocks: Q5_0 (d * (q - 16)), Q5_1 (d * q + m), Q8_0 (d * q).
+
+void pack_q5(const int* l, uint8_t* qh4, uint8_t* qs16) {
+    uint32_t qh = 0;
+    for (int j = 0; j < 16; ++j) {
+        qs16[j] = static_cast<uint8_t>((l[j] & 0xF) | ((l[j + 16] & 0xF) << 4));
+        qh |= static_cast<uint32_t>((l[j] >> 4) & 1) << j;
+        qh |= static_cast<uint32_t>((l[j + 16] >> 4) & 1) << (j + 16);
+    }
+    std::memcpy(qh4, &qh, 4);
+}
+
+void q5_0_block(const float* x, const float* w, uint8_t* y) {  // 22 bytes
+    const float d = f16_round(fit_sym(x, w, 32, 16));
+    int l[32];
+    for (int i = 0; i < 32; ++i) l[i] = d != 0 ? std::clamp(round_int(x[i] / d), -16, 15) + 16 : 16;
+    put_f16(y, d);
+    pack_q5(l, y + 2, y + 6);
+}
+
+void q5_1_block(const float* x, const float* w, uint8_t* y) {  // 24 bytes
+    const AsymFit f = fit_asym(x, w, 32, 31, false);
+    const float d = f16_round(f.scale), m = f16_round(f.min);
+    int l[32];
+    for (int i = 0; i < 32; ++i) l[i] = d > 0 ? std::clamp(round_int((x[i] - m) / d), 0, 31) : 0;
+    put_f16(y, d);
+    put_f16(y + 2, m);
+    pack_q5(l, y + 4, y + 8);
+}
+
+void q8_0_block(const float* x, uint8_t* y) {  // 34 bytes
+    float amax = 0;
+    for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[i]));
+    const float d = f16_round(amax / 127.f);
+    put_f16(y, d);
+    for (int i = 0; i < 32; ++i)
+        y[2 + i] = static_cast<uint8_t>(
+            static_cast<int8_t>(d != 0 ? std::clamp(round_int(x[i] / d), -127, 127) : 0));
+}
+
+}  // namespace
+
+bool can_quantize_ggml(tensor::GgmlType t) {
+    using G = tensor::GgmlType;
+    return t == G::Q4_K || t == G::Q5_K || t == G::Q6_K || t == G::Q5_0 || t == G::Q5_1 ||
+           t == G::Q8_0;
+}
+
+void quantize_ggml_row(tensor::GgmlType t, const float* x, int64_t n, const float* importance,
+                       uint8_t* dst) {
+    using G = tensor::GgmlType;
+    if (!can_quantize_ggml(t))
+        throw util::Error("quantize: cannot write GGUF blocks of type " +
+                          tensor::ggml_type_name(t));
+    const auto& info = tensor::ggml_type_info(t);
+    if (n <= 0 || n % info.block_elems != 0)
+        throw util::Error("quantize: a row of " + std::to_string(n) + " values is not whole " +
+                          tensor::ggml_type_name(t) + " blocks of " +
+                          std::to_string(info.block_elems));
+    for (int64_t i = 0; i < n; ++i)
+        if (!std::isfinite(x[i]))
+            throw util::Error("quantize: non-finite weight at column " + std::to_string(i));
+    const int64_t nb = n / info.block_elems;
+    if (info.block_elems == kSuper) {
+        for (int64_t b = 0; b < nb; ++b) {
+            const float* xb = x + b * kSuper;
+            const float* ib = importance ? importance + b * kSuper : nullptr;
+            uint8_t* yb = dst + b * info.block_bytes;
+            if (t == G::Q4_K)
+                q4_k_block(xb, ib, yb);
+            else if (t == G::Q5_K)
+                q5_k_block(xb, ib, yb);
+            else
+                q6_k_block(xb, ib, yb);
+        }
+        return;
+    }
+    // 32-blocks: sigma^2 over the whole row, as one block holds too few values to estimate it.
+    std::vector<float> w(static_cast<size_t>(n));
+    error_weights(x, importance, static_cast<int>(n), w.data());
+    for (int64_t b = 0; b < nb; ++b) {
+        uint8_t* yb = dst + b * info.block_bytes;
+        if (t == G::Q5_0)
+            q5_0_block(x + 32 * b, w.data() + 32 * b, yb);
+        else if (t == G::Q5_1)
+            q5_1_block(x + 32 * b, w.data() + 32 * b, yb);
+        else
+            q8_0_block(x + 32 * b, yb);
+    }
+}
+
+}  // namespace warden::quant
