@@ -3,7 +3,7 @@
 // own -m flags by file-name suffix) inside its own namespace; the dispatch files (ops.cpp,
 // matmul.cpp) pick one of these tables at run time.
 //
-// ODR caution: the *_avx2.cpp / *_avx512.cpp files must not odr-use inline functions or
+// ODR caution: the *_avx2.cpp / *_avx512.cpp / *_amx.cpp files must not odr-use inline functions or
 // templates from shared headers (std::min, tensor::f32_to_bf16, ...). Such functions are
 // emitted as weak symbols in every TU that uses them, and the linker may keep the copy that
 // was compiled with AVX-512 instructions, which then crashes on older CPUs. Those files keep
