@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "util/error.h"
@@ -90,6 +91,34 @@ ArenaBuffer HugePageArena::map(size_t bytes, bool populate) {
     }
     return ArenaBuffer(std::shared_ptr<void>(data, [want](void* q) { ::munmap(q, want); }), data,
                        bytes);
+}
+
+ArenaBuffer HugePageArena::map_populating(size_t bytes, size_t now_bytes) {
+    if (bytes == 0) return {};
+    if (kAsan) return ArenaBuffer(bytes);  // written (zeroed) in full already
+    const size_t want = round_up(bytes, kHugePage);
+    const size_t first = std::min(want, round_up(std::max<size_t>(now_bytes, 1), kHugePage));
+    ArenaBuffer buf = map(bytes);
+    if (::madvise(buf.data_, first, MADV_POPULATE_WRITE) != 0) {
+        const int err = errno;
+        if (err == EINVAL) {  // a kernel before 5.14: write those pages instead
+            std::memset(buf.data_, 0, first);
+        } else {
+            throw Error(out_of_memory(bytes) + " (" + std::strerror(err) + ")");
+        }
+    }
+    if (first < want) {
+        std::thread([watch = std::weak_ptr<void>(buf.owner_), data = buf.data_, first, want] {
+            constexpr size_t kStep = size_t{32} << 20;
+            for (size_t off = first; off < want; off += kStep) {
+                const std::shared_ptr<void> alive = watch.lock();  // the mapping stays meanwhile
+                if (!alive) return;
+                if (::madvise(data + off, std::min(kStep, want - off), MADV_POPULATE_WRITE) != 0)
+                    return;
+            }
+        }).detach();
+    }
+    return buf;
 }
 
 ArenaBuffer HugePageArena::allocate(size_t bytes) {

@@ -82,6 +82,15 @@ class HugePageArena {
     // the OOM killer first, as it would for the writes.
     static ArenaBuffer map(size_t bytes, bool populate = false);
 
+    // map() with the first `now_bytes` (rounded up to 2 MiB) made resident before returning, as
+    // populate does (ENOMEM there is an Error), and the rest made resident by a background thread,
+    // chunk by chunk, while the caller goes on: the KV pool of a starting server, where zeroing
+    // the whole pool (a GB or more) up front would be most of the start-up time. The thread holds
+    // the mapping only while it populates a chunk and stops once the buffer is gone; a page it
+    // has not reached yet is faulted in by its first write, as without populate, and a failure
+    // there (a kernel without MADV_POPULATE_WRITE, memory short) just ends the thread.
+    static ArenaBuffer map_populating(size_t bytes, size_t now_bytes);
+
     // Bytes of the mappings made so far (address space; only touched pages become resident).
     size_t mapped_bytes() const;
 

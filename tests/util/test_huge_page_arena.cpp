@@ -10,10 +10,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -188,6 +191,27 @@ TEST(HugePageArena, PopulatedMappingIsResidentBeforeFirstTouch) {
         EXPECT_EQ(lazy_in, 0u) << "of " << lazy_n;
     }
     EXPECT_TRUE(std::all_of(eager.data(), eager.data() + bytes, [](uint8_t x) { return x == 0; }));
+}
+
+// map_populating: the first now_bytes are resident on return, the rest become resident in the
+// background (bounded wait) while the caller writes to the buffer; a buffer dropped while the
+// thread still runs is fine.
+TEST(HugePageArena, BackgroundPopulationMakesTheRestResident) {
+    const size_t bytes = size_t{80} << 20, now = size_t{4} << 20;
+    ArenaBuffer buf = HugePageArena::map_populating(bytes, now);
+    const auto [first_in, first_n] = resident_pages(buf.data(), now);
+    EXPECT_EQ(first_in, first_n);
+    buf.data()[bytes - 1] = 7;  // a write racing the population keeps its value
+    size_t in = 0, n = 1;
+    for (int i = 0; i < 1000 && in != n; ++i) {
+        std::tie(in, n) = resident_pages(buf.data(), bytes);
+        if (in != n) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    EXPECT_EQ(in, n);
+    EXPECT_EQ(buf.data()[bytes - 1], 7);
+    EXPECT_TRUE(std::all_of(buf.data(), buf.data() + bytes - 1, [](uint8_t x) { return x == 0; }));
+    ArenaBuffer dropped = HugePageArena::map_populating(size_t{256} << 20, now);
+    dropped = ArenaBuffer();  // the background thread stops at its next chunk
 }
 
 TEST(HugePageArena, KvPoolIsOneAdvisedZeroedMapping) {
