@@ -36,7 +36,8 @@ Usage (python -m / import): convert(model_dir, out_path, kv_b="split", dtype="f3
 drop_keys=(), drop_tensors=()). drop_* remove metadata keys / tensors (for error tests).
 
 Also shared by the synthetic-GGUF tests (test_gguf_kquant.py, test_gguf_block_types.py,
-test_gguf_block_moe.py): add_toy_tokenizer and write_tensors_and_close to write a model,
+test_gguf_block_moe.py): add_toy_tokenizer, blocks_and_f32_twin and write_tensors_and_close to
+write a model and its f32 reference,
 warden_logits / parse_logits / compare_logits to run it against its f32 reference.
 """
 from __future__ import annotations
@@ -302,6 +303,22 @@ def write_tensors_and_close(w: gguf.GGUFWriter,
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
+
+
+def blocks_and_f32_twin(matrices: dict, make_blocks) -> tuple[dict, dict]:
+    """For {name: (qtype, shape)}: the tensors of a block-type file, {name: (qtype, blocks)} with
+    blocks = make_blocks(qtype, shape), and of its exact f32 twin, {name: (None, gguf-py's
+    dequantization of those blocks)}, for write_tensors_and_close. Blocks are made in the order
+    of `matrices`."""
+    quant: dict[str, tuple[object, np.ndarray]] = {}
+    exact: dict[str, tuple[object, np.ndarray]] = {}
+    for name, (qt, shape) in matrices.items():
+        b = make_blocks(qt, shape)
+        quant[name] = (qt, b)
+        deq = gguf.quants.dequantize(b, qt)
+        assert deq.shape == tuple(shape) and deq.dtype == np.float32
+        exact[name] = (None, deq)
+    return quant, exact
 
 
 # Prompt ids of the synthetic models' logit comparisons (below add_toy_tokenizer's vocabularies).

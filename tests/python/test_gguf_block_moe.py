@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 
 from conftest import record
-from gguf_convert import add_toy_tokenizer, compare_logits, warden_logits, write_tensors_and_close
+from gguf_convert import (add_toy_tokenizer, blocks_and_f32_twin, compare_logits, warden_logits,
+                          write_tensors_and_close)
 
 Q = gguf.GGMLQuantizationType
 D, FF_EXP, LAYERS, HEADS, KV_HEADS, VOCAB, EXPERTS, TOP_K = 256, 256, 2, 4, 2, 320, 4, 2
@@ -86,14 +87,7 @@ def write_model(path: Path, tensors: dict[str, tuple[object, np.ndarray]]) -> No
 def files(tmp_path_factory) -> tuple[Path, Path]:
     rng = np.random.default_rng(45)
     d = tmp_path_factory.mktemp("blockmoe")
-    quant: dict[str, tuple[object, np.ndarray]] = {}
-    exact: dict[str, tuple[object, np.ndarray]] = {}
-    for name, (qt, shape) in _matrices().items():
-        b = blocks(rng, qt, shape)
-        quant[name] = (qt, b)
-        deq = gguf.quants.dequantize(b, qt)
-        assert deq.shape == shape and deq.dtype == np.float32
-        exact[name] = (None, deq)
+    quant, exact = blocks_and_f32_twin(_matrices(), lambda qt, shape: blocks(rng, qt, shape))
     for i in range(LAYERS):
         p = f"blk.{i}."
         router = (0.5 * rng.standard_normal((EXPERTS, D))).astype(np.float32)

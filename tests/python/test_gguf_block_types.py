@@ -23,7 +23,8 @@ import numpy as np
 import pytest
 
 from conftest import record
-from gguf_convert import add_toy_tokenizer, compare_logits, warden_logits, write_tensors_and_close
+from gguf_convert import (add_toy_tokenizer, blocks_and_f32_twin, compare_logits, warden_logits,
+                          write_tensors_and_close)
 
 Q = gguf.GGMLQuantizationType
 LAYERS, HEADS, KV_HEADS, VOCAB = 2, 4, 2, 320
@@ -103,14 +104,8 @@ def make_files(d_out: Path, kind: str, seed: int, override: dict | None = None) 
     rng = np.random.default_rng(seed)
     d, ff, matrices = plan(kind)
     matrices.update(override or {})
-    quant: dict[str, tuple[object, np.ndarray]] = {}
-    exact: dict[str, tuple[object, np.ndarray]] = {}
-    for name, (qt, rows, cols) in matrices.items():
-        b = blocks(rng, qt, rows, cols)
-        quant[name] = (qt, b)
-        deq = gguf.quants.dequantize(b, qt)
-        assert deq.shape == (rows, cols) and deq.dtype == np.float32
-        exact[name] = (None, deq)
+    shapes = {name: (qt, (rows, cols)) for name, (qt, rows, cols) in matrices.items()}
+    quant, exact = blocks_and_f32_twin(shapes, lambda qt, shape: blocks(rng, qt, *shape))
     for i in range(LAYERS):
         for n in ("attn_norm", "ffn_norm"):
             v = (1.0 + 0.1 * rng.standard_normal(d)).astype(np.float32)

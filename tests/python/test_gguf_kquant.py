@@ -20,7 +20,8 @@ import numpy as np
 import pytest
 
 from conftest import record
-from gguf_convert import add_toy_tokenizer, compare_logits, warden_logits, write_tensors_and_close
+from gguf_convert import (add_toy_tokenizer, blocks_and_f32_twin, compare_logits, warden_logits,
+                          write_tensors_and_close)
 
 Q = gguf.GGMLQuantizationType
 D, FF, LAYERS, HEADS, KV_HEADS, VOCAB = 256, 512, 2, 4, 2, 320
@@ -79,14 +80,8 @@ def files(tmp_path_factory) -> tuple[Path, Path]:
     """(the K-quant file, its exact f32 dequantization by gguf-py)."""
     rng = np.random.default_rng(44)
     d = tmp_path_factory.mktemp("kquant")
-    quant: dict[str, tuple[object, np.ndarray]] = {}
-    exact: dict[str, tuple[object, np.ndarray]] = {}
-    for name, (qt, rows, cols) in _matrices().items():
-        blocks = random_blocks(rng, qt, rows, cols)
-        quant[name] = (qt, blocks)
-        deq = gguf.quants.dequantize(blocks, qt)
-        assert deq.shape == (rows, cols) and deq.dtype == np.float32
-        exact[name] = (None, deq)
+    matrices = {name: (qt, (rows, cols)) for name, (qt, rows, cols) in _matrices().items()}
+    quant, exact = blocks_and_f32_twin(matrices, lambda qt, shape: random_blocks(rng, qt, *shape))
     for i in range(LAYERS):
         for n in ("attn_norm", "ffn_norm"):
             v = (1.0 + 0.1 * rng.standard_normal(D)).astype(np.float32)
