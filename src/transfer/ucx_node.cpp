@@ -44,6 +44,19 @@ void op_cb(void* request, ucs_status_t status, void* user_data) {
     ucp_request_free(request);
 }
 
+// Closes `ep` at once (no flush) and waits for the close: it completes within a few progress
+// calls, and the request is freed when it has.
+void force_close(ucp_worker_h worker, ucp_ep_h ep) {
+    ucp_request_param_t rp{};
+    rp.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    rp.flags = UCP_EP_CLOSE_FLAG_FORCE;
+    ucs_status_ptr_t sp = ucp_ep_close_nbx(ep, &rp);
+    if (UCS_PTR_IS_PTR(sp)) {
+        while (ucp_request_check_status(sp) == UCS_INPROGRESS) ucp_worker_progress(worker);
+        ucp_request_free(sp);
+    }
+}
+
 }  // namespace
 
 UcxNode::UcxNode(const UcxNodeOptions& opts) {
@@ -92,16 +105,7 @@ UcxNode::~UcxNode() {
     for (auto& [id, keys] : rkeys_)
         for (ucp_rkey_h r : keys) ucp_rkey_destroy(r);
     rkeys_.clear();
-    for (auto& [id, ep] : eps_) {
-        ucp_request_param_t rp{};
-        rp.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-        rp.flags = UCP_EP_CLOSE_FLAG_FORCE;
-        ucs_status_ptr_t sp = ucp_ep_close_nbx(ep, &rp);
-        if (UCS_PTR_IS_PTR(sp)) {
-            while (ucp_request_check_status(sp) == UCS_INPROGRESS) ucp_worker_progress(worker_);
-            ucp_request_free(sp);
-        }
-    }
+    for (auto& [id, ep] : eps_) force_close(worker_, ep);
     eps_.clear();
     if (listener_) ucp_listener_destroy(listener_);
     if (worker_) ucp_worker_destroy(worker_);
@@ -371,15 +375,7 @@ void UcxNode::close(ConnId c) {
         for (ucp_rkey_h r : k->second) ucp_rkey_destroy(r);
         rkeys_.erase(k);
     }
-    ucp_request_param_t rp{};
-    rp.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-    rp.flags = UCP_EP_CLOSE_FLAG_FORCE;
-    ucs_status_ptr_t sp = ucp_ep_close_nbx(ep, &rp);
-    if (UCS_PTR_IS_PTR(sp)) {
-        // Completes within a few progress calls; the request is freed when it has.
-        while (ucp_request_check_status(sp) == UCS_INPROGRESS) ucp_worker_progress(worker_);
-        ucp_request_free(sp);
-    }
+    force_close(worker_, ep);
 }
 
 UcxRegion UcxNode::map(void* base, size_t length) {
