@@ -36,6 +36,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests" / "python"))
+from warden_serve import ServeProcess, parse_metrics  # noqa: E402
+
 DEFAULT_MODEL = ROOT / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
 ATTACK_SOURCES = [f"127.0.0.{i}" for i in range(2, 10)]
 PROBE_SOURCE = "127.0.0.1"
@@ -93,27 +96,13 @@ class Server:
         if api_keys_file:
             cmd += ["--api-keys", api_keys_file]
         self.cmd = cmd
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        self.log: list[str] = []
-        port: list[int] = []
-        ready = threading.Event()
-
-        def reader():
-            for raw in self.proc.stderr:
-                line = raw.decode("utf-8", "replace")
-                if len(self.log) < 20000:
-                    self.log.append(line)
-                m = re.search(r"http://127\.0\.0\.1:(\d+)", line)
-                if m and not port:
-                    port.append(int(m.group(1)))
-                    ready.set()
-            ready.set()
-
-        threading.Thread(target=reader, daemon=True).start()
-        if not ready.wait(start_timeout) or not port:
+        started = ServeProcess(cmd, start_timeout, max_lines=20000)
+        self.proc = started.proc
+        self.log: list[str] = started.lines
+        if started.port is None:
             self.kill()
-            raise RuntimeError(f"warden serve did not start: {''.join(self.log)[-2000:]}")
-        self.port = port[0]
+            raise RuntimeError(f"warden serve did not start: {started.log_tail()}")
+        self.port = started.port
         self.model_id = self.get_json("/v1/models")["data"][0]["id"]
 
     def alive(self) -> bool:
@@ -159,12 +148,7 @@ class Server:
             text = c.getresponse().read().decode()
         finally:
             c.close()
-        out = {}
-        for line in text.splitlines():
-            if line and not line.startswith("#"):
-                k, v = line.rsplit(" ", 1)
-                out[k] = float(v)
-        return out
+        return parse_metrics(text)
 
     def probe(self, timeout: float = 30) -> tuple[float, int]:
         """One normal small request from 127.0.0.1: (seconds, status); status -1 on failure."""

@@ -64,7 +64,6 @@ int main(int argc, char** argv) {
         model::LoadOptions lo;
         lo.native_weights =
             false;  // bf16 weights (no --weights option), as the documented runs used
-        lo.load_tokenizer = false;
         auto model = model::load_model(model_path, lo, pool);
         const auto& c = model->config;
         model::Transformer tf(*model, pool);

@@ -343,14 +343,15 @@ int run_main(int argc, char** argv) {
         if (!weights.empty()) lo.weights = tensor::parse_weight_format(weights);
         auto model = model::load_model(model_path, lo, pool);
         const auto& c = model->config;
-        util::check(model->tokenizer != nullptr, "bench: the model has no tokenizer");
+        const auto tok = tokenizer::Tokenizer::from_checkpoint(model->path, model->gguf.get());
+        util::check(tok != nullptr, "bench: the model has no tokenizer");
         model::Transformer tf(*model, pool);
         std::ifstream in(text_path);
         util::check(static_cast<bool>(in), "bench: cannot read --text " + text_path);
         std::stringstream ss;
         ss << in.rdbuf();
         const std::string text = ss.str();
-        const auto all = model->tokenizer->encode(text, false);
+        const auto all = tok->encode(text, false);
         std::printf(
             "model %s: %lld layers, %lld kv heads, head dim %lld, vocab %lld; text %zu bytes = %zu "
             "tokens; "
@@ -509,21 +510,21 @@ int run_main(int argc, char** argv) {
                             facts += " The secret code of " + names.back() + " is " +
                                      std::to_string(codes.back()) + ".";
                         }
-                        planted(model->tokenizer->encode(facts + "\n\n", false));
+                        planted(tok->encode(facts + "\n\n", false));
                     }
                     const int64_t fact_end = static_cast<int64_t>(toks.size());
                     for (int k = 0; k < np; ++k) {
-                        const auto q = model->tokenizer->encode(
-                            "\n\nQuestion: What is the secret code of " +
-                                names[static_cast<size_t>(k)] + "?\nAnswer: The secret code of " +
-                                names[static_cast<size_t>(k)] + " is",
-                            false);
-                        const auto a = model->tokenizer->encode(
-                            std::string(" ")
-                                .append(std::to_string(codes[static_cast<size_t>(k)]))
-                                .append("."),
-                            false);
-                        const auto e = model->tokenizer->encode("\n\n", false);
+                        const auto q = tok->encode("\n\nQuestion: What is the secret code of " +
+                                                       names[static_cast<size_t>(k)] +
+                                                       "?\nAnswer: The secret code of " +
+                                                       names[static_cast<size_t>(k)] + " is",
+                                                   false);
+                        const auto a =
+                            tok->encode(std::string(" ")
+                                            .append(std::to_string(codes[static_cast<size_t>(k)]))
+                                            .append("."),
+                                        false);
+                        const auto e = tok->encode("\n\n", false);
                         const int64_t len = static_cast<int64_t>(q.size() + a.size() + e.size());
                         const int64_t end = W * (k + 1) / np -
                                             8;  // last probe ends 8 tokens before the window's end
@@ -587,8 +588,8 @@ int run_main(int argc, char** argv) {
                     const std::string question = "\n\nQuestion: What is the secret code of " +
                                                  name + "?\nAnswer: The secret code of " + name +
                                                  " is";
-                    auto fact_t = model->tokenizer->encode(fact, false);
-                    auto tail = model->tokenizer->encode(question, false);
+                    auto fact_t = tok->encode(fact, false);
+                    auto tail = tok->encode(question, false);
                     const int64_t lead = 64;  // filler tokens before the fact
                     const int64_t fill =
                         ctx - lead - static_cast<int64_t>(fact_t.size() + tail.size());
@@ -618,7 +619,7 @@ int run_main(int argc, char** argv) {
                             out.push_back(nx);
                             if (s + 1 < 6) r.run(&out.back(), 1, logits.data(), false);
                         }
-                        std::string ans = model->tokenizer->decode(out);
+                        std::string ans = tok->decode(out);
                         const size_t nl = ans.find('\n');
                         if (nl != std::string::npos) ans.resize(nl);
                         // Exact: the answer's first number is the code.

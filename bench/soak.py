@@ -23,17 +23,17 @@ import asyncio
 import json
 import os
 import random
-import re
 import statistics
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests" / "python"))
+from warden_serve import ServeProcess, parse_metrics  # noqa: E402
 
 
 def default_model() -> str:
@@ -45,27 +45,11 @@ def start_server(args) -> tuple[subprocess.Popen, str, list[str]]:
     cmd = [args.warden, "serve", "-m", args.model, "--host", "127.0.0.1", "--port", "0", "--threads",
            str(args.threads), "--kv-cache-bytes", args.kv_bytes, "--max-queue", str(args.max_queue),
            "--request-timeout", "120", "--weights", args.weights]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    lines: list[str] = []
-    url: list[str] = []
-    ready = threading.Event()
-
-    def reader():
-        for raw in proc.stderr:
-            line = raw.decode("utf-8", "replace")
-            if len(lines) < 10000:
-                lines.append(line)
-            m = re.search(r"http://127\.0\.0\.1:\d+", line)
-            if m and not url:
-                url.append(m.group(0))
-                ready.set()
-        ready.set()
-
-    threading.Thread(target=reader, daemon=True).start()
-    if not ready.wait(300) or not url:
-        proc.kill()
-        sys.exit(f"soak: server did not start: {''.join(lines)[-2000:]}")
-    return proc, url[0], lines
+    started = ServeProcess(cmd, 300, max_lines=10000)
+    if started.port is None:
+        started.proc.kill()
+        sys.exit(f"soak: server did not start: {started.log_tail()}")
+    return started.proc, f"http://127.0.0.1:{started.port}", started.lines
 
 
 def rss_mib(pid: int) -> float:
@@ -76,13 +60,7 @@ def rss_mib(pid: int) -> float:
 
 
 async def metrics(client: httpx.AsyncClient, base: str) -> dict[str, float]:
-    text = (await client.get(base + "/metrics", timeout=30)).text
-    out = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            k, v = line.rsplit(" ", 1)
-            out[k] = float(v)
-    return out
+    return parse_metrics((await client.get(base + "/metrics", timeout=30)).text)
 
 
 WORDS = ("river stone lamp harbor signal winter copper garden ledger orbit canyon meadow "

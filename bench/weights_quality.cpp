@@ -52,7 +52,6 @@ std::unique_ptr<model::Model> load(const std::string& path, const std::string& s
     if (!o.head_weights)
         o.head_weights =
             tensor::parse_weight_format(o.dtype == model::RuntimeDType::F32 ? "f32" : "bf16");
-    o.load_tokenizer = true;
     return model::load_model(path, o, pool);
 }
 
@@ -120,8 +119,9 @@ int main(int argc, char** argv) {
         const std::string text((std::istreambuf_iterator<char>(f)),
                                std::istreambuf_iterator<char>());
         auto ref = load(model_path, ref_fmt, pool);
-        if (!ref->tokenizer) throw util::Error("model has no tokenizer");
-        std::vector<int32_t> ids = ref->tokenizer->encode(text, false);
+        const auto tok = tokenizer::Tokenizer::from_checkpoint(ref->path, ref->gguf.get());
+        if (!tok) throw util::Error("model has no tokenizer");
+        std::vector<int32_t> ids = tok->encode(text, false);
         if (static_cast<int64_t>(ids.size()) > max_tokens)
             ids.resize(static_cast<size_t>(max_tokens));
         ctx = std::min(ctx, ref->config.max_ctx);

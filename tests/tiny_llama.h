@@ -25,7 +25,6 @@ struct TinyLlama {
     explicit TinyLlama(model::RuntimeDType dtype = model::RuntimeDType::BF16) {
         model::LoadOptions lo;
         lo.dtype = dtype;
-        lo.load_tokenizer = false;
         model = model::load_model(golden_model("tiny-llama"), lo, pool);
         tf = std::make_unique<model::Transformer>(*model, pool);
     }

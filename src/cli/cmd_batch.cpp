@@ -31,7 +31,8 @@ struct BatchOptions {
 
 // One prompt per line: either plain UTF-8 text, or a JSON object {"prompt": "..."} /
 // {"tokens": [ids]} with an optional "n".
-std::vector<engine::Request> read_requests(const BatchOptions& o, const model::Model& m) {
+std::vector<engine::Request> read_requests(const BatchOptions& o, const model::Model& m,
+                                           const tokenizer::Tokenizer* tok) {
     std::ifstream f(o.prompts_file, std::ios::binary);
     util::check(static_cast<bool>(f), "cannot open prompts file '" + o.prompts_file + "'");
     std::vector<engine::Request> reqs;
@@ -66,8 +67,8 @@ std::vector<engine::Request> read_requests(const BatchOptions& o, const model::M
             } else {
                 util::check(j.contains("prompt") && j["prompt"].is_string(),
                             where + ": needs 'prompt' or 'tokens'");
-                util::check(m.tokenizer != nullptr, "model has no tokenizer; give token ids");
-                r.prompt = m.tokenizer->encode(j["prompt"].get<std::string>(), true);
+                util::check(tok != nullptr, "model has no tokenizer; give token ids");
+                r.prompt = tok->encode(j["prompt"].get<std::string>(), true);
             }
             if (j.contains("n")) {
                 util::check(j["n"].is_number_integer() && j["n"].get<int64_t>() >= 1,
@@ -75,10 +76,10 @@ std::vector<engine::Request> read_requests(const BatchOptions& o, const model::M
                 r.max_new_tokens = j["n"].get<int64_t>();
             }
         } else {
-            util::check(m.tokenizer != nullptr, "model has no tokenizer; give token ids");
-            r.prompt = m.tokenizer->encode(line, true);
+            util::check(tok != nullptr, "model has no tokenizer; give token ids");
+            r.prompt = tok->encode(line, true);
         }
-        if (!o.ignore_eos && m.tokenizer) r.stop_ids = m.tokenizer->stop_ids();
+        if (!o.ignore_eos && tok) r.stop_ids = tok->stop_ids();
         reqs.push_back(std::move(r));
     }
     util::check(!reqs.empty(), "prompts file '" + o.prompts_file + "' has no prompts");
@@ -96,8 +97,9 @@ double percentile(std::vector<double> v, double p) {
 int batch(const BatchOptions& o) {
     util::check(o.n >= 1, "-n must be at least 1");
     util::ThreadPool pool(o.common.threads);
-    auto model = launch::load(o.common, true, pool);
-    const auto reqs = read_requests(o, *model);
+    const launch::LoadedModel loaded = launch::load(o.common, true, pool);
+    const auto& model = loaded.model;
+    const auto reqs = read_requests(o, *model, loaded.tokenizer.get());
     const launch::EngineParts parts =
         launch::assemble_engine(o.engine, *model, pool, std::nullopt, &o.common);
     const auto& cache = parts.cache;
@@ -118,7 +120,7 @@ int batch(const BatchOptions& o) {
         nlohmann::json j;
         j["index"] = i;
         j["tokens"] = r.output;
-        if (model->tokenizer) j["text"] = model->tokenizer->decode(r.output);
+        if (loaded.tokenizer) j["text"] = loaded.tokenizer->decode(r.output);
         j["finish_reason"] = engine::finish_reason_name(r.finish);
         j["preemptions"] = r.preemptions;
         if (r.violation) j["error"] = r.violation->describe();

@@ -37,13 +37,14 @@ int imatrix(const ImatrixOptions& o) {
                 "imatrix: --chunks must be positive (or -1 for all)");
     const std::string text = launch::read_text_file(o.text_file);
     util::ThreadPool pool(o.common.threads);
-    auto model = launch::load(o.common, true, pool);
-    util::check(model->tokenizer != nullptr,
+    const launch::LoadedModel loaded = launch::load(o.common, true, pool);
+    const auto& model = loaded.model;
+    util::check(loaded.tokenizer != nullptr,
                 "imatrix: model '" + o.common.model_path + "' has no tokenizer");
     util::check(o.chunk_size <= model->config.max_ctx,
                 "imatrix: --chunk-size " + std::to_string(o.chunk_size) +
                     " exceeds the model's context of " + std::to_string(model->config.max_ctx));
-    const tokenizer::Tokenizer& tok = *model->tokenizer;
+    const tokenizer::Tokenizer& tok = *loaded.tokenizer;
     const bool bos = tok.add_bos_default() && tok.bos_id() >= 0;
     const std::vector<int32_t> tokens = tok.encode(text, bos);
     const auto available = static_cast<int64_t>(tokens.size()) / o.chunk_size;

@@ -54,7 +54,8 @@ void print_kv_budget(const launch::EngineOptions& e, const model::ModelConfig& c
 
 int info(const launch::CommonOptions& o, const launch::EngineOptions& e) {
     util::ThreadPool pool(1);
-    auto m = launch::load(o, false, pool);
+    const launch::LoadedModel loaded = launch::load(o, false, pool);
+    const auto& m = loaded.model;
     const auto& c = m->config;
     std::printf("model:          %s (%s)\n", m->path.c_str(), m->format.c_str());
     std::printf("architecture:   %s\n", c.arch_name.c_str());
@@ -84,8 +85,8 @@ int info(const launch::CommonOptions& o, const launch::EngineOptions& e) {
     std::printf("vocab size:     %lld\n", static_cast<long long>(c.vocab_size));
     std::printf("embeddings:     %s\n", c.tied_embeddings ? "tied" : "untied");
     print_kv_budget(e, c);
-    if (m->tokenizer) {
-        const auto& t = *m->tokenizer;
+    if (loaded.tokenizer) {
+        const auto& t = *loaded.tokenizer;
         std::printf("tokenizer:      %s, %d tokens, bos %d, eos %d, add_bos %s\n", t.kind().c_str(),
                     t.vocab_size(), t.bos_id(), t.eos_id(), t.add_bos_default() ? "yes" : "no");
         std::printf("stop tokens:   ");

@@ -49,7 +49,8 @@ int logits(const LogitsOptions& o) {
     util::check(o.top >= 1, "--top must be at least 1");
     util::check(o.greedy >= 0, "--greedy must be >= 0");
     util::ThreadPool pool(o.common.threads);
-    auto model = launch::load(o.common, true, pool);
+    const launch::LoadedModel loaded = launch::load(o.common, true, pool);
+    const auto& model = loaded.model;
     const int64_t vocab = model->config.vocab_size;
     const int64_t n = static_cast<int64_t>(ids.size());
     const int64_t ctx = n + o.greedy;

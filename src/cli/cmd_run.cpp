@@ -39,10 +39,11 @@ int run(const RunOptions& o) {
     sp.seed = o.seed >= 0 ? static_cast<uint64_t>(o.seed) : std::random_device{}();
     sp.validate();
     util::ThreadPool pool(o.common.threads);
-    auto model = launch::load(o.common, true, pool);
-    util::check(model->tokenizer != nullptr,
+    const launch::LoadedModel loaded = launch::load(o.common, true, pool);
+    const auto& model = loaded.model;
+    util::check(loaded.tokenizer != nullptr,
                 "model '" + o.common.model_path + "' has no tokenizer");
-    const tokenizer::Tokenizer& tok = *model->tokenizer;
+    const tokenizer::Tokenizer& tok = *loaded.tokenizer;
 
     engine::Request req;
     req.prompt = tok.encode(o.prompt, !o.no_bos);

@@ -117,8 +117,9 @@ int serve(const ServeOptions& o) {
     std::signal(SIGPIPE, SIG_IGN);
 
     util::ThreadPool pool(o.common.threads);
-    auto model = launch::load(o.common, true, pool);
-    util::check(model->tokenizer != nullptr,
+    const launch::LoadedModel loaded = launch::load(o.common, true, pool);
+    const auto& model = loaded.model;
+    util::check(loaded.tokenizer != nullptr,
                 "model '" + o.common.model_path + "' has no tokenizer");
     std::unique_ptr<chat_template::ChatTemplate> chat;
     const std::string template_source =
@@ -170,13 +171,13 @@ int serve(const ServeOptions& o) {
     transfer::DecodeRole decode_role(o.role, kv_fingerprint);
     ec.remote_prefill = decode_role.source();
     engine::Engine eng(*parts.executor, *cache, ec, parts.faults.get());
-    if (prefix) warm_shared_prefixes(o, *model->tokenizer, *prefix, eng);
+    if (prefix) warm_shared_prefixes(o, *loaded.tokenizer, *prefix, eng);
     transfer::PrefillRole prefill_role(o.role, eng, *cache, kv_fingerprint);
 
     server::ModelInfo mi;
     mi.id = o.model_name.empty() ? std::filesystem::path(o.common.model_path).filename().string()
                                  : o.model_name;
-    mi.tok = model->tokenizer.get();
+    mi.tok = loaded.tokenizer.get();
     mi.chat = chat.get();
     if (chat) {
         mi.chat_template_source = template_source;

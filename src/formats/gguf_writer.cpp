@@ -2,10 +2,9 @@
 
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 
 #include "util/error.h"
+#include "util/replace_file.h"
 
 namespace warden::formats {
 
@@ -178,11 +177,7 @@ void GGUFWriter::write(const std::string& path) const {
         off += (static_cast<uint64_t>(t.bytes) + kAlign - 1) / kAlign * kAlign;
     }
     o.pad();
-    const std::string tmp = path + ".tmp";
-    std::error_code ec;
-    try {
-        std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-        if (!f) throw util::Error("cannot create '" + tmp + "'");
+    util::replace_file(path, [&](std::ostream& f) {
         f.write(reinterpret_cast<const char*>(o.buf.data()),
                 static_cast<std::streamsize>(o.buf.size()));
         static const char zeros[kAlign] = {};
@@ -199,14 +194,9 @@ void GGUFWriter::write(const std::string& path) const {
             f.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(t.bytes));
             const size_t pad = (kAlign - static_cast<uint64_t>(t.bytes) % kAlign) % kAlign;
             f.write(zeros, static_cast<std::streamsize>(pad));
-            if (!f) throw util::Error("write to '" + tmp + "' failed (disk full?)");
+            if (!f) return;  // disk full: replace_file reports it
         }
-    } catch (...) {
-        std::filesystem::remove(tmp, ec);
-        throw;
-    }
-    std::filesystem::rename(tmp, path, ec);
-    if (ec) throw util::Error("cannot rename '" + tmp + "' to '" + path + "': " + ec.message());
+    });
 }
 
 }  // namespace warden::formats

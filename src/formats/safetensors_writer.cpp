@@ -1,12 +1,11 @@
 #include "formats/safetensors_writer.h"
 
 #include <algorithm>
-#include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <numeric>
 
 #include "util/error.h"
+#include "util/replace_file.h"
 
 namespace warden::formats {
 
@@ -59,11 +58,7 @@ void SafetensorsWriter::write(const std::string& path) const {
     }
     std::string header = h.dump();
     while (header.size() % 8) header.push_back(' ');
-    const std::string tmp = path + ".tmp";
-    std::error_code ec;
-    try {
-        std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-        if (!f) throw util::Error("cannot create '" + tmp + "'");
+    util::replace_file(path, [&](std::ostream& f) {
         uint64_t n = header.size();
         unsigned char len[8];
         for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(n >> (8 * i));
@@ -72,13 +67,7 @@ void SafetensorsWriter::write(const std::string& path) const {
         for (size_t i : order)
             f.write(reinterpret_cast<const char*>(tensors_[i].data.data()),
                     static_cast<std::streamsize>(tensors_[i].data.size()));
-        if (!f) throw util::Error("write to '" + tmp + "' failed (disk full?)");
-    } catch (...) {
-        std::filesystem::remove(tmp, ec);
-        throw;
-    }
-    std::filesystem::rename(tmp, path, ec);
-    if (ec) throw util::Error("cannot rename '" + tmp + "' to '" + path + "': " + ec.message());
+    });
 }
 
 }  // namespace warden::formats

@@ -54,7 +54,7 @@ model::RuntimeDType parse_dtype(const std::string& s) {
     throw util::Error("unknown --dtype '" + s + "' (bf16 or f32)");
 }
 
-std::unique_ptr<model::Model> load(const CommonOptions& o, bool weights, util::ThreadPool& pool) {
+LoadedModel load(const CommonOptions& o, bool weights, util::ThreadPool& pool) {
     model::LoadOptions lo;
     lo.dtype = parse_dtype(o.dtype);
     lo.load_weights = weights;
@@ -84,6 +84,7 @@ std::unique_ptr<model::Model> load(const CommonOptions& o, bool weights, util::T
     }  // else the loader's default head beside lo.weights (int8 beside int4;
        // LoadOptions::head_weights)
     auto m = model::load_model(o.model_path, lo, pool);
+    auto tok = tokenizer::Tokenizer::from_checkpoint(m->path, m->gguf.get());
     const bool quantized = m->weights_format != model::runtime_dtype_name(lo.dtype);
     // One line: formats, memory. Printed whenever a format was named (bench/weights_speed.sh reads
     // the memory of `--weights bf16` from it too) or the loader chose one.
@@ -106,7 +107,7 @@ std::unique_ptr<model::Model> load(const CommonOptions& o, bool weights, util::T
                      static_cast<long long>(m->fp8_dequant_count),
                      kib < 1024.0 ? kib : kib / 1024.0, kib < 1024.0 ? "KiB" : "MiB");
     }
-    return m;
+    return LoadedModel{std::move(m), std::move(tok)};
 }
 
 }  // namespace warden::launch

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "model/model.h"
+#include "tokenizer/tokenizer.h"
 #include "util/thread_pool.h"
 
 namespace warden::launch {
@@ -27,6 +28,13 @@ void add_threads_option(CLI::App& app, CommonOptions& o);
 void add_dtype_option(CLI::App& app, CommonOptions& o);
 
 model::RuntimeDType parse_dtype(const std::string& s);
-std::unique_ptr<model::Model> load(const CommonOptions& o, bool weights, util::ThreadPool& pool);
+
+// A model and its tokenizer, loaded side by side from the same checkpoint.
+struct LoadedModel {
+    std::unique_ptr<model::Model> model;
+    std::unique_ptr<tokenizer::Tokenizer> tokenizer;  // null when the checkpoint has none
+};
+// weights false: config, tokenizer and tensor inventory only (`warden info`).
+LoadedModel load(const CommonOptions& o, bool weights, util::ThreadPool& pool);
 
 }  // namespace warden::launch

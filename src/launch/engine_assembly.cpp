@@ -33,7 +33,7 @@ EngineParts assemble_engine(const EngineOptions& o, const model::Model& model,
         if (!o.draft_model.empty()) d.model_path = o.draft_model;
         d.weights = o.draft_weights;
         d.prefill_weights.clear();
-        auto draft = load(d, true, pool);
+        auto draft = load(d, true, pool).model;
         util::check(draft->config.vocab_size == model.config.vocab_size,
                     "--draft-model: vocabulary of " + std::to_string(draft->config.vocab_size) +
                         " tokens, the target has " + std::to_string(model.config.vocab_size));

@@ -1,5 +1,6 @@
 #pragma once
-// A loaded model: config, runtime weights, tokenizer and the file mappings they borrow from.
+// A loaded model: config, runtime weights and the file mappings they borrow from. Its tokenizer
+// is loaded beside it from the same checkpoint (Tokenizer::from_checkpoint; launch::load).
 #include <map>
 #include <memory>
 #include <optional>
@@ -10,10 +11,6 @@
 #include "tensor/weight_format.h"
 #include "util/thread_pool.h"
 
-namespace warden::tokenizer {
-class Tokenizer;
-}
-
 namespace warden::formats {
 class GGUFFile;
 class SafetensorsModel;
@@ -23,8 +20,7 @@ namespace warden::model {
 
 struct LoadOptions {
     RuntimeDType dtype = RuntimeDType::BF16;
-    bool load_weights = true;    // false: config, tokenizer and tensor inventory only (info)
-    bool load_tokenizer = true;  // HF directories without tokenizer.json load without one
+    bool load_weights = true;  // false: config and tensor inventory only (info)
     // Runtime weight format of the linear layers (--weights). Unset: the checkpoint's own format
     // where one maps onto it without loss (native_weights), else `dtype`.
     std::optional<tensor::WeightFormat> weights;
@@ -62,8 +58,7 @@ struct Model {
     ModelConfig config;
     RuntimeDType dtype = RuntimeDType::BF16;
     ModelWeights weights;
-    std::unique_ptr<tokenizer::Tokenizer> tokenizer;  // null when the checkpoint has none
-    std::string chat_template;                        // empty when none
+    std::string chat_template;  // empty when none
     int64_t n_params = 0;
     std::map<std::string, int64_t> source_tensor_types;  // type name -> tensor count
     std::string weights_format = "bf16";                 // runtime format of the layer matrices

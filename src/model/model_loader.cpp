@@ -25,7 +25,6 @@
 #include "quant/quantizer.h"
 #include "tensor/float_convert.h"
 #include "tensor/ggml_types.h"
-#include "tokenizer/tokenizer.h"
 #include "util/error.h"
 #include "util/huge_page_arena.h"
 #include "util/json_file.h"
@@ -469,7 +468,6 @@ std::unique_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
     m->config.validate();
     if (g.has("tokenizer.chat_template"))
         m->chat_template = g.get_string("tokenizer.chat_template");
-    if (opts.load_tokenizer) m->tokenizer = tokenizer::Tokenizer::from_gguf(g);
     if (opts.load_weights) {
         loader.load_all();
         release_tensor_pages(g);
@@ -564,10 +562,6 @@ std::unique_ptr<Model> load_hf_dir(const std::string& dir, const LoadOptions& op
             break;
         }
     }
-    // tokenizer.json, or Kimi's tiktoken.model (tokenizer/load_tiktoken.cpp).
-    if (opts.load_tokenizer && (std::filesystem::exists(dir + "/tokenizer.json") ||
-                                std::filesystem::exists(dir + "/tiktoken.model")))
-        m->tokenizer = tokenizer::Tokenizer::from_hf_dir(dir);
     const std::string tc = dir + "/tokenizer_config.json";
     if (std::filesystem::exists(tc)) {
         const auto j = util::read_json_file(tc);

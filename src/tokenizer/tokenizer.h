@@ -8,7 +8,8 @@
 // Tokenizers are immutable after construction: encode/decode are const and thread-safe.
 // Implementation: vocab.{h,cpp} (shared vocabulary, special-token splitting), bpe.cpp
 // (byte-level), spm.cpp (SentencePiece), regex_split.{h,cpp} (PCRE2 pre-tokenizers and the
-// tokenizer.ggml.pre table), load_gguf.cpp, load_hf.cpp, decode.cpp, unicode.{h,cpp}.
+// tokenizer.ggml.pre table), load_gguf.cpp, load_hf.cpp, load_checkpoint.cpp, decode.cpp,
+// unicode.{h,cpp}.
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -32,6 +33,12 @@ class Tokenizer {
     // BOS/EOS and add_bos rules), or, without tokenizer.json, a Kimi tiktoken.model
     // (+ tokenizer_config.json special tokens; see tiktoken.h).
     static std::unique_ptr<Tokenizer> from_hf_dir(const std::string& dir);
+    // The tokenizer a checkpoint ships beside its weights, read from the same place as the model:
+    // a GGUF file's metadata (`open_gguf`: the model's already-open file, else `path` is opened),
+    // or a Hugging Face directory's tokenizer.json or tiktoken.model (from_hf_dir). nullptr for a
+    // directory with neither: such models run from token ids.
+    static std::unique_ptr<Tokenizer> from_checkpoint(const std::string& path,
+                                                      const formats::GGUFFile* open_gguf = nullptr);
 
     // add_bos: prepend BOS if the model's rules ask for it (add_bos_token metadata), and
     // append EOS if they ask for that (add_eos_token).

@@ -44,6 +44,19 @@ void op_cb(void* request, ucs_status_t status, void* user_data) {
     ucp_request_free(request);
 }
 
+// Closes `ep` at once (no flush) and waits for the close: it completes within a few progress
+// calls, and the request is freed when it has.
+void force_close(ucp_worker_h worker, ucp_ep_h ep) {
+    ucp_request_param_t rp{};
+    rp.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    rp.flags = UCP_EP_CLOSE_FLAG_FORCE;
+    ucs_status_ptr_t sp = ucp_ep_close_nbx(ep, &rp);
+    if (UCS_PTR_IS_PTR(sp)) {
+        while (ucp_request_check_status(sp) == UCS_INPROGRESS) ucp_worker_progress(worker);
+        ucp_request_free(sp);
+    }
+}
+
 }  // namespace
 
 UcxNode::UcxNode(const UcxNodeOptions& opts) {
@@ -92,16 +105,7 @@ UcxNode::~UcxNode() {
     for (auto& [id, keys] : rkeys_)
         for (ucp_rkey_h r : keys) ucp_rkey_destroy(r);
     rkeys_.clear();
-    for (auto& [id, ep] : eps_) {
-        ucp_request_param_t rp{};
-        rp.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-        rp.flags = UCP_EP_CLOSE_FLAG_FORCE;
-        ucs_status_ptr_t sp = ucp_ep_close_nbx(ep, &rp);
-        if (UCS_PTR_IS_PTR(sp)) {
-            while (ucp_request_check_status(sp) == UCS_INPROGRESS) ucp_worker_progress(worker_);
-            ucp_request_free(sp);
-        }
-    }
+    for (auto& [id, ep] : eps_) force_close(worker_, ep);
     eps_.clear();
     if (listener_) ucp_listener_destroy(listener_);
     if (worker_) ucp_worker_destroy(worker_);
@@ -296,29 +300,38 @@ bool UcxNode::complete(ucs_status_ptr_t sp, std::function<void(bool)> done) {
     return true;
 }
 
-bool UcxNode::send(ConnId c, uint16_t am_id, std::vector<uint8_t> payload,
-                   std::function<void(bool)> done) {
+bool UcxNode::start_op(
+    ConnId c, bool can_start, std::function<void(bool)> done,
+    const std::function<ucs_status_ptr_t(ucp_ep_h, ucp_request_param_t&)>& issue) {
     auto it = eps_.find(c);
-    if (it == eps_.end()) {
+    if (it == eps_.end() || !can_start) {
         if (done) deferred_.push_back([d = std::move(done)] { d(false); });
         return false;
     }
-    auto buf = std::make_shared<std::vector<uint8_t>>(std::move(payload));
-    auto* d = new OpDone{&deferred_, [buf, done = std::move(done)](bool ok) {
-                             if (done) done(ok);
-                         }};
+    auto* d = new OpDone{&deferred_, std::move(done)};
     ucp_request_param_t rp{};
-    rp.op_attr_mask =
-        UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
+    rp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
     rp.cb.send = &op_cb;
     rp.user_data = d;
-    rp.flags = UCP_AM_SEND_FLAG_REPLY;
-    ucs_status_ptr_t sp =
-        ucp_am_send_nbx(it->second, am_id, nullptr, 0, buf->data(), buf->size(), &rp);
-    if (UCS_PTR_IS_PTR(sp)) return true;
+    ucs_status_ptr_t sp = issue(it->second, rp);
+    if (UCS_PTR_IS_PTR(sp)) return true;  // op_cb runs `done` and frees d
     auto fn = std::move(d->fn);
     delete d;
     return complete(sp, std::move(fn));
+}
+
+bool UcxNode::send(ConnId c, uint16_t am_id, std::vector<uint8_t> payload,
+                   std::function<void(bool)> done) {
+    // The payload lives until the send completes: the completion owns it.
+    auto buf = std::make_shared<std::vector<uint8_t>>(std::move(payload));
+    auto owner = [buf, done = std::move(done)](bool ok) {
+        if (done) done(ok);
+    };
+    return start_op(c, true, std::move(owner), [&](ucp_ep_h ep, ucp_request_param_t& rp) {
+        rp.op_attr_mask |= UCP_OP_ATTR_FIELD_FLAGS;
+        rp.flags = UCP_AM_SEND_FLAG_REPLY;
+        return ucp_am_send_nbx(ep, am_id, nullptr, 0, buf->data(), buf->size(), &rp);
+    });
 }
 
 ucp_rkey_h UcxNode::unpack_rkey(ConnId c, const std::vector<uint8_t>& packed) {
@@ -342,39 +355,14 @@ void UcxNode::release_rkey(ConnId c, ucp_rkey_h k) {
 
 bool UcxNode::get(ConnId c, void* dst, size_t n, uint64_t remote_addr, ucp_rkey_h rkey,
                   std::function<void(bool)> done) {
-    auto it = eps_.find(c);
-    if (it == eps_.end() || rkey == nullptr) {
-        if (done) deferred_.push_back([d = std::move(done)] { d(false); });
-        return false;
-    }
-    auto* d = new OpDone{&deferred_, std::move(done)};
-    ucp_request_param_t rp{};
-    rp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
-    rp.cb.send = &op_cb;
-    rp.user_data = d;
-    ucs_status_ptr_t sp = ucp_get_nbx(it->second, dst, n, remote_addr, rkey, &rp);
-    if (UCS_PTR_IS_PTR(sp)) return true;
-    auto fn = std::move(d->fn);
-    delete d;
-    return complete(sp, std::move(fn));
+    return start_op(c, rkey != nullptr, std::move(done), [&](ucp_ep_h ep, ucp_request_param_t& rp) {
+        return ucp_get_nbx(ep, dst, n, remote_addr, rkey, &rp);
+    });
 }
 
 bool UcxNode::flush(ConnId c, std::function<void(bool)> done) {
-    auto it = eps_.find(c);
-    if (it == eps_.end()) {
-        if (done) deferred_.push_back([d = std::move(done)] { d(false); });
-        return false;
-    }
-    auto* d = new OpDone{&deferred_, std::move(done)};
-    ucp_request_param_t rp{};
-    rp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
-    rp.cb.send = &op_cb;
-    rp.user_data = d;
-    ucs_status_ptr_t sp = ucp_ep_flush_nbx(it->second, &rp);
-    if (UCS_PTR_IS_PTR(sp)) return true;
-    auto fn = std::move(d->fn);
-    delete d;
-    return complete(sp, std::move(fn));
+    return start_op(c, true, std::move(done),
+                    [](ucp_ep_h ep, ucp_request_param_t& rp) { return ucp_ep_flush_nbx(ep, &rp); });
 }
 
 void UcxNode::close(ConnId c) {
@@ -387,15 +375,7 @@ void UcxNode::close(ConnId c) {
         for (ucp_rkey_h r : k->second) ucp_rkey_destroy(r);
         rkeys_.erase(k);
     }
-    ucp_request_param_t rp{};
-    rp.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-    rp.flags = UCP_EP_CLOSE_FLAG_FORCE;
-    ucs_status_ptr_t sp = ucp_ep_close_nbx(ep, &rp);
-    if (UCS_PTR_IS_PTR(sp)) {
-        // Completes within a few progress calls; the request is freed when it has.
-        while (ucp_request_check_status(sp) == UCS_INPROGRESS) ucp_worker_progress(worker_);
-        ucp_request_free(sp);
-    }
+    force_close(worker_, ep);
 }
 
 UcxRegion UcxNode::map(void* base, size_t length) {

@@ -88,6 +88,12 @@ class UcxNode {
                               size_t length, const ucp_am_recv_param_t* param);
     ConnId adopt(ucp_ep_h ep);
     bool complete(ucs_status_ptr_t sp, std::function<void(bool)> done);
+    // Starts one non-blocking operation on connection c: `issue(ep, rp)` with rp's completion
+    // callback set (it may add flags). `done(ok)` runs on the progress thread when it completes;
+    // false (and done(false) deferred) when there is no such connection, `can_start` is false or
+    // the operation failed at once.
+    bool start_op(ConnId c, bool can_start, std::function<void(bool)> done,
+                  const std::function<ucs_status_ptr_t(ucp_ep_h, ucp_request_param_t&)>& issue);
     void loop();
 
     struct AmSlot {

@@ -32,7 +32,6 @@ using tensor::parse_weight_format;
 std::unique_ptr<model::Model> load(const std::string& path, util::ThreadPool& pool) {
     model::LoadOptions o;
     o.dtype = model::RuntimeDType::F32;
-    o.load_tokenizer = false;
     return model::load_model(path, o, pool);
 }
 

@@ -348,7 +348,6 @@ std::unique_ptr<model::Model> load(const std::string& path, const std::string& f
     model::LoadOptions o;
     if (!fmt.empty()) o.weights = parse_weight_format(fmt);
     if (embeddings) o.head_weights = o.weights;
-    o.load_tokenizer = false;
     return model::load_model(path, o, pool);
 }
 
@@ -527,7 +526,6 @@ TEST(QuantGguf, WithoutWeightsFlagAFileLoadsInItsOwnFormat) {
             expect_same_packed(native->weights.layers[0].wq, expl->weights.layers[0].wq, what);
             // Head: its own format (bit-exact with an explicit load of it) or the default.
             model::LoadOptions ho;
-            ho.load_tokenizer = false;
             ho.weights = parse_weight_format(c.fmt);
             ho.head_weights = parse_weight_format(emb ? c.native : c.head);
             const auto head = model::load_model(out, ho, pool);
@@ -536,7 +534,6 @@ TEST(QuantGguf, WithoutWeightsFlagAFileLoadsInItsOwnFormat) {
                                what + " embd");
             // --head-weights decides the head: the note leaves it out, the layers stay native.
             model::LoadOptions hw;
-            hw.load_tokenizer = false;
             hw.head_weights = parse_weight_format("bf16");
             const auto chosen = model::load_model(out, hw, pool);
             EXPECT_EQ(chosen->weights_format, c.native) << what;
@@ -545,7 +542,6 @@ TEST(QuantGguf, WithoutWeightsFlagAFileLoadsInItsOwnFormat) {
             EXPECT_EQ(chosen->weights.output.view().type, tensor::WeightType::BF16) << what;
             // Opting out loads at the dtype.
             model::LoadOptions off;
-            off.load_tokenizer = false;
             off.native_weights = false;
             EXPECT_EQ(model::load_model(out, off, pool)->weights.layers[0].wq.view().type,
                       tensor::WeightType::BF16);
@@ -764,7 +760,6 @@ TEST(QuantGguf, NamedWeightsKeepAQuantizedHeadsOwnFormat) {
             std::string::npos)
             << fmt << ": " << m->weights_note;
         model::LoadOptions o;
-        o.load_tokenizer = false;
         o.weights = parse_weight_format(fmt);
         o.head_weights = parse_weight_format("int8-g32");
         const auto named = model::load_model(q8, o, pool);
@@ -789,7 +784,6 @@ TEST(QuantGguf, HeadWeightsInt8) {
     const std::string src = test::golden_model("tiny-llama.gguf");
     model::LoadOptions o;
     o.weights = parse_weight_format("int4");
-    o.load_tokenizer = false;
     // A library caller naming int4 and no head gets int4's default head, int8, as the CLI does.
     const auto dflt = model::load_model(src, o, pool);
     EXPECT_EQ(dflt->weights.output.view().type, tensor::WeightType::Q8);

@@ -437,7 +437,6 @@ std::unique_ptr<model::Model> load(const std::string& path, const std::string& f
     model::LoadOptions o;
     if (!fmt.empty()) o.weights = tensor::parse_weight_format(fmt);
     o.dtype = dtype;
-    o.load_tokenizer = false;
     return model::load_model(path, o, pool);
 }
 

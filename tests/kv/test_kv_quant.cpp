@@ -706,7 +706,6 @@ TEST(KvQuant, KeyOutliersNeedTokenHeadScales) {
     util::ThreadPool pool(2);
     model::LoadOptions lo;
     lo.dtype = model::RuntimeDType::F32;
-    lo.load_tokenizer = false;
     auto m = model::load_model(test::golden_model("tiny-qwen2"), lo, pool);
     const auto& c = m->config;
     std::mt19937 rng(5);

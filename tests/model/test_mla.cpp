@@ -175,7 +175,6 @@ TEST(MlaForward, PagedBatchesAndDecodeMatchSingleSequencePrefill) {
     util::ThreadPool pool(2);
     model::LoadOptions lo;
     lo.dtype = model::RuntimeDType::F32;
-    lo.load_tokenizer = false;
     auto m = model::load_model(dir, lo, pool);
     const auto& cfg = m->config;
     ASSERT_TRUE(m->weights.layers[0].mla);

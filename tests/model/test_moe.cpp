@@ -494,7 +494,6 @@ TEST(MoeLoad, TinyQwen3MoeHasExpertsOnSparseLayersOnly) {
     if (!std::filesystem::exists(dir + "/config.json")) GTEST_SKIP() << "no tiny-qwen3-moe";
     util::ThreadPool pool(2);
     model::LoadOptions lo;
-    lo.load_tokenizer = false;
     auto m = model::load_model(dir, lo, pool);
     ASSERT_EQ(m->weights.layers.size(), 3u);
     ASSERT_TRUE(m->weights.layers[0].moe);

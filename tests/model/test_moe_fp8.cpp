@@ -144,7 +144,6 @@ TEST(Fp8Block, LoaderHoldsOneDequantizedWeightAtATime) {
         ASSERT_LT(2 * largest, total) << name;
         util::ThreadPool pool(1);
         model::LoadOptions opts;
-        opts.load_tokenizer = false;
         const auto m = model::load_model(dir, opts, pool);
         EXPECT_GT(m->fp8_dequant_peak_bytes, 0) << name;
         EXPECT_LE(m->fp8_dequant_peak_bytes, largest) << name;
@@ -233,7 +232,6 @@ TEST(Fp8Block, PresenceTestDoesNotDequantize) {
     }
     util::ThreadPool pool(1);
     model::LoadOptions opts;
-    opts.load_tokenizer = false;
     const auto m = model::load_model(dir.string(), opts, pool);
     EXPECT_EQ(m->fp8_dequant_count, n_fp8);
     EXPECT_NE(m->weights.output.view().data,

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from warden_serve import ServeProcess, parse_metrics
+
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "tests" / "golden" / "models"
 WARDEN_BIN = Path(os.environ.get("WARDEN_BIN", ROOT / "build" / "warden"))
@@ -102,40 +104,21 @@ class WardenServer:
     """A running `warden serve` process on 127.0.0.1 with a port it picked itself."""
 
     def __init__(self, *extra: str, model: Path | None = None, timeout: float = 120):
-        import re
-        import subprocess as sp
-        import threading
-        import time
         require_warden()
         model = model or SMOLLM2_GGUF
         if not Path(model).is_file():
             pytest.skip(f"default model missing at {model}")
         self.cmd = [str(WARDEN_BIN), "serve", "-m", str(model), "--host", "127.0.0.1", "--port", "0",
                     "--threads", os.environ.get("WARDEN_SERVER_THREADS", "2"), *extra]
-        self.proc = sp.Popen(self.cmd, stdout=sp.DEVNULL, stderr=sp.PIPE, cwd=ROOT)
-        self.stderr_lines: list[str] = []
-        port_box: list[int] = []
-        ready = threading.Event()
-
-        def reader():
-            for raw in self.proc.stderr:
-                line = raw.decode("utf-8", "replace")
-                self.stderr_lines.append(line)
-                m = re.search(r"http://127\.0\.0\.1:(\d+)", line)
-                if m and not port_box:
-                    port_box.append(int(m.group(1)))
-                    ready.set()
-            ready.set()
-
-        threading.Thread(target=reader, daemon=True).start()
-        deadline = time.time() + timeout
-        while not ready.wait(0.2):
-            if time.time() > deadline:
+        started = ServeProcess(self.cmd, timeout, cwd=ROOT)
+        self.proc = started.proc
+        self.stderr_lines: list[str] = started.lines
+        if started.port is None:
+            if not started.exited:
                 self.stop()
-                pytest.fail(f"warden serve did not start: {''.join(self.stderr_lines)[-2000:]}")
-        if not port_box:
-            pytest.fail(f"warden serve exited: {''.join(self.stderr_lines)[-2000:]}")
-        self.port = port_box[0]
+                pytest.fail(f"warden serve did not start: {started.log_tail()}")
+            pytest.fail(f"warden serve exited: {started.log_tail()}")
+        self.port = started.port
         self.base = f"http://127.0.0.1:{self.port}"
         self.model_id = Path(model).name
 
@@ -153,13 +136,7 @@ class WardenServer:
             headers["Authorization"] = f"Bearer {key}"
         r = httpx.get(self.base + "/metrics", headers=headers, timeout=30)
         assert r.status_code == 200, r.text
-        text = r.text
-        out = {}
-        for line in text.splitlines():
-            if line and not line.startswith("#"):
-                k, v = line.rsplit(" ", 1)
-                out[k] = float(v)
-        return out
+        return parse_metrics(r.text)
 
     def stop(self, sig=None) -> int:
         import signal as _signal

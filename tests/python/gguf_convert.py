@@ -34,11 +34,17 @@ convert_hf_to_gguf.py uses), so tensor names and metadata keys come from an inde
 
 Usage (python -m / import): convert(model_dir, out_path, kv_b="split", dtype="f32",
 drop_keys=(), drop_tensors=()). drop_* remove metadata keys / tensors (for error tests).
+
+Also shared by the synthetic-GGUF tests (test_gguf_kquant.py, test_gguf_block_types.py,
+test_gguf_block_moe.py): add_toy_tokenizer, blocks_and_f32_twin and write_tensors_and_close to
+write a model and its f32 reference,
+warden_logits / parse_logits / compare_logits to run it against its f32 reference.
 """
 from __future__ import annotations
 
 import json
 import re
+import subprocess
 from pathlib import Path
 
 import gguf
@@ -297,3 +303,60 @@ def write_tensors_and_close(w: gguf.GGUFWriter,
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
+
+
+def blocks_and_f32_twin(matrices: dict, make_blocks) -> tuple[dict, dict]:
+    """For {name: (qtype, shape)}: the tensors of a block-type file, {name: (qtype, blocks)} with
+    blocks = make_blocks(qtype, shape), and of its exact f32 twin, {name: (None, gguf-py's
+    dequantization of those blocks)}, for write_tensors_and_close. Blocks are made in the order
+    of `matrices`."""
+    quant: dict[str, tuple[object, np.ndarray]] = {}
+    exact: dict[str, tuple[object, np.ndarray]] = {}
+    for name, (qt, shape) in matrices.items():
+        b = make_blocks(qt, shape)
+        quant[name] = (qt, b)
+        deq = gguf.quants.dequantize(b, qt)
+        assert deq.shape == tuple(shape) and deq.dtype == np.float32
+        exact[name] = (None, deq)
+    return quant, exact
+
+
+# Prompt ids of the synthetic models' logit comparisons (below add_toy_tokenizer's vocabularies).
+TOY_IDS = [5, 17, 99, 3, 250, 41, 8, 300, 77, 12]
+
+
+def warden_logits(path: Path, *extra: str, top: int, ids=TOY_IDS, ok: bool = True) -> subprocess.CompletedProcess:
+    """`warden logits --dtype f32 [extra]` of `ids` through the model at `path`, the `top` logits of
+    every position on stdout. ok: the run must succeed."""
+    from conftest import ROOT, TIMEOUT_S, WARDEN_BIN, require_warden
+    require_warden()
+    cmd = [str(WARDEN_BIN), "logits", "-m", str(path), "--tokens", ",".join(map(str, ids)), "--top", str(top),
+           "--dtype", "f32", *extra]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT_S, cwd=ROOT)
+    if ok:
+        assert p.returncode == 0, p.stderr[-3000:]
+    return p
+
+
+def parse_logits(text: str) -> list[dict[int, float]]:
+    """`warden logits` stdout -> per position {token: logit}."""
+    rows: list[dict[int, float]] = []
+    for line in text.splitlines():
+        if line.strip().startswith("{"):
+            obj = json.loads(line)
+            if "pos" in obj:
+                rows.append({int(i): float(v) for i, v in obj["top"]})
+    return rows
+
+
+def compare_logits(got_stdout: str, want_stdout: str, positions: int = len(TOY_IDS)) -> float:
+    """Asserts both `warden logits` outputs have `positions` positions with the same top-1 at each;
+    returns the largest |got - want| over a position's spread of reference logits (max - min)."""
+    got, want = parse_logits(got_stdout), parse_logits(want_stdout)
+    assert len(got) == positions and len(want) == positions
+    worst = 0.0
+    for pos, (g, e) in enumerate(zip(got, want)):
+        assert max(g, key=g.get) == max(e, key=e.get), pos
+        spread = max(e.values()) - min(e.values())
+        worst = max(worst, max(abs(g[i] - e[i]) for i in e) / spread)
+    return worst

@@ -11,16 +11,15 @@ give the reference's logits bit for bit (warden's dequantization is gguf-py's).
 """
 from __future__ import annotations
 
-import json
-import subprocess
 from pathlib import Path
 
 import gguf
 import numpy as np
 import pytest
 
-from conftest import ROOT, TIMEOUT_S, WARDEN_BIN, record, require_warden
-from gguf_convert import add_toy_tokenizer, write_tensors_and_close
+from conftest import record
+from gguf_convert import (add_toy_tokenizer, blocks_and_f32_twin, compare_logits, warden_logits,
+                          write_tensors_and_close)
 
 Q = gguf.GGMLQuantizationType
 D, FF_EXP, LAYERS, HEADS, KV_HEADS, VOCAB, EXPERTS, TOP_K = 256, 256, 2, 4, 2, 320, 4, 2
@@ -88,14 +87,7 @@ def write_model(path: Path, tensors: dict[str, tuple[object, np.ndarray]]) -> No
 def files(tmp_path_factory) -> tuple[Path, Path]:
     rng = np.random.default_rng(45)
     d = tmp_path_factory.mktemp("blockmoe")
-    quant: dict[str, tuple[object, np.ndarray]] = {}
-    exact: dict[str, tuple[object, np.ndarray]] = {}
-    for name, (qt, shape) in _matrices().items():
-        b = blocks(rng, qt, shape)
-        quant[name] = (qt, b)
-        deq = gguf.quants.dequantize(b, qt)
-        assert deq.shape == shape and deq.dtype == np.float32
-        exact[name] = (None, deq)
+    quant, exact = blocks_and_f32_twin(_matrices(), lambda qt, shape: blocks(rng, qt, shape))
     for i in range(LAYERS):
         p = f"blk.{i}."
         router = (0.5 * rng.standard_normal((EXPERTS, D))).astype(np.float32)
@@ -109,44 +101,18 @@ def files(tmp_path_factory) -> tuple[Path, Path]:
     return d / "moe.gguf", d / "moe-exact-f32.gguf"
 
 
-IDS = [5, 17, 99, 3, 250, 41, 8, 300, 77, 12]
-
-
-def _logits(path: Path, *extra: str) -> subprocess.CompletedProcess:
-    require_warden()
-    cmd = [str(WARDEN_BIN), "logits", "-m", str(path), "--tokens", ",".join(map(str, IDS)), "--top", str(VOCAB),
-           "--dtype", "f32", *extra]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT_S, cwd=ROOT)
-    assert p.returncode == 0, p.stderr[-3000:]
-    return p
-
-
-def _parse(text: str) -> list[dict[int, float]]:
-    rows: list[dict[int, float]] = []
-    for line in text.splitlines():
-        if line.strip().startswith("{"):
-            obj = json.loads(line)
-            if "pos" in obj:
-                rows.append({int(i): float(v) for i, v in obj["top"]})
-    return rows
-
-
 def test_dequantization_matches_gguf_py_exactly(files):
     f, ref = files
-    assert _logits(f, "--weights", "f32").stdout == _logits(ref, "--weights", "f32").stdout
+    exact = ("--weights", "f32")
+    assert warden_logits(f, *exact, top=VOCAB).stdout == warden_logits(ref, *exact, top=VOCAB).stdout
 
 
 def test_native_experts_match_f32_reference(files):
     f, ref = files
-    native = _logits(f)
+    native = warden_logits(f, top=VOCAB)
     assert "weights iq4_xs+q2_k+q3_k+q4_k+q5_k+q6_k (auto: layer matrices" in native.stderr, native.stderr
-    got, want = _parse(native.stdout), _parse(_logits(ref, "--weights", "f32").stdout)
-    assert len(got) == len(IDS) and len(want) == len(IDS)
-    worst = 0.0
-    for pos, (g, e) in enumerate(zip(got, want)):
-        assert max(g, key=g.get) == max(e, key=e.get), pos
-        spread = max(e.values()) - min(e.values())
-        worst = max(worst, max(abs(g[i] - e[i]) for i in e) / spread)
+    reference = warden_logits(ref, "--weights", "f32", top=VOCAB)
+    worst = compare_logits(native.stdout, reference.stdout)
     record("gguf block types", "tiny qwen3moe block-type experts native vs its f32 dequantization, "
            "max |diff| / spread", worst)
     assert worst <= 0.05, worst

@@ -16,16 +16,15 @@ bytes, written as an f32 GGUF.
 """
 from __future__ import annotations
 
-import json
-import subprocess
 from pathlib import Path
 
 import gguf
 import numpy as np
 import pytest
 
-from conftest import ROOT, TIMEOUT_S, WARDEN_BIN, record, require_warden
-from gguf_convert import add_toy_tokenizer, write_tensors_and_close
+from conftest import record
+from gguf_convert import (add_toy_tokenizer, blocks_and_f32_twin, compare_logits, warden_logits,
+                          write_tensors_and_close)
 
 Q = gguf.GGMLQuantizationType
 LAYERS, HEADS, KV_HEADS, VOCAB = 2, 4, 2, 320
@@ -105,14 +104,8 @@ def make_files(d_out: Path, kind: str, seed: int, override: dict | None = None) 
     rng = np.random.default_rng(seed)
     d, ff, matrices = plan(kind)
     matrices.update(override or {})
-    quant: dict[str, tuple[object, np.ndarray]] = {}
-    exact: dict[str, tuple[object, np.ndarray]] = {}
-    for name, (qt, rows, cols) in matrices.items():
-        b = blocks(rng, qt, rows, cols)
-        quant[name] = (qt, b)
-        deq = gguf.quants.dequantize(b, qt)
-        assert deq.shape == (rows, cols) and deq.dtype == np.float32
-        exact[name] = (None, deq)
+    shapes = {name: (qt, (rows, cols)) for name, (qt, rows, cols) in matrices.items()}
+    quant, exact = blocks_and_f32_twin(shapes, lambda qt, shape: blocks(rng, qt, *shape))
     for i in range(LAYERS):
         for n in ("attn_norm", "ffn_norm"):
             v = (1.0 + 0.1 * rng.standard_normal(d)).astype(np.float32)
@@ -123,7 +116,6 @@ def make_files(d_out: Path, kind: str, seed: int, override: dict | None = None) 
     return d_out / f"{kind}.gguf", d_out / f"{kind}-exact-f32.gguf"
 
 
-IDS = [5, 17, 99, 3, 250, 41, 8, 300, 77, 12]
 KINDS = {"kmix": ("iq4_xs+q2_k+q3_k", "IQ4_XS x4, Q2_K x4, Q3_K x6"),
          "b32mix": ("iq4_nl+q5_0+q5_1", "IQ4_NL x4, Q5_0 x6, Q5_1 x4"),
          "iq4xs": ("iq4_xs", None)}
@@ -135,47 +127,23 @@ def files(tmp_path_factory) -> dict[str, tuple[Path, Path]]:
     return {k: make_files(d, k, 44 + i) for i, k in enumerate(KINDS)}
 
 
-def _logits(path: Path, *extra: str, top: int = VOCAB, ok: bool = True) -> subprocess.CompletedProcess:
-    require_warden()
-    cmd = [str(WARDEN_BIN), "logits", "-m", str(path), "--tokens", ",".join(map(str, IDS)), "--top", str(top),
-           "--dtype", "f32", *extra]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT_S, cwd=ROOT)
-    if ok:
-        assert p.returncode == 0, p.stderr[-3000:]
-    return p
-
-
-def _parse(text: str) -> list[dict[int, float]]:
-    rows: list[dict[int, float]] = []
-    for line in text.splitlines():
-        if line.strip().startswith("{"):
-            obj = json.loads(line)
-            if "pos" in obj:
-                rows.append({int(i): float(v) for i, v in obj["top"]})
-    return rows
-
-
 @pytest.mark.parametrize("kind", list(KINDS))
 def test_dequantization_matches_gguf_py_exactly(files, kind):
     f, ref = files[kind]
-    assert _logits(f, "--weights", "f32").stdout == _logits(ref, "--weights", "f32").stdout
+    exact = ("--weights", "f32")
+    assert warden_logits(f, *exact, top=VOCAB).stdout == warden_logits(ref, *exact, top=VOCAB).stdout
 
 
 @pytest.mark.parametrize("kind", list(KINDS))
 def test_native_layers_match_f32_reference(files, kind):
     f, ref = files[kind]
-    native = _logits(f)
+    native = warden_logits(f, top=VOCAB)
     formats, counts = KINDS[kind]
     assert f"weights {formats} (auto: layer matrices" in native.stderr, native.stderr
     if counts:
         assert f"layer matrices {counts}, each imported without loss" in native.stderr, native.stderr
-    got, want = _parse(native.stdout), _parse(_logits(ref, "--weights", "f32").stdout)
-    assert len(got) == len(IDS) and len(want) == len(IDS)
-    worst = 0.0
-    for pos, (g, e) in enumerate(zip(got, want)):
-        assert max(g, key=g.get) == max(e, key=e.get), pos
-        spread = max(e.values()) - min(e.values())
-        worst = max(worst, max(abs(g[i] - e[i]) for i in e) / spread)
+    reference = warden_logits(ref, "--weights", "f32", top=VOCAB)
+    worst = compare_logits(native.stdout, reference.stdout)
     record("gguf block types", f"tiny llama {kind} native vs its f32 dequantization, max |diff| / spread", worst)
     assert worst <= 0.05, worst
 
@@ -192,7 +160,7 @@ def test_unsupported_iq_type_refused_by_name(tmp_path):
     tensors["output_norm.weight"] = (None, np.ones(d, np.float32))
     bad = tmp_path / "iq2.gguf"
     write_model(bad, d, ff, tensors)
-    p = _logits(bad, top=1, ok=False)
+    p = warden_logits(bad, top=1, ok=False)
     assert p.returncode != 0
     assert "IQ2_XXS" in p.stderr and "blk.1.ffn_up.weight" in p.stderr, p.stderr[-2000:]
     assert "re-quantize" in p.stderr, p.stderr[-2000:]

@@ -13,16 +13,15 @@ bytes, written as an f32 GGUF.
 """
 from __future__ import annotations
 
-import json
-import subprocess
 from pathlib import Path
 
 import gguf
 import numpy as np
 import pytest
 
-from conftest import ROOT, TIMEOUT_S, WARDEN_BIN, record, require_warden
-from gguf_convert import add_toy_tokenizer, write_tensors_and_close
+from conftest import record
+from gguf_convert import (add_toy_tokenizer, blocks_and_f32_twin, compare_logits, warden_logits,
+                          write_tensors_and_close)
 
 Q = gguf.GGMLQuantizationType
 D, FF, LAYERS, HEADS, KV_HEADS, VOCAB = 256, 512, 2, 4, 2, 320
@@ -81,14 +80,8 @@ def files(tmp_path_factory) -> tuple[Path, Path]:
     """(the K-quant file, its exact f32 dequantization by gguf-py)."""
     rng = np.random.default_rng(44)
     d = tmp_path_factory.mktemp("kquant")
-    quant: dict[str, tuple[object, np.ndarray]] = {}
-    exact: dict[str, tuple[object, np.ndarray]] = {}
-    for name, (qt, rows, cols) in _matrices().items():
-        blocks = random_blocks(rng, qt, rows, cols)
-        quant[name] = (qt, blocks)
-        deq = gguf.quants.dequantize(blocks, qt)
-        assert deq.shape == (rows, cols) and deq.dtype == np.float32
-        exact[name] = (None, deq)
+    matrices = {name: (qt, (rows, cols)) for name, (qt, rows, cols) in _matrices().items()}
+    quant, exact = blocks_and_f32_twin(matrices, lambda qt, shape: random_blocks(rng, qt, *shape))
     for i in range(LAYERS):
         for n in ("attn_norm", "ffn_norm"):
             v = (1.0 + 0.1 * rng.standard_normal(D)).astype(np.float32)
@@ -99,53 +92,26 @@ def files(tmp_path_factory) -> tuple[Path, Path]:
     return d / "kquant.gguf", d / "exact-f32.gguf"
 
 
-IDS = [5, 17, 99, 3, 250, 41, 8, 300, 77, 12]
-
-
-def _logits(path: Path, *extra: str, top: int = VOCAB) -> subprocess.CompletedProcess:
-    require_warden()
-    cmd = [str(WARDEN_BIN), "logits", "-m", str(path), "--tokens", ",".join(map(str, IDS)), "--top", str(top),
-           "--dtype", "f32", *extra]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT_S, cwd=ROOT)
-    assert p.returncode == 0, p.stderr[-3000:]
-    return p
-
-
-def _parse(text: str) -> list[dict[int, float]]:
-    """`warden logits` stdout -> per position {token: logit}."""
-    rows: list[dict[int, float]] = []
-    for line in text.splitlines():
-        if line.strip().startswith("{"):
-            obj = json.loads(line)
-            if "pos" in obj:
-                rows.append({int(i): float(v) for i, v in obj["top"]})
-    return rows
-
-
 def test_dequantization_matches_gguf_py_exactly(files):
     kq, ref = files
-    assert _logits(kq, "--weights", "f32").stdout == _logits(ref, "--weights", "f32").stdout
+    exact = ("--weights", "f32")
+    assert warden_logits(kq, *exact, top=VOCAB).stdout == warden_logits(ref, *exact, top=VOCAB).stdout
 
 
 def test_native_layers_match_f32_reference(files):
     kq, ref = files
-    native = _logits(kq)
+    native = warden_logits(kq, top=VOCAB)
     assert "weights q4_k+q5_k+q6_k (auto: layer matrices Q4_K x9, Q5_K x1, Q6_K x4, each imported without loss" \
         in native.stderr, native.stderr
     assert "token_embd Q4_K as q4_k without loss" in native.stderr, native.stderr
     assert "output Q6_K as q6_k without loss" in native.stderr, native.stderr
-    got, want = _parse(native.stdout), _parse(_logits(ref, "--weights", "f32").stdout)
-    assert len(got) == len(IDS) and len(want) == len(IDS)
-    worst = 0.0
-    for pos, (g, e) in enumerate(zip(got, want)):
-        assert max(g, key=g.get) == max(e, key=e.get), pos
-        spread = max(e.values()) - min(e.values())
-        worst = max(worst, max(abs(g[i] - e[i]) for i in e) / spread)
+    reference = warden_logits(ref, "--weights", "f32", top=VOCAB)
+    worst = compare_logits(native.stdout, reference.stdout)
     record("gguf k-quants", "tiny llama Q4_K/Q5_K/Q6_K native vs its f32 dequantization, max |diff| / spread", worst)
     assert worst <= 0.05, worst
 
 
 def test_bf16_still_forces_dequantized_path(files):
     kq, _ = files
-    p = _logits(kq, "--weights", "bf16", top=1)
+    p = warden_logits(kq, "--weights", "bf16", top=1)
     assert "q4_k" not in p.stderr.split("weights", 1)[1].split("\n", 1)[0], p.stderr

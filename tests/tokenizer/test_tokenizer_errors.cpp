@@ -210,6 +210,22 @@ TEST(TokenizerErrors, HfDirMinimalWorks) {
     EXPECT_EQ(tok->encode("abc", false), std::vector<int32_t>{2});
 }
 
+TEST(TokenizerErrors, FromCheckpointReadsTheDirectoryOrNothing) {
+    // A Hugging Face directory: its tokenizer.json, the same tokenizer from_hf_dir gives.
+    TempDir d;
+    d.write("tokenizer.json", hf_json(kGoodModel));
+    auto tok = Tokenizer::from_checkpoint(d.str());
+    ASSERT_NE(tok, nullptr);
+    EXPECT_EQ(tok->encode("ab<|end|>ba", false),
+              Tokenizer::from_hf_dir(d.str())->encode("ab<|end|>ba", false));
+    // A directory with neither tokenizer.json nor tiktoken.model: none (the model runs from ids).
+    TempDir empty;
+    empty.write("config.json", "{}");
+    EXPECT_EQ(Tokenizer::from_checkpoint(empty.str()), nullptr);
+    // A file is read as GGUF, so what is not one is an error, not an absent tokenizer.
+    EXPECT_THROW(Tokenizer::from_checkpoint(d.str() + "/tokenizer.json"), util::Error);
+}
+
 TEST(TokenizerErrors, HfSentencePieceStyle) {
     // Llama-style tokenizer.json: Prepend/Replace normalizer, byte_fallback, merges by rank.
     TempDir d;

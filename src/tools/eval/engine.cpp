@@ -18,16 +18,18 @@ using namespace launch;
 EvalEngine::EvalEngine(const std::string& model_path, const EvalConfig& cfg, util::ThreadPool& pool)
     : cfg_(cfg), pool_(pool) {
     cfg_.common.model_path = model_path;
-    model_ = load(cfg_.common, true, pool_);
-    util::check(model_->tokenizer != nullptr, "warden eval needs a model with a tokenizer");
+    LoadedModel loaded = load(cfg_.common, true, pool_);
+    model_ = std::move(loaded.model);
+    tokenizer_ = std::move(loaded.tokenizer);
+    util::check(tokenizer_ != nullptr, "warden eval needs a model with a tokenizer");
 }
 
 std::vector<int32_t> EvalEngine::encode(const std::string& text, bool bos) const {
-    return model_->tokenizer->encode(text, bos, false);
+    return tokenizer_->encode(text, bos, false);
 }
 
 std::string EvalEngine::decode(const std::vector<int32_t>& ids) const {
-    return model_->tokenizer->decode(ids);
+    return tokenizer_->decode(ids);
 }
 
 std::vector<float> EvalEngine::logits_all(const std::vector<int32_t>& tokens) {
@@ -88,7 +90,7 @@ void EvalEngine::run(const std::vector<int32_t>& prompt, int64_t n, std::vector<
         step_ms->push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
     if (!gen || n <= 0) return;
     if (all) std::copy(all->end() - V, all->end(), last.begin());
-    const auto stops = model_->tokenizer->stop_ids();
+    const auto stops = tokenizer_->stop_ids();
     for (int64_t i = 0; i < n; ++i) {
         const int32_t id = engine::Sampler::argmax(last);
         if (std::find(stops.begin(), stops.end(), id) != stops.end()) break;

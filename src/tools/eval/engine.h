@@ -8,6 +8,7 @@
 #include "kv/kv_cache.h"
 #include "model/model.h"
 #include "model/transformer.h"
+#include "tokenizer/tokenizer.h"
 #include "tools/eval/config.h"
 #include "util/thread_pool.h"
 
@@ -17,6 +18,7 @@ class EvalEngine {
   public:
     EvalEngine(const std::string& model_path, const EvalConfig& cfg, util::ThreadPool& pool);
     const model::Model& model() const { return *model_; }
+    const tokenizer::Tokenizer& tokenizer() const { return *tokenizer_; }
     int64_t vocab() const { return model_->config.vocab_size; }
     std::vector<int32_t> encode(const std::string& text, bool bos = true) const;
     std::string decode(const std::vector<int32_t>& ids) const;
@@ -33,6 +35,7 @@ class EvalEngine {
     EvalConfig cfg_;
     util::ThreadPool& pool_;
     std::unique_ptr<model::Model> model_;
+    std::unique_ptr<tokenizer::Tokenizer> tokenizer_;  // loaded beside model_, never null
 };
 
 }  // namespace warden::tools::eval

@@ -44,7 +44,7 @@ TaskResult task_kl(TaskContext& ctx) {
     int64_t n_windows = static_cast<int64_t>(ids.size() / win);
     util::check(n_windows >= 1, "eval: text.txt is too short");
     n_windows = std::min<int64_t>(n_windows, ctx.limit > 0 ? ctx.limit : 8);
-    const int32_t bos = ctx.base.model().tokenizer->bos_id();
+    const int32_t bos = ctx.base.tokenizer().bos_id();
     Metric nll{"nll/token", false, {}, {}}, kl{"kl(base||test)/token", false, {}, {}},
         top1{"top1 agreement", true, {}, {}};
     const int64_t V = ctx.base.vocab();
