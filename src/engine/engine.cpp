@@ -41,7 +41,16 @@ void Stream::cancel() {
         if (cancel_sent_ || finished_) return;
         cancel_sent_ = true;
     }
-    engine_->request_cancel(id_);
+    engine_->request_cancel(id_, FinishReason::Cancelled);
+}
+
+void Stream::stop() {
+    {
+        std::lock_guard lk(mu_);
+        if (cancel_sent_ || finished_) return;
+        cancel_sent_ = true;
+    }
+    engine_->request_cancel(id_, FinishReason::Stop);
 }
 
 Engine::Engine(Executor& exec, kv::KvCache& kv, EngineConfig cfg, kv::FaultInjector* faults)
@@ -50,10 +59,18 @@ Engine::Engine(Executor& exec, kv::KvCache& kv, EngineConfig cfg, kv::FaultInjec
     scheduler_.on_token([this](Scheduler::Handle h, const TokenInfo& info) {
         auto it = by_handle_.find(h);
         if (it == by_handle_.end()) return;
+        Active& a = active_.at(it->second);
+        const auto now = std::chrono::steady_clock::now();
+        using secs = std::chrono::duration<double>;
+        if (a.n_out++ == 0)
+            metrics_.vllm().first_token(a.n_prompt, secs(now - a.added).count());
+        else
+            metrics_.vllm().next_token(secs(now - a.last_token).count());
+        a.last_token = now;
         Event e;
         e.kind = Event::Kind::Token;
         e.token = info;
-        active_.at(it->second).stream->push(std::move(e));
+        a.stream->push(std::move(e));
     });
     scheduler_.on_finish([this](Scheduler::Handle h, Result&& r) {
         Active* a = nullptr;
@@ -67,6 +84,7 @@ Engine::Engine(Executor& exec, kv::KvCache& kv, EngineConfig cfg, kv::FaultInjec
         }
         if (!a) return;
         metrics_.observe(a->tenant, r);
+        metrics_.vllm().finished(r);
         Event e;
         e.kind = Event::Kind::Finish;
         e.result = std::move(r);
@@ -119,10 +137,10 @@ Submitted Engine::submit(Request req) {
     return s;
 }
 
-void Engine::request_cancel(uint64_t id) {
+void Engine::request_cancel(uint64_t id, FinishReason why) {
     {
         std::lock_guard lk(mu_);
-        cancels_.push_back(id);
+        cancels_.emplace_back(id, why);
     }
     cv_.notify_all();
 }
@@ -160,7 +178,7 @@ void Engine::publish_gauges() {
 void Engine::loop() {
     for (;;) {
         std::deque<Pending> inbox;
-        std::vector<uint64_t> cancels;
+        std::vector<std::pair<uint64_t, FinishReason>> cancels;
         bool stopping = false;
         {
             std::unique_lock lk(mu_);
@@ -180,7 +198,9 @@ void Engine::loop() {
             Active a;
             a.stream = p.stream;
             a.tenant = p.req.tenant;
-            a.deadline = std::chrono::steady_clock::now() + cfg_.request_timeout;
+            a.added = std::chrono::steady_clock::now();
+            a.deadline = a.added + cfg_.request_timeout;
+            a.n_prompt = static_cast<int64_t>(p.req.prompt.size());
             adding_ = &a;
             const Scheduler::Handle h = scheduler_.add(std::move(p.req));
             adding_ = nullptr;
@@ -189,9 +209,9 @@ void Engine::loop() {
             by_handle_[h] = p.id;
             active_.emplace(p.id, std::move(a));
         }
-        for (uint64_t id : cancels) {
+        for (const auto& [id, why] : cancels) {
             auto it = active_.find(id);
-            if (it != active_.end()) scheduler_.cancel(it->second.handle, FinishReason::Cancelled);
+            if (it != active_.end()) scheduler_.cancel(it->second.handle, why);
         }
         if (stopping) {
             std::vector<Scheduler::Handle> all;

@@ -50,6 +50,9 @@ class Stream {
     bool next(Event& out, std::chrono::milliseconds timeout);
     // Ends the request (idempotent; a no-op once it finished). Its Finish event still arrives.
     void cancel();
+    // The same, for a stop condition the caller found (a stop string): it finishes as Stop,
+    // not Cancelled, in the result and the metrics.
+    void stop();
     // Calls `fn` (from the engine's thread, outside the event lock) after each event is queued,
     // so an event loop can drain the stream with next(ev, 0ms) instead of blocking on it. If
     // events are already queued, `fn` is called once at once. An empty `fn` removes the hook;
@@ -103,13 +106,16 @@ class Engine {
         std::string tenant;
         std::chrono::steady_clock::time_point deadline;
         Scheduler::Handle handle = 0;
+        // For the live token metrics (VllmMetrics).
+        std::chrono::steady_clock::time_point added, last_token;
+        int64_t n_prompt = 0, n_out = 0;
     };
     struct Pending {
         uint64_t id;
         Request req;
         std::shared_ptr<Stream> stream;
     };
-    void request_cancel(uint64_t id);
+    void request_cancel(uint64_t id, FinishReason why);
     void loop();
     void publish_gauges();
 
@@ -123,7 +129,7 @@ class Engine {
     std::condition_variable cv_;       // scheduler wake-up
     std::condition_variable idle_cv_;  // wait_idle
     std::deque<Pending> inbox_;
-    std::vector<uint64_t> cancels_;
+    std::vector<std::pair<uint64_t, FinishReason>> cancels_;
     bool stop_ = false;
     bool draining_ = false;
     size_t n_waiting_ = 0;  // scheduler's queue as of the last iteration

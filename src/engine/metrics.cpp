@@ -177,7 +177,7 @@ std::string Metrics::prometheus() const {
     hist("warden_ttft_seconds", "time to first token", &Tenant::ttft);
     hist("warden_tpot_seconds", "time per output token after the first", &Tenant::tpot);
     hist("warden_e2e_seconds", "end-to-end request time", &Tenant::e2e);
-    return o;
+    return o + vllm_.render(g_);
 }
 
 }  // namespace warden::engine

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "engine/request.h"
+#include "engine/vllm_metrics.h"
 #include "kv/prefix_cache.h"
 
 namespace warden::engine {
@@ -46,9 +47,12 @@ class Metrics {
     void count_abort(const std::string& tenant, const std::string& reason);
     void set_gauges(const Gauges& g);
     Gauges gauges() const;
+    // The names above, then the same engine in vLLM's vocabulary (warden:...).
     std::string prometheus() const;
+    VllmMetrics& vllm() { return vllm_; }
 
   private:
+    VllmMetrics vllm_;
     struct Tenant {
         Histogram queue, prefill, ttft, tpot, e2e;
         int64_t prompt_tokens = 0, cached_prompt_tokens = 0, generated_tokens = 0, requests = 0;
