@@ -76,7 +76,7 @@ int main(int argc, char** argv) {
             "rounds) | step ms p50 | step ms p99 |\n|---|---|---|---|---|---|\n");
         for (int n_seqs : {1, 32}) {
             auto kc = kv::KvCacheConfig::shaped(c.n_layers, c.n_kv_heads, c.head_dim,
-                                                kernels::KvType::BF16, 16);
+                                                tensor::KvType::BF16, 16);
             const int64_t page_bytes = kv::kv_page_bytes(kc);
             const int64_t pages_needed = n_seqs * (4096 + rounds * 3 * steps + 32) / 16 + 8;
             kc.budget_bytes = (pages_needed + 1) * page_bytes;
@@ -157,7 +157,7 @@ int main(int argc, char** argv) {
         // Scrub-on-free: cost of zeroing pages as they are freed.
         {
             auto kc = kv::KvCacheConfig::shaped(c.n_layers, c.n_kv_heads, c.head_dim,
-                                                kernels::KvType::BF16, 16);
+                                                tensor::KvType::BF16, 16);
             const int64_t page_bytes = kv::kv_page_bytes(kc);
             kc.budget_bytes = 513 * page_bytes;
             for (bool scrub : {false, true}) {

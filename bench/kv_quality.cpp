@@ -40,14 +40,14 @@
 #include "kv/kv_cache.h"
 #include "model/model.h"
 #include "model/transformer.h"
-#include "quant/weight_format.h"
+#include "tensor/weight_format.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
 #include "util/thread_pool.h"
 
 using namespace warden;
 using kernels::KvScales;
-using kernels::KvType;
+using tensor::KvType;
 
 namespace {
 
@@ -55,8 +55,8 @@ struct Fmt {
     KvType type;
     KvScales scales;
     std::string name() const {
-        std::string s = kernels::kv_type_name(type);
-        if (kernels::kv_type_scaled(type))
+        std::string s = tensor::kv_type_name(type);
+        if (tensor::kv_type_scaled(type))
             s += scales == KvScales::TokenHead ? " token-head" : " tensor";
         return s;
     }
@@ -216,8 +216,8 @@ void roundtrip_report() {
         "| KV format | scales | sigma 0.05 | sigma 1 | sigma 20 |\n|---|---|---|---|---|\n");
     const int64_t n = 1024, d = 64;
     for (const Fmt& f : g_formats) {
-        std::printf("| %s | %s |", kernels::kv_type_name(f.type),
-                    kernels::kv_type_scaled(f.type) ? kernels::kv_scales_name(f.scales) : "-");
+        std::printf("| %s | %s |", tensor::kv_type_name(f.type),
+                    tensor::kv_type_scaled(f.type) ? kernels::kv_scales_name(f.scales) : "-");
         for (float sigma : {0.05f, 1.0f, 20.0f}) {
             auto kc = kv::KvCacheConfig::shaped(1, 1, d, f.type, 16);
             kc.scales = f.scales;
@@ -302,7 +302,7 @@ int run_main(int argc, char** argv) {
             std::string item;
             while (std::getline(fs, item, ',')) {
                 const size_t colon = item.find(':');
-                const auto t = kernels::parse_kv_type(item.substr(0, colon));
+                const auto t = tensor::parse_kv_type(item.substr(0, colon));
                 if (!t) {
                     std::fprintf(stderr, "bad --formats entry %s\n", item.c_str());
                     return 2;
@@ -340,7 +340,7 @@ int run_main(int argc, char** argv) {
         util::ThreadPool pool(threads);
         model::LoadOptions lo;
         lo.native_weights = false;  // bf16 weights unless --weights, as the documented runs used
-        if (!weights.empty()) lo.weights = quant::parse_weight_format(weights);
+        if (!weights.empty()) lo.weights = tensor::parse_weight_format(weights);
         auto model = model::load_model(model_path, lo, pool);
         const auto& c = model->config;
         util::check(model->tokenizer != nullptr, "bench: the model has no tokenizer");
@@ -410,9 +410,9 @@ int run_main(int argc, char** argv) {
                 for (size_t f = 1; f < nf; ++f) {
                     Acc t;
                     for (const auto& a : acc[f]) t.merge(a);
-                    const bool sc = kernels::kv_type_scaled(g_formats[f].type);
+                    const bool sc = tensor::kv_type_scaled(g_formats[f].type);
                     std::printf("| %s | %s | %.2e | %.2e | %.4f |\n",
-                                kernels::kv_type_name(g_formats[f].type),
+                                tensor::kv_type_name(g_formats[f].type),
                                 sc ? kernels::kv_scales_name(g_formats[f].scales) : "-",
                                 t.mean_kl(), t.kl_max, t.top1());
                 }
@@ -428,8 +428,8 @@ int run_main(int argc, char** argv) {
                 for (size_t b = 0; b < nb; ++b) std::printf("---|");
                 std::printf("\n");
                 for (size_t f = 1; f < nf; ++f) {
-                    const bool sc = kernels::kv_type_scaled(g_formats[f].type);
-                    std::printf("| %s | %s |", kernels::kv_type_name(g_formats[f].type),
+                    const bool sc = tensor::kv_type_scaled(g_formats[f].type);
+                    std::printf("| %s | %s |", tensor::kv_type_name(g_formats[f].type),
                                 sc ? kernels::kv_scales_name(g_formats[f].scales) : "-");
                     for (size_t b = 0; b < nb; ++b)
                         std::printf(" %.2e / %.4f |", acc[f][b].mean_kl(), acc[f][b].top1());
@@ -650,8 +650,8 @@ int run_main(int argc, char** argv) {
             for (size_t ci = 0; ci <= retrieval_ctx.size(); ++ci) std::printf("---|");
             std::printf("\n");
             for (size_t f = 0; f < nf; ++f) {
-                const bool sc = kernels::kv_type_scaled(g_formats[f].type);
-                std::printf("| %s | %s |", kernels::kv_type_name(g_formats[f].type),
+                const bool sc = tensor::kv_type_scaled(g_formats[f].type);
+                std::printf("| %s | %s |", tensor::kv_type_name(g_formats[f].type),
                             sc ? kernels::kv_scales_name(g_formats[f].scales) : "-");
                 for (size_t ci = 0; ci < retrieval_ctx.size(); ++ci)
                     std::printf(" %d/%lld |", ok[ci][f], static_cast<long long>(retrieval));

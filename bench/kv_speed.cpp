@@ -26,7 +26,7 @@
 #include "util/error.h"
 
 using namespace warden;
-using kernels::KvType;
+using tensor::KvType;
 using Clock = std::chrono::steady_clock;
 
 namespace {
@@ -152,7 +152,7 @@ int main(int argc, char** argv) {
         std::vector<KvType> fmts;
         std::stringstream fs(formats);
         for (std::string x; std::getline(fs, x, ',');) {
-            auto t = kernels::parse_kv_type(x);
+            auto t = tensor::parse_kv_type(x);
             util::check(t.has_value(), "bench: unknown format " + x);
             fmts.push_back(*t);
         }
@@ -171,7 +171,7 @@ int main(int argc, char** argv) {
             static_cast<long long>(rounds));
 
         std::printf("| ctx | seqs |");
-        for (KvType t : fmts) std::printf(" %s tok/s |", kernels::kv_type_name(t));
+        for (KvType t : fmts) std::printf(" %s tok/s |", tensor::kv_type_name(t));
         std::printf(" fp8_e4m3 / bf16 |\n|---|---|");
         for (size_t i = 0; i <= fmts.size(); ++i) std::printf("---|");
         std::printf("\n");
@@ -209,7 +209,7 @@ int main(int argc, char** argv) {
                 Setup s = make(c, t, n, budget_ctx, steps + 1, budget);
                 sec = decode(tf, s, budget_ctx, steps);
             }
-            std::printf("| %s | %lld | %lld | %.1f |\n", kernels::kv_type_name(t),
+            std::printf("| %s | %lld | %lld | %.1f |\n", tensor::kv_type_name(t),
                         static_cast<long long>(n), static_cast<long long>(cap),
                         n > 0 ? static_cast<double>(n) / sec : 0.0);
             std::fflush(stdout);

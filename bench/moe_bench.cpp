@@ -38,7 +38,7 @@
 #include "model/model.h"
 #include "model/transformer.h"
 #include "quant/quantizer.h"
-#include "quant/weight_format.h"
+#include "tensor/weight_format.h"
 #include "util/error.h"
 
 using namespace warden;
@@ -61,7 +61,7 @@ void random_row(std::vector<float>& row) {
 }
 
 model::Matrix rand_matrix(int64_t rows, int64_t cols,
-                          kernels::WeightType t = kernels::WeightType::BF16) {
+                          tensor::WeightType t = tensor::WeightType::BF16) {
     auto m = model::Matrix::owned(t, rows, cols);
     std::vector<float> row(static_cast<size_t>(cols));
     for (int64_t r = 0; r < rows; ++r) {
@@ -73,9 +73,9 @@ model::Matrix rand_matrix(int64_t rows, int64_t cols,
 
 // A random matrix in a weight format (bf16 packing, or int4/int8/fp8 through the default
 // quantizer, as the model loader does for --weights).
-model::Matrix rand_matrix_as(int64_t rows, int64_t cols, const quant::WeightFormat& f) {
+model::Matrix rand_matrix_as(int64_t rows, int64_t cols, const tensor::WeightFormat& f) {
     if (!f.quantized()) return rand_matrix(rows, cols, f.type);
-    const kernels::WeightMatrix layout = f.layout(rows, cols);
+    const kernels::WeightMatrix layout = kernels::weight_layout(f, rows, cols);
     auto m = model::Matrix::quantized(layout);
     std::vector<float> row(static_cast<size_t>(cols));
     for (int64_t r = 0; r < rows; ++r) {
@@ -96,7 +96,7 @@ struct Built {
     int64_t n_moe_layers = 0;
 };
 
-Built build(bool kimi, const quant::WeightFormat& experts, const quant::WeightFormat& dense) {
+Built build(bool kimi, const tensor::WeightFormat& experts, const tensor::WeightFormat& dense) {
     Built b;
     b.model = std::make_unique<model::Model>();
     model::Model& m = *b.model;
@@ -176,7 +176,7 @@ Built build(bool kimi, const quant::WeightFormat& experts, const quant::WeightFo
         }
         if (moe.is_moe_layer(l)) {
             auto e = std::make_unique<model::MoeWeights>();
-            e->router = rand_matrix(moe.n_experts, d, kernels::WeightType::F32);
+            e->router = rand_matrix(moe.n_experts, d, tensor::WeightType::F32);
             for (int64_t i = 0; i < moe.n_experts; ++i)
                 e->router_bias.push_back(0.01f * (rnd() + 1.0f));
             for (int64_t i = 0; i < moe.n_experts; ++i) {
@@ -281,8 +281,8 @@ int main(int argc, char** argv) {
         return 2;
     }
     try {
-        const quant::WeightFormat experts = quant::parse_weight_format(experts_fmt);
-        const quant::WeightFormat dense = quant::parse_weight_format(dense_fmt);
+        const tensor::WeightFormat experts = tensor::parse_weight_format(experts_fmt);
+        const tensor::WeightFormat dense = tensor::parse_weight_format(dense_fmt);
         util::ThreadPool pool(threads);
         const int n_threads =
             threads > 0 ? threads
@@ -293,7 +293,7 @@ int main(int argc, char** argv) {
             model::Transformer tf(*b.model, pool);
             const auto shape = c.kv_shape();
             auto kc = kv::KvCacheConfig::shaped(c.n_layers, shape.n_kv_heads, shape.head_dim,
-                                                kernels::KvType::BF16, 16);
+                                                tensor::KvType::BF16, 16);
             kc.k_only = shape.k_only;
             kc.budget_bytes = kv::kv_budget_for_tokens(
                 kc, std::max<int64_t>(static_cast<int64_t>(batch) * (ctx + steps * rounds * 2 + 16),
@@ -328,8 +328,9 @@ int main(int argc, char** argv) {
                 static_cast<long long>(b.n_moe_layers), static_cast<long long>(c.moe.n_experts),
                 static_cast<long long>(c.moe.top_k), static_cast<long long>(c.d_model),
                 c.mla.enabled() ? "MLA" : "GQA", static_cast<double>(b.dense_bytes) / 1e6,
-                quant::weight_format_name(dense).c_str(), static_cast<double>(b.expert_bytes) / 1e6,
-                quant::weight_format_name(experts).c_str(), static_cast<long long>(kv_tok),
+                tensor::weight_format_name(dense).c_str(),
+                static_cast<double>(b.expert_bytes) / 1e6,
+                tensor::weight_format_name(experts).c_str(), static_cast<long long>(kv_tok),
                 static_cast<long long>(model::kv_bytes_per_token_uncompressed(c, 2)));
             if (prefill > 0) {
                 // One new request's prompt in one step, into pages freed after each round.

@@ -23,7 +23,7 @@
 #include "model/kv_cache.h"
 #include "model/model.h"
 #include "model/transformer.h"
-#include "quant/weight_format.h"
+#include "tensor/weight_format.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
 
@@ -45,13 +45,13 @@ std::unique_ptr<model::Model> load(const std::string& path, const std::string& s
     std::string fmt = spec;
     if (const auto h = spec.find("+head="); h != std::string::npos) {
         fmt = spec.substr(0, h);
-        o.head_weights = quant::parse_weight_format(spec.substr(h + 6));
+        o.head_weights = tensor::parse_weight_format(spec.substr(h + 6));
     }
-    o.weights = quant::parse_weight_format(fmt);
-    if (o.weights->type == kernels::WeightType::F32) o.dtype = model::RuntimeDType::F32;
+    o.weights = tensor::parse_weight_format(fmt);
+    if (o.weights->type == tensor::WeightType::F32) o.dtype = model::RuntimeDType::F32;
     if (!o.head_weights)
         o.head_weights =
-            quant::parse_weight_format(o.dtype == model::RuntimeDType::F32 ? "f32" : "bf16");
+            tensor::parse_weight_format(o.dtype == model::RuntimeDType::F32 ? "f32" : "bf16");
     o.load_tokenizer = true;
     return model::load_model(path, o, pool);
 }
@@ -140,7 +140,7 @@ int main(int argc, char** argv) {
         int64_t scored = 0;
         std::vector<float> lr, lc;
         std::vector<double> pr, pc;
-        model::ContiguousKvCache cache(ref->config, ctx, kernels::KvType::F32);
+        model::ContiguousKvCache cache(ref->config, ctx, tensor::KvType::F32);
         const auto t0 = std::chrono::steady_clock::now();
         for (size_t off = 0; off + 2 <= ids.size(); off += static_cast<size_t>(ctx)) {
             const int64_t n = std::min<int64_t>(ctx, static_cast<int64_t>(ids.size() - off));

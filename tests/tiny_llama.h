@@ -32,7 +32,7 @@ struct TinyLlama {
     int64_t vocab() const { return model->config.vocab_size; }
     // The model's KV geometry in `type`, with a budget of exactly `pages` pages of `page_size`.
     kv::KvCacheConfig kv_config(int32_t page_size, int64_t pages,
-                                kernels::KvType type = kernels::KvType::BF16) const {
+                                tensor::KvType type = tensor::KvType::BF16) const {
         auto c = kv::KvCacheConfig::shaped(model->config.n_layers, model->config.n_kv_heads,
                                            model->config.head_dim, type, page_size);
         c.budget_bytes = kv::kv_budget_for_tokens(c, pages * page_size);

@@ -21,7 +21,7 @@
 
 #include "kernels/matmul.h"
 #include "kernels/matmul_quant.h"
-#include "quant/weight_format.h"
+#include "tensor/weight_format.h"
 #include "util/huge_page_arena.h"
 #include "util/thread_pool.h"
 
@@ -45,20 +45,20 @@ static Mat make(const std::string& fmt, int64_t rows, int64_t cols, int64_t ntok
                 std::mt19937& rng) {
     Mat m;
     if (fmt == "bf16") {
-        m.w = kernels::WeightMatrix{kernels::WeightType::BF16, rows, cols, nullptr};
+        m.w = kernels::WeightMatrix{tensor::WeightType::BF16, rows, cols, nullptr};
         m.buf = weight_bytes(static_cast<size_t>(kernels::packed_weight_elems(rows, cols)) * 2);
         auto* p = reinterpret_cast<uint16_t*>(m.buf.data());
         for (size_t i = 0; i < m.buf.size() / 2; ++i)
             p[i] = static_cast<uint16_t>(0x3c00 + (rng() & 0xff));
     } else {
-        m.w = quant::parse_weight_format(fmt).layout(rows, cols);
+        m.w = kernels::weight_layout(tensor::parse_weight_format(fmt), rows, cols);
         m.buf = weight_bytes(static_cast<size_t>(kernels::quant_packed_bytes(m.w)));
         for (size_t i = 0; i < m.buf.size(); ++i) m.buf.data()[i] = static_cast<uint8_t>(rng());
         // Valid small scales (f16 0x2000 ~ 0.0078): rewrite every scale slot.
         const int64_t pb = kernels::quant_panel_bytes(m.w);
         for (int64_t p = 0; p * 16 < rows; ++p) {
             uint8_t* panel = m.buf.data() + p * pb;
-            if (m.w.type == kernels::WeightType::Q4) {
+            if (m.w.type == tensor::WeightType::Q4) {
                 const int64_t gb = 32 + (m.w.asym ? 32 : 0) + m.w.group * 8;
                 for (int64_t g = 0; g < cols / m.w.group; ++g)
                     for (int i = 0; i < (m.w.asym ? 32 : 16); ++i) {

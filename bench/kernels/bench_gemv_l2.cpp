@@ -22,7 +22,7 @@
 #include "kernels/matmul.h"
 #include "kernels/matmul_quant.h"
 #include "quant/quantizer.h"
-#include "quant/weight_format.h"
+#include "tensor/weight_format.h"
 
 using namespace warden;
 
@@ -38,9 +38,9 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "ROWS must be in [1, 65536] and REPS positive\n");
         return 2;
     }
-    kernels::WeightMatrix w = quant::parse_weight_format(fmt).layout(rows, cols);
-    if (w.type != kernels::WeightType::Q4 && w.type != kernels::WeightType::Q8 &&
-        w.type != kernels::WeightType::FP8) {
+    kernels::WeightMatrix w = kernels::weight_layout(tensor::parse_weight_format(fmt), rows, cols);
+    if (w.type != tensor::WeightType::Q4 && w.type != tensor::WeightType::Q8 &&
+        w.type != tensor::WeightType::FP8) {
         std::fprintf(stderr, "%s is not a quantized format\n", fmt.c_str());
         return 2;
     }

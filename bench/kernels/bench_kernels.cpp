@@ -95,15 +95,15 @@ void* alloc64(size_t bytes) {
     return p;
 }
 
-double matvec_gbs(util::ThreadPool& pool, kernels::WeightType type, int64_t rows, int64_t cols,
+double matvec_gbs(util::ThreadPool& pool, tensor::WeightType type, int64_t rows, int64_t cols,
                   double* per_cpu_s) {
-    const size_t elt = type == kernels::WeightType::BF16 ? 2 : 4;
+    const size_t elt = type == tensor::WeightType::BF16 ? 2 : 4;
     const size_t bytes = kernels::packed_weight_elems(rows, cols) * elt;
     const int copies = static_cast<int>(std::max<size_t>(2, (256u << 20) / bytes));
     std::vector<void*> mats;
     for (int c = 0; c < copies; ++c) {
         void* p = alloc64(bytes);
-        if (type == kernels::WeightType::BF16) {  // finite bf16 values (0x3f80 = 1.0)
+        if (type == tensor::WeightType::BF16) {  // finite bf16 values (0x3f80 = 1.0)
             auto* h = static_cast<uint16_t*>(p);
             for (size_t i = 0; i < bytes / 2; ++i) h[i] = 0x3f80;
         } else {
@@ -135,12 +135,12 @@ double matvec_gbs(util::ThreadPool& pool, kernels::WeightType type, int64_t rows
 
 // Returns wall-clock GFLOP/s on `pool`; *per_cpu_s gets GFLOP per CPU-second of the calling
 // thread on a 1-thread pool (robust against other processes stealing the shared cores).
-double gemm_gflops(util::ThreadPool& pool, kernels::WeightType type, int64_t rows, int64_t cols,
+double gemm_gflops(util::ThreadPool& pool, tensor::WeightType type, int64_t rows, int64_t cols,
                    int64_t n, double* per_cpu_s) {
-    const size_t elt = type == kernels::WeightType::BF16 ? 2 : 4;
+    const size_t elt = type == tensor::WeightType::BF16 ? 2 : 4;
     const int64_t elems = kernels::packed_weight_elems(rows, cols);
     void* wp = alloc64(elems * elt);
-    if (type == kernels::WeightType::BF16) {
+    if (type == tensor::WeightType::BF16) {
         auto* h = static_cast<uint16_t*>(wp);
         for (int64_t i = 0; i < elems; ++i) h[i] = static_cast<uint16_t>(0x3c00 + (i & 0xff));
     } else {
@@ -186,8 +186,8 @@ int main(int argc, char** argv) {
         bw1, bw, threads, bw_cpu);
 
     const int64_t shapes[2][2] = {{2048, 8192}, {8192, 2048}};  // {rows(out), cols(in)}
-    for (auto type : {kernels::WeightType::BF16, kernels::WeightType::F32}) {
-        const char* tn = type == kernels::WeightType::BF16 ? "bf16" : "f32";
+    for (auto type : {tensor::WeightType::BF16, tensor::WeightType::F32}) {
+        const char* tn = type == tensor::WeightType::BF16 ? "bf16" : "f32";
         for (const auto& s : shapes) {
             double per_cpu = 0.0;
             const double g = matvec_gbs(pool, type, s[0], s[1], &per_cpu);
@@ -199,7 +199,7 @@ int main(int argc, char** argv) {
         }
     }
     const int64_t gshapes[2][2] = {{2048, 2048}, {5632, 2048}};
-    for (auto type : {kernels::WeightType::BF16, kernels::WeightType::F32})
+    for (auto type : {tensor::WeightType::BF16, tensor::WeightType::F32})
         for (const auto& s : gshapes)
             for (int64_t n : {64, 128, 512}) {
                 double per_cpu = 0.0;
@@ -207,9 +207,8 @@ int main(int argc, char** argv) {
                 std::printf(
                     "gemm   %-4s %5lldx%-5lld n=%-3lld: %6.1f GFLOP/s wall (%d threads), "
                     "%6.1f GFLOP/s per CPU-second (1 thread)\n",
-                    type == kernels::WeightType::BF16 ? "bf16" : "f32",
-                    static_cast<long long>(s[0]), static_cast<long long>(s[1]),
-                    static_cast<long long>(n), gf, threads, per_cpu);
+                    type == tensor::WeightType::BF16 ? "bf16" : "f32", static_cast<long long>(s[0]),
+                    static_cast<long long>(s[1]), static_cast<long long>(n), gf, threads, per_cpu);
             }
     return 0;
 }

@@ -35,7 +35,7 @@
 #include "kernels/decode_tuning.h"
 #include "kernels/matmul.h"
 #include "kernels/matmul_quant.h"
-#include "quant/weight_format.h"
+#include "tensor/weight_format.h"
 #include "util/huge_page_arena.h"
 #include "util/thread_pool.h"
 
@@ -56,9 +56,9 @@ util::HugePageArena& arena() {
 
 // Random codes with valid small scales (f16 0x2000 ~ 0.0078) in every scale slot, as
 // bench_gemv_decode makes them: values do not matter for speed, finite arithmetic does.
-Mat make(const quant::WeightFormat& f, int64_t rows, int64_t cols, std::mt19937_64& rng) {
+Mat make(const tensor::WeightFormat& f, int64_t rows, int64_t cols, std::mt19937_64& rng) {
     Mat m;
-    m.w = f.layout(rows, cols);
+    m.w = kernels::weight_layout(f, rows, cols);
     m.buf = arena().allocate(static_cast<size_t>(kernels::quant_packed_bytes(m.w)));
     for (size_t i = 0; i + 8 <= m.buf.size(); i += 8) {
         const uint64_t v = rng();
@@ -68,7 +68,7 @@ Mat make(const quant::WeightFormat& f, int64_t rows, int64_t cols, std::mt19937_
     const uint16_t s = 0x2000;
     for (int64_t p = 0; p * 16 < rows; ++p) {
         uint8_t* panel = m.buf.data() + p * pb;
-        if (m.w.type == kernels::WeightType::Q4) {
+        if (m.w.type == tensor::WeightType::Q4) {
             const int64_t gb = 32 + (m.w.asym ? 32 : 0) + m.w.group * 8;
             for (int64_t g = 0; g < cols / m.w.group; ++g)
                 for (int i = 0; i < (m.w.asym ? 32 : 16); ++i)
@@ -163,14 +163,14 @@ int main(int argc, char** argv) {
                      argv[0]);
         return 2;
     }
-    quant::WeightFormat fmt;
+    tensor::WeightFormat fmt;
     try {
-        fmt = quant::parse_weight_format(argv[1]);
+        fmt = tensor::parse_weight_format(argv[1]);
     } catch (const std::exception& e) {
         std::fprintf(stderr, "%s\n", e.what());
         return 2;
     }
-    if (fmt.type != kernels::WeightType::Q4 && fmt.type != kernels::WeightType::Q8) {
+    if (fmt.type != tensor::WeightType::Q4 && fmt.type != tensor::WeightType::Q8) {
         std::fprintf(stderr,
                      "FORMAT must be an int4 or int8 format (int4, int4-g128, int8, ...)\n");
         return 2;

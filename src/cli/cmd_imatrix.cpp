@@ -62,7 +62,7 @@ int imatrix(const ImatrixOptions& o) {
         o.process_output ? static_cast<size_t>(o.chunk_size * model->config.vocab_size) : 0);
     model::Transformer tf(*model, pool);
     tf.set_observer(&collector);
-    model::ContiguousKvCache cache(model->config, o.chunk_size, kernels::KvType::F32);
+    model::ContiguousKvCache cache(model->config, o.chunk_size, tensor::KvType::F32);
     std::vector<int32_t> chunk(static_cast<size_t>(o.chunk_size));
     std::fprintf(stderr, "imatrix: %lld chunks of %lld tokens (%zu in the text), %zu matrices\n",
                  static_cast<long long>(n_chunks), static_cast<long long>(o.chunk_size),

@@ -38,13 +38,12 @@ void print_kv_budget(const EngineOptions& e, const model::ModelConfig& c) {
                 e.kv_cache_bytes.empty() ? " (default; --kv-cache-bytes)" : "",
                 static_cast<long long>(kv::kv_tokens_for_budget(k)));
     std::printf("same bytes in: ");
-    for (kernels::KvType t :
-         {kernels::KvType::BF16, kernels::KvType::F16, kernels::KvType::FP8_E4M3,
-          kernels::KvType::FP8_E5M2, kernels::KvType::INT8}) {
+    for (tensor::KvType t : {tensor::KvType::BF16, tensor::KvType::F16, tensor::KvType::FP8_E4M3,
+                             tensor::KvType::FP8_E5M2, tensor::KvType::INT8}) {
         kv::KvCacheConfig o = k;
         o.type = t;
         o.scales = kernels::KvScales::TokenHead;
-        std::printf(" %s %lld", kernels::kv_type_name(t),
+        std::printf(" %s %lld", tensor::kv_type_name(t),
                     static_cast<long long>(kv::kv_tokens_for_budget(o)));
     }
     std::printf(" tokens\n");

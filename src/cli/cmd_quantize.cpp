@@ -33,7 +33,7 @@ bool ends_with(const std::string& s, const std::string& suf) {
 
 int quantize(const QuantizeOptions& o) {
     if (o.common.weights.empty()) throw util::Error("quantize: --weights FORMAT is required");
-    const quant::WeightFormat f = quant::parse_weight_format(o.common.weights);
+    const tensor::WeightFormat f = tensor::parse_weight_format(o.common.weights);
     util::ThreadPool pool(o.common.threads);
     std::error_code ec;
     // .safetensors, an existing directory, or a path without extension (a directory to create).
@@ -71,7 +71,7 @@ int quantize(const QuantizeOptions& o) {
     else if (o.head_weights == "keep")
         head = convert::HeadOptions::keep();
     else if (!o.head_weights.empty())
-        head = convert::HeadOptions::as(quant::parse_weight_format(o.head_weights));
+        head = convert::HeadOptions::as(tensor::parse_weight_format(o.head_weights));
     const auto st = ct_out ? convert::quantize_hf_compressed_tensors(
                                  o.common.model_path, o.out, f, o.common.quantize_embeddings, pool,
                                  max_shard, imatrix ? &*imatrix : nullptr)
@@ -81,7 +81,7 @@ int quantize(const QuantizeOptions& o) {
         "wrote %s: %lld tensors quantized (%s%s%s), %lld copied; tensor data %.1f MiB -> %.1f "
         "MiB\n",
         o.out.c_str(), static_cast<long long>(st.tensors_quantized),
-        quant::weight_format_name(f).c_str(), st.heads.empty() ? "" : "; ", st.heads.c_str(),
+        tensor::weight_format_name(f).c_str(), st.heads.empty() ? "" : "; ", st.heads.c_str(),
         static_cast<long long>(st.tensors_copied), static_cast<double>(st.bytes_in) / 1048576.0,
         static_cast<double>(st.bytes_out) / 1048576.0);
     if (imatrix)

@@ -59,7 +59,7 @@ std::vector<uint8_t> f32_bytes(const formats::SourceTensor& t) {
 }  // namespace
 
 QuantizeStats quantize_hf_compressed_tensors(const std::string& in_dir, const std::string& out,
-                                             const quant::WeightFormat& f, bool embeddings,
+                                             const tensor::WeightFormat& f, bool embeddings,
                                              util::ThreadPool& pool,
                                              std::optional<int64_t> max_shard_bytes,
                                              const quant::Imatrix* imatrix) {
@@ -70,17 +70,17 @@ QuantizeStats quantize_hf_compressed_tensors(const std::string& in_dir, const st
             "+ "
             "safetensors) as input, got '" +
             in_dir + "'");
-    if (f.type == kernels::WeightType::Q4 && f.asym)
+    if (f.type == tensor::WeightType::Q4 && f.asym)
         throw Error(
             "quantize: compressed-tensors output supports symmetric int4 only: warden's '" +
-            quant::weight_format_name(f) +
+            tensor::weight_format_name(f) +
             "' stores a free offset per group, which has no exact pack-quantized zero point");
-    if (f.type != kernels::WeightType::Q4 && f.type != kernels::WeightType::Q8)
+    if (f.type != tensor::WeightType::Q4 && f.type != tensor::WeightType::Q8)
         throw Error(
             "quantize: compressed-tensors pack-quantized output needs an int4 or int8 format, got "
             "'" +
-            quant::weight_format_name(f) + "'");
-    const int num_bits = f.type == kernels::WeightType::Q4 ? 4 : 8;
+            tensor::weight_format_name(f) + "'");
+    const int num_bits = f.type == tensor::WeightType::Q4 ? 4 : 8;
     const std::string scale_dtype = f.bf16_scales ? "BF16" : "F16";
 
     // Output paths.
@@ -195,10 +195,10 @@ QuantizeStats quantize_hf_compressed_tensors(const std::string& in_dir, const st
         if (p.quantize) {
             const int64_t rows = p.dims[0], cols = p.dims[1];
             try {
-                kernels::check_quant_shape(f.layout(rows, cols));
+                kernels::check_quant_shape(kernels::weight_layout(f, rows, cols));
             } catch (const Error& e) {
                 throw Error("'" + in_dir + "': tensor '" + n + "' as " +
-                            quant::weight_format_name(f) + ": " + e.what());
+                            tensor::weight_format_name(f) + ": " + e.what());
             }
             p.words = (cols * num_bits + 31) / 32;
             p.groups =
@@ -249,7 +249,7 @@ QuantizeStats quantize_hf_compressed_tensors(const std::string& in_dir, const st
             return {n};
         }
         const int64_t rows = t.dims[0], cols = t.dims[1];
-        const kernels::WeightMatrix layout = f.layout(rows, cols);
+        const kernels::WeightMatrix layout = kernels::weight_layout(f, rows, cols);
         const int64_t words = p.words, ng = p.groups;
         std::vector<uint8_t> packed(static_cast<size_t>(rows * words * 4));
         std::vector<uint8_t> scales(static_cast<size_t>(rows * ng * 2));
@@ -279,7 +279,7 @@ QuantizeStats quantize_hf_compressed_tensors(const std::string& in_dir, const st
                 }
             });
         } catch (const Error& e) {
-            throw Error("'" + in_dir + "': tensor '" + n + "' as " + quant::weight_format_name(f) +
+            throw Error("'" + in_dir + "': tensor '" + n + "' as " + tensor::weight_format_name(f) +
                         ": " + e.what());
         }
         const std::string m = n.substr(0, n.size() - 7);

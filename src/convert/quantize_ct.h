@@ -19,7 +19,7 @@
 
 #include "convert/quantize_model.h"
 #include "quant/imatrix.h"
-#include "quant/weight_format.h"
+#include "tensor/weight_format.h"
 #include "util/thread_pool.h"
 
 namespace warden::convert {
@@ -37,7 +37,7 @@ inline constexpr int64_t kDefaultMaxShardBytes = int64_t{5} << 30;
 // each tensor's GGUF name (formats/gguf_names.h; expert e of a stacked entry for MoE experts).
 // Throws util::Error, before writing anything for a bad format, shape, option or imatrix entry.
 QuantizeStats quantize_hf_compressed_tensors(const std::string& in_dir, const std::string& out,
-                                             const quant::WeightFormat& f, bool embeddings,
+                                             const tensor::WeightFormat& f, bool embeddings,
                                              util::ThreadPool& pool,
                                              std::optional<int64_t> max_shard_bytes = std::nullopt,
                                              const quant::Imatrix* imatrix = nullptr);

@@ -19,25 +19,25 @@ bool is_embedding_weight(const std::string& name) {
 }
 
 QuantizeStats quantize_gguf(const std::string& in, const std::string& out,
-                            const quant::WeightFormat& f, const HeadOptions& head,
+                            const tensor::WeightFormat& f, const HeadOptions& head,
                             util::ThreadPool& pool, const quant::Imatrix* imatrix) {
     // A format with a GGUF block type, or a clear error naming what asked for it.
-    const auto gguf_type = [](const quant::WeightFormat& w, const char* what) {
-        if (!w.quantized() || w.type == kernels::WeightType::FP8)
+    const auto gguf_type = [](const tensor::WeightFormat& w, const char* what) {
+        if (!w.quantized() || w.type == tensor::WeightType::FP8)
             throw util::Error(std::string(what) +
                               ": GGUF output needs an int4 or int8 format (fp8/bf16 have no GGUF "
                               "block type here), got '" +
-                              quant::weight_format_name(w) + "'");
+                              tensor::weight_format_name(w) + "'");
         try {
-            return quant::ggml_type_for(w.layout(32, w.group ? w.group : 32));
+            return quant::ggml_type_for(kernels::weight_layout(w, 32, w.group ? w.group : 32));
         } catch (const util::Error& e) {
-            throw util::Error(std::string(what) + " '" + quant::weight_format_name(w) +
+            throw util::Error(std::string(what) + " '" + tensor::weight_format_name(w) +
                               "': " + e.what());
         }
     };
     const tensor::GgmlType out_type = gguf_type(f, "--weights");
     if (head.mode == HeadOptions::Mode::Format) gguf_type(head.format, "--head-weights");
-    const std::optional<quant::WeightFormat> default_head = quant::default_head_format(f);
+    const std::optional<tensor::WeightFormat> default_head = tensor::default_head_format(f);
     formats::GGUFFile src(in);
     formats::GGUFWriter w;
     for (const auto& [k, v] : src.metadata()) w.set(k, v);
@@ -49,9 +49,9 @@ QuantizeStats quantize_gguf(const std::string& in, const std::string& out,
     // The runtime format the blocks were written from, which loading without --weights uses: the
     // block types alone cannot tell int4-g128 (four Q4_0 blocks sharing a scale) from int4-g32
     // without reading every row (model/gguf_native_weights.h).
-    quant::WeightFormat stored = f;
+    tensor::WeightFormat stored = f;
     stored.act_f32 = false;  // a kernel choice (-a16), not part of the stored blocks
-    w.set_string(std::string(model::kGgufDeclaredWeightsKey), quant::weight_format_name(stored));
+    w.set_string(std::string(model::kGgufDeclaredWeightsKey), tensor::weight_format_name(stored));
     // The layers the model runs, for the matrices --weights applies to at load (attention, MLP,
     // MLA projections, shared and stacked routed experts; not routers, MLA's kv_b, MTP blocks).
     const int64_t n_layers = model::config_from_gguf(src).n_layers;
@@ -59,7 +59,7 @@ QuantizeStats quantize_gguf(const std::string& in, const std::string& out,
     for (const auto& t : src.tensors()) {
         st.bytes_in += static_cast<int64_t>(t.n_bytes);
         // The format this tensor is written in; unset: copied.
-        std::optional<quant::WeightFormat> fmt;
+        std::optional<tensor::WeightFormat> fmt;
         if (model::is_layer_matrix(t, n_layers) && t.shape.size() <= 3) {
             fmt = f;
         } else if (t.shape.size() == 2 && is_embedding_weight(t.name)) {
@@ -68,10 +68,10 @@ QuantizeStats quantize_gguf(const std::string& in, const std::string& out,
             else if (head.mode == HeadOptions::Mode::Default && tensor::ggml_is_float(t.type))
                 fmt = default_head;
             if (fmt) {
-                quant::WeightFormat named = *fmt;
+                tensor::WeightFormat named = *fmt;
                 named.act_f32 = false;
                 st.heads += (st.heads.empty() ? "" : ", ") + t.name.substr(0, t.name.find('.')) +
-                            " as " + quant::weight_format_name(named);
+                            " as " + tensor::weight_format_name(named);
             }
         }
         // Bytes are made as the writer reaches each tensor (one tensor in memory, not the model);
@@ -89,10 +89,10 @@ QuantizeStats quantize_gguf(const std::string& in, const std::string& out,
         const int64_t cols = t.shape[0], rows_per = t.shape[1],
                       n_mat = t.shape.size() == 3 ? t.shape[2] : 1;
         const int64_t rows = rows_per * n_mat;
-        const kernels::WeightMatrix layout = fmt->layout(rows, cols);
+        const kernels::WeightMatrix layout = kernels::weight_layout(*fmt, rows, cols);
         // By value: the producer runs after this iteration's locals are gone.
         const std::string what =
-            "'" + in + "': tensor '" + t.name + "' as " + quant::weight_format_name(*fmt) + ": ";
+            "'" + in + "': tensor '" + t.name + "' as " + tensor::weight_format_name(*fmt) + ": ";
         try {
             kernels::check_quant_shape(layout);
         } catch (const util::Error& e) {

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "quant/imatrix.h"
-#include "quant/weight_format.h"
+#include "tensor/weight_format.h"
 #include "util/thread_pool.h"
 
 namespace warden::convert {
@@ -24,7 +24,7 @@ struct QuantizeStats {
 
 // How quantize_gguf writes token_embd / output.
 //   Default: a float (F32/F16/BF16) one becomes the default head beside the layers
-//     (quant::default_head_format: int8 beside int4), the format loading with --weights gives it
+//     (tensor::default_head_format: int8 beside int4), the format loading with --weights gives it
 //     anyway, so the file holds what runs: smaller, and nothing to quantize at each load. One
 //     already quantized (a Q8_0 or Q6_K head, say) is copied, so nothing is quantized twice; beside
 //     int8 layers every head is copied (no default head there).
@@ -33,9 +33,9 @@ struct QuantizeStats {
 //   F`).
 struct HeadOptions {
     enum class Mode { Default, Keep, Format } mode = Mode::Default;
-    quant::WeightFormat format;  // Mode::Format only
+    tensor::WeightFormat format;  // Mode::Format only
     static HeadOptions keep() { return {Mode::Keep, {}}; }
-    static HeadOptions as(const quant::WeightFormat& f) { return {Mode::Format, f}; }
+    static HeadOptions as(const tensor::WeightFormat& f) { return {Mode::Format, f}; }
 };
 
 // Is this tensor the token embeddings or the output head (GGUF or HF naming)?
@@ -48,7 +48,7 @@ bool is_embedding_weight(const std::string& name);
 // importance of each quantized tensor's input columns where it has an entry of that name
 // (quant/imatrix.h; rows that import without loss are imported all the same).
 QuantizeStats quantize_gguf(const std::string& in, const std::string& out,
-                            const quant::WeightFormat& f, const HeadOptions& head,
+                            const tensor::WeightFormat& f, const HeadOptions& head,
                             util::ThreadPool& pool, const quant::Imatrix* imatrix = nullptr);
 
 }  // namespace warden::convert

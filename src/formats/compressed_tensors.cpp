@@ -9,6 +9,7 @@
 
 #include "formats/safetensors_file.h"
 #include "tensor/float_convert.h"
+#include "tensor/weight_format.h"
 #include "util/error.h"
 
 namespace warden::formats {
@@ -409,7 +410,7 @@ std::optional<kernels::QuantRow> ct_import_row(const CtPacked& t, int64_t r,
                                                const kernels::WeightMatrix& w) {
     if (w.cols != t.cols) return std::nullopt;
     kernels::QuantRow row;
-    if (w.type == kernels::WeightType::Q4) {
+    if (w.type == tensor::WeightType::Q4) {
         if (t.num_bits != 4 || w.group <= 0 || t.group % w.group != 0) return std::nullopt;
         if (t.zero && !w.asym) return std::nullopt;
         const int64_t ng = w.cols / w.group;
@@ -434,7 +435,7 @@ std::optional<kernels::QuantRow> ct_import_row(const CtPacked& t, int64_t r,
         }
         return row;
     }
-    if (w.type == kernels::WeightType::Q8) {
+    if (w.type == tensor::WeightType::Q8) {
         if (t.num_bits != 8 || t.zero) return std::nullopt;
         // One scale per row (int8) or per 32 columns (int8-g32): every source group a block
         // spans must carry that block's scale.
@@ -457,28 +458,30 @@ std::optional<kernels::QuantRow> ct_import_row(const CtPacked& t, int64_t r,
 }
 
 std::optional<std::string> ct_native_format(const CtWeightArgs& a, const std::string& scale_dtype) {
-    std::string f;
+    tensor::WeightFormat f;
     if (a.num_bits == 8) {
         if (!a.symmetric) return std::nullopt;
+        f.type = tensor::WeightType::Q8;
         if (a.strategy == "channel") {
-            f = "int8";
+            f.group = 0;
         } else if (a.group_size % 32 == 0) {
-            f = "int8-g32";
+            f.group = 32;
         } else {
             return std::nullopt;
         }
     } else {
+        f.type = tensor::WeightType::Q4;
         if (a.group_size % 128 == 0) {
-            f = "int4-g128";
+            f.group = 128;
         } else if (a.group_size % 32 == 0) {
-            f = "int4-g32";
+            f.group = 32;
         } else {
             return std::nullopt;
         }
-        if (!a.symmetric) f += "-asym";
+        f.asym = !a.symmetric;
     }
-    if (scale_dtype == "BF16") f += "-bf16s";
-    return f;
+    f.bf16_scales = scale_dtype == "BF16";
+    return tensor::weight_format_name(f);
 }
 
 }  // namespace warden::formats

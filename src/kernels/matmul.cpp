@@ -277,6 +277,24 @@ void unpack_weight_row(const WeightMatrix& w, int64_t r, float* out) {
     }
 }
 
+WeightMatrix weight_layout(const tensor::WeightFormat& f, int64_t rows, int64_t cols) {
+    WeightMatrix w;
+    w.type = f.type;
+    w.rows = rows;
+    w.cols = cols;
+    w.group = f.group;
+    w.asym = f.asym;
+    w.bf16_scales = f.bf16_scales;
+    w.act_f32 = f.act_f32;
+    return w;
+}
+
+int64_t weight_bytes(const tensor::WeightFormat& f, int64_t rows, int64_t cols) {
+    if (!f.quantized())
+        return packed_weight_elems(rows, cols) * (f.type == WeightType::BF16 ? 2 : 4);
+    return quant_packed_bytes(weight_layout(f, rows, cols));
+}
+
 void matmul_rows(Isa isa, const WeightMatrix& w, const float* x, int64_t n, float* y,
                  int64_t row_begin, int64_t row_end) {
     WARDEN_ASSERT(row_begin >= 0 && row_begin <= row_end && row_end <= w.rows,

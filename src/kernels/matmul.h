@@ -6,14 +6,16 @@
 #include <span>
 
 #include "kernels/cpu_features.h"
+#include "tensor/weight_format.h"
 #include "util/thread_pool.h"
 
 namespace warden::kernels {
 
+// Weight types (tensor/weight_format.h), named here for the kernels' own use.
 // F32/BF16: the panel layout below. Q8, Q4, FP8: quantized panel layouts, see
 // kernels/matmul_quant.h (per-output-channel or per-group scales stored inside each panel).
 // Q4K, Q5K, Q6K: GGUF K-quant super-blocks kept as stored, row after row (kernels/matmul_kquant.h).
-enum class WeightType { F32, BF16, Q8, Q4, FP8, Q4K, Q5K, Q6K };
+using tensor::WeightType;
 
 // Weights are stored packed in panels of kPanelRows output rows: element (r, k) lives at
 // index (r / kPanelRows) * cols * kPanelRows + k * kPanelRows + r % kPanelRows; rows past
@@ -47,6 +49,11 @@ inline int64_t packed_index(int64_t r, int64_t k, int64_t cols) {
 void pack_weight_row(WeightType t, int64_t cols, int64_t r, const float* row, void* packed);
 // Reads row r back as f32 (embedding lookups, tests).
 void unpack_weight_row(const WeightMatrix& w, int64_t r, float* out);
+
+// An empty view carrying format f and a [rows, cols] shape (for layout sizes and shape checks).
+WeightMatrix weight_layout(const tensor::WeightFormat& f, int64_t rows, int64_t cols);
+// Bytes of a [rows, cols] matrix in format f (packed, whole panels).
+int64_t weight_bytes(const tensor::WeightFormat& f, int64_t rows, int64_t cols);
 
 // y[n, w.rows] = x[n, w.cols] * W^T. Splits output rows over the pool in whole panels; for
 // n > 1 each weight tile is loaded once and reused across token rows (prefill is

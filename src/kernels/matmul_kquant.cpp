@@ -12,23 +12,6 @@
 
 namespace warden::kernels {
 
-int64_t kquant_block_bytes(WeightType t) {
-    switch (t) {
-        case WeightType::Q4K:
-            return 144;
-        case WeightType::Q5K:
-            return 176;
-        case WeightType::Q6K:
-            return 210;
-        default:
-            throw util::Error("kquant_block_bytes: not a K-quant type");
-    }
-}
-
-const char* kquant_type_name(WeightType t) {
-    return t == WeightType::Q4K ? "Q4_K" : (t == WeightType::Q5K ? "Q5_K" : "Q6_K");
-}
-
 int64_t kquant_row_bytes(const WeightMatrix& w) {
     return w.cols / kKQuantBlock * kquant_block_bytes(w.type);
 }

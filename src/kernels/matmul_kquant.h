@@ -33,20 +33,17 @@
 
 namespace warden::kernels {
 
-constexpr int64_t kKQuantBlock = 256;  // weights per K-quant super-block
+// Block traits (tensor/weight_format.h), named here for the kernels' own use.
+using tensor::is_kquant;
+using tensor::kKQuantBlock;
+using tensor::kquant_block_bytes;
+using tensor::kquant_type_name;
 
-inline bool is_kquant(WeightType t) {
-    return t == WeightType::Q4K || t == WeightType::Q5K || t == WeightType::Q6K;
-}
-// Bytes of one super-block of type t (a K-quant type).
-int64_t kquant_block_bytes(WeightType t);
 // Bytes of one row (cols / 256 super-blocks).
 int64_t kquant_row_bytes(const WeightMatrix& w);
 // Row r's blocks (read-only view into w.data).
 const uint8_t* kquant_row(const WeightMatrix& w, int64_t r);
 // Row r dequantized exactly as llama.cpp's dequantize_row_* does.
 void kquant_dequant_row(const WeightMatrix& w, int64_t r, float* out);
-// The block type's name as GGUF spells it ("Q4_K").
-const char* kquant_type_name(WeightType t);
 
 }  // namespace warden::kernels

@@ -26,7 +26,7 @@ kernels::PagedKvStorage layout(const KvCacheConfig& c) {
 
 int32_t page_count(const KvCacheConfig& c) {
     util::check(c.page_size > 0 && c.page_size <= 4096, "--kv-page-size must be in [1, 4096]");
-    util::check(!(c.type == kernels::KvType::INT8 && c.scales == kernels::KvScales::Tensor),
+    util::check(!(c.type == tensor::KvType::INT8 && c.scales == kernels::KvScales::Tensor),
                 "--kv-dtype int8 needs --kv-scales=token-head (a per-tensor int8 scale would need "
                 "calibration)");
     util::check(std::isfinite(c.tensor_scale) && c.tensor_scale > 0.0f,
@@ -56,8 +56,8 @@ int64_t kv_tokens_for_budget(const KvCacheConfig& c) {
 }
 
 std::string kv_format_name(const KvCacheConfig& c) {
-    std::string s = kernels::kv_type_name(c.type);
-    if (kernels::kv_type_scaled(c.type)) {
+    std::string s = tensor::kv_type_name(c.type);
+    if (tensor::kv_type_scaled(c.type)) {
         if (c.scales == kernels::KvScales::TokenHead) {
             s += " (bf16 scale per token and kv head)";
         } else {

@@ -16,7 +16,7 @@ struct KvCacheConfig {
     int64_t n_layers = 0;
     int64_t n_kv_heads = 0;
     int64_t head_dim = 0;
-    kernels::KvType type = kernels::KvType::BF16;
+    tensor::KvType type = tensor::KvType::BF16;
     int32_t page_size = 16;
     int64_t budget_bytes = 0;  // page storage budget; the page count is derived from it
     bool scrub_on_free = false;
@@ -27,7 +27,7 @@ struct KvCacheConfig {
 
     // A model's KV geometry; budget_bytes (and scrub_on_free) are set by the caller.
     static KvCacheConfig shaped(int64_t n_layers, int64_t n_kv_heads, int64_t head_dim,
-                                kernels::KvType type, int32_t page_size) {
+                                tensor::KvType type, int32_t page_size) {
         KvCacheConfig c;
         c.n_layers = n_layers;
         c.n_kv_heads = n_kv_heads;

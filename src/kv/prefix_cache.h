@@ -52,7 +52,7 @@ struct CacheScope {
 struct PrefixCacheConfig {
     int32_t page_size = 16;  // must equal the pool's
     uint64_t model_id = 0;   // identifies the weights + runtime dtype (entries never cross models)
-    uint32_t kv_format = 0;  // the KV storage format (kernels::KvType as an integer)
+    uint32_t kv_format = 0;  // the KV storage format (tensor::KvType as an integer)
     // The SipHash key. Left unset, a random per-process secret is drawn from the OS.
     std::optional<HashKey> secret;
     // Tests only: AND-ed into every key (0 makes every page collide), to prove that a

@@ -4,7 +4,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "quant/weight_format.h"
+#include "tensor/weight_format.h"
 #include "util/error.h"
 
 namespace warden::cli {
@@ -60,13 +60,13 @@ std::unique_ptr<model::Model> load(const CommonOptions& o, bool weights, util::T
     lo.load_weights = weights;
     const bool native = o.weights.empty() || o.weights == "auto";  // the loader picks (LoadOptions)
     if (!native) {
-        lo.weights = quant::parse_weight_format(o.weights);
-        if (lo.weights->type == kernels::WeightType::F32) lo.dtype = model::RuntimeDType::F32;
+        lo.weights = tensor::parse_weight_format(o.weights);
+        if (lo.weights->type == tensor::WeightType::F32) lo.dtype = model::RuntimeDType::F32;
     }
     if (!o.prefill_weights.empty()) {
-        lo.prefill_weights = quant::parse_weight_format(o.prefill_weights);
+        lo.prefill_weights = tensor::parse_weight_format(o.prefill_weights);
         const auto t = lo.prefill_weights->type;
-        if (t != kernels::WeightType::BF16 && t != kernels::WeightType::FP8)
+        if (t != tensor::WeightType::BF16 && t != tensor::WeightType::FP8)
             throw util::Error("--prefill-weights must be bf16 or fp8, got '" + o.prefill_weights +
                               "'");
     }
@@ -74,7 +74,7 @@ std::unique_ptr<model::Model> load(const CommonOptions& o, bool weights, util::T
         if (o.quantize_embeddings)
             throw util::Error(
                 "--head-weights and --quantize-embeddings both set the head's format; use one");
-        lo.head_weights = quant::parse_weight_format(o.head_weights);
+        lo.head_weights = tensor::parse_weight_format(o.head_weights);
     } else if (o.quantize_embeddings) {
         // The head takes the layers' format, which must be named: the native format is only
         // known once the file is read, and a head silently left at --dtype would ignore the flag.

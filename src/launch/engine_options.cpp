@@ -19,9 +19,9 @@ void add_kv_format_options(CLI::App& app, EngineOptions& o) {
 }
 
 kv::KvCacheConfig kv_config(const EngineOptions& o, const model::ModelConfig& c, bool f32_model) {
-    kernels::KvType type = f32_model ? kernels::KvType::F32 : kernels::KvType::BF16;
+    tensor::KvType type = f32_model ? tensor::KvType::F32 : tensor::KvType::BF16;
     if (!o.kv_dtype.empty()) {
-        const auto t = kernels::parse_kv_type(o.kv_dtype);
+        const auto t = tensor::parse_kv_type(o.kv_dtype);
         util::check(t.has_value(), "--kv-dtype: unknown format '" + o.kv_dtype + "'");
         type = *t;
     }
@@ -29,7 +29,7 @@ kv::KvCacheConfig kv_config(const EngineOptions& o, const model::ModelConfig& c,
                 "--kv-scales: expected token-head or tensor, got '" + o.kv_scales + "'");
     auto k = kv::KvCacheConfig::shaped(c.n_layers, c.n_kv_heads, c.head_dim, type, o.kv_page_size);
     k.scales = o.kv_scales == "tensor" ? kernels::KvScales::Tensor : kernels::KvScales::TokenHead;
-    util::check(!(type == kernels::KvType::INT8 && k.scales == kernels::KvScales::Tensor),
+    util::check(!(type == tensor::KvType::INT8 && k.scales == kernels::KvScales::Tensor),
                 "--kv-dtype int8 needs --kv-scales=token-head (a per-tensor int8 scale would need "
                 "calibration)");
     if (const model::KvShape sh = c.kv_shape(); sh.k_only) {  // MLA (same as make_kv_cache)

@@ -8,8 +8,8 @@
 
 #include "kernels/matmul_quant.h"
 #include "quant/quantizer.h"
-#include "quant/weight_format.h"
 #include "tensor/ggml_types.h"
+#include "tensor/weight_format.h"
 #include "util/error.h"
 
 namespace warden::model {
@@ -41,7 +41,8 @@ namespace {
 bool first_row_imports(tensor::GgmlType type, const uint8_t* data, int64_t rows, int64_t cols,
                        const std::string& format) {
     if (data == nullptr) return false;
-    const kernels::WeightMatrix layout = quant::parse_weight_format(format).layout(1, cols);
+    const kernels::WeightMatrix layout =
+        kernels::weight_layout(tensor::parse_weight_format(format), 1, cols);
     try {
         kernels::check_quant_shape(layout);  // a group that does not divide the row
         const int64_t row_bytes = tensor::ggml_row_bytes(type, cols);
@@ -69,14 +70,14 @@ std::optional<std::string> declared_format(const formats::GGUFFile& g, tensor::G
         why = "not a string";
     } else {
         try {
-            const quant::WeightFormat f = quant::parse_weight_format(v->s);
-            if (!f.quantized() || f.type == kernels::WeightType::FP8 || f.bf16_scales ||
-                f.act_f32) {
+            const tensor::WeightFormat f = tensor::parse_weight_format(v->s);
+            if (!f.quantized() || f.type == tensor::WeightType::FP8 || f.bf16_scales || f.act_f32) {
                 why = "'" + v->s + "' has no GGUF block type";
-            } else if (quant::ggml_type_for(f.layout(32, f.group ? f.group : 32)) != layer_type) {
+            } else if (quant::ggml_type_for(
+                           kernels::weight_layout(f, 32, f.group ? f.group : 32)) != layer_type) {
                 why = "'" + v->s + "' does not match the layer blocks";
             } else {
-                return quant::weight_format_name(f);
+                return tensor::weight_format_name(f);
             }
         } catch (const util::Error& e) {
             why = e.what();
@@ -159,8 +160,8 @@ LayerScan scan_layers(const formats::GGUFFile& g, const ModelConfig& c) {
 // with `only_exact`).
 void decide_heads(const formats::GGUFFile& g, const ModelConfig& c, const LayerScan& s,
                   const std::optional<std::string>& declared,
-                  const std::optional<quant::WeightFormat>& fallback, const std::string& dtype_name,
-                  bool only_exact, GgufNativeWeights& r) {
+                  const std::optional<tensor::WeightFormat>& fallback,
+                  const std::string& dtype_name, bool only_exact, GgufNativeWeights& r) {
     auto head = [&](const char* name, std::optional<std::string>& out) {
         const formats::GGUFTensor* t = g.find_tensor(std::string(name) + ".weight");
         if (t == nullptr) return;
@@ -176,7 +177,7 @@ void decide_heads(const formats::GGUFFile& g, const ModelConfig& c, const LayerS
                   : gguf_tensor_native_format(*t);
         const bool exact = out.has_value();
         if (!exact && only_exact) return;
-        if (!out && fallback) out = quant::weight_format_name(*fallback);
+        if (!out && fallback) out = tensor::weight_format_name(*fallback);
         r.note += std::string("; ") + name + " " + tensor::ggml_type_name(t->type) + " as " +
                   out.value_or(dtype_name) + (exact ? " without loss" : "");
     };
@@ -250,12 +251,12 @@ GgufNativeWeights gguf_native_weights(const formats::GGUFFile& g, const ModelCon
              (declared ? " written as " + *declared : std::string()) + ", imported without loss" +
              ignored;
     // The embeddings and head: their own format where it maps without loss, else the default
-    // beside these layers, as `--weights` gives it (quant::default_head_format: int8 beside
+    // beside these layers, as `--weights` gives it (tensor::default_head_format: int8 beside
     // int4), else --dtype.
     if (!head_chosen)
         decide_heads(g, c, s, declared,
-                     quant::default_head_format(quant::parse_weight_format(*r.layers)), dtype_name,
-                     false, r);
+                     tensor::default_head_format(tensor::parse_weight_format(*r.layers)),
+                     dtype_name, false, r);
     r.note += "; --weights chooses";
     return r;
 }

@@ -4,7 +4,7 @@
 
 namespace warden::model {
 
-ContiguousKvCache::ContiguousKvCache(const ModelConfig& c, int64_t max_ctx, kernels::KvType type) {
+ContiguousKvCache::ContiguousKvCache(const ModelConfig& c, int64_t max_ctx, tensor::KvType type) {
     util::check(max_ctx > 0, "KV cache needs a positive context length");
     storage_.type = type;
     storage_.page_size = max_ctx;

@@ -11,12 +11,12 @@ namespace warden::model {
 
 class ContiguousKvCache {
   public:
-    ContiguousKvCache(const ModelConfig& c, int64_t max_ctx, kernels::KvType type);
+    ContiguousKvCache(const ModelConfig& c, int64_t max_ctx, tensor::KvType type);
 
     int64_t capacity() const { return storage_.page_size; }
     int64_t n_tokens() const { return n_tokens_; }
     void set_n_tokens(int64_t n) { n_tokens_ = n; }
-    kernels::KvType type() const { return storage_.type; }
+    tensor::KvType type() const { return storage_.type; }
     int64_t bytes() const { return static_cast<int64_t>(buf_.size()); }
     const kernels::PagedKvStorage& storage() const { return storage_; }
     const int32_t* page_ids() const { return &page_id_; }

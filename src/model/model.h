@@ -7,7 +7,7 @@
 
 #include "model/model_config.h"
 #include "model/weights.h"
-#include "quant/weight_format.h"
+#include "tensor/weight_format.h"
 #include "util/thread_pool.h"
 
 namespace warden::tokenizer {
@@ -27,7 +27,7 @@ struct LoadOptions {
     bool load_tokenizer = true;  // HF directories without tokenizer.json load without one
     // Runtime weight format of the linear layers (--weights). Unset: the checkpoint's own format
     // where one maps onto it without loss (native_weights), else `dtype`.
-    std::optional<quant::WeightFormat> weights;
+    std::optional<tensor::WeightFormat> weights;
     // With `weights` unset, load layer matrices stored in a format warden runs natively in that
     // format: GGUF files whose layer matrices are all Q4_0 / all Q4_1 / all Q8_0 as int4-g32 /
     // int4-g32-asym / int8 (per channel) or int8-g32, with their embeddings and head decided one by
@@ -35,13 +35,13 @@ struct LoadOptions {
     // false: always `dtype` (the KV benches, whose documented runs used bf16 weights).
     bool native_weights = true;
     // Higher-precision copy for prefill rows (--prefill-weights bf16|fp8); unset: none.
-    std::optional<quant::WeightFormat> prefill_weights;
+    std::optional<tensor::WeightFormat> prefill_weights;
     // Format of token_embd / output (--head-weights, e.g. int8: a quarter of bf16's bytes for the
     // head without int4's quality loss; --quantize-embeddings sets it to `weights`). Unset: beside
     // quantized layers, named or native, the checkpoint's own where it maps without loss (a GGUF
     // Q4_0 / Q4_1 / Q8_0 head), else the layers' default head (int8 beside int4,
-    // quant::default_head_format), else dtype.
-    std::optional<quant::WeightFormat> head_weights;
+    // tensor::default_head_format), else dtype.
+    std::optional<tensor::WeightFormat> head_weights;
 };
 
 // Weight memory of a loaded model, by role (bytes of the runtime matrices).

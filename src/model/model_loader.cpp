@@ -116,7 +116,7 @@ class Loader {
     Loader(Model& m, const LoadOptions& o, util::ThreadPool& pool,
            std::function<std::optional<formats::SourceTensor>(const std::string&)> find,
            std::function<std::string(const std::string&, int)> name,
-           std::map<std::string, quant::WeightFormat> head_formats = {},
+           std::map<std::string, tensor::WeightFormat> head_formats = {},
            std::function<bool(const std::string&)> exists = nullptr)
         : m_(m),
           opts_(o),
@@ -165,21 +165,21 @@ class Loader {
         const formats::SourceTensor t = get(role, layer);
         expect_shape(t, {rows, cols});
         const bool embd = layer < 0;
-        quant::WeightFormat hi;
-        hi.type = opts_.dtype == RuntimeDType::BF16 ? kernels::WeightType::BF16
-                                                    : kernels::WeightType::F32;
-        std::optional<quant::WeightFormat> chosen = embd ? opts_.head_weights : opts_.weights;
+        tensor::WeightFormat hi;
+        hi.type =
+            opts_.dtype == RuntimeDType::BF16 ? tensor::WeightType::BF16 : tensor::WeightType::F32;
+        std::optional<tensor::WeightFormat> chosen = embd ? opts_.head_weights : opts_.weights;
         // Unset: the checkpoint's own lossless format (the caller decided it: head_formats_), else
         // the default beside these layers, named or native (int8 beside int4,
-        // quant::default_head_format), as `--weights` gives it.
+        // tensor::default_head_format), as `--weights` gives it.
         if (embd && !chosen)
             if (auto it = head_formats_.find(role); it != head_formats_.end()) chosen = it->second;
-        if (embd && !chosen && opts_.weights) chosen = quant::default_head_format(*opts_.weights);
+        if (embd && !chosen && opts_.weights) chosen = tensor::default_head_format(*opts_.weights);
         // A file of mixed block types that all run natively: each layer matrix in its own type's.
         if (!embd && !chosen && per_tensor_native && t.is_ggml)
             if (auto nf = gguf_mixed_native_format(t.ggml_type))
-                chosen = quant::parse_weight_format(*nf);
-        const quant::WeightFormat f = chosen.value_or(hi);
+                chosen = tensor::parse_weight_format(*nf);
+        const tensor::WeightFormat f = chosen.value_or(hi);
         Matrix m = build_matrix(t, f, rows, cols);
         (embd ? m_.weight_memory.embeddings : m_.weight_memory.layers) += m.bytes();
         if (!embd && opts_.prefill_weights && f.quantized() &&
@@ -196,7 +196,7 @@ class Loader {
     // Converts a source tensor into runtime format f: f32/bf16 packing, or quantization
     // (kernels/matmul_quant.h). GGUF Q4_0/Q4_1/Q8_0 rows that map onto f without loss are
     // imported bit-exactly (quant/quantizer.h), others are dequantized and requantized.
-    Matrix build_matrix(const formats::SourceTensor& t, const quant::WeightFormat& f, int64_t rows,
+    Matrix build_matrix(const formats::SourceTensor& t, const tensor::WeightFormat& f, int64_t rows,
                         int64_t cols) const {
         if (!f.quantized()) {
             Matrix m = Matrix::owned(f.type, rows, cols, &arena_);
@@ -209,13 +209,13 @@ class Loader {
             });
             return m;
         }
-        const kernels::WeightMatrix layout = f.layout(rows, cols);
+        const kernels::WeightMatrix layout = kernels::weight_layout(f, rows, cols);
         Matrix m;
         try {
-            if (kernels::is_kquant(layout.type) &&
+            if (tensor::is_kquant(layout.type) &&
                 !(t.is_ggml &&
-                  tensor::ggml_type_name(t.ggml_type) == kernels::kquant_type_name(layout.type)))
-                throw Error(std::string("only a GGUF ") + kernels::kquant_type_name(layout.type) +
+                  tensor::ggml_type_name(t.ggml_type) == tensor::kquant_type_name(layout.type)))
+                throw Error(std::string("only a GGUF ") + tensor::kquant_type_name(layout.type) +
                             " tensor loads in this format (warden does not quantize into it)");
             m = Matrix::quantized(layout, &arena_);
             const int64_t row_bytes = t.is_ggml ? tensor::ggml_row_bytes(t.ggml_type, cols) : 0;
@@ -248,7 +248,7 @@ class Loader {
             });
         } catch (const Error& e) {
             throw Error("model '" + m_.path + "': tensor '" + t.name + "' as " +
-                        quant::weight_format_name(f) + ": " + e.what());
+                        tensor::weight_format_name(f) + ": " + e.what());
         }
         return m;
     }
@@ -276,7 +276,7 @@ class Loader {
         ld.matrix_f32 = [this, l](const std::string& nm, int64_t rows, int64_t cols) {
             const formats::SourceTensor t = get("raw:" + nm, l);
             expect_shape(t, {rows, cols});
-            Matrix mat = Matrix::owned(kernels::WeightType::F32, rows, cols, &arena_);
+            Matrix mat = Matrix::owned(tensor::WeightType::F32, rows, cols, &arena_);
             std::vector<float> row(static_cast<size_t>(cols));
             for (int64_t r = 0; r < rows; ++r) {
                 t.row_to_f32(r, row.data());
@@ -286,8 +286,8 @@ class Loader {
         };
         ld.vec = [this, l](const std::string& nm, int64_t n) { return vec("raw:" + nm, l, n); };
         ld.pack = [this](int64_t rows, int64_t cols, const float* data) {
-            Matrix mat = Matrix::owned(opts_.dtype == RuntimeDType::BF16 ? kernels::WeightType::BF16
-                                                                         : kernels::WeightType::F32,
+            Matrix mat = Matrix::owned(opts_.dtype == RuntimeDType::BF16 ? tensor::WeightType::BF16
+                                                                         : tensor::WeightType::F32,
                                        rows, cols, &arena_);
             for (int64_t r = 0; r < rows; ++r) mat.pack_row(r, data + r * cols);
             return mat;
@@ -369,7 +369,7 @@ class Loader {
     std::function<std::string(const std::string&, int)> name_;
     // "embed" / "output" -> the format the checkpoint's own tensor imports into without loss,
     // used when no --head-weights is given (model/gguf_native_weights.h).
-    std::map<std::string, quant::WeightFormat> head_formats_;
+    std::map<std::string, tensor::WeightFormat> head_formats_;
     std::function<bool(const std::string&)> exists_;  // null: find_(name) decides
 };
 
@@ -387,7 +387,7 @@ std::unique_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
     m->format = "gguf";
     m->dtype = opts.dtype;
     m->weights_format =
-        opts.weights ? quant::weight_format_name(*opts.weights) : runtime_dtype_name(opts.dtype);
+        opts.weights ? tensor::weight_format_name(*opts.weights) : runtime_dtype_name(opts.dtype);
     m->gguf = std::make_shared<formats::GGUFFile>(path);
     const formats::GGUFFile& g = *m->gguf;
     m->config = config_from_gguf(g);
@@ -427,10 +427,10 @@ std::unique_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
     // theirs maps (model/gguf_native_weights.h); beside named quantized layers the embeddings and
     // head follow the same rule.
     LoadOptions eff = opts;
-    std::map<std::string, quant::WeightFormat> head_formats;  // role -> format
+    std::map<std::string, tensor::WeightFormat> head_formats;  // role -> format
     const auto keep_heads = [&head_formats](const GgufNativeWeights& nw) {
-        if (nw.embed) head_formats["embed"] = quant::parse_weight_format(*nw.embed);
-        if (nw.output) head_formats["output"] = quant::parse_weight_format(*nw.output);
+        if (nw.embed) head_formats["embed"] = tensor::parse_weight_format(*nw.embed);
+        if (nw.output) head_formats["output"] = tensor::parse_weight_format(*nw.output);
     };
     std::string named_head_note;  // heads that kept their format beside named layers
     bool per_tensor = false;      // mixed native block types (GgufNativeWeights::per_tensor)
@@ -440,7 +440,7 @@ std::unique_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
                                                          opts.head_weights.has_value());
         m->weights_note = nw.note;
         if (nw.layers) {
-            eff.weights = quant::parse_weight_format(*nw.layers);
+            eff.weights = tensor::parse_weight_format(*nw.layers);
             m->weights_format = *nw.layers;
         }
         if (nw.per_tensor) m->weights_format = nw.per_tensor_name;
@@ -487,7 +487,7 @@ std::unique_ptr<Model> load_hf_dir(const std::string& dir, const LoadOptions& op
     m->format = "safetensors";
     m->dtype = opts.dtype;
     m->weights_format =
-        opts.weights ? quant::weight_format_name(*opts.weights) : runtime_dtype_name(opts.dtype);
+        opts.weights ? tensor::weight_format_name(*opts.weights) : runtime_dtype_name(opts.dtype);
     const nlohmann::json config_json = util::read_json_file(dir + "/config.json");
     m->config = config_from_hf_json(config_json, dir + "/config.json");
     m->config.validate();
@@ -545,16 +545,16 @@ std::unique_ptr<Model> load_hf_dir(const std::string& dir, const LoadOptions& op
                 st, *ct, t.name.substr(0, t.name.size() - kPacked.size()) + ".weight");
             const auto& grp = ct->group_for(t.name.substr(0, t.name.size() - kPacked.size()));
             if (auto f = formats::ct_native_format(grp.weights, src->ct->scale_dtype)) {
-                eff.weights = quant::parse_weight_format(*f);
+                eff.weights = tensor::parse_weight_format(*f);
                 m->weights_format = *f;
                 m->weights_note = "auto: the compressed-tensors " +
                                   std::to_string(grp.weights.num_bits) +
                                   "-bit checkpoint's own format";
                 // The embeddings and head (unquantized in these checkpoints) get the default
                 // beside those layers (Loader::matrix), as with GGUF and with --weights.
-                if (const auto head = quant::default_head_format(*eff.weights);
+                if (const auto head = tensor::default_head_format(*eff.weights);
                     head && !opts.head_weights)
-                    m->weights_note += "; embeddings/head as " + quant::weight_format_name(*head);
+                    m->weights_note += "; embeddings/head as " + tensor::weight_format_name(*head);
                 m->weights_note += "; --weights chooses";
             }
             break;

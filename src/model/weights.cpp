@@ -7,8 +7,8 @@ const char* runtime_dtype_name(RuntimeDType t) {
 }
 
 namespace {
-int64_t elem_bytes(kernels::WeightType t) {
-    return t == kernels::WeightType::BF16 ? 2 : 4;
+int64_t elem_bytes(tensor::WeightType t) {
+    return t == tensor::WeightType::BF16 ? 2 : 4;
 }
 
 util::ArenaBuffer weight_bytes(int64_t n, util::HugePageArena* arena) {
@@ -17,8 +17,7 @@ util::ArenaBuffer weight_bytes(int64_t n, util::HugePageArena* arena) {
 }
 }  // namespace
 
-Matrix Matrix::owned(kernels::WeightType t, int64_t rows, int64_t cols,
-                     util::HugePageArena* arena) {
+Matrix Matrix::owned(tensor::WeightType t, int64_t rows, int64_t cols, util::HugePageArena* arena) {
     Matrix m;
     m.owned_ = weight_bytes(kernels::packed_weight_elems(rows, cols) * elem_bytes(t), arena);
     m.view_ = {t, rows, cols, m.owned_.data()};
@@ -35,9 +34,9 @@ Matrix Matrix::quantized(const kernels::WeightMatrix& layout, util::HugePageAren
 }
 
 bool Matrix::is_quantized() const {
-    return view_.type == kernels::WeightType::Q4 || view_.type == kernels::WeightType::Q8 ||
-           view_.type == kernels::WeightType::FP8 || view_.type == kernels::WeightType::Q4K ||
-           view_.type == kernels::WeightType::Q5K || view_.type == kernels::WeightType::Q6K;
+    return view_.type == tensor::WeightType::Q4 || view_.type == tensor::WeightType::Q8 ||
+           view_.type == tensor::WeightType::FP8 || view_.type == tensor::WeightType::Q4K ||
+           view_.type == tensor::WeightType::Q5K || view_.type == tensor::WeightType::Q6K;
 }
 
 void Matrix::pack_quant_row(int64_t r, const kernels::QuantRow& row) {

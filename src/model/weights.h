@@ -26,7 +26,7 @@ class Matrix {
 
     // Allocates an owned, zeroed packed matrix; fill it with pack_row. The bytes come from
     // `arena` (2 MiB pages where available, util/huge_page_arena.h), else from the heap.
-    static Matrix owned(kernels::WeightType t, int64_t rows, int64_t cols,
+    static Matrix owned(tensor::WeightType t, int64_t rows, int64_t cols,
                         util::HugePageArena* arena = nullptr);
     // Allocates an owned, zeroed quantized matrix of `layout`'s format and shape (Q4/Q8/FP8,
     // kernels/matmul_quant.h); fill it with pack_quant_row.

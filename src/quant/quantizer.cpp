@@ -19,7 +19,7 @@ namespace warden::quant {
 
 using kernels::QuantRow;
 using kernels::WeightMatrix;
-using kernels::WeightType;
+using tensor::WeightType;
 
 namespace {
 
@@ -386,9 +386,9 @@ QuantRow RtnQuantizer::quantize_row(const WeightMatrix& w, const float* x, const
         } else {
             out.scale = 0.0f;
         }
-    } else if (kernels::is_kquant(w.type)) {
+    } else if (tensor::is_kquant(w.type)) {
         throw util::Error(
-            std::string(kernels::kquant_type_name(w.type)) +
+            std::string(tensor::kquant_type_name(w.type)) +
             " layers load only from GGUF tensors of that type (warden does not quantize into it)");
     } else {
         throw util::Error("quantize_row: not a quantized format");
@@ -427,13 +427,12 @@ void check_f16_scale(uint16_t h) {
 
 std::optional<QuantRow> import_ggml_row(tensor::GgmlType t, const uint8_t* src,
                                         const WeightMatrix& w) {
-    if (kernels::is_kquant(w.type)) {  // the blocks as stored, when they are of the layout's type
+    if (tensor::is_kquant(w.type)) {  // the blocks as stored, when they are of the layout's type
         const tensor::GgmlType want = w.type == WeightType::Q4K   ? tensor::GgmlType::Q4_K
                                       : w.type == WeightType::Q5K ? tensor::GgmlType::Q5_K
                                                                   : tensor::GgmlType::Q6_K;
-        if (t != want || w.cols % kernels::kKQuantBlock != 0) return std::nullopt;
-        const int64_t bb = kernels::kquant_block_bytes(w.type),
-                      nsb = w.cols / kernels::kKQuantBlock;
+        if (t != want || w.cols % tensor::kKQuantBlock != 0) return std::nullopt;
+        const int64_t bb = tensor::kquant_block_bytes(w.type), nsb = w.cols / tensor::kKQuantBlock;
         for (int64_t s = 0; s < nsb; ++s) {  // d (and dmin) of every super-block finite
             const uint8_t* blk = src + s * bb;
             if (w.type == WeightType::Q6K) {

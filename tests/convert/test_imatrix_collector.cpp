@@ -20,12 +20,14 @@
 #include "model/model.h"
 #include "model/transformer.h"
 #include "quant/imatrix.h"
-#include "quant/weight_format.h"
+#include "tensor/weight_format.h"
 #include "test_paths.h"
 #include "util/thread_pool.h"
 
 namespace warden::quant {
 namespace {
+
+using tensor::parse_weight_format;
 
 std::unique_ptr<model::Model> load(const std::string& path, util::ThreadPool& pool) {
     model::LoadOptions o;
@@ -40,7 +42,7 @@ void collect(const model::Model& m, model::ActivationObserver& col,
     model::Transformer tf(m, pool);
     tf.set_observer(&col);
     model::ContiguousKvCache cache(m.config, static_cast<int64_t>(tokens.size()),
-                                   kernels::KvType::F32);
+                                   tensor::KvType::F32);
     tf.forward(tokens.data(), static_cast<int64_t>(tokens.size()), cache, nullptr, false);
 }
 
@@ -277,7 +279,7 @@ TEST(ImatrixCollector, ProcessOutputSumsTheHeadsInput) {
     Recorder rec(col, &m->weights.output);
     model::Transformer tf(*m, pool);
     tf.set_observer(&rec);
-    model::ContiguousKvCache cache(c, n, kernels::KvType::F32);
+    model::ContiguousKvCache cache(c, n, tensor::KvType::F32);
     std::vector<float> logits(static_cast<size_t>(n * vocab));
     tf.forward(toks.data(), n, cache, logits.data(), true);
     ASSERT_EQ(rec.rows.size(), static_cast<size_t>(n * d));

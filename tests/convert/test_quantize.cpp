@@ -29,9 +29,9 @@
 #include "model/model_config.h"
 #include "model/transformer.h"
 #include "quant/quantizer.h"
-#include "quant/weight_format.h"
 #include "tensor/float_convert.h"
 #include "tensor/ggml_types.h"
+#include "tensor/weight_format.h"
 #include "test_paths.h"
 #include "util/error.h"
 
@@ -39,13 +39,16 @@ namespace warden::quant {
 namespace {
 
 using kernels::testing::random_floats;
+using tensor::parse_weight_format;
+using tensor::weight_format_name;
+using tensor::WeightFormat;
 
 // Every format warden can run has a name that parses back to it: the name a file or a report
 // carries (GGUF general.file_type notes, compressed-tensors configs, `warden info`) loads the same
 // format again. Enumerates the whole space, so a new field or suffix without a name fails here.
 TEST(QuantFormat, EveryFormatsNameParsesBackToIt) {
     std::vector<WeightFormat> all;
-    for (auto t : {kernels::WeightType::BF16, kernels::WeightType::F32, kernels::WeightType::FP8}) {
+    for (auto t : {tensor::WeightType::BF16, tensor::WeightType::F32, tensor::WeightType::FP8}) {
         WeightFormat f;
         f.type = t;
         all.push_back(f);
@@ -53,7 +56,7 @@ TEST(QuantFormat, EveryFormatsNameParsesBackToIt) {
     for (int32_t g : {0, 32})
         for (bool bs : {false, true}) {
             WeightFormat f;
-            f.type = kernels::WeightType::Q8;
+            f.type = tensor::WeightType::Q8;
             f.group = g;
             f.bf16_scales = bs;
             all.push_back(f);
@@ -63,7 +66,7 @@ TEST(QuantFormat, EveryFormatsNameParsesBackToIt) {
             for (bool bs : {false, true})
                 for (bool a16 : {false, true}) {
                     WeightFormat f;
-                    f.type = kernels::WeightType::Q4;
+                    f.type = tensor::WeightType::Q4;
                     f.group = g;
                     f.asym = asym;
                     f.bf16_scales = bs;
@@ -93,7 +96,7 @@ TEST(QuantFormat, ParseAndErrors) {
     EXPECT_EQ(weight_format_name(parse_weight_format("int8-bf16s-g32")), "int8-g32-bf16s");
     EXPECT_EQ(parse_weight_format("int8-g32").group, 32);
     EXPECT_EQ(parse_weight_format("int8").group, 0);
-    EXPECT_EQ(parse_weight_format("fp8").type, kernels::WeightType::FP8);
+    EXPECT_EQ(parse_weight_format("fp8").type, tensor::WeightType::FP8);
     for (const char* bad : {"int5", "int4-g64", "int4-g", "fp8-asym", "int4-foo", "", "bf16-g32",
                             "int8-g128", "int8-asym", "int8-g16"}) {
         try {
@@ -107,7 +110,7 @@ TEST(QuantFormat, ParseAndErrors) {
 }
 
 TEST(QuantFormat, GroupNotDividingRowIsAnError) {
-    const auto lay = parse_weight_format("int4-g128").layout(4, 160);
+    const auto lay = kernels::weight_layout(parse_weight_format("int4-g128"), 4, 160);
     try {
         kernels::check_quant_shape(lay);
         FAIL();
@@ -116,11 +119,13 @@ TEST(QuantFormat, GroupNotDividingRowIsAnError) {
                   std::string::npos)
             << e.what();
     }
-    EXPECT_THROW(kernels::check_quant_shape(parse_weight_format("int8").layout(4, 40)),
-                 util::Error);
-    EXPECT_THROW(kernels::check_quant_shape(parse_weight_format("int8-g32").layout(4, 40)),
-                 util::Error);
-    auto g64 = parse_weight_format("int8").layout(4, 64);
+    EXPECT_THROW(
+        kernels::check_quant_shape(kernels::weight_layout(parse_weight_format("int8"), 4, 40)),
+        util::Error);
+    EXPECT_THROW(
+        kernels::check_quant_shape(kernels::weight_layout(parse_weight_format("int8-g32"), 4, 40)),
+        util::Error);
+    auto g64 = kernels::weight_layout(parse_weight_format("int8"), 4, 64);
     g64.group = 64;  // not a format the parser gives, but a library caller could set it
     try {
         kernels::check_quant_shape(g64);
@@ -131,9 +136,10 @@ TEST(QuantFormat, GroupNotDividingRowIsAnError) {
     }
     std::vector<float> row(64, 0.5f);
     row[7] = std::nanf("");
-    EXPECT_THROW(default_quantizer().quantize_row(parse_weight_format("int4").layout(1, 64),
-                                                  row.data(), nullptr),
-                 util::Error);
+    EXPECT_THROW(
+        default_quantizer().quantize_row(kernels::weight_layout(parse_weight_format("int4"), 1, 64),
+                                         row.data(), nullptr),
+        util::Error);
 }
 
 // Our values == ggml's dequantization of the exported blocks; import(export(row)) == row.
@@ -141,7 +147,7 @@ TEST(QuantGguf, ExportDecodesToOurValuesAndImportsBack) {
     for (const char* fmt :
          {"int4", "int4-g128", "int4-asym", "int4-g128-asym", "int8", "int8-g32"}) {
         const int64_t cols = 256;
-        const auto lay = parse_weight_format(fmt).layout(1, cols);
+        const auto lay = kernels::weight_layout(parse_weight_format(fmt), 1, cols);
         const auto vals = random_floats(cols, 42, -0.3f, 0.7f);
         const kernels::QuantRow row = default_quantizer().quantize_row(lay, vals.data(), nullptr);
         std::vector<uint8_t> packed(static_cast<size_t>(kernels::quant_packed_bytes(lay)), 0);
@@ -172,8 +178,10 @@ TEST(QuantGguf, ExportDecodesToOurValuesAndImportsBack) {
         blocks[0] = 0x00;
         EXPECT_THROW(import_ggml_row(gt, blocks.data(), lay), util::Error) << fmt;
     }
-    EXPECT_THROW(ggml_type_for(parse_weight_format("fp8").layout(1, 32)), util::Error);
-    EXPECT_THROW(ggml_type_for(parse_weight_format("int4-bf16s").layout(1, 32)), util::Error);
+    EXPECT_THROW(ggml_type_for(kernels::weight_layout(parse_weight_format("fp8"), 1, 32)),
+                 util::Error);
+    EXPECT_THROW(ggml_type_for(kernels::weight_layout(parse_weight_format("int4-bf16s"), 1, 32)),
+                 util::Error);
 }
 
 // int8-g32 gives each 32-block its own scale: a row whose first block is 100x larger than the
@@ -184,7 +192,7 @@ TEST(QuantRtn, Int8G32ScalesEachBlock) {
     std::vector<float> vals = random_floats(cols, 21);
     for (int64_t k = 0; k < 32; ++k) vals[static_cast<size_t>(k)] *= 100.0f;
     auto sq_error = [&](const char* fmt) {
-        const auto lay = parse_weight_format(fmt).layout(1, cols);
+        const auto lay = kernels::weight_layout(parse_weight_format(fmt), 1, cols);
         const kernels::QuantRow row = default_quantizer().quantize_row(lay, vals.data(), nullptr);
         EXPECT_EQ(row.d.size(), std::string(fmt) == "int8" ? 1u : 8u) << fmt;
         for (uint8_t q : row.q) EXPECT_NE(q, 0x80) << fmt;
@@ -214,7 +222,7 @@ TEST(QuantRtn, Int8G32ScalesEachBlock) {
     // an error; one too large for f16 still is.
     for (int64_t k = 64; k < 96; ++k)
         vals[static_cast<size_t>(k)] = 1e-9f * static_cast<float>(k % 7 - 3);
-    const auto lay = parse_weight_format("int8-g32").layout(1, cols);
+    const auto lay = kernels::weight_layout(parse_weight_format("int8-g32"), 1, cols);
     const kernels::QuantRow tiny = default_quantizer().quantize_row(lay, vals.data(), nullptr);
     EXPECT_EQ(tiny.d[2], 0);
     EXPECT_TRUE(
@@ -231,7 +239,7 @@ TEST(QuantRtn, Int8G32ScalesEachBlock) {
 // to the stored scale). Overall it wins by more than 5%.
 TEST(QuantRtn, ScaleSearchNoWorseThanQ4_0Rule) {
     const int64_t cols = 4096;
-    const auto lay = parse_weight_format("int4").layout(1, cols);
+    const auto lay = kernels::weight_layout(parse_weight_format("int4"), 1, cols);
     std::vector<float> vals = random_floats(cols, 9);
     for (int64_t k = 0; k < cols; k += 97) vals[static_cast<size_t>(k)] *= 6.0f;  // outliers
     std::vector<float> imp = random_floats(cols, 10);
@@ -287,7 +295,7 @@ TEST(QuantRtn, AsymSearchNoWorseThanQ4_1Rule) {
     std::vector<float> imp = random_floats(cols, 12);
     for (float& v : imp) v = 0.25f + std::fabs(v);
     for (const char* fmt : {"int4-asym", "int4-g128-asym-bf16s"}) {
-        const auto lay = parse_weight_format(fmt).layout(1, cols);
+        const auto lay = kernels::weight_layout(parse_weight_format(fmt), 1, cols);
         const auto scale = [&](uint16_t b) { return kernels::quant_scale_to_f32(lay, b); };
         const auto stored = [&](float v) {
             return scale(lay.bf16_scales ? tensor::f32_to_bf16(v) : tensor::f32_to_f16(v));
@@ -488,7 +496,7 @@ TEST(QuantGguf, WithoutWeightsFlagAFileLoadsInItsOwnFormat) {
     util::ThreadPool pool(2);
     const std::string src = test::golden_model("tiny-llama.gguf");
     const auto flt = load(src, "", pool);
-    EXPECT_EQ(flt->weights.layers[0].wq.view().type, kernels::WeightType::BF16);
+    EXPECT_EQ(flt->weights.layers[0].wq.view().type, tensor::WeightType::BF16);
     EXPECT_EQ(flt->weights_format, "bf16");
     EXPECT_TRUE(flt->weights_note.empty()) << flt->weights_note;
     struct Case {
@@ -534,13 +542,13 @@ TEST(QuantGguf, WithoutWeightsFlagAFileLoadsInItsOwnFormat) {
             EXPECT_EQ(chosen->weights_format, c.native) << what;
             EXPECT_EQ(chosen->weights_note.find("token_embd"), std::string::npos)
                 << chosen->weights_note;
-            EXPECT_EQ(chosen->weights.output.view().type, kernels::WeightType::BF16) << what;
+            EXPECT_EQ(chosen->weights.output.view().type, tensor::WeightType::BF16) << what;
             // Opting out loads at the dtype.
             model::LoadOptions off;
             off.load_tokenizer = false;
             off.native_weights = false;
             EXPECT_EQ(model::load_model(out, off, pool)->weights.layers[0].wq.view().type,
-                      kernels::WeightType::BF16);
+                      tensor::WeightType::BF16);
             std::filesystem::remove(out);
         }
     }
@@ -625,7 +633,7 @@ TEST(QuantGguf, Q8_0WithPerBlockScalesIsNativeInt8G32) {
             const formats::GGUFFile g1(buf.data(), buf.size());
             const formats::GGUFTensor* src = g1.find_tensor("blk.1.ffn_down.weight");
             const kernels::WeightMatrix v = m->weights.layers[1].w_down.view();
-            ASSERT_EQ(v.type, kernels::WeightType::Q8);
+            ASSERT_EQ(v.type, tensor::WeightType::Q8);
             ASSERT_EQ(v.group, want == "int8-g32" ? 32 : 0) << what;
             const int64_t cols = src->shape[0];
             std::vector<float> ours(static_cast<size_t>(cols)), theirs(static_cast<size_t>(cols));
@@ -747,7 +755,7 @@ TEST(QuantGguf, NamedWeightsKeepAQuantizedHeadsOwnFormat) {
                            convert::HeadOptions::as(parse_weight_format("int8-g32")), pool);
     for (const char* fmt : {"int4", "int8", "fp8"}) {
         const auto m = load(q8, fmt, pool);
-        EXPECT_EQ(m->weights.token_embd.view().type, kernels::WeightType::Q8) << fmt;
+        EXPECT_EQ(m->weights.token_embd.view().type, tensor::WeightType::Q8) << fmt;
         EXPECT_EQ(m->weights.token_embd.view().group, 32) << fmt;
         EXPECT_EQ(m->weights.output.view().group, 32) << fmt;
         EXPECT_NE(
@@ -764,10 +772,10 @@ TEST(QuantGguf, NamedWeightsKeepAQuantizedHeadsOwnFormat) {
         expect_same_packed(m->weights.output, named->weights.output, fmt);
         EXPECT_TRUE(named->weights_note.empty()) << named->weights_note;  // the head was named
     }
-    EXPECT_EQ(load(q8, "bf16", pool)->weights.output.view().type, kernels::WeightType::BF16);
+    EXPECT_EQ(load(q8, "bf16", pool)->weights.output.view().type, tensor::WeightType::BF16);
     // The float source's head still gets the default beside int4, and no note.
     const auto f = load(src, "int4", pool);
-    EXPECT_EQ(f->weights.output.view().type, kernels::WeightType::Q8);
+    EXPECT_EQ(f->weights.output.view().type, tensor::WeightType::Q8);
     EXPECT_EQ(f->weights.output.view().group, 0);
     EXPECT_TRUE(f->weights_note.empty()) << f->weights_note;
     std::filesystem::remove(q8);
@@ -784,21 +792,21 @@ TEST(QuantGguf, HeadWeightsInt8) {
     o.load_tokenizer = false;
     // A library caller naming int4 and no head gets int4's default head, int8, as the CLI does.
     const auto dflt = model::load_model(src, o, pool);
-    EXPECT_EQ(dflt->weights.output.view().type, kernels::WeightType::Q8);
+    EXPECT_EQ(dflt->weights.output.view().type, tensor::WeightType::Q8);
     EXPECT_EQ(dflt->weights.output.view().group, 0);
-    EXPECT_EQ(dflt->weights.layers[0].wq.view().type, kernels::WeightType::Q4);
+    EXPECT_EQ(dflt->weights.layers[0].wq.view().type, tensor::WeightType::Q4);
     o.weights = parse_weight_format("int8");  // ... and naming int8 keeps the dtype head
     EXPECT_EQ(model::load_model(src, o, pool)->weights.output.view().type,
-              kernels::WeightType::BF16);
+              tensor::WeightType::BF16);
     o.weights = parse_weight_format("int4");
     o.head_weights = parse_weight_format("bf16");
     const auto base = model::load_model(src, o, pool);
     o.head_weights = parse_weight_format("int8");
     const auto q8 = model::load_model(src, o, pool);
-    EXPECT_EQ(base->weights.output.view().type, kernels::WeightType::BF16);
-    EXPECT_EQ(q8->weights.output.view().type, kernels::WeightType::Q8);
-    EXPECT_EQ(q8->weights.token_embd.view().type, kernels::WeightType::Q8);
-    EXPECT_EQ(q8->weights.layers[0].wq.view().type, kernels::WeightType::Q4);
+    EXPECT_EQ(base->weights.output.view().type, tensor::WeightType::BF16);
+    EXPECT_EQ(q8->weights.output.view().type, tensor::WeightType::Q8);
+    EXPECT_EQ(q8->weights.token_embd.view().type, tensor::WeightType::Q8);
+    EXPECT_EQ(q8->weights.layers[0].wq.view().type, tensor::WeightType::Q4);
     EXPECT_EQ(q8->weight_memory.layers, base->weight_memory.layers);
     EXPECT_LT(q8->weight_memory.embeddings * 3,
               base->weight_memory.embeddings * 2);  // int8 + scales vs bf16
@@ -828,7 +836,7 @@ TEST(QuantGguf, HeadWeightsInt8) {
     EXPECT_GT(worst, 0.0);  // it did change the head
     // The model runs with it.
     model::Transformer tf(*q8, pool);
-    model::ContiguousKvCache cache(q8->config, 8, kernels::KvType::F32);
+    model::ContiguousKvCache cache(q8->config, 8, tensor::KvType::F32);
     const std::vector<int32_t> toks = {1, 15, 27};
     std::vector<float> logits(static_cast<size_t>(q8->config.vocab_size));
     tf.forward(toks.data(), 3, cache, logits.data(), false);

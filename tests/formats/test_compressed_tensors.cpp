@@ -176,14 +176,16 @@ TEST(CompressedTensors, AsymmetricImportMatchesDequant) {
     t.zero = zp.data();
     t.zero_cols = 2;
     for (const char* fmt : {"int4-g32-asym", "int4-g32-asym-bf16s"})
-        expect_import_matches_dequant(t, quant::parse_weight_format(fmt).layout(3, 64), fmt);
+        expect_import_matches_dequant(
+            t, kernels::weight_layout(tensor::parse_weight_format(fmt), 3, 64), fmt);
     // Asymmetric codes do not map onto a symmetric layout, nor 4-bit codes onto int8.
-    EXPECT_FALSE(
-        formats::ct_import_row(t, 0, quant::parse_weight_format("int4-g32").layout(3, 64)));
-    EXPECT_FALSE(formats::ct_import_row(t, 0, quant::parse_weight_format("int8").layout(3, 64)));
+    EXPECT_FALSE(formats::ct_import_row(
+        t, 0, kernels::weight_layout(tensor::parse_weight_format("int4-g32"), 3, 64)));
+    EXPECT_FALSE(formats::ct_import_row(
+        t, 0, kernels::weight_layout(tensor::parse_weight_format("int8"), 3, 64)));
     // A checkpoint group of 32 does not split into warden's 128.
-    EXPECT_FALSE(
-        formats::ct_import_row(t, 0, quant::parse_weight_format("int4-g128-asym").layout(3, 64)));
+    EXPECT_FALSE(formats::ct_import_row(
+        t, 0, kernels::weight_layout(tensor::parse_weight_format("int4-g128-asym"), 3, 64)));
 }
 
 // 8-bit, group strategy: a checkpoint group of 32 (or a multiple) imports into int8-g32 exactly,
@@ -202,7 +204,7 @@ TEST(CompressedTensors, Int8GroupImportsIntoInt8G32) {
     const std::vector<uint8_t> packed = packed_rows(codes, 2, 64, 8);
     t.packed = packed.data();
     t.scale_dtype = "F32";
-    const auto layout = quant::parse_weight_format("int8-g32").layout(2, 64);
+    const auto layout = kernels::weight_layout(tensor::parse_weight_format("int8-g32"), 2, 64);
     for (int64_t group : {32, 64}) {
         t.group = group;
         const std::vector<float> sc = group == 32
@@ -211,8 +213,8 @@ TEST(CompressedTensors, Int8GroupImportsIntoInt8G32) {
         t.scale = reinterpret_cast<const uint8_t*>(sc.data());
         expect_import_matches_dequant(t, layout, "group " + std::to_string(group));
         if (group == 32) {
-            EXPECT_FALSE(
-                formats::ct_import_row(t, 0, quant::parse_weight_format("int8").layout(2, 64)));
+            EXPECT_FALSE(formats::ct_import_row(
+                t, 0, kernels::weight_layout(tensor::parse_weight_format("int8"), 2, 64)));
         }
     }
     t.group = 16;
@@ -433,7 +435,7 @@ std::unique_ptr<model::Model> load(const std::string& path, const std::string& f
                                    util::ThreadPool& pool,
                                    model::RuntimeDType dtype = model::RuntimeDType::BF16) {
     model::LoadOptions o;
-    if (!fmt.empty()) o.weights = quant::parse_weight_format(fmt);
+    if (!fmt.empty()) o.weights = tensor::parse_weight_format(fmt);
     o.dtype = dtype;
     o.load_tokenizer = false;
     return model::load_model(path, o, pool);
@@ -477,7 +479,7 @@ std::vector<float> all_logits(const model::Model& m, util::ThreadPool& pool) {
     model::Transformer tf(m, pool);
     const std::vector<int32_t> toks = {1, 17, 42, 99, 5, 250, 3, 77};
     model::ContiguousKvCache cache(m.config, static_cast<int64_t>(toks.size()),
-                                   kernels::KvType::F32);
+                                   tensor::KvType::F32);
     std::vector<float> out(toks.size() * static_cast<size_t>(m.config.vocab_size));
     tf.forward(toks.data(), static_cast<int64_t>(toks.size()), cache, out.data(), true);
     return out;
@@ -490,7 +492,7 @@ void check_round_trip(const std::string& model_name, const std::string& fmt,
     const std::string src = test::golden_model(model_name);
     const std::string out = tmp_dir(model_name + "_" + fmt);
     const auto st = convert::quantize_hf_compressed_tensors(
-        src, out, quant::parse_weight_format(fmt), false, pool);
+        src, out, tensor::parse_weight_format(fmt), false, pool);
     EXPECT_EQ(st.tensors_quantized, want_quantized);
     // The written config parses, lists the unquantized Linear layers, and names the format.
     std::ifstream cf(out + "/config.json");
@@ -533,7 +535,7 @@ void check_round_trip(const std::string& model_name, const std::string& fmt,
     }
     // Re-quantizing the output is a fixed point (bit-exact import of the packed source).
     const std::string out2 = tmp_dir(model_name + "_" + fmt + "_2");
-    convert::quantize_hf_compressed_tensors(out, out2, quant::parse_weight_format(fmt), false,
+    convert::quantize_hf_compressed_tensors(out, out2, tensor::parse_weight_format(fmt), false,
                                             pool);
     const formats::SafetensorsModel s1 = formats::SafetensorsModel::open_dir(out),
                                     s2 = formats::SafetensorsModel::open_dir(out2);
@@ -598,7 +600,7 @@ TEST(CompressedTensors, MlaRowsShorterThanABlockAreRefused) {
     for (const char* fmt : {"int4-g32", "int8"}) {
         try {
             convert::quantize_hf_compressed_tensors(test::golden_model("tiny-deepseek-v3"), out,
-                                                    quant::parse_weight_format(fmt), false, pool);
+                                                    tensor::parse_weight_format(fmt), false, pool);
             ADD_FAILURE() << fmt << ": no error";
         } catch (const std::exception& e) {
             const std::string msg = e.what();
@@ -628,7 +630,7 @@ TEST(CompressedTensors, WriterShardsADirectoryOutput) {
         GTEST_SKIP() << "tiny-llama golden missing";
     util::ThreadPool pool(2);
     const std::string src = test::golden_model("tiny-llama");
-    const auto fmt = quant::parse_weight_format("int4-g32");
+    const auto fmt = tensor::parse_weight_format("int4-g32");
     const std::string single = tmp_dir("shard_single"), sharded = tmp_dir("shard_many");
     const auto st1 = convert::quantize_hf_compressed_tensors(src, single, fmt, false, pool);
     EXPECT_FALSE(fs::exists(single + "/model.safetensors.index.json"));
@@ -735,7 +737,7 @@ TEST(CompressedTensors, WriterTakesAnImatrixByGgufName) {
     if (!fs::exists(test::golden_model("tiny-qwen3-moe") + "/config.json"))
         GTEST_SKIP() << "tiny-qwen3-moe missing";
     util::ThreadPool pool(2);
-    const auto fmt = quant::parse_weight_format("int4-g32");
+    const auto fmt = tensor::parse_weight_format("int4-g32");
     const std::string dense = test::golden_model("tiny-llama");
     const formats::SafetensorsModel ds = formats::SafetensorsModel::open_dir(dense);
     std::vector<test::ImatrixEntry> uni, skew;
@@ -840,7 +842,7 @@ TEST(CompressedTensors, WriterPacksOnlyTheMatricesTheLoaderQuantizes) {
     w.write(dir + "/model.safetensors");
 
     const auto st = convert::quantize_hf_compressed_tensors(
-        dir, out, quant::parse_weight_format("int4"), false, pool);
+        dir, out, tensor::parse_weight_format("int4"), false, pool);
     EXPECT_EQ(st.tensors_quantized, 3 * 7);
     const formats::SafetensorsModel o = formats::SafetensorsModel::open_dir(out);
     for (const auto& n : extras) {
@@ -858,7 +860,7 @@ TEST(CompressedTensors, WriterPacksOnlyTheMatricesTheLoaderQuantizes) {
     std::ofstream(dir + "/config.json") << cfg.dump();
     EXPECT_NE(message_of([&] {
                   convert::quantize_hf_compressed_tensors(
-                      dir, tmp_dir("extra_out2"), quant::parse_weight_format("int4"), false, pool);
+                      dir, tmp_dir("extra_out2"), tensor::parse_weight_format("int4"), false, pool);
               }).find("num_hidden_layers"),
               std::string::npos);
     fs::remove_all(dir);
@@ -872,8 +874,8 @@ TEST(CompressedTensors, WriterRefusesWhatItCannotStoreExactly) {
     const std::string out = tmp_dir("refuse");
     auto err = [&](const std::string& in, const std::string& fmt) {
         return message_of([&] {
-            convert::quantize_hf_compressed_tensors(in, out, quant::parse_weight_format(fmt), false,
-                                                    pool);
+            convert::quantize_hf_compressed_tensors(in, out, tensor::parse_weight_format(fmt),
+                                                    false, pool);
         });
     };
     EXPECT_NE(err(src, "int4-asym").find("symmetric int4 only"), std::string::npos);
@@ -886,8 +888,9 @@ TEST(CompressedTensors, WriterRefusesWhatItCannotStoreExactly) {
     EXPECT_NE(e.find("does not divide"), std::string::npos) << e;
     EXPECT_NE(err(src, "int4").find("<no error>"), std::string::npos);
     EXPECT_NE(message_of([&] {
-                  convert::quantize_hf_compressed_tensors(
-                      src, src + "/x.safetensors", quant::parse_weight_format("int4"), false, pool);
+                  convert::quantize_hf_compressed_tensors(src, src + "/x.safetensors",
+                                                          tensor::parse_weight_format("int4"),
+                                                          false, pool);
               }).find("inside the source directory"),
               std::string::npos);
     fs::remove_all(out);

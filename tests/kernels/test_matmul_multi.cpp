@@ -15,7 +15,7 @@
 #include "kernels/matmul_quant.h"
 #include "kernels_test_util.h"
 #include "quant/quantizer.h"
-#include "quant/weight_format.h"
+#include "tensor/weight_format.h"
 #include "util/error.h"
 #include "util/thread_pool.h"
 
@@ -88,7 +88,7 @@ std::vector<uint8_t> pack(const WeightMatrix& w, const std::vector<float>& vals)
 TEST(QuantMatmulMulti, BitIdenticalToSeparateScalarMatmuls) {
     const int64_t cols = 256;
     struct Spec {
-        const char* fmt;  // quant::parse_weight_format name, or "bf16" / "f32"
+        const char* fmt;  // tensor::parse_weight_format name, or "bf16" / "f32"
         int64_t rows;
     };
     const std::vector<std::vector<Spec>> groups = {
@@ -111,7 +111,7 @@ TEST(QuantMatmulMulti, BitIdenticalToSeparateScalarMatmuls) {
                 w = WeightMatrix{f == "bf16" ? WeightType::BF16 : WeightType::F32, s.rows, cols,
                                  nullptr};
             } else {
-                w = quant::parse_weight_format(f).layout(s.rows, cols);
+                w = kernels::weight_layout(tensor::parse_weight_format(f), s.rows, cols);
             }
             bufs.push_back(pack(w, random_floats(static_cast<size_t>(s.rows * cols), seed++)));
             ws.push_back(w);
@@ -184,10 +184,11 @@ TEST(QuantMatmulGrouped, BitIdenticalToSeparateScalarMatmuls) {
                                    -2.0f, 2.0f));
         for (const Spec& s : g.mats) {
             const std::string f = s.fmt;
-            WeightMatrix w = (f == "bf16" || f == "f32")
-                                 ? WeightMatrix{f == "bf16" ? WeightType::BF16 : WeightType::F32,
-                                                s.rows, g.cols, nullptr}
-                                 : quant::parse_weight_format(f).layout(s.rows, g.cols);
+            WeightMatrix w =
+                (f == "bf16" || f == "f32")
+                    ? WeightMatrix{f == "bf16" ? WeightType::BF16 : WeightType::F32, s.rows, g.cols,
+                                   nullptr}
+                    : kernels::weight_layout(tensor::parse_weight_format(f), s.rows, g.cols);
             bufs.push_back(pack(w, random_floats(static_cast<size_t>(s.rows * g.cols), seed++)));
             ws.push_back(w);
         }

@@ -17,8 +17,8 @@
 #include "kernels/matmul_quant.h"
 #include "kernels_test_util.h"
 #include "quant/quantizer.h"
-#include "quant/weight_format.h"
 #include "tensor/fp8.h"
+#include "tensor/weight_format.h"
 #include "util/thread_pool.h"
 
 namespace warden::kernels {
@@ -37,7 +37,7 @@ struct QMat {
 
 QMat make_qmat(const std::string& fmt, int64_t rows, int64_t cols, uint32_t seed) {
     QMat m;
-    m.w = quant::parse_weight_format(fmt).layout(rows, cols);
+    m.w = kernels::weight_layout(tensor::parse_weight_format(fmt), rows, cols);
     m.buf.assign(static_cast<size_t>(quant_packed_bytes(m.w)) + 1, 0);
     const auto vals = random_floats(static_cast<size_t>(rows * cols), seed);
     for (int64_t r = 0; r < rows; ++r)
@@ -310,7 +310,7 @@ TEST(QuantMatmul, Avx512VnniEmulatedBitExactVsScalar) {
 // per block 16 * (15 - 8) * 127 + 16 * (0 - 8) * (-127) = 30480, with d = xd = 1.
 TEST(QuantMatmul, W4A8ExtremeBlocksMatchExactValue) {
     const int64_t rows = 16, cols = 128, n = 9;
-    WeightMatrix w = quant::parse_weight_format("int4").layout(rows, cols);
+    WeightMatrix w = kernels::weight_layout(tensor::parse_weight_format("int4"), rows, cols);
     std::vector<uint8_t> buf(static_cast<size_t>(quant_packed_bytes(w)), 0);
     QuantRow row;
     row.q.resize(static_cast<size_t>(cols));
@@ -348,7 +348,7 @@ TEST(QuantMatmul, W4A8ExtremeBlocksMatchExactValue) {
 TEST(QuantMatmul, W8A8MinusOneTwentyEightCodesMatchExactValue) {
     const int64_t rows = 20, cols = 128;
     for (const char* fmt : {"int8", "int8-g32"}) {
-        WeightMatrix w = quant::parse_weight_format(fmt).layout(rows, cols);
+        WeightMatrix w = kernels::weight_layout(tensor::parse_weight_format(fmt), rows, cols);
         std::vector<uint8_t> buf(static_cast<size_t>(quant_packed_bytes(w)), 0);
         std::vector<std::vector<int>> codes(static_cast<size_t>(rows));
         for (int64_t r = 0; r < rows; ++r) {
@@ -457,7 +457,7 @@ TEST(QuantMatmul, IntActivationPathsMatchDoubleReference) {
 // Every finite e4m3 code decodes in registers exactly as tensor::fp8_e4m3_to_f32 (one-hot x).
 TEST(QuantMatmul, Fp8DecodeEveryCode) {
     const int64_t rows = 16, cols = 16;  // 256 codes
-    WeightMatrix w = quant::parse_weight_format("fp8").layout(rows, cols);
+    WeightMatrix w = kernels::weight_layout(tensor::parse_weight_format("fp8"), rows, cols);
     std::vector<uint8_t> buf(static_cast<size_t>(quant_packed_bytes(w)), 0);
     for (int64_t r = 0; r < rows; ++r) {
         QuantRow qr;
@@ -542,7 +542,8 @@ TEST(QuantMatmul, Fp8OneTokenScaledActivationsBitExact) {
 TEST(QuantMatmul, PackUnpackRoundTrip) {
     for (const char* fmt : kFormats) {
         const int64_t rows = 19, cols = 256;
-        const WeightMatrix lay = quant::parse_weight_format(fmt).layout(rows, cols);
+        const WeightMatrix lay =
+            kernels::weight_layout(tensor::parse_weight_format(fmt), rows, cols);
         std::vector<uint8_t> buf(static_cast<size_t>(quant_packed_bytes(lay)), 0);
         const auto vals = random_floats(static_cast<size_t>(rows * cols), 3);
         std::vector<QuantRow> rowsq;

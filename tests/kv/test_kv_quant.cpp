@@ -27,7 +27,7 @@ const KvKernelTable& kv_kernels_avx512_emulated();
 }  // namespace warden::kernels::detail
 
 using namespace warden;
-using kernels::KvType;
+using tensor::KvType;
 
 namespace {
 
@@ -84,7 +84,7 @@ TEST(KvQuant, PageBlockIsHeadMajor) {
         const auto L = s.st.layer(0);
         kernels::write_kv(L, &page, 0, ps, k.data(), v.data());
         const uint8_t* blk = s.buf.data() + page * s.st.page_stride + L.k_offset;
-        const int64_t eb = kernels::kv_elem_bytes(t);
+        const int64_t eb = tensor::kv_elem_bytes(t);
         for (int64_t g = 0; g < n_kv; ++g)
             for (int64_t slot = 0; slot < ps; ++slot)
                 for (int64_t i = 0; i < dim; ++i) {
@@ -104,7 +104,7 @@ TEST(KvQuant, PageBlockIsHeadMajor) {
                         got = static_cast<float>(static_cast<int8_t>(*p)) * tensor::bf16_to_f32(sb);
                     }
                     ASSERT_EQ(got, want)
-                        << kernels::kv_type_name(t) << " g " << g << " slot " << slot << " i " << i;
+                        << tensor::kv_type_name(t) << " g " << g << " slot " << slot << " i " << i;
                 }
     }
 }
@@ -120,7 +120,7 @@ TEST(KvQuant, WriteReadRoundTripBounds) {
         Store s(t, ps, n_kv, dim, 3);
         const auto L = s.st.layer(0);
         kernels::write_kv(L, pages.data(), 0, n, k.data(), v.data());
-        const float qmax = kernels::kv_type_qmax(t);
+        const float qmax = tensor::kv_type_qmax(t);
         std::vector<float> got(dim);
         for (int64_t pos = 0; pos < n; ++pos)
             for (int64_t g = 0; g < n_kv; ++g)
@@ -141,7 +141,7 @@ TEST(KvQuant, WriteReadRoundTripBounds) {
                         else
                             bound = std::fabs(x[i]) / 8.0f + sc * 7.62939453125e-06f;
                         ASSERT_LE(e, bound)
-                            << kernels::kv_type_name(t) << " pos " << pos << " head " << g << " i "
+                            << tensor::kv_type_name(t) << " pos " << pos << " head " << g << " i "
                             << i << " x " << x[i] << " got " << got[i];
                     }
                 }
@@ -168,11 +168,11 @@ TEST(KvQuant, WriteReadRoundTripBounds) {
         std::vector<float> got(8);
         kernels::read_kv_row(s.st.layer(0), &page, 0, 0, false, got.data());
         EXPECT_NEAR(got[3], 2.0f, 0.13f)
-            << kernels::kv_type_name(t);  // scale from the finite values
+            << tensor::kv_type_name(t);  // scale from the finite values
         if (t == KvType::INT8)
             EXPECT_EQ(got[1], 0.0f);
         else
-            EXPECT_TRUE(std::isnan(got[1])) << kernels::kv_type_name(t);
+            EXPECT_TRUE(std::isnan(got[1])) << tensor::kv_type_name(t);
         EXPECT_LE(got[2], -1.9f);  // -inf saturates to -qmax * scale ~ -2
         EXPECT_TRUE(std::isfinite(got[2]));
         kernels::read_kv_row(s.st.layer(0), &page, 0, 0, true, got.data());
@@ -208,7 +208,7 @@ static void simd_kernels_match_scalar(const kernels::detail::KvKernelTable& av, 
     std::mt19937 rng(7);
     for (KvType t : kAll) {
         const int ti = static_cast<int>(t);
-        const int64_t eb = kernels::kv_elem_bytes(t);
+        const int64_t eb = tensor::kv_elem_bytes(t);
         for (int64_t dim : {1, 7, 8, 17, 33, 64, 128}) {
             const int64_t n = 37, stride = dim * eb + 3 * eb;  // rows not adjacent
             std::vector<uint8_t> rows(static_cast<size_t>(n * stride + 64));
@@ -244,11 +244,11 @@ static void simd_kernels_match_scalar(const kernels::detail::KvKernelTable& av, 
                 double mag = 0;
                 for (int64_t i = 0; i < dim; ++i) {
                     ASSERT_EQ(std::bit_cast<uint32_t>(deq[i]), std::bit_cast<uint32_t>(deq2[i]))
-                        << kernels::kv_type_name(t) << " dim " << dim;
+                        << tensor::kv_type_name(t) << " dim " << dim;
                     mag += std::fabs(q[i] * deq[i]);
                 }
                 ASSERT_NEAR(s1[j], s2[j], 1e-5 * mag * mult[j] + 1e-30)
-                    << kernels::kv_type_name(t) << " dim " << dim;
+                    << tensor::kv_type_name(t) << " dim " << dim;
             }
             std::vector<float> w = randn(static_cast<size_t>(n), 12);
             std::vector<float> o1 = randn(static_cast<size_t>(dim), 13), o2 = o1;
@@ -261,7 +261,7 @@ static void simd_kernels_match_scalar(const kernels::detail::KvKernelTable& av, 
                     mag += std::fabs(w[j] * deq[i]);
                 }
                 ASSERT_NEAR(o1[i], o2[i], 1e-5 * mag)
-                    << kernels::kv_type_name(t) << " dim " << dim << " i " << i;
+                    << tensor::kv_type_name(t) << " dim " << dim << " i " << i;
             }
         }
     }
@@ -278,7 +278,7 @@ static void simd_kernels_match_scalar(const kernels::detail::KvKernelTable& av, 
             else
                 EXPECT_EQ(std::bit_cast<uint32_t>(a[static_cast<size_t>(c)]),
                           std::bit_cast<uint32_t>(b[static_cast<size_t>(c)]))
-                    << kernels::kv_type_name(t) << " code " << c;
+                    << tensor::kv_type_name(t) << " code " << c;
         }
     }
     // e4m3 rows without NaN codes take the AVX2 shuffle widening (rows with one are scanned out
@@ -441,7 +441,7 @@ static void paged_attention_matches_reference(int64_t ctx, int64_t ps, int64_t n
                 kernels::set_active_isa(saved);
                 for (size_t i = 0; i < out.size(); ++i)
                     ASSERT_NEAR(out[i], want[i], 2e-5)
-                        << kernels::kv_type_name(t) << " " << kernels::kv_scales_name(m.sc) << " "
+                        << tensor::kv_type_name(t) << " " << kernels::kv_scales_name(m.sc) << " "
                         << m.tensor_scale << " " << kernels::isa_name(isa) << " fresh "
                         << kernels::fresh_kv_name(fresh) << " ctx " << ctx << " i " << i;
             }
@@ -472,7 +472,7 @@ static void group_kernels_match_dequant_path(const kernels::detail::KvKernelTabl
     const auto& f32 = tab.by_type[static_cast<int>(KvType::F32)];
     std::mt19937 rng(5);
     for (KvType t : {KvType::FP8_E4M3, KvType::INT8, KvType::BF16}) {
-        SCOPED_TRACE(kernels::kv_type_name(t));
+        SCOPED_TRACE(tensor::kv_type_name(t));
         const int ti = static_cast<int>(t);
         const auto& gk = tab.group[ti];
         ASSERT_NE(gk.prepare, nullptr);
@@ -480,7 +480,7 @@ static void group_kernels_match_dequant_path(const kernels::detail::KvKernelTabl
         ASSERT_NE(gk.accum, nullptr);
         const auto& rk = tab.by_type[ti];
         const bool e4m3 = t == KvType::FP8_E4M3;
-        const int64_t eb = kernels::kv_elem_bytes(t);
+        const int64_t eb = tensor::kv_elem_bytes(t);
         for (int64_t dim : {int64_t{64}, int64_t{128}}) {
             for (int64_t n_h : {1, 2, 3, 4, 7}) {
                 for (int64_t n : {1, 5, 8, 13, 16}) {
@@ -609,8 +609,8 @@ TEST(KvQuant, PagedAttentionOutputsDoNotDependOnBatchMates) {
                     for (size_t e = 0; e < q[i].size(); ++e)
                         ASSERT_EQ(std::bit_cast<uint32_t>(alone[i][e]),
                                   std::bit_cast<uint32_t>(batched[i][e]))
-                            << kernels::kv_type_name(t) << " " << kernels::isa_name(isa)
-                            << " heads " << n_heads << " seq " << i << " e " << e;
+                            << tensor::kv_type_name(t) << " " << kernels::isa_name(isa) << " heads "
+                            << n_heads << " seq " << i << " e " << e;
             }
         }
 }

@@ -112,12 +112,12 @@ class Runner {
     kv::PrefixCache* pc_;
 };
 
-kv::KvCacheConfig kv_config(const Tiny& m, kernels::KvType type, int64_t pages) {
+kv::KvCacheConfig kv_config(const Tiny& m, tensor::KvType type, int64_t pages) {
     return m.kv_config(kPs, pages, type);
 }
 
 // The reference: the request alone on a fresh cache, whole prompt in one chunk, greedy.
-Output reference(Tiny& m, kernels::KvType type, const Request& r) {
+Output reference(Tiny& m, tensor::KvType type, const Request& r) {
     kv::KvCache kv(kv_config(m, type, 64));
     Runner run(m, kv, nullptr);
     Live s;
@@ -146,7 +146,7 @@ TEST(PrefixCacheModel, CachedRunsMatchFromScratchBitForBit) {
     for (auto dt : {model::RuntimeDType::BF16, model::RuntimeDType::F32}) {
         Tiny m(dt);
         const auto type =
-            dt == model::RuntimeDType::F32 ? kernels::KvType::F32 : kernels::KvType::BF16;
+            dt == model::RuntimeDType::F32 ? tensor::KvType::F32 : tensor::KvType::BF16;
         const int64_t vocab = m.model->config.vocab_size;
         std::mt19937_64 rng(31337);
         auto toks = [&](int n) {

@@ -38,7 +38,7 @@ TEST(MlaAttentionKernel, PagedMatchesReferenceForEveryPageSizeAndFormat) {
         ASSERT_NEAR(want[static_cast<size_t>(i)], keys[static_cast<size_t>(i)], 1e-6);
 
     // FP8 e4m3 (per-token scales) stores the latent like any other KV format.
-    for (auto type : {kernels::KvType::F32, kernels::KvType::BF16, kernels::KvType::FP8_E4M3}) {
+    for (auto type : {tensor::KvType::F32, tensor::KvType::BF16, tensor::KvType::FP8_E4M3}) {
         for (int32_t page_size : {1, 5, 32}) {
             auto kc = kv::KvCacheConfig::shaped(1, 1, D, type, page_size);
             kc.k_only = true;
@@ -69,13 +69,13 @@ TEST(MlaAttentionKernel, PagedMatchesReferenceForEveryPageSizeAndFormat) {
                                        layer, scale, pool);
                 pos += m;
             }
-            const double tol = type == kernels::KvType::F32    ? 1e-5
-                               : type == kernels::KvType::BF16 ? 2e-2
-                                                               : 0.15;
+            const double tol = type == tensor::KvType::F32    ? 1e-5
+                               : type == tensor::KvType::BF16 ? 2e-2
+                                                              : 0.15;
             double worst = 0;
             for (size_t i = 0; i < want.size(); ++i)
                 worst = std::max(worst, static_cast<double>(std::abs(got[i] - want[i])));
-            EXPECT_LT(worst, tol) << kernels::kv_type_name(type) << " page size " << page_size;
+            EXPECT_LT(worst, tol) << tensor::kv_type_name(type) << " page size " << page_size;
             cache.free(table);
             cache.free(other);
         }
@@ -84,7 +84,7 @@ TEST(MlaAttentionKernel, PagedMatchesReferenceForEveryPageSizeAndFormat) {
 
 TEST(MlaAttentionKernel, RejectsAGqaLayout) {
     util::ThreadPool pool(1);
-    auto kc = kv::KvCacheConfig::shaped(1, 2, 16, kernels::KvType::F32, 4);
+    auto kc = kv::KvCacheConfig::shaped(1, 2, 16, tensor::KvType::F32, 4);
     kc.budget_bytes = kv::kv_budget_for_tokens(kc, 8);
     kv::KvCache cache(kc);
     EXPECT_THROW(kernels::mla_attention({}, 4, 12, cache.storage().layer(0), 1.0f, pool),
@@ -139,7 +139,7 @@ TEST(MlaCache, BytesPerTokenAreTheLatentOnly) {
     EXPECT_EQ(model::kv_bytes_per_token_uncompressed(c, 2), 61 * 64 * 320 * 2);
     // The pool's pages hold exactly that (page of 16 tokens, no padding needed).
     auto kc =
-        kv::KvCacheConfig::shaped(c.n_layers, s.n_kv_heads, s.head_dim, kernels::KvType::BF16, 16);
+        kv::KvCacheConfig::shaped(c.n_layers, s.n_kv_heads, s.head_dim, tensor::KvType::BF16, 16);
     kc.k_only = s.k_only;
     EXPECT_EQ(kv::kv_page_bytes(kc), 16 * model::kv_bytes_per_token(c, 2));
     kc.k_only = false;
@@ -185,7 +185,7 @@ TEST(MlaForward, PagedBatchesAndDecodeMatchSingleSequencePrefill) {
     const int64_t vocab = cfg.vocab_size;
 
     // The contiguous cache holds the latent only.
-    model::ContiguousKvCache probe(cfg, 10, kernels::KvType::F32);
+    model::ContiguousKvCache probe(cfg, 10, tensor::KvType::F32);
     EXPECT_EQ(probe.bytes(), 10 * model::kv_bytes_per_token(cfg, 4));
     EXPECT_EQ(model::kv_bytes_per_token(cfg, 2), 3 * (32 + 8) * 2);
 
@@ -195,8 +195,7 @@ TEST(MlaForward, PagedBatchesAndDecodeMatchSingleSequencePrefill) {
     std::vector<std::vector<float>> prefill;  // all positions in one forward
     for (size_t i = 0; i < lengths.size(); ++i) {
         auto toks = random_tokens(lengths[i] + decode, 91 + i, vocab);
-        model::ContiguousKvCache cache(cfg, static_cast<int64_t>(toks.size()),
-                                       kernels::KvType::F32);
+        model::ContiguousKvCache cache(cfg, static_cast<int64_t>(toks.size()), tensor::KvType::F32);
         std::vector<float> logits(toks.size() * static_cast<size_t>(vocab));
         tf.forward(toks.data(), static_cast<int64_t>(toks.size()), cache, logits.data(), true);
         seqs.push_back(std::move(toks));
@@ -204,7 +203,7 @@ TEST(MlaForward, PagedBatchesAndDecodeMatchSingleSequencePrefill) {
     }
     // Paged: all prompts in one step, then decode steps for all sequences together.
     auto kc = kv::KvCacheConfig::shaped(cfg.n_layers, cfg.kv_shape().n_kv_heads,
-                                        cfg.kv_shape().head_dim, kernels::KvType::F32, 4);
+                                        cfg.kv_shape().head_dim, tensor::KvType::F32, 4);
     kc.k_only = true;
     kc.budget_bytes = kv::kv_budget_for_tokens(kc, 256);
     kv::KvCache cache(kc);

@@ -14,7 +14,7 @@
 #include "model/model.h"
 #include "model/moe.h"
 #include "quant/quantizer.h"
-#include "quant/weight_format.h"
+#include "tensor/weight_format.h"
 #include "test_paths.h"
 #include "util/error.h"
 
@@ -227,7 +227,8 @@ model::Matrix random_matrix(std::mt19937_64& rng, int64_t rows, int64_t cols, fl
     std::normal_distribution<float> nd(0.0f, sd);
     std::vector<float> row(static_cast<size_t>(cols));
     if (fmt != nullptr) {
-        const kernels::WeightMatrix layout = quant::parse_weight_format(fmt).layout(rows, cols);
+        const kernels::WeightMatrix layout =
+            kernels::weight_layout(tensor::parse_weight_format(fmt), rows, cols);
         auto m = model::Matrix::quantized(layout);
         for (int64_t r = 0; r < rows; ++r) {
             for (auto& v : row) v = nd(rng);
@@ -236,7 +237,7 @@ model::Matrix random_matrix(std::mt19937_64& rng, int64_t rows, int64_t cols, fl
         }
         return m;
     }
-    auto m = model::Matrix::owned(kernels::WeightType::F32, rows, cols);
+    auto m = model::Matrix::owned(tensor::WeightType::F32, rows, cols);
     for (int64_t r = 0; r < rows; ++r) {
         for (auto& v : row) v = nd(rng);
         m.pack_row(r, row.data());
@@ -502,8 +503,8 @@ TEST(MoeLoad, TinyQwen3MoeHasExpertsOnSparseLayersOnly) {
     EXPECT_EQ(m->weights.layers[1].w_gate.rows(), 96);
     const auto& mw = *m->weights.layers[0].moe;
     EXPECT_EQ(mw.gate.size(), 8u);
-    EXPECT_EQ(mw.router.view().type, kernels::WeightType::F32);  // router stays f32 under bf16
-    EXPECT_EQ(mw.gate[3].view().type, kernels::WeightType::BF16);
+    EXPECT_EQ(mw.router.view().type, tensor::WeightType::F32);  // router stays f32 under bf16
+    EXPECT_EQ(mw.gate[3].view().type, tensor::WeightType::BF16);
     EXPECT_EQ(mw.down[7].rows(), 64);
     EXPECT_EQ(mw.down[7].cols(), 32);
 }

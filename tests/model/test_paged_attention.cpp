@@ -30,7 +30,7 @@ std::vector<int32_t> random_tokens(int n, uint64_t seed, int64_t vocab) {
 
 TEST(PagedAttention, MatchesContiguousCacheForRaggedBatches) {
     if (!test::tiny_llama_present()) GTEST_SKIP() << "no tiny-llama";
-    using kernels::KvType;
+    using tensor::KvType;
     const std::pair<model::RuntimeDType, KvType> combos[] = {
         {model::RuntimeDType::F32, KvType::F32},
         {model::RuntimeDType::BF16, KvType::BF16},
@@ -105,7 +105,7 @@ TEST(PagedAttention, MatchesContiguousCacheForRaggedBatches) {
                 ASSERT_EQ(
                     0, std::memcmp(got[i].data(), want[i].data(), want[i].size() * sizeof(float)))
                     << "sequence " << i << " (length " << lengths[i] << ") differs with page size "
-                    << page_size << " kv " << kernels::kv_type_name(kv_type);
+                    << page_size << " kv " << tensor::kv_type_name(kv_type);
             for (auto& t : tables) cache.free(t);
             EXPECT_EQ(cache.pool().used_pages(), 0);
         }

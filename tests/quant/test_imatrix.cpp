@@ -21,13 +21,15 @@
 #include "formats/tensor_source.h"
 #include "imatrix_test_util.h"
 #include "quant/imatrix.h"
-#include "quant/weight_format.h"
+#include "tensor/weight_format.h"
 #include "test_paths.h"
 #include "util/error.h"
 #include "util/thread_pool.h"
 
 namespace warden::quant {
 namespace {
+
+using tensor::parse_weight_format;
 
 using Entry = test::ImatrixEntry;
 

@@ -3,7 +3,7 @@
 #include <vector>
 
 #include "kernels/attention.h"
-#include "quant/weight_format.h"
+#include "tensor/weight_format.h"
 #include "util/error.h"
 
 namespace warden::tools::eval {
@@ -11,7 +11,7 @@ namespace warden::tools::eval {
 namespace {
 
 // The values `--kv-dtype` accepts (cli/engine_options.cpp); weights are checked by the same
-// parser as `--weights` (quant::parse_weight_format).
+// parser as `--weights` (tensor::parse_weight_format).
 const std::vector<std::string> kKv = {"f32", "bf16", "f16", "fp8_e4m3", "fp8_e5m2", "int8"};
 const std::vector<std::string> kIntegrity = {"off", "step", "layer"};
 
@@ -46,7 +46,7 @@ EvalConfig parse_config(const std::string& spec, const std::string& flag) {
         if (key == "weights") {
             try {
                 if (val != "auto")
-                    (void)quant::parse_weight_format(val);  // auto: the file's own (cli::load)
+                    (void)tensor::parse_weight_format(val);  // auto: the file's own (cli::load)
             } catch (const util::Error& e) {
                 throw util::Error(flag + ": weights=" + val + ": " + e.what());
             }
@@ -54,7 +54,7 @@ EvalConfig parse_config(const std::string& spec, const std::string& flag) {
         } else if (key == "kv") {
             util::check(member(kKv, val),
                         flag + ": kv=" + val + " is not supported (supported: " + join(kKv) + ")");
-            util::check(kernels::parse_kv_type(val).has_value(),
+            util::check(tensor::parse_kv_type(val).has_value(),
                         flag + ": kv=" + val + " is not supported by this build");
             c.engine.kv_dtype = val;
         } else if (key == "integrity") {

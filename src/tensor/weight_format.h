@@ -1,5 +1,8 @@
 #pragma once
-// Runtime weight formats (--weights / --prefill-weights) and their parsing.
+// Weight formats: the one descriptor (type and options) that the kernels, the quantizers, the
+// file formats, the model loader and the commands share, with its names (--weights /
+// --prefill-weights) and block traits. The packed layouts themselves are the kernels'
+// (kernels/matmul.h, kernels/matmul_quant.h, kernels/matmul_kquant.h).
 //   bf16 | f32 | fp8 (e4m3, per-channel f32 scale) | int8 (per channel, f16 scale)
 //   int8-g32 (an f16 scale per 32 weights: GGUF Q8_0, llama.cpp's int8)
 //   int4 | int4-g32 | int4-g128 (group 32 default, symmetric, f16 scales)
@@ -12,24 +15,23 @@
 #include <optional>
 #include <string>
 
-#include "kernels/matmul.h"
+namespace warden::tensor {
 
-namespace warden::quant {
+// F32/BF16: plain values in panels. Q8, Q4, FP8: quantized panel layouts with per-channel or
+// per-group scales. Q4K, Q5K, Q6K: GGUF K-quant super-blocks kept as stored.
+enum class WeightType { F32, BF16, Q8, Q4, FP8, Q4K, Q5K, Q6K };
 
 struct WeightFormat {
-    kernels::WeightType type = kernels::WeightType::BF16;
+    WeightType type = WeightType::BF16;
     int32_t group = 0;  // int4: 32 or 128; int8: 0 (per channel) or 32
     bool asym = false;
     bool bf16_scales = false;
     bool act_f32 = false;
 
     bool quantized() const {
-        return type == kernels::WeightType::Q4 || type == kernels::WeightType::Q8 ||
-               type == kernels::WeightType::FP8 || type == kernels::WeightType::Q4K ||
-               type == kernels::WeightType::Q5K || type == kernels::WeightType::Q6K;
+        return type == WeightType::Q4 || type == WeightType::Q8 || type == WeightType::FP8 ||
+               type == WeightType::Q4K || type == WeightType::Q5K || type == WeightType::Q6K;
     }
-    // An empty view carrying the format and a shape (for layout sizes and shape checks).
-    kernels::WeightMatrix layout(int64_t rows, int64_t cols) const;
 };
 
 // Throws util::Error listing the accepted names for anything else.
@@ -40,7 +42,16 @@ std::string weight_format_name(const WeightFormat& f);
 // head is ~19% of a 1B model's bytes per decoded token; docs/WEIGHT_QUANT.md, Design: Embeddings
 // and head); unset (the runtime dtype) beside anything else.
 std::optional<WeightFormat> default_head_format(const WeightFormat& layers);
-// Bytes of a [rows, cols] matrix in this format (packed, whole panels).
-int64_t weight_bytes(const WeightFormat& f, int64_t rows, int64_t cols);
 
-}  // namespace warden::quant
+// K-quant block traits (GGUF super-blocks, ggml-common.h).
+constexpr int64_t kKQuantBlock = 256;  // weights per K-quant super-block
+
+inline bool is_kquant(WeightType t) {
+    return t == WeightType::Q4K || t == WeightType::Q5K || t == WeightType::Q6K;
+}
+// Bytes of one super-block of type t (a K-quant type; util::Error otherwise).
+int64_t kquant_block_bytes(WeightType t);
+// The block type's name as GGUF spells it ("Q4_K").
+const char* kquant_type_name(WeightType t);
+
+}  // namespace warden::tensor

@@ -1,11 +1,10 @@
-#include "quant/weight_format.h"
+#include "tensor/weight_format.h"
 
 #include <vector>
 
-#include "kernels/matmul_quant.h"
 #include "util/error.h"
 
-namespace warden::quant {
+namespace warden::tensor {
 
 namespace {
 const char* kAccepted =
@@ -26,18 +25,6 @@ std::vector<std::string> split_dash(const std::string& s) {
 }
 }  // namespace
 
-kernels::WeightMatrix WeightFormat::layout(int64_t rows, int64_t cols) const {
-    kernels::WeightMatrix w;
-    w.type = type;
-    w.rows = rows;
-    w.cols = cols;
-    w.group = group;
-    w.asym = asym;
-    w.bf16_scales = bf16_scales;
-    w.act_f32 = act_f32;
-    return w;
-}
-
 WeightFormat parse_weight_format(const std::string& s) {
     const auto parts = split_dash(s);
     WeightFormat f;
@@ -48,20 +35,18 @@ WeightFormat parse_weight_format(const std::string& s) {
     const std::string& base = parts[0];
     if (base == "bf16" || base == "f32" || base == "fp8") {
         if (parts.size() != 1) throw bad("no suffixes for " + base);
-        f.type = base == "bf16"
-                     ? kernels::WeightType::BF16
-                     : (base == "f32" ? kernels::WeightType::F32 : kernels::WeightType::FP8);
+        f.type =
+            base == "bf16" ? WeightType::BF16 : (base == "f32" ? WeightType::F32 : WeightType::FP8);
         return f;
     }
     if (base == "q4_k" || base == "q5_k" || base == "q6_k") {
         if (parts.size() != 1) throw bad("no suffixes for " + base);
-        f.type = base == "q4_k"
-                     ? kernels::WeightType::Q4K
-                     : (base == "q5_k" ? kernels::WeightType::Q5K : kernels::WeightType::Q6K);
+        f.type =
+            base == "q4_k" ? WeightType::Q4K : (base == "q5_k" ? WeightType::Q5K : WeightType::Q6K);
         return f;
     }
     if (base == "int8") {
-        f.type = kernels::WeightType::Q8;
+        f.type = WeightType::Q8;
         for (size_t i = 1; i < parts.size(); ++i) {
             if (parts[i] == "bf16s") {
                 f.bf16_scales = true;
@@ -78,7 +63,7 @@ WeightFormat parse_weight_format(const std::string& s) {
         return f;
     }
     if (base != "int4") throw bad("");
-    f.type = kernels::WeightType::Q4;
+    f.type = WeightType::Q4;
     f.group = 32;
     for (size_t i = 1; i < parts.size(); ++i) {
         const std::string& p = parts[i];
@@ -107,28 +92,28 @@ WeightFormat parse_weight_format(const std::string& s) {
 }
 
 std::optional<WeightFormat> default_head_format(const WeightFormat& layers) {
-    if (layers.type != kernels::WeightType::Q4) return std::nullopt;
+    if (layers.type != WeightType::Q4) return std::nullopt;
     return parse_weight_format("int8");
 }
 
 std::string weight_format_name(const WeightFormat& f) {
     switch (f.type) {
-        case kernels::WeightType::BF16:
+        case WeightType::BF16:
             return "bf16";
-        case kernels::WeightType::F32:
+        case WeightType::F32:
             return "f32";
-        case kernels::WeightType::FP8:
+        case WeightType::FP8:
             return "fp8";
-        case kernels::WeightType::Q8:
+        case WeightType::Q8:
             return std::string("int8") + (f.group ? "-g" + std::to_string(f.group) : "") +
                    (f.bf16_scales ? "-bf16s" : "");
-        case kernels::WeightType::Q4K:
+        case WeightType::Q4K:
             return "q4_k";
-        case kernels::WeightType::Q5K:
+        case WeightType::Q5K:
             return "q5_k";
-        case kernels::WeightType::Q6K:
+        case WeightType::Q6K:
             return "q6_k";
-        case kernels::WeightType::Q4:
+        case WeightType::Q4:
             break;
     }
     std::string s = "int4-g" + std::to_string(f.group);
@@ -138,11 +123,21 @@ std::string weight_format_name(const WeightFormat& f) {
     return s;
 }
 
-int64_t weight_bytes(const WeightFormat& f, int64_t rows, int64_t cols) {
-    if (!f.quantized())
-        return kernels::packed_weight_elems(rows, cols) *
-               (f.type == kernels::WeightType::BF16 ? 2 : 4);
-    return kernels::quant_packed_bytes(f.layout(rows, cols));
+int64_t kquant_block_bytes(WeightType t) {
+    switch (t) {
+        case WeightType::Q4K:
+            return 144;
+        case WeightType::Q5K:
+            return 176;
+        case WeightType::Q6K:
+            return 210;
+        default:
+            throw util::Error("kquant_block_bytes: not a K-quant type");
+    }
 }
 
-}  // namespace warden::quant
+const char* kquant_type_name(WeightType t) {
+    return t == WeightType::Q4K ? "Q4_K" : (t == WeightType::Q5K ? "Q5_K" : "Q6_K");
+}
+
+}  // namespace warden::tensor
