@@ -57,6 +57,8 @@ Engine::Engine(Executor& exec, kv::KvCache& kv, EngineConfig cfg, kv::FaultInjec
     : exec_(exec), kv_(kv), cfg_(cfg), scheduler_(exec, kv, cfg.scheduler, faults) {
     scheduler_.set_prefix_cache(cfg_.prefix_cache);
     scheduler_.set_speculative(cfg_.proposer, cfg_.spec);
+    scheduler_.on_prompt_tokens(
+        [this](Scheduler::Handle, int64_t n) { metrics_.vllm().prompt_tokens(n); });
     scheduler_.on_token([this](Scheduler::Handle h, const TokenInfo& info) {
         auto it = by_handle_.find(h);
         if (it == by_handle_.end()) return;
@@ -64,7 +66,7 @@ Engine::Engine(Executor& exec, kv::KvCache& kv, EngineConfig cfg, kv::FaultInjec
         const auto now = std::chrono::steady_clock::now();
         using secs = std::chrono::duration<double>;
         if (a.n_out++ == 0)
-            metrics_.vllm().first_token(a.n_prompt, secs(now - a.added).count());
+            metrics_.vllm().first_token(secs(now - a.added).count());
         else
             metrics_.vllm().next_token(secs(now - a.last_token).count());
         a.last_token = now;
@@ -152,7 +154,6 @@ void Engine::admit_to_scheduler(Pending&& p, std::chrono::steady_clock::time_poi
     a.tenant = p.req.tenant;
     a.deadline = deadline;
     a.added = std::chrono::steady_clock::now();
-    a.n_prompt = static_cast<int64_t>(p.req.prompt.size());
     adding_ = &a;
     const Scheduler::Handle h = scheduler_.add(std::move(p.req));
     adding_ = nullptr;

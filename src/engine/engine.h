@@ -121,7 +121,7 @@ class Engine {
         Scheduler::Handle handle = 0;
         // For the live token metrics (VllmMetrics).
         std::chrono::steady_clock::time_point added, last_token;
-        int64_t n_prompt = 0, n_out = 0;
+        int64_t n_out = 0;
     };
     struct Pending {
         uint64_t id;

@@ -85,9 +85,13 @@ VllmMetrics::VllmMetrics()
       prompt_len_(tokens_buckets()),
       gen_len_(tokens_buckets()) {}
 
-void VllmMetrics::first_token(int64_t n_prompt, double ttft_s) {
+void VllmMetrics::prompt_tokens(int64_t n) {
     std::lock_guard lk(mu_);
-    prompt_tokens_ += n_prompt;
+    prompt_tokens_ += n;
+}
+
+void VllmMetrics::first_token(double ttft_s) {
+    std::lock_guard lk(mu_);
     ++generation_tokens_;
     ttft_.observe(ttft_s);
 }
@@ -146,8 +150,8 @@ std::string VllmMetrics::render(const Gauges& g) const {
         static_cast<double>(g.pc.hit_tokens + g.pc.miss_tokens));
     one("warden:prefix_cache_hits_total", "counter", "prompt tokens found in the prefix cache",
         static_cast<double>(g.pc.hit_tokens));
-    one("warden:prompt_tokens_total", "counter", "prompt tokens, counted when their prefill ends",
-        static_cast<double>(prompt_tokens_));
+    one("warden:prompt_tokens_total", "counter",
+        "prompt tokens processed, counted per prefill chunk", static_cast<double>(prompt_tokens_));
     one("warden:generation_tokens_total", "counter", "generated tokens, counted as sampled",
         static_cast<double>(generation_tokens_));
     head("warden:request_success_total", "counter",

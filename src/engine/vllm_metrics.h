@@ -33,8 +33,11 @@ class BucketHistogram {
 class VllmMetrics {
   public:
     VllmMetrics();
-    // A request's first token: its prompt is computed (counted now), time to first token.
-    void first_token(int64_t n_prompt, double ttft_s);
+    // Prompt tokens processed, counted per prefill chunk as the scheduler completes them (so a
+    // long prompt moves the counter while it is being prefilled, not only at its first token).
+    void prompt_tokens(int64_t n);
+    // A request's first token: time to first token.
+    void first_token(double ttft_s);
     // Every later token: the gap since the previous one.
     void next_token(double gap_s);
     // The request ended (any reason).

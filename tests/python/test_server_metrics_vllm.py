@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import json
 import re
+import threading
+import time
 
 import httpx
+import pytest
 
-from conftest import ROOT
+from conftest import ROOT, WardenServer
 
 PROMPT = "The three primary colors are"
 
@@ -71,6 +74,49 @@ def test_tokens_counted_live_and_histograms(server):
     assert abs(e2e - parts) < 1e-3
     assert 0.0 <= after["warden:kv_cache_usage_perc"] <= 1.0
     assert after["warden:num_requests_running"] >= 0 and after["warden:num_requests_waiting"] >= 0
+
+
+@pytest.fixture(scope="module")
+def small_chunk_server():
+    # 16-token prefill chunks and no prefix cache: a long prompt takes many steps to prefill.
+    s = WardenServer("--max-batch-tokens", "16", "--no-prefix-cache", "--kv-cache-bytes", "128M")
+    yield s
+    s.stop()
+
+
+def test_prompt_tokens_counted_per_prefill_chunk(small_chunk_server):
+    s = small_chunk_server
+    prompt = " ".join(f"item {i}," for i in range(600))
+    n = len(httpx.post(s.base + "/tokenize", json={"model": s.model_id, "prompt": prompt},
+                       timeout=60).json()["tokens"])
+    assert n > 1500
+    before = m(s)["warden:prompt_tokens_total"]
+    done = threading.Event()
+    result = {}
+
+    def run():
+        try:
+            result["r"] = httpx.post(s.base + "/v1/completions", timeout=300,
+                                     json={"model": s.model_id, "prompt": prompt, "max_tokens": 1})
+        finally:
+            done.set()
+
+    threading.Thread(target=run, daemon=True).start()
+    seen = []
+    deadline = time.time() + 300
+    while not done.is_set() and time.time() < deadline:
+        seen.append(m(s)["warden:prompt_tokens_total"] - before)
+        time.sleep(0.01)
+    assert done.wait(60)
+    assert result["r"].status_code == 200, result["r"].text
+    assert result["r"].json()["usage"]["prompt_tokens"] == n
+    assert m(s)["warden:prompt_tokens_total"] - before == n
+    partial = sorted({v for v in seen if 0 < v < n})
+    # Counted as chunks complete: values strictly between nothing and the whole prompt, each a
+    # whole number of 16-token chunks, seen while the request was still being prefilled.
+    assert partial, f"the counter never moved mid-prefill: {sorted(set(seen))}"
+    assert all(v % 16 == 0 for v in partial), partial
+    assert seen == sorted(seen)
 
 
 def test_http_requests_by_route_and_status(server):
