@@ -41,20 +41,39 @@ void Stream::cancel() {
         if (cancel_sent_ || finished_) return;
         cancel_sent_ = true;
     }
-    engine_->request_cancel(id_);
+    engine_->request_cancel(id_, FinishReason::Cancelled);
+}
+
+void Stream::stop() {
+    {
+        std::lock_guard lk(mu_);
+        if (cancel_sent_ || finished_) return;
+        cancel_sent_ = true;
+    }
+    engine_->request_cancel(id_, FinishReason::Stop);
 }
 
 Engine::Engine(Executor& exec, kv::KvCache& kv, EngineConfig cfg, kv::FaultInjector* faults)
     : exec_(exec), kv_(kv), cfg_(cfg), scheduler_(exec, kv, cfg.scheduler, faults) {
     scheduler_.set_prefix_cache(cfg_.prefix_cache);
     scheduler_.set_speculative(cfg_.proposer, cfg_.spec);
+    scheduler_.on_prompt_tokens(
+        [this](Scheduler::Handle, int64_t n) { metrics_.vllm().prompt_tokens(n); });
     scheduler_.on_token([this](Scheduler::Handle h, const TokenInfo& info) {
         auto it = by_handle_.find(h);
         if (it == by_handle_.end()) return;
+        Active& a = active_.at(it->second);
+        const auto now = std::chrono::steady_clock::now();
+        using secs = std::chrono::duration<double>;
+        if (a.n_out++ == 0)
+            metrics_.vllm().first_token(secs(now - a.added).count());
+        else
+            metrics_.vllm().next_token(secs(now - a.last_token).count());
+        a.last_token = now;
         Event e;
         e.kind = Event::Kind::Token;
         e.token = info;
-        active_.at(it->second).stream->push(std::move(e));
+        a.stream->push(std::move(e));
     });
     scheduler_.on_finish([this](Scheduler::Handle h, Result&& r) {
         Active* a = nullptr;
@@ -68,6 +87,7 @@ Engine::Engine(Executor& exec, kv::KvCache& kv, EngineConfig cfg, kv::FaultInjec
         }
         if (!a) return;
         metrics_.observe(a->tenant, r);
+        metrics_.vllm().finished(r);
         Event e;
         e.kind = Event::Kind::Finish;
         e.result = std::move(r);
@@ -133,6 +153,7 @@ void Engine::admit_to_scheduler(Pending&& p, std::chrono::steady_clock::time_poi
     a.stream = p.stream;
     a.tenant = p.req.tenant;
     a.deadline = deadline;
+    a.added = std::chrono::steady_clock::now();
     adding_ = &a;
     const Scheduler::Handle h = scheduler_.add(std::move(p.req));
     adding_ = nullptr;
@@ -142,10 +163,10 @@ void Engine::admit_to_scheduler(Pending&& p, std::chrono::steady_clock::time_poi
     active_.emplace(p.id, std::move(a));
 }
 
-void Engine::request_cancel(uint64_t id) {
+void Engine::request_cancel(uint64_t id, FinishReason why) {
     {
         std::lock_guard lk(mu_);
-        cancels_.push_back(id);
+        cancels_.emplace_back(id, why);
     }
     cv_.notify_all();
 }
@@ -183,7 +204,7 @@ void Engine::publish_gauges() {
 void Engine::loop() {
     for (;;) {
         std::deque<Pending> inbox;
-        std::vector<uint64_t> cancels;
+        std::vector<std::pair<uint64_t, FinishReason>> cancels;
         std::vector<std::function<void()>> tasks;
         std::vector<std::pair<uint64_t, RemotePrefill>> fetched;
         bool stopping = false;
@@ -222,10 +243,10 @@ void Engine::loop() {
             }
             admit_to_scheduler(std::move(p), now + cfg_.request_timeout);
         }
-        for (uint64_t id : cancels) {
-            if (cancel_fetch(id, FinishReason::Cancelled)) continue;
+        for (const auto& [id, why] : cancels) {
+            if (cancel_fetch(id, why)) continue;
             auto it = active_.find(id);
-            if (it != active_.end()) scheduler_.cancel(it->second.handle, FinishReason::Cancelled);
+            if (it != active_.end()) scheduler_.cancel(it->second.handle, why);
         }
         if (stopping) {
             // Prompts being fetched: cancelled, and their pages freed once the transport is done

@@ -60,6 +60,9 @@ class Stream {
     bool next(Event& out, std::chrono::milliseconds timeout);
     // Ends the request (idempotent; a no-op once it finished). Its Finish event still arrives.
     void cancel();
+    // The same, for a stop condition the caller found (a stop string): it finishes as Stop,
+    // not Cancelled, in the result and the metrics.
+    void stop();
     // Calls `fn` (from the engine's thread, outside the event lock) after each event is queued,
     // so an event loop can drain the stream with next(ev, 0ms) instead of blocking on it. If
     // events are already queued, `fn` is called once at once. An empty `fn` removes the hook;
@@ -116,6 +119,9 @@ class Engine {
         std::string tenant;
         std::chrono::steady_clock::time_point deadline;
         Scheduler::Handle handle = 0;
+        // For the live token metrics (VllmMetrics).
+        std::chrono::steady_clock::time_point added, last_token;
+        int64_t n_out = 0;
     };
     struct Pending {
         uint64_t id;
@@ -130,7 +136,7 @@ class Engine {
         int attempt = 0;
         std::optional<FinishReason> cancelled;
     };
-    void request_cancel(uint64_t id);
+    void request_cancel(uint64_t id, FinishReason why);
     void loop();
     void admit_to_scheduler(Pending&& p, std::chrono::steady_clock::time_point deadline);
     // engine_remote.cpp, scheduler thread
@@ -151,7 +157,7 @@ class Engine {
     std::condition_variable cv_;       // scheduler wake-up
     std::condition_variable idle_cv_;  // wait_idle
     std::deque<Pending> inbox_;
-    std::vector<uint64_t> cancels_;
+    std::vector<std::pair<uint64_t, FinishReason>> cancels_;
     std::vector<std::function<void()>> tasks_;                 // post()
     std::vector<std::pair<uint64_t, RemotePrefill>> fetched_;  // fetch outcomes to apply
     bool stop_ = false;

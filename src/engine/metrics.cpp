@@ -203,7 +203,7 @@ std::string Metrics::prometheus() const {
     hist("warden_tpot_seconds", "time per output token after the first", &Tenant::tpot);
     hist("warden_e2e_seconds", "end-to-end request time", &Tenant::e2e);
     spec_.render(o);
-    return o;
+    return o + vllm_.render(g_);
 }
 
 }  // namespace warden::engine

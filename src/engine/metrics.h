@@ -10,6 +10,7 @@
 
 #include "engine/request.h"
 #include "engine/speculative/spec_metrics.h"
+#include "engine/vllm_metrics.h"
 #include "kv/prefix_cache.h"
 
 namespace warden::engine {
@@ -51,9 +52,12 @@ class Metrics {
     void count_remote_prefill(const std::string& outcome);
     void observe_kv_transfer(double ms, int64_t bytes);
     Gauges gauges() const;
+    // The names above, then the same engine in vLLM's vocabulary (warden:...).
     std::string prometheus() const;
+    VllmMetrics& vllm() { return vllm_; }
 
   private:
+    VllmMetrics vllm_;
     struct Tenant {
         Histogram queue, prefill, ttft, tpot, e2e;
         int64_t prompt_tokens = 0, cached_prompt_tokens = 0, generated_tokens = 0, requests = 0;

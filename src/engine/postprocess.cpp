@@ -47,6 +47,7 @@ void Scheduler::postprocess(const StepPlan& plan, const StepResult& r, Clock::ti
         const int64_t before = s.n_computed;
         s.n_computed += static_cast<int64_t>(batch.seqs[b].tokens.size());
         s.table.n_tokens = s.n_computed;
+        report_prompt_progress(s);
         // A prefill chunk that completed a page: offer the full pages now, so that concurrent
         // requests with the same prefix hit while this one is still running.
         if (batch.seqs[b].tokens.size() > 1 &&
@@ -65,6 +66,15 @@ void Scheduler::postprocess(const StepPlan& plan, const StepResult& r, Clock::ti
             sample_next(s, r.logits[b], done);
         }
     }
+}
+
+// Prompt tokens computed (or attached from the prefix cache) since the last report; positions
+// recomputed after preemption were reported the first time.
+void Scheduler::report_prompt_progress(Seq& s) {
+    const int64_t upto = std::min(s.n_computed, s.n_prompt);
+    if (upto <= s.n_prompt_reported) return;
+    if (on_prompt_tokens_) on_prompt_tokens_(s.h, upto - s.n_prompt_reported);
+    s.n_prompt_reported = upto;
 }
 
 // A prompt chunk computed at every position: row j (position pos0 + j) gives the logprob of
@@ -87,6 +97,7 @@ void Scheduler::record_prompt_logprobs(Seq& s, int64_t pos0, const std::vector<f
 void Scheduler::sample_next(Seq& s, const std::vector<float>& logits, Clock::time_point done) {
     if (s.generated() == 0 && s.req.on_prompt_computed)
         s.req.on_prompt_computed(kv_, s.table, logits);  // disaggregated prefill: hand off
+    if (s.generated() == 0) report_prompt_progress(s);   // a prompt prefilled elsewhere
     TokenInfo info;
     std::vector<float> work = logits;  // the sampler modifies its input; logprobs read the original
     apply_logit_processors(s.req, s.generated(), work);

@@ -73,6 +73,13 @@ class Scheduler {
 
     // Called on the scheduler's thread for every sampled token.
     void on_token(std::function<void(Handle, const TokenInfo&)> cb) { on_token_ = std::move(cb); }
+    // Called on the scheduler's thread as a request's prompt is processed: after each prefill
+    // chunk, with the prompt tokens it completed (prefix-cache hits count with the first chunk,
+    // a chunk recomputed after preemption does not count again). A request whose prefill ends
+    // has been reported its whole prompt by the time of its first on_token.
+    void on_prompt_tokens(std::function<void(Handle, int64_t)> cb) {
+        on_prompt_tokens_ = std::move(cb);
+    }
     // Called on the scheduler's thread exactly once per added request, when it ends for any reason.
     void on_finish(std::function<void(Handle, Result&&)> cb) { on_finish_ = std::move(cb); }
     // The prefix cache (owned by the caller, used on the scheduler's thread only; it must share
@@ -140,6 +147,7 @@ class Scheduler {
     void release_draft(Seq& s);
     void note_step_cost(const StepPlan& plan, double ms);
     void record_prompt_logprobs(Seq& s, int64_t pos0, const std::vector<float>& logits);
+    void report_prompt_progress(Seq& s);
     // requests' lifecycle (scheduler.cpp)
     void finish(Seq& s, FinishReason why);
     void emit_finish(Seq& s);
@@ -153,6 +161,7 @@ class Scheduler {
     bool keep_step_times_ = false;
     std::function<void(Handle, const TokenInfo&)> on_token_;
     std::function<void(Handle, Result&&)> on_finish_;
+    std::function<void(Handle, int64_t)> on_prompt_tokens_;
     Handle next_handle_ = 0;
     std::deque<std::unique_ptr<Seq>> waiting_;
     std::vector<std::unique_ptr<Seq>> running_;

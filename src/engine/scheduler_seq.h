@@ -16,7 +16,8 @@ struct Scheduler::Seq {
     kv::SeqId id;
     std::vector<int32_t> tokens;  // prompt + generated
     int64_t n_prompt = 0;
-    int64_t n_computed = 0;  // tokens whose K/V are in the cache
+    int64_t n_computed = 0;         // tokens whose K/V are in the cache
+    int64_t n_prompt_reported = 0;  // prompt tokens given to on_prompt_tokens (never recounted)
     kv::PageTable table;
     std::unique_ptr<Sampler> sampler;
     bool finished = false;

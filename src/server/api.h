@@ -66,7 +66,11 @@ class Api {
     std::string tokenizer_info_body() const;
     static std::string version_body();
     static std::string openapi_body();
-    std::string metrics_body() { return eng_.metrics().prometheus(); }
+    // The engine's metrics, then the process' (resident memory, CPU seconds, open fds).
+    std::string metrics_body();
+    // An HTTP answer, in warden:http_requests_total (the route's path template; a method other
+    // than GET, POST, OPTIONS and HEAD is counted as "other").
+    void count_http(Route r, std::string_view method, unsigned status);
 
     // Parses and validates a completion body, renders and tokenizes its prompt, claims a
     // tenant slot and submits every choice (all or nothing). CPU-heavy: call it off the event

@@ -52,7 +52,7 @@ void Choice::append(const std::string& piece) {
             std::max(best, sent_));  // never take back text already sent (cannot happen: held back)
         finish = "stop";
         stopped_ = true;
-        stream->cancel();
+        stream->stop();
     }
 }
 

@@ -28,7 +28,8 @@ constexpr const char* kStreamOptions =
 
 constexpr const char* kNotImpl = "is not implemented by warden";
 constexpr const char* kLegacyTools =
-    "is not implemented by warden (the deprecated form; use 'tools')";
+    "is the deprecated form of tool calling, not implemented by warden; send 'tools' and "
+    "'tool_choice' instead";
 constexpr const char* kReasoning =
     "is not implemented by warden (reasoning_content comes with any thinking model whose template "
     "warden recognizes)";
@@ -107,7 +108,8 @@ constexpr FieldSpec kChat[] = {
     {"functions", R, "openai", kAny, "[]", kLegacyTools},
     {"function_call", R, "openai", kAny, R"("none")", kLegacyTools},
     {"chat_template_kwargs", S, "vllm", kObj, nullptr, nullptr},
-    {"reasoning_effort", R, "openai", kStr, nullptr, kReasoning},
+    {"reasoning_effort", S, "openai",
+     R"({"enum":["none","minimal","low","medium","high","xhigh","max"]})", nullptr, nullptr},
     {"include_reasoning", R, "vllm", kBool, nullptr, kReasoning},
     {"echo", R, "vllm", kBool, "false", kNotImpl},
     {"add_generation_prompt", R, "vllm", kBool, "true", kNotImpl},

@@ -368,6 +368,7 @@ void HttpConnection::on_prepared(std::shared_ptr<Generation> g, std::optional<Ap
         });
     watch_peer();
     if (streaming_) {
+        count_response(200);
         head_ = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n";
         if (!host_.limits.cors_origin.empty())
             head_ += "Access-Control-Allow-Origin: " + host_.limits.cors_origin + "\r\n";
@@ -473,8 +474,17 @@ void HttpConnection::watch_peer() {
     });
 }
 
+void HttpConnection::count_response(unsigned status) {
+    std::string_view method;
+    if (parser_)
+        method = std::string_view(parser_->get().method_string().data(),
+                                  parser_->get().method_string().size());
+    host_.api.count_http(route_, method, status);
+}
+
 void HttpConnection::respond(unsigned status, std::string body, const char* content_type,
                              bool force_close, const char* allow) {
+    count_response(status);
     auto res = std::make_shared<http::response<http::string_body>>(
         static_cast<http::status>(status), version_);
     res->set(http::field::content_type, content_type);

@@ -86,6 +86,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
                  const char* allow = nullptr);
     void respond_error(const ApiError& e, bool force_close);
     void answer_off_loop();
+    void count_response(unsigned status);  // in the HTTP metrics
     void preflight();
     void on_written(boost::system::error_code ec, bool close_after);
     void graceful_close();

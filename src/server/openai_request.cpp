@@ -7,6 +7,7 @@
 #include "chat_template/chat_template.h"
 #include "constrain/constraint.h"
 #include "server/field_allowlist.h"
+#include "server/reasoning_effort.h"
 #include "server/structured_output.h"
 #include "server/tool_grammar.h"
 #include "tokenizer/tokenizer.h"
@@ -230,8 +231,10 @@ CompletionRequest parse_request(const json& b, bool chat, const ModelInfo& m) {
                                                      r.chat_output.parallel_tool_calls),
                                    vocab);
         }
+        json kwargs = chat_template_kwargs(b);
+        apply_reasoning_effort(b, m.chat_template_source, kwargs);
         const std::string rendered =
-            render_chat(b["messages"], r.chat_output.tools, chat_template_kwargs(b), true, m);
+            render_chat(b["messages"], r.chat_output.tools, kwargs, true, m);
         r.chat_output.reasoning_starts_inside = !r.chat_output.reasoning_parser.empty() &&
                                                 chat_output::prompt_opens_reasoning(rendered);
         r.prompts.push_back(m.tok->encode(rendered, false, true));

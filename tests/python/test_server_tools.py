@@ -311,3 +311,73 @@ def test_required_and_named_tool_choice_are_enforced(hermes_server, choice):
             if key == "query":
                 assert len(args[key]) <= 40
 
+
+
+EFFORT_TEMPLATE = (
+    "{% if reasoning_effort is defined %}<|im_start|>system\nReasoning: {{ reasoning_effort }}<|im_end|>\n"
+    "{% endif %}{%- for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+
+
+@pytest.fixture(scope="module")
+def effort_server(tmp_path_factory):
+    path = tmp_path_factory.mktemp("tpl") / "effort.jinja"
+    path.write_text(EFFORT_TEMPLATE, encoding="utf-8")
+    s = WardenServer("--chat-template", str(path), "--kv-cache-bytes", "64M")
+    s.template_path = path
+    yield s
+    assert s.stop() == 0, "".join(s.stderr_lines)[-2000:]
+
+
+def test_reasoning_effort_switches_thinking(think_server):
+    """As vLLM: effort "none" is enable_thinking=False, any other effort True, and an explicit
+    chat_template_kwargs entry wins."""
+    c = think_server.client()
+    kw = dict(model=think_server.model_id, messages=THINK_SHOT, max_tokens=24, temperature=0)
+    on = c.chat.completions.create(**kw)
+    off = c.chat.completions.create(**kw, extra_body={"chat_template_kwargs": {"enable_thinking": False}})
+    none = c.chat.completions.create(**kw, reasoning_effort="none")
+    low = c.chat.completions.create(**kw, reasoning_effort="low")
+    forced = c.chat.completions.create(**kw, reasoning_effort="none",
+                                       extra_body={"chat_template_kwargs": {"enable_thinking": True}})
+    assert off.usage.prompt_tokens < on.usage.prompt_tokens
+    assert none.usage.prompt_tokens == off.usage.prompt_tokens
+    assert none.choices[0].message.content == off.choices[0].message.content
+    for r in (low, forced):
+        assert r.usage.prompt_tokens == on.usage.prompt_tokens
+        assert r.choices[0].message.content == on.choices[0].message.content
+        assert r.choices[0].message.model_extra["reasoning_content"] == \
+            on.choices[0].message.model_extra["reasoning_content"]
+
+
+def test_reasoning_effort_reaches_an_effort_template(effort_server, tmp_path):
+    c = effort_server.client()
+    msgs = [{"role": "user", "content": "Name a color."}]
+    for effort in ("low", "high"):
+        r = c.chat.completions.create(model=effort_server.model_id, messages=msgs, max_tokens=16, temperature=0,
+                                      reasoning_effort=effort)
+        raw, prompt_tokens = raw_completion(effort_server, effort_server.template_path, msgs, tmp_path,
+                                            extra={"reasoning_effort": effort}, max_tokens=16)
+        assert r.usage.prompt_tokens == prompt_tokens
+        assert r.choices[0].message.content == raw.strip()
+    plain = c.chat.completions.create(model=effort_server.model_id, messages=msgs, max_tokens=1)
+    assert plain.usage.prompt_tokens < prompt_tokens  # without the field the template skips it
+
+
+@pytest.mark.parametrize("body,code", [
+    ({"reasoning_effort": "extreme"}, None),
+    ({"reasoning_effort": 3}, None),
+    ({"reasoning_effort": "high"}, "unsupported_field"),  # this template reads neither variable
+    ({"functions": [WEATHER["function"]]}, "unsupported_field"),
+    ({"functions": [WEATHER["function"]], "function_call": {"name": "get_weather"}}, "unsupported_field"),
+])
+def test_reasoning_effort_and_legacy_functions_refused(server, body, code):
+    with pytest.raises(openai.BadRequestError) as e:
+        server.client().chat.completions.create(model=server.model_id, messages=[{"role": "user", "content": "hi"}],
+                                                max_tokens=4, **body)
+    err = e.value.body
+    assert err["param"] in body, err
+    if code:
+        assert err["code"] == code, err
+    if "functions" in body:
+        assert "'tools'" in err["message"], err
