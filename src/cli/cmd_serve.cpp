@@ -163,15 +163,17 @@ int serve(const ServeOptions& o) {
     ec.spec = parts.spec;
     // Disaggregated roles (transfer/disagg_roles.h): a decode server's prompts are computed by
     // prefill servers; a prefill server also answers them over UCX.
-    const uint64_t kv_fingerprint = kv::kv_layout_fingerprint(
-        cache->config(), std::filesystem::path(o.common.model_path).filename().string() + '\0' +
-                             model->weights_format + '\0' +
-                             model::runtime_dtype_name(model->dtype));
-    transfer::DecodeRole decode_role(o.role, kv_fingerprint);
+    // The pages' model is the checkpoint (file name and size), not the weight format, so a
+    // prefill server may run other weights (--weights) than its decode servers.
+    transfer::KvIdentity kv_id;
+    kv_id.model_id = std::filesystem::path(o.common.model_path).filename().string() + '\0' +
+                     std::to_string(std::filesystem::file_size(o.common.model_path));
+    kv_id.config = cache->config();
+    transfer::DecodeRole decode_role(o.role, kv_id);
     ec.remote_prefill = decode_role.source();
     engine::Engine eng(*parts.executor, *cache, ec, parts.faults.get());
     if (prefix) warm_shared_prefixes(o, *model->tokenizer, *prefix, eng);
-    transfer::PrefillRole prefill_role(o.role, eng, *cache, kv_fingerprint);
+    transfer::PrefillRole prefill_role(o.role, eng, *cache, kv_id.model_id);
 
     server::ModelInfo mi;
     mi.id = o.model_name.empty() ? std::filesystem::path(o.common.model_path).filename().string()
