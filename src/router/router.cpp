@@ -73,7 +73,7 @@ bool relay(tcp::socket& backend, tcp::socket& client, bool& sent_any) {
     while (!p.is_done()) {
         p.get().body().data = buf;
         p.get().body().size = sizeof buf;
-        http::read(backend, bbuf, p, ec);
+        http::read_some(backend, bbuf, p, ec);  // what has arrived: SSE events one by one
         if (ec == http::error::need_buffer) ec = {};
         if (ec) break;  // the backend died mid-response: the client sees the stream end
         const size_t n = sizeof buf - p.get().body().size;

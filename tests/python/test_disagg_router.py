@@ -1,13 +1,15 @@
 """The router chooses the prefill server of each request too (`warden router --prefill-kv`):
 requests with the same user key go to one prefill server (affinity, as the prefill servers'
-own request counters show), the choice reaches the decode server (X-Warden-Prefill), a decode
+own request counters show), streams are relayed event by event, the choice reaches the decode server (X-Warden-Prefill), a decode
 server refuses a prefill server it does not know with 400, and when the chosen prefill server
 is dead the decode server retries on another one (nothing was emitted yet): the client gets
 the same text as before.
 """
 from __future__ import annotations
 
+import json
 import signal
+import time
 
 import httpx
 
@@ -46,11 +48,25 @@ def test_router_picks_the_prefill_server_and_retries_on_another():
             assert r.status_code == 200, r.text
             texts.add(r.json()["choices"][0]["text"])
         assert len(texts) == 1
-        # One prefill server computed all three (its request finishes just after the hand-off).
-        wait_for(lambda: sum(served(p) for p in pres) - sum(before) >= 3)
+        # Streamed through the router, events arrive as the decode server sends them, not
+        # gathered until the response ends (12 decode steps take well over 10 ms).
+        arrivals, text = [], ""
+        with httpx.stream("POST", router.base + "/v1/completions", timeout=120,
+                          json={"model": SMOLLM2_GGUF.name, "prompt": PROMPT, "max_tokens": 12,
+                                "temperature": 0, "user": "alice", "stream": True}) as r:
+            for line in r.iter_lines():
+                if line.startswith("data: {"):
+                    ch = json.loads(line[6:])["choices"]
+                    if ch and ch[0]["text"]:
+                        arrivals.append(time.perf_counter())
+                        text += ch[0]["text"]
+        assert text in texts and len(arrivals) >= 3
+        assert arrivals[-1] - arrivals[0] > 0.01, arrivals
+        # One prefill server computed all four (its request finishes just after the hand-off).
+        wait_for(lambda: sum(served(p) for p in pres) - sum(before) >= 4)
         delta = [served(p) - b for p, b in zip(pres, before)]
-        assert sorted(delta) == [0, 3], delta
-        chosen = delta.index(3)
+        assert sorted(delta) == [0, 4], delta
+        chosen = delta.index(4)
         # A prefill server the decode server does not know: refused, not ignored.
         bad = ask(dec.base, "alice", {"X-Warden-Prefill": "127.0.0.1:1"})
         assert bad.status_code == 400 and "X-Warden-Prefill" in bad.json()["error"]["message"]
