@@ -31,6 +31,7 @@ void register_router(CLI::App& app, int& rc) {
     auto cfg = std::make_shared<router::RouterConfig>();
     auto decode = std::make_shared<std::vector<std::string>>();
     auto prefill = std::make_shared<std::vector<std::string>>();
+    auto prefill_kv = std::make_shared<std::vector<std::string>>();
     auto health_s = std::make_shared<double>(1.0);
     CLI::App* sub = app.add_subcommand(
         "router", "OpenAI-compatible router in front of prefill and decode servers (no model)");
@@ -38,6 +39,10 @@ void register_router(CLI::App& app, int& rc) {
     sub->add_option("--prefill", *prefill,
                     "prefill servers (health-checked; decode servers fetch from them): "
                     "http://HOST:PORT[,...]");
+    sub->add_option("--prefill-kv", *prefill_kv,
+                    "the --prefill servers' KV endpoints (their --kv-listen), HOST:PORT[,...] in "
+                    "the same order: the router then chooses each request's prefill server "
+                    "(prefix/user affinity, else least loaded) and names it to the decode server");
     sub->add_option("--host", cfg->host, "address to bind (default 127.0.0.1)");
     sub->add_option("--port", cfg->port, "port (default 8080; 0 picks a free one)")
         ->check(CLI::Range(0, 65535));
@@ -51,6 +56,7 @@ void register_router(CLI::App& app, int& rc) {
     sub->callback([=, &rc] {
         cfg->decode = split_urls(*decode);
         cfg->prefill = split_urls(*prefill);
+        cfg->prefill_kv = split_urls(*prefill_kv);
         cfg->health_period = std::chrono::milliseconds(static_cast<int64_t>(*health_s * 1000));
         util::check(cfg->host == "127.0.0.1" || cfg->host == "localhost" || cfg->host == "::1",
                     "warden router serves loopback only (it forwards without API keys)");

@@ -29,6 +29,26 @@ namespace warden::cli {
 
 namespace {
 
+// The checkpoint's name and size, as the KV handoff's model identity: a GGUF file's size, or the
+// summed sizes of a Hugging Face directory's regular files (a directory has no size of its own).
+std::string checkpoint_identity(const std::string& model_path) {
+    namespace fs = std::filesystem;
+    const fs::path path = fs::path(model_path).lexically_normal();
+    uintmax_t bytes = 0;
+    std::error_code ec;
+    if (fs::is_directory(path, ec)) {
+        for (const auto& entry : fs::directory_iterator(path, ec)) {
+            std::error_code size_ec;
+            if (entry.is_regular_file(size_ec)) bytes += entry.file_size(size_ec);
+        }
+    } else {
+        bytes = fs::file_size(path, ec);
+    }
+    std::string name = path.filename().string();
+    if (name.empty()) name = path.parent_path().filename().string();
+    return name + '\0' + std::to_string(ec ? 0 : bytes);
+}
+
 struct ServeOptions {
     launch::CommonOptions common;
     launch::EngineOptions engine;
@@ -164,15 +184,16 @@ int serve(const ServeOptions& o) {
     ec.spec = parts.spec;
     // Disaggregated roles (transfer/disagg_roles.h): a decode server's prompts are computed by
     // prefill servers; a prefill server also answers them over UCX.
-    const uint64_t kv_fingerprint = kv::kv_layout_fingerprint(
-        cache->config(), std::filesystem::path(o.common.model_path).filename().string() + '\0' +
-                             model->weights_format + '\0' +
-                             model::runtime_dtype_name(model->dtype));
-    transfer::DecodeRole decode_role(o.role, kv_fingerprint);
+    // The pages' model is the checkpoint (file name and size), not the weight format, so a
+    // prefill server may run other weights (--weights) than its decode servers.
+    transfer::KvIdentity kv_id;
+    kv_id.model_id = checkpoint_identity(o.common.model_path);
+    kv_id.config = cache->config();
+    transfer::DecodeRole decode_role(o.role, kv_id);
     ec.remote_prefill = decode_role.source();
     engine::Engine eng(*parts.executor, *cache, ec, parts.faults.get());
     if (prefix) warm_shared_prefixes(o, *loaded.tokenizer, *prefix, eng);
-    transfer::PrefillRole prefill_role(o.role, eng, *cache, kv_fingerprint);
+    transfer::PrefillRole prefill_role(o.role, eng, *cache, kv_id.model_id);
 
     server::ModelInfo mi;
     mi.id = o.model_name.empty() ? std::filesystem::path(o.common.model_path).filename().string()

@@ -109,6 +109,11 @@ class Engine {
     void post(std::function<void()> fn);
 
     Metrics& metrics() { return metrics_; }
+    // Whether a request may name this prefill server (Request::prefill_hint): a disaggregated
+    // decode engine's own prefill servers only.
+    bool knows_prefill_server(const std::string& endpoint) const {
+        return cfg_.remote_prefill && cfg_.remote_prefill->knows(endpoint);
+    }
     const kv::KvCache& kv() const { return kv_; }
     int64_t capacity_tokens() const { return kv_.capacity_tokens(); }
 

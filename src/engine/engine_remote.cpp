@@ -38,7 +38,8 @@ void Engine::start_fetch(Fetching&& f) {
     const std::vector<int32_t> prompt = f.p.req.prompt;
     fetching_.emplace(id, std::move(f));
     src.fetch(tid, prompt, std::move(dest), static_cast<size_t>(kv_.bytes_per_page()),
-              fetching_.at(id).attempt, [this, id](RemotePrefill&& r) {
+              fetching_.at(id).attempt, fetching_.at(id).p.req.prefill_hint,
+              [this, id](RemotePrefill&& r) {
                   {
                       std::lock_guard lk(mu_);
                       fetched_.emplace_back(id, std::move(r));
@@ -87,7 +88,7 @@ void Engine::on_fetched(uint64_t id, RemotePrefill&& r) {
         const kv::HandoffCheck c = f.handoff->verify(kv_, r.manifest);
         if (c.ok()) {
             metrics_.count_remote_prefill("ok");
-            metrics_.observe_kv_transfer(r.transfer_ms, r.bytes);
+            metrics_.observe_kv_transfer(r.transfer_ms, r.fetch_ms, r.bytes);
             auto pp = std::make_shared<PrefilledPrompt>();
             pp->table = f.handoff->take();
             pp->logits = std::move(r.logits);

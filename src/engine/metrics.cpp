@@ -89,9 +89,10 @@ void Metrics::count_remote_prefill(const std::string& outcome) {
     ++remote_prefill_[outcome];
 }
 
-void Metrics::observe_kv_transfer(double ms, int64_t bytes) {
+void Metrics::observe_kv_transfer(double ms, double fetch_ms, int64_t bytes) {
     std::lock_guard lk(mu_);
     kv_transfer_.observe(ms / 1000.0);
+    kv_fetch_seconds_ += fetch_ms / 1000.0;
     kv_transfer_bytes_ += bytes;
 }
 
@@ -130,6 +131,10 @@ std::string Metrics::prometheus() const {
         o += "# HELP warden_kv_transfer_bytes_total prompt KV bytes fetched from prefill servers\n"
              "# TYPE warden_kv_transfer_bytes_total counter\n";
         o += "warden_kv_transfer_bytes_total " + std::to_string(kv_transfer_bytes_) + "\n";
+        o += "# HELP warden_kv_page_fetch_seconds_total time spent reading pages (first get -> "
+             "last get), the transport's share of the transfer\n"
+             "# TYPE warden_kv_page_fetch_seconds_total counter\n";
+        o += "warden_kv_page_fetch_seconds_total " + std::to_string(kv_fetch_seconds_) + "\n";
     }
     if (g_.prefix_cache) {
         auto total = [&](const char* name, const char* help, int64_t v) {

@@ -50,7 +50,8 @@ class Metrics {
     // Disaggregated decode: a prompt fetch ended (ok, retry, failed, refused, cancelled,
     // local_fallback), and a verified prompt's KV transfer time and bytes.
     void count_remote_prefill(const std::string& outcome);
-    void observe_kv_transfer(double ms, int64_t bytes);
+    // ms: request sent -> last page; fetch_ms: the page reads alone (transport throughput).
+    void observe_kv_transfer(double ms, double fetch_ms, int64_t bytes);
     Gauges gauges() const;
     // The names above, then the same engine in vLLM's vocabulary (warden:...).
     std::string prometheus() const;
@@ -71,6 +72,7 @@ class Metrics {
     std::map<std::string, int64_t> remote_prefill_;  // by outcome
     Histogram kv_transfer_;
     int64_t kv_transfer_bytes_ = 0;
+    double kv_fetch_seconds_ = 0;
     Gauges g_;
 };
 

@@ -19,6 +19,7 @@ struct RemotePrefill {
     kv::HandoffManifest manifest;
     std::vector<float> logits;  // of the last prompt position
     double transfer_ms = 0;
+    double fetch_ms = 0;  // the page reads alone: first get issued -> last get completed
     int64_t bytes = 0;
 };
 
@@ -30,9 +31,12 @@ class PrefillSource {
     // Starts computing `prompt` elsewhere and writing its KV pages into `dest` (page_bytes
     // each). `done` runs exactly once, on any thread, and only when nothing more will be
     // written into `dest`. `attempt` counts retries of the same request (0 first).
+    // `hint`: the prefill server to use first (one that knows() accepts), empty: any.
     virtual void fetch(uint64_t transfer_id, const std::vector<int32_t>& prompt,
                        std::vector<uint8_t*> dest, size_t page_bytes, int attempt,
-                       std::function<void(RemotePrefill&&)> done) = 0;
+                       const std::string& hint, std::function<void(RemotePrefill&&)> done) = 0;
+    // Whether `endpoint` (HOST:PORT) is one of this source's prefill servers.
+    virtual bool knows(const std::string& endpoint) const = 0;
     virtual void cancel(uint64_t transfer_id) = 0;  // done still runs (not ok)
 };
 

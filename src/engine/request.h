@@ -55,6 +55,9 @@ struct Request {
     // null: unconstrained. Tokens it refuses are masked before sampling (constrained_sample.h).
     std::shared_ptr<constrain::Constraint> constraint;
     std::shared_ptr<PrefilledPrompt> prefilled;  // nullptr: the prompt is computed here
+    // Disaggregated decode: the prefill server (its KV endpoint, HOST:PORT) a router chose for
+    // this request; empty: the decode server chooses. A retry goes to another one.
+    std::string prefill_hint;
     PromptComputedFn on_prompt_computed;         // empty: nothing to hand off
 };
 

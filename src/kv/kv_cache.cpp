@@ -8,8 +8,7 @@
 
 namespace warden::kv {
 
-namespace {
-kernels::PagedKvStorage layout(const KvCacheConfig& c) {
+kernels::PagedKvStorage kv_storage_layout(const KvCacheConfig& c) {
     kernels::PagedKvStorage s;
     s.type = c.type;
     s.page_size = c.page_size;
@@ -22,6 +21,11 @@ kernels::PagedKvStorage layout(const KvCacheConfig& c) {
     s.k_only = c.k_only;
     s.page_stride = s.bytes_per_page();
     return s;
+}
+
+namespace {
+kernels::PagedKvStorage layout(const KvCacheConfig& c) {
+    return kv_storage_layout(c);
 }
 
 int32_t page_count(const KvCacheConfig& c) {

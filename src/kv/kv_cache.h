@@ -40,6 +40,8 @@ struct KvCacheConfig {
 
 // Bytes of one page under this config: every layer's K and V blocks.
 int64_t kv_page_bytes(const KvCacheConfig& c);
+// The page layout of this config (base unset): where each layer's blocks and scales lie.
+kernels::PagedKvStorage kv_storage_layout(const KvCacheConfig& c);
 // The budget that holds exactly `tokens` tokens in whole pages (plus the reserved null page).
 int64_t kv_budget_for_tokens(const KvCacheConfig& c, int64_t tokens);
 // Tokens that c.budget_bytes holds (whole pages, minus the reserved null page); 0 if none.

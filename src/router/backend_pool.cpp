@@ -112,28 +112,32 @@ void BackendPool::check_all() {
     }
 }
 
-std::optional<size_t> BackendPool::choose(const std::string& key, std::string* reason) {
-    std::lock_guard lk(mu_);
+std::optional<size_t> BackendPool::pick(std::vector<Backend>& list, const std::string& key,
+                                        const std::string& prefix, std::string* reason) {
+    // Prefill servers qualify only with a known KV endpoint (what the decode server is told).
+    const auto eligible = [&](size_t i) {
+        return list[i].healthy && (prefix.empty() || !list[i].kv.empty());
+    };
     int least = INT32_MAX;
     std::optional<size_t> least_i;
-    for (size_t i = 0; i < decode_.size(); ++i)
-        if (decode_[i].healthy && decode_[i].in_flight < least) {
-            least = decode_[i].in_flight;
+    for (size_t i = 0; i < list.size(); ++i)
+        if (eligible(i) && list[i].in_flight < least) {
+            least = list[i].in_flight;
             least_i = i;
         }
     if (!least_i) {
-        ++decisions_["no_backend"];
+        ++decisions_[prefix + "no_backend"];
         return std::nullopt;
     }
-    size_t pick = *least_i;
+    size_t chosen = *least_i;
     std::string why = "least_loaded";
     if (!key.empty()) {
-        // Rendezvous hashing: the healthy server with the highest hash of (key, url).
+        // Rendezvous hashing: the eligible server with the highest hash of (key, url).
         uint64_t best = 0;
         std::optional<size_t> aff;
-        for (size_t i = 0; i < decode_.size(); ++i) {
-            if (!decode_[i].healthy) continue;
-            const std::string k = key + '\0' + decode_[i].url;
+        for (size_t i = 0; i < list.size(); ++i) {
+            if (!eligible(i)) continue;
+            const std::string k = key + '\0' + list[i].url;
             const uint64_t h = kv::siphash24(
                 kv::HashKey{1, 2}, std::span(reinterpret_cast<const uint8_t*>(k.data()), k.size()));
             if (!aff || h > best) {
@@ -141,18 +145,38 @@ std::optional<size_t> BackendPool::choose(const std::string& key, std::string* r
                 aff = i;
             }
         }
-        if (aff && decode_[*aff].in_flight <= least + slack_) {
-            pick = *aff;
+        if (aff && list[*aff].in_flight <= least + slack_) {
+            chosen = *aff;
             why = "affinity";
         } else {
             why = "affinity_overloaded";
         }
     }
-    ++decode_[pick].in_flight;
-    ++decode_[pick].routed;
-    ++decisions_[why];
+    ++list[chosen].in_flight;
+    ++list[chosen].routed;
+    ++decisions_[prefix + why];
     if (reason) *reason = why;
-    return pick;
+    return chosen;
+}
+
+std::optional<size_t> BackendPool::choose(const std::string& key, std::string* reason) {
+    std::lock_guard lk(mu_);
+    return pick(decode_, key, "", reason);
+}
+
+std::optional<size_t> BackendPool::choose_prefill(const std::string& key) {
+    std::lock_guard lk(mu_);
+    return pick(prefill_, key, "prefill_", nullptr);
+}
+
+void BackendPool::prefill_done(size_t i) {
+    std::lock_guard lk(mu_);
+    --prefill_[i].in_flight;
+}
+
+Backend BackendPool::prefill(size_t i) const {
+    std::lock_guard lk(mu_);
+    return prefill_[i];
 }
 
 void BackendPool::done(size_t i, bool failed) {
@@ -191,10 +215,15 @@ std::string BackendPool::metrics() const {
          "# TYPE warden_router_in_flight gauge\n";
     for (const auto& b : decode_)
         o += "warden_router_in_flight{url=\"" + b.url + "\"} " + std::to_string(b.in_flight) + "\n";
-    o += "# HELP warden_router_routed_total requests forwarded per decode server\n"
+    for (const auto& b : prefill_)
+        o += "warden_router_in_flight{url=\"" + b.url + "\"} " + std::to_string(b.in_flight) + "\n";
+    o += "# HELP warden_router_routed_total requests sent to each backend (prefill: chosen for "
+         "the request's prompt)\n"
          "# TYPE warden_router_routed_total counter\n";
-    for (const auto& b : decode_)
-        o += "warden_router_routed_total{url=\"" + b.url + "\"} " + std::to_string(b.routed) + "\n";
+    for (const auto* list : {&decode_, &prefill_})
+        for (const auto& b : *list)
+            o += "warden_router_routed_total{url=\"" + b.url + "\"} " + std::to_string(b.routed) +
+                 "\n";
     o += "# HELP warden_router_decisions_total routing decisions by reason\n"
          "# TYPE warden_router_decisions_total counter\n";
     for (const auto& [why, n] : decisions_)
@@ -210,7 +239,8 @@ std::string BackendPool::health_json() const {
         d.push_back({{"url", b.url}, {"healthy", b.healthy}, {"in_flight", b.in_flight}});
         any = any || b.healthy;
     }
-    for (const auto& b : prefill_) p.push_back({{"url", b.url}, {"healthy", b.healthy}});
+    for (const auto& b : prefill_)
+        p.push_back({{"url", b.url}, {"healthy", b.healthy}, {"in_flight", b.in_flight}});
     return nlohmann::json{{"status", any ? "ok" : "no_backend"}, {"decode", d}, {"prefill", p}}
         .dump();
 }

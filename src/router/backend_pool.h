@@ -27,6 +27,7 @@ struct Backend {
     bool healthy = true;
     int in_flight = 0;
     int64_t routed = 0, failures = 0;
+    std::string kv;  // prefill servers: their KV endpoint (--kv-listen HOST:PORT); empty: unknown
 };
 
 // "http://HOST:PORT" -> host, port; throws util::Error when malformed.
@@ -46,6 +47,12 @@ class BackendPool {
     std::optional<size_t> choose(const std::string& key, std::string* reason = nullptr);
     void done(size_t i, bool failed);  // failed: connection refused/reset -> marked down
     Backend decode(size_t i) const;
+    // A prefill server for the request, by the same rule over the healthy prefill servers whose
+    // KV endpoint is known (nullopt: none; the decode server then chooses). Counted in flight
+    // until prefill_done(). (A failed prefill server is retried around by the decode server.)
+    std::optional<size_t> choose_prefill(const std::string& key);
+    void prefill_done(size_t i);
+    Backend prefill(size_t i) const;
     bool any_prefill_healthy() const;
 
     // Prometheus text: backend health, requests in flight, decisions by reason.
@@ -54,6 +61,9 @@ class BackendPool {
 
   private:
     void check_all();
+    // The rule above over one list; counts the decision as prefix + reason.
+    std::optional<size_t> pick(std::vector<Backend>& list, const std::string& key,
+                               const std::string& prefix, std::string* reason);
     mutable std::mutex mu_;
     std::vector<Backend> decode_, prefill_;
     int slack_;

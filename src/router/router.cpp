@@ -73,7 +73,7 @@ bool relay(tcp::socket& backend, tcp::socket& client, bool& sent_any) {
     while (!p.is_done()) {
         p.get().body().data = buf;
         p.get().body().size = sizeof buf;
-        http::read(backend, bbuf, p, ec);
+        http::read_some(backend, bbuf, p, ec);  // what has arrived: SSE events one by one
         if (ec == http::error::need_buffer) ec = {};
         if (ec) break;  // the backend died mid-response: the client sees the stream end
         const size_t n = sizeof buf - p.get().body().size;
@@ -116,8 +116,13 @@ Router::Router(RouterConfig cfg)
               return v;
           }(),
           [&] {
+              util::check(cfg_.prefill_kv.empty() || cfg_.prefill_kv.size() == cfg_.prefill.size(),
+                          "--prefill-kv needs one KV endpoint per --prefill server, in order");
               std::vector<Backend> v;
-              for (const auto& u : cfg_.prefill) v.push_back(parse_backend(u));
+              for (size_t i = 0; i < cfg_.prefill.size(); ++i) {
+                  v.push_back(parse_backend(cfg_.prefill[i]));
+                  if (!cfg_.prefill_kv.empty()) v.back().kv = cfg_.prefill_kv[i];
+              }
               return v;
           }(),
           cfg_.affinity_slack) {}
@@ -209,6 +214,19 @@ void Router::handle(tcp::socket sock) {
         return;
     }
     const std::string key = completion ? routing_key(req.body()) : std::string();
+    // The prefill server, when the router knows their KV endpoints (else the decode server
+    // chooses); a client's own X-Warden-Prefill is never passed on.
+    req.erase("X-Warden-Prefill");
+    std::optional<size_t> pi;
+    if (completion && !cfg_.prefill_kv.empty()) pi = pool_.choose_prefill(key);
+    if (pi) req.set("X-Warden-Prefill", pool_.prefill(*pi).kv);
+    struct PrefillDone {
+        BackendPool& pool;
+        std::optional<size_t> i;
+        ~PrefillDone() {
+            if (i) pool.prefill_done(*i);
+        }
+    } prefill_done{pool_, pi};
     // Each decode server at most once; a server that fails before answering is marked down.
     for (size_t attempt = 0; attempt < cfg_.decode.size(); ++attempt) {
         const auto i = pool_.choose(key);

@@ -2,7 +2,10 @@
 // `warden router`: the OpenAI-compatible entry point of a disaggregated deployment. It holds no
 // model: each completion is forwarded (body untouched, responses and SSE streams relayed as
 // they arrive) to a decode server chosen by BackendPool (prefix/user affinity, else least
-// loaded), whose prompts are computed by the prefill servers it was started with. A decode
+// loaded). With the prefill servers' KV endpoints known (--prefill-kv) the router also chooses
+// the request's prefill server by the same rule and names it to the decode server (header
+// X-Warden-Prefill); the decode server retries on another prefill server when that one fails
+// before anything was emitted. A decode
 // server that refuses the connection or fails before answering is marked down and the request
 // goes to another one; with none healthy the client gets a 503 in the API's error format.
 // /health and /metrics describe the router and its backends.
@@ -25,6 +28,10 @@ struct RouterConfig {
     std::string host = "127.0.0.1";
     int port = 8080;
     std::vector<std::string> decode, prefill;  // http://HOST:PORT
+    // The prefill servers' KV endpoints (their --kv-listen HOST:PORT), in --prefill's order;
+    // given: the router chooses the prefill server of each request too and names it to the
+    // decode server (header X-Warden-Prefill). Empty: the decode servers choose.
+    std::vector<std::string> prefill_kv;
     std::chrono::milliseconds health_period{1000};
     size_t max_body = 1 << 20;
     int affinity_slack = 4;  // in-flight requests a preferred server may be above the least

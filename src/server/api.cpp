@@ -169,8 +169,12 @@ std::shared_ptr<void> Api::claim_tenant_slot(const std::string& tenant) {
 }
 
 std::shared_ptr<Generation> Api::start_generation(const std::string& body_text, bool chat,
-                                                  const std::string& tenant) {
+                                                  const std::string& tenant,
+                                                  const std::string& prefill_hint) {
     if (draining_) throw ApiError(503, "the server is shutting down", "", "draining");
+    if (!prefill_hint.empty() && !eng_.knows_prefill_server(prefill_hint))
+        throw ApiError(400, "X-Warden-Prefill names no prefill server of this decode server", "",
+                       "invalid_prefill_server");
     const json body = parse_json_body(body_text);
     auto g = std::make_shared<Generation>();
     g->chat = chat;
@@ -213,6 +217,7 @@ std::shared_ptr<Generation> Api::start_generation(const std::string& body_text, 
             er.min_tokens = q.min_tokens;
             er.tenant = tenant;
             er.cache_salt = q.cache_salt;
+            er.prefill_hint = prefill_hint;
             if (q.grammar) er.constraint = std::make_shared<constrain::Constraint>(q.grammar);
             auto sub = eng_.submit(std::move(er));
             if (sub.status != engine::SubmitStatus::Ok) {

@@ -75,8 +75,11 @@ class Api {
     // Parses and validates a completion body, renders and tokenizes its prompt, claims a
     // tenant slot and submits every choice (all or nothing). CPU-heavy: call it off the event
     // loop. Throws ApiError (400/404/429/503 ...).
+    // prefill_hint: the X-Warden-Prefill header (a router's choice of prefill server, HOST:PORT
+    // of its KV endpoint); it must name one of this decode server's prefill servers (else 400).
     std::shared_ptr<Generation> start_generation(const std::string& body, bool chat,
-                                                 const std::string& tenant);
+                                                 const std::string& tenant,
+                                                 const std::string& prefill_hint = {});
 
     // Counts a refused request (401/429/503) in the abort metrics.
     void count_refusal(const std::string& tenant, const ApiError& e);

@@ -294,13 +294,14 @@ void HttpConnection::on_request() {
     }
     busy_ = host_.api.busy_token();
     const bool chat = route_ == Route::ChatCompletions;
+    std::string hint(parser_->get()["X-Warden-Prefill"]);  // a router's prefill server choice
     net::post(host_.prepare_pool, [self = shared_from_this(),
-                                   body = std::move(parser_->get().body()), chat,
-                                   tenant = tenant_]() mutable {
+                                   body = std::move(parser_->get().body()), chat, tenant = tenant_,
+                                   hint = std::move(hint)]() mutable {
         std::shared_ptr<Generation> g;
         std::optional<ApiError> err;
         try {
-            g = self->host_.api.start_generation(body, chat, tenant);
+            g = self->host_.api.start_generation(body, chat, tenant, hint);
         } catch (const ApiError& e) {
             err = e;
         } catch (const std::exception& e) {

@@ -21,7 +21,7 @@ void check_role_options(const RoleOptions& o) {
                 "--kv-timeout and --kv-lease must be positive");
 }
 
-DecodeRole::DecodeRole(const RoleOptions& o, uint64_t fingerprint) {
+DecodeRole::DecodeRole(const RoleOptions& o, const KvIdentity& id) {
     check_role_options(o);
     if (o.role != "decode") return;
     std::vector<std::string> eps;
@@ -29,18 +29,19 @@ DecodeRole::DecodeRole(const RoleOptions& o, uint64_t fingerprint) {
     for (std::string e; std::getline(ss, e, ',');)
         if (!e.empty()) eps.push_back(e);
     source_ = std::make_unique<UcxPrefillSource>(
-        eps, fingerprint, std::chrono::milliseconds(static_cast<int64_t>(o.kv_timeout_s * 1000)));
+        eps, id.fingerprint(), kv::kv_wire_format(id.config, id.model_id),
+        std::chrono::milliseconds(static_cast<int64_t>(o.kv_timeout_s * 1000)));
 }
 
 PrefillRole::PrefillRole(const RoleOptions& o, engine::Engine& eng, kv::KvCache& kv,
-                         uint64_t fingerprint) {
+                         const std::string& model_id) {
     if (o.role != "prefill") return;
     auto [host, port] = parse_host_port(o.kv_listen, "--kv-listen", true);
     PrefillServiceOptions so;
     so.host = host;
     so.port = port;
     so.lease = std::chrono::milliseconds(static_cast<int64_t>(o.kv_lease_s * 1000));
-    service_ = std::make_unique<PrefillService>(eng, kv, fingerprint, so);
+    service_ = std::make_unique<PrefillService>(eng, kv, model_id, so);
 }
 
 }  // namespace warden::transfer

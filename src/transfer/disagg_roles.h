@@ -30,9 +30,18 @@ struct RoleOptions {
 // takes; --kv-listen only with prefill.
 void check_role_options(const RoleOptions& o);
 
+// What a server's KV pages are: the model they belong to (model_id: the checkpoint, not its
+// weight format, so a prefill server may run other weights than its decode servers) and the
+// pool's format. Pages travel in the decode server's format.
+struct KvIdentity {
+    std::string model_id;
+    kv::KvCacheConfig config;
+    uint64_t fingerprint() const { return kv::kv_layout_fingerprint(config, model_id); }
+};
+
 class DecodeRole {
   public:
-    DecodeRole(const RoleOptions& o, uint64_t fingerprint);
+    DecodeRole(const RoleOptions& o, const KvIdentity& id);
     engine::PrefillSource* source() { return source_.get(); }  // nullptr unless decode
 
   private:
@@ -41,7 +50,8 @@ class DecodeRole {
 
 class PrefillRole {
   public:
-    PrefillRole(const RoleOptions& o, engine::Engine& eng, kv::KvCache& kv, uint64_t fingerprint);
+    PrefillRole(const RoleOptions& o, engine::Engine& eng, kv::KvCache& kv,
+                const std::string& model_id);
     bool active() const { return service_ != nullptr; }
     uint16_t port() const { return service_ ? service_->port() : 0; }
 

@@ -162,6 +162,7 @@ void KvFetchClient::on_ready(ConnId conn, std::vector<uint8_t>&& b, bool replay)
         std::swap(src[victim], src[(victim + 1 + faults_->draw() % (n - 1)) % n]);
     const uint64_t flip = faults_ ? faults_->draw() : 0;
     p.fetching = true;
+    p.fetch_started = std::chrono::steady_clock::now();
     p.result.ready = std::move(*m);
     const std::vector<uint64_t> addrs = std::move(p.result.ready.addrs);
     p.result.ready.rkey.clear();
@@ -223,6 +224,9 @@ void KvFetchClient::finish(uint64_t id, FetchStatus s, std::string error) {
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - p.started)
             .count();
     if (s == FetchStatus::Ok) {
+        r.fetch_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
+                                                               p.fetch_started)
+                         .count();
         r.bytes = static_cast<int64_t>(p.page_bytes * p.dest.size());
         stats_.bytes += r.bytes;
         ++stats_.completed;

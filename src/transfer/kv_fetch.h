@@ -28,6 +28,7 @@ struct FetchResult {
     std::string error;       // Refused: the prefill server's reason
     PrefillReady ready;      // Ok: manifest and logits (addrs/rkey consumed)
     double transfer_ms = 0;  // request sent -> last page fetched
+    double fetch_ms = 0;     // first get issued -> last get completed
     int64_t bytes = 0;       // page bytes fetched
     bool ok() const { return status == FetchStatus::Ok; }
 };
@@ -58,7 +59,7 @@ class KvFetchClient {
   private:
     struct Pending {
         ConnId conn = 0;
-        std::chrono::steady_clock::time_point started, deadline;
+        std::chrono::steady_clock::time_point started, deadline, fetch_started;
         std::vector<uint8_t*> dest;
         size_t page_bytes = 0;
         Done done;

@@ -6,7 +6,7 @@ namespace warden::transfer {
 
 namespace {
 
-constexpr uint32_t kMagicRequest = 0x57524b31;  // "WRK1"
+constexpr uint32_t kMagicRequest = 0x57524b34;  // "WRK4": with the KV wire format
 constexpr uint32_t kMagicReady = 0x57524b32;
 constexpr uint32_t kMagicRelease = 0x57524b33;
 constexpr uint64_t kMaxItems = uint64_t{1} << 26;  // bound on any array length
@@ -60,6 +60,12 @@ std::vector<uint8_t> encode(const PrefillRequest& m) {
     w.put(kMagicRequest);
     w.put(m.transfer_id);
     w.put(m.fingerprint);
+    w.put(m.format.type);
+    w.put(m.format.scales);
+    w.put(m.format.tensor_scale);
+    w.put(m.format.page_size);
+    w.put(m.format.page_bytes);
+    w.put(m.format.model);
     w.put(m.n_pages);
     w.array(m.prompt);
     return std::move(w.out);
@@ -93,6 +99,8 @@ std::optional<PrefillRequest> decode_request(std::span<const uint8_t> b) {
     PrefillRequest m;
     uint32_t magic = 0;
     if (!r.get(magic) || magic != kMagicRequest || !r.get(m.transfer_id) || !r.get(m.fingerprint) ||
+        !r.get(m.format.type) || !r.get(m.format.scales) || !r.get(m.format.tensor_scale) ||
+        !r.get(m.format.page_size) || !r.get(m.format.page_bytes) || !r.get(m.format.model) ||
         !r.get(m.n_pages) || !r.array(m.prompt) || !r.done())
         return std::nullopt;
     return m;

@@ -1,6 +1,8 @@
 #pragma once
 // The KV hand-off's control messages (UCP active messages) and their byte encoding:
-//   decode -> prefill  PrefillRequest  the prompt, how many pages the decode server reserved
+//   decode -> prefill  PrefillRequest  the prompt, how many pages the decode server reserved,
+//                                      its KV format and model (the prefill server converts
+//                                      its pages into that format when its own differs)
 //   prefill -> decode  PrefillReady    the manifest (per-page checksums, fingerprint, token
 //                                      count), the last prompt position's logits, and where the
 //                                      pages lie in the prefill server's registered pool with
@@ -18,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "kv/kv_convert.h"
 #include "kv/kv_handoff.h"
 
 namespace warden::transfer {
@@ -29,6 +32,7 @@ constexpr uint16_t kAmPrefillRelease = 13;
 struct PrefillRequest {
     uint64_t transfer_id = 0;
     uint64_t fingerprint = 0;     // the decode server's KV layout + model
+    kv::KvWireFormat format;      // the decode server's KV format: pages travel in it
     uint64_t n_pages = 0;         // pages the decode server reserved
     std::vector<int32_t> prompt;  // tokens (the pages hold prompt.size() positions)
 };

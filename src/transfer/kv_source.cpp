@@ -74,6 +74,21 @@ void KvSourceServer::ready(ConnId conn, uint64_t transfer_id, uint64_t n_pages,
                            PrefilledPages&& p) {
     PrefillReady m;
     m.transfer_id = transfer_id;
+    const UcxRegion* region = &region_;
+    UcxRegion staged;  // converted pages: registered for this transfer, until its lease ends
+    if (p.staging && p.error.empty()) {
+        try {
+            staged = node_.map(p.staging->data(), p.staging->size());
+            region = &staged;
+            p.release = [this, staged, buf = p.staging, inner = std::move(p.release)]() mutable {
+                node_.unmap(staged);
+                buf.reset();
+                if (inner) inner();
+            };
+        } catch (const std::exception& e) {
+            p.error = std::string("cannot register the converted pages: ") + e.what();
+        }
+    }
     if (p.error.empty() && p.pages.size() != n_pages)
         p.error = "page count mismatch: the prefill server holds the prompt in " +
                   std::to_string(p.pages.size()) + " pages, the decode server reserved " +
@@ -81,7 +96,7 @@ void KvSourceServer::ready(ConnId conn, uint64_t transfer_id, uint64_t n_pages,
     for (const uint8_t* pg : p.pages) {
         const auto a = reinterpret_cast<uint64_t>(pg);
         if (p.error.empty() &&
-            (a < region_.base || a + p.page_bytes > region_.base + region_.length))
+            (a < region->base || a + p.page_bytes > region->base + region->length))
             p.error = "page outside the registered pool";
     }
     if (!p.error.empty() || !node_.connected(conn)) {
@@ -98,7 +113,7 @@ void KvSourceServer::ready(ConnId conn, uint64_t transfer_id, uint64_t n_pages,
     m.logits = std::move(p.logits);
     m.page_bytes = p.page_bytes;
     for (const uint8_t* pg : p.pages) m.addrs.push_back(reinterpret_cast<uint64_t>(pg));
-    m.rkey = region_.rkey;
+    m.rkey = region->rkey;
     // A duplicate request id on the same connection replaces nothing: the first lease stands.
     if (leases_.count({conn, transfer_id})) {
         if (p.release) p.release();

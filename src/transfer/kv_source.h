@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -23,7 +24,10 @@ namespace warden::transfer {
 // release() is called, on the progress thread) or an error.
 struct PrefilledPages {
     std::string error;
-    std::vector<const uint8_t*> pages;  // inside the registered region
+    std::vector<const uint8_t*> pages;  // inside the registered region, or inside staging
+    // Pages converted into the peer's KV format: registered for this transfer only and kept
+    // until the lease ends. Null: the pages lie in the region given to the constructor.
+    std::shared_ptr<std::vector<uint8_t>> staging;
     size_t page_bytes = 0;
     uint64_t fingerprint = 0;
     int64_t n_tokens = 0;

@@ -3,6 +3,9 @@
 // becomes an engine request (one token long) whose pages, once the prompt is computed, are held
 // (a pool reference) and offered to the decode server for RMA gets; they are let go on the
 // scheduler thread when the decode server is done, its connection dies, or the lease expires.
+// When the decode server's KV format differs from this server's, the pages are rewritten into
+// it on the scheduler thread (a staging copy registered for that transfer) and this server's
+// own pages are let go at once.
 #include <chrono>
 #include <cstdint>
 #include <string>
@@ -21,10 +24,11 @@ struct PrefillServiceOptions {
 
 class PrefillService {
   public:
-    // `kv` is the engine's cache (its storage is registered for remote reads); fingerprint is
-    // kv::kv_layout_fingerprint of this server: requests from a decode server with another
-    // layout, format or model are refused.
-    PrefillService(engine::Engine& eng, kv::KvCache& kv, uint64_t fingerprint,
+    // `kv` is the engine's cache (its storage is registered for remote reads); model_id names
+    // the checkpoint (kv::kv_model_fingerprint): requests from a decode server of another model
+    // or attention shape are refused. A decode server with another KV format (type, scales,
+    // page size) gets the prompt's pages converted into its format (kv::convert_kv_pages).
+    PrefillService(engine::Engine& eng, kv::KvCache& kv, std::string model_id,
                    const PrefillServiceOptions& o);
     ~PrefillService();
     uint16_t port() const { return node_.port(); }
@@ -35,7 +39,8 @@ class PrefillService {
 
     engine::Engine& eng_;
     kv::KvCache& kv_;
-    uint64_t fingerprint_;
+    std::string model_id_;
+    uint64_t fingerprint_;  // of this server's own pages
     UcxNode node_;
     KvSourceServer source_;
 };

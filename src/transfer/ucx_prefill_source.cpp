@@ -23,12 +23,17 @@ std::pair<std::string, uint16_t> parse_host_port(const std::string& s, const std
 }
 
 UcxPrefillSource::UcxPrefillSource(const std::vector<std::string>& endpoints, uint64_t fingerprint,
+                                   const kv::KvWireFormat& format,
                                    std::chrono::milliseconds timeout)
-    : fingerprint_(fingerprint), timeout_(timeout), node_(UcxNodeOptions{}), client_(node_) {
+    : fingerprint_(fingerprint),
+      format_(format),
+      timeout_(timeout),
+      node_(UcxNodeOptions{}),
+      client_(node_) {
     util::check(!endpoints.empty(), "--role decode needs --prefill-kv HOST:PORT[,HOST:PORT...]");
     for (const std::string& e : endpoints) {
         auto [h, p] = parse_host_port(e, "--prefill-kv");
-        endpoints_.push_back(Endpoint{h, p, 0, {}});
+        endpoints_.push_back(Endpoint{h, p, 0, {}, h + ":" + std::to_string(p)});
     }
     node_.start();
 }
@@ -37,16 +42,28 @@ UcxPrefillSource::~UcxPrefillSource() {
     node_.stop();
 }
 
-size_t UcxPrefillSource::choose(int attempt) {
-    // Fewest in flight among the servers not marked down; on a retry, a server other than
-    // the last one when there is one.
+std::optional<size_t> UcxPrefillSource::find(const std::string& endpoint) const {
+    for (size_t i = 0; i < endpoints_.size(); ++i)
+        if (endpoints_[i].name == endpoint) return i;
+    return std::nullopt;
+}
+
+bool UcxPrefillSource::knows(const std::string& endpoint) const {
+    return find(endpoint).has_value();  // endpoints_ never changes after construction
+}
+
+size_t UcxPrefillSource::choose(int attempt, const std::string& hint) {
+    // Fewest in flight among the servers not marked down; the hinted server first; on a
+    // retry, a server other than the one tried before when there is one.
     const auto now = std::chrono::steady_clock::now();
+    const std::optional<size_t> hinted = hint.empty() ? std::nullopt : find(hint);
     size_t best = 0;
     int64_t best_score = INT64_MAX;
     for (size_t i = 0; i < endpoints_.size(); ++i) {
         int64_t score = endpoints_[i].in_flight;
         if (endpoints_[i].down_until > now) score += 1'000'000;
-        if (attempt > 0 && i == (static_cast<size_t>(attempt) - 1) % endpoints_.size())
+        if (hinted && i == *hinted) score += attempt == 0 ? -100'000 : 1000;
+        if (!hinted && attempt > 0 && i == (static_cast<size_t>(attempt) - 1) % endpoints_.size())
             score += 1000;
         if (score < best_score) {
             best_score = score;
@@ -58,13 +75,14 @@ size_t UcxPrefillSource::choose(int attempt) {
 
 void UcxPrefillSource::fetch(uint64_t transfer_id, const std::vector<int32_t>& prompt,
                              std::vector<uint8_t*> dest, size_t page_bytes, int attempt,
+                             const std::string& hint,
                              std::function<void(engine::RemotePrefill&&)> done) {
     size_t which = 0;
     std::string host;
     uint16_t port = 0;
     {
         std::lock_guard lk(mu_);
-        which = choose(attempt);
+        which = choose(attempt, hint);
         ++endpoints_[which].in_flight;
         host = endpoints_[which].host;
         port = endpoints_[which].port;
@@ -72,6 +90,7 @@ void UcxPrefillSource::fetch(uint64_t transfer_id, const std::vector<int32_t>& p
     PrefillRequest req;
     req.transfer_id = transfer_id;
     req.fingerprint = fingerprint_;
+    req.format = format_;
     req.prompt = prompt;
     client_.start(
         host, port, std::move(req), std::move(dest), page_bytes, timeout_,
@@ -93,6 +112,7 @@ void UcxPrefillSource::fetch(uint64_t transfer_id, const std::vector<int32_t>& p
             out.manifest = std::move(r.ready.manifest);
             out.logits = std::move(r.ready.logits);
             out.transfer_ms = r.transfer_ms;
+            out.fetch_ms = r.fetch_ms;
             out.bytes = r.bytes;
             done(std::move(out));
         });

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,14 +19,17 @@ namespace warden::transfer {
 class UcxPrefillSource : public engine::PrefillSource {
   public:
     // endpoints: "HOST:PORT" of each prefill server (throws util::Error when malformed).
+    // fingerprint: this server's kv_layout_fingerprint; format: its KV format and model, in
+    // which the prefill servers send the pages.
     UcxPrefillSource(const std::vector<std::string>& endpoints, uint64_t fingerprint,
-                     std::chrono::milliseconds timeout);
+                     const kv::KvWireFormat& format, std::chrono::milliseconds timeout);
     ~UcxPrefillSource() override;
 
     uint64_t fingerprint() const override { return fingerprint_; }
     void fetch(uint64_t transfer_id, const std::vector<int32_t>& prompt, std::vector<uint8_t*> dest,
-               size_t page_bytes, int attempt,
+               size_t page_bytes, int attempt, const std::string& hint,
                std::function<void(engine::RemotePrefill&&)> done) override;
+    bool knows(const std::string& endpoint) const override;
     void cancel(uint64_t transfer_id) override;
     const FetchStats& stats() const { return client_.stats(); }
 
@@ -35,12 +39,17 @@ class UcxPrefillSource : public engine::PrefillSource {
         uint16_t port = 0;
         int in_flight = 0;
         std::chrono::steady_clock::time_point down_until{};
+        std::string name;  // HOST:PORT as given
     };
-    size_t choose(int attempt);
+    // The server for this attempt: the hinted one first (unless marked down), else the fewest
+    // in flight; a retry avoids the previous attempt's server where there is another.
+    size_t choose(int attempt, const std::string& hint);
+    std::optional<size_t> find(const std::string& endpoint) const;
 
     uint64_t fingerprint_;
+    kv::KvWireFormat format_;
     std::chrono::milliseconds timeout_;
-    std::mutex mu_;
+    mutable std::mutex mu_;
     std::vector<Endpoint> endpoints_;
     UcxNode node_;
     KvFetchClient client_;
