@@ -28,5 +28,7 @@ void add_dtype_option(CLI::App& app, CommonOptions& o);
 
 model::RuntimeDType parse_dtype(const std::string& s);
 std::unique_ptr<model::Model> load(const CommonOptions& o, bool weights, util::ThreadPool& pool);
+// The load options those flags make (--dtype, --weights, --prefill-weights, --head-weights, ...).
+model::LoadOptions load_options(const CommonOptions& o);
 
 }  // namespace warden::launch
