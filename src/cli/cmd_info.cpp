@@ -2,6 +2,7 @@
 #include <cstdio>
 
 #include "cli/commands.h"
+#include "kernels/cpu_features.h"
 #include "launch/common.h"
 #include "launch/engine_options.h"
 #include "tokenizer/tokenizer.h"
@@ -65,6 +66,10 @@ int info(const launch::CommonOptions& o, const launch::EngineOptions& e) {
     std::printf("\n");
     std::printf("weights:        %s%s\n", m->weights_format.c_str(),
                 m->weights_note.empty() ? "" : (" (" + m->weights_note + ")").c_str());
+    // The kernel family this process runs (WARDEN_ISA can lower it) and why AMX is or is not
+    // available; `warden run`'s timings line says isa= too.
+    std::printf("kernels:        isa=%s (AMX: %s)\n", kernels::isa_name(kernels::active_isa()),
+                kernels::amx_status());
     std::printf("layers:         %lld\n", static_cast<long long>(c.n_layers));
     std::printf("hidden size:    %lld (ffn %lld)\n", static_cast<long long>(c.d_model),
                 static_cast<long long>(c.d_ff));

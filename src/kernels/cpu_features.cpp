@@ -1,6 +1,9 @@
 // CPUID/XGETBV detection and the process-wide active ISA. The instruction-set bits alone are
 // not enough: the OS must also save the wider registers on context switch (XCR0), otherwise
-// YMM/ZMM state is silently corrupted, so both are checked.
+// YMM/ZMM state is silently corrupted, so both are checked. AMX needs a third step: Linux keeps
+// the 8 KiB tile data state off by default and enables it per process on request
+// (arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)); a tile instruction without that
+// permission faults (SIGILL), so AMX counts as supported only after the kernel said yes.
 #include "kernels/cpu_features.h"
 
 #include <array>
@@ -14,6 +17,11 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #define WARDEN_X86 1
+#endif
+#if defined(__linux__) && defined(__x86_64__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#define WARDEN_AMX_LINUX 1
 #endif
 
 namespace warden::kernels {
@@ -42,7 +50,46 @@ bool bit(uint32_t v, int i) {
     return (v >> i) & 1u;
 }
 
+const char* g_amx_status = "not checked";
+bool g_amx_bf16 = false;
+
+// Asks Linux for the tile data state (once per process: the permission covers every thread,
+// the pool's included). Returns false where the kernel refuses (too old, or a sigaltstack too
+// small for the larger signal frame) or this is not Linux on x86-64.
+bool request_tile_permission() {
+#if WARDEN_AMX_LINUX
+    constexpr long kArchReqXcompPerm = 0x1023;  // <asm/prctl.h>
+    constexpr long kXfeatureXtiledata = 18;     // XCR0 bit of the tile data state
+    return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+#else
+    return false;
+#endif
+}
+
+// Isa::AMX on top of an AVX-512 machine: CPUID leaf 7 EDX bits 24 (AMX-TILE), 25 (AMX-INT8), 22
+// (AMX-BF16), XCR0 bits 17-18 (tile config and data state enabled by the OS), then the
+// permission. Records why not in g_amx_status.
+Isa with_amx(const Regs& l7, uint64_t xcr0) {
+    const bool tile = bit(l7.d, 24), int8 = bit(l7.d, 25);
+    if (!tile || !int8) {
+        g_amx_status = "no AMX on this CPU (CPUID lacks AMX-TILE/AMX-INT8)";
+        return Isa::AVX512;
+    }
+    if ((xcr0 & 0x60000) != 0x60000) {
+        g_amx_status = "AMX present but the OS does not enable the tile state (XCR0)";
+        return Isa::AVX512;
+    }
+    if (!request_tile_permission()) {
+        g_amx_status = "AMX present but the kernel refused arch_prctl(ARCH_REQ_XCOMP_PERM)";
+        return Isa::AVX512;
+    }
+    g_amx_bf16 = bit(l7.d, 22);
+    g_amx_status = "available (AMX-TILE, AMX-INT8)";
+    return Isa::AMX;
+}
+
 Isa detect_uncached() {
+    g_amx_status = "no AMX on this CPU (AVX-512 level missing)";
     Regs l1;
     if (!cpuid(1, 0, l1)) return Isa::Scalar;
     const bool osxsave = bit(l1.c, 27), avx = bit(l1.c, 28), fma = bit(l1.c, 12),
@@ -59,10 +106,12 @@ Isa detect_uncached() {
     if (l7.a >= 1 && cpuid(7, 1, l7s1)) bf16 = bit(l7s1.a, 5);
     const bool f = bit(l7.b, 16), dq = bit(l7.b, 17), bw = bit(l7.b, 30), vl = bit(l7.b, 31);
     const bool vnni = bit(l7.c, 11);
-    if (f && dq && bw && vl && vnni && bf16 && os_zmm) return Isa::AVX512;
+    if (f && dq && bw && vl && vnni && bf16 && os_zmm) return with_amx(l7, xcr0);
     return Isa::AVX2;
 }
 #else
+const char* g_amx_status = "no AMX (not x86)";
+bool g_amx_bf16 = false;
 Isa detect_uncached() {
     return Isa::Scalar;
 }
@@ -81,14 +130,22 @@ int initial_active() {
         want = Isa::AVX2;
     } else if (std::strcmp(env, "avx512") == 0) {
         want = Isa::AVX512;
+    } else if (std::strcmp(env, "amx") == 0) {
+        want = Isa::AMX;
     } else {
-        std::fprintf(stderr, "warden: WARDEN_ISA=%s is not one of scalar|avx2|avx512; using %s\n",
-                     env, isa_name(best));
+        std::fprintf(stderr,
+                     "warden: WARDEN_ISA=%s is not one of scalar|avx2|avx512|amx; using %s\n", env,
+                     isa_name(best));
         return static_cast<int>(best);
     }
     if (!isa_supported(want)) {
-        std::fprintf(stderr, "warden: WARDEN_ISA=%s is not supported by this CPU/OS; using %s\n",
-                     env, isa_name(best));
+        if (want == Isa::AMX)
+            std::fprintf(stderr, "warden: WARDEN_ISA=amx is not supported here (%s); using %s\n",
+                         amx_status(), isa_name(best));
+        else
+            std::fprintf(stderr,
+                         "warden: WARDEN_ISA=%s is not supported by this CPU/OS; using %s\n", env,
+                         isa_name(best));
         return static_cast<int>(best);
     }
     return static_cast<int>(want);
@@ -110,8 +167,19 @@ const char* isa_name(Isa isa) {
             return "avx2";
         case Isa::AVX512:
             return "avx512";
+        case Isa::AMX:
+            return "amx";
     }
     return "unknown";
+}
+
+const char* amx_status() {
+    detect_isa();
+    return g_amx_status;
+}
+
+bool amx_bf16_supported() {
+    return detect_isa() == Isa::AMX && g_amx_bf16;
 }
 
 Isa detect_isa() {

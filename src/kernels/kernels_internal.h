@@ -3,7 +3,7 @@
 // own -m flags by file-name suffix) inside its own namespace; the dispatch files (ops.cpp,
 // matmul.cpp) pick one of these tables at run time.
 //
-// ODR caution: the *_avx2.cpp / *_avx512.cpp files must not odr-use inline functions or
+// ODR caution: the *_avx2.cpp / *_avx512.cpp / *_amx.cpp files must not odr-use inline functions or
 // templates from shared headers (std::min, tensor::f32_to_bf16, ...). Such functions are
 // emitted as weak symbols in every TU that uses them, and the linker may keep the copy that
 // was compiled with AVX-512 instructions, which then crashes on older CPUs. Those files keep
@@ -132,6 +132,21 @@ const MatmulTable& matmul_avx2();
 // AVX-512: zmm f32/bf16 kernels for several tokens (one token: matmul_avx2's) and mm_quant_avx512
 // (matmul_avx512.cpp).
 const MatmulTable& matmul_avx512();
+// AMX: matmul_avx512()'s table with `quant` = mm_quant_amx (matmul_quant_amx.cpp): W4A8 and W8A8
+// over several tokens on AMX-INT8 tiles, everything else mm_quant_avx512.
+const MatmulTable& matmul_amx();
+void mm_quant_amx(const QuantArgs& a, int64_t row_begin, int64_t row_end);
+// The tile kernel itself, for every token count (tests; the formats amx_quant_kind accepts).
+void mm_quant_amx_tiles(const QuantArgs& a, int64_t row_begin, int64_t row_end);
+// One tile instruction on the hardware (amx::tile_op<amx::Native>, kernels/amx_tile.h), for the
+// tests that check the tile model against it on AMX hosts. Only call where Isa::AMX is supported.
+void amx_tile_op_native(int op, int c_rows, int c_colsb, int a_colsb, const void* a, int64_t lda,
+                        const void* b, int64_t ldb, void* c, int64_t ldc);
+// Which QuantArgs the tile kernel computes: W4A8 (Q4, any group, sym or asym) and W8A8 (Q8 per
+// channel or group 32). Internal linkage: the AVX-512/AMX files use it too (ODR note above).
+static inline bool amx_quant_kind(const QuantArgs& a) {
+    return (a.kind == 0 && !a.act_f32) || a.kind == 1;
+}
 
 }  // namespace warden::kernels::detail
 

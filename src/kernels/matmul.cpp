@@ -30,6 +30,10 @@ const detail::MatmulTable& table(Isa isa) {
         // matmul_quant.h the results are identical in every ISA.
         case Isa::AVX512:
             return detail::matmul_avx512();
+        // AMX: the AVX-512 table with the multi-token W4A8/W8A8 GEMMs on tiles (bit-identical to
+        // the VNNI kernels: integer block sums are exact; matmul_quant_amx.cpp).
+        case Isa::AMX:
+            return detail::matmul_amx();
         case Isa::AVX2:
             return detail::matmul_avx2();
         case Isa::Scalar:

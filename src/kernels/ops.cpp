@@ -9,6 +9,7 @@ namespace {
 
 const detail::OpsTable& table(Isa isa) {
     switch (isa) {
+        case Isa::AMX:  // the tiles serve the GEMMs only; row ops are AVX-512's
         case Isa::AVX512:
             return detail::ops_avx512();
         case Isa::AVX2:

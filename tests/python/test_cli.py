@@ -70,6 +70,32 @@ def test_info_describes_default_model():
         assert needle in out, f"{needle!r} missing from info output:\n{out}"
 
 
+def test_info_reports_kernel_isa_and_amx_override():
+    """`warden info` names the kernel family in use and why AMX is or is not available;
+    WARDEN_ISA=amx runs AMX where the CPU and kernel allow it and otherwise warns (with the reason)
+    and runs the best supported family, as the other WARDEN_ISA values do."""
+    m = need_model()
+    require_warden()
+    env = dict(os.environ)
+
+    def info(isa: str) -> subprocess.CompletedProcess:
+        env["WARDEN_ISA"] = isa
+        return subprocess.run([str(WARDEN_BIN), "info", "-m", str(m)], capture_output=True,
+                              timeout=120, cwd=ROOT, env=env)
+
+    p = info("scalar")
+    assert p.returncode == 0, p.stderr
+    assert "kernels:        isa=scalar (AMX: " in p.stdout.decode()
+    p = info("amx")
+    assert p.returncode == 0, p.stderr
+    out, err = p.stdout.decode(), p.stderr.decode()
+    if "(AMX: available" in out:
+        assert "isa=amx" in out and "WARDEN_ISA" not in err
+    else:
+        assert "isa=amx" not in out
+        assert "WARDEN_ISA=amx is not supported here (" in err, err
+
+
 def test_run_greedy_is_deterministic_and_reports_timings():
     m = need_model()
     a = warden("run", "-m", m, "-p", "The capital of France is", "-n", "12", "--temp", "0")
