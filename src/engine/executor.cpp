@@ -14,8 +14,10 @@ StepResult Executor::execute(const StepBatch& batch) {
     r.ok.assign(n, 0);
     r.violation.resize(n);
     r.logits.resize(n);
+    if (batch.want_hidden) r.hidden.resize(n);
     ++stats_.steps;
     const int64_t vocab = tf_.model().config.vocab_size;
+    const int64_t d_model = tf_.model().config.d_model;
 
     auto check = [&](size_t i) -> bool {
         ++stats_.integrity_checks;
@@ -47,6 +49,10 @@ StepResult Executor::execute(const StepBatch& batch) {
         in.logits = rows ? r.logits[i].data() : nullptr;
         in.all_logits = s.all_logits || s.verify;
         in.decode_rows = s.verify;
+        if (batch.want_hidden) {
+            r.hidden[i].assign(s.tokens.size() * static_cast<size_t>(d_model), 0.0f);
+            in.hidden_out = r.hidden[i].data();
+        }
         inputs.push_back(in);
         members.push_back(i);
     }
@@ -59,6 +65,7 @@ StepResult Executor::execute(const StepBatch& batch) {
         const size_t i = members[j];
         r.ok[i] = alive[j];
         if (!alive[j]) r.logits[i].clear();
+        if (!alive[j] && batch.want_hidden) r.hidden[i].clear();
     }
     return r;
 }

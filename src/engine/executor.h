@@ -20,6 +20,8 @@ struct StepResult {
     // [vocab] when ok && want_logits; [n, vocab] (every token of the step) when all_logits or
     // verify
     std::vector<std::vector<float>> logits;
+    // [n, d_model] per ok sequence when the batch wants_hidden (model::SeqInput::hidden_out)
+    std::vector<std::vector<float>> hidden;
 };
 
 struct ExecutorStats {

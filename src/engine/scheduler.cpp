@@ -112,6 +112,7 @@ Scheduler::StepPlan Scheduler::schedule() {
 
     if (proposer_) propose_drafts();
     StepPlan plan;
+    plan.batch.want_hidden = proposer_ && proposer_->wants_hidden();
     int64_t budget = opts_.max_batch_tokens;
     for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
         if (!running_[i]) continue;
@@ -216,6 +217,11 @@ void Scheduler::admit() {
 StepResult Scheduler::execute(const StepPlan& plan, Clock::time_point& done) {
     const auto t0 = Clock::now();
     StepResult r = exec_.execute(plan.batch);
+    if (plan.batch.want_hidden)  // an MTP proposer follows the target's hidden states
+        for (size_t i = 0; i < plan.batch.seqs.size(); ++i)
+            if (r.ok[i])
+                proposer_->observe_hidden(plan.batch.seqs[i].id, plan.batch.seqs[i].pos0,
+                                          plan.batch.seqs[i].tokens, r.hidden[i].data());
     done = Clock::now();
     const double ms = std::chrono::duration<double, std::milli>(done - t0).count();
     if (keep_step_times_) stats_.step_ms.push_back(ms);

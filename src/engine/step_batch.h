@@ -28,6 +28,9 @@ struct StepSeq {
 
 struct StepBatch {
     std::vector<StepSeq> seqs;
+    // Every computed row's final hidden state comes back too (StepResult::hidden): an MTP
+    // proposer reads them (speculative/mtp_proposer.h).
+    bool want_hidden = false;
     int64_t n_tokens() const {
         int64_t n = 0;
         for (const auto& s : seqs) n += static_cast<int64_t>(s.tokens.size());

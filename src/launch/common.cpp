@@ -54,10 +54,9 @@ model::RuntimeDType parse_dtype(const std::string& s) {
     throw util::Error("unknown --dtype '" + s + "' (bf16 or f32)");
 }
 
-LoadedModel load(const CommonOptions& o, bool weights, util::ThreadPool& pool) {
+model::LoadOptions load_options(const CommonOptions& o) {
     model::LoadOptions lo;
     lo.dtype = parse_dtype(o.dtype);
-    lo.load_weights = weights;
     const bool native = o.weights.empty() || o.weights == "auto";  // the loader picks (LoadOptions)
     if (!native) {
         lo.weights = tensor::parse_weight_format(o.weights);
@@ -83,6 +82,12 @@ LoadedModel load(const CommonOptions& o, bool weights, util::ThreadPool& pool) {
         lo.head_weights = lo.weights;
     }  // else the loader's default head beside lo.weights (int8 beside int4;
        // LoadOptions::head_weights)
+    return lo;
+}
+
+LoadedModel load(const CommonOptions& o, bool weights, util::ThreadPool& pool) {
+    model::LoadOptions lo = load_options(o);
+    lo.load_weights = weights;
     auto m = model::load_model(o.model_path, lo, pool);
     auto tok = tokenizer::Tokenizer::from_checkpoint(m->path, m->gguf.get());
     const bool quantized = m->weights_format != model::runtime_dtype_name(lo.dtype);

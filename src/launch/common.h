@@ -36,5 +36,7 @@ struct LoadedModel {
 };
 // weights false: config, tokenizer and tensor inventory only (`warden info`).
 LoadedModel load(const CommonOptions& o, bool weights, util::ThreadPool& pool);
+// The load options those flags make (--dtype, --weights, --prefill-weights, --head-weights, ...).
+model::LoadOptions load_options(const CommonOptions& o);
 
 }  // namespace warden::launch

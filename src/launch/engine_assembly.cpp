@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "engine/speculative/draft_proposer.h"
+#include "engine/speculative/mtp_proposer.h"
 #include "engine/speculative/ngram_proposer.h"
 #include "util/error.h"
 
@@ -13,7 +14,9 @@ EngineParts assemble_engine(const EngineOptions& o, const model::Model& model,
                             const CommonOptions* common) {
     EngineParts p;
     // A draft model's KV shares the pool: a budget sized for one known request doubles.
-    if (o.spec == "draft" && kv_tokens) *kv_tokens = 2 * *kv_tokens + 2 * o.spec_tokens;
+    // So does the MTP layer's (a page per token of it, like the target's).
+    if ((o.spec == "draft" || o.spec == "mtp") && kv_tokens)
+        *kv_tokens = 2 * *kv_tokens + 2 * o.spec_tokens;
     p.cache = make_kv_cache(o, model, kv_tokens);
     p.faults = make_fault_injector(o);
     p.transformer = std::make_unique<model::Transformer>(model, pool);
@@ -39,6 +42,12 @@ EngineParts assemble_engine(const EngineOptions& o, const model::Model& model,
                         " tokens, the target has " + std::to_string(model.config.vocab_size));
         p.proposer =
             std::make_unique<engine::speculative::DraftProposer>(std::move(draft), *p.cache, pool);
+    } else if (o.spec == "mtp") {
+        util::check(common != nullptr, "--spec mtp is not available in this command");
+        util::check(o.draft_model.empty() && o.draft_weights.empty(),
+                    "--draft-model and --draft-weights need --spec draft");
+        p.proposer = std::make_unique<engine::speculative::MtpProposer>(
+            model::load_mtp_model(model, load_options(*common), pool), *p.cache, pool);
     } else {
         util::check(o.spec == "off", "--spec: unknown proposer '" + o.spec + "'");
         util::check(o.draft_model.empty() && o.draft_weights.empty(),

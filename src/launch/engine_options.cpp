@@ -112,9 +112,10 @@ std::unique_ptr<kv::FaultInjector> make_fault_injector(const EngineOptions& o) {
 
 void add_spec_options(CLI::App& app, EngineOptions& o) {
     app.add_option("--spec", o.spec,
-                   "speculative decoding: off (default), ngram (prompt lookup) or draft (a draft "
-                   "model, see --draft-model)")
-        ->check(CLI::IsMember({"off", "ngram", "draft"}));
+                   "speculative decoding: off (default), ngram (prompt lookup), draft (a draft "
+                   "model, see --draft-model) or mtp (the checkpoint's own multi-token-prediction "
+                   "layer: DeepSeek-V3, Kimi-K2, GLM-4.5)")
+        ->check(CLI::IsMember({"off", "ngram", "draft", "mtp"}));
     app.add_option("--spec-tokens", o.spec_tokens,
                    "most draft tokens verified per sequence and step (default 4)")
         ->check(CLI::Range(1, 64));

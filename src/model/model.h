@@ -81,4 +81,12 @@ struct Model {
 std::unique_ptr<Model> load_model(const std::string& path, const LoadOptions& options,
                                   util::ThreadPool& pool);
 
+// The first multi-token-prediction (nextn) layer of `target`'s checkpoint (the layer after its
+// decoder layers, num_nextn_predict_layers) as a one-layer draft model (model/mtp.h): weights
+// in `options`' formats, embeddings and head its own where the checkpoint has them, else
+// aliases of the target's (which must outlive it). Throws util::Error when the checkpoint has
+// no MTP layer or one of its tensors is missing or misshapen.
+std::unique_ptr<Model> load_mtp_model(const Model& target, const LoadOptions& options,
+                                      util::ThreadPool& pool);
+
 }  // namespace warden::model

@@ -199,6 +199,8 @@ void moe_mla_from_gguf(ModelConfig& c, const formats::GGUFFile& g) {
     if (c.n_layers <= 0 || c.n_layers > (int64_t{1} << 24)) return;  // validate() reports it
     m.sparse.assign(static_cast<size_t>(c.n_layers), 1);
     const int64_t lead = g.get_int_opt(a + "leading_dense_block_count").value_or(0);
+    // The first nextn block (index n_layers) is MoE when it has a router.
+    c.nextn.sparse = c.nextn.n_layers > 0 && layer_has(c.n_layers, "ffn_gate_inp.weight");
     for (int64_t l = 0; l < c.n_layers; ++l) {
         if (l < lead) m.sparse[static_cast<size_t>(l)] = 0;
         // qwen3moe: a layer without a router is dense (mlp_only_layers / decoder_sparse_step
@@ -252,6 +254,7 @@ ModelConfig config_from_gguf(const formats::GGUFFile& g) {
             throw Error("GGUF '" + g.path() + "': " + a +
                         "nextn_predict_layers = " + std::to_string(*nextn) + " is out of range");
         c.n_layers -= *nextn;
+        c.nextn.n_layers = *nextn;
     }
     c.d_model = g.get_int(a + "embedding_length");
     c.d_ff = g.get_int(a + "feed_forward_length");
@@ -465,6 +468,11 @@ void moe_from_hf_json(ModelConfig& c, const nlohmann::json& j, const std::string
         const int64_t first_dense = json_get_or<int64_t>(j, "first_k_dense_replace", 0, path);
         for (int64_t l = 0; l < c.n_layers && l < first_dense; ++l)
             m.sparse[static_cast<size_t>(l)] = 0;
+        // MTP layers (glm4_moe / deepseek_v3) follow the decoder layers, indexed from n_layers.
+        c.nextn.n_layers = json_get_or<int64_t>(j, "num_nextn_predict_layers", 0, path);
+        if (c.nextn.n_layers < 0 || c.nextn.n_layers > 64)
+            throw Error(path + ": num_nextn_predict_layers is out of range");
+        c.nextn.sparse = m.n_experts > 0 && c.n_layers >= first_dense;
     }
 }
 

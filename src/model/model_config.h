@@ -64,6 +64,14 @@ struct KvShape {
     bool k_only = false;
 };
 
+// Multi-token-prediction ("nextn") layers that DeepSeek-V3 / Kimi-K2 and GLM-4.5 checkpoints
+// append after the decoder layers (num_nextn_predict_layers; model/mtp.h). The forward pass never
+// runs them; `--spec mtp` loads the first one as a draft (load_mtp_model).
+struct NextnConfig {
+    int64_t n_layers = 0;  // 0: none
+    bool sparse = false;   // the first one's FFN is MoE (its index is past first_k_dense_replace)
+};
+
 struct ModelConfig {
     Arch arch = Arch::Llama;
     std::string arch_name;  // "llama", "qwen2", "qwen3"
@@ -91,6 +99,7 @@ struct ModelConfig {
     bool qk_norm = false;
     MoeConfig moe;
     MlaConfig mla;
+    NextnConfig nextn;
 
     KvShape kv_shape() const {
         if (mla.enabled()) return {1, mla.kv_lora_rank + rope_dim, true};

@@ -304,8 +304,7 @@ class Loader {
 
     void load_all() {
         const ModelConfig& c = m_.config;
-        const int64_t d = c.d_model, hd = c.head_dim, q_dim = c.n_heads * hd,
-                      kv_dim = c.n_kv_heads * hd;
+        const int64_t d = c.d_model;
         ModelWeights& w = m_.weights;
         w.token_embd = matrix("embed", -1, c.vocab_size, d);
         w.output_norm = vec("output_norm", -1, d);
@@ -315,38 +314,67 @@ class Loader {
             w.output = matrix("output", -1, c.vocab_size, d);
         }
         w.layers.resize(static_cast<size_t>(c.n_layers));
-        for (int l = 0; l < static_cast<int>(c.n_layers); ++l) {
-            LayerWeights& L = w.layers[static_cast<size_t>(l)];
-            L.attn_norm = vec("attn_norm", l, d);
-            L.ffn_norm = vec("ffn_norm", l, d);
-            if (c.mla.enabled()) {
-                L.mla = load_mla_weights(c, moe_loader(l));
-            } else {
-                L.wq = matrix("wq", l, q_dim, d);
-                L.wk = matrix("wk", l, kv_dim, d);
-                L.wv = matrix("wv", l, kv_dim, d);
-                L.wo = matrix("wo", l, d, q_dim);
-            }
-            if (c.moe.is_moe_layer(l)) {
-                L.moe = load_moe_weights(c, moe_loader(l));
-            } else {
-                L.w_gate = matrix("w_gate", l, c.d_ff, d);
-                L.w_up = matrix("w_up", l, c.d_ff, d);
-                L.w_down = matrix("w_down", l, d, c.d_ff);
-            }
-            if (c.qkv_bias) {
-                L.bq = vec("bq", l, q_dim);
-                L.bk = vec("bk", l, kv_dim);
-                L.bv = vec("bv", l, kv_dim);
-            } else {
-                L.bq = vec_opt("bq", l, q_dim);
-                L.bk = vec_opt("bk", l, kv_dim);
-                L.bv = vec_opt("bv", l, kv_dim);
-            }
-            if (c.qk_norm) {
-                L.q_norm = vec("q_norm", l, hd);
-                L.k_norm = vec("k_norm", l, hd);
-            }
+        for (int l = 0; l < static_cast<int>(c.n_layers); ++l)
+            load_layer(w.layers[static_cast<size_t>(l)], l, c.moe.is_moe_layer(l));
+    }
+
+    // The first MTP (nextn) layer, stored after the decoder layers at index target.n_layers, as
+    // a one-layer draft model (model/mtp.h). Its own embeddings and head where the checkpoint has
+    // them, else the target's (aliased, no copy).
+    void load_mtp(const Model& target) {
+        const ModelConfig& c = m_.config;
+        const int64_t d = c.d_model;
+        const int L = static_cast<int>(target.config.n_layers);
+        ModelWeights& w = m_.weights;
+        w.mtp_in = std::make_unique<MtpInputWeights>();
+        w.mtp_in->enorm = vec("raw:enorm.weight", L, d);
+        w.mtp_in->hnorm = vec("raw:hnorm.weight", L, d);
+        w.mtp_in->eh_proj = matrix("raw:eh_proj.weight", L, d, 2 * d);
+        w.output_norm = vec("raw:shared_head.norm.weight", L, d);
+        w.token_embd = has("raw:embed_tokens.weight", L)
+                           ? matrix("raw:embed_tokens.weight", L, c.vocab_size, d)
+                           : target.weights.token_embd.alias();
+        w.output = has("raw:shared_head.head.weight", L)
+                       ? matrix("raw:shared_head.head.weight", L, c.vocab_size, d)
+                       : target.weights.output.alias();
+        w.layers.resize(1);
+        load_layer(w.layers[0], L, c.nextn.sparse);
+    }
+
+    // Decoder layer l of the checkpoint into L.
+    void load_layer(LayerWeights& L, int l, bool moe) {
+        const ModelConfig& c = m_.config;
+        const int64_t d = c.d_model, hd = c.head_dim, q_dim = c.n_heads * hd,
+                      kv_dim = c.n_kv_heads * hd;
+        L.attn_norm = vec("attn_norm", l, d);
+        L.ffn_norm = vec("ffn_norm", l, d);
+        if (c.mla.enabled()) {
+            L.mla = load_mla_weights(c, moe_loader(l));
+        } else {
+            L.wq = matrix("wq", l, q_dim, d);
+            L.wk = matrix("wk", l, kv_dim, d);
+            L.wv = matrix("wv", l, kv_dim, d);
+            L.wo = matrix("wo", l, d, q_dim);
+        }
+        if (moe) {
+            L.moe = load_moe_weights(c, moe_loader(l));
+        } else {
+            L.w_gate = matrix("w_gate", l, c.d_ff, d);
+            L.w_up = matrix("w_up", l, c.d_ff, d);
+            L.w_down = matrix("w_down", l, d, c.d_ff);
+        }
+        if (c.qkv_bias) {
+            L.bq = vec("bq", l, q_dim);
+            L.bk = vec("bk", l, kv_dim);
+            L.bv = vec("bv", l, kv_dim);
+        } else {
+            L.bq = vec_opt("bq", l, q_dim);
+            L.bk = vec_opt("bk", l, kv_dim);
+            L.bv = vec_opt("bv", l, kv_dim);
+        }
+        if (c.qk_norm) {
+            L.q_norm = vec("q_norm", l, hd);
+            L.k_norm = vec("k_norm", l, hd);
         }
     }
 
@@ -379,8 +407,15 @@ void count_params(Model& m, const std::vector<formats::SourceTensor>& all) {
     }
 }
 
+// An MTP draft's config: the target's, one layer (the nextn block) whose FFN kind is its own.
+void make_mtp_config(ModelConfig& c) {
+    c.n_layers = 1;
+    if (c.moe.n_experts > 0) c.moe.sparse.assign(1, c.nextn.sparse ? 1 : 0);
+}
+
+// mtp_target: load that model's first MTP layer as a draft model instead (load_mtp_model).
 std::unique_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opts,
-                                 util::ThreadPool& pool) {
+                                 util::ThreadPool& pool, const Model* mtp_target = nullptr) {
     auto m = std::make_unique<Model>();
     m->path = path;
     m->format = "gguf";
@@ -423,6 +458,16 @@ std::unique_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
     auto names = [arch = cfg.arch](const std::string& role, int layer) {
         if (arch == Arch::Glm4Moe && role == "ffn_norm" && layer >= 0)
             return "blk." + std::to_string(layer) + ".post_attention_norm.weight";
+        // An MTP layer's own tensors: llama.cpp's glm4moe names (load_mtp).
+        static const std::map<std::string, std::string> nextn = {
+            {"raw:eh_proj.weight", "nextn.eh_proj.weight"},
+            {"raw:enorm.weight", "nextn.enorm.weight"},
+            {"raw:hnorm.weight", "nextn.hnorm.weight"},
+            {"raw:embed_tokens.weight", "nextn.embed_tokens.weight"},
+            {"raw:shared_head.norm.weight", "nextn.shared_head_norm.weight"},
+            {"raw:shared_head.head.weight", "nextn.shared_head_head.weight"}};
+        if (const auto it = nextn.find(role); it != nextn.end() && layer >= 0)
+            return "blk." + std::to_string(layer) + "." + it->second;
         return gguf_name(role, layer);
     };
     // Without --weights, Q4_0 / Q4_1 / Q8_0 layers load in their own format (bit-exact
@@ -468,6 +513,12 @@ std::unique_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
     m->config.validate();
     if (g.has("tokenizer.chat_template"))
         m->chat_template = g.get_string("tokenizer.chat_template");
+    if (mtp_target) {
+        make_mtp_config(m->config);
+        loader.load_mtp(*mtp_target);
+        release_tensor_pages(g);
+        return m;
+    }
     if (opts.load_weights) {
         loader.load_all();
         release_tensor_pages(g);
@@ -483,7 +534,7 @@ std::unique_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
 }
 
 std::unique_ptr<Model> load_hf_dir(const std::string& dir, const LoadOptions& opts,
-                                   util::ThreadPool& pool) {
+                                   util::ThreadPool& pool, const Model* mtp_target = nullptr) {
     auto m = std::make_unique<Model>();
     m->path = dir;
     m->format = "safetensors";
@@ -572,7 +623,12 @@ std::unique_ptr<Model> load_hf_dir(const std::string& dir, const LoadOptions& op
         return st.find(n) != nullptr || (ct && formats::ct_find(st, *ct, n).has_value());
     };
     Loader loader(*m, eff, pool, find, hf_name, {}, exists);
-    if (opts.load_weights) loader.load_all();
+    if (mtp_target) {
+        make_mtp_config(m->config);
+        loader.load_mtp(*mtp_target);
+    } else if (opts.load_weights) {
+        loader.load_all();
+    }
     fp8_resolver.release();
     m->fp8_dequant_peak_bytes = static_cast<int64_t>(fp8_resolver.peak_bytes());
     m->fp8_dequant_count = fp8_resolver.dequant_count();
@@ -601,6 +657,20 @@ std::unique_ptr<Model> load_model(const std::string& path, const LoadOptions& op
     }
     if (!std::filesystem::exists(path, ec)) throw Error("model '" + path + "' does not exist");
     return load_gguf(path, opts, pool);
+}
+
+std::unique_ptr<Model> load_mtp_model(const Model& target, const LoadOptions& options,
+                                      util::ThreadPool& pool) {
+    const NextnConfig& nx = target.config.nextn;
+    if (nx.n_layers == 0)
+        throw Error("model '" + target.path + "' (" + target.config.arch_name +
+                    ") has no MTP layers (num_nextn_predict_layers / nextn_predict_layers is 0 "
+                    "or absent): --spec mtp needs a DeepSeek-V3 / Kimi-K2 / GLM-4.5 checkpoint "
+                    "that ships its nextn layer");
+    LoadOptions o = options;
+    o.load_weights = true;
+    if (target.format == "safetensors") return load_hf_dir(target.path, o, pool, &target);
+    return load_gguf(target.path, o, pool, &target);
 }
 
 }  // namespace warden::model

@@ -80,6 +80,27 @@ void Transformer::rope(float* x, int64_t n_rows, int64_t n_heads) const {
     }
 }
 
+// An MTP layer's rows (model/mtp.h): x = eh_proj([enorm(e), hnorm(h)]) where e is the token's
+// embedding (zero at position 0, as vLLM's DeepSeek MTP masks it) and h the row's hidden_in.
+void Transformer::mtp_input(std::span<const SeqInput> seqs, std::span<const int64_t> row0) {
+    const ModelConfig& c = model_.config;
+    const MtpInputWeights& m = *model_.weights.mtp_in;
+    const int64_t d = c.d_model, n = row0.back();
+    eh_.resize(static_cast<size_t>(n * 2 * d));
+    for (size_t i = 0; i < seqs.size(); ++i) {
+        util::check(seqs[i].hidden_in != nullptr, "MTP layer: a sequence without hidden states");
+        for (int64_t r = row0[i]; r < row0[i + 1]; ++r) {
+            float* e = x_.data() + r * d;
+            if (pos_[static_cast<size_t>(r)] == 0) std::fill(e, e + d, 0.0f);
+            kernels::rmsnorm(e, m.enorm.data(), eh_.data() + r * 2 * d, d, c.rms_eps);
+            kernels::rmsnorm(seqs[i].hidden_in + (r - row0[i]) * d, m.hnorm.data(),
+                             eh_.data() + r * 2 * d + d, d, c.rms_eps);
+        }
+    }
+    if (observer_) observer_->observe(m.eh_proj, eh_.data(), n);
+    kernels::matmul(m.eh_proj.view(), eh_.data(), n, x_.data(), pool_);
+}
+
 std::vector<char> Transformer::step(std::span<const SeqInput> seqs,
                                     const kernels::PagedKvStorage& kv, const LayerCheck* check) {
     const ModelConfig& c = model_.config;
@@ -106,6 +127,7 @@ std::vector<char> Transformer::step(std::span<const SeqInput> seqs,
             w.token_embd.row_f32(seqs[i].tokens[static_cast<size_t>(t)],
                                  x_.data() + (row0[i] + t) * d);
         }
+    if (w.mtp_in) mtp_input(seqs, row0);
     rope_tables(std::span<const int64_t>(pos_.data(), static_cast<size_t>(n)));
     const float att_scale = c.attn_scale_factor / std::sqrt(static_cast<float>(hd));
 
@@ -253,6 +275,17 @@ std::vector<char> Transformer::step(std::span<const SeqInput> seqs,
         }
         for (int64_t i = 0; i < n * d; ++i)
             x_[static_cast<size_t>(i)] += proj_[static_cast<size_t>(i)];
+    }
+
+    for (size_t i = 0; i < seqs.size(); ++i) {
+        if (!alive[i] || !seqs[i].hidden_out) continue;
+        for (int64_t r = row0[i]; r < row0[i + 1]; ++r) {
+            float* out = seqs[i].hidden_out + (r - row0[i]) * d;
+            if (w.mtp_in)
+                std::memcpy(out, x_.data() + r * d, static_cast<size_t>(d) * sizeof(float));
+            else
+                kernels::rmsnorm(x_.data() + r * d, w.output_norm.data(), out, d, c.rms_eps);
+        }
     }
 
     // Logits only for the rows that need them: gather their normed states, one matmul.

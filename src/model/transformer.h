@@ -28,6 +28,13 @@ struct SeqInput {
     // Rows computed with the runtime matrices even when there are several (speculative
     // verification: each row must equal a one-token decode step bit for bit).
     bool decode_rows = false;
+    // An MTP draft model (ModelWeights::mtp_in) combines each row's token with a hidden state:
+    // [n, d_model], required there and ignored elsewhere.
+    const float* hidden_in = nullptr;
+    // nullptr: none; else [n, d_model], every row's final hidden state: for a model the input of
+    // its head (after the final norm; what an MTP layer reads), for an MTP draft model its block
+    // output before shared_head.norm (what the next chained MTP step reads).
+    float* hidden_out = nullptr;
 };
 
 // Called before layer `layer` reads or writes sequence `seq`'s KV (--kv-integrity=layer).
@@ -60,6 +67,7 @@ class Transformer {
 
   private:
     void ensure_scratch(int64_t n);
+    void mtp_input(std::span<const SeqInput> seqs, std::span<const int64_t> row0);
     // cos/sin of every rotated pair at each row's position, computed once per step and used
     // for both q and k.
     void rope_tables(std::span<const int64_t> positions);
@@ -79,6 +87,7 @@ class Transformer {
     std::vector<float> up_;       // [n, d_ff]
     std::vector<int64_t> pos_;    // [n] absolute position of each row
     std::vector<float> rope_cs_;  // [n, rope_dim / 2, 2] cos, sin
+    std::vector<float> eh_;       // [n, 2 * d_model] MTP input rows before eh_proj
     MoeFfn moe_;                  // MoE FFN scratch (layers with LayerWeights::moe)
     MlaAttention mla_;            // latent attention scratch (layers with LayerWeights::mla)
     ActivationObserver* observer_ = nullptr;

@@ -94,11 +94,19 @@ struct LayerWeights {
     std::unique_ptr<MlaWeights> mla;         // set on MLA models, which then have no wq/wk/wv/wo
 };
 
+// The input side of a multi-token-prediction (nextn) layer (model/mtp.h): a row's input is
+// eh_proj([enorm(embed(token)), hnorm(hidden)]) instead of the token's embedding.
+struct MtpInputWeights {
+    std::vector<float> enorm, hnorm;  // [d_model]
+    Matrix eh_proj;                   // [d_model, 2 * d_model]
+};
+
 struct ModelWeights {
     Matrix token_embd;               // [vocab, d_model]
     std::vector<float> output_norm;  // [d_model]
     Matrix output;                   // [vocab, d_model]; aliases token_embd when tied
     std::vector<LayerWeights> layers;
+    std::unique_ptr<MtpInputWeights> mtp_in;  // set only on an MTP draft model (load_mtp_model)
 };
 
 }  // namespace warden::model

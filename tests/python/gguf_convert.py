@@ -27,6 +27,10 @@ convert_hf_to_gguf.py uses), so tensor names and metadata keys come from an inde
     (kv_b="split", current llama.cpp) or kept as attn_kv_b (kv_b="merged", older GGUFs, which also
     lack the *_mla keys). No Q/K permutation: qwen3moe / glm4moe rotate NeoX halves and deepseek2
     rotates adjacent pairs, as the HF checkpoints (rope_interleave) already are.
+  * MTP (nextn) layers the checkpoint holds (layer index num_hidden_layers, num_nextn_predict_layers
+    in config.json) are written after the decoder layers as llama.cpp's Glm4MoeModel writes them:
+    block_count counts them, <arch>.nextn_predict_layers says how many, blk.N.nextn.* names from
+    TensorNameMap (deepseek2 too: llama.cpp drops its MTP layers and has no names of its own).
   * dtype "f32": every tensor F32; "bf16": 2-D+ weights BF16 except the router (ffn_gate_inp,
     kept F32 like llama.cpp does), 1-D tensors F32; "q8_0": the same with Q8_0 (gguf-py's port of
     llama.cpp's quantize_row_q8_0: a scale per 32 weights) instead of BF16.
@@ -116,6 +120,11 @@ def convert(model_dir, out_path, *, kv_b: str = "split", dtype: str = "f32", dro
     arch_name = gguf.MODEL_ARCH_NAMES[arch]
     n_layers = cfg["num_hidden_layers"]
     sd = _load_state(model_dir)
+    # MTP (nextn) layers present in the checkpoint are written after the decoder layers, as
+    # llama.cpp's Glm4MoeModel does: block_count counts them, nextn_predict_layers says how many.
+    n_mtp = cfg.get("num_nextn_predict_layers") or 0
+    if not any(k.startswith(f"model.layers.{n_layers}.") for k in sd):
+        n_mtp = 0
     W = _Writer(out_path, arch_name, drop_keys, drop_tensors)
     w = W.w
     deepseek = arch == gguf.MODEL_ARCH.DEEPSEEK2
@@ -123,7 +132,9 @@ def convert(model_dir, out_path, *, kv_b: str = "split", dtype: str = "f32", dro
     # ---- metadata
     n_head = cfg["num_attention_heads"]
     w.add_name(model_dir.name)
-    w.add_block_count(n_layers)
+    w.add_block_count(n_layers + n_mtp)
+    if n_mtp:
+        w.add_nextn_predict_layers(n_mtp)
     w.add_context_length(cfg["max_position_embeddings"])
     w.add_embedding_length(cfg["hidden_size"])
     w.add_feed_forward_length(cfg["intermediate_size"])
@@ -204,9 +215,14 @@ def convert(model_dir, out_path, *, kv_b: str = "split", dtype: str = "f32", dro
     w.add_add_bos_token(False)
 
     # ---- tensors
-    tmap = gguf.get_tensor_name_map(arch, n_layers)
-    dense_map = gguf.get_tensor_name_map(gguf.MODEL_ARCH.QWEN3, n_layers)
-    allowed = {gguf.TENSOR_NAMES[t].format(bid=b) for t in gguf.MODEL_TENSORS[arch] for b in range(n_layers)}
+    n_blocks = n_layers + n_mtp
+    tmap = gguf.get_tensor_name_map(arch, n_blocks)
+    dense_map = gguf.get_tensor_name_map(gguf.MODEL_ARCH.QWEN3, n_blocks)
+    nextn_map = gguf.get_tensor_name_map(gguf.MODEL_ARCH.GLM4_MOE, n_blocks)
+    allowed = {gguf.TENSOR_NAMES[t].format(bid=b) for t in gguf.MODEL_TENSORS[arch] for b in range(n_blocks)}
+    # llama.cpp's deepseek2 drops MTP layers; its glm4moe names (blk.N.nextn.*) are used for them
+    allowed |= {gguf.TENSOR_NAMES[t].format(bid=b) for t in gguf.MODEL_TENSORS[gguf.MODEL_ARCH.GLM4_MOE]
+                for b in range(n_layers, n_blocks) if "nextn" in gguf.TENSOR_NAMES[t]}
     written: list[str] = []
 
     def emit(hf_name: str, arr: np.ndarray, bid: int | None) -> None:
@@ -217,6 +233,10 @@ def convert(model_dir, out_path, *, kv_b: str = "split", dtype: str = "f32", dro
         if new is None and arch == gguf.MODEL_ARCH.QWEN3MOE and ".mlp." in hf_name:
             new = dense_map.get_name(hf_name, try_suffixes=(".weight", ".bias"))
             base_ok = False  # dense qwen3moe layer, see the module docstring
+        if new is None and bid is not None and bid >= n_layers:  # deepseek2 MTP: glm4moe's names
+            new = nextn_map.get_name(hf_name, try_suffixes=(".weight", ".bias"))
+            if new is not None and ".nextn." not in new:
+                new = None
         if new is None:
             raise ValueError(f"no GGUF name for {hf_name} in {arch_name}")
         if base_ok:
@@ -231,8 +251,8 @@ def convert(model_dir, out_path, *, kv_b: str = "split", dtype: str = "f32", dro
         arr = sd[name]
         m = re.match(r"model\.layers\.(\d+)\.", name)
         bid = int(m.group(1)) if m else None
-        if bid is not None and bid >= n_layers:
-            continue  # MTP layers
+        if bid is not None and bid >= n_blocks:
+            continue  # MTP layers beyond num_nextn_predict_layers
         if ".mlp.experts." in name:
             experts.setdefault(bid, {})[name] = arr
             if len(experts[bid]) == 3 * n_exp:

@@ -38,6 +38,12 @@ class Proposer {
     virtual void rollback(kv::SeqId /*id*/, int64_t /*n_valid*/) {}
     // The sequence ended or was preempted: drop whatever the proposer holds for it.
     virtual void release(kv::SeqId /*id*/) {}
+    // Whether the proposer reads the target's final hidden states (an MTP layer does); then
+    // after every target step each computed sequence's rows arrive through observe_hidden:
+    // positions [pos0, pos0 + n), `tokens` the step's inputs, hidden [n, d_model].
+    virtual bool wants_hidden() const { return false; }
+    virtual void observe_hidden(kv::SeqId /*id*/, int64_t /*pos0*/,
+                                std::span<const int32_t> /*tokens*/, const float* /*hidden*/) {}
 };
 
 }  // namespace warden::engine::speculative

@@ -57,7 +57,10 @@ void Scheduler::propose_drafts() {
         }
         // Every verified token may be emitted: at most max_new_tokens - generated in all.
         k = std::min<int64_t>(k, s.req.max_new_tokens - s.generated() - 1);
-        if (k <= 0) continue;
+        // A proposer that follows the target's hidden states (MTP) sees every decoding sequence,
+        // k = 0 included, so it keeps up with them.
+        if (k <= 0 && !proposer_->wants_hidden()) continue;
+        k = std::max<int64_t>(k, 0);
         speculative::DraftRequest r;
         r.id = s.id;
         r.tokens = s.tokens;
