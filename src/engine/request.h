@@ -58,7 +58,7 @@ struct Request {
     // Disaggregated decode: the prefill server (its KV endpoint, HOST:PORT) a router chose for
     // this request; empty: the decode server chooses. A retry goes to another one.
     std::string prefill_hint;
-    PromptComputedFn on_prompt_computed;         // empty: nothing to hand off
+    PromptComputedFn on_prompt_computed;  // empty: nothing to hand off
 };
 
 // Unavailable: a resource outside this server failed (the prefill server of a disaggregated
