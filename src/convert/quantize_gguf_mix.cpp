@@ -58,17 +58,9 @@ QuantizeStats quantize_gguf_mix(const std::string& in, const std::string& out,
         const int64_t rows = rows_per * n_mat;
         const std::string what =
             "'" + in + "': tensor '" + t.name + "' as " + tensor::ggml_type_name(type) + ": ";
-        std::vector<const float*> importance(static_cast<size_t>(n_mat), nullptr);
-        if (imatrix) {
-            try {
-                for (int64_t e = 0; e < n_mat; ++e)
-                    importance[static_cast<size_t>(e)] = imatrix->find(
-                        n_mat == 1 ? t.name : t.name + "[" + std::to_string(e) + "]", cols);
-            } catch (const util::Error& e) {
-                throw util::Error(what + e.what());
-            }
-            if (importance[0]) ++st.imatrix_weighted;
-        }
+        const std::vector<const float*> importance =
+            matrix_importance(imatrix, t.name, n_mat, cols, what);
+        if (importance[0]) ++st.imatrix_weighted;
         const int64_t out_row = tensor::ggml_row_bytes(type, cols);
         if (type == tensor::GgmlType::F16) {
             // Rows no block type divides: f16, as llama-quantize writes them.

@@ -13,6 +13,20 @@
 
 namespace warden::convert {
 
+std::vector<const float*> matrix_importance(const quant::Imatrix* imatrix, const std::string& name,
+                                            int64_t n_mat, int64_t cols, const std::string& what) {
+    std::vector<const float*> importance(static_cast<size_t>(n_mat), nullptr);
+    if (!imatrix) return importance;
+    try {
+        for (int64_t e = 0; e < n_mat; ++e)
+            importance[static_cast<size_t>(e)] =
+                imatrix->find(n_mat == 1 ? name : name + "[" + std::to_string(e) + "]", cols);
+    } catch (const util::Error& e) {
+        throw util::Error(what + e.what());
+    }
+    return importance;
+}
+
 bool is_embedding_weight(const std::string& name) {
     return name == "token_embd.weight" || name == "output.weight" ||
            name == "model.embed_tokens.weight" || name == "lm_head.weight";
@@ -101,19 +115,9 @@ QuantizeStats quantize_gguf(const std::string& in, const std::string& out,
         const tensor::GgmlType tensor_type = quant::ggml_type_for(layout);
         const int64_t in_row = tensor::ggml_row_bytes(t.type, cols),
                       out_row = tensor::ggml_row_bytes(tensor_type, cols);
-        // Importance per matrix: llama-imatrix collects a stacked tensor's experts in one entry,
-        // expert e's columns at [e * cols, (e + 1) * cols) (Imatrix::find "name[e]").
-        std::vector<const float*> importance(static_cast<size_t>(n_mat), nullptr);
-        if (imatrix) {
-            try {
-                for (int64_t e = 0; e < n_mat; ++e)
-                    importance[static_cast<size_t>(e)] = imatrix->find(
-                        n_mat == 1 ? t.name : t.name + "[" + std::to_string(e) + "]", cols);
-            } catch (const util::Error& e) {
-                throw util::Error(what + e.what());
-            }
-            if (importance[0]) ++st.imatrix_weighted;
-        }
+        const std::vector<const float*> importance =
+            matrix_importance(imatrix, t.name, n_mat, cols, what);
+        if (importance[0]) ++st.imatrix_weighted;
         w.add_tensor(t.name, t.shape, tensor_type,
                      [&t, &pool, layout, rows, rows_per, cols, in_row, out_row, what, importance] {
                          const formats::SourceTensor s = formats::SourceTensor::from(t);

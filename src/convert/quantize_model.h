@@ -5,6 +5,7 @@
 // source at load (tested).
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "convert/gguf_type_mix.h"
 #include "quant/imatrix.h"
@@ -39,6 +40,13 @@ struct HeadOptions {
     static HeadOptions keep() { return {Mode::Keep, {}}; }
     static HeadOptions as(const tensor::WeightFormat& f) { return {Mode::Format, f}; }
 };
+
+// Importance per matrix of a tensor of n_mat stacked matrices (null entries where the imatrix has
+// none, all null without an imatrix): llama-imatrix collects a stacked tensor's experts in one
+// entry, expert e's columns at [e * cols, (e + 1) * cols) (Imatrix::find "name[e]"). A size
+// mismatch is an Error prefixed with `what`.
+std::vector<const float*> matrix_importance(const quant::Imatrix* imatrix, const std::string& name,
+                                            int64_t n_mat, int64_t cols, const std::string& what);
 
 // Is this tensor the token embeddings or the output head (GGUF or HF naming)?
 bool is_embedding_weight(const std::string& name);

@@ -4,12 +4,13 @@
 
 namespace warden::engine {
 
-namespace {
-std::string num(double v) {
+std::string prometheus_number(double v) {
     char buf[64];
     std::snprintf(buf, sizeof buf, "%.9g", v);
     return buf;
 }
+
+namespace {
 // Tenant names come from the api-keys file: escape for a label value.
 std::string label(const std::string& v) {
     std::string o;
@@ -37,11 +38,11 @@ void Histogram::render(std::string& out, const std::string& name, const std::str
     int64_t cum = 0;
     for (size_t i = 0; i < kBounds.size(); ++i) {
         cum += buckets_[i];
-        out += name + "_bucket{" + labels + ",le=\"" + num(kBounds[i]) + "\"} " +
+        out += name + "_bucket{" + labels + ",le=\"" + prometheus_number(kBounds[i]) + "\"} " +
                std::to_string(cum) + "\n";
     }
     out += name + "_bucket{" + labels + ",le=\"+Inf\"} " + std::to_string(count_) + "\n";
-    out += name + "_sum{" + labels + "} " + num(sum_) + "\n";
+    out += name + "_sum{" + labels + "} " + prometheus_number(sum_) + "\n";
     out += name + "_count{" + labels + "} " + std::to_string(count_) + "\n";
 }
 

@@ -15,6 +15,9 @@
 
 namespace warden::engine {
 
+// A sample value as Prometheus text (%.9g), shared by every exposition in this folder.
+std::string prometheus_number(double v);
+
 class Histogram {
   public:
     static constexpr std::array<double, 15> kBounds = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,

@@ -9,12 +9,6 @@ namespace warden::engine {
 
 namespace {
 
-std::string num(double v) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%.9g", v);
-    return buf;
-}
-
 // vLLM's bucket bounds (vllm/v1/metrics/loggers.py).
 const std::vector<double> kTtft = {0.001, 0.005, 0.01, 0.02,  0.04,  0.06,  0.08, 0.1,
                                    0.25,  0.5,   0.75, 1.0,   2.5,   5.0,   7.5,  10.0,
@@ -66,10 +60,11 @@ void BucketHistogram::render(std::string& out, const std::string& name) const {
     int64_t cum = 0;
     for (size_t i = 0; i < bounds_.size(); ++i) {
         cum += buckets_[i];
-        out += name + "_bucket{le=\"" + num(bounds_[i]) + "\"} " + std::to_string(cum) + "\n";
+        out += name + "_bucket{le=\"" + prometheus_number(bounds_[i]) + "\"} " +
+               std::to_string(cum) + "\n";
     }
     out += name + "_bucket{le=\"+Inf\"} " + std::to_string(count_) + "\n";
-    out += name + "_sum " + num(sum_) + "\n";
+    out += name + "_sum " + prometheus_number(sum_) + "\n";
     out += name + "_count " + std::to_string(count_) + "\n";
 }
 
@@ -134,7 +129,7 @@ std::string VllmMetrics::render(const Gauges& g) const {
     };
     auto one = [&](const std::string& name, const char* type, const char* help, double v) {
         head(name, type, help);
-        o += name + " " + num(v) + "\n";
+        o += name + " " + prometheus_number(v) + "\n";
     };
     one("warden:num_requests_running", "gauge", "requests in the running batch",
         static_cast<double>(g.running));
