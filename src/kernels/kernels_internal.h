@@ -70,9 +70,11 @@ struct QuantArgs {
     int64_t n;
     float* y;
     int64_t ldy;
-    // W4A8 only: the calling thread's scratch of 16 * cols bytes (32-byte aligned), where the
-    // kernel unpacks each panel's codes to bytes once for all its token passes; null: read the
-    // nibbles in place. Never shared between threads. Set by matmul.cpp's run_rows when it pays.
+    // W4A8 and Q5_0 / Q5_1: the calling thread's scratch of 16 * cols bytes (32-byte aligned),
+    // where the kernel unpacks each panel's (W4A8) or row's (Q5_0 / Q5_1: codes[32 * nbp] bytes
+    // then d[nbp] and m[nbp] as f32, nbp = cols / 32 rounded up to 8) codes to bytes once for all
+    // its token passes; null: read the blocks in place. Never shared between threads. Set by
+    // matmul.cpp's run_rows when it pays.
     uint8_t* unpack = nullptr;
     // FP8 at one token (n == 1): x * 2^120, when every element of it is finite (each |x| < 2^8);
     // null otherwise. A code widened without its * 2^120 (e4m3 value * 2^-120, exact, subnormal

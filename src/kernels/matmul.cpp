@@ -163,7 +163,10 @@ uint8_t* unpack_scratch(int64_t cols) {
 void run_rows(const detail::MatmulTable& t, const WeightMatrix& w, const float* x, int64_t n,
               float* y, int64_t r0, int64_t r1, const detail::QuantArgs& qa) {
     if (is_quant(w)) {
-        if (t.quant_uses_unpack && qa.kind == 0 && !qa.act_f32 && n >= kQ4UnpackMinTokens) {
+        // Q5_0 / Q5_1 at any token count: the SIMD kernels unpack each row once into it (the
+        // scalar one ignores it).
+        const bool q5 = qa.kind == detail::kQuantKindQ5_0 || qa.kind == detail::kQuantKindQ5_1;
+        if ((t.quant_uses_unpack && qa.kind == 0 && !qa.act_f32 && n >= kQ4UnpackMinTokens) || q5) {
             detail::QuantArgs q = qa;
             q.unpack = unpack_scratch(w.cols);
             t.quant(q, r0, r1);
