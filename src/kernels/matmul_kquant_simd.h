@@ -435,8 +435,114 @@ float kq_dot_b5(const uint8_t* codes, const float* d, const float* m, int64_t nb
     return acc.reduce();
 }
 
-// Rows [r0, r1) of Q5_0 / Q5_1, each unpacked once into `scratch` (QuantArgs::unpack) for all
-// tokens.
+// Eight tokens at once (prompt processing): tokens in the vector lanes, so a block's sums need no
+// horizontal reduction and its unpacked codes are read once for eight tokens. The activations of
+// up to kQ5UnpackTokens tokens are first transposed into the scratch, each block of each group of
+// eight tokens as 8 x 8 dwords: dword c of token t (its weights 4c..4c+3) at (8c + t) * 4.
+
+// fma lane by lane where SIMDe's rounds twice (KQ_SCALAR_FLOAT), else the instruction.
+inline KQF kq_fma(KQF a, KQF b, KQF c) {
+#if KQ_SCALAR_FLOAT
+    alignas(32) float av[8], bv[8], cv[8];
+    KQ(mm256_store_ps)(av, a);
+    KQ(mm256_store_ps)(bv, b);
+    KQ(mm256_store_ps)(cv, c);
+    for (int j = 0; j < 8; ++j) cv[j] = __builtin_fmaf(av[j], bv[j], cv[j]);
+    return KQ(mm256_load_ps)(cv);
+#else
+    return KQ(mm256_fmadd_ps)(a, b, c);
+#endif
+}
+
+inline KQI kq_bcast32(const uint8_t* p) {
+    int32_t v;
+    __builtin_memcpy(&v, p, 4);
+    return KQ(mm256_set1_epi32)(v);
+}
+
+// Block b of eight tokens (rows of x `stride` bytes apart) -> out[(8c + t) * 4 + kk].
+inline void kq_transpose_x8(const int8_t* x, int64_t stride, int8_t* out) {
+    KQI r[8], a[8], b[8];
+    for (int t = 0; t < 8; ++t) r[t] = kq_load(x + t * stride);
+    for (int t = 0; t < 8; t += 2) {
+        a[t] = KQ(mm256_unpacklo_epi32)(r[t], r[t + 1]);      // dwords 0, 1 | 4, 5 of t, t + 1
+        a[t + 1] = KQ(mm256_unpackhi_epi32)(r[t], r[t + 1]);  // dwords 2, 3 | 6, 7
+    }
+    for (int h = 0; h < 8; h += 4) {
+        b[h] = KQ(mm256_unpacklo_epi64)(a[h], a[h + 2]);          // dword 0 | 4 of 4 tokens
+        b[h + 1] = KQ(mm256_unpackhi_epi64)(a[h], a[h + 2]);      // 1 | 5
+        b[h + 2] = KQ(mm256_unpacklo_epi64)(a[h + 1], a[h + 3]);  // 2 | 6
+        b[h + 3] = KQ(mm256_unpackhi_epi64)(a[h + 1], a[h + 3]);  // 3 | 7
+    }
+    for (int c = 0; c < 4; ++c) {
+        KQ(mm256_store_si256)
+        (reinterpret_cast<KQI*>(out + 32 * c), KQ(mm256_permute2x128_si256)(b[c], b[c + 4], 0x20));
+        KQ(mm256_store_si256)
+        (reinterpret_cast<KQI*>(out + 32 * (c + 4)),
+         KQ(mm256_permute2x128_si256)(b[c], b[c + 4], 0x31));
+    }
+}
+
+// Lane t = sum over one block of code * xq of token t (cw: its 32 codes, xt: its transposed
+// activations).
+inline KQI kq_block_x8(const uint8_t* cw, const int8_t* xt) {
+#if KQ_VNNI
+    KQI s0 = KQ(mm256_setzero_si256)(), s1 = s0;  // two chains
+    for (int c = 0; c < 8; c += 2) {
+        s0 = KQ(mm256_dpbusd_epi32)(s0, kq_bcast32(cw + 4 * c), kq_load(xt + 32 * c));
+        s1 = KQ(mm256_dpbusd_epi32)(s1, kq_bcast32(cw + 4 * c + 4), kq_load(xt + 32 * c + 32));
+    }
+    return KQ(mm256_add_epi32)(s0, s1);
+#else
+    // Codes are at most 31, so four maddubs pair sums add up in int16 (|sum| <= 4 * 2 * 31 * 127).
+    KQI h[2];
+    for (int g = 0; g < 2; ++g) {
+        const uint8_t* w = cw + 16 * g;
+        const int8_t* x = xt + 128 * g;
+        const KQI p =
+            KQ(mm256_add_epi16)(KQ(mm256_maddubs_epi16)(kq_bcast32(w), kq_load(x)),
+                                KQ(mm256_maddubs_epi16)(kq_bcast32(w + 4), kq_load(x + 32)));
+        const KQI q =
+            KQ(mm256_add_epi16)(KQ(mm256_maddubs_epi16)(kq_bcast32(w + 8), kq_load(x + 64)),
+                                KQ(mm256_maddubs_epi16)(kq_bcast32(w + 12), kq_load(x + 96)));
+        h[g] = KQ(mm256_madd_epi16)(KQ(mm256_add_epi16)(p, q), KQ(mm256_set1_epi16)(1));
+    }
+    return KQ(mm256_add_epi32)(h[0], h[1]);
+#endif
+}
+
+// One unpacked row against eight tokens: xt, xdt, xst their transposed activations, xd and xs
+// of block b at 8b + t. y[t] = token t's output.
+template <bool kQ51>
+void kq_rows_x8(const uint8_t* codes, const float* d, const float* m, int64_t nb, const int8_t* xt,
+                const float* xdt, const int32_t* xst, float* y) {
+    KQF acc[8];
+    for (int j = 0; j < 8; ++j) acc[j] = KQ(mm256_setzero_ps)();
+    for (int64_t b0 = 0; b0 < nb; b0 += 8)
+        for (int j = 0; j < 8; ++j) {
+            const int64_t b = b0 + j;
+            if (b >= nb) break;
+            KQI i = kq_block_x8(codes + 32 * b, xt + 256 * b);
+            const KQF xdv = KQ(mm256_load_ps)(xdt + 8 * b);
+            const KQI xsv = kq_load(xst + 8 * b);
+            const KQF dx = KQ(mm256_mul_ps)(KQ(mm256_set1_ps)(d[b]), xdv);
+            if constexpr (kQ51) {
+                acc[j] = kq_fma(KQ(mm256_cvtepi32_ps)(i), dx, acc[j]);
+                acc[j] = kq_fma(KQ(mm256_cvtepi32_ps)(xsv),
+                                KQ(mm256_mul_ps)(KQ(mm256_set1_ps)(m[b]), xdv), acc[j]);
+            } else {
+                i = KQ(mm256_sub_epi32)(i, KQ(mm256_slli_epi32)(xsv, 4));
+                acc[j] = kq_fma(KQ(mm256_cvtepi32_ps)(i), dx, acc[j]);
+            }
+        }
+    const KQF s = KQ(mm256_add_ps)(
+        KQ(mm256_add_ps)(KQ(mm256_add_ps)(acc[0], acc[1]), KQ(mm256_add_ps)(acc[2], acc[3])),
+        KQ(mm256_add_ps)(KQ(mm256_add_ps)(acc[4], acc[5]), KQ(mm256_add_ps)(acc[6], acc[7])));
+    KQ(mm256_storeu_ps)(y, s);
+}
+
+// Rows [r0, r1) of Q5_0 / Q5_1, each unpacked once into `scratch` (QuantArgs::unpack) per up to
+// kQ5UnpackTokens tokens: whole groups of eight tokens by kq_rows_x8, the rest token by token.
 template <bool kQ51>
 void kq_matmul_b5(const QuantArgs& a, int64_t r0, int64_t r1, uint8_t* scratch) {
     const int64_t nb = a.cols / 32, nbp = (nb + 7) / 8 * 8;
@@ -444,9 +550,35 @@ void kq_matmul_b5(const QuantArgs& a, int64_t r0, int64_t r1, uint8_t* scratch) 
     uint8_t* codes = scratch;
     float* d = reinterpret_cast<float*>(scratch + 32 * nbp);
     float* m = d + nbp;
+    auto* xt = reinterpret_cast<int8_t*>(m + nbp);
+    auto* xdt = reinterpret_cast<float*>(xt + kQ5UnpackTokens * a.cols);
+    auto* xst = reinterpret_cast<int32_t*>(xdt + kQ5UnpackTokens * nb);
+    const int64_t n8 = a.n / 8 * 8;
+    for (int64_t t0 = 0; t0 < n8; t0 += kQ5UnpackTokens) {
+        const int64_t ng = (n8 - t0 < kQ5UnpackTokens ? n8 - t0 : kQ5UnpackTokens) / 8;
+        for (int64_t g = 0; g < ng; ++g)
+            for (int64_t b = 0; b < nb; ++b) {
+                const int64_t t = t0 + 8 * g, at = g * nb + b;
+                kq_transpose_x8(a.xq + t * a.cols + 32 * b, a.cols, xt + 256 * at);
+                for (int64_t k = 0; k < 8; ++k) {
+                    xdt[8 * at + k] = a.xd[(t + k) * nb + b];
+                    xst[8 * at + k] = a.xs[(t + k) * nb + b];
+                }
+            }
+        for (int64_t r = r0; r < r1; ++r) {
+            kq_unpack_b5<kQ51>(a.data + r * row_bytes, nb, codes, d, m);
+            for (int64_t g = 0; g < ng; ++g) {
+                alignas(32) float y[8];
+                kq_rows_x8<kQ51>(codes, d, m, nb, xt + 256 * nb * g, xdt + 8 * nb * g,
+                                 xst + 8 * nb * g, y);
+                for (int64_t k = 0; k < 8; ++k) a.y[(t0 + 8 * g + k) * a.ldy + r] = y[k];
+            }
+        }
+    }
+    if (n8 == a.n) return;
     for (int64_t r = r0; r < r1; ++r) {
         kq_unpack_b5<kQ51>(a.data + r * row_bytes, nb, codes, d, m);
-        for (int64_t t = 0; t < a.n; ++t)
+        for (int64_t t = n8; t < a.n; ++t)
             a.y[t * a.ldy + r] =
                 kq_dot_b5<kQ51>(codes, d, m, nb, a.xq + t * a.cols, a.xd + t * nb, a.xs + t * nb);
     }

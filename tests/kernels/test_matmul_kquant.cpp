@@ -185,7 +185,8 @@ TEST_P(KQuantMatmul, SimdBitExactVsScalarAnyBatchAndRows) {
 }
 
 TEST_P(KQuantMatmul, EmulatedAvx512BitExactVsScalar) {
-    const int64_t rows = 21, cols = odd_cols(512), n = 2;
+    // Ten tokens: one group of eight for the multi-token Q5 kernel and two token by token.
+    const int64_t rows = 21, cols = odd_cols(512), n = 10;
     for (int kind = 0; kind < 2; ++kind) {
         const KCase c = make_case(GetParam(), rows, cols, 200 + static_cast<uint32_t>(kind), kind);
         const std::vector<float> x = acts(n, cols, 9);
@@ -209,7 +210,8 @@ TEST_P(KQuantMatmul, EmulatedAvx512BitExactVsScalar) {
         detail::mm_kquant_avx512_emulated(a, 0, rows);
         expect_same_bits(y, ref, "emulated AVX-512");
         // With the unpack scratch matmul.cpp hands over (Q5_0 / Q5_1 unpack each row into it).
-        std::vector<uint8_t> scratch(static_cast<size_t>(16 * cols + 32));
+        std::vector<uint8_t> scratch(static_cast<size_t>(
+            40 * (cols / 32 + 8) + detail::kQ5UnpackTokens * (cols + cols / 4) + 32));
         const auto addr = reinterpret_cast<uintptr_t>(scratch.data());
         a.unpack = scratch.data() + (32 - addr % 32) % 32;
         std::fill(y.begin(), y.end(), -7.0f);
