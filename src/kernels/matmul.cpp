@@ -149,8 +149,8 @@ detail::QuantArgs quant_args(const WeightMatrix& w, const float* x, int64_t n, f
 // pass reads the unpacked codes.
 constexpr int64_t kQ4UnpackMinTokens = 8;
 
-// The calling thread's W4A8 unpack scratch (detail::QuantArgs::unpack) for `cols` columns: grown,
-// never shrunk, so steady-state steps allocate nothing.
+// The calling thread's unpack scratch (detail::QuantArgs::unpack) of at least `bytes` bytes:
+// grown, never shrunk, so steady-state steps allocate nothing.
 uint8_t* unpack_scratch(int64_t bytes) {
     thread_local std::vector<uint8_t> buf;
     const auto need = static_cast<size_t>(bytes) + 32;
