@@ -1,13 +1,17 @@
-// The W4A8/W8A8 GEMM alone, AVX-512 VNNI against AMX-INT8, on the 1.1B-shaped matrices
-// (TinyLlama-1.1B: d_model 2048, d_ff 5632, 4 KV heads of 64) at M = 1, 8, 32, 128, 512 tokens:
-// one thread, matmul_rows with an explicit ISA (activation quantization included, as in a real
-// call), best of REPS calls per (format, matrix, M). Prints multiply-adds per TSC cycle (2 ops
+// The W4A8/W8A8 GEMM alone, AVX-512 VNNI against AMX-INT8, and the bf16 GEMM, AVX-512 panels
+// against AMX-BF16 (hi/lo split activations, kernels/matmul_bf16_tiles.h), on the 1.1B-shaped
+// matrices (TinyLlama-1.1B: d_model 2048, d_ff 5632, 4 KV heads of 64) at M = 1, 8, 32, 128, 512
+// tokens: one thread, matmul_rows with an explicit ISA (activation quantization included, as in a
+// real call), best of REPS calls per (format, matrix, M). Prints multiply-adds per TSC cycle (2 ops
 // each: ops/cycle = 2 M N K / cycles) and GOPS. The TSC ticks at the nominal clock, not the core's
 // turbo clock, so ops/cycle here is per nominal cycle. An ISA the CPU or OS lacks prints a row
 // saying so instead of numbers ("no AMX on this CPU (...)", kernels::amx_status()). AMX rows also
-// print their share of the AMX-INT8 peak, 2048 ops per core cycle (one 16x16x64 TDPB*D, 16384
-// multiply-adds, every 16 cycles on Sapphire Rapids), taken per TSC cycle as above.
-//   bench_gemm_amx [FORMAT ...] [--reps N] [--m LIST]     FORMAT: int4 (default), int8, int8-g32...
+// print their share of the AMX peak, taken per TSC cycle as above: for int4/int8 the AMX-INT8
+// peak, 2048 ops per core cycle (one 16x16x64 TDPB*D, 16384 multiply-adds, every 16 cycles on
+// Sapphire Rapids); for bf16 the AMX-BF16 peak, 1024 (one 16x16x32 TDPBF16PS every 16 cycles),
+// of which the hi/lo split (two tile multiplies per weight tile) can reach at most half.
+//   bench_gemm_amx [FORMAT ...] [--reps N] [--m LIST]   FORMAT: int4 (default), int8, int8-g32,
+//   bf16
 // Build: scripts/build.sh build -DWARDEN_BENCH=ON (build/bench_gemm_amx).
 #include <x86intrin.h>
 
@@ -22,6 +26,7 @@
 
 #include "kernels/cpu_features.h"
 #include "kernels/matmul.h"
+#include "kernels/matmul_bf16_tiles.h"
 #include "kernels/matmul_quant.h"
 #include "quant/quantizer.h"
 #include "tensor/weight_format.h"
@@ -41,20 +46,33 @@ constexpr Shape kShapes[] = {
     {"down 2048x5632", 2048, 5632},
 };
 
+// bf16: the panels in buf and the AMX-BF16 tile copy in tiles (as the loader makes it where
+// AMX-BF16 runs).
 kernels::WeightMatrix make_weights(const std::string& fmt, const Shape& s,
-                                   std::vector<uint8_t>& buf) {
+                                   std::vector<uint8_t>& buf, std::vector<uint8_t>& tiles) {
     kernels::WeightMatrix w =
         kernels::weight_layout(tensor::parse_weight_format(fmt), s.rows, s.cols);
-    buf.assign(static_cast<size_t>(kernels::quant_packed_bytes(w)), 0);
+    const bool bf16 = w.type == kernels::WeightType::BF16;
+    buf.assign(static_cast<size_t>(bf16 ? kernels::packed_weight_elems(s.rows, s.cols) * 2
+                                        : kernels::quant_packed_bytes(w)),
+               0);
     std::mt19937 rng(1);
     std::normal_distribution<float> normal(0.0f, 0.02f);
     std::vector<float> row(static_cast<size_t>(s.cols));
     for (int64_t r = 0; r < s.rows; ++r) {
         for (float& v : row) v = normal(rng);
-        kernels::pack_quant_row(
-            w, r, quant::default_quantizer().quantize_row(w, row.data(), nullptr), buf.data());
+        if (bf16)
+            kernels::pack_weight_row(w.type, s.cols, r, row.data(), buf.data());
+        else
+            kernels::pack_quant_row(
+                w, r, quant::default_quantizer().quantize_row(w, row.data(), nullptr), buf.data());
     }
     w.data = buf.data();
+    if (bf16) {
+        tiles.assign(static_cast<size_t>(kernels::bf16_tile_bytes(s.rows, s.cols)), 0);
+        kernels::pack_bf16_tiles(w, tiles.data());
+        w.tiles = tiles.data();
+    }
     return w;
 }
 
@@ -92,8 +110,9 @@ int main(int argc, char** argv) {
     std::uniform_real_distribution<float> u(-1.0f, 1.0f);
     for (const std::string& fmt : formats)
         for (const Shape& s : kShapes) {
-            std::vector<uint8_t> buf;
-            const kernels::WeightMatrix w = make_weights(fmt, s, buf);
+            std::vector<uint8_t> buf, tiles;
+            const kernels::WeightMatrix w = make_weights(fmt, s, buf, tiles);
+            const double peak = w.type == kernels::WeightType::BF16 ? 1024.0 : 2048.0;
             for (int64_t m : ms) {
                 std::vector<float> x(static_cast<size_t>(m * s.cols)),
                     y(static_cast<size_t>(m * s.rows));
@@ -125,7 +144,7 @@ int main(int argc, char** argv) {
                     std::printf("%-6s %-18s %5lld %-7s %10.3f %10.1f %8.1f", fmt.c_str(), s.name,
                                 static_cast<long long>(m), name, best_s * 1e3, per_cycle,
                                 ops / best_s * 1e-9);
-                    if (isa == kernels::Isa::AMX) std::printf(" %.1f%%", per_cycle / 2048.0 * 100);
+                    if (isa == kernels::Isa::AMX) std::printf(" %.1f%%", per_cycle / peak * 100);
                     std::printf("\n");
                 }
             }

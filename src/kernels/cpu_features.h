@@ -3,8 +3,9 @@
 // and AVX-512 (F/BW/VL/DQ + BF16 + VNNI) variants are compiled in separate translation units
 // and picked here from CPUID, so one binary runs everywhere and uses what the machine has.
 // AMX is AVX-512 plus Intel's tile matrix engine (AMX-TILE and AMX-INT8, with the OS's permission
-// to use the tile state): the multi-token W4A8/W8A8 GEMMs run on tiles (matmul_quant_amx.cpp),
-// everything else is the AVX-512 code.
+// to use the tile state): the multi-token W4A8/W8A8 GEMMs run on tiles (matmul_quant_amx.cpp), and
+// with AMX-BF16 the bf16 matrices that have a tile copy (matmul_bf16_amx.cpp); everything else is
+// the AVX-512 code.
 namespace warden::kernels {
 
 enum class Isa { Scalar = 0, AVX2 = 1, AVX512 = 2, AMX = 3 };

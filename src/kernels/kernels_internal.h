@@ -110,6 +110,17 @@ void mm_kquant_avx512(const QuantArgs& a, int64_t row_begin,
 // quads of 16 rows x 4 codes (kernels/matmul_quant.h).
 constexpr int64_t kQ8BlockBytes = 32 + 8 * 64;
 
+// A bf16 matmul on AMX-BF16 tiles (layouts and arithmetic: kernels/matmul_bf16_tiles.h).
+struct Bf16TileArgs {
+    const uint8_t* tiles;  // the weights' tile copy
+    int64_t rows, cols;
+    const bf16* xhi;  // the split activations, [bf16_tile_tokens(n), bf16_tile_cols(cols)] each
+    const bf16* xlo;
+    int64_t n;
+    float* y;
+    int64_t ldy;
+};
+
 struct MatmulTable {
     void (*f32)(const float* w, int64_t cols, const float* x, int64_t n, float* y, int64_t ldy,
                 int64_t row_begin, int64_t row_end);
@@ -123,6 +134,10 @@ struct MatmulTable {
     // Whether `quant` reads QuantArgs::unpack (multi-token W4A8 codes unpacked once per panel):
     // only the AVX2 kernel does, so the others are not handed a scratch buffer they ignore.
     bool quant_uses_unpack;
+    // bf16 weights with a tile copy (WeightMatrix::tiles, kernels/matmul_bf16_tiles.h): the
+    // AMX-BF16 kernel, on every token count; null where the table has none (every ISA but AMX with
+    // AMX-BF16), and then the panel kernel `bf16` runs.
+    void (*bf16_tiles)(const Bf16TileArgs& a, int64_t row_begin, int64_t row_end);
 };
 
 void mm_quant_avx2(const QuantArgs& a, int64_t row_begin,
@@ -139,9 +154,12 @@ const MatmulTable& matmul_avx2();
 // (matmul_avx512.cpp).
 const MatmulTable& matmul_avx512();
 // AMX: matmul_avx512()'s table with `quant` = mm_quant_amx (matmul_quant_amx.cpp): W4A8 and W8A8
-// over several tokens on AMX-INT8 tiles, everything else mm_quant_avx512.
+// over several tokens on AMX-INT8 tiles, everything else mm_quant_avx512; and, where the CPU has
+// AMX-BF16, `bf16_tiles` = mm_bf16_amx_tiles for bf16 weights with a tile copy.
 const MatmulTable& matmul_amx();
 void mm_quant_amx(const QuantArgs& a, int64_t row_begin, int64_t row_end);
+// The AMX-BF16 kernel (matmul_bf16_amx.cpp); matmul_amx()'s bf16_tiles where the CPU has AMX-BF16.
+void mm_bf16_amx_tiles(const Bf16TileArgs& a, int64_t row_begin, int64_t row_end);
 // The tile kernel itself, for every token count (tests; the formats amx_quant_kind accepts).
 void mm_quant_amx_tiles(const QuantArgs& a, int64_t row_begin, int64_t row_end);
 // One tile instruction on the hardware (amx::tile_op<amx::Native>, kernels/amx_tile.h), for the

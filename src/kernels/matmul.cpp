@@ -12,6 +12,7 @@
 
 #include "kernels/decode_tuning.h"
 #include "kernels/kernels_internal.h"
+#include "kernels/matmul_bf16_tiles.h"
 #include "kernels/matmul_kquant.h"
 #include "kernels/matmul_quant.h"
 #include "tensor/float_convert.h"
@@ -31,7 +32,8 @@ const detail::MatmulTable& table(Isa isa) {
         case Isa::AVX512:
             return detail::matmul_avx512();
         // AMX: the AVX-512 table with the multi-token W4A8/W8A8 GEMMs on tiles (bit-identical to
-        // the VNNI kernels: integer block sums are exact; matmul_quant_amx.cpp).
+        // the VNNI kernels: integer block sums are exact; matmul_quant_amx.cpp), and bf16 weights
+        // with a tile copy on AMX-BF16 at every token count (matmul_bf16_amx.cpp).
         case Isa::AMX:
             return detail::matmul_amx();
         case Isa::AVX2:
@@ -53,6 +55,18 @@ bool int_acts(const WeightMatrix& w) {
            is_kquant(w.type);
 }
 
+// bf16 weights that take the AMX-BF16 tile kernel on table t: those with a tile copy, where t has
+// the kernel. The choice never depends on the token count (kernels/matmul_bf16_tiles.h).
+bool takes_bf16_tiles(const WeightMatrix& w, const detail::MatmulTable& t) {
+    return w.type == WeightType::BF16 && w.tiles != nullptr && t.bf16_tiles != nullptr;
+}
+
+// x split into bf16 hi and lo halves for the tile kernel (split_bf16_acts).
+struct SplitActs {
+    const detail::bf16* hi = nullptr;
+    const detail::bf16* lo = nullptr;
+};
+
 struct QuantizedActs {
     const int8_t* xq = nullptr;
     const float* xd = nullptr;
@@ -66,10 +80,11 @@ struct ActScratch {
     std::vector<int8_t> xq;  // int8 codes of every quantized x, one after another
     std::vector<float> xd;
     std::vector<int32_t> xs, xz;
-    std::vector<float> x_e4m3;      // x * 2^120 of every FP8 one-token input
-    size_t oq = 0, ob = 0, oe = 0;  // taken so far in this call
+    std::vector<float> x_e4m3;         // x * 2^120 of every FP8 one-token input
+    std::vector<detail::bf16> xsplit;  // hi then lo halves of every input split for bf16 tiles
+    size_t oq = 0, ob = 0, oe = 0, osplit = 0;  // taken so far in this call
 
-    void begin(size_t nq, size_t nb, size_t ne) {
+    void begin(size_t nq, size_t nb, size_t ne, size_t ns = 0) {
         if (xq.size() < nq) xq.resize(nq);
         if (xd.size() < nb) {
             xd.resize(nb);
@@ -77,7 +92,20 @@ struct ActScratch {
             xz.resize(nb);
         }
         if (x_e4m3.size() < ne) x_e4m3.resize(ne);
-        oq = ob = oe = 0;
+        if (xsplit.size() < ns) xsplit.resize(ns);
+        oq = ob = oe = osplit = 0;
+    }
+    // Elements split_bf16 takes for x [n, cols].
+    static size_t split_elems(int64_t n, int64_t cols) {
+        return 2 * static_cast<size_t>(bf16_tile_tokens(n) * bf16_tile_cols(cols));
+    }
+    // x [n, cols] split into hi and lo (kernels/matmul_bf16_tiles.h) in the next elements.
+    SplitActs split_bf16(const float* x, int64_t n, int64_t cols) {
+        const size_t half = split_elems(n, cols) / 2;
+        detail::bf16* hi = xsplit.data() + osplit;
+        split_bf16_acts(x, n, cols, hi, hi + half);
+        osplit += 2 * half;
+        return {hi, hi + half};
     }
     // x [n, cols] quantized to int8 (kernels/matmul_quant.h) in the next n * cols codes.
     QuantizedActs quantize(const float* x, int64_t n, int64_t cols) {
@@ -165,10 +193,15 @@ int64_t kq5_unpack_bytes(int64_t cols, int64_t n) {
     return 40 * nbp + (n >= 8 ? detail::kQ5UnpackTokens * (cols + 8 * nb) : 0);
 }
 
-// Rows [r0, r1) of one matrix; qa: its quant_args when it is quantized.
+// Rows [r0, r1) of one matrix; qa: its quant_args when it is quantized, sx: its split
+// activations when it takes the bf16 tiles.
 void run_rows(const detail::MatmulTable& t, const WeightMatrix& w, const float* x, int64_t n,
-              float* y, int64_t r0, int64_t r1, const detail::QuantArgs& qa) {
-    if (is_quant(w)) {
+              float* y, int64_t r0, int64_t r1, const detail::QuantArgs& qa, const SplitActs& sx) {
+    if (takes_bf16_tiles(w, t)) {
+        const detail::Bf16TileArgs a{
+            static_cast<const uint8_t*>(w.tiles), w.rows, w.cols, sx.hi, sx.lo, n, y, w.rows};
+        t.bf16_tiles(a, r0, r1);
+    } else if (is_quant(w)) {
         // Q5_0 / Q5_1 at any token count: the SIMD kernels unpack each row once into it (the
         // scalar one ignores it).
         const bool q5 = qa.kind == detail::kQuantKindQ5_0 || qa.kind == detail::kQuantKindQ5_1;
@@ -197,6 +230,7 @@ struct GroupEntry {
     const float* x = nullptr;
     int64_t n = 0;
     detail::QuantArgs qa{};  // when the matrix is quantized
+    SplitActs sx{};          // when it takes the bf16 tiles
 };
 
 // The calling thread's storage for matmul_grouped and matmul_rows: grown, never shrunk, so
@@ -234,21 +268,24 @@ struct GroupedJob {
             const GroupEntry& g = entries[i];
             const int64_t r0 = (p0 - panel0[i]) * kPanelRows,
                           r1 = std::min(g.w->rows, (e - panel0[i]) * kPanelRows);
-            run_rows(*t, *g.w, g.x, g.n, g.y, r0, r1, g.qa);
+            run_rows(*t, *g.w, g.x, g.n, g.y, r0, r1, g.qa, g.sx);
             p0 = e;
         }
     }
 };
 
 // What one matmul_grouped group's matrices need of its x: int8-quantized activations (some W4A8 /
-// W8A8 matrix), x * 2^120 (some FP8 matrix at one token).
+// W8A8 matrix), x * 2^120 (some FP8 matrix at one token), x split for the bf16 tiles (some bf16
+// matrix with a tile copy, on a table with the kernel).
 struct GroupNeeds {
-    bool int_acts = false, scaled_x = false;
+    bool int_acts = false, scaled_x = false, split = false;
 };
-GroupNeeds group_needs(const MatmulGroup& g, Isa isa) {
+GroupNeeds group_needs(const MatmulGroup& g, Isa isa, const detail::MatmulTable& t) {
     GroupNeeds need;
     for (const MatmulOut& o : g.outs)
-        if (is_quant(*o.w)) {
+        if (takes_bf16_tiles(*o.w, t)) {
+            need.split = true;
+        } else if (is_quant(*o.w)) {
             need.int_acts |= int_acts(*o.w);
             need.scaled_x |= takes_e4m3_scaled_x(*o.w, g.n, isa);
         }
@@ -308,7 +345,13 @@ void matmul_rows(Isa isa, const WeightMatrix& w, const float* x, int64_t n, floa
                   "matmul_rows: row range out of bounds");
     if (n <= 0 || row_begin == row_end) return;
     detail::QuantArgs qa{};
-    if (is_quant(w)) {
+    SplitActs sx{};
+    const detail::MatmulTable& t = table(isa);
+    if (takes_bf16_tiles(w, t)) {
+        ActScratch& s = grouped_scratch().acts;
+        s.begin(0, 0, 0, ActScratch::split_elems(n, w.cols));
+        sx = s.split_bf16(x, n, w.cols);
+    } else if (is_quant(w)) {
         check_quant_shape(w);
         const bool int8_x = int_acts(w), scaled = takes_e4m3_scaled_x(w, n, isa);
         ActScratch& s = grouped_scratch().acts;
@@ -318,7 +361,7 @@ void matmul_rows(Isa isa, const WeightMatrix& w, const float* x, int64_t n, floa
         qa = quant_args(w, x, n, y, int8_x ? s.quantize(x, n, w.cols) : QuantizedActs{});
         if (scaled) qa.x_e4m3 = s.scaled_x(x, w.cols);
     }
-    run_rows(table(isa), w, x, n, y, row_begin, row_end, qa);
+    run_rows(t, w, x, n, y, row_begin, row_end, qa, sx);
 }
 
 void matmul(const WeightMatrix& w, const float* x, int64_t n, float* y, util::ThreadPool& pool) {
@@ -334,9 +377,10 @@ void matmul_multi(std::span<const MatmulOut> outs, const float* x, int64_t n,
 
 void matmul_grouped(std::span<const MatmulGroup> groups, util::ThreadPool& pool) {
     const Isa isa = active_isa();
+    const detail::MatmulTable& tab = table(isa);
     GroupedScratch& s = grouped_scratch();
     // Pass 1: check shapes and size the activation scratch of every group that needs it.
-    size_t nq = 0, nb = 0, ne = 0, count = 0;
+    size_t nq = 0, nb = 0, ne = 0, ns = 0, count = 0;
     bool one_token = true;  // batch 1: the decode tuning's grab size applies
     for (const MatmulGroup& g : groups) {
         if (g.n <= 0 || g.outs.empty()) continue;
@@ -348,7 +392,8 @@ void matmul_grouped(std::span<const MatmulGroup> groups, util::ThreadPool& pool)
             util::check(w.cols == cols, "matmul_multi: matrices with different input sizes");
             if (is_quant(w)) check_quant_shape(w);
         }
-        const GroupNeeds need = group_needs(g, isa);
+        const GroupNeeds need = group_needs(g, isa, tab);
+        if (need.split) ns += ActScratch::split_elems(g.n, cols);
         if (need.int_acts) {
             nq += static_cast<size_t>(g.n * cols);
             nb += static_cast<size_t>(g.n * cols / kActBlock);
@@ -357,7 +402,7 @@ void matmul_grouped(std::span<const MatmulGroup> groups, util::ThreadPool& pool)
         count += g.outs.size();
     }
     if (count == 0) return;
-    s.acts.begin(nq, nb, ne);
+    s.acts.begin(nq, nb, ne, ns);
     if (s.entries.size() < count) s.entries.resize(count);
     if (s.panel0.size() < count + 1) s.panel0.resize(count + 1);
     // Pass 2: quantize each group's activations once (for all its int8-activation matrices) and
@@ -367,14 +412,17 @@ void matmul_grouped(std::span<const MatmulGroup> groups, util::ThreadPool& pool)
     for (const MatmulGroup& g : groups) {
         if (g.n <= 0 || g.outs.empty()) continue;
         const int64_t cols = g.outs[0].w->cols;
-        const GroupNeeds need = group_needs(g, isa);
+        const GroupNeeds need = group_needs(g, isa, tab);
         const QuantizedActs acts =
             need.int_acts ? s.acts.quantize(g.x, g.n, cols) : QuantizedActs{};
+        const SplitActs split = need.split ? s.acts.split_bf16(g.x, g.n, cols) : SplitActs{};
         const float* x_e4m3 = need.scaled_x ? s.acts.scaled_x(g.x, cols) : nullptr;
         for (const MatmulOut& o : g.outs) {
             GroupEntry& e = s.entries[i];
-            e = GroupEntry{o.w, o.y, g.x, g.n, {}};
-            if (is_quant(*o.w)) {
+            e = GroupEntry{o.w, o.y, g.x, g.n, {}, {}};
+            if (takes_bf16_tiles(*o.w, tab)) {
+                e.sx = split;
+            } else if (is_quant(*o.w)) {
                 e.qa = quant_args(*o.w, g.x, g.n, o.y, acts);
                 if (takes_e4m3_scaled_x(*o.w, g.n, isa)) e.qa.x_e4m3 = x_e4m3;
             }
@@ -383,7 +431,7 @@ void matmul_grouped(std::span<const MatmulGroup> groups, util::ThreadPool& pool)
         }
     }
     GroupedJob job;
-    job.t = &table(isa);
+    job.t = &tab;
     job.entries = s.entries.data();
     job.panel0 = s.panel0.data();
     job.count = count;

@@ -37,6 +37,9 @@ struct WeightMatrix {
     bool bf16_scales = false;  // Q4/Q8: scales (and mins) are bf16 instead of f16
     bool act_f32 = false;      // Q4: W4A16 (dequantize in registers, f32 activations)
                                // instead of W4A8 (int8 activations, integer group dots)
+    // BF16 only: the same matrix repacked for AMX-BF16 tiles (kernels/matmul_bf16_tiles.h), or
+    // null. Where it is set and the ISA is AMX with AMX-BF16, every call takes the tile kernel.
+    const void* tiles = nullptr;
 };
 
 // Elements of the packed buffer for a [rows, cols] matrix (rows rounded up to a panel).

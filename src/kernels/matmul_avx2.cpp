@@ -318,7 +318,7 @@ void mm_bf16(const bf16* w, int64_t cols, const float* x, int64_t n, float* y, i
 }  // namespace
 
 const MatmulTable& matmul_avx2() {
-    static const MatmulTable t{mm_f32, mm_bf16, kNr, mm_quant_avx2, true};
+    static const MatmulTable t{mm_f32, mm_bf16, kNr, mm_quant_avx2, true, nullptr};
     return t;
 }
 

@@ -106,7 +106,7 @@ void mm_bf16(const bf16* w, int64_t cols, const float* x, int64_t n, float* y, i
 }  // namespace
 
 const MatmulTable& WARDEN_MATMUL_AVX512_ENTRY() {
-    static const MatmulTable t{mm_f32, mm_bf16, kNr, mm_quant_avx512, false};
+    static const MatmulTable t{mm_f32, mm_bf16, kNr, mm_quant_avx512, false, nullptr};
     return t;
 }
 

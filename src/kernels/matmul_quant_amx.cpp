@@ -33,6 +33,7 @@
 #endif
 #include "kernels/amx_tile.h"
 #include "kernels/avx512_compat.h"
+#include "kernels/cpu_features.h"
 #include "kernels/kernels_internal.h"
 
 #ifdef WARDEN_AMX_EMULATE
@@ -242,6 +243,7 @@ const MatmulTable& matmul_amx() {
     static const MatmulTable t = [] {
         MatmulTable m = matmul_avx512();
         m.quant = mm_quant_amx;
+        if (amx_bf16_supported()) m.bf16_tiles = mm_bf16_amx_tiles;
         return m;
     }();
     return t;

@@ -127,7 +127,7 @@ void mm_quant(const QuantArgs& a, int64_t r0, int64_t r1) {
 }  // namespace
 
 const MatmulTable& matmul_scalar() {
-    static const MatmulTable t{mm_f32, mm_bf16, kPanel, mm_quant, false};
+    static const MatmulTable t{mm_f32, mm_bf16, kPanel, mm_quant, false, nullptr};
     return t;
 }
 

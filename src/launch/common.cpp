@@ -93,14 +93,17 @@ LoadedModel load(const CommonOptions& o, bool weights, util::ThreadPool& pool) {
     const bool quantized = m->weights_format != model::runtime_dtype_name(lo.dtype);
     // One line: formats, memory. Printed whenever a format was named (bench/weights_speed.sh reads
     // the memory of `--weights bf16` from it too) or the loader chose one.
-    if (weights && (lo.weights || quantized || lo.prefill_weights || !m->weights_note.empty())) {
+    if (weights && (lo.weights || quantized || lo.prefill_weights || !m->weights_note.empty() ||
+                    m->weight_memory.amx_tiles > 0)) {
         const auto& wm = m->weight_memory;
         auto mib = [](int64_t b) { return std::to_string(b / (1024 * 1024)) + " MiB"; };
         const std::string why = m->weights_note.empty() ? "" : " (" + m->weights_note + ")";
+        const std::string tiles =
+            wm.amx_tiles > 0 ? ", AMX-BF16 tile copies " + mib(wm.amx_tiles) : "";
         std::fprintf(stderr,
-                     "warden: weights %s%s: layers %s, embeddings/head %s, prefill copy %s\n",
+                     "warden: weights %s%s: layers %s, embeddings/head %s, prefill copy %s%s\n",
                      m->weights_format.c_str(), why.c_str(), mib(wm.layers).c_str(),
-                     mib(wm.embeddings).c_str(), mib(wm.prefill_copy).c_str());
+                     mib(wm.embeddings).c_str(), mib(wm.prefill_copy).c_str(), tiles.c_str());
     }
     // FP8 block-scaled checkpoints are dequantized weight by weight while loading: the f32 that
     // costs on top of the runtime weights is at most one weight (model_loader.cpp).

@@ -17,6 +17,7 @@
 #include "formats/gguf_names.h"
 #include "formats/safetensors_file.h"
 #include "formats/tensor_source.h"
+#include "kernels/matmul_bf16_tiles.h"
 #include "kernels/matmul_kquant.h"
 #include "model/gguf_native_weights.h"
 #include "model/mla.h"
@@ -182,13 +183,22 @@ class Loader {
         const tensor::WeightFormat f = chosen.value_or(hi);
         Matrix m = build_matrix(t, f, rows, cols);
         (embd ? m_.weight_memory.embeddings : m_.weight_memory.layers) += m.bytes();
+        // The embedding table is only looked up (a tied head gets its copy in load_all).
+        if (role != "embed" && role != "raw:embed_tokens.weight") add_bf16_tiles(m);
         if (!embd && opts_.prefill_weights && f.quantized() &&
             opts_.prefill_weights->type != f.type) {
-            m.prefill =
-                std::make_shared<const Matrix>(build_matrix(t, *opts_.prefill_weights, rows, cols));
-            m_.weight_memory.prefill_copy += m.prefill->bytes();
+            Matrix pre = build_matrix(t, *opts_.prefill_weights, rows, cols);
+            m_.weight_memory.prefill_copy += pre.bytes();
+            add_bf16_tiles(pre);
+            m.prefill = std::make_shared<const Matrix>(std::move(pre));
         }
         return m;
+    }
+
+    // A bf16 matrix that matmuls read gets its AMX-BF16 tile copy where the loaded model will run
+    // on AMX-BF16 (kernels/matmul_bf16_tiles.h), counted in WeightMemory::amx_tiles.
+    void add_bf16_tiles(Matrix& m) const {
+        if (kernels::bf16_tiles_wanted()) m_.weight_memory.amx_tiles += m.add_bf16_tiles(&arena_);
     }
 
     bool per_tensor_native = false;  // GgufNativeWeights::per_tensor (set by load_gguf)
@@ -309,6 +319,7 @@ class Loader {
         w.token_embd = matrix("embed", -1, c.vocab_size, d);
         w.output_norm = vec("output_norm", -1, d);
         if (c.tied_embeddings || !has("output", -1)) {
+            add_bf16_tiles(w.token_embd);  // the head's matmul reads it
             w.output = w.token_embd.alias();
         } else {
             w.output = matrix("output", -1, c.vocab_size, d);

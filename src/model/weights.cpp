@@ -1,5 +1,7 @@
 #include "model/weights.h"
 
+#include "kernels/matmul_bf16_tiles.h"
+
 namespace warden::model {
 
 const char* runtime_dtype_name(RuntimeDType t) {
@@ -50,6 +52,15 @@ Matrix Matrix::alias() const {
 
 void Matrix::pack_row(int64_t r, const float* row) {
     kernels::pack_weight_row(view_.type, view_.cols, r, row, owned_.data());
+}
+
+int64_t Matrix::add_bf16_tiles(util::HugePageArena* arena) {
+    if (view_.type != tensor::WeightType::BF16 || !owned_.data()) return 0;
+    const int64_t n = kernels::bf16_tile_bytes(view_.rows, view_.cols);
+    tiles_ = weight_bytes(n, arena);
+    kernels::pack_bf16_tiles(view_, tiles_.data());
+    view_.tiles = tiles_.data();
+    return n;
 }
 
 int64_t Matrix::bytes() const {

@@ -38,6 +38,9 @@ class Matrix {
     // outlive the alias.
     Matrix alias() const;
     void pack_row(int64_t r, const float* row);
+    // A bf16 matrix, once packed: adds its AMX-BF16 tile copy (kernels/matmul_bf16_tiles.h), which
+    // the matmuls then use where AMX-BF16 runs. Returns the copy's bytes (0 for other types).
+    int64_t add_bf16_tiles(util::HugePageArena* arena = nullptr);
 
     const kernels::WeightMatrix& view() const { return view_; }
     int64_t rows() const { return view_.rows; }
@@ -58,6 +61,7 @@ class Matrix {
   private:
     kernels::WeightMatrix view_;
     util::ArenaBuffer owned_;  // empty for an alias
+    util::ArenaBuffer tiles_;  // the AMX-BF16 tile copy (add_bf16_tiles); empty when none
 };
 
 // A mixture-of-experts FFN (model/moe.h). The router stays f32 whatever the runtime format so

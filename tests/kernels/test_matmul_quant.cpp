@@ -17,6 +17,7 @@
 #include "kernels/matmul_quant.h"
 #include "kernels_test_util.h"
 #include "quant/quantizer.h"
+#include "quant_test_util.h"
 #include "tensor/fp8.h"
 #include "tensor/weight_format.h"
 #include "util/thread_pool.h"
@@ -28,39 +29,11 @@ void mm_quant_avx512_emulated(const QuantArgs& a, int64_t row_begin, int64_t row
 }  // namespace detail
 namespace {
 
+using testing::expect_bits;
+using testing::make_qmat;
+using testing::QMat;
 using testing::random_floats;
-
-struct QMat {
-    WeightMatrix w;
-    std::vector<uint8_t> buf;
-};
-
-QMat make_qmat(const std::string& fmt, int64_t rows, int64_t cols, uint32_t seed) {
-    QMat m;
-    m.w = kernels::weight_layout(tensor::parse_weight_format(fmt), rows, cols);
-    m.buf.assign(static_cast<size_t>(quant_packed_bytes(m.w)) + 1, 0);
-    const auto vals = random_floats(static_cast<size_t>(rows * cols), seed);
-    for (int64_t r = 0; r < rows; ++r)
-        pack_quant_row(
-            m.w, r, quant::default_quantizer().quantize_row(m.w, vals.data() + r * cols, nullptr),
-            m.buf.data() + 1);
-    m.w.data = m.buf.data() + 1;  // deliberately misaligned
-    return m;
-}
-
-std::vector<float> run(Isa isa, const WeightMatrix& w, const float* x, int64_t n) {
-    std::vector<float> y(static_cast<size_t>(n * w.rows), -1.0f);
-    matmul_rows(isa, w, x, n, y.data(), 0, w.rows);
-    return y;
-}
-
-void expect_bits(const std::vector<float>& got, const std::vector<float>& want,
-                 const std::string& what) {
-    ASSERT_EQ(got.size(), want.size()) << what;
-    for (size_t i = 0; i < got.size(); ++i)
-        ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
-            << what << " i=" << i << " got=" << got[i] << " want=" << want[i];
-}
+using testing::run_isa;
 
 const char* kFormats[] = {
     "int4",       "int4-asym",          "int4-g128",      "int4-g128-asym-bf16s",
@@ -83,13 +56,13 @@ TEST(QuantMatmul, Avx2BitExactVsScalarBatchAndThreadInvariant) {
                     const std::string what = std::string(fmt) + " rows=" + std::to_string(rows) +
                                              " cols=" + std::to_string(cols) +
                                              " n=" + std::to_string(n);
-                    const auto ref = run(Isa::Scalar, m.w, x, n);
-                    expect_bits(run(Isa::AVX2, m.w, x, n), ref, "avx2 vs scalar " + what);
+                    const auto ref = run_isa(Isa::Scalar, m.w, x, n);
+                    expect_bits(run_isa(Isa::AVX2, m.w, x, n), ref, "avx2 vs scalar " + what);
                     if (isa_supported(Isa::AVX512))  // the VNNI kernels, natively, read every way
                         for (const DecodeTuning& tune : testing::decode_tunings_to_test()) {
                             testing::DecodeTuningGuard tg(tune);
                             expect_bits(
-                                run(Isa::AVX512, m.w, x, n), ref,
+                                run_isa(Isa::AVX512, m.w, x, n), ref,
                                 "avx512 (" + decode_tuning_summary() + ") vs scalar " + what);
                         }
                     if (HasFatalFailure()) return;
@@ -100,7 +73,7 @@ TEST(QuantMatmul, Avx2BitExactVsScalarBatchAndThreadInvariant) {
                     }
                     expect_bits(yt, ref, "3 threads " + what);
                     for (int64_t t = 0; t < n; ++t) {
-                        const auto one = run(Isa::AVX2, m.w, x + t * cols, 1);
+                        const auto one = run_isa(Isa::AVX2, m.w, x + t * cols, 1);
                         expect_bits(one,
                                     std::vector<float>(ref.begin() + t * rows,
                                                        ref.begin() + (t + 1) * rows),
@@ -142,13 +115,13 @@ TEST(QuantMatmul, Fp8MultiTokenBitExactAcrossBlocksAndTokenTiles) {
             for (int64_t n : {2, 5, 7, 65, 130}) {
                 auto xb = random_floats(static_cast<size_t>(n * cols + 1), seed++, -3.0f, 3.0f);
                 const float* x = xb.data() + 1;
-                const auto ref = run(Isa::Scalar, m.w, x, n);
+                const auto ref = run_isa(Isa::Scalar, m.w, x, n);
                 for (Isa isa : {Isa::AVX2, Isa::AVX512}) {
                     if (!isa_supported(isa)) continue;
                     const std::string what =
                         std::string(isa_name(isa)) + " cols=" + std::to_string(cols) +
                         " rows=" + std::to_string(rows) + " n=" + std::to_string(n);
-                    expect_bits(run(isa, m.w, x, n), ref, "vs scalar " + what);
+                    expect_bits(run_isa(isa, m.w, x, n), ref, "vs scalar " + what);
                     if (HasFatalFailure()) return;
                     std::vector<float> y(static_cast<size_t>(n * rows), 7.0f);
                     matmul_rows(isa, m.w, x, n, y.data(), 3, rows - 2);
@@ -229,7 +202,7 @@ TEST(QuantMatmul, Avx512VnniEmulatedBitExactVsScalar) {
                         auto xb =
                             random_floats(static_cast<size_t>(n * cols + 1), seed++, -2.0f, 2.0f);
                         const float* x = xb.data() + 1;
-                        const auto ref = run(Isa::Scalar, m.w, x, n);
+                        const auto ref = run_isa(Isa::Scalar, m.w, x, n);
                         for (bool unpack : {false, true}) {
                             if (unpack && (n < 8 || m.w.type != WeightType::Q4)) continue;
                             const std::string what =
@@ -263,7 +236,7 @@ TEST(QuantMatmul, Avx512VnniEmulatedBitExactVsScalar) {
                 const QMat m = make_qmat("fp8", rows, cols, seed++);
                 const auto xb = random_floats(static_cast<size_t>(cols + 1), seed++, -2.0f, 2.0f);
                 const float* x = xb.data() + 1;
-                const auto ref = run(Isa::Scalar, m.w, x, 1);
+                const auto ref = run_isa(Isa::Scalar, m.w, x, 1);
                 const std::string what =
                     "fp8 rows=" + std::to_string(rows) + " cols=" + std::to_string(cols);
                 expect_bits(run_vnni_emulated(m.w, x, 1, 0, rows, false), ref, what);
@@ -287,7 +260,7 @@ TEST(QuantMatmul, Avx512VnniEmulatedBitExactVsScalar) {
             const QMat m = make_qmat("fp8", 17, cols, seed++);
             const auto xb = random_floats(static_cast<size_t>(n * cols + 1), seed++, -2.0f, 2.0f);
             const float* x = xb.data() + 1;
-            const auto ref = run(Isa::Scalar, m.w, x, n);
+            const auto ref = run_isa(Isa::Scalar, m.w, x, n);
             const std::string what = "fp8 cols=" + std::to_string(cols) + " n=" + std::to_string(n);
             expect_bits(run_vnni_emulated(m.w, x, n, 0, 17, false), ref, what);
             const auto y = run_vnni_emulated(m.w, x, n, 3, 9, false, 123.0f);
@@ -326,7 +299,7 @@ TEST(QuantMatmul, W4A8ExtremeBlocksMatchExactValue) {
         // 5 tokens: passes of 4 + 1 over the nibbles; 9: the first pass also unpacks, the passes
         // of 4 + 1 after it read the unpacked codes.
         for (int64_t nt : {int64_t{5}, n}) {
-            const auto y = run(isa, w, x.data(), nt);
+            const auto y = run_isa(isa, w, x.data(), nt);
             for (size_t i = 0; i < y.size(); ++i)
                 ASSERT_EQ(y[i], want) << isa_name(isa) << " n=" << nt << " output " << i;
         }
@@ -386,7 +359,7 @@ TEST(QuantMatmul, W8A8MinusOneTwentyEightCodesMatchExactValue) {
             const std::string what = std::string(fmt) + " n=" + std::to_string(n);
             for (Isa isa : {Isa::Scalar, Isa::AVX2, Isa::AVX512}) {
                 if (!isa_supported(isa)) continue;
-                expect_bits(run(isa, w, x.data(), n), want,
+                expect_bits(run_isa(isa, w, x.data(), n), want,
                             std::string(isa_name(isa)) + " " + what);
             }
             expect_bits(run_vnni_emulated(w, x.data(), n, 0, rows, false), want,
@@ -411,7 +384,7 @@ TEST(QuantMatmul, W4A16EqualsF32KernelOnDequantizedWeights) {
         const auto x = random_floats(static_cast<size_t>(n * cols), 5);
         for (Isa isa : {Isa::Scalar, Isa::AVX2}) {
             if (!isa_supported(isa)) continue;
-            expect_bits(run(isa, m.w, x.data(), n), run(Isa::Scalar, wf, x.data(), n), fmt);
+            expect_bits(run_isa(isa, m.w, x.data(), n), run_isa(Isa::Scalar, wf, x.data(), n), fmt);
         }
     }
 }
@@ -429,7 +402,7 @@ TEST(QuantMatmul, IntActivationPathsMatchDoubleReference) {
         std::vector<float> xd(static_cast<size_t>(n * nb));
         std::vector<int32_t> xs(static_cast<size_t>(n * nb));
         quantize_acts(x.data(), n, cols, xq.data(), xd.data(), xs.data());
-        const auto got = run(Isa::Scalar, m.w, x.data(), n);
+        const auto got = run_isa(Isa::Scalar, m.w, x.data(), n);
         std::vector<float> wr(static_cast<size_t>(cols));
         double max_rel_to_x = 0.0;
         for (int64_t t = 0; t < n; ++t)
@@ -475,7 +448,7 @@ TEST(QuantMatmul, Fp8DecodeEveryCode) {
         x[static_cast<size_t>(k)] = 1.0f;
         for (Isa isa : {Isa::Scalar, Isa::AVX2}) {
             if (!isa_supported(isa)) continue;
-            const auto y = run(isa, w, x.data(), 1);
+            const auto y = run_isa(isa, w, x.data(), 1);
             for (int64_t r = 0; r < rows; ++r) {
                 uint8_t c = static_cast<uint8_t>(r * 16 + k);
                 if ((c & 0x7f) == 0x7f) c = 0x7e;
@@ -518,13 +491,13 @@ TEST(QuantMatmul, Fp8OneTokenScaledActivationsBitExact) {
             const bool scaled = std::fabs(special) < 256.0f;
             const std::string what =
                 "fp8 cols=" + std::to_string(cols) + " x0=" + std::to_string(x[0]);
-            const auto ref = run(Isa::Scalar, m.w, x, 1);
+            const auto ref = run_isa(Isa::Scalar, m.w, x, 1);
             if (isa_supported(Isa::AVX2))
-                expect_bits(run(Isa::AVX2, m.w, x, 1), ref, "avx2 " + what);
+                expect_bits(run_isa(Isa::AVX2, m.w, x, 1), ref, "avx2 " + what);
             if (isa_supported(Isa::AVX512))
                 for (const DecodeTuning& tune : testing::decode_tunings_to_test()) {
                     testing::DecodeTuningGuard tg(tune);
-                    expect_bits(run(Isa::AVX512, m.w, x, 1), ref,
+                    expect_bits(run_isa(Isa::AVX512, m.w, x, 1), ref,
                                 "avx512 (" + decode_tuning_summary() + ") " + what);
                 }
             std::vector<float> xs(static_cast<size_t>(cols));

@@ -17,6 +17,7 @@
 #include "kernels/matmul_quant.h"
 #include "kernels_test_util.h"
 #include "quant/quantizer.h"
+#include "quant_test_util.h"
 #include "tensor/weight_format.h"
 
 namespace warden::kernels {
@@ -26,25 +27,10 @@ void mm_quant_amx_tiles_emulated(const QuantArgs& a, int64_t row_begin, int64_t 
 }  // namespace detail
 namespace {
 
+using testing::expect_bits;
+using testing::make_qmat;
+using testing::QMat;
 using testing::random_floats;
-
-struct QMat {
-    WeightMatrix w;
-    std::vector<uint8_t> buf;
-};
-
-QMat make_qmat(const std::string& fmt, int64_t rows, int64_t cols, uint32_t seed) {
-    QMat m;
-    m.w = weight_layout(tensor::parse_weight_format(fmt), rows, cols);
-    m.buf.assign(static_cast<size_t>(quant_packed_bytes(m.w)) + 1, 0);
-    const auto vals = random_floats(static_cast<size_t>(rows * cols), seed);
-    for (int64_t r = 0; r < rows; ++r)
-        pack_quant_row(
-            m.w, r, quant::default_quantizer().quantize_row(m.w, vals.data() + r * cols, nullptr),
-            m.buf.data() + 1);
-    m.w.data = m.buf.data() + 1;  // deliberately misaligned
-    return m;
-}
 
 using Kernel = void (*)(const detail::QuantArgs&, int64_t, int64_t);
 
@@ -77,17 +63,7 @@ std::vector<float> run_tiles(Kernel k, const WeightMatrix& w, const float* x, in
 }
 
 std::vector<float> run_scalar(const WeightMatrix& w, const float* x, int64_t n) {
-    std::vector<float> y(static_cast<size_t>(n * w.rows), -1.0f);
-    matmul_rows(Isa::Scalar, w, x, n, y.data(), 0, w.rows);
-    return y;
-}
-
-void expect_bits(const std::vector<float>& got, const std::vector<float>& want,
-                 const std::string& what) {
-    ASSERT_EQ(got.size(), want.size()) << what;
-    for (size_t i = 0; i < got.size(); ++i)
-        ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
-            << what << " i=" << i << " got=" << got[i] << " want=" << want[i];
+    return testing::run_isa(Isa::Scalar, w, x, n);
 }
 
 struct Shape {
