@@ -42,7 +42,8 @@ KvFetchClient::KvFetchClient(UcxNode& node, TransferFaultInjector* faults)
         // The shared-memory endpoint has no failure detection of its own: it goes with its
         // connection. Its reads are local copies, so none is in flight here.
         if (auto l = local_.find(conn); l != local_.end()) {
-            node_.close(l->second);
+            node_.close(l->second);  // destroys its remote keys too
+            local_keys_.erase(l->second);
             local_.erase(l);
         }
         std::vector<uint64_t> ids;
@@ -84,6 +85,42 @@ ConnId KvFetchClient::conn_to(const std::string& host, uint16_t port) {
     return c;
 }
 
+KvFetchClient::LocalKey* KvFetchClient::local_key(ConnId local,
+                                                  const std::vector<uint8_t>& packed) {
+    // The prefill server reuses its staging regions, so their keys repeat: a key stays
+    // unpacked (the region mapped here) across transfers, which spares every transfer the
+    // mapping and the page faults of first touch. At most kLocalKeys per endpoint, the least
+    // recently used key not in use goes first.
+    constexpr size_t kLocalKeys = 8;
+    std::deque<LocalKey>& keys = local_keys_[local];
+    for (auto it = keys.begin(); it != keys.end(); ++it)
+        if (it->packed == packed) {
+            LocalKey k = std::move(*it);
+            keys.erase(it);
+            keys.push_back(std::move(k));
+            return &keys.back();
+        }
+    ucp_rkey_h key = node_.unpack_rkey(local, packed);
+    if (key == nullptr) return nullptr;
+    for (auto it = keys.begin(); keys.size() >= kLocalKeys && it != keys.end();) {
+        if (it->users > 0) {
+            ++it;
+            continue;
+        }
+        node_.release_rkey(local, it->key);
+        it = keys.erase(it);
+    }
+    keys.push_back(LocalKey{packed, key, 0});
+    return &keys.back();
+}
+
+void KvFetchClient::unuse_local_key(ConnId local, ucp_rkey_h key) {
+    auto it = local_keys_.find(local);
+    if (it == local_keys_.end()) return;  // the endpoint closed (and released its keys)
+    for (LocalKey& k : it->second)
+        if (k.key == key && k.users > 0) --k.users;
+}
+
 std::string KvFetchClient::local_lanes() const {
     std::lock_guard lk(lanes_mu_);
     return local_lanes_;
@@ -108,7 +145,7 @@ void KvFetchClient::on_local_path(ConnId conn, const std::vector<uint8_t>& b) {
     }
     local_[conn] = l;
     ++stats_.local_paths;
-    spdlog::debug("KV transfer: shared-memory path to the prefill server (UCX lanes: {})", lanes);
+    spdlog::info("KV transfer: shared-memory path to a prefill server (UCX lanes: {})", lanes);
     LocalPath ready;
     ready.step = LocalPath::Ready;
     node_.send(conn, kAmLocalPath, encode(ready));
@@ -213,14 +250,13 @@ void KvFetchClient::on_ready(ConnId conn, std::vector<uint8_t>&& b, bool replay)
     // copies); else over the connection.
     p.read_conn = conn;
     if (auto l = local_.find(conn); l != local_.end() && !m->addrs.empty()) {
-        ucp_rkey_h k = node_.unpack_rkey(l->second, m->rkey);
-        if (k && UcxNode::maps_locally(k, m->addrs.front()) &&
-            UcxNode::maps_locally(k, m->addrs.back())) {
-            p.rkey = k;
+        if (LocalKey* k = local_key(l->second, m->rkey);
+            k && UcxNode::maps_locally(k->key, m->addrs.front()) &&
+            UcxNode::maps_locally(k->key, m->addrs.back())) {
+            ++k->users;
+            p.rkey = k->key;
             p.read_conn = l->second;
             p.local = true;
-        } else if (k) {
-            node_.release_rkey(l->second, k);
         }
     }
     if (p.rkey == nullptr) p.rkey = node_.unpack_rkey(conn, m->rkey);
@@ -273,7 +309,10 @@ void KvFetchClient::get_done(uint64_t id, bool ok) {
     if (--p.outstanding > 0) return;
     // Every get has completed or failed: nothing more lands in the pages.
     p.fetch_done = std::chrono::steady_clock::now();
-    node_.release_rkey(p.read_conn, p.rkey);
+    if (p.local)
+        unuse_local_key(p.read_conn, p.rkey);  // stays mapped for the next transfer
+    else
+        node_.release_rkey(p.read_conn, p.rkey);
     p.rkey = nullptr;
     if (p.local && !p.abandoned && !p.get_failed) {
         // Local copies succeed even when the prefill server died meanwhile: accept the pages

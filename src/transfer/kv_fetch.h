@@ -12,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <mutex>
 #include <string>
@@ -86,6 +87,14 @@ class KvFetchClient {
     };
     void on_ready(ConnId conn, std::vector<uint8_t>&& b, bool replay);
     void on_local_path(ConnId conn, const std::vector<uint8_t>& b);
+    struct LocalKey {
+        std::vector<uint8_t> packed;
+        ucp_rkey_h key = nullptr;
+        int users = 0;  // transfers reading through it now
+    };
+    // The remote key `packed` unpacked on the shared-memory endpoint `local` (cached), or null.
+    LocalKey* local_key(ConnId local, const std::vector<uint8_t>& packed);
+    void unuse_local_key(ConnId local, ucp_rkey_h key);
     void on_release_ack(ConnId conn, const std::vector<uint8_t>& b);
     void fetch(uint64_t id, Pending& p, PrefillReady&& m);
     void get_done(uint64_t id, bool ok);
@@ -101,6 +110,7 @@ class KvFetchClient {
     std::unordered_map<uint64_t, Pending> pending_;
     std::unordered_map<std::string, ConnId> conns_;
     std::unordered_map<ConnId, ConnId> local_;  // connection -> its shared-memory endpoint
+    std::unordered_map<ConnId, std::deque<LocalKey>> local_keys_;  // per such endpoint
     mutable std::mutex lanes_mu_;
     std::string local_lanes_;  // guarded by lanes_mu_
     struct Held {
