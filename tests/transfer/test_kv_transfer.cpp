@@ -297,11 +297,12 @@ bool ucx_has_shared_memory() {
 // TCP-only path would show here as zero local reads), with the exact bytes; where it has none
 // (UCX_TLS=tcp, as between hosts) they come over the connection, equally exact.
 TEST(KvTransfer, SameHostReadsOverSharedMemoryWhereUcxHasIt) {
+    const char* given = std::getenv("UCX_TLS");
+    const std::string saved = given ? given : "";
     for (const bool tcp_only : {false, true}) {
-        if (tcp_only)
-            setenv("UCX_TLS", "tcp", 1);  // read by the nodes' contexts below
-        else
-            unsetenv("UCX_TLS");
+        // First UCX's own choice (as the environment sets it), then TCP only; the nodes'
+        // contexts below read UCX_TLS when they are made.
+        if (tcp_only) setenv("UCX_TLS", "tcp", 1);
         const bool shm = !tcp_only && ucx_has_shared_memory();
         {
             PrefillSide p;
@@ -315,7 +316,9 @@ TEST(KvTransfer, SameHostReadsOverSharedMemoryWhereUcxHasIt) {
             }
             const std::string lanes = d.client.local_lanes();
             std::printf("UCX_TLS=%s: %lld of %d transfers read over shared memory (lanes: %s)\n",
-                        tcp_only ? "tcp" : "(unset)",
+                        tcp_only ? "tcp"
+                        : given  ? saved.c_str()
+                                 : "(unset)",
                         static_cast<long long>(d.client.stats().local_reads.load()), kTransfers,
                         lanes.empty() ? "none" : lanes.c_str());
             if (shm) {
@@ -329,7 +332,10 @@ TEST(KvTransfer, SameHostReadsOverSharedMemoryWhereUcxHasIt) {
             }
         }
     }
-    unsetenv("UCX_TLS");
+    if (given)
+        setenv("UCX_TLS", saved.c_str(), 1);
+    else
+        unsetenv("UCX_TLS");
 }
 
 TEST(KvTransfer, LocalPathMessagesRoundTripAndRefuseTruncation) {
