@@ -6,10 +6,15 @@
 // peer lost, timeout, cancel), nothing can write into the caller's pages after it, so the
 // caller may free them at once. The outcome's manifest is what the caller verifies
 // (kv::KvHandoff::verify): the transport does not judge the bytes.
+// On one host the pages are read over a second, shared-memory endpoint to the prefill server
+// (the LocalPath exchange, transfer/kv_protocol.h) when UCX has one: local copies, confirmed by
+// a ReleaseAck before the transfer counts as done.
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <functional>
+#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -30,12 +35,15 @@ struct FetchResult {
     double transfer_ms = 0;  // request sent -> last page fetched
     double fetch_ms = 0;     // first get issued -> last get completed
     int64_t bytes = 0;       // page bytes fetched
+    bool local = false;      // read over the shared-memory endpoint
     bool ok() const { return status == FetchStatus::Ok; }
 };
 
 struct FetchStats {
     std::atomic<int64_t> started{0}, completed{0}, failed{0}, timeouts{0}, peer_lost{0},
-        stale_messages{0}, bytes{0};
+        stale_messages{0}, bytes{0},
+        local_paths{0},  // shared-memory endpoints made to prefill servers
+        local_reads{0};  // transfers whose pages were read over one
 };
 
 class KvFetchClient {
@@ -52,6 +60,9 @@ class KvFetchClient {
                Done done);
     void cancel(uint64_t transfer_id);  // thread-safe; no-op once finished
     const FetchStats& stats() const { return stats_; }
+    // The transports of the last shared-memory endpoint made or refused ("sysv,posix,cma";
+    // empty before any): what UCX offers between the two servers on this host.
+    std::string local_lanes() const;
     // Fault injection: what KillPeer does half-way through a transfer's gets (tests: destroy
     // the prefill node).
     void on_kill_peer(std::function<void()> fn) { kill_peer_ = std::move(fn); }
@@ -64,6 +75,10 @@ class KvFetchClient {
         size_t page_bytes = 0;
         Done done;
         bool fetching = false;    // gets issued
+        bool local = false;       // ... over the shared-memory endpoint
+        bool confirming = false;  // gets done, waiting for the ReleaseAck
+        ConnId read_conn = 0;     // the connection the gets use
+        std::chrono::steady_clock::time_point fetch_done;
         int64_t outstanding = 0;  // gets in flight
         bool get_failed = false;
         std::optional<FetchStatus> abandoned;  // timeout/cancel while fetching
@@ -71,6 +86,16 @@ class KvFetchClient {
         ucp_rkey_h rkey = nullptr;
     };
     void on_ready(ConnId conn, std::vector<uint8_t>&& b, bool replay);
+    void on_local_path(ConnId conn, const std::vector<uint8_t>& b);
+    struct LocalKey {
+        std::vector<uint8_t> packed;
+        ucp_rkey_h key = nullptr;
+        int users = 0;  // transfers reading through it now
+    };
+    // The remote key `packed` unpacked on the shared-memory endpoint `local` (cached), or null.
+    LocalKey* local_key(ConnId local, const std::vector<uint8_t>& packed);
+    void unuse_local_key(ConnId local, ucp_rkey_h key);
+    void on_release_ack(ConnId conn, const std::vector<uint8_t>& b);
     void fetch(uint64_t id, Pending& p, PrefillReady&& m);
     void get_done(uint64_t id, bool ok);
     void finish(uint64_t id, FetchStatus s, std::string error = {});
@@ -84,6 +109,10 @@ class KvFetchClient {
     // Progress thread only.
     std::unordered_map<uint64_t, Pending> pending_;
     std::unordered_map<std::string, ConnId> conns_;
+    std::unordered_map<ConnId, ConnId> local_;  // connection -> its shared-memory endpoint
+    std::unordered_map<ConnId, std::deque<LocalKey>> local_keys_;  // per such endpoint
+    mutable std::mutex lanes_mu_;
+    std::string local_lanes_;  // guarded by lanes_mu_
     struct Held {
         std::chrono::steady_clock::time_point at;
         ConnId conn;

@@ -8,11 +8,16 @@ namespace {
 
 constexpr uint32_t kMagicRequest = 0x57524b34;  // "WRK4": with the KV wire format
 constexpr uint32_t kMagicReady = 0x57524b32;
-constexpr uint32_t kMagicRelease = 0x57524b33;
+constexpr uint32_t kMagicRelease = 0x57524b35;  // "WRK5": with the confirm flag
+constexpr uint32_t kMagicLocalPath = 0x57524b36;
+constexpr uint32_t kMagicReleaseAck = 0x57524b37;
 constexpr uint64_t kMaxItems = uint64_t{1} << 26;  // bound on any array length
 
 class Writer {
   public:
+    // Room for the fixed fields up front (this also spares g++ 12 a false -Warray-bounds on
+    // the first small inserts).
+    Writer() { out.reserve(64); }
     template <class T>
     void put(T v) {
         const auto* p = reinterpret_cast<const uint8_t*>(&v);
@@ -91,6 +96,23 @@ std::vector<uint8_t> encode(const PrefillRelease& m) {
     Writer w;
     w.put(kMagicRelease);
     w.put(m.transfer_id);
+    w.put<uint8_t>(m.confirm ? 1 : 0);
+    return std::move(w.out);
+}
+
+std::vector<uint8_t> encode(const LocalPath& m) {
+    Writer w;
+    w.put(kMagicLocalPath);
+    w.put<uint8_t>(m.step);
+    w.array(m.worker_address);
+    return std::move(w.out);
+}
+
+std::vector<uint8_t> encode(const ReleaseAck& m) {
+    Writer w;
+    w.put(kMagicReleaseAck);
+    w.put(m.transfer_id);
+    w.put<uint8_t>(m.held ? 1 : 0);
     return std::move(w.out);
 }
 
@@ -124,8 +146,36 @@ std::optional<PrefillRelease> decode_release(std::span<const uint8_t> b) {
     Reader r(b);
     PrefillRelease m;
     uint32_t magic = 0;
-    if (!r.get(magic) || magic != kMagicRelease || !r.get(m.transfer_id) || !r.done())
+    uint8_t confirm = 0;
+    if (!r.get(magic) || magic != kMagicRelease || !r.get(m.transfer_id) || !r.get(confirm) ||
+        confirm > 1 || !r.done())
         return std::nullopt;
+    m.confirm = confirm == 1;
+    return m;
+}
+
+std::optional<LocalPath> decode_local_path(std::span<const uint8_t> b) {
+    Reader r(b);
+    LocalPath m;
+    uint32_t magic = 0;
+    uint8_t step = 0;
+    if (!r.get(magic) || magic != kMagicLocalPath || !r.get(step) || step > LocalPath::Ready ||
+        !r.array(m.worker_address) || !r.done())
+        return std::nullopt;
+    m.step = static_cast<LocalPath::Step>(step);
+    if ((m.step == LocalPath::Address) == m.worker_address.empty()) return std::nullopt;
+    return m;
+}
+
+std::optional<ReleaseAck> decode_release_ack(std::span<const uint8_t> b) {
+    Reader r(b);
+    ReleaseAck m;
+    uint32_t magic = 0;
+    uint8_t held = 0;
+    if (!r.get(magic) || magic != kMagicReleaseAck || !r.get(m.transfer_id) || !r.get(held) ||
+        held > 1 || !r.done())
+        return std::nullopt;
+    m.held = held == 1;
     return m;
 }
 

@@ -10,6 +10,17 @@
 //   decode -> prefill  PrefillRelease  the decode server has fetched the pages (RMA get into
 //                                      its reserved pages) or given up: the prefill server may
 //                                      free them
+// On one host, a shared-memory path for the page reads (transfer/ucx_node.h):
+//   decode -> prefill  LocalPath{Ask}      asks for the prefill server's worker address
+//   prefill -> decode  LocalPath{Address}  its worker address
+//   decode -> prefill  LocalPath{Ready}    the decode server holds a shared-memory endpoint to
+//                                          it: stage this connection's pages in memory UCX
+//                                          allocated (the reads through it are local copies)
+//   prefill -> decode  ReleaseAck          answers a PrefillRelease that asked for it: whether
+//                                          the pages were still held for the decode server.
+//                                          Local copies cannot fail when the prefill server
+//                                          dies, so a transfer read that way is accepted only
+//                                          once this confirms the lease outlived the reads
 // The decode server moves the bytes itself (RMA get), so no write into its pool can happen
 // after it stopped waiting: it frees a failed transfer's pages only once every get it issued
 // has completed or failed.
@@ -28,6 +39,8 @@ namespace warden::transfer {
 constexpr uint16_t kAmPrefillRequest = 11;
 constexpr uint16_t kAmPrefillReady = 12;
 constexpr uint16_t kAmPrefillRelease = 13;
+constexpr uint16_t kAmLocalPath = 14;
+constexpr uint16_t kAmReleaseAck = 15;
 
 struct PrefillRequest {
     uint64_t transfer_id = 0;
@@ -49,13 +62,29 @@ struct PrefillReady {
 
 struct PrefillRelease {
     uint64_t transfer_id = 0;
+    bool confirm = false;  // answer with a ReleaseAck
+};
+
+struct LocalPath {
+    enum Step : uint8_t { Ask = 0, Address = 1, Ready = 2 };
+    Step step = Ask;
+    std::vector<uint8_t> worker_address;  // Address only
+};
+
+struct ReleaseAck {
+    uint64_t transfer_id = 0;
+    bool held = false;  // the lease was still in force when the release arrived
 };
 
 std::vector<uint8_t> encode(const PrefillRequest& m);
 std::vector<uint8_t> encode(const PrefillReady& m);
 std::vector<uint8_t> encode(const PrefillRelease& m);
+std::vector<uint8_t> encode(const LocalPath& m);
+std::vector<uint8_t> encode(const ReleaseAck& m);
 std::optional<PrefillRequest> decode_request(std::span<const uint8_t> b);
 std::optional<PrefillReady> decode_ready(std::span<const uint8_t> b);
 std::optional<PrefillRelease> decode_release(std::span<const uint8_t> b);
+std::optional<LocalPath> decode_local_path(std::span<const uint8_t> b);
+std::optional<ReleaseAck> decode_release_ack(std::span<const uint8_t> b);
 
 }  // namespace warden::transfer

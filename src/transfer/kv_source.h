@@ -5,12 +5,17 @@
 // them with RMA gets straight into its reserved pages (no staging copy). The pages stay held
 // (a lease) until the decode server sends PrefillRelease, its connection dies, or the lease
 // times out; then the application's release() runs.
+// For a decode server on the same host that holds a shared-memory endpoint to this node (the
+// LocalPath exchange, transfer/kv_protocol.h), the pages are copied into memory UCX allocated
+// (shared memory, reused across transfers) and the application's pages are let go at once:
+// UCX reads shared memory only from memory it allocated itself (transfer/ucx_node.h).
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -38,7 +43,7 @@ struct PrefilledPages {
 
 struct SourceStats {
     std::atomic<int64_t> requests{0}, served{0}, refused{0}, released{0}, lease_expired{0},
-        peer_lost{0}, malformed{0}, bytes{0};
+        peer_lost{0}, malformed{0}, bytes{0}, staged_local{0};
 };
 
 class KvSourceServer {
@@ -59,7 +64,10 @@ class KvSourceServer {
 
   private:
     void ready(ConnId conn, uint64_t transfer_id, uint64_t n_pages, PrefilledPages&& p);
-    void release(ConnId conn, uint64_t transfer_id);
+    void release(ConnId conn, uint64_t transfer_id, bool confirm);
+    // Copies the pages into a UCX-allocated region (shared memory) and lets the application's
+    // pages go; false (p unchanged) when no such region can be had.
+    bool stage_local(PrefilledPages& p, const UcxRegion*& region);
 
     struct Lease {
         std::chrono::steady_clock::time_point deadline;
@@ -71,6 +79,8 @@ class KvSourceServer {
     std::chrono::milliseconds lease_;
     SourceStats stats_;
     std::map<std::pair<ConnId, uint64_t>, Lease> leases_;  // progress thread only
+    std::set<ConnId> local_peers_;                         // progress thread only
+    std::vector<UcxRegion> spare_;  // staging regions not leased (progress thread only)
 };
 
 }  // namespace warden::transfer

@@ -7,7 +7,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
+#include <regex>
 
 #include "util/error.h"
 #include "util/log.h"
@@ -378,21 +380,108 @@ void UcxNode::close(ConnId c) {
     force_close(worker_, ep);
 }
 
-UcxRegion UcxNode::map(void* base, size_t length) {
+UcxRegion UcxNode::register_region(const ucp_mem_map_params_t& mp) {
     UcxRegion r;
+    check_ucs(ucp_mem_map(ctx_, &mp, &r.memh), "register memory");
+    ucp_mem_attr_t ma{};
+    ma.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS | UCP_MEM_ATTR_FIELD_LENGTH;
+    void* packed = nullptr;
+    size_t n = 0;
+    ucs_status_t s = ucp_mem_query(r.memh, &ma);
+    if (s == UCS_OK) s = ucp_rkey_pack(ctx_, r.memh, &packed, &n);
+    if (s != UCS_OK) {
+        ucp_mem_unmap(ctx_, r.memh);
+        check_ucs(s, "pack remote key");
+    }
+    r.rkey.assign(static_cast<uint8_t*>(packed), static_cast<uint8_t*>(packed) + n);
+    ucp_rkey_buffer_release(packed);
+    r.base = reinterpret_cast<uint64_t>(ma.address);
+    r.length = std::min(ma.length, mp.length);
+    return r;
+}
+
+UcxRegion UcxNode::map(void* base, size_t length) {
     ucp_mem_map_params_t mp{};
     mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
     mp.address = base;
     mp.length = length;
-    check_ucs(ucp_mem_map(ctx_, &mp, &r.memh), "register memory");
-    void* packed = nullptr;
-    size_t n = 0;
-    check_ucs(ucp_rkey_pack(ctx_, r.memh, &packed, &n), "pack remote key");
-    r.rkey.assign(static_cast<uint8_t*>(packed), static_cast<uint8_t*>(packed) + n);
-    ucp_rkey_buffer_release(packed);
+    UcxRegion r = register_region(mp);
     r.base = reinterpret_cast<uint64_t>(base);
     r.length = length;
     return r;
+}
+
+UcxRegion UcxNode::allocate(size_t length) {
+    ucp_mem_map_params_t mp{};
+    mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH |
+                    UCP_MEM_MAP_PARAM_FIELD_FLAGS;
+    mp.address = nullptr;
+    mp.length = length;
+    mp.flags = UCP_MEM_MAP_ALLOCATE;
+    return register_region(mp);
+}
+
+std::vector<uint8_t> UcxNode::worker_address() {
+    ucp_address_t* a = nullptr;
+    size_t n = 0;
+    check_ucs(ucp_worker_get_address(worker_, &a, &n), "worker address");
+    std::vector<uint8_t> out(reinterpret_cast<uint8_t*>(a), reinterpret_cast<uint8_t*>(a) + n);
+    ucp_worker_release_address(worker_, a);
+    return out;
+}
+
+namespace {
+
+// The transports of an endpoint's lanes, from UCX's own description of it
+// ("lane[0]:  3:sysv/memory.0 md[2] -> ..."; a connection-manager lane reads "lane[0]: cm ...").
+std::vector<std::string> lane_transports(ucp_ep_h ep) {
+    char* text = nullptr;
+    size_t len = 0;
+    FILE* f = open_memstream(&text, &len);
+    if (f == nullptr) return {};
+    ucp_ep_print_info(ep, f);
+    std::fclose(f);
+    const std::string info(text, len);
+    std::free(text);
+    std::vector<std::string> out;
+    static const std::regex lane(R"(lane\[\d+\]:\s+(?:\d+:([A-Za-z0-9_]+)/|(cm)\b))");
+    for (auto it = std::sregex_iterator(info.begin(), info.end(), lane);
+         it != std::sregex_iterator(); ++it)
+        out.push_back((*it)[1].matched ? (*it)[1].str() : "cm");
+    return out;
+}
+
+bool shared_memory_transport(const std::string& t) {
+    return t == "sysv" || t == "posix" || t == "cma" || t == "xpmem" || t == "knem" || t == "self";
+}
+
+}  // namespace
+
+ConnId UcxNode::connect_local(const std::vector<uint8_t>& worker_address, std::string* lanes) {
+    if (lanes) lanes->clear();
+    if (worker_address.empty()) return 0;
+    ucp_ep_params_t ep{};
+    ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
+    ep.address = reinterpret_cast<const ucp_address_t*>(worker_address.data());
+    ep.err_mode = UCP_ERR_HANDLING_MODE_NONE;
+    ucp_ep_h h = nullptr;
+    if (ucp_ep_create(worker_, &ep, &h) != UCS_OK) return 0;
+    const std::vector<std::string> ts = lane_transports(h);
+    bool local = !ts.empty();
+    for (const std::string& t : ts) {
+        local &= shared_memory_transport(t);
+        if (lanes) *lanes += (lanes->empty() ? "" : ",") + t;
+    }
+    if (!local) {
+        force_close(worker_, h);
+        return 0;
+    }
+    return adopt(h);
+}
+
+bool UcxNode::maps_locally(ucp_rkey_h rkey, uint64_t addr) {
+    void* p = nullptr;
+    return rkey != nullptr && ucp_rkey_ptr(rkey, addr, &p) == UCS_OK;
 }
 
 void UcxNode::unmap(UcxRegion& r) {

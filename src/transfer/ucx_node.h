@@ -4,6 +4,15 @@
 // sender registered (ucp_mem_map) and whose remote key it sent. UCX picks the wire (shared
 // memory on one host, TCP or RDMA between hosts); no socket code here.
 //
+// Shared memory on one host: UCX (1.13) selects its shared-memory transports for RMA only on
+// endpoints without peer-failure handling, and reads through them only memory that UCX itself
+// allocated (ucp_mem_map with UCP_MEM_MAP_ALLOCATE: SysV or POSIX shared memory, which the
+// reader maps and copies from). Connections made with connect() handle peer failure and so run
+// over TCP (or RDMA) even on one host. For page reads on one host a second endpoint is made with
+// connect_local() from the peer's worker address: it is kept only when every lane it got is a
+// shared-memory one, and reads through it are used only where maps_locally() holds, so they are
+// plain copies that complete at once and cannot hang on a dead peer.
+//
 // Threading: every UCX call happens on the progress thread. Other threads hand it work with
 // post(); message, disconnect and tick callbacks run on it too and must not block.
 #include <sys/types.h>
@@ -77,9 +86,23 @@ class UcxNode {
     // Closes the endpoint at once (no more traffic either way on it); no disconnect callback.
     void close(ConnId c);
 
+    // This node's worker address (what connect_local() of a peer needs).
+    std::vector<uint8_t> worker_address();
+    // An endpoint to the peer with that worker address over shared memory only, without
+    // peer-failure handling (the caller watches the peer through another connection and closes
+    // this one when that fails). 0 when UCX would reach the peer by anything else (another
+    // host, UCX_TLS without shared memory). *lanes: the transports UCX chose, e.g.
+    // "sysv,posix,cma" (also when refused).
+    ConnId connect_local(const std::vector<uint8_t>& worker_address, std::string* lanes);
+    // Whether the peer's memory at addr (its remote key unpacked on a connect_local() endpoint)
+    // is mapped here, so that a get from it is a local copy.
+    static bool maps_locally(ucp_rkey_h rkey, uint64_t addr);
+
     // Any thread, before start() or from the progress thread: memory registration.
     UcxRegion map(void* base, size_t length);  // throws util::Error
-    void unmap(UcxRegion& r);
+    // length bytes allocated by UCX and registered: shared memory where UCX has it.
+    UcxRegion allocate(size_t length);  // throws util::Error
+    void unmap(UcxRegion& r);           // also frees what allocate() allocated
 
   private:
     static void on_conn_request(ucp_conn_request_h req, void* arg);
@@ -87,6 +110,7 @@ class UcxNode {
     static ucs_status_t on_am(void* arg, const void* header, size_t header_length, void* data,
                               size_t length, const ucp_am_recv_param_t* param);
     ConnId adopt(ucp_ep_h ep);
+    UcxRegion register_region(const ucp_mem_map_params_t& mp);
     bool complete(ucs_status_ptr_t sp, std::function<void(bool)> done);
     // Starts one non-blocking operation on connection c: `issue(ep, rp)` with rp's completion
     // callback set (it may add flags). `done(ok)` runs on the progress thread when it completes;

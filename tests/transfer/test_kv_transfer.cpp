@@ -7,9 +7,12 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <future>
 #include <random>
+#include <string>
 #include <thread>
 
 #include "kv/kv_handoff.h"
@@ -198,8 +201,12 @@ TEST(KvTransfer, EveryFaultKindIsDetectedAndNoPageLeaks) {
                     static_cast<long long>(injected[static_cast<size_t>(k)]),
                     static_cast<long long>(detected[static_cast<size_t>(k)]),
                     static_cast<long long>(clean[static_cast<size_t>(k)]));
-    std::printf("%d transfers in %.1f s; stale ready messages ignored: %lld\n", kTransfers, secs,
-                static_cast<long long>(d.client.stats().stale_messages.load()));
+    std::printf(
+        "%d transfers in %.1f s; stale messages ignored: %lld; read over shared memory: "
+        "%lld (UCX lanes: %s)\n",
+        kTransfers, secs, static_cast<long long>(d.client.stats().stale_messages.load()),
+        static_cast<long long>(d.client.stats().local_reads.load()),
+        d.client.local_lanes().c_str());
     const auto seen = d.faults.injected();
     for (int k = 0; k < transfer::kTransferFaultKinds; ++k)
         EXPECT_EQ(seen[static_cast<size_t>(k)], injected[static_cast<size_t>(k)]);
@@ -257,4 +264,103 @@ TEST(KvTransfer, ProtocolMessagesRoundTripAndRefuseTruncation) {
         EXPECT_FALSE(transfer::decode_ready(std::span(e.data(), cut)).has_value());
     EXPECT_EQ(dd->addrs, d.addrs);
     EXPECT_FALSE(transfer::decode_request(e).has_value());  // one message is never the other
+}
+
+namespace {
+
+// Whether this UCX offers a shared-memory transport at all, asked of UCX directly (its own
+// description of a context), independently of the transfer code.
+bool ucx_has_shared_memory() {
+    ucp_params_t p{};
+    p.field_mask = UCP_PARAM_FIELD_FEATURES;
+    p.features = UCP_FEATURE_AM | UCP_FEATURE_RMA;
+    ucp_config_t* cfg = nullptr;
+    if (ucp_config_read(nullptr, nullptr, &cfg) != UCS_OK) return false;
+    ucp_context_h ctx = nullptr;
+    const ucs_status_t s = ucp_init(&p, cfg, &ctx);
+    ucp_config_release(cfg);
+    if (s != UCS_OK) return false;
+    char* text = nullptr;
+    size_t len = 0;
+    FILE* f = open_memstream(&text, &len);
+    ucp_context_print_info(ctx, f);
+    std::fclose(f);
+    const std::string info(text, len);
+    std::free(text);
+    ucp_cleanup(ctx);
+    return info.find("sysv/") != std::string::npos || info.find("posix/") != std::string::npos;
+}
+
+}  // namespace
+
+// On one host the pages are read over shared memory wherever UCX has it (a regression to the
+// TCP-only path would show here as zero local reads), with the exact bytes; where it has none
+// (UCX_TLS=tcp, as between hosts) they come over the connection, equally exact.
+TEST(KvTransfer, SameHostReadsOverSharedMemoryWhereUcxHasIt) {
+    const char* given = std::getenv("UCX_TLS");
+    const std::string saved = given ? given : "";
+    for (const bool tcp_only : {false, true}) {
+        // First UCX's own choice (as the environment sets it), then TCP only; the nodes'
+        // contexts below read UCX_TLS when they are made.
+        if (tcp_only) setenv("UCX_TLS", "tcp", 1);
+        const bool shm = !tcp_only && ucx_has_shared_memory();
+        {
+            PrefillSide p;
+            DecodeSide d;
+            constexpr int kTransfers = 8;
+            for (int i = 0; i < kTransfers; ++i) {
+                const Outcome o = one_transfer(d, p.node.port(), 100 + static_cast<uint64_t>(i),
+                                               40 + i * 16, 10000ms);
+                ASSERT_TRUE(o.accepted) << transfer::fetch_status_name(o.status);
+                ASSERT_TRUE(o.bytes_exact);
+            }
+            const std::string lanes = d.client.local_lanes();
+            std::printf("UCX_TLS=%s: %lld of %d transfers read over shared memory (lanes: %s)\n",
+                        tcp_only ? "tcp"
+                        : given  ? saved.c_str()
+                                 : "(unset)",
+                        static_cast<long long>(d.client.stats().local_reads.load()), kTransfers,
+                        lanes.empty() ? "none" : lanes.c_str());
+            if (shm) {
+                // The first transfer may start before the shared-memory endpoint is made.
+                EXPECT_GE(d.client.stats().local_reads.load(), kTransfers - 1) << lanes;
+                EXPECT_EQ(d.client.stats().local_paths.load(), 1);
+                EXPECT_GE(p.server.stats().staged_local.load(), kTransfers - 1);
+            } else {
+                EXPECT_EQ(d.client.stats().local_reads.load(), 0) << lanes;
+                EXPECT_EQ(p.server.stats().staged_local.load(), 0);
+            }
+        }
+    }
+    if (given)
+        setenv("UCX_TLS", saved.c_str(), 1);
+    else
+        unsetenv("UCX_TLS");
+}
+
+TEST(KvTransfer, LocalPathMessagesRoundTripAndRefuseTruncation) {
+    transfer::LocalPath a;
+    a.step = transfer::LocalPath::Address;
+    a.worker_address = {1, 2, 3, 4};
+    const auto b = transfer::encode(a);
+    auto back = transfer::decode_local_path(b);
+    ASSERT_TRUE(back.has_value());
+    EXPECT_EQ(back->step, transfer::LocalPath::Address);
+    EXPECT_EQ(back->worker_address, a.worker_address);
+    for (size_t cut = 0; cut < b.size(); ++cut)
+        EXPECT_FALSE(transfer::decode_local_path(std::span(b.data(), cut)).has_value());
+    a.worker_address.clear();  // an address message without an address
+    EXPECT_FALSE(transfer::decode_local_path(transfer::encode(a)).has_value());
+    const auto ack = transfer::encode(transfer::ReleaseAck{7, true});
+    auto k = transfer::decode_release_ack(ack);
+    ASSERT_TRUE(k.has_value());
+    EXPECT_EQ(k->transfer_id, 7u);
+    EXPECT_TRUE(k->held);
+    for (size_t cut = 0; cut < ack.size(); ++cut)
+        EXPECT_FALSE(transfer::decode_release_ack(std::span(ack.data(), cut)).has_value());
+    const auto rel = transfer::encode(transfer::PrefillRelease{9, true});
+    auto r = transfer::decode_release(rel);
+    ASSERT_TRUE(r.has_value());
+    EXPECT_TRUE(r->confirm);
+    EXPECT_FALSE(transfer::decode_release_ack(rel).has_value());  // never the other message
 }
