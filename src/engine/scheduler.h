@@ -169,6 +169,7 @@ class Scheduler {
     speculative::Proposer* proposer_ = nullptr;
     speculative::SpecConfig spec_;
     speculative::StepCostModel step_cost_;
+    speculative::EvidenceAcceptance spec_evidence_;
 };
 
 }  // namespace warden::engine

@@ -114,6 +114,39 @@ TEST(SpecNgram, LongestMostRecentMatch) {
               (std::vector<int32_t>{5}));
 }
 
+TEST(SpecNgram, EvidenceIsTheLengthOfTheAgreement) {
+    // "4 5 6 7" occurred before: the 4-gram matches and the agreement reaches back to "3".
+    const std::vector<int32_t> t = {9, 3, 4, 5, 6, 7, 8, 1, 3, 4, 5, 6, 7};
+    const auto m = spec::NgramProposer::find(t, 3, 1, 4);
+    EXPECT_EQ(m.draft, (std::vector<int32_t>{8, 1, 3}));
+    EXPECT_EQ(m.length, 5);
+    // A single-token match has evidence 1.
+    const auto one = spec::NgramProposer::find(std::vector<int32_t>{1, 2, 3, 2}, 2, 1, 4);
+    EXPECT_EQ(one.draft, (std::vector<int32_t>{3, 2}));
+    EXPECT_EQ(one.length, 1);
+    // The agreement is counted up to kMaxEvidence.
+    std::vector<int32_t> rep(40, 5);
+    EXPECT_EQ(spec::NgramProposer::find(rep, 2, 1, 4).length, spec::NgramProposer::kMaxEvidence);
+    EXPECT_EQ(spec::NgramProposer::find(t, 0, 1, 4).length, 0);
+}
+
+TEST(SpecPolicy, EvidenceClassesLearnTheirOwnRate) {
+    spec::EvidenceAcceptance ev;
+    EXPECT_DOUBLE_EQ(ev.estimate(1, 0.6), 0.6);  // nothing measured yet
+    for (int i = 0; i < 20; ++i) {
+        ev.observe(1, 4, 0);  // one-token matches: always rejected
+        ev.observe(7, 4, 4);  // long matches: always kept
+    }
+    EXPECT_LT(ev.estimate(1, 0.6), 0.1);
+    EXPECT_GT(ev.estimate(8, 0.6), 0.95);  // 5-8 is one class
+    // One-token drafts that are always kept still raise the estimate towards 1.
+    spec::EvidenceAcceptance one;
+    for (int i = 0; i < 20; ++i) one.observe(3, 1, 1);
+    EXPECT_GT(one.estimate(3, 0.6), 0.9);
+    EXPECT_DOUBLE_EQ(ev.estimate(2, 0.6), 0.6);
+    EXPECT_DOUBLE_EQ(ev.estimate(12, 0.6), 0.6);
+}
+
 TEST(SpecPolicy, DraftsLessAsTheBatchGrows) {
     spec::SpecConfig cfg;
     cfg.max_k = 8;

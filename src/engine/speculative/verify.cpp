@@ -32,7 +32,9 @@ void Scheduler::set_speculative(speculative::Proposer* p, speculative::SpecConfi
 }
 
 // Asks the proposer for drafts of every sequence about to decode one token. How many each
-// gets is the policy's choice (policy.h), capped so no draft runs past max_new_tokens.
+// gets is the policy's choice (policy.h), capped so no draft runs past max_new_tokens: made
+// before proposing from the sequence's acceptance, or, for a proposer whose drafts carry their
+// evidence, after it from the acceptance measured for that evidence.
 void Scheduler::propose_drafts() {
     const auto t0 = Clock::now();
     int64_t decoding = 0;
@@ -40,6 +42,7 @@ void Scheduler::propose_drafts() {
         if (p && !p->finished && !p->cancelled &&
             p->n_computed + 1 == static_cast<int64_t>(p->tokens.size()))
             ++decoding;
+    const bool by_evidence = spec_.adaptive && proposer_->sizes_by_evidence();
     std::vector<speculative::DraftRequest> reqs;
     std::vector<Seq*> owners;
     reqs.reserve(running_.size());
@@ -50,7 +53,9 @@ void Scheduler::propose_drafts() {
         s.spec.q.clear();
         if (s.finished || s.cancelled || s.n_computed + 1 != static_cast<int64_t>(s.tokens.size()))
             continue;
-        int64_t k = speculative::choose_k(spec_, s.spec.acceptance, decoding, step_cost_);
+        int64_t k = by_evidence
+                        ? spec_.max_k
+                        : speculative::choose_k(spec_, s.spec.acceptance, decoding, step_cost_);
         if (k == 0 && ++s.spec.idle_steps >= 16) {
             k = 1;  // probe now and then, so a sequence whose text turns repetitive is noticed
             s.spec.idle_steps = 0;
@@ -77,6 +82,18 @@ void Scheduler::propose_drafts() {
     for (size_t j = 0; j < reqs.size(); ++j) {
         Seq& s = *owners[j];
         auto& r = reqs[j];
+        s.spec.evidence = 0;
+        if (by_evidence && !r.draft.empty()) {
+            const double a = spec_evidence_.estimate(
+                r.evidence, s.spec.acceptance < 0 ? spec_.initial_acceptance : s.spec.acceptance);
+            int64_t keep = speculative::choose_k(spec_, a, decoding, step_cost_);
+            if (keep == 0 && ++s.spec.idle_steps >= 16) keep = 1;  // probe the class now and then
+            if (static_cast<int64_t>(r.draft.size()) > keep) {
+                r.draft.resize(static_cast<size_t>(keep));
+                if (r.q.size() > r.draft.size()) r.q.resize(r.draft.size());
+            }
+            s.spec.evidence = std::max(r.evidence, 1);
+        }
         if (r.draft.empty()) continue;
         util::check(static_cast<int32_t>(r.draft.size()) <= r.k &&
                         (r.q.empty() || r.q.size() == r.draft.size()),
@@ -182,6 +199,8 @@ void Scheduler::accept_verified(Seq& s, const StepSeq& ss, const std::vector<flo
     stats_.spec.proposed += n_draft;
     stats_.spec.accepted += accepted;
     speculative::update_acceptance(s.spec, n_draft, accepted);
+    if (s.spec.evidence > 0) spec_evidence_.observe(s.spec.evidence, n_draft, accepted);
+    s.spec.evidence = 0;
     s.spec.input.clear();
     s.spec.q.clear();
     if (s.finished) return;  // its pages are already back in the pool
