@@ -140,6 +140,8 @@ class Scheduler {
     void sample_next(Seq& s, const std::vector<float>& logits, Clock::time_point done);
     // speculative decoding (speculative/verify.cpp)
     void propose_drafts();
+    bool critical_path_drafts(const std::vector<Seq*>& owners,
+                              const std::vector<speculative::DraftRequest>& reqs) const;
     int64_t draft_tokens(Seq& s, int64_t budget);
     void accept_verified(Seq& s, const StepSeq& ss, const std::vector<float>& logits,
                          Clock::time_point done);

@@ -222,7 +222,7 @@ struct SpecRun {
 
 SpecRun run_engine(test::TinyLlama& f, const std::vector<engine::Request>& reqs, int64_t pages,
                    kernels::KvType kv_type, spec::Proposer* proposer, int32_t k, int64_t max_seqs,
-                   bool prefix) {
+                   bool prefix, bool adaptive = false) {
     kv::KvCache kv(f.kv_config(4, pages, kv_type));
     engine::Executor exec(*f.tf, kv, kv::IntegrityMode::Step);
     engine::SchedulerOptions ro;
@@ -243,7 +243,7 @@ SpecRun run_engine(test::TinyLlama& f, const std::vector<engine::Request>& reqs,
         }
         spec::SpecConfig cfg;
         cfg.max_k = k;
-        cfg.adaptive = false;
+        cfg.adaptive = adaptive;
         sch.set_speculative(proposer, cfg);
         out.results = sch.run(reqs);
         out.stats = sch.stats();
@@ -262,6 +262,34 @@ void expect_same_outputs(const SpecRun& ref, const SpecRun& got) {
         EXPECT_EQ(got.results[i].output, ref.results[i].output) << "request " << i;
         EXPECT_EQ(got.results[i].finish, ref.results[i].finish) << "request " << i;
     }
+}
+
+// With nothing waiting, drafts only pay when they shorten the batch: every sequence with the
+// most tokens left must have one. Two sequences decode together with the same budget; only the
+// one whose prompt starts with an even token gets oracle drafts.
+TEST(SpecEngineAdaptive, NoDraftsWhileTheLongestSequenceHasNone) {
+    if (!test::tiny_llama_present()) GTEST_SKIP() << "tests/golden/models/tiny-llama missing";
+    test::TinyLlama f;
+    auto make = [](int32_t first) {
+        engine::Request r;
+        r.prompt = {first, 5, 9, 3, 7};
+        r.max_new_tokens = 16;
+        r.sampling.temperature = 0.0f;
+        return r;
+    };
+    auto run_pair = [&](int32_t first_b) {
+        const std::vector<engine::Request> reqs = {make(2), make(first_b)};
+        const SpecRun ref = run_engine(f, reqs, 512, kernels::KvType::BF16, nullptr, 0, 1, false);
+        std::map<std::vector<int32_t>, std::vector<int32_t>> truth;
+        for (size_t i = 0; i < reqs.size(); ++i) truth[reqs[i].prompt] = ref.results[i].output;
+        NoisyOracle oracle(truth, 3);
+        const SpecRun got =
+            run_engine(f, reqs, 512, kernels::KvType::BF16, &oracle, 4, 2, false, true);
+        expect_same_outputs(ref, got);
+        return got.stats.spec.proposed;
+    };
+    EXPECT_EQ(run_pair(1), 0);  // the second sequence never drafts: neither does the first
+    EXPECT_GT(run_pair(4), 0);  // both draft
 }
 
 class SpecEngine : public ::testing::TestWithParam<kernels::KvType> {};

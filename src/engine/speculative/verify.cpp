@@ -83,6 +83,10 @@ void Scheduler::propose_drafts() {
         Seq& s = *owners[j];
         auto& r = reqs[j];
         s.spec.evidence = 0;
+        util::check(static_cast<int32_t>(r.draft.size()) <= r.k &&
+                        (r.q.empty() || r.q.size() == r.draft.size()),
+                    std::string("speculative: proposer ") + proposer_->name() +
+                        " returned a malformed draft");
         if (by_evidence && !r.draft.empty()) {
             const double a = spec_evidence_.estimate(
                 r.evidence, s.spec.acceptance < 0 ? spec_.initial_acceptance : s.spec.acceptance);
@@ -94,11 +98,16 @@ void Scheduler::propose_drafts() {
             }
             s.spec.evidence = std::max(r.evidence, 1);
         }
+    }
+    if (spec_.adaptive && decoding > 1 && waiting_.empty() && !critical_path_drafts(owners, reqs))
+        for (auto& r : reqs) {
+            r.draft.clear();
+            r.q.clear();
+        }
+    for (size_t j = 0; j < reqs.size(); ++j) {
+        Seq& s = *owners[j];
+        auto& r = reqs[j];
         if (r.draft.empty()) continue;
-        util::check(static_cast<int32_t>(r.draft.size()) <= r.k &&
-                        (r.q.empty() || r.q.size() == r.draft.size()),
-                    std::string("speculative: proposer ") + proposer_->name() +
-                        " returned a malformed draft");
         s.spec.idle_steps = 0;
         s.spec.input.reserve(r.draft.size() + 1);
         s.spec.input.push_back(s.tokens.back());
@@ -106,6 +115,30 @@ void Scheduler::propose_drafts() {
         s.spec.q = std::move(r.q);
     }
     stats_.spec.draft_ms += std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+// With nothing waiting, a batch takes as many steps as its longest sequence needs: accepted
+// drafts of any other sequence only move its rows to earlier steps, and rejected ones add rows,
+// which costs once the step is compute-bound. So with several sequences decoding and an empty
+// queue, drafts are worth verifying only when every sequence with the most tokens left
+// (max_new_tokens) has one.
+bool Scheduler::critical_path_drafts(const std::vector<Seq*>& owners,
+                                     const std::vector<speculative::DraftRequest>& reqs) const {
+    int64_t most = 0;
+    for (const auto& p : running_)
+        if (p && !p->finished && !p->cancelled &&
+            p->n_computed + 1 == static_cast<int64_t>(p->tokens.size()))
+            most = std::max(most, p->req.max_new_tokens - p->generated());
+    for (const auto& p : running_) {
+        if (!p || p->finished || p->cancelled ||
+            p->n_computed + 1 != static_cast<int64_t>(p->tokens.size()) ||
+            p->req.max_new_tokens - p->generated() < most)
+            continue;
+        const auto it = std::find(owners.begin(), owners.end(), p.get());
+        if (it == owners.end() || reqs[static_cast<size_t>(it - owners.begin())].draft.empty())
+            return false;
+    }
+    return true;
 }
 
 // The tokens the sequence verifies this step (1 + drafts), after reserving their pages; 0 or 1
