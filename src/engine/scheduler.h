@@ -140,6 +140,8 @@ class Scheduler {
     void sample_next(Seq& s, const std::vector<float>& logits, Clock::time_point done);
     // speculative decoding (speculative/verify.cpp)
     void propose_drafts();
+    bool critical_path_drafts(const std::vector<Seq*>& owners,
+                              const std::vector<speculative::DraftRequest>& reqs) const;
     int64_t draft_tokens(Seq& s, int64_t budget);
     void accept_verified(Seq& s, const StepSeq& ss, const std::vector<float>& logits,
                          Clock::time_point done);
@@ -169,6 +171,7 @@ class Scheduler {
     speculative::Proposer* proposer_ = nullptr;
     speculative::SpecConfig spec_;
     speculative::StepCostModel step_cost_;
+    speculative::EvidenceAcceptance spec_evidence_;
 };
 
 }  // namespace warden::engine

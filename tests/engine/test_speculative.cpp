@@ -114,6 +114,39 @@ TEST(SpecNgram, LongestMostRecentMatch) {
               (std::vector<int32_t>{5}));
 }
 
+TEST(SpecNgram, EvidenceIsTheLengthOfTheAgreement) {
+    // "4 5 6 7" occurred before: the 4-gram matches and the agreement reaches back to "3".
+    const std::vector<int32_t> t = {9, 3, 4, 5, 6, 7, 8, 1, 3, 4, 5, 6, 7};
+    const auto m = spec::NgramProposer::find(t, 3, 1, 4);
+    EXPECT_EQ(m.draft, (std::vector<int32_t>{8, 1, 3}));
+    EXPECT_EQ(m.length, 5);
+    // A single-token match has evidence 1.
+    const auto one = spec::NgramProposer::find(std::vector<int32_t>{1, 2, 3, 2}, 2, 1, 4);
+    EXPECT_EQ(one.draft, (std::vector<int32_t>{3, 2}));
+    EXPECT_EQ(one.length, 1);
+    // The agreement is counted up to kMaxEvidence.
+    std::vector<int32_t> rep(40, 5);
+    EXPECT_EQ(spec::NgramProposer::find(rep, 2, 1, 4).length, spec::NgramProposer::kMaxEvidence);
+    EXPECT_EQ(spec::NgramProposer::find(t, 0, 1, 4).length, 0);
+}
+
+TEST(SpecPolicy, EvidenceClassesLearnTheirOwnRate) {
+    spec::EvidenceAcceptance ev;
+    EXPECT_DOUBLE_EQ(ev.estimate(1, 0.6), 0.6);  // nothing measured yet
+    for (int i = 0; i < 20; ++i) {
+        ev.observe(1, 4, 0);  // one-token matches: always rejected
+        ev.observe(7, 4, 4);  // long matches: always kept
+    }
+    EXPECT_LT(ev.estimate(1, 0.6), 0.1);
+    EXPECT_GT(ev.estimate(8, 0.6), 0.95);  // 5-8 is one class
+    // One-token drafts that are always kept still raise the estimate towards 1.
+    spec::EvidenceAcceptance one;
+    for (int i = 0; i < 20; ++i) one.observe(3, 1, 1);
+    EXPECT_GT(one.estimate(3, 0.6), 0.9);
+    EXPECT_DOUBLE_EQ(ev.estimate(2, 0.6), 0.6);
+    EXPECT_DOUBLE_EQ(ev.estimate(12, 0.6), 0.6);
+}
+
 TEST(SpecPolicy, DraftsLessAsTheBatchGrows) {
     spec::SpecConfig cfg;
     cfg.max_k = 8;
@@ -189,7 +222,7 @@ struct SpecRun {
 
 SpecRun run_engine(test::TinyLlama& f, const std::vector<engine::Request>& reqs, int64_t pages,
                    kernels::KvType kv_type, spec::Proposer* proposer, int32_t k, int64_t max_seqs,
-                   bool prefix) {
+                   bool prefix, bool adaptive = false) {
     kv::KvCache kv(f.kv_config(4, pages, kv_type));
     engine::Executor exec(*f.tf, kv, kv::IntegrityMode::Step);
     engine::SchedulerOptions ro;
@@ -210,7 +243,7 @@ SpecRun run_engine(test::TinyLlama& f, const std::vector<engine::Request>& reqs,
         }
         spec::SpecConfig cfg;
         cfg.max_k = k;
-        cfg.adaptive = false;
+        cfg.adaptive = adaptive;
         sch.set_speculative(proposer, cfg);
         out.results = sch.run(reqs);
         out.stats = sch.stats();
@@ -229,6 +262,34 @@ void expect_same_outputs(const SpecRun& ref, const SpecRun& got) {
         EXPECT_EQ(got.results[i].output, ref.results[i].output) << "request " << i;
         EXPECT_EQ(got.results[i].finish, ref.results[i].finish) << "request " << i;
     }
+}
+
+// With nothing waiting, drafts only pay when they shorten the batch: every sequence with the
+// most tokens left must have one. Two sequences decode together with the same budget; only the
+// one whose prompt starts with an even token gets oracle drafts.
+TEST(SpecEngineAdaptive, NoDraftsWhileTheLongestSequenceHasNone) {
+    if (!test::tiny_llama_present()) GTEST_SKIP() << "tests/golden/models/tiny-llama missing";
+    test::TinyLlama f;
+    auto make = [](int32_t first) {
+        engine::Request r;
+        r.prompt = {first, 5, 9, 3, 7};
+        r.max_new_tokens = 16;
+        r.sampling.temperature = 0.0f;
+        return r;
+    };
+    auto run_pair = [&](int32_t first_b) {
+        const std::vector<engine::Request> reqs = {make(2), make(first_b)};
+        const SpecRun ref = run_engine(f, reqs, 512, kernels::KvType::BF16, nullptr, 0, 1, false);
+        std::map<std::vector<int32_t>, std::vector<int32_t>> truth;
+        for (size_t i = 0; i < reqs.size(); ++i) truth[reqs[i].prompt] = ref.results[i].output;
+        NoisyOracle oracle(truth, 3);
+        const SpecRun got =
+            run_engine(f, reqs, 512, kernels::KvType::BF16, &oracle, 4, 2, false, true);
+        expect_same_outputs(ref, got);
+        return got.stats.spec.proposed;
+    };
+    EXPECT_EQ(run_pair(1), 0);  // the second sequence never drafts: neither does the first
+    EXPECT_GT(run_pair(4), 0);  // both draft
 }
 
 class SpecEngine : public ::testing::TestWithParam<kernels::KvType> {};

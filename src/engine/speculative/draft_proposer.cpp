@@ -10,7 +10,7 @@ namespace warden::engine::speculative {
 
 DraftProposer::DraftProposer(std::unique_ptr<model::Model> draft, kv::KvCache& kv,
                              util::ThreadPool& pool)
-    : model_(std::move(draft)), tf_(*model_, pool), kv_(kv) {
+    : model_(std::move(draft)), tf_(*model_, pool), kv_(kv), seqs_(kv) {
     const model::ModelConfig& c = model_->config;
     const model::KvShape sh = c.kv_shape();
     const kernels::PagedKvStorage& st = kv_.storage();
@@ -21,44 +21,20 @@ DraftProposer::DraftProposer(std::unique_ptr<model::Model> draft, kv::KvCache& k
                 "own checkpoint in a cheaper --draft-weights format");
 }
 
-DraftProposer::~DraftProposer() {
-    for (auto& [id, d] : seqs_) (void)kv_.free(d.table);
-}
-
-int64_t DraftProposer::pages_held() const {
-    int64_t n = 0;
-    for (const auto& [id, d] : seqs_) n += static_cast<int64_t>(d.table.pages.size());
-    return n;
-}
-
-bool DraftProposer::reserve(SeqDraft& d, int64_t n_tokens, int64_t keep_free) {
-    const int64_t need = kv_.pages_for(n_tokens) - static_cast<int64_t>(d.table.pages.size());
-    if (need > 0 && kv_.pool().free_pages() - need < keep_free) return false;
-    return kv_.reserve(d.table, n_tokens);
-}
-
 // Keeps the draft's KV for its first n_valid inputs; whole pages past them go back to the pool.
 void DraftProposer::shrink(SeqDraft& d, int64_t n_valid) {
     if (static_cast<int64_t>(d.tokens.size()) > n_valid)
         d.tokens.resize(static_cast<size_t>(n_valid));
     d.table.n_tokens = static_cast<int64_t>(d.tokens.size());
-    const int64_t keep = kv_.pages_for(d.table.n_tokens);
-    while (static_cast<int64_t>(d.table.pages.size()) > keep) {
-        (void)kv_.pool().release(d.table.pages.back());
-        d.table.pages.pop_back();
-    }
+    seqs_.trim_pages(d);
 }
 
 void DraftProposer::rollback(kv::SeqId id, int64_t n_valid) {
-    const auto it = seqs_.find(id.v);
-    if (it != seqs_.end()) shrink(it->second, n_valid);
+    if (SeqDraft* d = seqs_.find(id)) shrink(*d, n_valid);
 }
 
 void DraftProposer::release(kv::SeqId id) {
-    const auto it = seqs_.find(id.v);
-    if (it == seqs_.end()) return;
-    (void)kv_.free(it->second.table);
-    seqs_.erase(it);
+    seqs_.release(id);
 }
 
 void DraftProposer::propose(std::span<DraftRequest*> reqs) {
@@ -78,33 +54,23 @@ void DraftProposer::propose(std::span<DraftRequest*> reqs) {
         r->draft.clear();
         r->q.clear();
         if (r->k <= 0 || r->tokens.empty()) continue;
-        SeqDraft& d = seqs_[r->id.v];
+        SeqDraft& d = seqs_.at(r->id);
         // The draft's KV is valid for the longest common prefix of its inputs and the tokens.
         const auto common = static_cast<int64_t>(
             std::mismatch(d.tokens.begin(), d.tokens.end(), r->tokens.begin(), r->tokens.end())
                 .first -
             d.tokens.begin());
         shrink(d, std::min<int64_t>(common, static_cast<int64_t>(r->tokens.size()) - 1));
-        if (!reserve(d, static_cast<int64_t>(r->tokens.size()) + r->k - 1, keep_free)) {
+        if (!seqs_.reserve(d, static_cast<int64_t>(r->tokens.size()) + r->k - 1, keep_free)) {
             ++stats_.no_pages;
             release(r->id);
             continue;
         }
-        if (const auto bad = kv_.verify(r->id, d.table)) {
-            ++stats_.integrity_violations;
-            spdlog::warn("draft KV of request {} failed its check ({}); drafting stops for it",
-                         r->id.v, bad->describe());
-            d.table.pages.clear();  // not ours to free any more
-            seqs_.erase(r->id.v);
+        if (!seqs_.check_pages(r->id, d, "draft", stats_.integrity_violations)) {
+            seqs_.forget(r->id);
             continue;
         }
-        if (!r->sampling || r->sampling->temperature <= 0.0f) {
-            d.sampler.reset();
-        } else if (!d.sampler) {
-            SamplingParams sp = *r->sampling;
-            sp.seed ^= 0xd1b54a32d192ed03ULL;  // the draft's draws are its own
-            d.sampler = std::make_unique<Sampler>(sp);
-        }
+        prepare_sampler(d.sampler, r->sampling, 0xd1b54a32d192ed03ULL);
         Live l;
         l.r = r;
         l.d = &d;
@@ -158,18 +124,7 @@ void DraftProposer::propose(std::span<DraftRequest*> reqs) {
                 l.r->q.emplace_back(q.begin(), q.end());
                 std::mt19937_64 draw_rng(l.d->tokens.size() * 0x9e3779b97f4a7c15ULL ^
                                          l.r->sampling->seed);
-                double total = 0;
-                for (const auto& c : q) total += c.first;
-                const double u = uniform01(draw_rng) * total;
-                double acc = 0;
-                t = q.back().second;
-                for (const auto& c : q) {
-                    acc += c.first;
-                    if (u < acc) {
-                        t = c.second;
-                        break;
-                    }
-                }
+                t = draw(Dist(l.r->q.back()), draw_rng);
             }
             l.r->draft.push_back(t);
             l.history.push_back(t);

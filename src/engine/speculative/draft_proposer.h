@@ -10,10 +10,10 @@
 // preemption; a sequence short of pages simply gets no draft that step. After verification the
 // draft's KV past the accepted length is rolled back (rollback), and all of it is freed when
 // the sequence ends or is preempted (release).
-#include <map>
 #include <memory>
 
 #include "engine/speculative/proposer.h"
+#include "engine/speculative/proposer_kv.h"
 #include "kv/kv_cache.h"
 #include "model/model.h"
 #include "model/transformer.h"
@@ -30,13 +30,12 @@ class DraftProposer final : public Proposer {
   public:
     // `kv` is the target's cache (its geometry must match the draft's); `draft` is owned.
     DraftProposer(std::unique_ptr<model::Model> draft, kv::KvCache& kv, util::ThreadPool& pool);
-    ~DraftProposer() override;
     const char* name() const override { return "draft"; }
     void propose(std::span<DraftRequest*> reqs) override;
     void rollback(kv::SeqId id, int64_t n_valid) override;
     void release(kv::SeqId id) override;
     const DraftStats& stats() const { return stats_; }
-    int64_t pages_held() const;
+    int64_t pages_held() const { return seqs_.pages_held(); }
 
   private:
     struct SeqDraft {
@@ -44,13 +43,12 @@ class DraftProposer final : public Proposer {
         std::vector<int32_t> tokens;       // the inputs whose K/V the draft holds, in order
         std::unique_ptr<Sampler> sampler;  // temperature > 0: the draft's own draws
     };
-    bool reserve(SeqDraft& d, int64_t n_tokens, int64_t keep_free);
     void shrink(SeqDraft& d, int64_t n_valid);
 
     std::unique_ptr<model::Model> model_;
     model::Transformer tf_;
     kv::KvCache& kv_;
-    std::map<int64_t, SeqDraft> seqs_;
+    ProposerKv<SeqDraft> seqs_;
     DraftStats stats_;
 };
 

@@ -9,7 +9,7 @@
 namespace warden::engine::speculative {
 
 MtpProposer::MtpProposer(std::unique_ptr<model::Model> mtp, kv::KvCache& kv, util::ThreadPool& pool)
-    : model_(std::move(mtp)), tf_(*model_, pool), kv_(kv) {
+    : model_(std::move(mtp)), tf_(*model_, pool), kv_(kv), seqs_(kv) {
     const model::ModelConfig& c = model_->config;
     util::check(model_->weights.mtp_in != nullptr && c.n_layers == 1,
                 "--spec mtp: not an MTP layer (model::load_mtp_model makes one)");
@@ -20,36 +20,16 @@ MtpProposer::MtpProposer(std::unique_ptr<model::Model> mtp, kv::KvCache& kv, uti
                 "--spec mtp: the MTP layer's KV geometry differs from the target's");
 }
 
-MtpProposer::~MtpProposer() {
-    for (auto& [id, m] : seqs_) (void)kv_.free(m.table);
-}
-
-int64_t MtpProposer::pages_held() const {
-    int64_t n = 0;
-    for (const auto& [id, m] : seqs_) n += static_cast<int64_t>(m.table.pages.size());
-    return n;
-}
-
-bool MtpProposer::reserve(SeqMtp& m, int64_t n_tokens, int64_t keep_free) {
-    const int64_t need = kv_.pages_for(n_tokens) - static_cast<int64_t>(m.table.pages.size());
-    if (need > 0 && kv_.pool().free_pages() - need < keep_free) return false;
-    return kv_.reserve(m.table, n_tokens);
-}
-
 // Keeps the layer's KV for its first n_rows positions; whole pages past them go back.
 void MtpProposer::shrink(SeqMtp& m, int64_t n_rows) {
     m.rows = std::min(m.rows, n_rows);
     m.table.n_tokens = std::min(m.table.n_tokens, n_rows);
-    const int64_t keep = kv_.pages_for(m.table.n_tokens);
-    while (static_cast<int64_t>(m.table.pages.size()) > keep) {
-        (void)kv_.pool().release(m.table.pages.back());
-        m.table.pages.pop_back();
-    }
+    seqs_.trim_pages(m);
 }
 
 void MtpProposer::observe_hidden(kv::SeqId id, int64_t pos0, std::span<const int32_t> tokens,
                                  const float* hidden) {
-    SeqMtp& m = seqs_[id.v];
+    SeqMtp& m = seqs_.at(id);
     if (m.lost) return;
     const int64_t d = model_->config.d_model;
     // The target (re)computed these positions: what the layer held from them on is stale.
@@ -61,18 +41,15 @@ void MtpProposer::observe_hidden(kv::SeqId id, int64_t pos0, std::span<const int
 }
 
 void MtpProposer::rollback(kv::SeqId id, int64_t n_valid) {
-    const auto it = seqs_.find(id.v);
-    if (it == seqs_.end()) return;
-    SeqMtp& m = it->second;
+    SeqMtp* const found = seqs_.find(id);
+    if (!found) return;
+    SeqMtp& m = *found;
     m.hidden.erase(m.hidden.lower_bound(n_valid), m.hidden.end());
     shrink(m, std::min(m.rows, n_valid));
 }
 
 void MtpProposer::release(kv::SeqId id) {
-    const auto it = seqs_.find(id.v);
-    if (it == seqs_.end()) return;
-    (void)kv_.free(it->second.table);
-    seqs_.erase(it);
+    seqs_.release(id);
 }
 
 void MtpProposer::propose(std::span<DraftRequest*> reqs) {
@@ -95,7 +72,7 @@ void MtpProposer::propose(std::span<DraftRequest*> reqs) {
         r->q.clear();
         const auto T = static_cast<int64_t>(r->tokens.size()) - 1;  // positions in target KV
         if (T <= 0) continue;
-        SeqMtp& m = seqs_[r->id.v];
+        SeqMtp& m = seqs_.at(r->id);
         if (m.lost) continue;
         // Chained rows of the last proposal are provisional; the last final row is rerun when
         // there is nothing new, for its logits (the first draft).
@@ -110,27 +87,17 @@ void MtpProposer::propose(std::span<DraftRequest*> reqs) {
             continue;
         }
         const int64_t k = std::max<int32_t>(r->k, 0);
-        if (!reserve(m, T + std::max<int64_t>(k - 1, 0), keep_free)) {
+        if (!seqs_.reserve(m, T + std::max<int64_t>(k - 1, 0), keep_free)) {
             ++stats_.no_pages;  // no drafts this step; the hidden states wait for the next
             continue;
         }
-        if (const auto bad = kv_.verify(r->id, m.table)) {
-            ++stats_.integrity_violations;
-            spdlog::warn("MTP KV of request {} failed its check ({}); drafting stops for it",
-                         r->id.v, bad->describe());
-            m.table.pages.clear();  // not ours to free any more
+        if (!seqs_.check_pages(r->id, m, "MTP", stats_.integrity_violations)) {
             m = SeqMtp{};
             m.lost = true;
             continue;
         }
         if (m.rows == T) continue;  // k == 0 and nothing new
-        if (!r->sampling || r->sampling->temperature <= 0.0f) {
-            m.sampler.reset();
-        } else if (!m.sampler) {
-            SamplingParams sp = *r->sampling;
-            sp.seed ^= 0x6a09e667f3bcc909ULL;  // the MTP layer's draws are its own
-            m.sampler = std::make_unique<Sampler>(sp);
-        }
+        prepare_sampler(m.sampler, r->sampling, 0x6a09e667f3bcc909ULL);
         Live l;
         l.r = r;
         l.m = &m;

@@ -28,6 +28,7 @@
 #include <memory>
 
 #include "engine/speculative/proposer.h"
+#include "engine/speculative/proposer_kv.h"
 #include "kv/kv_cache.h"
 #include "model/model.h"
 #include "model/transformer.h"
@@ -45,7 +46,6 @@ class MtpProposer final : public Proposer {
   public:
     // `mtp` is model::load_mtp_model's one-layer model (owned); `kv` the target's cache.
     MtpProposer(std::unique_ptr<model::Model> mtp, kv::KvCache& kv, util::ThreadPool& pool);
-    ~MtpProposer() override;
     const char* name() const override { return "mtp"; }
     void propose(std::span<DraftRequest*> reqs) override;
     void rollback(kv::SeqId id, int64_t n_valid) override;
@@ -54,7 +54,7 @@ class MtpProposer final : public Proposer {
     void observe_hidden(kv::SeqId id, int64_t pos0, std::span<const int32_t> tokens,
                         const float* hidden) override;
     const MtpStats& stats() const { return stats_; }
-    int64_t pages_held() const;
+    int64_t pages_held() const { return seqs_.pages_held(); }
 
   private:
     struct SeqMtp {
@@ -64,13 +64,12 @@ class MtpProposer final : public Proposer {
         bool lost = false;  // a position's hidden state never came: no drafts until release
         std::unique_ptr<Sampler> sampler;  // temperature > 0: the MTP's own draws
     };
-    bool reserve(SeqMtp& m, int64_t n_tokens, int64_t keep_free);
     void shrink(SeqMtp& m, int64_t n_rows);
 
     std::unique_ptr<model::Model> model_;
     model::Transformer tf_;
     kv::KvCache& kv_;
-    std::map<int64_t, SeqMtp> seqs_;
+    ProposerKv<SeqMtp> seqs_;
     MtpStats stats_;
 };
 

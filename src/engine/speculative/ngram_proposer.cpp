@@ -10,9 +10,9 @@ NgramProposer::NgramProposer(int32_t min_n, int32_t max_n) : min_n_(min_n), max_
     util::check(min_n >= 1 && max_n >= min_n, "ngram proposer: need 1 <= min_n <= max_n");
 }
 
-std::vector<int32_t> NgramProposer::lookup(std::span<const int32_t> tokens, int32_t k,
-                                           int32_t min_n, int32_t max_n) {
-    std::vector<int32_t> out;
+NgramProposer::Match NgramProposer::find(std::span<const int32_t> tokens, int32_t k, int32_t min_n,
+                                         int32_t max_n) {
+    Match out;
     const auto len = static_cast<int64_t>(tokens.size());
     if (k <= 0) return out;
     for (int64_t n = std::min<int64_t>(max_n, len - 1); n >= min_n; --n) {
@@ -23,7 +23,14 @@ std::vector<int32_t> NgramProposer::lookup(std::span<const int32_t> tokens, int3
             if (!std::equal(tail, tail + n, tokens.data() + s)) continue;
             const int64_t from = s + n;
             const int64_t cnt = std::min<int64_t>(k, len - from);
-            out.assign(tokens.begin() + from, tokens.begin() + from + cnt);
+            out.draft.assign(tokens.begin() + from, tokens.begin() + from + cnt);
+            // How far the agreement reaches back past the n-gram.
+            int64_t m = n;
+            while (m < kMaxEvidence && s - (m - n) - 1 >= 0 &&
+                   tokens[static_cast<size_t>(s - (m - n) - 1)] ==
+                       tokens[static_cast<size_t>(len - m - 1)])
+                ++m;
+            out.length = static_cast<int32_t>(m);
             return out;
         }
     }
@@ -32,7 +39,9 @@ std::vector<int32_t> NgramProposer::lookup(std::span<const int32_t> tokens, int3
 
 void NgramProposer::propose(std::span<DraftRequest*> reqs) {
     for (DraftRequest* r : reqs) {
-        r->draft = lookup(r->tokens, r->k, min_n_, max_n_);
+        Match m = find(r->tokens, r->k, min_n_, max_n_);
+        r->draft = std::move(m.draft);
+        r->evidence = m.length;
         r->q.clear();
     }
 }

@@ -50,13 +50,38 @@ int32_t choose_k(const SpecConfig& cfg, double a, int64_t decode_rows, const Ste
     return k;
 }
 
-void update_acceptance(SeqState& st, int64_t n_proposed, int64_t n_accepted) {
-    if (n_proposed <= 0) return;
+double fold_acceptance(double estimate, int64_t n_proposed, int64_t n_accepted) {
+    if (n_proposed <= 0) return estimate;
     // Per-token acceptance from a truncated run: accepted / (accepted + 1 rejection), or all.
     const double obs = n_accepted == n_proposed
                            ? 1.0 - 0.5 / static_cast<double>(n_proposed + 1)
                            : static_cast<double>(n_accepted) / static_cast<double>(n_accepted + 1);
-    st.acceptance = st.acceptance < 0 ? obs : 0.7 * st.acceptance + 0.3 * obs;
+    return estimate < 0 ? obs : 0.7 * estimate + 0.3 * obs;
+}
+
+void update_acceptance(SeqState& st, int64_t n_proposed, int64_t n_accepted) {
+    st.acceptance = fold_acceptance(st.acceptance, n_proposed, n_accepted);
+}
+
+size_t EvidenceAcceptance::bucket(int32_t evidence) {
+    if (evidence <= 1) return 0;
+    if (evidence == 2) return 1;
+    if (evidence <= 4) return 2;
+    if (evidence <= 8) return 3;
+    return 4;
+}
+
+double EvidenceAcceptance::estimate(int32_t evidence, double prior) const {
+    const Counts& c = c_[bucket(evidence)];
+    return (c.kept + prior) / (c.kept + c.rejected + 1.0);
+}
+
+void EvidenceAcceptance::observe(int32_t evidence, int64_t n_proposed, int64_t n_accepted) {
+    if (n_proposed <= 0) return;
+    constexpr double kDecay = 0.95;  // about the class's last 20 verifications
+    Counts& c = c_[bucket(evidence)];
+    c.kept = c.kept * kDecay + static_cast<double>(n_accepted);
+    c.rejected = c.rejected * kDecay + (n_accepted < n_proposed ? 1.0 : 0.0);
 }
 
 }  // namespace warden::engine::speculative

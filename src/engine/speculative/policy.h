@@ -9,6 +9,7 @@
 // a^i * T(B) / B > t_row. At batch 1 the step is weight-bound (t_row << T0) and long drafts pay;
 // at high concurrency the step is compute-bound (B * t_row ~ T(B)) and only near-certain drafts
 // do, so speculation switches itself off where it would slow the batch down.
+#include <array>
 #include <cstdint>
 #include <random>
 #include <vector>
@@ -26,6 +27,7 @@ struct SeqState {
     std::vector<int32_t> input;  // this step's verified input: the last sampled token, drafts
     std::vector<std::vector<std::pair<float, int32_t>>> q;  // the drafts' distributions
     double acceptance = -1.0;  // EMA of per-token acceptance (< 0: not measured yet)
+    int32_t evidence = 0;      // the verified draft's evidence (DraftRequest::evidence; 0: none)
     int64_t idle_steps = 0;    // decode steps since the last draft (probing when adaptivity stops)
     std::mt19937_64 rng;       // acceptance tests and replacement draws (seeded from the request)
     bool seeded = false;
@@ -55,8 +57,33 @@ class StepCostModel {
 // `decode_rows` decoding sequences.
 int32_t choose_k(const SpecConfig& cfg, double a, int64_t decode_rows, const StepCostModel& cost);
 
-// Folds one verification (n_proposed drafts, n_accepted of them kept) into the sequence's
-// acceptance estimate.
+// Folds one verification (n_proposed drafts, n_accepted of them kept) into an acceptance
+// estimate (< 0: none yet) and returns the new estimate.
+double fold_acceptance(double estimate, int64_t n_proposed, int64_t n_accepted);
+
+// Folds one verification into the sequence's acceptance estimate.
 void update_acceptance(SeqState& st, int64_t n_proposed, int64_t n_accepted);
+
+// Per-token acceptance by the proposer's evidence (DraftRequest::evidence), measured over all
+// sequences: for prompt lookup, a draft found from a one-token match is rarely kept and one
+// continuing a match of three tokens or more nearly always (quoted text), whatever the
+// sequence's recent record, so each draft is sized by the rate of its evidence class.
+// The rate is the censored geometric estimate kept / (kept + rejections) over the class's recent
+// verifications (a fully kept draft counts its tokens and no rejection), so short drafts that
+// are always kept drive it towards 1 and let the drafts grow.
+class EvidenceAcceptance {
+  public:
+    // The estimate for drafts with this evidence; `prior` (weighted as one token) blends in
+    // while few of its class have been verified.
+    double estimate(int32_t evidence, double prior) const;
+    void observe(int32_t evidence, int64_t n_proposed, int64_t n_accepted);
+
+  private:
+    static size_t bucket(int32_t evidence);  // 1, 2, 3-4, 5-8, 9 and more
+    struct Counts {
+        double kept = 0, rejected = 0;  // exponentially decayed per verification
+    };
+    std::array<Counts, 5> c_{};
+};
 
 }  // namespace warden::engine::speculative

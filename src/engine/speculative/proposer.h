@@ -25,6 +25,8 @@ struct DraftRequest {
     std::vector<std::vector<std::pair<float, int32_t>>>
         q;  // out: the draft distribution of each token (as Sampler::distribution); empty when
             // the proposal is deterministic (a point mass)
+    int32_t evidence = 0;  // out, where sizes_by_evidence(): how strongly the context backs the
+                           // draft (prompt lookup: how many tokens of context matched)
 };
 
 class Proposer {
@@ -33,6 +35,10 @@ class Proposer {
     virtual const char* name() const = 0;
     // Fills draft (and q) of each request; an empty draft is a valid answer.
     virtual void propose(std::span<DraftRequest*> reqs) = 0;
+    // Whether proposing is cheap and each draft carries its evidence: then the scheduler asks
+    // for the longest drafts and shortens each by the acceptance measured for its evidence
+    // (policy.h, EvidenceAcceptance) instead of sizing the request beforehand.
+    virtual bool sizes_by_evidence() const { return false; }
     // The target verified the sequence: its first n_valid tokens are final (later proposals
     // build on them; anything the proposer holds past them is stale).
     virtual void rollback(kv::SeqId /*id*/, int64_t /*n_valid*/) {}

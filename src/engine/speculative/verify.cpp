@@ -32,7 +32,9 @@ void Scheduler::set_speculative(speculative::Proposer* p, speculative::SpecConfi
 }
 
 // Asks the proposer for drafts of every sequence about to decode one token. How many each
-// gets is the policy's choice (policy.h), capped so no draft runs past max_new_tokens.
+// gets is the policy's choice (policy.h), capped so no draft runs past max_new_tokens: made
+// before proposing from the sequence's acceptance, or, for a proposer whose drafts carry their
+// evidence, after it from the acceptance measured for that evidence.
 void Scheduler::propose_drafts() {
     const auto t0 = Clock::now();
     int64_t decoding = 0;
@@ -40,6 +42,7 @@ void Scheduler::propose_drafts() {
         if (p && !p->finished && !p->cancelled &&
             p->n_computed + 1 == static_cast<int64_t>(p->tokens.size()))
             ++decoding;
+    const bool by_evidence = spec_.adaptive && proposer_->sizes_by_evidence();
     std::vector<speculative::DraftRequest> reqs;
     std::vector<Seq*> owners;
     reqs.reserve(running_.size());
@@ -50,7 +53,9 @@ void Scheduler::propose_drafts() {
         s.spec.q.clear();
         if (s.finished || s.cancelled || s.n_computed + 1 != static_cast<int64_t>(s.tokens.size()))
             continue;
-        int64_t k = speculative::choose_k(spec_, s.spec.acceptance, decoding, step_cost_);
+        int64_t k = by_evidence
+                        ? spec_.max_k
+                        : speculative::choose_k(spec_, s.spec.acceptance, decoding, step_cost_);
         if (k == 0 && ++s.spec.idle_steps >= 16) {
             k = 1;  // probe now and then, so a sequence whose text turns repetitive is noticed
             s.spec.idle_steps = 0;
@@ -77,11 +82,32 @@ void Scheduler::propose_drafts() {
     for (size_t j = 0; j < reqs.size(); ++j) {
         Seq& s = *owners[j];
         auto& r = reqs[j];
-        if (r.draft.empty()) continue;
+        s.spec.evidence = 0;
         util::check(static_cast<int32_t>(r.draft.size()) <= r.k &&
                         (r.q.empty() || r.q.size() == r.draft.size()),
                     std::string("speculative: proposer ") + proposer_->name() +
                         " returned a malformed draft");
+        if (by_evidence && !r.draft.empty()) {
+            const double a = spec_evidence_.estimate(
+                r.evidence, s.spec.acceptance < 0 ? spec_.initial_acceptance : s.spec.acceptance);
+            int64_t keep = speculative::choose_k(spec_, a, decoding, step_cost_);
+            if (keep == 0 && ++s.spec.idle_steps >= 16) keep = 1;  // probe the class now and then
+            if (static_cast<int64_t>(r.draft.size()) > keep) {
+                r.draft.resize(static_cast<size_t>(keep));
+                if (r.q.size() > r.draft.size()) r.q.resize(r.draft.size());
+            }
+            s.spec.evidence = std::max(r.evidence, 1);
+        }
+    }
+    if (spec_.adaptive && decoding > 1 && waiting_.empty() && !critical_path_drafts(owners, reqs))
+        for (auto& r : reqs) {
+            r.draft.clear();
+            r.q.clear();
+        }
+    for (size_t j = 0; j < reqs.size(); ++j) {
+        Seq& s = *owners[j];
+        auto& r = reqs[j];
+        if (r.draft.empty()) continue;
         s.spec.idle_steps = 0;
         s.spec.input.reserve(r.draft.size() + 1);
         s.spec.input.push_back(s.tokens.back());
@@ -89,6 +115,30 @@ void Scheduler::propose_drafts() {
         s.spec.q = std::move(r.q);
     }
     stats_.spec.draft_ms += std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+// With nothing waiting, a batch takes as many steps as its longest sequence needs: accepted
+// drafts of any other sequence only move its rows to earlier steps, and rejected ones add rows,
+// which costs once the step is compute-bound. So with several sequences decoding and an empty
+// queue, drafts are worth verifying only when every sequence with the most tokens left
+// (max_new_tokens) has one.
+bool Scheduler::critical_path_drafts(const std::vector<Seq*>& owners,
+                                     const std::vector<speculative::DraftRequest>& reqs) const {
+    int64_t most = 0;
+    for (const auto& p : running_)
+        if (p && !p->finished && !p->cancelled &&
+            p->n_computed + 1 == static_cast<int64_t>(p->tokens.size()))
+            most = std::max(most, p->req.max_new_tokens - p->generated());
+    for (const auto& p : running_) {
+        if (!p || p->finished || p->cancelled ||
+            p->n_computed + 1 != static_cast<int64_t>(p->tokens.size()) ||
+            p->req.max_new_tokens - p->generated() < most)
+            continue;
+        const auto it = std::find(owners.begin(), owners.end(), p.get());
+        if (it == owners.end() || reqs[static_cast<size_t>(it - owners.begin())].draft.empty())
+            return false;
+    }
+    return true;
 }
 
 // The tokens the sequence verifies this step (1 + drafts), after reserving their pages; 0 or 1
@@ -182,6 +232,8 @@ void Scheduler::accept_verified(Seq& s, const StepSeq& ss, const std::vector<flo
     stats_.spec.proposed += n_draft;
     stats_.spec.accepted += accepted;
     speculative::update_acceptance(s.spec, n_draft, accepted);
+    if (s.spec.evidence > 0) spec_evidence_.observe(s.spec.evidence, n_draft, accepted);
+    s.spec.evidence = 0;
     s.spec.input.clear();
     s.spec.q.clear();
     if (s.finished) return;  // its pages are already back in the pool
