@@ -1,7 +1,9 @@
 #include "constrain/token_mask.h"
 
 #include <algorithm>
+#include <chrono>
 
+#include "constrain/mask_counters.h"
 #include "tokenizer/tokenizer.h"
 
 namespace warden::constrain {
@@ -60,10 +62,61 @@ void Vocabulary::index(const std::vector<char>& usable) {
     }
 }
 
-CompiledGrammar::CompiledGrammar(const Grammar& g, std::shared_ptr<const Vocabulary> vocab)
-    : program_(g), vocab_(std::move(vocab)) {}
+CompiledGrammar::CompiledGrammar(const Grammar& g, std::shared_ptr<const Vocabulary> vocab,
+                                 size_t memo_states)
+    : program_(g), vocab_(std::move(vocab)), memo_(program_, memo_states) {}
+
+bool CompiledGrammar::memo_walk(const MatchState& s, TokenMask& m) const {
+    const Vocabulary& v = *vocab_;
+    // ids[d]: the state after the first d bytes of the current token; valid up to `valid`.
+    thread_local std::vector<uint32_t> ids;
+    if (ids.size() < v.max_len() + 1) ids.resize(v.max_len() + 1);
+    ids[0] = memo_.intern(s);
+    if (ids[0] == TransitionMemo::kFull) return false;
+    size_t valid = 0;
+    size_t dead_len = SIZE_MAX;  // the previous token's first dead_len bytes are refused
+    const auto& sorted = v.sorted();
+    const auto& lcp = v.lcp();
+    for (size_t i = 0; i < sorted.size(); ++i) {
+        const size_t common = lcp[i];
+        if (dead_len <= common) continue;  // shares the refused prefix
+        dead_len = SIZE_MAX;
+        valid = std::min(valid, common);
+        const std::string& b = v.bytes(sorted[i]);
+        size_t d = valid;
+        for (; d < b.size(); ++d) {
+            const uint32_t t = memo_.next(ids[d], static_cast<uint8_t>(b[d]));
+            if (t == TransitionMemo::kDead) break;
+            if (t == TransitionMemo::kFull) return false;
+            ids[d + 1] = t;
+        }
+        if (d < b.size()) {
+            dead_len = d + 1;
+            valid = d;
+            continue;
+        }
+        valid = b.size();
+        const auto id = static_cast<size_t>(sorted[i]);
+        m[id >> 6] |= uint64_t{1} << (id & 63);
+    }
+    return true;
+}
 
 TokenMask CompiledGrammar::compute_mask(const MatchState& s) const {
+    const size_t words = (static_cast<size_t>(vocab_->size()) + 63) / 64;
+    {
+        std::lock_guard lk(memo_mu_);
+        // A full memo starts over; a walk that fills even an empty one runs without it.
+        for (int attempt = 0; attempt < 2; ++attempt) {
+            TokenMask m(words, 0);
+            if (memo_walk(s, m)) return m;
+            memo_.clear();
+        }
+    }
+    return reference_mask(s);
+}
+
+TokenMask CompiledGrammar::reference_mask(const MatchState& s) const {
     const Vocabulary& v = *vocab_;
     TokenMask m((static_cast<size_t>(v.size()) + 63) / 64, 0);
     // states[d]: the state after the first d bytes of the current token; valid up to `valid`.
@@ -102,12 +155,15 @@ std::shared_ptr<const TokenMask> CompiledGrammar::mask(const MatchState& s) cons
         auto it = cache_.find(key);
         if (it != cache_.end()) {
             ++stats_.hits;
+            count_mask_hit();
             return it->second;
         }
         ++stats_.misses;
     }
     // Computed outside the lock: two sequences missing the same state both compute it.
+    const auto t0 = std::chrono::steady_clock::now();
     auto m = std::make_shared<const TokenMask>(compute_mask(s));
+    count_mask_miss(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     std::lock_guard lk(mu_);
     if (cache_.size() >= kMaxCachedMasks) cache_.clear();
     cache_.emplace(std::move(key), m);
