@@ -60,42 +60,50 @@ void Vocabulary::index(const std::vector<char>& usable) {
         while (k < prev.size() && k < cur.size() && prev[k] == cur[k] && k < 65535) ++k;
         lcp_[i] = static_cast<uint16_t>(k);
     }
+    suffix_start_.reserve(sorted_.size() + 1);
+    for (size_t i = 0; i < sorted_.size(); ++i) {
+        suffix_start_.push_back(static_cast<uint32_t>(suffixes_.size()));
+        suffixes_.append(bytes_[static_cast<size_t>(sorted_[i])], lcp_[i]);
+    }
+    suffix_start_.push_back(static_cast<uint32_t>(suffixes_.size()));
 }
 
 CompiledGrammar::CompiledGrammar(const Grammar& g, std::shared_ptr<const Vocabulary> vocab,
-                                 size_t memo_states)
-    : program_(g), vocab_(std::move(vocab)), memo_(program_, memo_states) {}
+                                 size_t memo_entries)
+    : program_(g), vocab_(std::move(vocab)), memo_(program_, memo_entries) {}
 
 bool CompiledGrammar::memo_walk(const MatchState& s, TokenMask& m) const {
     const Vocabulary& v = *vocab_;
-    // ids[d]: the state after the first d bytes of the current token; valid up to `valid`.
+    // ids[d]: the state after the first d bytes of the current token.
     thread_local std::vector<uint32_t> ids;
     if (ids.size() < v.max_len() + 1) ids.resize(v.max_len() + 1);
     ids[0] = memo_.intern(s);
     if (ids[0] == TransitionMemo::kFull) return false;
-    size_t valid = 0;
+    // A token is walked from its common prefix with the previous one (whose states up to there
+    // are known: had the previous token died before that point, this one would be skipped), so
+    // only the bytes after that prefix are read.
     size_t dead_len = SIZE_MAX;  // the previous token's first dead_len bytes are refused
     const auto& sorted = v.sorted();
     const auto& lcp = v.lcp();
+    const auto* suffixes = reinterpret_cast<const uint8_t*>(v.suffixes().data());
+    const auto& start = v.suffix_start();
     for (size_t i = 0; i < sorted.size(); ++i) {
         const size_t common = lcp[i];
         if (dead_len <= common) continue;  // shares the refused prefix
         dead_len = SIZE_MAX;
-        valid = std::min(valid, common);
-        const std::string& b = v.bytes(sorted[i]);
-        size_t d = valid;
-        for (; d < b.size(); ++d) {
-            const uint32_t t = memo_.next(ids[d], static_cast<uint8_t>(b[d]));
+        const uint8_t* b = suffixes + start[i];
+        const size_t n = start[i + 1] - start[i];
+        size_t k = 0;
+        for (; k < n; ++k) {
+            const uint32_t t = memo_.next(ids[common + k], b[k]);
             if (t == TransitionMemo::kDead) break;
             if (t == TransitionMemo::kFull) return false;
-            ids[d + 1] = t;
+            ids[common + k + 1] = t;
         }
-        if (d < b.size()) {
-            dead_len = d + 1;
-            valid = d;
+        if (k < n) {
+            dead_len = common + k + 1;
             continue;
         }
-        valid = b.size();
         const auto id = static_cast<size_t>(sorted[i]);
         m[id >> 6] |= uint64_t{1} << (id & 63);
     }

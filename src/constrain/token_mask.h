@@ -48,6 +48,11 @@ class Vocabulary {
     // Sorted grammar-usable tokens and lcp[i] = common prefix of sorted[i-1] and sorted[i].
     const std::vector<int32_t>& sorted() const { return sorted_; }
     const std::vector<uint16_t>& lcp() const { return lcp_; }
+    // The bytes of sorted[i] after its common prefix with sorted[i-1] (the trie walk reads
+    // nothing else), all in one buffer in sorted order, so the walk reads memory in sequence:
+    // suffixes()[suffix_start()[i] .. suffix_start()[i+1]).
+    const std::string& suffixes() const { return suffixes_; }
+    const std::vector<uint32_t>& suffix_start() const { return suffix_start_; }
     size_t max_len() const { return max_len_; }
 
   private:
@@ -58,6 +63,8 @@ class Vocabulary {
     std::vector<int32_t> sorted_;
     std::vector<int32_t> unusable_;
     std::vector<uint16_t> lcp_;
+    std::string suffixes_;
+    std::vector<uint32_t> suffix_start_;
     size_t max_len_ = 0;
 };
 
@@ -71,7 +78,7 @@ class CompiledGrammar {
   public:
     // g must be valid (Grammar::validate; the compilers and parse_gbnf do that).
     CompiledGrammar(const Grammar& g, std::shared_ptr<const Vocabulary> vocab,
-                    size_t memo_states = TransitionMemo::kDefaultMaxStates);
+                    size_t memo_entries = TransitionMemo::kDefaultMaxEntries);
 
     const Program& program() const { return program_; }
     const Vocabulary& vocab() const { return *vocab_; }

@@ -87,9 +87,9 @@ TEST(MaskMemo, MemoTooSmallFallsBackOrStartsOver) {
     const auto schema = nlohmann::json::parse(kPerson);
     const std::string doc =
         R"({"age": 12, "email": "bob@x.io", "employed": true, "name": "Bob", "skills": ["go"]})";
-    // One state: no walk fits (reference walk every time). 40: walks fit, but the memo fills
-    // along the document and starts over.
-    for (size_t cap : {size_t{1}, size_t{40}}) {
+    // Room for no state: no walk fits (reference walk every time). For about 40: walks fit,
+    // but the memo fills along the document and starts over.
+    for (size_t cap : {size_t{1}, size_t{40 * 256}}) {
         const auto g = std::make_shared<const CompiledGrammar>(json_schema_grammar(schema),
                                                                default_vocab(), cap);
         compare_along(*g, doc, 4);
@@ -104,7 +104,8 @@ TEST(MaskMemo, MadeUpVocabularyWithSplitCodePoints) {
                                      "00e9",     "\"\xC3",   "\xF0\x9F", "\x98\x80", "<eos>"};
     auto vocab = std::make_shared<const Vocabulary>(toks, std::vector<int32_t>{19});
     const auto schema = nlohmann::json::parse(R"({"type":"string","maxLength":5})");
-    for (size_t cap : {size_t{1}, size_t{3}, TransitionMemo::kDefaultMaxStates}) {
+    // Room for nothing, for one state at a boundary but none inside a code point, for all.
+    for (size_t cap : {size_t{1}, size_t{300}, TransitionMemo::kDefaultMaxEntries}) {
         const auto g =
             std::make_shared<const CompiledGrammar>(json_schema_grammar(schema), vocab, cap);
         compare_along(*g, "\"é€\\u00e9😀\"", 1);
