@@ -13,6 +13,7 @@
 #include "chat_template/chat_template.h"
 #include "cli/commands.h"
 #include "engine/engine.h"
+#include "formats/checkpoint_identity.h"
 #include "launch/common.h"
 #include "launch/engine_assembly.h"
 #include "launch/role_options.h"
@@ -28,26 +29,6 @@
 namespace warden::cli {
 
 namespace {
-
-// The checkpoint's name and size, as the KV handoff's model identity: a GGUF file's size, or the
-// summed sizes of a Hugging Face directory's regular files (a directory has no size of its own).
-std::string checkpoint_identity(const std::string& model_path) {
-    namespace fs = std::filesystem;
-    const fs::path path = fs::path(model_path).lexically_normal();
-    uintmax_t bytes = 0;
-    std::error_code ec;
-    if (fs::is_directory(path, ec)) {
-        for (const auto& entry : fs::directory_iterator(path, ec)) {
-            std::error_code size_ec;
-            if (entry.is_regular_file(size_ec)) bytes += entry.file_size(size_ec);
-        }
-    } else {
-        bytes = fs::file_size(path, ec);
-    }
-    std::string name = path.filename().string();
-    if (name.empty()) name = path.parent_path().filename().string();
-    return name + '\0' + std::to_string(ec ? 0 : bytes);
-}
 
 struct ServeOptions {
     launch::CommonOptions common;
@@ -187,7 +168,7 @@ int serve(const ServeOptions& o) {
     // The pages' model is the checkpoint (file name and size), not the weight format, so a
     // prefill server may run other weights (--weights) than its decode servers.
     transfer::KvIdentity kv_id;
-    kv_id.model_id = checkpoint_identity(o.common.model_path);
+    kv_id.model_id = formats::checkpoint_identity(o.common.model_path);
     kv_id.config = cache->config();
     transfer::DecodeRole decode_role(o.role, kv_id);
     ec.remote_prefill = decode_role.source();

@@ -149,23 +149,32 @@ detail::QuantArgs quant_args(const WeightMatrix& w, const float* x, int64_t n, f
 // pass reads the unpacked codes.
 constexpr int64_t kQ4UnpackMinTokens = 8;
 
-// The calling thread's W4A8 unpack scratch (detail::QuantArgs::unpack) for `cols` columns: grown,
-// never shrunk, so steady-state steps allocate nothing.
-uint8_t* unpack_scratch(int64_t cols) {
+// The calling thread's unpack scratch (detail::QuantArgs::unpack) of at least `bytes` bytes:
+// grown, never shrunk, so steady-state steps allocate nothing.
+uint8_t* unpack_scratch(int64_t bytes) {
     thread_local std::vector<uint8_t> buf;
-    const auto need = static_cast<size_t>(cols * kPanelRows) + 32;
+    const auto need = static_cast<size_t>(bytes) + 32;
     if (buf.size() < need) buf.resize(need);
     const auto addr = reinterpret_cast<uintptr_t>(buf.data());
     return buf.data() + ((32 - addr % 32) % 32);
+}
+
+// Bytes of the Q5_0 / Q5_1 unpack scratch over n tokens (detail::QuantArgs::unpack).
+int64_t kq5_unpack_bytes(int64_t cols, int64_t n) {
+    const int64_t nb = cols / 32, nbp = (nb + 7) / 8 * 8;
+    return 40 * nbp + (n >= 8 ? detail::kQ5UnpackTokens * (cols + 8 * nb) : 0);
 }
 
 // Rows [r0, r1) of one matrix; qa: its quant_args when it is quantized.
 void run_rows(const detail::MatmulTable& t, const WeightMatrix& w, const float* x, int64_t n,
               float* y, int64_t r0, int64_t r1, const detail::QuantArgs& qa) {
     if (is_quant(w)) {
-        if (t.quant_uses_unpack && qa.kind == 0 && !qa.act_f32 && n >= kQ4UnpackMinTokens) {
+        // Q5_0 / Q5_1 at any token count: the SIMD kernels unpack each row once into it (the
+        // scalar one ignores it).
+        const bool q5 = qa.kind == detail::kQuantKindQ5_0 || qa.kind == detail::kQuantKindQ5_1;
+        if ((t.quant_uses_unpack && qa.kind == 0 && !qa.act_f32 && n >= kQ4UnpackMinTokens) || q5) {
             detail::QuantArgs q = qa;
-            q.unpack = unpack_scratch(w.cols);
+            q.unpack = unpack_scratch(q5 ? kq5_unpack_bytes(w.cols, n) : w.cols * kPanelRows);
             t.quant(q, r0, r1);
             return;
         }

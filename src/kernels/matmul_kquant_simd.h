@@ -84,6 +84,11 @@ struct KqAcc {
         KQ(mm256_store_si256)(reinterpret_cast<KQI*>(iv), i);
         for (int j = 0; j < 8; ++j) v[j] = __builtin_fmaf(static_cast<float>(iv[j]), dx[j], v[j]);
     }
+    void step_lanes(KQI i, KQF dx) {
+        alignas(32) float dv[8];
+        KQ(mm256_store_ps)(dv, dx);
+        step_lanes(i, dv);
+    }
     void store(float* a) const {
         for (int j = 0; j < 8; ++j) a[j] = v[j];
     }
@@ -111,6 +116,7 @@ struct KqAcc {
     void step_lanes(KQI i, const float* dx) {
         v = KQ(mm256_fmadd_ps)(KQ(mm256_cvtepi32_ps)(i), KQ(mm256_loadu_ps)(dx), v);
     }
+    void step_lanes(KQI i, KQF dx) { v = KQ(mm256_fmadd_ps)(KQ(mm256_cvtepi32_ps)(i), dx, v); }
     void store(float* a) const { KQ(mm256_storeu_ps)(a, v); }
     float reduce() const {
         alignas(32) float a[8];
@@ -271,6 +277,20 @@ inline KQI kq_bits32(const uint8_t* p) {
     return KQ(mm256_and_si256)(set, KQ(mm256_set1_epi8)(0x10));
 }
 
+// A 32-block's Q5 codes: nibbles | 16 * high bit, the high bits from the little-endian u32 at qh.
+inline KQI kq_codes_b5(const uint8_t* qh) {
+    const KQI nib = kq_nibbles32(qh + 4);
+#if KQ_VNNI
+    // AVX-512BW: the u32 is the byte mask itself (a mask register blend in place of kq_bits32's
+    // broadcast, shuffle and compare).
+    uint32_t bits;
+    __builtin_memcpy(&bits, qh, 4);
+    return KQ(mm256_mask_blend_epi8)(bits, nib, KQ(mm256_or_si256)(nib, KQ(mm256_set1_epi8)(0x10)));
+#else
+    return KQ(mm256_or_si256)(nib, kq_bits32(qh));
+#endif
+}
+
 // IQ4_NL's code book (ggml-common.h kvalues_iq4nl) in both 128-bit halves, for byte shuffles.
 inline KQI kq_iq4_table() {
     const KQH t =
@@ -343,6 +363,225 @@ float kq_row_b32(const uint8_t* row, int64_t nb, const int8_t* xq, const float* 
     for (; b < nb; ++b)
         a[b % 8] = kq_block_tail(kKind, row + b * bb, xq + b * 32, xd[b], xs[b], a[b % 8]);
     return kq_reduce(a);
+}
+
+// Q5_0 / Q5_1 rows with their codes unpacked once for all the call's tokens (QuantArgs::unpack). A
+// row of 32-blocks needs ~10 instructions per block to turn its nibbles, high bits and f16 scales
+// into byte codes and f32 scales, against one dot product per block and token afterwards, so
+// unpacking once per row and not once per row and token is what makes prompt processing fast; at
+// one token it also replaces the scalar tail of kq_row_b32. The float steps are the contract's,
+// lane b % 8 for block b, so every token's result is the one it gets alone.
+
+// Row r's blocks -> codes[32b + l] = weight l's code (0..31), d[b] (and m[b], Q5_1) as f32, for b
+// < nb; blocks nb..nbp-1 (nbp: nb rounded up to 8) zero codes and scales.
+template <bool kQ51>
+void kq_unpack_b5(const uint8_t* row, int64_t nb, uint8_t* codes, float* d, float* m) {
+    constexpr int64_t bb = kQ51 ? 24 : 22;
+    int64_t b = 0;
+    for (; b < nb; ++b) {
+        const uint8_t* blk = row + b * bb;
+        const uint8_t* qh = blk + (kQ51 ? 4 : 2);
+        KQ(mm256_store_si256)(reinterpret_cast<KQI*>(codes + 32 * b), kq_codes_b5(qh));
+        if constexpr (kQ51)
+            kq_scales_f16(blk, d[b], m[b]);
+        else
+            d[b] = kq_scale_f16(blk);
+    }
+    for (; b % 8 != 0; ++b) {
+        KQ(mm256_store_si256)(reinterpret_cast<KQI*>(codes + 32 * b), KQ(mm256_setzero_si256)());
+        d[b] = 0.0f;
+        if constexpr (kQ51) m[b] = 0.0f;
+    }
+}
+
+// The float steps of eight blocks [b, b + 8) of one token: sums[j] = sum q*xq of block b + j;
+// xdv, xsv that token's xd, xs of the blocks (zero for the padding blocks of a row's last group,
+// whose codes and scales are zero too, so their steps add exactly 0 to their lanes).
+template <bool kQ51>
+inline void kq_step_b5(KqAcc& acc, KQI sums, KQF xdv, KQI xsv, const float* d, const float* m) {
+    const KQF dx = KQ(mm256_mul_ps)(KQ(mm256_load_ps)(d), xdv);
+    if constexpr (kQ51) {
+        acc.step_lanes(sums, dx);
+        acc.step_lanes(xsv, KQ(mm256_mul_ps)(KQ(mm256_load_ps)(m), xdv));
+    } else {
+        acc.step_lanes(KQ(mm256_sub_epi32)(sums, KQ(mm256_slli_epi32)(xsv, 4)), dx);
+    }
+}
+
+// One unpacked row (kq_unpack_b5) against one token's activations.
+template <bool kQ51>
+float kq_dot_b5(const uint8_t* codes, const float* d, const float* m, int64_t nb, const int8_t* xq,
+                const float* xd, const int32_t* xs) {
+    KqAcc acc;
+    int64_t b = 0;
+    for (; b + 8 <= nb; b += 8) {
+        KQI v[8];
+        for (int j = 0; j < 8; ++j)
+            v[j] = kq_dot(kq_load(codes + 32 * (b + j)), kq_load(xq + 32 * (b + j)));
+        kq_step_b5<kQ51>(acc, kq_hsum8(v), KQ(mm256_loadu_ps)(xd + b), kq_load(xs + b), d + b,
+                         m + b);
+    }
+    if (b < nb) {  // the last nb % 8 blocks, lanes past them masked off
+        const int64_t left = nb - b;
+        const KQI mask = KQ(mm256_cmpgt_epi32)(KQ(mm256_set1_epi32)(static_cast<int>(left)),
+                                               KQ(mm256_setr_epi32)(0, 1, 2, 3, 4, 5, 6, 7));
+        KQI v[8];
+        for (int j = 0; j < 8; ++j)
+            v[j] = j < left ? kq_dot(kq_load(codes + 32 * (b + j)), kq_load(xq + 32 * (b + j)))
+                            : KQ(mm256_setzero_si256)();
+        kq_step_b5<kQ51>(acc, kq_hsum8(v), KQ(mm256_maskload_ps)(xd + b, mask),
+                         KQ(mm256_maskload_epi32)(xs + b, mask), d + b, m + b);
+    }
+    return acc.reduce();
+}
+
+// Eight tokens at once (prompt processing): tokens in the vector lanes, so a block's sums need no
+// horizontal reduction and its unpacked codes are read once for eight tokens. The activations of
+// up to kQ5UnpackTokens tokens are first transposed into the scratch, each block of each group of
+// eight tokens as 8 x 8 dwords: dword c of token t (its weights 4c..4c+3) at (8c + t) * 4.
+
+// fma lane by lane where SIMDe's rounds twice (KQ_SCALAR_FLOAT), else the instruction.
+inline KQF kq_fma(KQF a, KQF b, KQF c) {
+#if KQ_SCALAR_FLOAT
+    alignas(32) float av[8], bv[8], cv[8];
+    KQ(mm256_store_ps)(av, a);
+    KQ(mm256_store_ps)(bv, b);
+    KQ(mm256_store_ps)(cv, c);
+    for (int j = 0; j < 8; ++j) cv[j] = __builtin_fmaf(av[j], bv[j], cv[j]);
+    return KQ(mm256_load_ps)(cv);
+#else
+    return KQ(mm256_fmadd_ps)(a, b, c);
+#endif
+}
+
+inline KQI kq_bcast32(const uint8_t* p) {
+    int32_t v;
+    __builtin_memcpy(&v, p, 4);
+    return KQ(mm256_set1_epi32)(v);
+}
+
+// Block b of eight tokens (rows of x `stride` bytes apart) -> out[(8c + t) * 4 + kk].
+inline void kq_transpose_x8(const int8_t* x, int64_t stride, int8_t* out) {
+    KQI r[8], a[8], b[8];
+    for (int t = 0; t < 8; ++t) r[t] = kq_load(x + t * stride);
+    for (int t = 0; t < 8; t += 2) {
+        a[t] = KQ(mm256_unpacklo_epi32)(r[t], r[t + 1]);      // dwords 0, 1 | 4, 5 of t, t + 1
+        a[t + 1] = KQ(mm256_unpackhi_epi32)(r[t], r[t + 1]);  // dwords 2, 3 | 6, 7
+    }
+    for (int h = 0; h < 8; h += 4) {
+        b[h] = KQ(mm256_unpacklo_epi64)(a[h], a[h + 2]);          // dword 0 | 4 of 4 tokens
+        b[h + 1] = KQ(mm256_unpackhi_epi64)(a[h], a[h + 2]);      // 1 | 5
+        b[h + 2] = KQ(mm256_unpacklo_epi64)(a[h + 1], a[h + 3]);  // 2 | 6
+        b[h + 3] = KQ(mm256_unpackhi_epi64)(a[h + 1], a[h + 3]);  // 3 | 7
+    }
+    for (int c = 0; c < 4; ++c) {
+        KQ(mm256_store_si256)
+        (reinterpret_cast<KQI*>(out + 32 * c), KQ(mm256_permute2x128_si256)(b[c], b[c + 4], 0x20));
+        KQ(mm256_store_si256)
+        (reinterpret_cast<KQI*>(out + 32 * (c + 4)),
+         KQ(mm256_permute2x128_si256)(b[c], b[c + 4], 0x31));
+    }
+}
+
+// Lane t = sum over one block of code * xq of token t (cw: its 32 codes, xt: its transposed
+// activations).
+inline KQI kq_block_x8(const uint8_t* cw, const int8_t* xt) {
+#if KQ_VNNI
+    KQI s0 = KQ(mm256_setzero_si256)(), s1 = s0;  // two chains
+    for (int c = 0; c < 8; c += 2) {
+        s0 = KQ(mm256_dpbusd_epi32)(s0, kq_bcast32(cw + 4 * c), kq_load(xt + 32 * c));
+        s1 = KQ(mm256_dpbusd_epi32)(s1, kq_bcast32(cw + 4 * c + 4), kq_load(xt + 32 * c + 32));
+    }
+    return KQ(mm256_add_epi32)(s0, s1);
+#else
+    // Codes are at most 31, so four maddubs pair sums add up in int16 (|sum| <= 4 * 2 * 31 * 127).
+    KQI h[2];
+    for (int g = 0; g < 2; ++g) {
+        const uint8_t* w = cw + 16 * g;
+        const int8_t* x = xt + 128 * g;
+        const KQI p =
+            KQ(mm256_add_epi16)(KQ(mm256_maddubs_epi16)(kq_bcast32(w), kq_load(x)),
+                                KQ(mm256_maddubs_epi16)(kq_bcast32(w + 4), kq_load(x + 32)));
+        const KQI q =
+            KQ(mm256_add_epi16)(KQ(mm256_maddubs_epi16)(kq_bcast32(w + 8), kq_load(x + 64)),
+                                KQ(mm256_maddubs_epi16)(kq_bcast32(w + 12), kq_load(x + 96)));
+        h[g] = KQ(mm256_madd_epi16)(KQ(mm256_add_epi16)(p, q), KQ(mm256_set1_epi16)(1));
+    }
+    return KQ(mm256_add_epi32)(h[0], h[1]);
+#endif
+}
+
+// One unpacked row against eight tokens: xt, xdt, xst their transposed activations, xd and xs
+// of block b at 8b + t. y[t] = token t's output.
+template <bool kQ51>
+void kq_rows_x8(const uint8_t* codes, const float* d, const float* m, int64_t nb, const int8_t* xt,
+                const float* xdt, const int32_t* xst, float* y) {
+    KQF acc[8];
+    for (int j = 0; j < 8; ++j) acc[j] = KQ(mm256_setzero_ps)();
+    for (int64_t b0 = 0; b0 < nb; b0 += 8)
+        for (int j = 0; j < 8; ++j) {
+            const int64_t b = b0 + j;
+            if (b >= nb) break;
+            KQI i = kq_block_x8(codes + 32 * b, xt + 256 * b);
+            const KQF xdv = KQ(mm256_load_ps)(xdt + 8 * b);
+            const KQI xsv = kq_load(xst + 8 * b);
+            const KQF dx = KQ(mm256_mul_ps)(KQ(mm256_set1_ps)(d[b]), xdv);
+            if constexpr (kQ51) {
+                acc[j] = kq_fma(KQ(mm256_cvtepi32_ps)(i), dx, acc[j]);
+                acc[j] = kq_fma(KQ(mm256_cvtepi32_ps)(xsv),
+                                KQ(mm256_mul_ps)(KQ(mm256_set1_ps)(m[b]), xdv), acc[j]);
+            } else {
+                i = KQ(mm256_sub_epi32)(i, KQ(mm256_slli_epi32)(xsv, 4));
+                acc[j] = kq_fma(KQ(mm256_cvtepi32_ps)(i), dx, acc[j]);
+            }
+        }
+    const KQF s = KQ(mm256_add_ps)(
+        KQ(mm256_add_ps)(KQ(mm256_add_ps)(acc[0], acc[1]), KQ(mm256_add_ps)(acc[2], acc[3])),
+        KQ(mm256_add_ps)(KQ(mm256_add_ps)(acc[4], acc[5]), KQ(mm256_add_ps)(acc[6], acc[7])));
+    KQ(mm256_storeu_ps)(y, s);
+}
+
+// Rows [r0, r1) of Q5_0 / Q5_1, each unpacked once into `scratch` (QuantArgs::unpack) per up to
+// kQ5UnpackTokens tokens: whole groups of eight tokens by kq_rows_x8, the rest token by token.
+template <bool kQ51>
+void kq_matmul_b5(const QuantArgs& a, int64_t r0, int64_t r1, uint8_t* scratch) {
+    const int64_t nb = a.cols / 32, nbp = (nb + 7) / 8 * 8;
+    const int64_t row_bytes = nb * (kQ51 ? 24 : 22);
+    uint8_t* codes = scratch;
+    float* d = reinterpret_cast<float*>(scratch + 32 * nbp);
+    float* m = d + nbp;
+    auto* xt = reinterpret_cast<int8_t*>(m + nbp);
+    auto* xdt = reinterpret_cast<float*>(xt + kQ5UnpackTokens * a.cols);
+    auto* xst = reinterpret_cast<int32_t*>(xdt + kQ5UnpackTokens * nb);
+    const int64_t n8 = a.n / 8 * 8;
+    for (int64_t t0 = 0; t0 < n8; t0 += kQ5UnpackTokens) {
+        const int64_t ng = (n8 - t0 < kQ5UnpackTokens ? n8 - t0 : kQ5UnpackTokens) / 8;
+        for (int64_t g = 0; g < ng; ++g)
+            for (int64_t b = 0; b < nb; ++b) {
+                const int64_t t = t0 + 8 * g, at = g * nb + b;
+                kq_transpose_x8(a.xq + t * a.cols + 32 * b, a.cols, xt + 256 * at);
+                for (int64_t k = 0; k < 8; ++k) {
+                    xdt[8 * at + k] = a.xd[(t + k) * nb + b];
+                    xst[8 * at + k] = a.xs[(t + k) * nb + b];
+                }
+            }
+        for (int64_t r = r0; r < r1; ++r) {
+            kq_unpack_b5<kQ51>(a.data + r * row_bytes, nb, codes, d, m);
+            for (int64_t g = 0; g < ng; ++g) {
+                alignas(32) float y[8];
+                kq_rows_x8<kQ51>(codes, d, m, nb, xt + 256 * nb * g, xdt + 8 * nb * g,
+                                 xst + 8 * nb * g, y);
+                for (int64_t k = 0; k < 8; ++k) a.y[(t0 + 8 * g + k) * a.ldy + r] = y[k];
+            }
+        }
+    }
+    if (n8 == a.n) return;
+    for (int64_t r = r0; r < r1; ++r) {
+        kq_unpack_b5<kQ51>(a.data + r * row_bytes, nb, codes, d, m);
+        for (int64_t t = n8; t < a.n; ++t)
+            a.y[t * a.ldy + r] =
+                kq_dot_b5<kQ51>(codes, d, m, nb, a.xq + t * a.cols, a.xd + t * nb, a.xs + t * nb);
+    }
 }
 
 // One row of IQ4_XS against one token's activations.
@@ -445,6 +684,13 @@ float kq_row_q3k(const uint8_t* row, int64_t nsb, const int8_t* xq, const float*
 
 // Rows [r0, r1) for every token: a row's blocks stay in L1 across the tokens.
 void kq_matmul(const QuantArgs& a, int64_t r0, int64_t r1) {
+    if (a.unpack && (a.kind == kQuantKindQ5_0 || a.kind == kQuantKindQ5_1)) {
+        if (a.kind == kQuantKindQ5_1)
+            kq_matmul_b5<true>(a, r0, r1, a.unpack);
+        else
+            kq_matmul_b5<false>(a, r0, r1, a.unpack);
+        return;
+    }
     const int64_t nsb = a.cols / 256, nb = a.cols / 32;
     const int64_t row_bytes = a.cols / kKQuantKindElems[a.kind - kQuantKindQ4K] *
                               kKQuantKindBytes[a.kind - kQuantKindQ4K];

@@ -39,7 +39,8 @@ std::optional<KvCacheConfig> check_wire_format(const KvCacheConfig& own, std::st
     if (w.model != kv_model_fingerprint(own, model_id))
         return fail(
             "model mismatch: the decode server's KV is for another model or attention shape "
-            "(model file, layers, KV heads or head size differ); run both roles on the same "
+            "(checkpoint content, layers, KV heads or head size differ); run both roles on the "
+            "same "
             "checkpoint");
     if (w.type > static_cast<uint32_t>(tensor::KvType::INT8) ||
         w.scales > static_cast<uint32_t>(kernels::KvScales::Tensor))

@@ -30,9 +30,10 @@ struct RoleOptions {
 // takes; --kv-listen only with prefill.
 void check_role_options(const RoleOptions& o);
 
-// What a server's KV pages are: the model they belong to (model_id: the checkpoint, not its
-// weight format, so a prefill server may run other weights than its decode servers) and the
-// pool's format. Pages travel in the decode server's format.
+// What a server's KV pages are: the model they belong to (model_id: formats::checkpoint_identity,
+// a hash of the checkpoint's content, not of its weight format, so a prefill server may run other
+// weights than its decode servers) and the pool's format. Pages travel in the decode server's
+// format.
 struct KvIdentity {
     std::string model_id;
     kv::KvCacheConfig config;

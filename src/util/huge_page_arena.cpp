@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "util/error.h"
+#include "util/memory_info.h"
 
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE \
@@ -98,6 +99,11 @@ ArenaBuffer HugePageArena::map_populating(size_t bytes, size_t now_bytes) {
     if (kAsan) return ArenaBuffer(bytes);  // written (zeroed) in full already
     const size_t want = round_up(bytes, kHugePage);
     const size_t first = std::min(want, round_up(std::max<size_t>(now_bytes, 1), kHugePage));
+    // Most of the range becomes resident only later, where running short of memory would mean the
+    // OOM killer, not an error: refuse up front what cannot be backed now.
+    if (const auto avail = available_memory_bytes(); avail && bytes > *avail)
+        throw Error(out_of_memory(bytes) + ": only " + std::to_string(*avail >> 20) +
+                    " MiB can be made resident (MemAvailable, memory cgroup limit)");
     ArenaBuffer buf = map(bytes);
     if (::madvise(buf.data_, first, MADV_POPULATE_WRITE) != 0) {
         const int err = errno;

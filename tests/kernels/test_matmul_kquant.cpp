@@ -5,6 +5,7 @@
 // gguf-py in tests/python/test_gguf_kquant.py) times the dequantized int8 activations.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -184,7 +185,8 @@ TEST_P(KQuantMatmul, SimdBitExactVsScalarAnyBatchAndRows) {
 }
 
 TEST_P(KQuantMatmul, EmulatedAvx512BitExactVsScalar) {
-    const int64_t rows = 21, cols = odd_cols(512), n = 2;
+    // Ten tokens: one group of eight for the multi-token Q5 kernel and two token by token.
+    const int64_t rows = 21, cols = odd_cols(512), n = 10;
     for (int kind = 0; kind < 2; ++kind) {
         const KCase c = make_case(GetParam(), rows, cols, 200 + static_cast<uint32_t>(kind), kind);
         const std::vector<float> x = acts(n, cols, 9);
@@ -207,6 +209,37 @@ TEST_P(KQuantMatmul, EmulatedAvx512BitExactVsScalar) {
         a.ldy = rows;
         detail::mm_kquant_avx512_emulated(a, 0, rows);
         expect_same_bits(y, ref, "emulated AVX-512");
+        // With the unpack scratch matmul.cpp hands over (Q5_0 / Q5_1 unpack each row into it).
+        std::vector<uint8_t> scratch(static_cast<size_t>(
+            40 * (cols / 32 + 8) + detail::kQ5UnpackTokens * (cols + cols / 4) + 32));
+        const auto addr = reinterpret_cast<uintptr_t>(scratch.data());
+        a.unpack = scratch.data() + (32 - addr % 32) % 32;
+        std::fill(y.begin(), y.end(), -7.0f);
+        detail::mm_kquant_avx512_emulated(a, 0, rows);
+        expect_same_bits(y, ref, "emulated AVX-512, unpack scratch");
+    }
+}
+
+// Every token's outputs are the bits it gets alone, whatever the batch around it: token counts
+// 1..12 (the multi-token kernels' groups and their remainders) against the scalar kernel on all
+// tokens, on row lengths with and without a partial last group of eight 32-blocks.
+TEST_P(KQuantMatmul, BatchInvariantAcrossTokenCounts) {
+    const int64_t rows = 33, n = 12;
+    for (const int64_t cols : {int64_t{256}, odd_cols(512)}) {
+        const KCase c = make_case(GetParam(), rows, cols, 500, 0);
+        const std::vector<float> x = acts(n, cols, 13);
+        const std::vector<float> ref = run(Isa::Scalar, c.w, x, n);
+        for (Isa isa : {Isa::Scalar, Isa::AVX2, Isa::AVX512}) {
+            if (!isa_supported(isa)) continue;
+            for (int64_t m = 1; m <= n; ++m) {
+                const int64_t t0 = (m * 5) % (n - m + 1);  // tokens [t0, t0 + m)
+                const std::vector<float> xm(x.begin() + t0 * cols, x.begin() + (t0 + m) * cols);
+                expect_same_bits(
+                    run(isa, c.w, xm, m),
+                    std::vector<float>(ref.begin() + t0 * rows, ref.begin() + (t0 + m) * rows),
+                    isa_name(isa));
+            }
+        }
     }
 }
 

@@ -325,6 +325,24 @@ def write_tensors_and_close(w: gguf.GGUFWriter,
     w.close()
 
 
+def write_tiny_llama(path: Path, tensors: dict[str, tuple[object, np.ndarray]], *, name: str, layers: int,
+                     d: int, ff: int, heads: int, kv_heads: int, vocab: int) -> None:
+    """A synthetic llama GGUF (context 256, RoPE base 10000, RMS eps 1e-5, add_toy_tokenizer's
+    vocabulary) with `tensors` as write_tensors_and_close takes them."""
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_name(name)
+    w.add_block_count(layers)
+    w.add_context_length(256)
+    w.add_embedding_length(d)
+    w.add_feed_forward_length(ff)
+    w.add_head_count(heads)
+    w.add_head_count_kv(kv_heads)
+    w.add_rope_freq_base(10000.0)
+    w.add_layer_norm_rms_eps(1e-5)
+    add_toy_tokenizer(w, vocab)
+    write_tensors_and_close(w, tensors)
+
+
 def blocks_and_f32_twin(matrices: dict, make_blocks) -> tuple[dict, dict]:
     """For {name: (qtype, shape)}: the tensors of a block-type file, {name: (qtype, blocks)} with
     blocks = make_blocks(qtype, shape), and of its exact f32 twin, {name: (None, gguf-py's

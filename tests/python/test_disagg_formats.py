@@ -16,8 +16,9 @@ again the way the decode pool's own write_kv stores it). What is guaranteed, and
   checkpoint, not its weight format); greedy text equal to `--role both --weights int4
   --prefill-weights bf16`, which computes prompts with a bf16 copy of the layers and decodes
   with int4 alike (the first token's logits come from the prefill server's head, hence H);
-- another checkpoint (here the same file under another name): refused with "model mismatch",
-  the request fails with 503 and the decode server's pages return to zero.
+- the checkpoint's identity is its content: the same file under another name is accepted;
+  another checkpoint with the same name and size is refused with "model mismatch", the
+  request fails with 503 and the decode server's pages return to zero.
 """
 from __future__ import annotations
 
@@ -138,9 +139,32 @@ def test_bf16_weights_prefill_int4_weights_decode():
         stop_all(dec, pre, ref)
 
 
+def test_checkpoint_identity_is_content_not_path(tmp_path):
+    # The same bytes under another name: the same checkpoint, pages accepted.
+    renamed = tmp_path / "renamed" / "other-name.gguf"
+    renamed.parent.mkdir()
+    renamed.symlink_to(SMOLLM2_GGUF)
+    pre = dec = None
+    try:
+        pre = WardenServer(*KV, "--role", "prefill", model=renamed)
+        dec = WardenServer(*KV, "--role", "decode", "--prefill-kv", f"127.0.0.1:{kv_port(pre)}")
+        r = complete(dec.base, PROMPTS[0])
+        assert r.status_code == 200, r.text
+        assert wait_pages_zero(dec.base) == 0
+    finally:
+        stop_all(dec, pre)
+
+
 def test_another_checkpoint_is_refused(tmp_path):
-    other = tmp_path / "other-model.gguf"
-    other.symlink_to(SMOLLM2_GGUF)
+    # Another checkpoint with the same file name and size (a fine-tune stand-in: one metadata
+    # string changed in place): refused, though name and size match.
+    data = bytearray(SMOLLM2_GGUF.read_bytes())
+    at = data.find(b"HuggingFaceTB")
+    assert at > 0
+    data[at:at + 13] = b"SomebodyElse!"
+    other = tmp_path / SMOLLM2_GGUF.name
+    other.write_bytes(bytes(data))
+    assert other.stat().st_size == SMOLLM2_GGUF.stat().st_size
     pre = dec = None
     try:
         pre = WardenServer(*KV, "--role", "prefill", model=other)

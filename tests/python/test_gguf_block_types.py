@@ -23,8 +23,7 @@ import numpy as np
 import pytest
 
 from conftest import record
-from gguf_convert import (add_toy_tokenizer, blocks_and_f32_twin, compare_logits, warden_logits,
-                          write_tensors_and_close)
+from gguf_convert import blocks_and_f32_twin, compare_logits, warden_logits, write_tiny_llama
 
 Q = gguf.GGMLQuantizationType
 LAYERS, HEADS, KV_HEADS, VOCAB = 2, 4, 2, 320
@@ -85,18 +84,8 @@ def plan(kind: str) -> tuple[int, int, dict[str, tuple[object, int, int]]]:
 
 
 def write_model(path: Path, d: int, ff: int, tensors: dict[str, tuple[object, np.ndarray]]) -> None:
-    w = gguf.GGUFWriter(str(path), "llama")
-    w.add_name("tiny-blocks")
-    w.add_block_count(LAYERS)
-    w.add_context_length(256)
-    w.add_embedding_length(d)
-    w.add_feed_forward_length(ff)
-    w.add_head_count(HEADS)
-    w.add_head_count_kv(KV_HEADS)
-    w.add_rope_freq_base(10000.0)
-    w.add_layer_norm_rms_eps(1e-5)
-    add_toy_tokenizer(w, VOCAB)
-    write_tensors_and_close(w, tensors)
+    write_tiny_llama(path, tensors, name="tiny-blocks", layers=LAYERS, d=d, ff=ff, heads=HEADS, kv_heads=KV_HEADS,
+                     vocab=VOCAB)
 
 
 def make_files(d_out: Path, kind: str, seed: int, override: dict | None = None) -> tuple[Path, Path]:

@@ -20,8 +20,7 @@ import numpy as np
 import pytest
 
 from conftest import record
-from gguf_convert import (add_toy_tokenizer, blocks_and_f32_twin, compare_logits, warden_logits,
-                          write_tensors_and_close)
+from gguf_convert import blocks_and_f32_twin, compare_logits, warden_logits, write_tiny_llama
 
 Q = gguf.GGMLQuantizationType
 D, FF, LAYERS, HEADS, KV_HEADS, VOCAB = 256, 512, 2, 4, 2, 320
@@ -61,18 +60,8 @@ def _matrices():
 
 
 def write_model(path: Path, tensors: dict[str, tuple[object, np.ndarray]]) -> None:
-    w = gguf.GGUFWriter(str(path), "llama")
-    w.add_name("tiny-kquant")
-    w.add_block_count(LAYERS)
-    w.add_context_length(256)
-    w.add_embedding_length(D)
-    w.add_feed_forward_length(FF)
-    w.add_head_count(HEADS)
-    w.add_head_count_kv(KV_HEADS)
-    w.add_rope_freq_base(10000.0)
-    w.add_layer_norm_rms_eps(1e-5)
-    add_toy_tokenizer(w, VOCAB)
-    write_tensors_and_close(w, tensors)
+    write_tiny_llama(path, tensors, name="tiny-kquant", layers=LAYERS, d=D, ff=FF, heads=HEADS, kv_heads=KV_HEADS,
+                     vocab=VOCAB)
 
 
 @pytest.fixture(scope="module")

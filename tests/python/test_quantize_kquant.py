@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 
 from conftest import ROOT, TIMEOUT_S, WARDEN_BIN, require_warden
-from gguf_convert import add_toy_tokenizer, write_tensors_and_close
+from gguf_convert import write_tiny_llama
 
 Q = gguf.GGMLQuantizationType
 # FF = 320 is 32-divisible but not 256-divisible: ffn_down falls back (Q4_K -> Q5_0, Q5_K -> Q5_1,
@@ -62,18 +62,8 @@ def _source_tensors(rng: np.random.Generator) -> dict[str, tuple[object, np.ndar
 
 
 def _write_model(path: Path, tensors) -> None:
-    w = gguf.GGUFWriter(str(path), "llama")
-    w.add_name("tiny-kquant-source")
-    w.add_block_count(LAYERS)
-    w.add_context_length(256)
-    w.add_embedding_length(D)
-    w.add_feed_forward_length(FF)
-    w.add_head_count(HEADS)
-    w.add_head_count_kv(KV_HEADS)
-    w.add_rope_freq_base(10000.0)
-    w.add_layer_norm_rms_eps(1e-5)
-    add_toy_tokenizer(w, VOCAB)
-    write_tensors_and_close(w, tensors)
+    write_tiny_llama(path, tensors, name="tiny-kquant-source", layers=LAYERS, d=D, ff=FF, heads=HEADS,
+                     kv_heads=KV_HEADS, vocab=VOCAB)
 
 
 @pytest.fixture(scope="module")

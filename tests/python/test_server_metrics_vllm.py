@@ -86,10 +86,10 @@ def small_chunk_server():
 
 def test_prompt_tokens_counted_per_prefill_chunk(small_chunk_server):
     s = small_chunk_server
-    prompt = " ".join(f"item {i}," for i in range(600))
+    prompt = " ".join(f"item {i}," for i in range(200))
     n = len(httpx.post(s.base + "/tokenize", json={"model": s.model_id, "prompt": prompt},
                        timeout=60).json()["tokens"])
-    assert n > 1500
+    assert n > 500
     before = m(s)["warden:prompt_tokens_total"]
     done = threading.Event()
     result = {}
@@ -106,7 +106,7 @@ def test_prompt_tokens_counted_per_prefill_chunk(small_chunk_server):
     deadline = time.time() + 300
     while not done.is_set() and time.time() < deadline:
         seen.append(m(s)["warden:prompt_tokens_total"] - before)
-        time.sleep(0.01)
+        time.sleep(0.05)
     assert done.wait(60)
     assert result["r"].status_code == 200, result["r"].text
     assert result["r"].json()["usage"]["prompt_tokens"] == n

@@ -25,6 +25,7 @@
 #include "tiny_llama.h"
 #include "util/error.h"
 #include "util/huge_page_arena.h"
+#include "util/memory_info.h"
 
 namespace warden {
 namespace {
@@ -226,6 +227,22 @@ TEST(HugePageArena, KvPoolIsOneAdvisedZeroedMapping) {
     EXPECT_EQ(reinterpret_cast<uintptr_t>(first) % HugePageArena::kHugePage, 0u);
     EXPECT_TRUE(advised_huge(first));
     EXPECT_TRUE(advised_huge(last));
+}
+
+// A pool larger than the memory this process can still make resident is refused at once, with
+// the figures, instead of being handed out and met by the OOM killer as it fills.
+TEST(HugePageArena, BackgroundPopulationRefusesMoreThanAvailable) {
+    if (!HugePageArena::maps_chunks()) GTEST_SKIP() << "AddressSanitizer build: heap blocks";
+    const auto avail = util::available_memory_bytes();
+    ASSERT_TRUE(avail.has_value()) << "no /proc/meminfo on this Linux host";
+    const size_t too_much = static_cast<size_t>(*avail) + (size_t{1} << 30);
+    try {
+        ArenaBuffer buf = HugePageArena::map_populating(too_much, size_t{4} << 20);
+        FAIL() << "mapped " << (too_much >> 20) << " MiB with " << (*avail >> 20) << " available";
+    } catch (const util::Error& e) {
+        EXPECT_NE(std::string(e.what()).find("can be made resident"), std::string::npos)
+            << e.what();
+    }
 }
 
 }  // namespace
