@@ -1,7 +1,9 @@
 #include "constrain/token_mask.h"
 
 #include <algorithm>
+#include <chrono>
 
+#include "constrain/mask_counters.h"
 #include "tokenizer/tokenizer.h"
 
 namespace warden::constrain {
@@ -58,12 +60,71 @@ void Vocabulary::index(const std::vector<char>& usable) {
         while (k < prev.size() && k < cur.size() && prev[k] == cur[k] && k < 65535) ++k;
         lcp_[i] = static_cast<uint16_t>(k);
     }
+    suffix_start_.reserve(sorted_.size() + 1);
+    for (size_t i = 0; i < sorted_.size(); ++i) {
+        suffix_start_.push_back(static_cast<uint32_t>(suffixes_.size()));
+        suffixes_.append(bytes_[static_cast<size_t>(sorted_[i])], lcp_[i]);
+    }
+    suffix_start_.push_back(static_cast<uint32_t>(suffixes_.size()));
 }
 
-CompiledGrammar::CompiledGrammar(const Grammar& g, std::shared_ptr<const Vocabulary> vocab)
-    : program_(g), vocab_(std::move(vocab)) {}
+CompiledGrammar::CompiledGrammar(const Grammar& g, std::shared_ptr<const Vocabulary> vocab,
+                                 size_t memo_entries)
+    : program_(g), vocab_(std::move(vocab)), memo_(program_, memo_entries) {}
+
+bool CompiledGrammar::memo_walk(const MatchState& s, TokenMask& m) const {
+    const Vocabulary& v = *vocab_;
+    // ids[d]: the state after the first d bytes of the current token.
+    thread_local std::vector<uint32_t> ids;
+    if (ids.size() < v.max_len() + 1) ids.resize(v.max_len() + 1);
+    ids[0] = memo_.intern(s);
+    if (ids[0] == TransitionMemo::kFull) return false;
+    // A token is walked from its common prefix with the previous one (whose states up to there
+    // are known: had the previous token died before that point, this one would be skipped), so
+    // only the bytes after that prefix are read.
+    size_t dead_len = SIZE_MAX;  // the previous token's first dead_len bytes are refused
+    const auto& sorted = v.sorted();
+    const auto& lcp = v.lcp();
+    const auto* suffixes = reinterpret_cast<const uint8_t*>(v.suffixes().data());
+    const auto& start = v.suffix_start();
+    for (size_t i = 0; i < sorted.size(); ++i) {
+        const size_t common = lcp[i];
+        if (dead_len <= common) continue;  // shares the refused prefix
+        dead_len = SIZE_MAX;
+        const uint8_t* b = suffixes + start[i];
+        const size_t n = start[i + 1] - start[i];
+        size_t k = 0;
+        for (; k < n; ++k) {
+            const uint32_t t = memo_.next(ids[common + k], b[k]);
+            if (t == TransitionMemo::kDead) break;
+            if (t == TransitionMemo::kFull) return false;
+            ids[common + k + 1] = t;
+        }
+        if (k < n) {
+            dead_len = common + k + 1;
+            continue;
+        }
+        const auto id = static_cast<size_t>(sorted[i]);
+        m[id >> 6] |= uint64_t{1} << (id & 63);
+    }
+    return true;
+}
 
 TokenMask CompiledGrammar::compute_mask(const MatchState& s) const {
+    const size_t words = (static_cast<size_t>(vocab_->size()) + 63) / 64;
+    {
+        std::lock_guard lk(memo_mu_);
+        // A full memo starts over; a walk that fills even an empty one runs without it.
+        for (int attempt = 0; attempt < 2; ++attempt) {
+            TokenMask m(words, 0);
+            if (memo_walk(s, m)) return m;
+            memo_.clear();
+        }
+    }
+    return reference_mask(s);
+}
+
+TokenMask CompiledGrammar::reference_mask(const MatchState& s) const {
     const Vocabulary& v = *vocab_;
     TokenMask m((static_cast<size_t>(v.size()) + 63) / 64, 0);
     // states[d]: the state after the first d bytes of the current token; valid up to `valid`.
@@ -102,12 +163,15 @@ std::shared_ptr<const TokenMask> CompiledGrammar::mask(const MatchState& s) cons
         auto it = cache_.find(key);
         if (it != cache_.end()) {
             ++stats_.hits;
+            count_mask_hit();
             return it->second;
         }
         ++stats_.misses;
     }
     // Computed outside the lock: two sequences missing the same state both compute it.
+    const auto t0 = std::chrono::steady_clock::now();
     auto m = std::make_shared<const TokenMask>(compute_mask(s));
+    count_mask_miss(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     std::lock_guard lk(mu_);
     if (cache_.size() >= kMaxCachedMasks) cache_.clear();
     cache_.emplace(std::move(key), m);

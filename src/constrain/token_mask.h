@@ -9,7 +9,9 @@
 //
 // CompiledGrammar (one per grammar and vocabulary; shared by every sequence using it, and
 // thread-safe): the matcher Program plus a cache of masks by state, so a state seen before
-// (the inside of a JSON string, the start of each array item, ...) costs one lookup.
+// (the inside of a JSON string, the start of each array item, ...) costs one lookup, and a
+// memo of the matcher's transitions (transition_memo.h) that the walk for a state not seen
+// before runs on, so it costs array reads rather than matcher steps.
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -18,6 +20,7 @@
 #include <vector>
 
 #include "constrain/matcher.h"
+#include "constrain/transition_memo.h"
 
 namespace warden::tokenizer {
 class Tokenizer;
@@ -45,6 +48,11 @@ class Vocabulary {
     // Sorted grammar-usable tokens and lcp[i] = common prefix of sorted[i-1] and sorted[i].
     const std::vector<int32_t>& sorted() const { return sorted_; }
     const std::vector<uint16_t>& lcp() const { return lcp_; }
+    // The bytes of sorted[i] after its common prefix with sorted[i-1] (the trie walk reads
+    // nothing else), all in one buffer in sorted order, so the walk reads memory in sequence:
+    // suffixes()[suffix_start()[i] .. suffix_start()[i+1]).
+    const std::string& suffixes() const { return suffixes_; }
+    const std::vector<uint32_t>& suffix_start() const { return suffix_start_; }
     size_t max_len() const { return max_len_; }
 
   private:
@@ -55,6 +63,8 @@ class Vocabulary {
     std::vector<int32_t> sorted_;
     std::vector<int32_t> unusable_;
     std::vector<uint16_t> lcp_;
+    std::string suffixes_;
+    std::vector<uint32_t> suffix_start_;
     size_t max_len_ = 0;
 };
 
@@ -67,14 +77,19 @@ inline bool mask_has(const TokenMask& m, int32_t id) {
 class CompiledGrammar {
   public:
     // g must be valid (Grammar::validate; the compilers and parse_gbnf do that).
-    CompiledGrammar(const Grammar& g, std::shared_ptr<const Vocabulary> vocab);
+    CompiledGrammar(const Grammar& g, std::shared_ptr<const Vocabulary> vocab,
+                    size_t memo_entries = TransitionMemo::kDefaultMaxEntries);
 
     const Program& program() const { return program_; }
     const Vocabulary& vocab() const { return *vocab_; }
     // The tokens (stop tokens excluded) whose bytes keep `s` alive. Cached by state.
     std::shared_ptr<const TokenMask> mask(const MatchState& s) const;
-    // The same computed from scratch by the trie walk (no cache).
+    // The same computed by the trie walk on the transition memo (what a cache miss costs).
     TokenMask compute_mask(const MatchState& s) const;
+    // The same computed by the trie walk running the matcher at every node, with neither cache
+    // nor memo: the reference the others are tested against, and the fallback of a walk that
+    // meets more distinct states than the memo holds.
+    TokenMask reference_mask(const MatchState& s) const;
 
     struct Stats {
         uint64_t hits = 0, misses = 0;
@@ -82,8 +97,13 @@ class CompiledGrammar {
     Stats stats() const;
 
   private:
+    // The walk on the memo; false (m unspecified) when the memo filled up on the way.
+    bool memo_walk(const MatchState& s, TokenMask& m) const;
+
     Program program_;
     std::shared_ptr<const Vocabulary> vocab_;
+    mutable std::mutex memo_mu_;
+    mutable TransitionMemo memo_;
     mutable std::mutex mu_;
     mutable std::unordered_map<std::string, std::shared_ptr<const TokenMask>> cache_;
     mutable Stats stats_;

@@ -1,6 +1,7 @@
 // /metrics: the process' own metrics under the Prometheus client libraries' standard names
 // (process_resident_memory_bytes, process_cpu_seconds_total, process_open_fds, ...), read from
-// /proc/self, and the HTTP answers counted by route and status.
+// /proc/self, the HTTP answers counted by route and status, and the structured-output token-mask
+// cache's hits and misses (constrain/mask_counters.h).
 #include <dirent.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -9,6 +10,7 @@
 #include <cstdio>
 #include <fstream>
 
+#include "constrain/mask_counters.h"
 #include "server/api.h"
 
 namespace warden::server {
@@ -64,6 +66,13 @@ std::string Api::metrics_body() {
         o += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n" +
              name + " " + num(v) + "\n";
     };
+    const constrain::MaskCounters mc = constrain::mask_counters();
+    one("warden:structured_output_mask_cache_hits_total", "counter",
+        "constrained steps whose token mask was cached", static_cast<double>(mc.hits));
+    one("warden:structured_output_mask_cache_misses_total", "counter",
+        "constrained steps whose token mask was computed", static_cast<double>(mc.misses));
+    one("warden:structured_output_mask_compute_seconds_total", "counter",
+        "time spent computing the token masks of the misses", mc.miss_seconds);
     int64_t vbytes = 0;
     const int64_t rss = resident_bytes(vbytes);
     one("process_resident_memory_bytes", "gauge", "resident memory size in bytes",

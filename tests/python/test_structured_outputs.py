@@ -1,8 +1,9 @@
 """Structured outputs (constrained decoding) through the official `openai` client: every output
 on a set of schemas and prompts validates with a real JSON Schema validator (`jsonschema`), the
 SDK's `beta.chat.completions.parse()` with a pydantic model works, regex / choice / grammar
-outputs match, streaming and n > 1 are constrained per choice, and what cannot be enforced is a
-400 naming the field. One server (module fixture) with the default model.
+outputs match, streaming and n > 1 are constrained per choice, the mask-cache counters on /metrics
+move by the constrained steps, and what cannot be enforced is a 400 naming the field. One server
+(module fixture) with the default model.
 """
 from __future__ import annotations
 
@@ -154,6 +155,23 @@ def test_streamed_output_is_constrained(srv):
     assert finish == {0: "stop", 1: "stop"}
     for t in text.values():
         jsonschema.validate(json.loads(t), PERSON)
+
+
+def test_mask_cache_metrics(srv):
+    # top_p truncates the distribution, so every step of a constrained choice looks its mask up:
+    # hits + misses move by the tokens sampled (the completion tokens, and the stop token that
+    # ended the choice, which usage does not count).
+    before = srv.metrics()
+    r = chat(srv, "Describe a fictional person as JSON.", temperature=0.8, top_p=0.9, seed=5,
+             response_format=schema_format(PERSON))
+    after = srv.metrics()
+    d = {k: after[k] - before.get(k, 0) for k in after if k.startswith("warden:structured_output_")}
+    lookups = (d["warden:structured_output_mask_cache_hits_total"]
+               + d["warden:structured_output_mask_cache_misses_total"])
+    assert r.choices[0].finish_reason == "stop"
+    assert r.usage.completion_tokens <= lookups <= r.usage.completion_tokens + 1, (d, r.usage)
+    assert (d["warden:structured_output_mask_compute_seconds_total"] > 0) == (
+        d["warden:structured_output_mask_cache_misses_total"] > 0)
 
 
 def test_guided_regex_choice_and_grammar(srv):
