@@ -67,6 +67,7 @@ scripts/setup_deps.sh
 scripts/fetch_model.sh
 scripts/fetch_vocab_tests.sh
 scripts/setup_venv.sh
+scripts/setup_lmeval_venv.sh
 
 section "layers (every include points downward; scripts/check_layers.py)"
 python3 scripts/check_layers.py --self-test
@@ -83,7 +84,8 @@ ctest --test-dir build --output-on-failure -j "$jobs" --timeout 600
 tests_passed=$((tests_passed + 1))
 
 section "end-to-end tests (pytest)"
-WARDEN_BIN="$root/build/warden" .venv/bin/python -m pytest -q tests/python
+WARDEN_BIN="$root/build/warden" WARDEN_LM_EVAL="$root/.venv-lmeval/bin/lm_eval" \
+  .venv/bin/python -m pytest -q tests/python
 tests_passed=$((tests_passed + 1))
 
 if [ "${WARDEN_QUICK:-0}" = "1" ]; then

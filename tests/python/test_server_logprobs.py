@@ -224,14 +224,14 @@ def test_lmeval_loglikelihood_rolling_shape(server):
 def test_lmeval_itself(server, tmp_path):
     """lm-evaluation-harness itself (`local-completions`, the remote tokenizer backend through
     /tokenizer_info and /tokenize) on tests/data/lmeval_tiny: every loglikelihood and rolling
-    loglikelihood it records equals the one computed from `warden logits`. lm-eval is not in
-    requirements-test.txt (it pulls in datasets, pandas, scikit-learn: ~800 MB): point
-    WARDEN_LM_EVAL at an `lm_eval` executable to run this (tested with lm-eval 0.4.13, plus
-    tenacity and aiohttp for its API models)."""
+    loglikelihood it records equals the one computed from `warden logits`. lm-eval lives in its
+    own venv (datasets, pandas, scikit-learn: ~760 MB): scripts/test.sh installs it
+    (requirements-lmeval.txt, lm-eval 0.4.13) and sets WARDEN_LM_EVAL to its `lm_eval`; run
+    alone, this test skips unless WARDEN_LM_EVAL is set."""
     import os
     exe = os.environ.get("WARDEN_LM_EVAL")
     if not exe:
-        pytest.skip("WARDEN_LM_EVAL not set (the emulated-shape tests above cover the protocol)")
+        pytest.skip("WARDEN_LM_EVAL not set (scripts/setup_lmeval_venv.sh installs lm-eval; scripts/test.sh sets it)")
     data = ROOT / "tests/data/lmeval_tiny"
     args = (f"base_url={server.base}/v1/completions,model={server.model_id},tokenizer_backend=remote,"
             "num_concurrent=1,max_retries=1")
