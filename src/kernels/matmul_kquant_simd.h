@@ -10,6 +10,7 @@
 // Everything is in an anonymous namespace (internal linkage: one copy per ISA, see the ODR note
 // in kernels_internal.h). The integer sums are exact, so the vector order of their additions does
 // not matter; the float steps are the contract's, lane j for 32-block j.
+#include <algorithm>
 #include <cstdint>
 
 namespace warden::kernels::detail {
@@ -421,16 +422,20 @@ float kq_dot_b5(const uint8_t* codes, const float* d, const float* m, int64_t nb
         kq_step_b5<kQ51>(acc, kq_hsum8(v), KQ(mm256_loadu_ps)(xd + b), kq_load(xs + b), d + b,
                          m + b);
     }
-    if (b < nb) {  // the last nb % 8 blocks, lanes past them masked off
+    if (b < nb) {  // the last nb % 8 blocks, lanes past them zero
         const int64_t left = nb - b;
-        const KQI mask = KQ(mm256_cmpgt_epi32)(KQ(mm256_set1_epi32)(static_cast<int>(left)),
-                                               KQ(mm256_setr_epi32)(0, 1, 2, 3, 4, 5, 6, 7));
         KQI v[8];
         for (int j = 0; j < 8; ++j)
             v[j] = j < left ? kq_dot(kq_load(codes + 32 * (b + j)), kq_load(xq + 32 * (b + j)))
                             : KQ(mm256_setzero_si256)();
-        kq_step_b5<kQ51>(acc, kq_hsum8(v), KQ(mm256_maskload_ps)(xd + b, mask),
-                         KQ(mm256_maskload_epi32)(xs + b, mask), d + b, m + b);
+        // Copied, not masked loads: SIMDe's emulated maskload reads all eight lanes, past the
+        // end of the token's scales.
+        alignas(32) float xd_tail[8] = {};
+        alignas(32) int32_t xs_tail[8] = {};
+        std::copy_n(xd + b, left, xd_tail);
+        std::copy_n(xs + b, left, xs_tail);
+        kq_step_b5<kQ51>(acc, kq_hsum8(v), KQ(mm256_load_ps)(xd_tail), kq_load(xs_tail), d + b,
+                         m + b);
     }
     return acc.reduce();
 }
