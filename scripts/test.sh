@@ -67,7 +67,9 @@ scripts/setup_deps.sh
 scripts/fetch_model.sh
 scripts/fetch_vocab_tests.sh
 scripts/setup_venv.sh
-scripts/setup_lmeval_venv.sh
+# lm-evaluation-harness in a venv of its own: its dependencies (datasets, pandas, scikit-learn)
+# are large and the test tooling does not need them.
+scripts/setup_venv.sh .venv-lmeval requirements-lmeval.txt
 
 section "layers (every include points downward; scripts/check_layers.py)"
 python3 scripts/check_layers.py --self-test

@@ -231,7 +231,7 @@ def test_lmeval_itself(server, tmp_path):
     import os
     exe = os.environ.get("WARDEN_LM_EVAL")
     if not exe:
-        pytest.skip("WARDEN_LM_EVAL not set (scripts/setup_lmeval_venv.sh installs lm-eval; scripts/test.sh sets it)")
+        pytest.skip("WARDEN_LM_EVAL not set (scripts/test.sh installs lm-eval into .venv-lmeval and sets it)")
     data = ROOT / "tests/data/lmeval_tiny"
     args = (f"base_url={server.base}/v1/completions,model={server.model_id},tokenizer_backend=remote,"
             "num_concurrent=1,max_retries=1")
