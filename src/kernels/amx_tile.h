@@ -400,5 +400,13 @@ void tile_op(int op, int c_rows, int c_colsb, int a_colsb, const void* a, int64_
     Backend::release();
 }
 
+// The backend a kernel file compiles against: the software model in its emulated build (the
+// tests, on any CPU), the instructions otherwise.
+#if defined(WARDEN_AMX_EMULATE)
+using Tiles = Model;
+#elif WARDEN_AMX_NATIVE
+using Tiles = Native;
+#endif
+
 }  // namespace
 }  // namespace warden::kernels::amx

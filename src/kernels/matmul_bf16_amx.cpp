@@ -27,11 +27,7 @@ void mm_bf16_amx_tiles_emulated(const Bf16TileArgs& a, int64_t r0, int64_t r1);
 #endif
 namespace {
 
-#ifdef WARDEN_AMX_EMULATE
-using Tiles = amx::Model;
-#else
-using Tiles = amx::Native;
-#endif
+using Tiles = amx::Tiles;
 
 constexpr int64_t kNr = 16;                // tokens per A/C tile, rows per panel
 constexpr int kGroups = 4;                 // token groups (C tiles) per chunk

@@ -48,11 +48,7 @@ void mm_quant_amx_tiles_emulated(const QuantArgs& a, int64_t r0, int64_t r1);
 #endif
 namespace {
 
-#ifdef WARDEN_AMX_EMULATE
-using Tiles = amx::Model;
-#else
-using Tiles = amx::Native;
-#endif
+using Tiles = amx::Tiles;
 
 constexpr int64_t kNr = 16;
 constexpr int kGroups = 4;                 // token groups (C tiles) per chunk

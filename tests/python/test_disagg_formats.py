@@ -53,6 +53,16 @@ def start_pair(pre_args, dec_args):
     return pre, dec
 
 
+def assert_same_greedy_text(dec, ref):
+    """Every prompt through the decode server (its KV moved from the prefill server) gives ref's
+    greedy text; the decode server's pages return to zero afterwards."""
+    for p in PROMPTS:
+        got = greedy(dec.base, p)
+        assert got["warden_timing"]["kv_transfer_bytes"] > 0
+        assert got["choices"][0]["text"] == greedy(ref.base, p)["choices"][0]["text"], p
+    assert wait_pages_zero(dec.base) == 0
+
+
 def stop_all(*servers):
     for s in servers:
         if s is not None:
@@ -73,11 +83,7 @@ def test_page_size_conversion_changes_no_number():
     try:
         ref = WardenServer(*KV)
         pre, dec = start_pair(("--kv-page-size", "32"), ())
-        for p in PROMPTS:
-            got = greedy(dec.base, p)
-            assert got["warden_timing"]["kv_transfer_bytes"] > 0
-            assert got["choices"][0]["text"] == greedy(ref.base, p)["choices"][0]["text"], p
-        assert wait_pages_zero(dec.base) == 0
+        assert_same_greedy_text(dec, ref)
     finally:
         stop_all(dec, pre, ref)
 
@@ -130,11 +136,7 @@ def test_bf16_weights_prefill_int4_weights_decode():
         head = head_format(ref)
         pre, dec = start_pair(("--weights", "bf16", "--head-weights", head), ("--weights", "int4"))
         assert head_format(dec) == head
-        for p in PROMPTS:
-            got = greedy(dec.base, p)
-            assert got["warden_timing"]["kv_transfer_bytes"] > 0
-            assert got["choices"][0]["text"] == greedy(ref.base, p)["choices"][0]["text"], p
-        assert wait_pages_zero(dec.base) == 0
+        assert_same_greedy_text(dec, ref)
     finally:
         stop_all(dec, pre, ref)
 
