@@ -198,6 +198,67 @@ void q4_vnni_panel(const QuantArgs& a, const uint8_t* panel, int64_t pb, int64_t
                         q == NP - 1 ? j1 : kNr);
 }
 
+// Several tokens (t .. t+NT-1, up to kQ4Tokens) of one panel, the layout the other way round from
+// q4_vnni_panel: each 32-block's four 64-byte loads and their nibble masks stay in eight registers
+// while the NT tokens run through them one after another, so a token needs only its two block
+// sums and its accumulator, and eight tokens fit the 32 registers (q4_vnni_panel keeps both sums
+// of every token live across the loads: beyond four tokens it spills). Each (row, token)'s
+// arithmetic is q4_vnni_panel's NT = 1 sequence, so results do not depend on NT.
+template <bool kAsym, int NT>
+void q4_vnni_multi(const QuantArgs& a, const uint8_t* panel, int64_t t, float* y, int64_t j0,
+                   int64_t j1, int64_t pf) {
+    const int64_t cols = a.cols, G = a.group, gb = 32 + (kAsym ? 32 : 0) + G * 8, ng = cols / G,
+                  spg = G / 32, nb = cols / 32;
+    const zi mhi = WZ(mm512_set1_epi8)(static_cast<char>(0xf0));
+    const zi perm[4] = {quad_pair_index(0), quad_pair_index(1), quad_pair_index(2),
+                        quad_pair_index(3)};
+    zf acc[NT];
+    for (int i = 0; i < NT; ++i) acc[i] = WZ(mm512_setzero_ps)();
+    for (int64_t g = 0; g < ng; ++g) {
+        const uint8_t* blk = panel + g * gb;
+        const zf d = load_scales16(blk, a.bf16_scales);
+        const zf m = kAsym ? load_scales16(blk + 32, a.bf16_scales) : WZ(mm512_setzero_ps)();
+        for (int64_t sb = 0; sb < spg; ++sb) {
+            const int64_t b = g * spg + sb;
+            const uint8_t* qq = blk + (kAsym ? 64 : 32) + sb * 256;
+            prefetch(qq, pf, 4);
+            zi v[4], h[4];
+#pragma GCC unroll 4
+            for (int jj = 0; jj < 4; ++jj) {
+                v[jj] = WZ(mm512_loadu_si512)(qq + jj * 64);
+                h[jj] = WZ(mm512_and_si512)(v[jj], mhi);  // 16 * (rows 8-15 codes)
+            }
+            for (int i = 0; i < NT; ++i) {
+                const int64_t xb = (t + i) * nb + b;
+                const zi xblk = WZ(mm512_castsi256_si512)(WZ(mm256_loadu_si256)(
+                    reinterpret_cast<const yi*>(a.xq + (t + i) * cols + b * 32)));
+                // The zero-point start of q4_vnni_panel (symmetric only).
+                const int32_t xs = kAsym ? 0 : a.xs[xb];
+                zi sv = WZ(mm512_maskz_set1_epi32)(0x00ff, -136 * xs);
+                zi sh = WZ(mm512_maskz_set1_epi32)(0x00ff, -128 * xs);
+#pragma GCC unroll 4
+                for (int jj = 0; jj < 4; ++jj) {
+                    const zi xv = WZ(mm512_permutexvar_epi32)(perm[jj], xblk);
+                    sv = WZ(mm512_dpbusd_epi32)(sv, v[jj], xv);
+                    sh = WZ(mm512_dpbusd_epi32)(sh, h[jj], xv);
+                }
+                const zi lo = WZ(mm512_sub_epi32)(sv, sh);  // rows 0-7
+                const zi hi = div16_exact(sh);              // rows 8-15
+                const zi sum = WZ(mm512_add_epi32)(WZ(mm512_shuffle_i64x2)(lo, hi, 0x44),
+                                                   WZ(mm512_shuffle_i64x2)(lo, hi, 0xee));
+                const zf xdv = WZ(mm512_set1_ps)(a.xd[xb]);
+                acc[i] = fmadd(i32_to_f32(sum), WZ(mm512_mul_ps)(d, xdv), acc[i]);
+                if (kAsym) {
+                    const zf xsv = WZ(mm512_set1_ps)(static_cast<float>(a.xs[xb]));
+                    acc[i] = fmadd(xsv, WZ(mm512_mul_ps)(m, xdv), acc[i]);
+                }
+                WARDEN_KEEP_IN_REG(acc[i]);
+            }
+        }
+    }
+    for (int i = 0; i < NT; ++i) store_lanes(acc[i], y + i * a.ldy, j0, j1);
+}
+
 // kGroup: int8-g32, each 32-block's 16 scales ahead of its 512 code bytes, folded into the
 // block's fma; otherwise one scale per row, applied at the end (matmul_quant.h). NP adjacent panels
 // (pb bytes apart) are read side by side, as in q4_vnni_panel.
@@ -238,6 +299,44 @@ void q8_vnni_panel(const QuantArgs& a, const uint8_t* panel, int64_t pb, int64_t
             store_lanes(WZ(mm512_mul_ps)(acc[q], load_scales16(panel + q * pb, a.bf16_scales)),
                         y + q * kNr, q0, q1);
     }
+}
+
+// Several tokens (t .. t+NT-1) of one panel: each 64-byte load of codes (and its sign flip, and
+// a block's 16 group scales) is shared by the NT tokens, which the one-token kernel above repeats
+// per token. Each (row, token)'s arithmetic is the one-token sequence (its block sum from
+// -128 * xs, then the same fma per block and, per channel, the same final multiply), so the
+// results do not depend on NT.
+template <bool kGroup, int NT>
+void q8_vnni_multi(const QuantArgs& a, const uint8_t* panel, int64_t t, float* y, int64_t j0,
+                   int64_t j1, int64_t pf) {
+    const int64_t cols = a.cols, nb = cols / 32;
+    const int8_t* xq = a.xq + t * cols;
+    const zi flip = WZ(mm512_set1_epi8)(static_cast<char>(0x80));
+    zf acc[NT];
+    for (int i = 0; i < NT; ++i) acc[i] = WZ(mm512_setzero_ps)();
+    for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t* qq = kGroup ? panel + b * kQ8BlockBytes + 32 : panel + 32 + b * 512;
+        prefetch(qq, pf, kGroup ? 9 : 8);
+        zi s[NT];
+        for (int i = 0; i < NT; ++i) s[i] = WZ(mm512_set1_epi32)(-128 * a.xs[(t + i) * nb + b]);
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; ++j) {
+            const zi v = WZ(mm512_xor_si512)(WZ(mm512_loadu_si512)(qq + j * 64), flip);
+            for (int i = 0; i < NT; ++i) {
+                s[i] = WZ(mm512_dpbusd_epi32)(
+                    s[i], v, WZ(mm512_set1_epi32)(load4(xq + i * cols + b * 32 + 4 * j)));
+                WARDEN_KEEP_IN_REG(s[i]);
+            }
+        }
+        const zf d = kGroup ? load_scales16(qq - 32, a.bf16_scales) : WZ(mm512_setzero_ps)();
+        for (int i = 0; i < NT; ++i) {
+            const zf xdv = WZ(mm512_set1_ps)(a.xd[(t + i) * nb + b]);
+            acc[i] = fmadd(i32_to_f32(s[i]), kGroup ? WZ(mm512_mul_ps)(d, xdv) : xdv, acc[i]);
+        }
+    }
+    const zf scale = kGroup ? WZ(mm512_setzero_ps)() : load_scales16(panel, a.bf16_scales);
+    for (int i = 0; i < NT; ++i)
+        store_lanes(kGroup ? acc[i] : WZ(mm512_mul_ps)(acc[i], scale), y + i * a.ldy, j0, j1);
 }
 
 // FP8, one token (a.n == 1): the contract's four chains (matmul_quant.h), acc[k % 4] =
@@ -523,6 +622,59 @@ void q4_a16(const QuantArgs& a, int64_t r0, int64_t r1, int64_t pb, int64_t pf) 
     }
 }
 
+// Several tokens: ceil(n / kMultiTokens) passes over the panel, of as equal sizes as possible
+// (17 tokens: 6 + 6 + 5), since a pass of few tokens costs nearly as much as a full one: the
+// panel's loads, masks and scales are shared by fewer tokens. kernel.template operator()<NT>(t)
+// runs tokens t .. t + NT - 1.
+constexpr int64_t kMultiTokens = 8;
+
+template <typename K>
+void multi_pass(const QuantArgs& a, const K& kernel) {
+    const int64_t passes = (a.n + kMultiTokens - 1) / kMultiTokens;
+    for (int64_t p = 0, t = 0; p < passes; ++p) {
+        // The first n % passes passes take one token more than the rest.
+        const int64_t nt = a.n / passes + (p < a.n % passes ? 1 : 0);
+        switch (nt) {
+            case 8:
+                kernel.template operator()<8>(t);
+                break;
+            case 7:
+                kernel.template operator()<7>(t);
+                break;
+            case 6:
+                kernel.template operator()<6>(t);
+                break;
+            case 5:
+                kernel.template operator()<5>(t);
+                break;
+            case 4:
+                kernel.template operator()<4>(t);
+                break;
+            case 3:
+                kernel.template operator()<3>(t);
+                break;
+            case 2:
+                kernel.template operator()<2>(t);
+                break;
+            default:
+                kernel.template operator()<1>(t);
+                break;
+        }
+        t += nt;
+    }
+}
+
+void q8_multi(const QuantArgs& a, const uint8_t* panel, int64_t base, int64_t j0, int64_t j1,
+              int64_t pf) {
+    multi_pass(a, [&]<int NT>(int64_t t) {
+        float* y = a.y + t * a.ldy + base;
+        if (a.group == 0)
+            q8_vnni_multi<false, NT>(a, panel, t, y, j0, j1, pf);
+        else
+            q8_vnni_multi<true, NT>(a, panel, t, y, j0, j1, pf);
+    });
+}
+
 }  // namespace
 
 void WARDEN_AVX512_ENTRY(const QuantArgs& a, int64_t r0, int64_t r1) {
@@ -597,25 +749,25 @@ void WARDEN_AVX512_ENTRY(const QuantArgs& a, int64_t r0, int64_t r1) {
             ++p;
             continue;
         }
+        if (!w4a8 && !fp8 && a.n > 1) {
+            q8_multi(a, panel, base, j0, j1, pf);
+            continue;
+        }
         if (!w4a8) {
             for (int64_t t = 0; t < a.n; ++t) tile.template operator()<1, 1>(t);
             continue;
         }
-        int64_t t = 0;
-        for (; t + 4 <= a.n; t += 4) tile.template operator()<4, 1>(t);
-        switch (a.n - t) {
-            case 3:
-                tile.template operator()<3, 1>(t);
-                break;
-            case 2:
-                tile.template operator()<2, 1>(t);
-                break;
-            case 1:
-                tile.template operator()<1, 1>(t);
-                break;
-            default:
-                break;
+        if (a.n > 1) {
+            multi_pass(a, [&]<int NT>(int64_t t) {
+                float* y = a.y + t * a.ldy + base;
+                if (a.asym)
+                    q4_vnni_multi<true, NT>(a, panel, t, y, j0, j1, pf);
+                else
+                    q4_vnni_multi<false, NT>(a, panel, t, y, j0, j1, pf);
+            });
+            continue;
         }
+        tile.template operator()<1, 1>(0);
     }
 }
 

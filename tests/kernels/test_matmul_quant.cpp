@@ -275,6 +275,44 @@ TEST(QuantMatmul, Avx512VnniEmulatedBitExactVsScalar) {
         }
 }
 
+// Multi-row steps (speculative verification, small-batch decode) run the W4A8 / W8A8 kernels
+// with every token count 1..17, which the AVX-512 kernels split into passes of up to 8 tokens
+// (17 = 6 + 6 + 5). Every count, on every ISA (AVX-512 natively where the CPU has it, and under
+// SIMDe always), equals the scalar kernel bit for bit, and each token equals that token run
+// alone (batch invariance): a change of the float epilogue's order, or of which token's
+// activations a pass reads, changes result bits. 48 rows: three panels, the last a whole one;
+// 40: the last panel cut; 384 columns: g128 groups of three blocks.
+TEST(QuantMatmul, MultiRowEveryTokenCountBitExactOnEveryIsa) {
+    uint32_t seed = 211;
+    for (const char* fmt :
+         {"int4-asym", "int4", "int4-g128-asym-bf16s", "int8-g32", "int8", "int8-g32-bf16s"})
+        for (int64_t rows : {40, 48}) {
+            const int64_t cols = 384;
+            const QMat m = make_qmat(fmt, rows, cols, seed++);
+            auto xb = random_floats(static_cast<size_t>(17 * cols + 1), seed++, -2.0f, 2.0f);
+            const float* x = xb.data() + 1;
+            // Each token alone, on the scalar kernel: the reference for every token count.
+            std::vector<float> alone;
+            for (int64_t t = 0; t < 17; ++t) {
+                const auto y = run_isa(Isa::Scalar, m.w, x + t * cols, 1);
+                alone.insert(alone.end(), y.begin(), y.end());
+            }
+            for (int64_t n = 1; n <= 17; ++n) {
+                const std::string what =
+                    std::string(fmt) + " rows=" + std::to_string(rows) + " n=" + std::to_string(n);
+                const std::vector<float> ref(alone.begin(), alone.begin() + n * rows);
+                expect_bits(run_isa(Isa::Scalar, m.w, x, n), ref, "scalar batch vs alone " + what);
+                if (isa_supported(Isa::AVX2))
+                    expect_bits(run_isa(Isa::AVX2, m.w, x, n), ref, "avx2 vs scalar " + what);
+                if (isa_supported(Isa::AVX512))
+                    expect_bits(run_isa(Isa::AVX512, m.w, x, n), ref, "avx512 vs scalar " + what);
+                expect_bits(run_vnni_emulated(m.w, x, n, 0, rows, false), ref,
+                            "emulated avx512 vs scalar " + what);
+                if (HasFatalFailure()) return;
+            }
+        }
+}
+
 // The AVX2 W4A8 kernel starts each block's int16 pair sums at the activations' zero-point
 // correction (xz) instead of subtracting 8 * xs after widening. Blocks built so that one int16
 // half of every row meets its largest products (q = 15 against +127) while the other half's
