@@ -276,12 +276,13 @@ TEST(QuantMatmul, Avx512VnniEmulatedBitExactVsScalar) {
 }
 
 // Multi-row steps (speculative verification, small-batch decode) run the W4A8 / W8A8 kernels
-// with every token count 1..17, which the AVX-512 kernels split into passes of up to 8 tokens
-// (17 = 6 + 6 + 5). Every count, on every ISA (AVX-512 natively where the CPU has it, and under
-// SIMDe always), equals the scalar kernel bit for bit, and each token equals that token run
-// alone (batch invariance): a change of the float epilogue's order, or of which token's
-// activations a pass reads, changes result bits. 48 rows: three panels, the last a whole one;
-// 40: the last panel cut; 384 columns: g128 groups of three blocks.
+// with every token count 1..17, which the AVX-512 kernels split into passes over each panel
+// (W8A8: up to 8 tokens a pass, 17 = 6 + 6 + 5; W4A8: 5-7 in one pass, else 4s and the rest). Every
+// count, on every ISA (AVX-512 natively where the CPU has it, and under SIMDe always), equals the
+// scalar kernel bit for bit, and each token equals that token run alone (batch invariance): a
+// change of the float epilogue's order, or of which token's activations a pass reads, changes
+// result bits. 48 rows: three panels, the last a whole one; 40: the last panel cut; 384 columns:
+// g128 groups of three blocks.
 TEST(QuantMatmul, MultiRowEveryTokenCountBitExactOnEveryIsa) {
     uint32_t seed = 211;
     for (const char* fmt :
