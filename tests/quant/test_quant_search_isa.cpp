@@ -14,8 +14,10 @@
 #include "kernels/cpu_features.h"
 #include "kernels/kernels_test_util.h"
 #include "kernels/matmul.h"
+#include "quant/ggml_block_quantizer.h"
 #include "quant/quantizer.h"
 #include "tensor/float_convert.h"
+#include "tensor/ggml_types.h"
 #include "tensor/weight_format.h"
 
 namespace warden::quant {
@@ -153,6 +155,35 @@ TEST(QuantSearchIsa, Int4RowsAreTheSameOnEveryInstructionSet) {
                     EXPECT_EQ(got.m, ref[static_cast<size_t>(r)].m)
                         << fmt << " " << kernels::isa_name(isa);
                 }
+            }
+        }
+    }
+}
+
+TEST(QuantSearchIsa, KquantBlocksAreTheSameOnEveryInstructionSet) {
+    using G = tensor::GgmlType;
+    const int64_t rows = 8, cols = 512;
+    const std::vector<float> v = rows_of(rows, cols, 5);
+    std::vector<float> imp(static_cast<size_t>(cols));
+    std::mt19937 rng(9);
+    std::uniform_real_distribution<float> u(0.0f, 4.0f);
+    for (auto& x : imp) x = u(rng);
+    for (const G t : {G::Q4_K, G::Q5_K, G::Q6_K, G::Q5_0, G::Q5_1, G::Q8_0}) {
+        const int64_t rb = tensor::ggml_row_bytes(t, cols);
+        for (const float* im : std::vector<const float*>{nullptr, imp.data()}) {
+            std::vector<uint8_t> ref(static_cast<size_t>(rows * rb));
+            {
+                kernels::testing::ActiveIsaGuard g(Isa::Scalar);
+                for (int64_t r = 0; r < rows; ++r)
+                    quantize_ggml_row(t, v.data() + r * cols, cols, im, ref.data() + r * rb);
+            }
+            for (const Isa isa : {Isa::AVX2, Isa::AVX512}) {
+                if (!kernels::isa_supported(isa)) continue;
+                kernels::testing::ActiveIsaGuard g(isa);
+                std::vector<uint8_t> got(ref.size());
+                for (int64_t r = 0; r < rows; ++r)
+                    quantize_ggml_row(t, v.data() + r * cols, cols, im, got.data() + r * rb);
+                EXPECT_EQ(got, ref) << tensor::ggml_type_name(t) << " " << kernels::isa_name(isa);
             }
         }
     }
