@@ -126,22 +126,19 @@ float fit_sym(const float* x, const float* w, int n, int nmax) {
     float best = -static_cast<float>(nmax) / max;
     best = 1.f / best;
     double best_gain = -1;  // sumlx^2 / suml2: the error is sum w x^2 minus this
-    // Steps -9..9 in lanes of kLanes (quant/kquant_candidates.h), the spare lanes repeating the
+    // Steps -9..9 in lanes of one call (quant/kquant_candidates.h), the spare lanes repeating the
     // last step; candidates compared in step order.
-    constexpr int kSteps = 19, kBatches = (kSteps + kLanes - 1) / kLanes;
-    for (int batch = 0; batch < kBatches; ++batch) {
-        float is[kLanes], slx[kLanes], sl2[kLanes];
-        for (int c = 0; c < kLanes; ++c) {
-            const int step = std::min(batch * kLanes + c, kSteps - 1) - 9;
-            is[c] = -(static_cast<float>(nmax) + 0.1f * step) / max;
-        }
-        kq_sym_sums(x, w, n, is, nmax, slx, sl2);
-        for (int c = 0; c < kLanes && batch * kLanes + c < kSteps; ++c) {
-            if (sl2[c] <= 0) continue;
-            if (static_cast<double>(slx[c]) * slx[c] / sl2[c] > best_gain) {
-                best_gain = static_cast<double>(slx[c]) * slx[c] / sl2[c];
-                best = slx[c] / sl2[c];
-            }
+    constexpr int kSteps = 19;
+    static_assert(kSteps <= kSymLanes, "the grid in one call");
+    float is[kSymLanes], slx[kSymLanes], sl2[kSymLanes];
+    for (int c = 0; c < kSymLanes; ++c)
+        is[c] = -(static_cast<float>(nmax) + 0.1f * (std::min(c, kSteps - 1) - 9)) / max;
+    kq_sym_sums(x, w, n, is, nmax, slx, sl2);
+    for (int c = 0; c < kSteps; ++c) {
+        if (sl2[c] <= 0) continue;
+        if (static_cast<double>(slx[c]) * slx[c] / sl2[c] > best_gain) {
+            best_gain = static_cast<double>(slx[c]) * slx[c] / sl2[c];
+            best = slx[c] / sl2[c];
         }
     }
     return best;
@@ -455,7 +452,11 @@ void pack_q5(const int* l, uint8_t* qh4, uint8_t* qs16) {
 void q5_0_block(const float* x, const float* w, uint8_t* y) {  // 22 bytes
     const float d = f16_round(fit_sym(x, w, 32, 16));
     int l[32];
-    for (int i = 0; i < 32; ++i) l[i] = d != 0 ? std::clamp(round_int(x[i] / d), -16, 15) + 16 : 16;
+    // The condition outside the loops, so they vectorize (division included: the same quotients).
+    if (d != 0)
+        for (int i = 0; i < 32; ++i) l[i] = std::clamp(round_int(x[i] / d), -16, 15) + 16;
+    else
+        std::fill(l, l + 32, 16);
     put_f16(y, d);
     pack_q5(l, y + 2, y + 6);
 }
@@ -464,7 +465,10 @@ void q5_1_block(const float* x, const float* w, uint8_t* y) {  // 24 bytes
     const AsymFit f = fit_asym(x, w, 32, 31, false);
     const float d = f16_round(f.scale), m = f16_round(f.min);
     int l[32];
-    for (int i = 0; i < 32; ++i) l[i] = d > 0 ? std::clamp(round_int((x[i] - m) / d), 0, 31) : 0;
+    if (d > 0)
+        for (int i = 0; i < 32; ++i) l[i] = std::clamp(round_int((x[i] - m) / d), 0, 31);
+    else
+        std::fill(l, l + 32, 0);
     put_f16(y, d);
     put_f16(y + 2, m);
     pack_q5(l, y + 4, y + 8);

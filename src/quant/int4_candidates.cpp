@@ -157,47 +157,75 @@ WARDEN_AVX512_TARGET inline __m512 round_clamped16(__m512 v, __m512 lo, __m512 h
     return _mm512_sub_ps(_mm512_add_ps(_mm512_min_ps(hi, _mm512_max_ps(lo, v)), mg), mg);
 }
 
+// P pairs of candidates from c on, interleaved so their dependency chains overlap.
+template <int P>
+WARDEN_AVX512_TARGET inline void errors_pairs(const float* x, const float* wt, int64_t G,
+                                              const float* d, const float* m, __m512 vlo,
+                                              __m512 vhi, float* err) {
+    __m512 vid[P], vd[P], vm[P], acc[P];
+    for (int p = 0; p < P; ++p) {
+        vid[p] = pair(1.0f / d[2 * p], 1.0f / d[2 * p + 1]);
+        vd[p] = pair(d[2 * p], d[2 * p + 1]);
+        vm[p] = pair(m[2 * p], m[2 * p + 1]);
+        acc[p] = _mm512_setzero_ps();
+    }
+    for (int64_t i = 0; i < G; i += 8) {
+        const __m512 xv = both(x + i), wv = both(wt + i);
+        for (int p = 0; p < P; ++p) {
+            const __m512 r =
+                round_clamped16(_mm512_mul_ps(_mm512_sub_ps(xv, vm[p]), vid[p]), vlo, vhi);
+            const __m512 e = _mm512_sub_ps(xv, _mm512_add_ps(_mm512_mul_ps(r, vd[p]), vm[p]));
+            acc[p] = _mm512_add_ps(acc[p], _mm512_mul_ps(_mm512_mul_ps(wv, e), e));
+        }
+    }
+    for (int p = 0; p < P; ++p) {
+        alignas(64) float a[16];
+        _mm512_store_ps(a, acc[p]);
+        err[2 * p] = sum8(a);
+        err[2 * p + 1] = sum8(a + 8);
+    }
+}
+
 WARDEN_AVX512_TARGET void errors_avx512(const float* x, const float* wt, int64_t G, const float* d,
                                         const float* m, int nc, float lo, float hi, float* err) {
     const __m512 vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
     int c = 0;
-    for (; c + 1 < nc; c += 2) {
-        const __m512 vid = pair(1.0f / d[c], 1.0f / d[c + 1]), vd = pair(d[c], d[c + 1]),
-                     vm = pair(m[c], m[c + 1]);
-        __m512 acc = _mm512_setzero_ps();
-        for (int64_t i = 0; i < G; i += 8) {
-            const __m512 xv = both(x + i);
-            const __m512 r = round_clamped16(_mm512_mul_ps(_mm512_sub_ps(xv, vm), vid), vlo, vhi);
-            const __m512 e = _mm512_sub_ps(xv, _mm512_add_ps(_mm512_mul_ps(r, vd), vm));
-            acc = _mm512_add_ps(acc, _mm512_mul_ps(_mm512_mul_ps(both(wt + i), e), e));
-        }
-        alignas(64) float a[16];
-        _mm512_store_ps(a, acc);
-        err[c] = sum8(a);
-        err[c + 1] = sum8(a + 8);
-    }
+    for (; c + 8 <= nc; c += 8) errors_pairs<4>(x, wt, G, d + c, m + c, vlo, vhi, err + c);
+    for (; c + 2 <= nc; c += 2) errors_pairs<1>(x, wt, G, d + c, m + c, vlo, vhi, err + c);
     if (c < nc) err[c] = error_avx2(x, wt, G, d[c], m[c], lo, hi);
+}
+
+template <int P>
+WARDEN_AVX512_TARGET inline void refits_pairs(const float* x, const float* wt, int64_t G,
+                                              const float* is, float* out) {
+    const __m512 lo = _mm512_set1_ps(-8.0f), hi = _mm512_set1_ps(7.0f);
+    __m512 vis[P], ps[P], qs[P];
+    for (int p = 0; p < P; ++p) {
+        vis[p] = pair(is[2 * p], is[2 * p + 1]);
+        ps[p] = qs[p] = _mm512_setzero_ps();
+    }
+    for (int64_t i = 0; i < G; i += 8) {
+        const __m512 xv = both(x + i), wv = both(wt + i), wx = _mm512_mul_ps(wv, xv);
+        for (int p = 0; p < P; ++p) {
+            const __m512 r = round_clamped16(_mm512_mul_ps(xv, vis[p]), lo, hi);
+            ps[p] = _mm512_add_ps(ps[p], _mm512_mul_ps(wx, r));
+            qs[p] = _mm512_add_ps(qs[p], _mm512_mul_ps(_mm512_mul_ps(wv, r), r));
+        }
+    }
+    for (int p = 0; p < P; ++p) {
+        alignas(64) float a[16], b[16];
+        _mm512_store_ps(a, ps[p]);
+        _mm512_store_ps(b, qs[p]);
+        out[2 * p] = refit_from(a, b);
+        out[2 * p + 1] = refit_from(a + 8, b + 8);
+    }
 }
 
 WARDEN_AVX512_TARGET void refits_avx512(const float* x, const float* wt, int64_t G, const float* is,
                                         int nc, float* out) {
-    const __m512 lo = _mm512_set1_ps(-8.0f), hi = _mm512_set1_ps(7.0f);
     int c = 0;
-    for (; c + 1 < nc; c += 2) {
-        const __m512 vis = pair(is[c], is[c + 1]);
-        __m512 p = _mm512_setzero_ps(), q = p;
-        for (int64_t i = 0; i < G; i += 8) {
-            const __m512 xv = both(x + i), wv = both(wt + i);
-            const __m512 r = round_clamped16(_mm512_mul_ps(xv, vis), lo, hi);
-            p = _mm512_add_ps(p, _mm512_mul_ps(_mm512_mul_ps(wv, xv), r));
-            q = _mm512_add_ps(q, _mm512_mul_ps(_mm512_mul_ps(wv, r), r));
-        }
-        alignas(64) float a[16], b[16];
-        _mm512_store_ps(a, p);
-        _mm512_store_ps(b, q);
-        out[c] = refit_from(a, b);
-        out[c + 1] = refit_from(a + 8, b + 8);
-    }
+    for (; c + 8 <= nc; c += 8) refits_pairs<4>(x, wt, G, is + c, out + c);
+    for (; c + 2 <= nc; c += 2) refits_pairs<1>(x, wt, G, is + c, out + c);
     if (c < nc) out[c] = refit_avx2(x, wt, G, is[c]);
 }
 

@@ -25,18 +25,18 @@ namespace {
 
 WARDEN_LANES_INLINE void sym_sums_ref(const float* x, const float* w, int n, const float* is,
                                       int nmax, float* slx, float* sl2) {
-    float a[kLanes] = {}, b[kLanes] = {};
+    float a[kSymLanes] = {}, b[kSymLanes] = {};
     for (int i = 0; i < n; ++i) {
         const float xi = x[i], wi = w[i];
-        for (int c = 0; c < kLanes; ++c) {
+        for (int c = 0; c < kSymLanes; ++c) {
             const auto l =
                 static_cast<float>(std::clamp(round_int_magic(is[c] * xi), -nmax, nmax - 1));
             a[c] += wi * xi * l;
             b[c] += wi * l * l;
         }
     }
-    std::copy(a, a + kLanes, slx);
-    std::copy(b, b + kLanes, sl2);
+    std::copy(a, a + kSymLanes, slx);
+    std::copy(b, b + kSymLanes, sl2);
 }
 
 WARDEN_LANES_INLINE void asym_sums_ref(const float* x, const float* w, int n, float lo,
@@ -121,17 +121,24 @@ WARDEN_AVX512 inline __m512 round_clamp16(__m512 v, __m512i lo, __m512i hi) {
 
 WARDEN_AVX512 void sym_sums_avx512(const float* x, const float* w, int n, const float* is, int nmax,
                                    float* slx, float* sl2) {
-    const __m512 vis = _mm512_loadu_ps(is);
+    static_assert(kSymLanes == 32, "two registers of lanes");
+    const __m512 vis0 = _mm512_loadu_ps(is), vis1 = _mm512_loadu_ps(is + 16);
     const __m512i lo = _mm512_set1_epi32(-nmax), hi = _mm512_set1_epi32(nmax - 1);
-    __m512 a = _mm512_setzero_ps(), b = a;
+    __m512 a0 = _mm512_setzero_ps(), b0 = a0, a1 = a0, b1 = a0;
     for (int i = 0; i < n; ++i) {
-        const __m512 xi = _mm512_set1_ps(x[i]), wi = _mm512_set1_ps(w[i]);
-        const __m512 l = round_clamp16(_mm512_mul_ps(vis, xi), lo, hi);
-        a = _mm512_add_ps(a, _mm512_mul_ps(_mm512_mul_ps(wi, xi), l));
-        b = _mm512_add_ps(b, _mm512_mul_ps(_mm512_mul_ps(wi, l), l));
+        const __m512 xi = _mm512_set1_ps(x[i]), wi = _mm512_set1_ps(w[i]),
+                     wx = _mm512_mul_ps(wi, xi);
+        const __m512 l0 = round_clamp16(_mm512_mul_ps(vis0, xi), lo, hi);
+        const __m512 l1 = round_clamp16(_mm512_mul_ps(vis1, xi), lo, hi);
+        a0 = _mm512_add_ps(a0, _mm512_mul_ps(wx, l0));
+        a1 = _mm512_add_ps(a1, _mm512_mul_ps(wx, l1));
+        b0 = _mm512_add_ps(b0, _mm512_mul_ps(_mm512_mul_ps(wi, l0), l0));
+        b1 = _mm512_add_ps(b1, _mm512_mul_ps(_mm512_mul_ps(wi, l1), l1));
     }
-    _mm512_storeu_ps(slx, a);
-    _mm512_storeu_ps(sl2, b);
+    _mm512_storeu_ps(slx, a0);
+    _mm512_storeu_ps(slx + 16, a1);
+    _mm512_storeu_ps(sl2, b0);
+    _mm512_storeu_ps(sl2 + 16, b1);
 }
 
 WARDEN_AVX512 void asym_sums_avx512(const float* x, const float* w, int n, float lo,

@@ -8,7 +8,8 @@
 
 namespace warden::quant {
 
-constexpr int kLanes = 16;  // candidates per call
+constexpr int kLanes = 16;     // candidates per call
+constexpr int kSymLanes = 32;  // candidates per kq_sym_sums call (a whole fit_sym grid)
 
 // Round to nearest (ties to even) for |v| < 2^22 (llama.cpp's nearest_int).
 inline int round_int_magic(float v) {
@@ -18,8 +19,8 @@ inline int round_int_magic(float v) {
     return (i & 0x007fffff) - 0x00400000;
 }
 
-// Symmetric grid (fit_sym): for each lane c, l_i = clamp(round(is[c] * x_i), -nmax, nmax - 1),
-// slx[c] = sum w_i x_i l_i, sl2[c] = sum w_i l_i^2 (float, in element order).
+// Symmetric grid (fit_sym): for each of kSymLanes lanes c, l_i = clamp(round(is[c] * x_i), -nmax,
+// nmax - 1), slx[c] = sum w_i x_i l_i, sl2[c] = sum w_i l_i^2 (float, in element order).
 void kq_sym_sums(const float* x, const float* w, int n, const float* is, int nmax, float* slx,
                  float* sl2);
 
