@@ -82,7 +82,54 @@ void asym_sums_ref(const float* x, const float* wt, int64_t G, float mn, float i
     sums_from(l1, l2, lx, s);
 }
 
+inline __attribute__((always_inline)) void int8_errors_lanes(const float* x, const float* imp,
+                                                             int64_t n, const float* d,
+                                                             double* err) {
+    float id[8];
+    double acc[8] = {};
+    for (int c = 0; c < 8; ++c) id[c] = 1.0f / d[c];
+    for (int64_t i = 0; i < n; ++i) {
+        const double xi = x[i], wi = imp ? imp[i] : 1.0f;
+        for (int c = 0; c < 8; ++c) {
+            const float r = round_clamped(x[i] * id[c], -127.0f, 127.0f);
+            const double e = xi - static_cast<double>(r * d[c]);
+            acc[c] += e * e * wi;
+        }
+    }
+    std::copy(acc, acc + 8, err);
+}
+
+void int8_errors_base(const float* x, const float* imp, int64_t n, const float* d, double* err) {
+    int8_errors_lanes(x, imp, n, d, err);
+}
+
 #if defined(__x86_64__)
+__attribute__((target("avx2"))) void int8_errors_avx2(const float* x, const float* imp, int64_t n,
+                                                      const float* d, double* err) {
+    int8_errors_lanes(x, imp, n, d, err);
+}
+
+__attribute__((target("avx512f,avx512dq,avx2"))) void int8_errors_avx512(const float* x,
+                                                                         const float* imp,
+                                                                         int64_t n, const float* d,
+                                                                         double* err) {
+    const __m256 vd = _mm256_loadu_ps(d), vid = _mm256_div_ps(_mm256_set1_ps(1.0f), vd),
+                 lo = _mm256_set1_ps(-127.0f), hi = _mm256_set1_ps(127.0f),
+                 mg = _mm256_set1_ps(kRoundMagic);
+    __m512d acc = _mm512_setzero_pd();
+    for (int64_t i = 0; i < n; ++i) {
+        const __m256 r = _mm256_sub_ps(
+            _mm256_add_ps(
+                _mm256_min_ps(hi, _mm256_max_ps(lo, _mm256_mul_ps(_mm256_set1_ps(x[i]), vid))), mg),
+            mg);
+        const __m512d e =
+            _mm512_sub_pd(_mm512_set1_pd(x[i]), _mm512_cvtps_pd(_mm256_mul_ps(r, vd)));
+        acc = _mm512_add_pd(
+            acc, _mm512_mul_pd(_mm512_mul_pd(e, e), _mm512_set1_pd(imp ? imp[i] : 1.0f)));
+    }
+    _mm512_storeu_pd(err, acc);
+}
+
 // No "fma" in these targets: a multiply and an add stay two roundings, as in the reference.
 
 __attribute__((target("avx2"))) inline __m256 round_clamped8(__m256 v, __m256 lo, __m256 hi) {
@@ -179,10 +226,12 @@ WARDEN_AVX512_TARGET inline void errors_pairs(const float* x, const float* wt, i
         }
     }
     for (int p = 0; p < P; ++p) {
-        alignas(64) float a[16];
-        _mm512_store_ps(a, acc[p]);
-        err[2 * p] = sum8(a);
-        err[2 * p + 1] = sum8(a + 8);
+        // sum8 of each half in registers: the same tree of additions (a + b == b + a exactly).
+        __m512 t = _mm512_add_ps(acc[p], _mm512_permute_ps(acc[p], 0xB1));  // a0 + a1, a2 + a3
+        t = _mm512_add_ps(t, _mm512_permute_ps(t, 0x4E));                   // (a0 + a1) + (a2 + a3)
+        t = _mm512_add_ps(t, _mm512_shuffle_f32x4(t, t, 0xB1));             // + ((a4 + a5) + ...)
+        err[2 * p] = _mm512_cvtss_f32(t);
+        err[2 * p + 1] = _mm_cvtss_f32(_mm512_extractf32x4_ps(t, 2));
     }
 }
 
@@ -314,6 +363,22 @@ void int4_group_errors(const float* x, const float* wt, int64_t G, const float* 
     }
 #endif
     for (int c = 0; c < nc; ++c) err[c] = error_ref(x, wt, G, d[c], m[c], lo, hi);
+}
+
+void int8_clip_errors(const float* x, const float* imp, int64_t n, const float* d, int nc,
+                      double* err) {
+    float dd[8];
+    double all[8];
+    for (int c = 0; c < 8; ++c) dd[c] = d[std::min(c, nc - 1)];  // spare lanes repeat the last
+#if defined(__x86_64__)
+    if (use_avx512())
+        int8_errors_avx512(x, imp, n, dd, all);
+    else if (use_avx2())
+        int8_errors_avx2(x, imp, n, dd, all);
+    else
+#endif
+        int8_errors_base(x, imp, n, dd, all);
+    std::copy(all, all + nc, err);
 }
 
 void int4_group_codes(const float* x, int64_t G, float d, float m, float lo, float hi, float* l) {

@@ -1,7 +1,7 @@
 #pragma once
-// The int4 scale searches' inner loops (quant/quantizer.cpp), for a batch of candidate scales at
-// once. Each candidate's result is the same float, bit for bit, whichever instruction set runs it:
-// every element goes through the same operations in the same order (eight running sums per
+// The int4 (and int8) scale searches' inner loops (quant/quantizer.cpp), for a batch of candidate
+// scales at once. Each candidate's result is the same float, bit for bit, whichever instruction set
+// runs it: every element goes through the same operations in the same order (eight running sums per
 // candidate, lane k taking elements k, k + 8, ...; no fused multiply-add), and the AVX2 and
 // AVX-512 versions only put more of those lanes in one register (AVX-512: two candidates side by
 // side). So the written file does not depend on the machine or on kernels::active_isa().
@@ -34,5 +34,10 @@ void int4_refit_scales(const float* x, const float* wt, int64_t G, const float* 
 // 0, 15)): s[3c] = sum w r, s[3c + 1] = sum w r^2, s[3c + 2] = sum w x r.
 void int4_asym_sums(const float* x, const float* wt, int64_t G, float mn, const float* is, int nc,
                     double* s);
+
+// int8 clip search: err[c] = sum_i imp_i * (double(x_i) - double(r_i * d[c]))^2 in double (imp_i 1
+// when imp is null), r_i = nearbyint(clamp(x_i * (1 / d[c]), -127, 127)), for c < nc <= 8.
+void int8_clip_errors(const float* x, const float* imp, int64_t n, const float* d, int nc,
+                      double* err);
 
 }  // namespace warden::quant

@@ -79,8 +79,7 @@ void quant4_sym(const WeightMatrix& w, const float* x, const float* imp, int64_t
     // the codes of the first best.
     constexpr int kSteps = 19, kMax = 1 + 2 * kSteps;
     float iscale[kSteps], refit[kSteps];
-    for (int s = 0; s < kSteps; ++s)
-        iscale[s] = -(8.0f + 0.1f * static_cast<float>(s - 9)) / vmax;
+    for (int s = 0; s < kSteps; ++s) iscale[s] = -(8.0f + 0.1f * static_cast<float>(s - 9)) / vmax;
     int4_refit_scales(x, wt, G, iscale, kSteps, refit);
     float raw[kMax], back[kMax], cand_d[kMax], zeros[kMax] = {}, err[kMax];
     uint16_t raw_h[kMax], cand_h[kMax];
@@ -98,7 +97,8 @@ void quant4_sym(const WeightMatrix& w, const float* x, const float* imp, int64_t
         cand_h[nc] = raw_h[c];
         cand_d[nc++] = d;
     }
-    if (nc == 0) throw util::Error("int4 quantization: group scale out of range of the scale dtype");
+    if (nc == 0)
+        throw util::Error("int4 quantization: group scale out of range of the scale dtype");
     int4_group_errors(x, wt, G, cand_d, zeros, nc, -8.0f, 7.0f, err);
     float best = std::numeric_limits<float>::infinity();
     int bi = -1;
@@ -200,34 +200,44 @@ void quant4_asym(const WeightMatrix& w, const float* x, const float* imp, int64_
 }
 
 // int8 codes and scale out.d[b] for columns [k0, k0 + n): the whole row (per channel) or one
-// 32-block (int8-g32), the same clip search either way. cand: scratch of n or more bytes.
+// 32-block (int8-g32), the same clip search either way.
 void quant8_span(const WeightMatrix& w, const float* x, const float* imp, int64_t k0, int64_t n,
-                 size_t b, uint8_t* cand, QuantRow& out) {
+                 size_t b, QuantRow& out) {
     // The row is finite (checked by the caller), so a plain compare is std::fmax without its call.
     float amax = 0.0f;
     for (int64_t i = k0; i < k0 + n; ++i) amax = std::fabs(x[i]) > amax ? std::fabs(x[i]) : amax;
     if (amax == 0.0f) return;  // codes and scale already 0
-    double best = std::numeric_limits<double>::infinity();
+    // The clip ratios' stored scales, then their errors in one batch (quant/int4_candidates.h);
+    // the first smallest wins.
+    constexpr int kClips = static_cast<int>(sizeof kClip8 / sizeof kClip8[0]);
+    float cand_d[kClips];
+    uint16_t cand_h[kClips];
+    double err[kClips];
+    int nc = 0;
     bool underflow = false;
     for (float c : kClip8) {
         const uint16_t dh = to_scale(w, amax * c / 127.0f);
         const float d = from_scale(w, dh);
         underflow = underflow || d == 0.0f;
         if (!(d != 0.0f) || !std::isfinite(d)) continue;
-        const float id = 1.0f / d;
-        double err = 0.0;
-        for (int64_t i = 0; i < n; ++i) {
-            // No libm call per element: --weights int4 pays this at every load for its int8 head.
-            const float r = round_clamped(x[k0 + i] * id, -127.0f, 127.0f);
-            cand[static_cast<size_t>(i)] = static_cast<uint8_t>(static_cast<int8_t>(r));
-            const double e = static_cast<double>(x[k0 + i]) - r * d;
-            err += e * e * imp_at(imp, k0 + i);
+        cand_h[nc] = dh;
+        cand_d[nc++] = d;
+    }
+    double best = std::numeric_limits<double>::infinity();
+    int bi = -1;
+    if (nc > 0) int8_clip_errors(x + k0, imp ? imp + k0 : nullptr, n, cand_d, nc, err);
+    for (int c = 0; c < nc; ++c)
+        if (err[c] < best) {
+            best = err[c];
+            bi = c;
         }
-        if (err < best) {
-            best = err;
-            out.d[b] = dh;
-            std::copy(cand, cand + n, out.q.begin() + k0);
-        }
+    if (bi >= 0) {
+        // No libm call per element: --weights int4 pays this at every load for its int8 head.
+        const float d = cand_d[bi], id = 1.0f / d;
+        out.d[b] = cand_h[bi];
+        for (int64_t i = 0; i < n; ++i)
+            out.q[static_cast<size_t>(k0 + i)] = static_cast<uint8_t>(
+                static_cast<int8_t>(round_clamped(x[k0 + i] * id, -127.0f, 127.0f)));
     }
     // Values too small for any scale of the dtype (a near-zero block, e.g. an unused embedding
     // row's): they stay zero codes with a zero scale, an error below the dtype's smallest step.
@@ -239,9 +249,8 @@ void quant8_span(const WeightMatrix& w, const float* x, const float* imp, int64_
 void quant8(const WeightMatrix& w, const float* x, const float* imp, QuantRow& out) {
     const int64_t span = w.group == 0 ? w.cols : 32;
     out.d.assign(static_cast<size_t>(w.cols / span), 0);
-    std::vector<uint8_t> cand(static_cast<size_t>(span));  // once per row, not per block
     for (int64_t b = 0; b < w.cols / span; ++b)
-        quant8_span(w, x, imp, b * span, span, static_cast<size_t>(b), cand.data(), out);
+        quant8_span(w, x, imp, b * span, span, static_cast<size_t>(b), out);
 }
 
 }  // namespace

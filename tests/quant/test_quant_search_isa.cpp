@@ -1,7 +1,8 @@
-// The int4 scale search (quant/quantizer.cpp over quant/int4_candidates.h) writes the same codes
-// and scales on every instruction set, and the same as a plain sequential re-statement of the
-// search (each candidate rounded to f16, its codes and weighted error, the first smallest kept),
-// so files written on different machines, or with a different number of threads, are identical.
+// The int4 and int8 scale searches (quant/quantizer.cpp over quant/int4_candidates.h) and the
+// K-quant block search (quant/ggml_block_quantizer.cpp over quant/kquant_candidates.h) write the
+// same codes and scales on every instruction set, and symmetric int4 the same as a plain
+// sequential statement of its search (each candidate rounded to f16, its codes and weighted error,
+// the first smallest kept), so files written on different machines are identical.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -119,15 +120,15 @@ TEST(QuantSearchIsa, SymmetricInt4EqualsTheSequentialSearch) {
     }
 }
 
-TEST(QuantSearchIsa, Int4RowsAreTheSameOnEveryInstructionSet) {
+TEST(QuantSearchIsa, Int4AndInt8RowsAreTheSameOnEveryInstructionSet) {
     const int64_t rows = 16, cols = 512;
     const std::vector<float> v = rows_of(rows, cols, 11);
     std::vector<float> imp(static_cast<size_t>(cols));
     std::mt19937 rng(3);
     std::uniform_real_distribution<float> u(0.0f, 4.0f);
     for (auto& x : imp) x = u(rng);
-    for (const char* fmt :
-         {"int4", "int4-g128", "int4-asym", "int4-g128-asym", "int4-bf16s", "int4-asym-bf16s"}) {
+    for (const char* fmt : {"int4", "int4-g128", "int4-asym", "int4-g128-asym", "int4-bf16s",
+                            "int4-asym-bf16s", "int8", "int8-g32", "int8-bf16s"}) {
         tensor::WeightFormat f;
         try {
             f = tensor::parse_weight_format(fmt);
