@@ -18,6 +18,9 @@
 #   THREADS      server threads [2]    TIMEOUT_S  per request [600]   MAX_S  per bench run [1800]
 #   WARDEN_BIN   [<repo>/build/warden] LLAMA_DIR  llama.cpp build/bin [unset: llama.cpp half skipped]
 #   SKIP_LLAMA=1 skip llama-server     OUT_DIR  raw results [bench/out/sweep]
+#   LLAMA_MODEL  a GGUF llama-server serves as it is (e.g. the same K-quant file warden serves)
+#                [unset: a Q4_0 copy of MODEL made with llama-quantize]; results under
+#                llama-server-<file name>
 #   REUSE_LLAMA  a llama-server bench.json from an earlier run of the same workload, used instead
 #   DOC          markdown output, the plot beside it [$OUT_DIR/table.md]
 #   PYTHON       [<repo>/.venv/bin/python]
@@ -42,6 +45,8 @@ DOC="${DOC:-$OUT_DIR/table.md}"
 PYTHON="${PYTHON:-$REPO/.venv/bin/python}"
 MAXCTX=$(( (INPUT_LEN + OUTPUT_LEN + 64) ))
 mkdir -p "$OUT_DIR"
+LLAMA_LABEL="llama-server-q4_0"
+[ -z "${LLAMA_MODEL:-}" ] || LLAMA_LABEL="llama-server-$(basename "${LLAMA_MODEL%.gguf}")"
 SERVER_PID=""
 cleanup() { if [ -n "$SERVER_PID" ]; then kill "$SERVER_PID" 2>/dev/null || true; wait "$SERVER_PID" 2>/dev/null || true; fi; }
 trap cleanup EXIT
@@ -89,7 +94,7 @@ if [ "${RENDER_ONLY:-0}" = "1" ]; then
     name=$(cfg_name "$cfg")
     [ -f "$OUT_DIR/$name/bench.json" ] && LABELS+=("$name")
   done
-  [ -f "$OUT_DIR/llama-server-q4_0/bench.json" ] && LABELS+=("llama-server-q4_0")
+  [ -f "$OUT_DIR/$LLAMA_LABEL/bench.json" ] && LABELS+=("$LLAMA_LABEL")
   CONFIGS_RUN=""
 else
   CONFIGS_RUN="$CONFIGS"
@@ -126,12 +131,12 @@ if [ "${RENDER_ONLY:-0}" = "1" ]; then
   :
 elif [ -n "${REUSE_LLAMA:-}" ]; then
   # A llama-server result of an earlier sweep with the same workload (its bench.json).
-  mkdir -p "$OUT_DIR/llama-server-q4_0"
-  [ "$(realpath "$REUSE_LLAMA")" = "$(realpath -m "$OUT_DIR/llama-server-q4_0/bench.json")" ] || cp "$REUSE_LLAMA" "$OUT_DIR/llama-server-q4_0/bench.json"
-  LABELS+=("llama-server-q4_0")
-  note "llama-server-q4_0 results reused from $REUSE_LLAMA"
+  mkdir -p "$OUT_DIR/$LLAMA_LABEL"
+  [ "$(realpath "$REUSE_LLAMA")" = "$(realpath -m "$OUT_DIR/$LLAMA_LABEL/bench.json")" ] || cp "$REUSE_LLAMA" "$OUT_DIR/$LLAMA_LABEL/bench.json"
+  LABELS+=("$LLAMA_LABEL")
+  note "$LLAMA_LABEL results reused from $REUSE_LLAMA"
 elif [ "${SKIP_LLAMA:-0}" != "1" ] && [ "${SWEEP_MOCK:-0}" != "1" ] && [ -x "$LLAMA_DIR/llama-server" ]; then
-  q4="$OUT_DIR/$(basename "${MODEL%.gguf}")-q4_0.gguf"
+  q4="${LLAMA_MODEL:-$OUT_DIR/$(basename "${MODEL%.gguf}")-q4_0.gguf}"
   [ -f "$q4" ] || "$LLAMA_DIR/llama-quantize" "$MODEL" "$q4" Q4_0 > "$OUT_DIR/quantize.log" 2>&1 || note "llama-quantize failed"
   if [ -f "$q4" ]; then
     # One llama-server per level with as many slots as the level's concurrency (its KV cache is
@@ -156,23 +161,23 @@ elif [ "${SKIP_LLAMA:-0}" != "1" ] && [ "${SWEEP_MOCK:-0}" != "1" ] && [ -x "$LL
         sleep 0.5
       done
       if [ "$up" = 1 ]; then
-        CONCURRENCY="$c" run_bench "llama-server-q4_0-c$c" "http://127.0.0.1:$port" && parts+=("$OUT_DIR/llama-server-q4_0-c$c/bench.json")
+        CONCURRENCY="$c" run_bench "$LLAMA_LABEL-c$c" "http://127.0.0.1:$port" && parts+=("$OUT_DIR/$LLAMA_LABEL-c$c/bench.json")
       else
         note "llama-server (-np $c) did not start"
       fi
       cleanup; SERVER_PID=""
     done
     if [ "${#parts[@]}" -gt 0 ]; then
-      mkdir -p "$OUT_DIR/llama-server-q4_0"
-      "$PYTHON" - "$OUT_DIR/llama-server-q4_0/bench.json" "${parts[@]}" <<'PY'
+      mkdir -p "$OUT_DIR/$LLAMA_LABEL"
+      "$PYTHON" - "$OUT_DIR/$LLAMA_LABEL/bench.json" "$LLAMA_LABEL" "${parts[@]}" <<'PY'
 import json, sys
-out, parts = sys.argv[1], [json.load(open(p)) for p in sys.argv[2:]]
+out, label, parts = sys.argv[1], sys.argv[2], [json.load(open(p)) for p in sys.argv[3:]]
 r = parts[0]
 r["levels"] = [l for p in parts for l in p["levels"]]
-r["label"] = "llama-server-q4_0"
+r["label"] = label
 json.dump(r, open(out, "w"), indent=1)
 PY
-      LABELS+=("llama-server-q4_0")
+      LABELS+=("$LLAMA_LABEL")
     fi
   fi
 else
@@ -183,7 +188,7 @@ fi
 jsons=(); for l in "${LABELS[@]}"; do jsons+=("$OUT_DIR/$l/bench.json"); done
 png="$(dirname "$DOC")/$(basename "${DOC%.md}" | tr 'A-Z' 'a-z').png"
 "$PYTHON" "$REPO/bench/plot_bench.py" "${jsons[@]}" "$png" || note "plot failed"
-CMDLINE="MODEL=$MODEL CONFIGS='$CONFIGS' CONCURRENCY=$CONCURRENCY REQUESTS=$REQUESTS INPUT_LEN=$INPUT_LEN OUTPUT_LEN=$OUTPUT_LEN THREADS=$THREADS bench/sweep.sh"
+CMDLINE="MODEL=$MODEL${LLAMA_MODEL:+ LLAMA_MODEL=$LLAMA_MODEL} CONFIGS='$CONFIGS' CONCURRENCY=$CONCURRENCY REQUESTS=$REQUESTS INPUT_LEN=$INPUT_LEN OUTPUT_LEN=$OUTPUT_LEN THREADS=$THREADS bench/sweep.sh"
 "$PYTHON" - "$DOC" "$png" "$CMDLINE" "$OUT_DIR/notes.txt" "${jsons[@]}" <<'PY'
 import json, os, sys, time
 doc, png, cmd, notes = sys.argv[1:5]

@@ -106,6 +106,7 @@ Engine::Engine(Executor& exec, kv::KvCache& kv, EngineConfig cfg, kv::FaultInjec
         if (n_active_ == 0) idle_cv_.notify_all();
     });
     publish_gauges();
+    if (cfg_.remote_prefill) verifier_ = std::make_unique<util::SerialWorker>();
     thread_ = std::thread([this] { loop(); });
 }
 
@@ -206,7 +207,7 @@ void Engine::loop() {
         std::deque<Pending> inbox;
         std::vector<std::pair<uint64_t, FinishReason>> cancels;
         std::vector<std::function<void()>> tasks;
-        std::vector<std::pair<uint64_t, RemotePrefill>> fetched;
+        std::vector<FetchOutcome> fetched;
         bool stopping = false;
         {
             std::unique_lock lk(mu_);
@@ -232,7 +233,7 @@ void Engine::loop() {
             stopping = stop_;
         }
         for (auto& fn : tasks) fn();
-        for (auto& [id, r] : fetched) on_fetched(id, std::move(r));
+        for (FetchOutcome& o : fetched) on_fetched(std::move(o));
         for (Pending& p : inbox) {
             const auto now = std::chrono::steady_clock::now();
             if (cfg_.remote_prefill && !p.req.prefilled && !p.req.prompt.empty() &&
@@ -254,14 +255,14 @@ void Engine::loop() {
             for (auto& [id, f] : fetching_) cancel_fetch(id, FinishReason::Cancelled);
             const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
             while (!fetching_.empty() && std::chrono::steady_clock::now() < give_up) {
-                std::vector<std::pair<uint64_t, RemotePrefill>> late;
+                std::vector<FetchOutcome> late;
                 {
                     std::unique_lock lk(mu_);
                     cv_.wait_for(lk, std::chrono::milliseconds(100),
                                  [&] { return !fetched_.empty(); });
                     late.swap(fetched_);
                 }
-                for (auto& [id, r] : late) on_fetched(id, std::move(r));
+                for (FetchOutcome& o : late) on_fetched(std::move(o));
             }
             if (!fetching_.empty())
                 spdlog::error("{} prompt fetches never ended; their pages stay reserved",

@@ -24,6 +24,7 @@
 #include "engine/metrics.h"
 #include "engine/prefill_source.h"
 #include "engine/scheduler.h"
+#include "util/serial_worker.h"
 
 namespace warden::engine {
 
@@ -141,12 +142,18 @@ class Engine {
         int attempt = 0;
         std::optional<FinishReason> cancelled;
     };
+    // A finished fetch, its payload already checksummed off the scheduler thread.
+    struct FetchOutcome {
+        uint64_t id = 0;
+        RemotePrefill r;
+        kv::PayloadCheck payload;
+    };
     void request_cancel(uint64_t id, FinishReason why);
     void loop();
     void admit_to_scheduler(Pending&& p, std::chrono::steady_clock::time_point deadline);
     // engine_remote.cpp, scheduler thread
     void start_fetch(Fetching&& f);
-    void on_fetched(uint64_t id, RemotePrefill&& r);
+    void on_fetched(FetchOutcome&& o);
     void end_unscheduled(Pending& p, Result&& r);
     bool cancel_fetch(uint64_t id, FinishReason why);
     void expire_fetches(std::chrono::steady_clock::time_point now);
@@ -163,8 +170,8 @@ class Engine {
     std::condition_variable idle_cv_;  // wait_idle
     std::deque<Pending> inbox_;
     std::vector<std::pair<uint64_t, FinishReason>> cancels_;
-    std::vector<std::function<void()>> tasks_;                 // post()
-    std::vector<std::pair<uint64_t, RemotePrefill>> fetched_;  // fetch outcomes to apply
+    std::vector<std::function<void()>> tasks_;  // post()
+    std::vector<FetchOutcome> fetched_;         // fetch outcomes to apply
     bool stop_ = false;
     bool draining_ = false;
     size_t n_waiting_ = 0;  // scheduler's queue as of the last iteration
@@ -176,6 +183,10 @@ class Engine {
     Active* adding_ = nullptr;
     std::unordered_map<uint64_t, Fetching> fetching_;  // by engine id
     uint64_t next_id_ = 1;                             // guarded by mu_
+    // Checksums fetched pages (kv::check_payload) so a long prompt's arrival does not stall the
+    // decode steps; it then queues the outcome in fetched_. Disaggregated decode only. Declared
+    // after what its jobs touch, so it is joined (its queue run) before they go.
+    std::unique_ptr<util::SerialWorker> verifier_;
     std::thread thread_;
 };
 

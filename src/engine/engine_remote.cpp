@@ -3,6 +3,12 @@
 // the scheduler as a prefilled sequence. Every failure path frees the reserved pages on this
 // (the scheduler's) thread; a failed fetch is retried (new pages, possibly another prefill
 // server) while attempts remain, since nothing of the request was emitted yet.
+//
+// Verification is split so a long prompt's arrival does not stall the sequences decoding: the
+// pass over every byte (page checksums) runs on the verifier thread once the transport is done
+// writing, reading the reserved pages' bytes only; the rest (transfer, fingerprint, counts, every
+// page still live with its reserved generation) runs here, right before admission. The pages
+// stay reserved (nobody else may free or write them) until the outcome is applied here.
 #include "engine/engine.h"
 #include "util/log.h"
 
@@ -33,19 +39,32 @@ void Engine::start_fetch(Fetching&& f) {
         admit_to_scheduler(std::move(f.p), f.deadline);
         return;
     }
-    std::vector<uint8_t*> dest;
-    for (const kv::PageRef& r : f.handoff->pages()) dest.push_back(kv_.pool().data(r.page));
+    std::vector<uint8_t*> dest = f.handoff->page_data(kv_);
+    const auto page_bytes = static_cast<size_t>(kv_.bytes_per_page());
     const std::vector<int32_t> prompt = f.p.req.prompt;
     fetching_.emplace(id, std::move(f));
-    src.fetch(tid, prompt, std::move(dest), static_cast<size_t>(kv_.bytes_per_page()),
-              fetching_.at(id).attempt, fetching_.at(id).p.req.prefill_hint,
-              [this, id](RemotePrefill&& r) {
-                  {
-                      std::lock_guard lk(mu_);
-                      fetched_.emplace_back(id, std::move(r));
-                  }
-                  cv_.notify_all();
-              });
+    // Runs where the transport ends the fetch (any thread); the checksums go to the verifier.
+    auto done = [this, id, pages = std::vector<const uint8_t*>(dest.begin(), dest.end()),
+                 page_bytes](RemotePrefill&& r) mutable {
+        auto deliver = [this](FetchOutcome&& o) {
+            {
+                std::lock_guard lk(mu_);
+                fetched_.push_back(std::move(o));
+            }
+            cv_.notify_all();
+        };
+        if (!r.ok) {  // nothing to verify: the pages are refused anyway
+            deliver(FetchOutcome{id, std::move(r), {}});
+            return;
+        }
+        verifier_->post(
+            [id, pages = std::move(pages), page_bytes, r = std::move(r), deliver]() mutable {
+                const kv::PayloadCheck payload = kv::check_payload(pages, page_bytes, r.manifest);
+                deliver(FetchOutcome{id, std::move(r), payload});
+            });
+    };
+    src.fetch(tid, prompt, std::move(dest), page_bytes, fetching_.at(id).attempt,
+              fetching_.at(id).p.req.prefill_hint, std::move(done));
 }
 
 bool Engine::cancel_fetch(uint64_t id, FinishReason why) {
@@ -77,7 +96,9 @@ void Engine::end_unscheduled(Pending& p, Result&& r) {
     if (n_active_ == 0) idle_cv_.notify_all();
 }
 
-void Engine::on_fetched(uint64_t id, RemotePrefill&& r) {
+void Engine::on_fetched(FetchOutcome&& o) {
+    const uint64_t id = o.id;
+    RemotePrefill& r = o.r;
     auto it = fetching_.find(id);
     if (it == fetching_.end()) return;
     Fetching f = std::move(it->second);
@@ -85,7 +106,8 @@ void Engine::on_fetched(uint64_t id, RemotePrefill&& r) {
     std::string error = r.error;
     bool integrity = false;
     if (!f.cancelled && r.ok) {
-        const kv::HandoffCheck c = f.handoff->verify(kv_, r.manifest);
+        // The checksums were compared on the verifier; the generations are checked now.
+        const kv::HandoffCheck c = f.handoff->verify(kv_, r.manifest, o.payload);
         if (c.ok()) {
             metrics_.count_remote_prefill("ok");
             metrics_.observe_kv_transfer(r.transfer_ms, r.fetch_ms, r.bytes);

@@ -80,7 +80,36 @@ std::vector<uint64_t> KvHandoff::page_offsets(const KvCache& kv) const {
     return out;
 }
 
+PayloadCheck check_payload(std::span<const uint8_t* const> pages, size_t page_bytes,
+                           const HandoffManifest& m) {
+    PayloadCheck p;
+    p.transfer_id = m.transfer_id;
+    if (m.checksums.size() != pages.size()) return p;
+    p.n_pages = static_cast<int64_t>(pages.size());
+    for (size_t i = 0; i < pages.size(); ++i)
+        if (page_checksum(pages[i], page_bytes) != m.checksums[i]) {
+            p.first_bad = static_cast<int64_t>(i);
+            break;
+        }
+    return p;
+}
+
+std::vector<uint8_t*> KvHandoff::page_data(KvCache& kv) const {
+    std::vector<uint8_t*> out;
+    out.reserve(table_.pages.size());
+    for (const PageRef& r : table_.pages) out.push_back(kv.pool().data(r.page));
+    return out;
+}
+
 HandoffCheck KvHandoff::verify(const KvCache& kv, const HandoffManifest& m) const {
+    std::vector<const uint8_t*> data;
+    data.reserve(table_.pages.size());
+    for (const PageRef& r : table_.pages) data.push_back(kv.pool().data(r.page));
+    return verify(kv, m, check_payload(data, static_cast<size_t>(kv.bytes_per_page()), m));
+}
+
+HandoffCheck KvHandoff::verify(const KvCache& kv, const HandoffManifest& m,
+                               const PayloadCheck& payload) const {
     HandoffCheck c;
     if (m.transfer_id != transfer_id_) return {HandoffStatus::WrongTransfer, -1};
     if (m.fingerprint != fingerprint_) return {HandoffStatus::Fingerprint, -1};
@@ -89,10 +118,10 @@ HandoffCheck KvHandoff::verify(const KvCache& kv, const HandoffManifest& m) cons
     for (size_t i = 0; i < table_.pages.size(); ++i)
         if (!kv.pool().is_live(table_.pages[i]))
             return {HandoffStatus::PageNotLive, static_cast<int64_t>(i)};
-    const auto n = static_cast<size_t>(kv.bytes_per_page());
-    for (size_t i = 0; i < table_.pages.size(); ++i)
-        if (page_checksum(kv.pool().data(table_.pages[i].page), n) != m.checksums[i])
-            return {HandoffStatus::Checksum, static_cast<int64_t>(i)};
+    if (payload.transfer_id != transfer_id_ ||
+        payload.n_pages != static_cast<int64_t>(table_.pages.size()))
+        return {HandoffStatus::Checksum, 0};  // not compared for this reservation: refused
+    if (payload.first_bad >= 0) return {HandoffStatus::Checksum, payload.first_bad};
     return c;
 }
 

@@ -8,8 +8,9 @@
 // the reservation (release() frees every page through the pool; nothing leaks).
 //
 // Single-threaded like the pool: reserve/verify/release run on the thread that owns the
-// KvCache (the scheduler's). Only the page bytes are written from elsewhere (the transport),
-// between reserve and verify.
+// KvCache (the scheduler's). Only the page bytes are touched from elsewhere, between reserve
+// and verify: written by the transport, then checksummed (check_payload, the costly part of
+// verify, a pass over every byte) on a worker so the scheduler keeps stepping meanwhile.
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -37,6 +38,19 @@ struct HandoffManifest {
     int64_t n_tokens = 0;             // prompt positions the pages hold
     std::vector<uint64_t> checksums;  // one per page, in reservation order
 };
+
+// The payload part of the hand-off check: which reserved page, if any, differs from the
+// manifest's checksums. Computed by check_payload from the page bytes alone (no pool metadata),
+// so on any thread; verify() then trusts it only for the same transfer and page count.
+struct PayloadCheck {
+    uint64_t transfer_id = 0;  // the manifest's it was computed against
+    int64_t n_pages = -1;      // pages compared; -1: not computed (verify refuses)
+    int64_t first_bad = -1;    // the first page whose checksum differs; -1: none
+};
+// Thread-safe (reads `pages` only): each of n page_bytes-long pages against m.checksums. When
+// the counts differ nothing is compared (n_pages stays -1; verify reports the count).
+PayloadCheck check_payload(std::span<const uint8_t* const> pages, size_t page_bytes,
+                           const HandoffManifest& m);
 
 enum class HandoffStatus {
     Ok,
@@ -72,6 +86,15 @@ class KvHandoff {
 
     // The checks above, in order: transfer id, fingerprint, counts, liveness, checksums.
     HandoffCheck verify(const KvCache& kv, const HandoffManifest& m) const;
+    // The same checks with the checksums already compared (check_payload over this
+    // reservation's pages, elsewhere): only the cheap ones run here, the liveness and
+    // generation of every page included. A payload check of another transfer or page count, or
+    // none, is a Checksum failure (never trusted).
+    HandoffCheck verify(const KvCache& kv, const HandoffManifest& m,
+                        const PayloadCheck& payload) const;
+    // The reserved pages' bytes, in reservation order (the transport's destinations and
+    // check_payload's input). Valid while the reservation holds them.
+    std::vector<uint8_t*> page_data(KvCache& kv) const;
     // After a successful verify: the page table (n_tokens set) for the sequence that will
     // decode from it; the reservation is empty afterwards (release() then frees nothing).
     PageTable take();

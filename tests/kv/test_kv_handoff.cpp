@@ -1,6 +1,8 @@
 // The KV hand-off's decode-side checks: a reservation verifies only when every reserved page is
 // still live with its generation, the manifest names exactly those pages and tokens, every
 // payload checksum matches and the fingerprints agree; release() always returns every page.
+// The same holds when the checksums are compared apart (check_payload, the decode server's
+// verifier thread) and the rest is checked later on the pool's thread.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -32,6 +34,12 @@ HandoffManifest fill(KvCache& kv, const KvHandoff& h, uint64_t fp, std::mt19937_
     m.n_tokens = h.n_tokens();
     m.checksums = page_checksums(kv, h.pages());
     return m;
+}
+
+PayloadCheck payload_of(KvCache& kv, const KvHandoff& h, const HandoffManifest& m) {
+    const std::vector<uint8_t*> data = h.page_data(kv);
+    const std::vector<const uint8_t*> pages(data.begin(), data.end());
+    return check_payload(pages, static_cast<size_t>(kv.bytes_per_page()), m);
 }
 
 }  // namespace
@@ -92,6 +100,9 @@ TEST(KvHandoff, EveryFaultIsRefusedAndNothingLeaks) {
         }
         const HandoffCheck c = h->verify(kv, m);
         ASSERT_EQ(c.status, want) << c.describe() << " fault " << fault;
+        const HandoffCheck split = h->verify(kv, m, payload_of(kv, *h, m));
+        ASSERT_EQ(split.status, want) << split.describe() << " fault " << fault;
+        ASSERT_EQ(split.page_index, c.page_index);
         if (c.ok()) {
             ++accepted;
             PageTable t = h->take();
@@ -122,4 +133,45 @@ TEST(KvHandoff, ReserveIsAllOrNothing) {
     EXPECT_EQ(off[0], static_cast<uint64_t>(h->pages()[0].page.v * kv.bytes_per_page()));
     h->release(kv);
     EXPECT_EQ(kv.pool().free_pages(), cap);
+}
+
+TEST(KvHandoff, PayloadCheckIsTrustedOnlyForItsTransferAndLiveness) {
+    KvCache kv(small_config());
+    const uint64_t fp = kv_layout_fingerprint(small_config(), "model");
+    std::mt19937_64 rng(11);
+    auto h = KvHandoff::reserve(kv, 40, 5, fp);
+    ASSERT_TRUE(h.has_value());
+    const HandoffManifest m = fill(kv, *h, fp, rng);
+    const PayloadCheck good = payload_of(kv, *h, m);
+    EXPECT_EQ(good.n_pages, 3);
+    EXPECT_EQ(good.first_bad, -1);
+    EXPECT_TRUE(h->verify(kv, m, good).ok());
+
+    // Not computed, computed for another transfer or page count: refused, never trusted.
+    EXPECT_EQ(h->verify(kv, m, PayloadCheck{}).status, HandoffStatus::Checksum);
+    PayloadCheck other = good;
+    other.transfer_id += 1;
+    EXPECT_EQ(h->verify(kv, m, other).status, HandoffStatus::Checksum);
+    PayloadCheck fewer = good;
+    fewer.n_pages -= 1;
+    EXPECT_EQ(h->verify(kv, m, fewer).status, HandoffStatus::Checksum);
+    // A count mismatch is reported as such, the payload left uncompared.
+    HandoffManifest short_m = m;
+    short_m.checksums.pop_back();
+    EXPECT_EQ(payload_of(kv, *h, short_m).n_pages, -1);
+    EXPECT_EQ(h->verify(kv, short_m, payload_of(kv, *h, short_m)).status, HandoffStatus::PageCount);
+
+    // The payload was clean when compared; a page freed and reallocated afterwards (before the
+    // first step) is still caught by the generation check at verify time.
+    const PageRef victim = h->pages()[1];
+    ASSERT_EQ(kv.pool().release(victim), PoolStatus::Ok);
+    PageTable other_owner;
+    ASSERT_TRUE(kv.reserve(other_owner, kv.page_size() * (kv.pool().free_pages())));
+    const HandoffCheck c = h->verify(kv, m, good);
+    EXPECT_EQ(c.status, HandoffStatus::PageNotLive);
+    EXPECT_EQ(c.page_index, 1);
+    EXPECT_EQ(kv.free(other_owner), 0);
+    EXPECT_EQ(h->release(kv), 1);
+    EXPECT_EQ(kv.pool().free_pages(), kv.pool().capacity());
+    EXPECT_EQ(kv.pool().check_integrity(), "");
 }
