@@ -46,6 +46,7 @@ struct WeightMemory {
     int64_t embeddings = 0;    // token_embd + output (once when tied)
     int64_t prefill_copy = 0;  // --prefill-weights copies
     int64_t amx_tiles = 0;  // AMX-BF16 tile copies of bf16 matrices (kernels/matmul_bf16_tiles.h)
+    int64_t in_place = 0;  // of layers + embeddings: read where the file maps them (Matrix::mapped)
 };
 
 struct Model {
