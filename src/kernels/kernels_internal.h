@@ -160,6 +160,9 @@ const MatmulTable& matmul_amx();
 void mm_quant_amx(const QuantArgs& a, int64_t row_begin, int64_t row_end);
 // The AMX-BF16 kernel (matmul_bf16_amx.cpp); matmul_amx()'s bf16_tiles where the CPU has AMX-BF16.
 void mm_bf16_amx_tiles(const Bf16TileArgs& a, int64_t row_begin, int64_t row_end);
+// The same kernel on the software tile model (matmul_bf16_amx_model.cpp): bit for bit the native
+// kernel's results on any CPU, at a fraction of its speed.
+void mm_bf16_amx_tiles_emulated(const Bf16TileArgs& a, int64_t row_begin, int64_t row_end);
 // The tile kernel itself, for every token count (tests; the formats amx_quant_kind accepts).
 void mm_quant_amx_tiles(const QuantArgs& a, int64_t row_begin, int64_t row_end);
 // One tile instruction on the hardware (amx::tile_op<amx::Native>, kernels/amx_tile.h), for the

@@ -56,9 +56,17 @@ bool int_acts(const WeightMatrix& w) {
 }
 
 // bf16 weights that take the AMX-BF16 tile kernel on table t: those with a tile copy, where t has
-// the kernel. The choice never depends on the token count (kernels/matmul_bf16_tiles.h).
+// the kernel, and tile-only matrices (no panels left, kernels/matmul_bf16_tiles.h) on any table.
+// The choice never depends on the token count (kernels/matmul_bf16_tiles.h).
 bool takes_bf16_tiles(const WeightMatrix& w, const detail::MatmulTable& t) {
-    return w.type == WeightType::BF16 && w.tiles != nullptr && t.bf16_tiles != nullptr;
+    return w.type == WeightType::BF16 && w.tiles != nullptr &&
+           (t.bf16_tiles != nullptr || w.data == nullptr);
+}
+
+// The tile kernel of table t, or, where t has none (a tile-only matrix on an ISA set after load),
+// the same kernel on the software tile model: the same arithmetic, bit for bit.
+auto bf16_tile_kernel(const detail::MatmulTable& t) {
+    return t.bf16_tiles != nullptr ? t.bf16_tiles : &detail::mm_bf16_amx_tiles_emulated;
 }
 
 // x split into bf16 hi and lo halves for the tile kernel (split_bf16_acts).
@@ -200,7 +208,7 @@ void run_rows(const detail::MatmulTable& t, const WeightMatrix& w, const float* 
     if (takes_bf16_tiles(w, t)) {
         const detail::Bf16TileArgs a{
             static_cast<const uint8_t*>(w.tiles), w.rows, w.cols, sx.hi, sx.lo, n, y, w.rows};
-        t.bf16_tiles(a, r0, r1);
+        bf16_tile_kernel(t)(a, r0, r1);
     } else if (is_quant(w)) {
         // Q5_0 / Q5_1 at any token count: the SIMD kernels unpack each row once into it (the
         // scalar one ignores it).
@@ -309,6 +317,10 @@ void unpack_weight_row(const WeightMatrix& w, int64_t r, float* out) {
     util::check(r >= 0 && r < w.rows, "unpack_weight_row: row out of bounds");
     if (is_quant(w)) {
         dequant_row(w, r, out);
+        return;
+    }
+    if (w.type == WeightType::BF16 && w.data == nullptr) {
+        unpack_bf16_tile_row(w, r, out);
         return;
     }
     const int64_t base = (r / kPanelRows) * w.cols * kPanelRows + r % kPanelRows;

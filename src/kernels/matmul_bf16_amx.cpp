@@ -7,9 +7,9 @@
 // tile has 16 rows: the split activations are padded to whole A tiles with zero rows, whose sums
 // are never written out; a token's sums do not depend on the other rows of its tile.
 //
-// Compiled twice: natively (this file, -mamx-* flags, CMakeLists.txt) and in the tests on the
-// tile model (tests/kernels/test_matmul_bf16_amx_emulated.cpp, WARDEN_AMX_EMULATE), so the kernel
-// runs and is checked against the contract on any CPU.
+// Compiled twice: natively (this file, -mamx-* flags, CMakeLists.txt) and on the tile model
+// (matmul_bf16_amx_model.cpp, WARDEN_AMX_EMULATE), so the kernel runs and is checked against the
+// contract on any CPU.
 //
 // ODR: helpers live in the anonymous namespace; only amx_tile.h and kernels_internal.h.
 #include "kernels/amx_tile.h"
@@ -22,9 +22,6 @@
 #endif
 
 namespace warden::kernels::detail {
-#ifdef WARDEN_AMX_EMULATE
-void mm_bf16_amx_tiles_emulated(const Bf16TileArgs& a, int64_t r0, int64_t r1);
-#endif
 namespace {
 
 using Tiles = amx::Tiles;

@@ -25,6 +25,12 @@
 // results flush to zero as the instruction does. The result differs from the panel kernels' one
 // fma chain over k (kernels/matmul.h), so where a matrix has a tile copy and AMX-BF16 runs, every
 // call of it, M = 1 included, takes the tile kernel.
+//
+// Tile-only matrices. The loader keeps only the tile copy of a matrix it gives one (the panels are
+// freed: a bf16 model takes its own size once, not twice); WeightMatrix::data is then null and
+// ::tiles holds the weights. Such a matrix takes the tile kernel on every ISA: natively where the
+// active ISA has it, else on the software tile model (matmul_bf16_amx_model.cpp), with the same
+// results, so a model keeps its outputs if the ISA is changed after load (tests do).
 #include <cstdint>
 
 #include "kernels/matmul.h"
@@ -48,14 +54,16 @@ int64_t bf16_tile_bytes(int64_t rows, int64_t cols);
 // Writes the tile copy of w (BF16, packed panels, kernels/matmul.h) to out (bf16_tile_bytes(w.rows,
 // w.cols) bytes, 64-byte aligned for the tile loads).
 void pack_bf16_tiles(const WeightMatrix& w, void* out);
+// Row r of a bf16 matrix from its tile copy (w.tiles), as f32: the lookup of a tile-only matrix.
+void unpack_bf16_tile_row(const WeightMatrix& w, int64_t r, float* out);
 // x [n, cols] -> hi and lo, each [bf16_tile_tokens(n), bf16_tile_cols(cols)] bf16 bits, padding
 // rows and columns zero. hi = bf16(x) rounded to nearest even (a NaN stays a NaN; a finite x that
 // would round to infinity is truncated instead, so it stays finite), lo = bf16(x - hi) likewise,
 // or zero where x is infinite or NaN.
 void split_bf16_acts(const float* x, int64_t n, int64_t cols, uint16_t* hi, uint16_t* lo);
-// Whether bf16 matrices loaded now get a tile copy: the active ISA is AMX and the CPU has
-// AMX-BF16 (kernels/cpu_features.h). Decided at load, like the ISA; a copy made under AMX is
-// ignored where the ISA is later set to another (the panel kernels run then).
+// Whether bf16 matrices loaded now are put in the tile layout: the active ISA is AMX and the CPU
+// has AMX-BF16 (kernels/cpu_features.h), or WARDEN_BF16_TILE_MODEL=1 (tests: the whole AMX-BF16
+// model path on any CPU, on the software tile model, slowly). Decided at load, like the ISA.
 bool bf16_tiles_wanted();
 
 }  // namespace warden::kernels

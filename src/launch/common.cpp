@@ -98,12 +98,15 @@ LoadedModel load(const CommonOptions& o, bool weights, util::ThreadPool& pool) {
     // One line: formats, memory. Printed whenever a format was named (bench/weights_speed.sh reads
     // the memory of `--weights bf16` from it too) or the loader chose one.
     if (weights && (lo.weights || quantized || lo.prefill_weights || !m->weights_note.empty() ||
-                    m->weight_memory.amx_tiles > 0)) {
+                    m->weight_memory.amx_tile_matrices > 0)) {
         const auto& wm = m->weight_memory;
         auto mib = [](int64_t b) { return std::to_string(b / (1024 * 1024)) + " MiB"; };
         const std::string why = m->weights_note.empty() ? "" : " (" + m->weights_note + ")";
         const std::string tiles =
-            (wm.amx_tiles > 0 ? ", AMX-BF16 tile copies " + mib(wm.amx_tiles) : "") +
+            (wm.amx_tile_matrices > 0 ? ", " + std::to_string(wm.amx_tile_matrices) +
+                                            " bf16 matrices in the AMX-BF16 tile layout (padding " +
+                                            mib(wm.amx_tiles) + ")"
+                                      : "") +
             (wm.in_place > 0 ? ", read in place from the file " + mib(wm.in_place) : "");
         std::fprintf(stderr,
                      "warden: weights %s%s: layers %s, embeddings/head %s, prefill copy %s%s\n",

@@ -45,7 +45,10 @@ struct WeightMemory {
     int64_t layers = 0;        // the per-layer linear matrices
     int64_t embeddings = 0;    // token_embd + output (once when tied)
     int64_t prefill_copy = 0;  // --prefill-weights copies
-    int64_t amx_tiles = 0;  // AMX-BF16 tile copies of bf16 matrices (kernels/matmul_bf16_tiles.h)
+    // What the AMX-BF16 tile layout of bf16 matrices adds over the panels it replaces (column
+    // padding, kernels/matmul_bf16_tiles.h); the rest is counted under layers / embeddings.
+    int64_t amx_tiles = 0;
+    int64_t amx_tile_matrices = 0;  // bf16 matrices held in the tile layout
     int64_t in_place = 0;  // of layers + embeddings: read where the file maps them (Matrix::mapped)
 };
 

@@ -190,14 +190,17 @@ class Loader {
             if (auto nf = gguf_mixed_native_format(t.ggml_type))
                 chosen = tensor::parse_weight_format(*nf);
         const tensor::WeightFormat f = chosen.value_or(hi);
-        Matrix m = build_matrix(t, f, rows, cols);
+        // The embedding table is only looked up, unless it is also the head (tied).
+        const bool matmul_reads =
+            (role != "embed" && role != "raw:embed_tokens.weight") || embed_is_head_;
+        Matrix m = build_matrix(t, f, rows, cols, matmul_reads && gets_bf16_tiles(f));
         (embd ? m_.weight_memory.embeddings : m_.weight_memory.layers) += m.bytes();
         if (m.is_mapped()) m_.weight_memory.in_place += m.bytes();
-        // The embedding table is only looked up (a tied head gets its copy in load_all).
-        if (role != "embed" && role != "raw:embed_tokens.weight") add_bf16_tiles(m);
+        if (matmul_reads) add_bf16_tiles(m);
         if (!embd && opts_.prefill_weights && f.quantized() &&
             opts_.prefill_weights->type != f.type) {
-            Matrix pre = build_matrix(t, *opts_.prefill_weights, rows, cols);
+            Matrix pre = build_matrix(t, *opts_.prefill_weights, rows, cols,
+                                      gets_bf16_tiles(*opts_.prefill_weights));
             m_.weight_memory.prefill_copy += pre.bytes();
             add_bf16_tiles(pre);
             m.prefill = std::make_shared<const Matrix>(std::move(pre));
@@ -205,11 +208,18 @@ class Loader {
         return m;
     }
 
-    // A bf16 matrix that matmuls read gets its AMX-BF16 tile copy where the loaded model will run
-    // on AMX-BF16 (kernels/matmul_bf16_tiles.h), counted in WeightMemory::amx_tiles.
-    void add_bf16_tiles(Matrix& m) const {
-        if (kernels::bf16_tiles_wanted()) m_.weight_memory.amx_tiles += m.add_bf16_tiles(&arena_);
+    // A bf16 matrix that matmuls read is kept as its AMX-BF16 tile copy alone where the loaded
+    // model will run on AMX-BF16 (kernels/matmul_bf16_tiles.h, "Tile-only matrices"); what the
+    // tile layout adds over the panels is counted in WeightMemory::amx_tiles.
+    static bool gets_bf16_tiles(const tensor::WeightFormat& f) {
+        return !f.quantized() && f.type == tensor::WeightType::BF16 && kernels::bf16_tiles_wanted();
     }
+    void add_bf16_tiles(Matrix& m) const {
+        if (!kernels::bf16_tiles_wanted()) return;
+        m_.weight_memory.amx_tiles += m.add_bf16_tiles(&arena_);
+        if (m.view().tiles != nullptr) ++m_.weight_memory.amx_tile_matrices;
+    }
+    bool embed_is_head_ = false;  // a tied (or missing) head: token_embd is also a matmul's weights
 
     bool per_tensor_native = false;  // GgufNativeWeights::per_tensor (set by load_gguf)
     // The GGUF mapping that matrices may read in place (Matrix::mapped; set by load_gguf), and the
@@ -221,10 +231,12 @@ class Loader {
     // Converts a source tensor into runtime format f: f32/bf16 packing, or quantization
     // (kernels/matmul_quant.h). GGUF Q4_0/Q4_1/Q8_0 rows that map onto f without loss are
     // imported bit-exactly (quant/quantizer.h), others are dequantized and requantized.
+    // transient_panels: the panels only feed a tile copy (gets_bf16_tiles) and are freed after it,
+    // so they come from the heap, not from the arena, which never reuses freed bytes.
     Matrix build_matrix(const formats::SourceTensor& t, const tensor::WeightFormat& f, int64_t rows,
-                        int64_t cols) const {
+                        int64_t cols, bool transient_panels = false) const {
         if (!f.quantized()) {
-            Matrix m = Matrix::owned(f.type, rows, cols, &arena_);
+            Matrix m = Matrix::owned(f.type, rows, cols, transient_panels ? nullptr : &arena_);
             pool_.parallel_for(rows, kernels::kPanelRows, [&](int64_t r0, int64_t r1) {
                 std::vector<float> row(static_cast<size_t>(cols));
                 for (int64_t r = r0; r < r1; ++r) {
@@ -346,10 +358,11 @@ class Loader {
         const ModelConfig& c = m_.config;
         const int64_t d = c.d_model;
         ModelWeights& w = m_.weights;
+        embed_is_head_ = c.tied_embeddings || !has("output", -1);
         w.token_embd = matrix("embed", -1, c.vocab_size, d);
+        embed_is_head_ = false;
         w.output_norm = vec("output_norm", -1, d);
         if (c.tied_embeddings || !has("output", -1)) {
-            add_bf16_tiles(w.token_embd);  // the head's matmul reads it
             w.output = w.token_embd.alias();
         } else {
             w.output = matrix("output", -1, c.vocab_size, d);

@@ -192,7 +192,7 @@ std::vector<char> Transformer::step(std::span<const SeqInput> seqs,
     // matmuls at decode. For a q/k/v or gate/up group that is its first matrix (q, gate). Dense
     // GQA layers only: MoE experts and MLA projections are not named here.
     auto prefetch_next = [&](const Matrix& M) {
-        pool_.prefetch_while_idle(M.view().data,
+        pool_.prefetch_while_idle(M.storage(),
                                   static_cast<size_t>(std::min(M.bytes(), kPrefetchAheadBytes)));
     };
     // The first matrix of layer l: its q projection, or the head after the last layer.

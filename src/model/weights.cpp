@@ -77,15 +77,19 @@ void Matrix::pack_row(int64_t r, const float* row) {
 
 int64_t Matrix::add_bf16_tiles(util::HugePageArena* arena) {
     if (view_.type != tensor::WeightType::BF16 || !owned_.data()) return 0;
-    const int64_t n = kernels::bf16_tile_bytes(view_.rows, view_.cols);
-    tiles_ = weight_bytes(n, arena);
+    const int64_t panels = bytes();
+    tiles_ = weight_bytes(kernels::bf16_tile_bytes(view_.rows, view_.cols), arena);
     kernels::pack_bf16_tiles(view_, tiles_.data());
     view_.tiles = tiles_.data();
-    return n;
+    view_.data = nullptr;
+    owned_ = util::ArenaBuffer();
+    return bytes() - panels;
 }
 
 int64_t Matrix::bytes() const {
     if (is_quantized()) return kernels::quant_packed_bytes(view_);
+    if (view_.data == nullptr && view_.tiles != nullptr)
+        return kernels::bf16_tile_bytes(view_.rows, view_.cols);
     return kernels::packed_weight_elems(view_.rows, view_.cols) * elem_bytes(view_.type);
 }
 

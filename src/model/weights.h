@@ -44,9 +44,13 @@ class Matrix {
     // outlive the alias.
     Matrix alias() const;
     void pack_row(int64_t r, const float* row);
-    // A bf16 matrix, once packed: adds its AMX-BF16 tile copy (kernels/matmul_bf16_tiles.h), which
-    // the matmuls then use where AMX-BF16 runs. Returns the copy's bytes (0 for other types).
+    // A bf16 matrix, once packed: replaces its panels with their AMX-BF16 tile copy
+    // (kernels/matmul_bf16_tiles.h, "Tile-only matrices"), which every matmul and row lookup then
+    // reads. Returns the bytes the tile layout adds over the panels (column padding; 0 for other
+    // types). Aliases made before it keep the panels.
     int64_t add_bf16_tiles(util::HugePageArena* arena = nullptr);
+    // The weights' first byte, whichever layout holds them (prefetching; telling aliases apart).
+    const void* storage() const { return view_.data ? view_.data : view_.tiles; }
 
     const kernels::WeightMatrix& view() const { return view_; }
     int64_t rows() const { return view_.rows; }
@@ -54,7 +58,8 @@ class Matrix {
     int64_t bytes() const;
     // Row r as f32 (embedding lookup).
     void row_f32(int64_t r, float* out) const;
-    // Raw packed bytes (tests compare round trips bit for bit); a mapped matrix's rows only.
+    // Raw packed bytes (tests compare round trips bit for bit); empty for a tile-only matrix, a
+    // mapped matrix's rows only.
     std::span<const uint8_t> packed() const;
     // Whether the bytes are the mapped file's (mapped()), not a copy.
     bool is_mapped() const { return keep_ != nullptr; }
@@ -69,7 +74,7 @@ class Matrix {
   private:
     kernels::WeightMatrix view_;
     util::ArenaBuffer owned_;  // empty for an alias
-    util::ArenaBuffer tiles_;  // the AMX-BF16 tile copy (add_bf16_tiles); empty when none
+    util::ArenaBuffer tiles_;  // the AMX-BF16 tile layout (add_bf16_tiles); empty when none
     std::shared_ptr<const void> keep_;  // mapped(): what keeps view_.data alive; else null
 };
 

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "quant/kquant_candidates.h"
 #include "tensor/float_convert.h"
 #include "util/error.h"
 
@@ -66,41 +67,47 @@ AsymFit fit_asym(const float* x, const float* w, int n, int nmax, bool min_le_ze
     if (hi <= lo) return {0.f, lo};
     AsymFit best{(hi - lo) / static_cast<float>(nmax), lo};
     double best_err = std::numeric_limits<double>::infinity();
-    uint8_t l[32];
-    for (int step = -1; step <= 40; ++step) {
-        const float iscale = step < 0 ? static_cast<float>(nmax) / (hi - lo)
-                                      : (static_cast<float>(nmax) - 1.f + 0.05f * step) / (hi - lo);
-        float slf = 0, sl2f = 0, sxlf = 0;
-        for (int i = 0; i < n; ++i) {
-            const int q = std::clamp(round_int(iscale * (x[i] - lo)), 0, nmax);
-            l[i] = static_cast<uint8_t>(q);
-            const auto qf = static_cast<float>(q);
-            slf += w[i] * qf;
-            sl2f += w[i] * qf * qf;
-            sxlf += w[i] * qf * x[i];
+    // Steps -1..40 in lanes of kLanes (quant/kquant_candidates.h); the spare lanes repeat the last
+    // step and are not looked at.
+    constexpr int kSteps = 42, kBatches = (kSteps + kLanes - 1) / kLanes;
+    for (int batch = 0; batch < kBatches; ++batch) {
+        float is[kLanes], slf[kLanes], sl2f[kLanes], sxlf[kLanes], scale[kLanes], mn[kLanes],
+            err[kLanes];
+        bool ok[kLanes];
+        for (int c = 0; c < kLanes; ++c) {
+            const int step = std::min(batch * kLanes + c, kSteps - 1) - 1;
+            is[c] = step < 0 ? static_cast<float>(nmax) / (hi - lo)
+                             : (static_cast<float>(nmax) - 1.f + 0.05f * step) / (hi - lo);
         }
-        const double sl = slf, sl2 = sl2f, sxl = sxlf;
-        AsymFit f{1.f / iscale, lo};
-        if (step >= 0) {
-            const double det = sw * sl2 - sl * sl;
-            if (det <= 0) continue;
-            f.scale = static_cast<float>((sw * sxl - sx * sl) / det);
-            f.min = static_cast<float>((sl2 * sx - sl * sxl) / det);
-            if (min_le_zero && f.min > 0) {
-                f.min = 0;
-                f.scale = sl2 > 0 ? static_cast<float>(sxl / sl2) : 0.f;
+        kq_asym_sums(x, w, n, lo, is, nmax, slf, sl2f, sxlf);
+        for (int c = 0; c < kLanes; ++c) {
+            const int step = batch * kLanes + c - 1;
+            AsymFit f{1.f / is[c], lo};
+            ok[c] = step < kSteps - 1;
+            if (ok[c] && step >= 0) {
+                const double sl = slf[c], sl2 = sl2f[c], sxl = sxlf[c];
+                const double det = sw * sl2 - sl * sl;
+                if (det <= 0) {
+                    ok[c] = false;
+                } else {
+                    f.scale = static_cast<float>((sw * sxl - sx * sl) / det);
+                    f.min = static_cast<float>((sl2 * sx - sl * sxl) / det);
+                    if (min_le_zero && f.min > 0) {
+                        f.min = 0;
+                        f.scale = sl2 > 0 ? static_cast<float>(sxl / sl2) : 0.f;
+                    }
+                    if (f.scale <= 0) ok[c] = false;
+                }
             }
-            if (f.scale <= 0) continue;
+            scale[c] = ok[c] ? f.scale : 0.f;
+            mn[c] = ok[c] ? f.min : 0.f;
         }
-        float err = 0;
-        for (int i = 0; i < n; ++i) {
-            const float e = f.scale * l[i] + f.min - x[i];
-            err += w[i] * e * e;
-        }
-        if (err < best_err) {
-            best_err = err;
-            best = f;
-        }
+        kq_asym_grid_errors(x, w, n, lo, is, nmax, scale, mn, err);
+        for (int c = 0; c < kLanes; ++c)
+            if (ok[c] && err[c] < best_err) {
+                best_err = err[c];
+                best = {scale[c], mn[c]};
+            }
     }
     return best;
 }
@@ -119,19 +126,19 @@ float fit_sym(const float* x, const float* w, int n, int nmax) {
     float best = -static_cast<float>(nmax) / max;
     best = 1.f / best;
     double best_gain = -1;  // sumlx^2 / suml2: the error is sum w x^2 minus this
-    for (int step = -9; step <= 9; ++step) {
-        const float iscale = -(static_cast<float>(nmax) + 0.1f * step) / max;
-        float slx = 0, sl2 = 0;
-        for (int i = 0; i < n; ++i) {
-            const auto l =
-                static_cast<float>(std::clamp(round_int(iscale * x[i]), -nmax, nmax - 1));
-            slx += w[i] * x[i] * l;
-            sl2 += w[i] * l * l;
-        }
-        if (sl2 <= 0) continue;
-        if (static_cast<double>(slx) * slx / sl2 > best_gain) {
-            best_gain = static_cast<double>(slx) * slx / sl2;
-            best = slx / sl2;
+    // Steps -9..9 in lanes of one call (quant/kquant_candidates.h), the spare lanes repeating the
+    // last step; candidates compared in step order.
+    constexpr int kSteps = 19;
+    static_assert(kSteps <= kSymLanes, "the grid in one call");
+    float is[kSymLanes], slx[kSymLanes], sl2[kSymLanes];
+    for (int c = 0; c < kSymLanes; ++c)
+        is[c] = -(static_cast<float>(nmax) + 0.1f * (std::min(c, kSteps - 1) - 9)) / max;
+    kq_sym_sums(x, w, n, is, nmax, slx, sl2);
+    for (int c = 0; c < kSteps; ++c) {
+        if (sl2[c] <= 0) continue;
+        if (static_cast<double>(slx[c]) * slx[c] / sl2[c] > best_gain) {
+            best_gain = static_cast<double>(slx[c]) * slx[c] / sl2[c];
+            best = slx[c] / sl2[c];
         }
     }
     return best;
@@ -199,26 +206,33 @@ double asym_codes(const float* x, const float* w, float s, float m, int nmax, ui
 
 // Step 3 for fixed (d, dmin): each sub-block's integer scale and min, and the neighbours +-1.
 void asym_neighbours(const float* x, const float* w, int nmax, KAsymBlock& b) {
+    static_assert(kLanes >= 9, "the nine neighbours of a sub-block in one call");
     b.err = 0;
-    uint8_t q[32];
     for (int j = 0; j < 8; ++j) {
+        float s[kLanes], m[kLanes], err[kLanes];
+        int si[kLanes], mi[kLanes];
+        for (int c = 0; c < kLanes; ++c) {
+            const int k = std::min(c, 8);  // (ds, dm) = (k / 3 - 1, k % 3 - 1); spares repeat
+            si[c] = b.sc[j] + k / 3 - 1;
+            mi[c] = b.m[j] + k % 3 - 1;
+            s[c] = b.d * static_cast<float>(si[c]);
+            m[c] = b.dmin * static_cast<float>(mi[c]);
+        }
+        kq_asym_code_errors(x + 32 * j, w + 32 * j, 32, s, m, nmax, err);
         double best = std::numeric_limits<double>::infinity();
-        int bs = b.sc[j], bm = b.m[j];
-        for (int ds = -1; ds <= 1; ++ds)
-            for (int dm = -1; dm <= 1; ++dm) {
-                const int s = b.sc[j] + ds, m = b.m[j] + dm;
-                if (s < 0 || s > 63 || m < 0 || m > 63) continue;
-                const double e = asym_codes(x + 32 * j, w + 32 * j, b.d * static_cast<float>(s),
-                                            b.dmin * static_cast<float>(m), nmax, q);
-                if (e < best) {
-                    best = e;
-                    bs = s;
-                    bm = m;
-                    std::memcpy(b.q + 32 * j, q, 32);
-                }
+        int bc = -1;
+        for (int c = 0; c < 9; ++c) {
+            if (si[c] < 0 || si[c] > 63 || mi[c] < 0 || mi[c] > 63) continue;
+            if (err[c] < best) {
+                best = err[c];
+                bc = c;
             }
-        b.sc[j] = bs;
-        b.m[j] = bm;
+        }
+        if (bc >= 0) {
+            asym_codes(x + 32 * j, w + 32 * j, s[bc], m[bc], nmax, b.q + 32 * j);
+            b.sc[j] = si[bc];
+            b.m[j] = mi[bc];
+        }
         b.err += best;
     }
 }
@@ -438,7 +452,11 @@ void pack_q5(const int* l, uint8_t* qh4, uint8_t* qs16) {
 void q5_0_block(const float* x, const float* w, uint8_t* y) {  // 22 bytes
     const float d = f16_round(fit_sym(x, w, 32, 16));
     int l[32];
-    for (int i = 0; i < 32; ++i) l[i] = d != 0 ? std::clamp(round_int(x[i] / d), -16, 15) + 16 : 16;
+    // The condition outside the loops, so they vectorize (division included: the same quotients).
+    if (d != 0)
+        for (int i = 0; i < 32; ++i) l[i] = std::clamp(round_int(x[i] / d), -16, 15) + 16;
+    else
+        std::fill(l, l + 32, 16);
     put_f16(y, d);
     pack_q5(l, y + 2, y + 6);
 }
@@ -447,7 +465,10 @@ void q5_1_block(const float* x, const float* w, uint8_t* y) {  // 24 bytes
     const AsymFit f = fit_asym(x, w, 32, 31, false);
     const float d = f16_round(f.scale), m = f16_round(f.min);
     int l[32];
-    for (int i = 0; i < 32; ++i) l[i] = d > 0 ? std::clamp(round_int((x[i] - m) / d), 0, 31) : 0;
+    if (d > 0)
+        for (int i = 0; i < 32; ++i) l[i] = std::clamp(round_int((x[i] - m) / d), 0, 31);
+    else
+        std::fill(l, l + 32, 0);
     put_f16(y, d);
     put_f16(y + 2, m);
     pack_q5(l, y + 4, y + 8);

@@ -6,11 +6,8 @@
 #include <cstring>
 #include <limits>
 
-#if defined(__SSE2__)
-#include <immintrin.h>
-#endif
-
 #include "kernels/matmul_kquant.h"
+#include "quant/int4_candidates.h"
 #include "tensor/float_convert.h"
 #include "tensor/fp8.h"
 #include "util/error.h"
@@ -30,154 +27,18 @@ constexpr float kClip8[] = {1.0f, 0.98f, 0.96f, 0.94f, 0.92f, 0.9f};
 uint16_t to_scale(const WeightMatrix& w, float v) {
     return w.bf16_scales ? tensor::f32_to_bf16(v) : tensor::f32_to_f16(v);
 }
-float from_scale(const WeightMatrix& w, uint16_t b) {
-    return kernels::quant_scale_to_f32(w, b);
+float from_scale(const WeightMatrix& w, uint16_t b) {  // kernels::quant_scale_to_f32, inlined
+    return w.bf16_scales ? tensor::bf16_to_f32(b) : tensor::f16_to_f32(b);
 }
 
 float imp_at(const float* imp, int64_t k) {
     return imp ? imp[k] : 1.0f;
 }
 
-// The int4 candidate loops, 8 lanes at a time (G is a multiple of 32). Per lane: v = clamp(x * is,
-// -8, 7), r = nearbyint(v) (round half to even: adding and subtracting 1.5 * 2^23 leaves exactly
-// the rounded integer for |v| < 2^22), then the lane's running sums. SSE2 (the x86-64 baseline) and
-// the portable loop do the same operations in the same order per lane, so both give the same bits.
-constexpr float kRoundMagic = 12582912.0f;
-
 // nearbyint(clamp(v, lo, hi)) for integer lo, hi with |lo|, |hi| < 2^22: the same code as rounding
 // first and clamping after (rounding is monotone), without a libm call.
 inline float round_clamped(float v, float lo, float hi) {
     return (std::min(hi, std::max(lo, v)) + kRoundMagic) - kRoundMagic;
-}
-#if defined(__SSE2__)
-inline __m128 round_clamped_ps(__m128 v, __m128 lo, __m128 hi) {
-    const __m128 mg = _mm_set1_ps(kRoundMagic);
-    return _mm_sub_ps(_mm_add_ps(_mm_min_ps(hi, _mm_max_ps(lo, v)), mg), mg);
-}
-#endif
-
-// Weighted squared error of group x[0..G) with scale d and offset m, codes r = round((x - m) / d)
-// clamped to [lo, hi] (symmetric int4: m = 0, codes -8..7; asymmetric: codes 0..15), w = r * d + m;
-// the codes are left in l (as floats) when l is not null. r * d + m is formed with two roundings
-// (SSE2 has no fma); the codes are the same either way (they depend on (x - m) / d only), and for
-// m = 0 every value equals the product r * d alone.
-float group_error(const float* x, const float* wt, int64_t G, float d, float m, float lo, float hi,
-                  float* l) {
-    const float id = 1.0f / d;
-    float acc[8];
-#if defined(__SSE2__)
-    const __m128 vid = _mm_set1_ps(id), vd = _mm_set1_ps(d), vm = _mm_set1_ps(m),
-                 vlo = _mm_set1_ps(lo), vhi = _mm_set1_ps(hi);
-    __m128 a0 = _mm_setzero_ps(), a1 = a0;
-    for (int64_t i = 0; i < G; i += 8) {
-        const __m128 x0 = _mm_loadu_ps(x + i), x1 = _mm_loadu_ps(x + i + 4);
-        const __m128 r0 = round_clamped_ps(_mm_mul_ps(_mm_sub_ps(x0, vm), vid), vlo, vhi);
-        const __m128 r1 = round_clamped_ps(_mm_mul_ps(_mm_sub_ps(x1, vm), vid), vlo, vhi);
-        if (l) {
-            _mm_storeu_ps(l + i, r0);
-            _mm_storeu_ps(l + i + 4, r1);
-        }
-        const __m128 e0 = _mm_sub_ps(x0, _mm_add_ps(_mm_mul_ps(r0, vd), vm));
-        const __m128 e1 = _mm_sub_ps(x1, _mm_add_ps(_mm_mul_ps(r1, vd), vm));
-        a0 = _mm_add_ps(a0, _mm_mul_ps(_mm_mul_ps(_mm_loadu_ps(wt + i), e0), e0));
-        a1 = _mm_add_ps(a1, _mm_mul_ps(_mm_mul_ps(_mm_loadu_ps(wt + i + 4), e1), e1));
-    }
-    _mm_storeu_ps(acc, a0);
-    _mm_storeu_ps(acc + 4, a1);
-#else
-    for (float& v : acc) v = 0.0f;
-    for (int64_t i = 0; i < G; i += 8)
-        for (int k = 0; k < 8; ++k) {
-            const float r = round_clamped((x[i + k] - m) * id, lo, hi);
-            if (l) l[i + k] = r;
-            const float e = x[i + k] - (r * d + m);
-            acc[k] += wt[i + k] * e * e;
-        }
-#endif
-    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-}
-
-// Weighted least-squares scale for the codes that inverse scale `is` gives: sum w x r / sum w r^2
-// (0 when every code is 0).
-float refit_scale(const float* x, const float* wt, int64_t G, float is) {
-    float sxl[8], sll[8];
-#if defined(__SSE2__)
-    const __m128 vis = _mm_set1_ps(is), lo = _mm_set1_ps(-8.0f), hi = _mm_set1_ps(7.0f);
-    __m128 p0 = _mm_setzero_ps(), p1 = p0, q0 = p0, q1 = p0;
-    for (int64_t i = 0; i < G; i += 8) {
-        const __m128 x0 = _mm_loadu_ps(x + i), x1 = _mm_loadu_ps(x + i + 4);
-        const __m128 w0 = _mm_loadu_ps(wt + i), w1 = _mm_loadu_ps(wt + i + 4);
-        const __m128 r0 = round_clamped_ps(_mm_mul_ps(x0, vis), lo, hi);
-        const __m128 r1 = round_clamped_ps(_mm_mul_ps(x1, vis), lo, hi);
-        p0 = _mm_add_ps(p0, _mm_mul_ps(_mm_mul_ps(w0, x0), r0));
-        p1 = _mm_add_ps(p1, _mm_mul_ps(_mm_mul_ps(w1, x1), r1));
-        q0 = _mm_add_ps(q0, _mm_mul_ps(_mm_mul_ps(w0, r0), r0));
-        q1 = _mm_add_ps(q1, _mm_mul_ps(_mm_mul_ps(w1, r1), r1));
-    }
-    _mm_storeu_ps(sxl, p0);
-    _mm_storeu_ps(sxl + 4, p1);
-    _mm_storeu_ps(sll, q0);
-    _mm_storeu_ps(sll + 4, q1);
-#else
-    for (int k = 0; k < 8; ++k) sxl[k] = sll[k] = 0.0f;
-    for (int64_t i = 0; i < G; i += 8)
-        for (int k = 0; k < 8; ++k) {
-            const float r = round_clamped(x[i + k] * is, -8.0f, 7.0f);
-            sxl[k] += wt[i + k] * x[i + k] * r;
-            sll[k] += wt[i + k] * r * r;
-        }
-#endif
-    float a = 0.0f, b = 0.0f;
-    for (int k = 0; k < 8; ++k) {
-        a += sxl[k];
-        b += sll[k];
-    }
-    return b > 0.0f ? a / b : 0.0f;
-}
-
-// The weighted sums the asymmetric least-squares fit needs for the codes r = round((x - mn) * is)
-// clamped to 0..15: s[0] = sum w r, s[1] = sum w r^2, s[2] = sum w x r.
-void asym_fit_sums(const float* x, const float* wt, int64_t G, float mn, float is, double s[3]) {
-    float l1[8], l2[8], lx[8];
-#if defined(__SSE2__)
-    const __m128 vis = _mm_set1_ps(is), vmn = _mm_set1_ps(mn), lo = _mm_setzero_ps(),
-                 hi = _mm_set1_ps(15.0f);
-    __m128 p0 = _mm_setzero_ps(), p1 = p0, q0 = p0, q1 = p0, u0 = p0, u1 = p0;
-    for (int64_t i = 0; i < G; i += 8) {
-        const __m128 x0 = _mm_loadu_ps(x + i), x1 = _mm_loadu_ps(x + i + 4);
-        const __m128 r0 = round_clamped_ps(_mm_mul_ps(_mm_sub_ps(x0, vmn), vis), lo, hi);
-        const __m128 r1 = round_clamped_ps(_mm_mul_ps(_mm_sub_ps(x1, vmn), vis), lo, hi);
-        const __m128 w0 = _mm_mul_ps(_mm_loadu_ps(wt + i), r0),
-                     w1 = _mm_mul_ps(_mm_loadu_ps(wt + i + 4), r1);
-        p0 = _mm_add_ps(p0, w0);
-        p1 = _mm_add_ps(p1, w1);
-        q0 = _mm_add_ps(q0, _mm_mul_ps(w0, r0));
-        q1 = _mm_add_ps(q1, _mm_mul_ps(w1, r1));
-        u0 = _mm_add_ps(u0, _mm_mul_ps(w0, x0));
-        u1 = _mm_add_ps(u1, _mm_mul_ps(w1, x1));
-    }
-    _mm_storeu_ps(l1, p0);
-    _mm_storeu_ps(l1 + 4, p1);
-    _mm_storeu_ps(l2, q0);
-    _mm_storeu_ps(l2 + 4, q1);
-    _mm_storeu_ps(lx, u0);
-    _mm_storeu_ps(lx + 4, u1);
-#else
-    for (int k = 0; k < 8; ++k) l1[k] = l2[k] = lx[k] = 0.0f;
-    for (int64_t i = 0; i < G; i += 8)
-        for (int k = 0; k < 8; ++k) {
-            const float r = round_clamped((x[i + k] - mn) * is, 0.0f, 15.0f), wr = wt[i + k] * r;
-            l1[k] += wr;
-            l2[k] += wr * r;
-            lx[k] += wr * x[i + k];
-        }
-#endif
-    s[0] = s[1] = s[2] = 0.0;
-    for (int k = 0; k < 8; ++k) {
-        s[0] += l1[k];
-        s[1] += l2[k];
-        s[2] += lx[k];
-    }
 }
 
 // Symmetric int4: a weighted least-squares scale search, the approach of llama.cpp's k-quants
@@ -193,11 +54,13 @@ void asym_fit_sums(const float* x, const float* wt, int64_t G, float mn, float i
 void quant4_sym(const WeightMatrix& w, const float* x, const float* imp, int64_t k0, QuantRow& out,
                 size_t g) {
     const int64_t G = w.group;
+    // vmax: the first of the largest magnitude (two plain loops the compiler vectorizes).
     float amax = 0.0f, vmax = 0.0f;
+    for (int64_t i = 0; i < G; ++i) amax = std::max(amax, std::fabs(x[i]));
     for (int64_t i = 0; i < G; ++i)
-        if (std::fabs(x[i]) > amax) {
-            amax = std::fabs(x[i]);
+        if (std::fabs(x[i]) == amax) {
             vmax = x[i];
+            break;
         }
     uint8_t* q = out.q.data() + k0;
     if (amax == 0.0f) {
@@ -205,34 +68,49 @@ void quant4_sym(const WeightMatrix& w, const float* x, const float* imp, int64_t
         std::memset(q, 8, static_cast<size_t>(G));
         return;
     }
-    float wt[kMaxGroup], l[kMaxGroup], best_l[kMaxGroup];
+    float wt[kMaxGroup], l[kMaxGroup];
     double sum_x2 = 0.0;
     for (int64_t i = 0; i < G; ++i) sum_x2 += static_cast<double>(x[i]) * x[i];
     const float sigma2 = static_cast<float>(sum_x2 / static_cast<double>(G));
     for (int64_t i = 0; i < G; ++i) wt[i] = imp_at(imp, k0 + i) * std::sqrt(sigma2 + x[i] * x[i]);
 
-    float best = std::numeric_limits<float>::infinity();
-    const auto consider = [&](float scale) {
-        const uint16_t dh = to_scale(w, scale);
-        const float d = from_scale(w, dh);
-        if (!(d != 0.0f) || !std::isfinite(d) || !std::isfinite(1.0f / d)) return;
-        const float err = group_error(x, wt, G, d, 0.0f, -8.0f, 7.0f, l);
-        if (err < best) {
-            best = err;
-            out.d[g] = dh;
-            std::memcpy(best_l, l, sizeof(float) * static_cast<size_t>(G));
-        }
-    };
-    consider(vmax / -8.0f);
-    for (int s = -9; s <= 9; ++s) {
-        const float iscale = -(8.0f + 0.1f * static_cast<float>(s)) / vmax;
-        consider(1.0f / iscale);
-        const float refit = refit_scale(x, wt, G, iscale);
-        if (refit != 0.0f) consider(refit);
+    // The candidates in order, each rounded to the stored dtype (those that round to zero or
+    // overflow dropped); then every candidate's error in one batch (quant/int4_candidates.h), and
+    // the codes of the first best.
+    constexpr int kSteps = 19, kMax = 1 + 2 * kSteps;
+    float iscale[kSteps], refit[kSteps];
+    for (int s = 0; s < kSteps; ++s) iscale[s] = -(8.0f + 0.1f * static_cast<float>(s - 9)) / vmax;
+    int4_refit_scales(x, wt, G, iscale, kSteps, refit);
+    float raw[kMax], back[kMax], cand_d[kMax], zeros[kMax] = {}, err[kMax];
+    uint16_t raw_h[kMax], cand_h[kMax];
+    int nr = 0;
+    raw[nr++] = vmax / -8.0f;
+    for (int s = 0; s < kSteps; ++s) {
+        raw[nr++] = 1.0f / iscale[s];
+        if (refit[s] != 0.0f) raw[nr++] = refit[s];
     }
-    if (best == std::numeric_limits<float>::infinity())
+    int4_round_scales(raw, nr, w.bf16_scales, raw_h, back);
+    int nc = 0;
+    for (int c = 0; c < nr; ++c) {
+        const float d = back[c];
+        if (!(d != 0.0f) || !std::isfinite(d) || !std::isfinite(1.0f / d)) continue;
+        cand_h[nc] = raw_h[c];
+        cand_d[nc++] = d;
+    }
+    if (nc == 0)
         throw util::Error("int4 quantization: group scale out of range of the scale dtype");
-    for (int64_t i = 0; i < G; ++i) q[i] = static_cast<uint8_t>(static_cast<int>(best_l[i]) + 8);
+    int4_group_errors(x, wt, G, cand_d, zeros, nc, -8.0f, 7.0f, err);
+    float best = std::numeric_limits<float>::infinity();
+    int bi = -1;
+    for (int c = 0; c < nc; ++c)
+        if (err[c] < best) {
+            best = err[c];
+            bi = c;
+        }
+    if (bi < 0) throw util::Error("int4 quantization: group scale out of range of the scale dtype");
+    out.d[g] = cand_h[bi];
+    int4_group_codes(x, G, cand_d[bi], 0.0f, -8.0f, 7.0f, l);
+    for (int64_t i = 0; i < G; ++i) q[i] = static_cast<uint8_t>(static_cast<int>(l[i]) + 8);
 }
 
 // Asymmetric int4 (w = fma(q, d, m), q = 0..15): a weighted least-squares search over scale and
@@ -271,36 +149,49 @@ void quant4_asym(const WeightMatrix& w, const float* x, const float* imp, int64_
         sw += wt[i];
         swx += static_cast<double>(wt[i]) * x[i];
     }
-    float best = std::numeric_limits<float>::infinity(), best_d = 0.0f, best_m = 0.0f;
-    const auto consider = [&](float dv, float mv) {
+    // As in quant4_sym: the candidates in order, rounded, then one batch.
+    constexpr int kClips = static_cast<int>(sizeof kClip4 / sizeof kClip4[0]), kSteps = 37;
+    float cand_d[kClips + kSteps], cand_m[kClips + kSteps], err[kClips + kSteps];
+    uint16_t cand_dh[kClips + kSteps], cand_mh[kClips + kSteps];
+    int nc = 0;
+    const auto add = [&](float dv, float mv) {
         const uint16_t dh = to_scale(w, dv), mh = to_scale(w, mv);
         const float d = from_scale(w, dh), m = from_scale(w, mh);
         if (!(d != 0.0f) || !std::isfinite(d) || !std::isfinite(m) || !std::isfinite(1.0f / d))
             return;
-        const float err = group_error(x, wt, G, d, m, 0.0f, 15.0f, nullptr);
-        if (err < best) {
-            best = err;
-            best_d = d;
-            best_m = m;
-            out.d[g] = dh;
-            out.m[g] = mh;
-        }
+        cand_dh[nc] = dh;
+        cand_mh[nc] = mh;
+        cand_d[nc] = d;
+        cand_m[nc++] = m;
     };
     for (float clip : kClip4) {
         const float shrink = (1.0f - clip) * 0.5f * (mx - mn);
         const float lo = mn + shrink, hi = mx - shrink;
-        consider((hi - lo) / 15.0f, lo);
+        add((hi - lo) / 15.0f, lo);
     }
-    for (int s = 0; s <= 36; ++s) {
-        double sums[3];
-        asym_fit_sums(x, wt, G, mn, (15.0f - 0.9f + 0.05f * static_cast<float>(s)) / (mx - mn),
-                      sums);
+    float iscale[kSteps];
+    double sums[3 * kSteps];
+    for (int s = 0; s < kSteps; ++s)
+        iscale[s] = (15.0f - 0.9f + 0.05f * static_cast<float>(s)) / (mx - mn);
+    int4_asym_sums(x, wt, G, mn, iscale, kSteps, sums);
+    for (int s = 0; s < kSteps; ++s) {
+        const double* sm = sums + 3 * s;
         // Minimizes sum w (d r + m - x)^2 over (d, m): the 2 x 2 normal equations.
-        const double det = sw * sums[1] - sums[0] * sums[0];
+        const double det = sw * sm[1] - sm[0] * sm[0];
         if (!(det > 0.0)) continue;
-        consider(static_cast<float>((sw * sums[2] - swx * sums[0]) / det),
-                 static_cast<float>((sums[1] * swx - sums[0] * sums[2]) / det));
+        add(static_cast<float>((sw * sm[2] - swx * sm[0]) / det),
+            static_cast<float>((sm[1] * swx - sm[0] * sm[2]) / det));
     }
+    float best = std::numeric_limits<float>::infinity(), best_d = 0.0f, best_m = 0.0f;
+    if (nc > 0) int4_group_errors(x, wt, G, cand_d, cand_m, nc, 0.0f, 15.0f, err);
+    for (int c = 0; c < nc; ++c)
+        if (err[c] < best) {
+            best = err[c];
+            best_d = cand_d[c];
+            best_m = cand_m[c];
+            out.d[g] = cand_dh[c];
+            out.m[g] = cand_mh[c];
+        }
     if (best == std::numeric_limits<float>::infinity())
         throw util::Error("int4 quantization: group scale out of range of the scale dtype");
     const float id = 1.0f / best_d;
@@ -309,34 +200,44 @@ void quant4_asym(const WeightMatrix& w, const float* x, const float* imp, int64_
 }
 
 // int8 codes and scale out.d[b] for columns [k0, k0 + n): the whole row (per channel) or one
-// 32-block (int8-g32), the same clip search either way. cand: scratch of n or more bytes.
+// 32-block (int8-g32), the same clip search either way.
 void quant8_span(const WeightMatrix& w, const float* x, const float* imp, int64_t k0, int64_t n,
-                 size_t b, uint8_t* cand, QuantRow& out) {
+                 size_t b, QuantRow& out) {
     // The row is finite (checked by the caller), so a plain compare is std::fmax without its call.
     float amax = 0.0f;
     for (int64_t i = k0; i < k0 + n; ++i) amax = std::fabs(x[i]) > amax ? std::fabs(x[i]) : amax;
     if (amax == 0.0f) return;  // codes and scale already 0
-    double best = std::numeric_limits<double>::infinity();
+    // The clip ratios' stored scales, then their errors in one batch (quant/int4_candidates.h);
+    // the first smallest wins.
+    constexpr int kClips = static_cast<int>(sizeof kClip8 / sizeof kClip8[0]);
+    float cand_d[kClips];
+    uint16_t cand_h[kClips];
+    double err[kClips];
+    int nc = 0;
     bool underflow = false;
     for (float c : kClip8) {
         const uint16_t dh = to_scale(w, amax * c / 127.0f);
         const float d = from_scale(w, dh);
         underflow = underflow || d == 0.0f;
         if (!(d != 0.0f) || !std::isfinite(d)) continue;
-        const float id = 1.0f / d;
-        double err = 0.0;
-        for (int64_t i = 0; i < n; ++i) {
-            // No libm call per element: --weights int4 pays this at every load for its int8 head.
-            const float r = round_clamped(x[k0 + i] * id, -127.0f, 127.0f);
-            cand[static_cast<size_t>(i)] = static_cast<uint8_t>(static_cast<int8_t>(r));
-            const double e = static_cast<double>(x[k0 + i]) - r * d;
-            err += e * e * imp_at(imp, k0 + i);
+        cand_h[nc] = dh;
+        cand_d[nc++] = d;
+    }
+    double best = std::numeric_limits<double>::infinity();
+    int bi = -1;
+    if (nc > 0) int8_clip_errors(x + k0, imp ? imp + k0 : nullptr, n, cand_d, nc, err);
+    for (int c = 0; c < nc; ++c)
+        if (err[c] < best) {
+            best = err[c];
+            bi = c;
         }
-        if (err < best) {
-            best = err;
-            out.d[b] = dh;
-            std::copy(cand, cand + n, out.q.begin() + k0);
-        }
+    if (bi >= 0) {
+        // No libm call per element: --weights int4 pays this at every load for its int8 head.
+        const float d = cand_d[bi], id = 1.0f / d;
+        out.d[b] = cand_h[bi];
+        for (int64_t i = 0; i < n; ++i)
+            out.q[static_cast<size_t>(k0 + i)] = static_cast<uint8_t>(
+                static_cast<int8_t>(round_clamped(x[k0 + i] * id, -127.0f, 127.0f)));
     }
     // Values too small for any scale of the dtype (a near-zero block, e.g. an unused embedding
     // row's): they stay zero codes with a zero scale, an error below the dtype's smallest step.
@@ -348,9 +249,8 @@ void quant8_span(const WeightMatrix& w, const float* x, const float* imp, int64_
 void quant8(const WeightMatrix& w, const float* x, const float* imp, QuantRow& out) {
     const int64_t span = w.group == 0 ? w.cols : 32;
     out.d.assign(static_cast<size_t>(w.cols / span), 0);
-    std::vector<uint8_t> cand(static_cast<size_t>(span));  // once per row, not per block
     for (int64_t b = 0; b < w.cols / span; ++b)
-        quant8_span(w, x, imp, b * span, span, static_cast<size_t>(b), cand.data(), out);
+        quant8_span(w, x, imp, b * span, span, static_cast<size_t>(b), out);
 }
 
 }  // namespace

@@ -8,7 +8,8 @@
 //   evaluation takes each token alone, so equality is also batch invariance (checked directly too);
 // - it is within a derived bound of the exact (double) product of the bf16 weights and the f32
 //   activations;
-// - a matrix with a tile copy on an ISA without the kernel runs the panel kernels, bit for bit.
+// - a matrix with a tile copy on an ISA without the kernel runs the panel kernels, bit for bit;
+//   a tile-only matrix (no panels) runs the tile kernel on the model there, bit for bit.
 // On AMX hosts the native kernel and Isa::AMX's dispatch are compared with the model; elsewhere
 // those tests skip and say why.
 #include <gtest/gtest.h>
@@ -31,12 +32,9 @@
 #include "kernels_test_util.h"
 #include "quant_test_util.h"
 #include "tensor/float_convert.h"
+#include "util/thread_pool.h"
 
 namespace warden::kernels {
-namespace detail {
-// tests/kernels/test_matmul_bf16_amx_emulated.cpp: the kernel on the tile model.
-void mm_bf16_amx_tiles_emulated(const Bf16TileArgs& a, int64_t row_begin, int64_t row_end);
-}  // namespace detail
 namespace {
 
 using testing::expect_bits;
@@ -266,6 +264,44 @@ TEST(AmxBf16Matmul, TileCopyIgnoredWithoutTheKernel) {
             expect_bits(testing::run_isa(isa, m.w, x.data(), n),
                         testing::run_isa(isa, plain, x.data(), n),
                         std::string(isa_name(isa)) + " n=" + std::to_string(n));
+    }
+}
+
+// A tile-only matrix (no panels: the loader's layout on AMX-BF16 hosts) takes the tile kernel on
+// every ISA, natively where the table has it, else on the tile model: the same bits everywhere,
+// at every token count, through matmul_rows and the grouped path; its rows unpack exactly.
+TEST(AmxBf16Matmul, TileOnlyMatrixRunsTheTileKernelOnEveryIsa) {
+    uint32_t seed = 1001;
+    for (const Shape& s : kShapes) {
+        const Bf16Mat m = make_bf16(s.rows, s.cols, seed++);
+        WeightMatrix tile_only = m.w;
+        tile_only.data = nullptr;
+        std::vector<float> row(static_cast<size_t>(s.cols));
+        for (int64_t r = 0; r < s.rows; ++r) {
+            unpack_weight_row(tile_only, r, row.data());
+            for (int64_t k = 0; k < s.cols; ++k)
+                ASSERT_EQ(row[static_cast<size_t>(k)], m.vals[static_cast<size_t>(r * s.cols + k)])
+                    << "rows=" << s.rows << " r=" << r << " k=" << k;
+        }
+        for (int64_t n : {1, 5, 17}) {
+            const auto x = random_floats(static_cast<size_t>(n * s.cols), seed++, -2.0f, 2.0f);
+            const auto model =
+                run_tiles(detail::mm_bf16_amx_tiles_emulated, m, x.data(), n, 0, s.rows);
+            for (Isa isa : {Isa::Scalar, Isa::AVX2, Isa::AVX512, Isa::AMX}) {
+                if (!isa_supported(isa)) continue;
+                const std::string what = std::string(isa_name(isa)) +
+                                         " rows=" + std::to_string(s.rows) +
+                                         " n=" + std::to_string(n);
+                expect_bits(testing::run_isa(isa, tile_only, x.data(), n), model, what);
+                if (HasFatalFailure()) return;
+            }
+            std::vector<float> y(static_cast<size_t>(n * s.rows), -1.0f);
+            util::ThreadPool pool(2);
+            const MatmulOut out{&tile_only, y.data()};
+            const MatmulGroup g{std::span<const MatmulOut>(&out, 1), x.data(), n};
+            matmul_grouped(std::span<const MatmulGroup>(&g, 1), pool);
+            expect_bits(y, model, "grouped n=" + std::to_string(n));
+        }
     }
 }
 

@@ -109,6 +109,27 @@ def _quantize(source: Path, out: Path, mix: str, *extra: str) -> subprocess.Comp
     return p
 
 
+@pytest.mark.parametrize("weights", ["q4_k_m", "q5_k_m", "q6_k", "int4", "int4-asym"])
+def test_same_bytes_for_any_thread_count_and_instruction_set(source: Path, tmp_path: Path, weights: str):
+    """Rows are quantized in parallel over --threads and the searches run on SIMD lanes: the file
+    must not depend on how the rows are split nor on the instruction set (WARDEN_ISA=scalar runs
+    the portable loops)."""
+    files = []
+    for threads, isa in [("1", None), ("2", None), ("2", "scalar")]:
+        out = tmp_path / f"{weights}-t{threads}-{isa or 'native'}.gguf"
+        env = dict(os.environ)
+        env.pop("WARDEN_ISA", None)
+        if isa:
+            env["WARDEN_ISA"] = isa
+        p = subprocess.run([str(require_warden()), "quantize", "-m", str(source), "-o", str(out), "--weights",
+                            weights, "--threads", threads], capture_output=True, text=True, timeout=TIMEOUT_S,
+                           cwd=ROOT, env=env)
+        assert p.returncode == 0, p.stderr[-3000:]
+        files.append(out.read_bytes())
+    assert files[0] == files[1], "1 and 2 threads wrote different files"
+    assert files[0] == files[2], "the portable loops wrote a different file from the SIMD ones"
+
+
 @pytest.mark.parametrize("mix", ["Q4_K_M", "Q5_K_M", "Q6_K"])
 def test_kquant_mix_types_and_values(source: Path, tmp_path: Path, mix: str):
     out = tmp_path / f"{mix}.gguf"

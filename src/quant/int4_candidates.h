@@ -1,0 +1,43 @@
+#pragma once
+// The int4 (and int8) scale searches' inner loops (quant/quantizer.cpp), for a batch of candidate
+// scales at once. Each candidate's result is the same float, bit for bit, whichever instruction set
+// runs it: every element goes through the same operations in the same order (eight running sums per
+// candidate, lane k taking elements k, k + 8, ...; no fused multiply-add), and the AVX2 and
+// AVX-512 versions only put more of those lanes in one register (AVX-512: two candidates side by
+// side). So the written file does not depend on the machine or on kernels::active_isa().
+#include <cstdint>
+
+namespace warden::quant {
+
+// nearbyint(clamp(v, lo, hi)) (round half to even) for integer lo, hi with |lo|, |hi| < 2^22:
+// adding and subtracting 1.5 * 2^23 leaves exactly the rounded integer, without a libm call.
+constexpr float kRoundMagic = 12582912.0f;
+
+// The stored scales of v[0..n): h[i] = tensor::f32_to_f16(v[i]) (bf16: f32_to_bf16) and back[i]
+// its value as f32, for finite v (F16C where the CPU has it: the same bits for finite input).
+void int4_round_scales(const float* v, int n, bool bf16, uint16_t* h, float* back);
+
+// err[c] = sum_i wt[i] * (x[i] - (r_i * d[c] + m[c]))^2 with r_i = nearbyint(clamp((x[i] - m[c]) *
+// (1 / d[c]), lo, hi)), for c < nc (d[c] != 0). G: a multiple of 8.
+void int4_group_errors(const float* x, const float* wt, int64_t G, const float* d, const float* m,
+                       int nc, float lo, float hi, float* err);
+
+// The codes r_i of int4_group_errors for one candidate (as floats), into l[0..G).
+void int4_group_codes(const float* x, int64_t G, float d, float m, float lo, float hi, float* l);
+
+// Weighted least-squares scales: out[c] = sum w x r / sum w r^2 (0 when that is 0), r_i =
+// nearbyint(clamp(x[i] * is[c], -8, 7)).
+void int4_refit_scales(const float* x, const float* wt, int64_t G, const float* is, int nc,
+                       float* out);
+
+// The sums the asymmetric least-squares fit needs for r_i = nearbyint(clamp((x[i] - mn) * is[c],
+// 0, 15)): s[3c] = sum w r, s[3c + 1] = sum w r^2, s[3c + 2] = sum w x r.
+void int4_asym_sums(const float* x, const float* wt, int64_t G, float mn, const float* is, int nc,
+                    double* s);
+
+// int8 clip search: err[c] = sum_i imp_i * (double(x_i) - double(r_i * d[c]))^2 in double (imp_i 1
+// when imp is null), r_i = nearbyint(clamp(x_i * (1 / d[c]), -127, 127)), for c < nc <= 8.
+void int8_clip_errors(const float* x, const float* imp, int64_t n, const float* d, int nc,
+                      double* err);
+
+}  // namespace warden::quant

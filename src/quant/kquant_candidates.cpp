@@ -1,0 +1,250 @@
+#include "quant/kquant_candidates.h"
+
+#include <algorithm>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#include "kernels/cpu_features.h"
+
+#if defined(__GNUC__) && !defined(__clang__)
+// GCC 12 reports false -Wmaybe-uninitialized inside avx512fintrin.h for intrinsics built on
+// _mm512_undefined_* (GCC bug 105593), pointing into the system header: silenced for the file.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+
+namespace warden::quant {
+
+namespace {
+
+// The reference, one lane per candidate. Inlined into a baseline and an AVX2 entry point, where
+// the compiler vectorizes across the lanes (each lane's operations and order unchanged).
+#define WARDEN_LANES_INLINE inline __attribute__((always_inline))
+
+WARDEN_LANES_INLINE void sym_sums_ref(const float* x, const float* w, int n, const float* is,
+                                      int nmax, float* slx, float* sl2) {
+    float a[kSymLanes] = {}, b[kSymLanes] = {};
+    for (int i = 0; i < n; ++i) {
+        const float xi = x[i], wi = w[i];
+        for (int c = 0; c < kSymLanes; ++c) {
+            const auto l =
+                static_cast<float>(std::clamp(round_int_magic(is[c] * xi), -nmax, nmax - 1));
+            a[c] += wi * xi * l;
+            b[c] += wi * l * l;
+        }
+    }
+    std::copy(a, a + kSymLanes, slx);
+    std::copy(b, b + kSymLanes, sl2);
+}
+
+WARDEN_LANES_INLINE void asym_sums_ref(const float* x, const float* w, int n, float lo,
+                                       const float* is, int nmax, float* sl, float* sl2,
+                                       float* sxl) {
+    float a[kLanes] = {}, b[kLanes] = {}, e[kLanes] = {};
+    for (int i = 0; i < n; ++i) {
+        const float xi = x[i], wi = w[i], d = xi - lo;
+        for (int c = 0; c < kLanes; ++c) {
+            const auto q = static_cast<float>(std::clamp(round_int_magic(is[c] * d), 0, nmax));
+            a[c] += wi * q;
+            b[c] += wi * q * q;
+            e[c] += wi * q * xi;
+        }
+    }
+    std::copy(a, a + kLanes, sl);
+    std::copy(b, b + kLanes, sl2);
+    std::copy(e, e + kLanes, sxl);
+}
+
+WARDEN_LANES_INLINE void asym_grid_errors_ref(const float* x, const float* w, int n, float lo,
+                                              const float* is, int nmax, const float* scale,
+                                              const float* min, float* err) {
+    float a[kLanes] = {};
+    for (int i = 0; i < n; ++i) {
+        const float xi = x[i], wi = w[i], d = xi - lo;
+        for (int c = 0; c < kLanes; ++c) {
+            const auto q = static_cast<float>(std::clamp(round_int_magic(is[c] * d), 0, nmax));
+            const float e = scale[c] * q + min[c] - xi;
+            a[c] += wi * e * e;
+        }
+    }
+    std::copy(a, a + kLanes, err);
+}
+
+WARDEN_LANES_INLINE void asym_code_errors_ref(const float* x, const float* w, int n, const float* s,
+                                              const float* m, int nmax, float* err) {
+    float inv[kLanes], a[kLanes] = {};
+    for (int c = 0; c < kLanes; ++c) inv[c] = s[c] > 0 ? 1.f / s[c] : 0.f;
+    for (int i = 0; i < n; ++i) {
+        const float xi = x[i], wi = w[i];
+        for (int c = 0; c < kLanes; ++c) {
+            const auto q =
+                static_cast<float>(std::clamp(round_int_magic((xi + m[c]) * inv[c]), 0, nmax));
+            const float e = s[c] * q - m[c] - xi;
+            a[c] += wi * e * e;
+        }
+    }
+    std::copy(a, a + kLanes, err);
+}
+
+#if defined(__x86_64__)
+// No "fma" in the targets (and the file is built with -ffp-contract=off): a multiply and an add
+// stay two roundings, as in the reference.
+#define WARDEN_AVX2 __attribute__((target("avx2")))
+WARDEN_AVX2 void sym_sums_avx2(const float* x, const float* w, int n, const float* is, int nmax,
+                               float* slx, float* sl2) {
+    sym_sums_ref(x, w, n, is, nmax, slx, sl2);
+}
+WARDEN_AVX2 void asym_sums_avx2(const float* x, const float* w, int n, float lo, const float* is,
+                                int nmax, float* sl, float* sl2, float* sxl) {
+    asym_sums_ref(x, w, n, lo, is, nmax, sl, sl2, sxl);
+}
+WARDEN_AVX2 void asym_grid_errors_avx2(const float* x, const float* w, int n, float lo,
+                                       const float* is, int nmax, const float* scale,
+                                       const float* min, float* err) {
+    asym_grid_errors_ref(x, w, n, lo, is, nmax, scale, min, err);
+}
+WARDEN_AVX2 void asym_code_errors_avx2(const float* x, const float* w, int n, const float* s,
+                                       const float* m, int nmax, float* err) {
+    asym_code_errors_ref(x, w, n, s, m, nmax, err);
+}
+#undef WARDEN_AVX2
+
+#define WARDEN_AVX512 __attribute__((target("avx512f,avx512dq,avx2")))
+WARDEN_AVX512 inline __m512 round_clamp16(__m512 v, __m512i lo, __m512i hi) {
+    const __m512i t = _mm512_castps_si512(_mm512_add_ps(v, _mm512_set1_ps(12582912.f)));
+    const __m512i r = _mm512_sub_epi32(_mm512_and_si512(t, _mm512_set1_epi32(0x007fffff)),
+                                       _mm512_set1_epi32(0x00400000));
+    return _mm512_cvtepi32_ps(_mm512_min_epi32(hi, _mm512_max_epi32(lo, r)));
+}
+
+WARDEN_AVX512 void sym_sums_avx512(const float* x, const float* w, int n, const float* is, int nmax,
+                                   float* slx, float* sl2) {
+    static_assert(kSymLanes == 32, "two registers of lanes");
+    const __m512 vis0 = _mm512_loadu_ps(is), vis1 = _mm512_loadu_ps(is + 16);
+    const __m512i lo = _mm512_set1_epi32(-nmax), hi = _mm512_set1_epi32(nmax - 1);
+    __m512 a0 = _mm512_setzero_ps(), b0 = a0, a1 = a0, b1 = a0;
+    for (int i = 0; i < n; ++i) {
+        const __m512 xi = _mm512_set1_ps(x[i]), wi = _mm512_set1_ps(w[i]),
+                     wx = _mm512_mul_ps(wi, xi);
+        const __m512 l0 = round_clamp16(_mm512_mul_ps(vis0, xi), lo, hi);
+        const __m512 l1 = round_clamp16(_mm512_mul_ps(vis1, xi), lo, hi);
+        a0 = _mm512_add_ps(a0, _mm512_mul_ps(wx, l0));
+        a1 = _mm512_add_ps(a1, _mm512_mul_ps(wx, l1));
+        b0 = _mm512_add_ps(b0, _mm512_mul_ps(_mm512_mul_ps(wi, l0), l0));
+        b1 = _mm512_add_ps(b1, _mm512_mul_ps(_mm512_mul_ps(wi, l1), l1));
+    }
+    _mm512_storeu_ps(slx, a0);
+    _mm512_storeu_ps(slx + 16, a1);
+    _mm512_storeu_ps(sl2, b0);
+    _mm512_storeu_ps(sl2 + 16, b1);
+}
+
+WARDEN_AVX512 void asym_sums_avx512(const float* x, const float* w, int n, float lo,
+                                    const float* is, int nmax, float* sl, float* sl2, float* sxl) {
+    const __m512 vis = _mm512_loadu_ps(is);
+    const __m512i qlo = _mm512_setzero_si512(), qhi = _mm512_set1_epi32(nmax);
+    __m512 a = _mm512_setzero_ps(), b = a, e = a;
+    for (int i = 0; i < n; ++i) {
+        const __m512 xi = _mm512_set1_ps(x[i]), wi = _mm512_set1_ps(w[i]),
+                     d = _mm512_set1_ps(x[i] - lo);
+        const __m512 q = round_clamp16(_mm512_mul_ps(vis, d), qlo, qhi);
+        const __m512 wq = _mm512_mul_ps(wi, q);
+        a = _mm512_add_ps(a, wq);
+        b = _mm512_add_ps(b, _mm512_mul_ps(wq, q));
+        e = _mm512_add_ps(e, _mm512_mul_ps(wq, xi));
+    }
+    _mm512_storeu_ps(sl, a);
+    _mm512_storeu_ps(sl2, b);
+    _mm512_storeu_ps(sxl, e);
+}
+
+WARDEN_AVX512 void asym_grid_errors_avx512(const float* x, const float* w, int n, float lo,
+                                           const float* is, int nmax, const float* scale,
+                                           const float* min, float* err) {
+    const __m512 vis = _mm512_loadu_ps(is), vs = _mm512_loadu_ps(scale), vm = _mm512_loadu_ps(min);
+    const __m512i qlo = _mm512_setzero_si512(), qhi = _mm512_set1_epi32(nmax);
+    __m512 a = _mm512_setzero_ps();
+    for (int i = 0; i < n; ++i) {
+        const __m512 xi = _mm512_set1_ps(x[i]), wi = _mm512_set1_ps(w[i]),
+                     d = _mm512_set1_ps(x[i] - lo);
+        const __m512 q = round_clamp16(_mm512_mul_ps(vis, d), qlo, qhi);
+        const __m512 e = _mm512_sub_ps(_mm512_add_ps(_mm512_mul_ps(vs, q), vm), xi);
+        a = _mm512_add_ps(a, _mm512_mul_ps(_mm512_mul_ps(wi, e), e));
+    }
+    _mm512_storeu_ps(err, a);
+}
+
+WARDEN_AVX512 void asym_code_errors_avx512(const float* x, const float* w, int n, const float* s,
+                                           const float* m, int nmax, float* err) {
+    float inv[kLanes];
+    for (int c = 0; c < kLanes; ++c) inv[c] = s[c] > 0 ? 1.f / s[c] : 0.f;
+    const __m512 vinv = _mm512_loadu_ps(inv), vs = _mm512_loadu_ps(s), vm = _mm512_loadu_ps(m);
+    const __m512i qlo = _mm512_setzero_si512(), qhi = _mm512_set1_epi32(nmax);
+    __m512 a = _mm512_setzero_ps();
+    for (int i = 0; i < n; ++i) {
+        const __m512 xi = _mm512_set1_ps(x[i]), wi = _mm512_set1_ps(w[i]);
+        const __m512 q = round_clamp16(_mm512_mul_ps(_mm512_add_ps(xi, vm), vinv), qlo, qhi);
+        const __m512 e = _mm512_sub_ps(_mm512_sub_ps(_mm512_mul_ps(vs, q), vm), xi);
+        a = _mm512_add_ps(a, _mm512_mul_ps(_mm512_mul_ps(wi, e), e));
+    }
+    _mm512_storeu_ps(err, a);
+}
+#undef WARDEN_AVX512
+
+kernels::Isa isa() {
+    return kernels::active_isa();
+}
+#endif
+
+void sym_sums_base(const float* x, const float* w, int n, const float* is, int nmax, float* slx,
+                   float* sl2) {
+    sym_sums_ref(x, w, n, is, nmax, slx, sl2);
+}
+void asym_sums_base(const float* x, const float* w, int n, float lo, const float* is, int nmax,
+                    float* sl, float* sl2, float* sxl) {
+    asym_sums_ref(x, w, n, lo, is, nmax, sl, sl2, sxl);
+}
+void asym_grid_errors_base(const float* x, const float* w, int n, float lo, const float* is,
+                           int nmax, const float* scale, const float* min, float* err) {
+    asym_grid_errors_ref(x, w, n, lo, is, nmax, scale, min, err);
+}
+void asym_code_errors_base(const float* x, const float* w, int n, const float* s, const float* m,
+                           int nmax, float* err) {
+    asym_code_errors_ref(x, w, n, s, m, nmax, err);
+}
+
+}  // namespace
+
+#if defined(__x86_64__)
+#define WARDEN_DISPATCH(name, ...)                                        \
+    do {                                                                  \
+        const kernels::Isa a = isa();                                     \
+        if (a >= kernels::Isa::AVX512) return name##_avx512(__VA_ARGS__); \
+        if (a >= kernels::Isa::AVX2) return name##_avx2(__VA_ARGS__);     \
+        return name##_base(__VA_ARGS__);                                  \
+    } while (0)
+#else
+#define WARDEN_DISPATCH(name, ...) return name##_base(__VA_ARGS__)
+#endif
+
+void kq_sym_sums(const float* x, const float* w, int n, const float* is, int nmax, float* slx,
+                 float* sl2) {
+    WARDEN_DISPATCH(sym_sums, x, w, n, is, nmax, slx, sl2);
+}
+void kq_asym_sums(const float* x, const float* w, int n, float lo, const float* is, int nmax,
+                  float* sl, float* sl2, float* sxl) {
+    WARDEN_DISPATCH(asym_sums, x, w, n, lo, is, nmax, sl, sl2, sxl);
+}
+void kq_asym_grid_errors(const float* x, const float* w, int n, float lo, const float* is, int nmax,
+                         const float* scale, const float* min, float* err) {
+    WARDEN_DISPATCH(asym_grid_errors, x, w, n, lo, is, nmax, scale, min, err);
+}
+void kq_asym_code_errors(const float* x, const float* w, int n, const float* s, const float* m,
+                         int nmax, float* err) {
+    WARDEN_DISPATCH(asym_code_errors, x, w, n, s, m, nmax, err);
+}
+#undef WARDEN_DISPATCH
+
+}  // namespace warden::quant

@@ -1,0 +1,43 @@
+#pragma once
+// The K-quant block searches' inner loops (quant/ggml_block_quantizer.cpp), for up to kLanes
+// candidates at once: one candidate per SIMD lane, each lane running over the elements in order
+// with the same operations as a one-candidate loop (no fused multiply-add), so every candidate's
+// sums are the same floats, bit for bit, on every instruction set (AVX-512, AVX2, the x86-64
+// baseline) and the written blocks do not depend on the machine.
+#include <cstdint>
+
+namespace warden::quant {
+
+constexpr int kLanes = 16;     // candidates per call
+constexpr int kSymLanes = 32;  // candidates per kq_sym_sums call (a whole fit_sym grid)
+
+// Round to nearest (ties to even) for |v| < 2^22 (llama.cpp's nearest_int).
+inline int round_int_magic(float v) {
+    const float t = v + 12582912.f;
+    int32_t i;
+    __builtin_memcpy(&i, &t, sizeof i);
+    return (i & 0x007fffff) - 0x00400000;
+}
+
+// Symmetric grid (fit_sym): for each of kSymLanes lanes c, l_i = clamp(round(is[c] * x_i), -nmax,
+// nmax - 1), slx[c] = sum w_i x_i l_i, sl2[c] = sum w_i l_i^2 (float, in element order).
+void kq_sym_sums(const float* x, const float* w, int n, const float* is, int nmax, float* slx,
+                 float* sl2);
+
+// Asymmetric grid (fit_asym): q_i = clamp(round(is[c] * (x_i - lo)), 0, nmax), sl[c] = sum w q,
+// sl2[c] = sum w q^2, sxl[c] = sum w q x.
+void kq_asym_sums(const float* x, const float* w, int n, float lo, const float* is, int nmax,
+                  float* sl, float* sl2, float* sxl);
+
+// The weighted error of those codes under each lane's fitted (scale, min):
+// err[c] = sum w_i (scale[c] q_i + min[c] - x_i)^2.
+void kq_asym_grid_errors(const float* x, const float* w, int n, float lo, const float* is, int nmax,
+                         const float* scale, const float* min, float* err);
+
+// Codes for a stored step s[c] and offset m[c] (x ~ s q - m), q_i = clamp(round((x_i + m[c]) *
+// inv[c]), 0, nmax) with inv[c] = 1 / s[c] (0 when s[c] <= 0), and their weighted error
+// err[c] = sum w_i (s[c] q_i - m[c] - x_i)^2.
+void kq_asym_code_errors(const float* x, const float* w, int n, const float* s, const float* m,
+                         int nmax, float* err);
+
+}  // namespace warden::quant

@@ -1,0 +1,194 @@
+// The int4 and int8 scale searches (quant/quantizer.cpp over quant/int4_candidates.h) and the
+// K-quant block search (quant/ggml_block_quantizer.cpp over quant/kquant_candidates.h) write the
+// same codes and scales on every instruction set, and symmetric int4 the same as a plain
+// sequential statement of its search (each candidate rounded to f16, its codes and weighted error,
+// the first smallest kept), so files written on different machines are identical.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "kernels/cpu_features.h"
+#include "kernels/kernels_test_util.h"
+#include "kernels/matmul.h"
+#include "quant/ggml_block_quantizer.h"
+#include "quant/quantizer.h"
+#include "tensor/float_convert.h"
+#include "tensor/ggml_types.h"
+#include "tensor/weight_format.h"
+
+namespace warden::quant {
+namespace {
+
+using kernels::Isa;
+
+std::vector<float> rows_of(int64_t rows, int64_t cols, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::student_t_distribution<float> heavy(3.0f);  // weights with outliers, as real layers have
+    std::vector<float> v(static_cast<size_t>(rows * cols));
+    for (auto& x : v) x = 0.02f * heavy(rng);
+    // Some groups all zero, some constant, some with one large value.
+    std::fill(v.begin(), v.begin() + 32, 0.0f);
+    std::fill(v.begin() + 32, v.begin() + 64, 0.5f);
+    v[70] = 3.0f;
+    return v;
+}
+
+// The symmetric int4 search of one group stated sequentially, one candidate at a time (scalar
+// code, f16 scales, no importance): the reference the batched SIMD search must equal.
+uint16_t reference_sym_group(const float* x, int G, uint8_t* q) {
+    float amax = 0, vmax = 0;
+    for (int i = 0; i < G; ++i)
+        if (std::fabs(x[i]) > amax) {
+            amax = std::fabs(x[i]);
+            vmax = x[i];
+        }
+    if (amax == 0) {
+        std::memset(q, 8, static_cast<size_t>(G));
+        return 0;
+    }
+    double s2 = 0;
+    for (int i = 0; i < G; ++i) s2 += static_cast<double>(x[i]) * x[i];
+    const auto sigma2 = static_cast<float>(s2 / G);
+    std::vector<float> w(static_cast<size_t>(G));
+    for (int i = 0; i < G; ++i) w[i] = 1.0f * std::sqrt(sigma2 + x[i] * x[i]);
+    const auto rc = [](float v, float lo, float hi) {
+        return (std::min(hi, std::max(lo, v)) + 12582912.0f) - 12582912.0f;
+    };
+    float best = std::numeric_limits<float>::infinity();
+    uint16_t best_h = 0;
+    const auto consider = [&](float scale) {
+        const uint16_t h = tensor::f32_to_f16(scale);
+        const float d = tensor::f16_to_f32(h);
+        if (!(d != 0) || !std::isfinite(d) || !std::isfinite(1 / d)) return;
+        float acc[8] = {};
+        for (int i = 0; i < G; i += 8)
+            for (int k = 0; k < 8; ++k) {
+                const float e = x[i + k] - rc(x[i + k] * (1.0f / d), -8, 7) * d;
+                acc[k] += w[i + k] * e * e;
+            }
+        const float err =
+            ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+        if (err < best) {
+            best = err;
+            best_h = h;
+        }
+    };
+    consider(vmax / -8.0f);
+    for (int s = -9; s <= 9; ++s) {
+        const float is = -(8.0f + 0.1f * static_cast<float>(s)) / vmax;
+        consider(1.0f / is);
+        float sxl[8] = {}, sll[8] = {};
+        for (int i = 0; i < G; i += 8)
+            for (int k = 0; k < 8; ++k) {
+                const float r = rc(x[i + k] * is, -8, 7);
+                sxl[k] += w[i + k] * x[i + k] * r;
+                sll[k] += w[i + k] * r * r;
+            }
+        float a = 0, b = 0;
+        for (int k = 0; k < 8; ++k) {
+            a += sxl[k];
+            b += sll[k];
+        }
+        if (b > 0 && a / b != 0) consider(a / b);
+    }
+    const float d = tensor::f16_to_f32(best_h);
+    for (int i = 0; i < G; ++i)
+        q[i] = static_cast<uint8_t>(static_cast<int>(rc(x[i] / d, -8, 7)) + 8);
+    return best_h;
+}
+
+TEST(QuantSearchIsa, SymmetricInt4EqualsTheSequentialSearch) {
+    const int64_t rows = 24, cols = 256;
+    const std::vector<float> v = rows_of(rows, cols, 7);
+    const kernels::WeightMatrix lay =
+        kernels::weight_layout(tensor::parse_weight_format("int4"), rows, cols);
+    for (int64_t r = 0; r < rows; ++r) {
+        const kernels::QuantRow got =
+            default_quantizer().quantize_row(lay, v.data() + r * cols, nullptr);
+        for (int64_t g = 0; g < cols / 32; ++g) {
+            uint8_t q[32];
+            const uint16_t h = reference_sym_group(v.data() + r * cols + g * 32, 32, q);
+            ASSERT_EQ(got.d[static_cast<size_t>(g)], h) << "row " << r << " group " << g;
+            ASSERT_EQ(0, std::memcmp(got.q.data() + g * 32, q, 32))
+                << "row " << r << " group " << g;
+        }
+    }
+}
+
+TEST(QuantSearchIsa, Int4AndInt8RowsAreTheSameOnEveryInstructionSet) {
+    const int64_t rows = 16, cols = 512;
+    const std::vector<float> v = rows_of(rows, cols, 11);
+    std::vector<float> imp(static_cast<size_t>(cols));
+    std::mt19937 rng(3);
+    std::uniform_real_distribution<float> u(0.0f, 4.0f);
+    for (auto& x : imp) x = u(rng);
+    for (const char* fmt : {"int4", "int4-g128", "int4-asym", "int4-g128-asym", "int4-bf16s",
+                            "int4-asym-bf16s", "int8", "int8-g32", "int8-bf16s"}) {
+        tensor::WeightFormat f;
+        try {
+            f = tensor::parse_weight_format(fmt);
+        } catch (const std::exception&) {
+            continue;  // a spelling this build does not have
+        }
+        const kernels::WeightMatrix lay = kernels::weight_layout(f, rows, cols);
+        for (const float* im : std::vector<const float*>{nullptr, imp.data()}) {
+            std::vector<kernels::QuantRow> ref;
+            {
+                kernels::testing::ActiveIsaGuard g(Isa::Scalar);
+                for (int64_t r = 0; r < rows; ++r)
+                    ref.push_back(default_quantizer().quantize_row(lay, v.data() + r * cols, im));
+            }
+            for (const Isa isa : {Isa::AVX2, Isa::AVX512}) {
+                if (!kernels::isa_supported(isa)) continue;
+                kernels::testing::ActiveIsaGuard g(isa);
+                for (int64_t r = 0; r < rows; ++r) {
+                    const kernels::QuantRow got =
+                        default_quantizer().quantize_row(lay, v.data() + r * cols, im);
+                    EXPECT_EQ(got.q, ref[static_cast<size_t>(r)].q)
+                        << fmt << " " << kernels::isa_name(isa);
+                    EXPECT_EQ(got.d, ref[static_cast<size_t>(r)].d)
+                        << fmt << " " << kernels::isa_name(isa);
+                    EXPECT_EQ(got.m, ref[static_cast<size_t>(r)].m)
+                        << fmt << " " << kernels::isa_name(isa);
+                }
+            }
+        }
+    }
+}
+
+TEST(QuantSearchIsa, KquantBlocksAreTheSameOnEveryInstructionSet) {
+    using G = tensor::GgmlType;
+    const int64_t rows = 8, cols = 512;
+    const std::vector<float> v = rows_of(rows, cols, 5);
+    std::vector<float> imp(static_cast<size_t>(cols));
+    std::mt19937 rng(9);
+    std::uniform_real_distribution<float> u(0.0f, 4.0f);
+    for (auto& x : imp) x = u(rng);
+    for (const G t : {G::Q4_K, G::Q5_K, G::Q6_K, G::Q5_0, G::Q5_1, G::Q8_0}) {
+        const int64_t rb = tensor::ggml_row_bytes(t, cols);
+        for (const float* im : std::vector<const float*>{nullptr, imp.data()}) {
+            std::vector<uint8_t> ref(static_cast<size_t>(rows * rb));
+            {
+                kernels::testing::ActiveIsaGuard g(Isa::Scalar);
+                for (int64_t r = 0; r < rows; ++r)
+                    quantize_ggml_row(t, v.data() + r * cols, cols, im, ref.data() + r * rb);
+            }
+            for (const Isa isa : {Isa::AVX2, Isa::AVX512}) {
+                if (!kernels::isa_supported(isa)) continue;
+                kernels::testing::ActiveIsaGuard g(isa);
+                std::vector<uint8_t> got(ref.size());
+                for (int64_t r = 0; r < rows; ++r)
+                    quantize_ggml_row(t, v.data() + r * cols, cols, im, got.data() + r * rb);
+                EXPECT_EQ(got, ref) << tensor::ggml_type_name(t) << " " << kernels::isa_name(isa);
+            }
+        }
+    }
+}
+
+}  // namespace
+}  // namespace warden::quant
