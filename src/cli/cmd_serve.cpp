@@ -25,6 +25,7 @@
 #include "transfer/disagg_roles.h"
 #include "util/error.h"
 #include "util/log.h"
+#include "util/phase_timer.h"
 
 namespace warden::cli {
 
@@ -117,8 +118,11 @@ int serve(const ServeOptions& o) {
     pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
     std::signal(SIGPIPE, SIG_IGN);
 
+    util::PhaseTimer timer("serve start-up");
     util::ThreadPool pool(o.common.threads);
+    timer.mark("thread pool");
     const launch::LoadedModel loaded = launch::load(o.common, true, pool);
+    timer.mark("model and tokenizer");
     const auto& model = loaded.model;
     util::check(loaded.tokenizer != nullptr,
                 "model '" + o.common.model_path + "' has no tokenizer");
@@ -133,8 +137,10 @@ int serve(const ServeOptions& o) {
             spdlog::warn("chat template unusable ({}); /v1/chat/completions is disabled", e.what());
         }
     }
+    timer.mark("chat template");
     const launch::EngineParts parts =
         launch::assemble_engine(o.engine, *model, pool, std::nullopt, &o.common);
+    timer.mark("engine and KV pool");
     const auto& cache = parts.cache;
     engine::EngineConfig ec;
     ec.scheduler = parts.scheduler;
@@ -172,7 +178,9 @@ int serve(const ServeOptions& o) {
     kv_id.config = cache->config();
     transfer::DecodeRole decode_role(o.role, kv_id);
     ec.remote_prefill = decode_role.source();
+    timer.mark("prefix cache");
     engine::Engine eng(*parts.executor, *cache, ec, parts.faults.get());
+    timer.mark("engine");
     if (prefix) warm_shared_prefixes(o, *loaded.tokenizer, *prefix, eng);
     transfer::PrefillRole prefill_role(o.role, eng, *cache, kv_id.model_id);
 
@@ -194,7 +202,9 @@ int serve(const ServeOptions& o) {
     mi.max_ctx = model->config.max_ctx;
     mi.kv_tokens = cache->capacity_tokens();
     server::Server srv(sc, eng, mi);
+    timer.mark("server");
     const int port = srv.bind();
+    timer.mark("listening");
 
     std::thread sig([&] {
         int s = 0;

@@ -18,6 +18,12 @@ int main(int argc, char** argv) {
     CLI::App app{"warden: an LLM inference server for many tenants"};
     app.require_subcommand(1);
     app.set_version_flag("--version", std::string("warden ") + warden::util::kVersion);
+    app.add_option_function<std::string>(
+           "--log-level", [](const std::string& l) { warden::util::set_log_level(l); },
+           "log level before the command: trace, debug (start-up phase timings), info, warn "
+           "(default), error, off")
+        ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}))
+        ->trigger_on_parse();
     int rc = 0;
     warden::cli::register_run(app, rc);
     warden::cli::register_info(app, rc);

@@ -3,12 +3,13 @@
 // blocks (super-blocks of 256 weights, or blocks of 32), kept byte for byte as the file has them,
 // one row after another: row r at r * row_bytes, row_bytes = cols / block weights * block bytes
 // (Q4_K 144, Q5_K 176, Q6_K 210, Q2_K 84, Q3_K 110, IQ4_XS 136; Q5_0 22, Q5_1 24, IQ4_NL 18),
-//   rows rounded up to whole panels of 16 (kernels/matmul.h); padding rows are zero bytes (zero
-//   scales, so their outputs are 0).
+//   rows rounded up to whole panels of 16 (kernels/matmul.h) where a matrix owns its bytes; padding
+//   rows are zero bytes (zero scales, so their outputs are 0). The kernels read rows below w.rows
+//   only, so a GGUF model's matrix reads the mapped file in place (model::Matrix::mapped).
 // A row of K-quant blocks is already one contiguous stream per output row, which is what decode
-// wants (a panel of 16 rows is 16 consecutive row streams), and loading it is a copy: the file's
-// codes and scales are what the kernels read, every weight dequantizes exactly to llama.cpp's
-// dequantize_row_q4_K / q5_K / q6_K value (kquant_dequant_row, tensor::dequantize_row).
+// wants (a panel of 16 rows is 16 consecutive row streams), and loading it copies nothing: the
+// file's codes and scales are what the kernels read, every weight dequantizes exactly to
+// llama.cpp's dequantize_row_q4_K / q5_K / q6_K value (kquant_dequant_row, tensor::dequantize_row).
 //   Q4_K block: [f16 d][f16 dmin][12 bytes: 8 6-bit scales sc, 8 6-bit mins m][128 bytes of
 //     nibbles]; weight k of sub-block j (32 weights, j = 0..7) is d*sc_j * q - dmin*m_j, q the
 //     low (j even) or high (j odd) nibble of byte (j/2)*32 + k%32.

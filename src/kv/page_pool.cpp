@@ -43,12 +43,13 @@ PagePool::PagePool(int32_t n_pages, int32_t page_size, int64_t bytes_per_page, b
     // Attention walks a sequence's pages in a scattered order; 2 MiB pages keep that walk's TLB
     // misses (nested page walks in a VM) down. The pool is made resident (zeroed) so that decode
     // steps do not pay for first-touch page faults (MADV_POPULATE_WRITE faults the zero pages in
-    // without writing them: util/huge_page_arena.h): its first 64 MiB (the pages handed out first)
-    // here, the rest by a background thread, since zeroing a pool of a GB or more was most of a
-    // server's start-up time.
+    // without writing them: util/huge_page_arena.h): its first 16 MiB (the pages handed out first,
+    // hundreds of tokens for the first requests) here, the rest by a background thread at the
+    // lowest priority, since zeroing a pool of a GB or more was most of a server's start-up time
+    // (first touching memory is slow in a VM: ~0.25-1 GB/s on a 2-core one).
     const size_t bytes = slots * static_cast<size_t>(bytes_per_page);
     try {
-        storage_ = util::HugePageArena::map_populating(bytes, size_t{64} << 20);
+        storage_ = util::HugePageArena::map_populating(bytes, size_t{16} << 20);
     } catch (const util::Error& e) {
         throw util::Error(std::string("KV pool: ") + e.what() + " (lower the KV byte budget)");
     }

@@ -6,6 +6,7 @@
 
 #include "tensor/weight_format.h"
 #include "util/error.h"
+#include "util/phase_timer.h"
 
 namespace warden::launch {
 
@@ -88,8 +89,11 @@ model::LoadOptions load_options(const CommonOptions& o) {
 LoadedModel load(const CommonOptions& o, bool weights, util::ThreadPool& pool) {
     model::LoadOptions lo = load_options(o);
     lo.load_weights = weights;
+    util::PhaseTimer timer("load");
     auto m = model::load_model(o.model_path, lo, pool);
+    timer.mark("model");
     auto tok = tokenizer::Tokenizer::from_checkpoint(m->path, m->gguf.get());
+    timer.mark("tokenizer");
     const bool quantized = m->weights_format != model::runtime_dtype_name(lo.dtype);
     // One line: formats, memory. Printed whenever a format was named (bench/weights_speed.sh reads
     // the memory of `--weights bf16` from it too) or the loader chose one.
@@ -98,11 +102,12 @@ LoadedModel load(const CommonOptions& o, bool weights, util::ThreadPool& pool) {
         const auto& wm = m->weight_memory;
         auto mib = [](int64_t b) { return std::to_string(b / (1024 * 1024)) + " MiB"; };
         const std::string why = m->weights_note.empty() ? "" : " (" + m->weights_note + ")";
-        const std::string tiles = wm.amx_tile_matrices > 0
-                                      ? ", " + std::to_string(wm.amx_tile_matrices) +
+        const std::string tiles =
+            (wm.amx_tile_matrices > 0 ? ", " + std::to_string(wm.amx_tile_matrices) +
                                             " bf16 matrices in the AMX-BF16 tile layout (padding " +
                                             mib(wm.amx_tiles) + ")"
-                                      : "";
+                                      : "") +
+            (wm.in_place > 0 ? ", read in place from the file " + mib(wm.in_place) : "");
         std::fprintf(stderr,
                      "warden: weights %s%s: layers %s, embeddings/head %s, prefill copy %s%s\n",
                      m->weights_format.c_str(), why.c_str(), mib(wm.layers).c_str(),

@@ -49,6 +49,7 @@ struct WeightMemory {
     // padding, kernels/matmul_bf16_tiles.h); the rest is counted under layers / embeddings.
     int64_t amx_tiles = 0;
     int64_t amx_tile_matrices = 0;  // bf16 matrices held in the tile layout
+    int64_t in_place = 0;  // of layers + embeddings: read where the file maps them (Matrix::mapped)
 };
 
 struct Model {

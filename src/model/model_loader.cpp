@@ -1,6 +1,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstring>
@@ -8,6 +9,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 
@@ -29,6 +31,7 @@
 #include "util/error.h"
 #include "util/huge_page_arena.h"
 #include "util/json_file.h"
+#include "util/phase_timer.h"
 
 namespace warden::model {
 
@@ -90,26 +93,32 @@ std::string hf_name(const std::string& role, int layer) {
     return "model.layers." + std::to_string(layer) + "." + per_layer.at(role);
 }
 
-// Every runtime weight is its own buffer once loaded (none borrows the mapping), so the mapped
-// tensor data need not stay resident: its pages go back to the page cache (a later read would
-// fault them in again). Without this a GGUF model's resident memory is its runtime weights plus
-// the whole file (a Q4_K_M file run natively: twice the file).
-void release_tensor_pages(const formats::GGUFFile& g) {
-    const uint8_t* lo = nullptr;
-    const uint8_t* hi = nullptr;
+// A runtime weight is its own buffer once loaded, or reads the mapping in place (Matrix::mapped:
+// GGUF blocks that run as stored). The mapped tensor data of the others need not stay resident:
+// their pages go back to the page cache (a later read would fault them in again). Without this a
+// GGUF model's resident memory is its runtime weights plus the whole file. `in_place`: the byte
+// ranges matrices read in place; a tensor that overlaps one keeps its pages.
+void release_tensor_pages(const formats::GGUFFile& g,
+                          std::vector<std::pair<const uint8_t*, const uint8_t*>> in_place) {
+    const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+    if (page == 0) return;
+    std::sort(in_place.begin(), in_place.end());
     for (const auto& t : g.tensors()) {
         if (t.data == nullptr || t.n_bytes == 0) continue;
-        if (lo == nullptr || t.data < lo) lo = t.data;
-        if (hi == nullptr || t.data + t.n_bytes > hi) hi = t.data + t.n_bytes;
+        const uint8_t* lo = t.data;
+        const uint8_t* hi = t.data + t.n_bytes;
+        // The first range that ends after lo: the tensor overlaps it when it starts before hi.
+        const auto it = std::lower_bound(in_place.begin(), in_place.end(), lo,
+                                         [](const std::pair<const uint8_t*, const uint8_t*>& r,
+                                            const uint8_t* p) { return r.second <= p; });
+        if (it != in_place.end() && it->first < hi) continue;
+        // Whole pages inside the tensor only (a page shared with a neighbour stays).
+        const uintptr_t a = (reinterpret_cast<uintptr_t>(lo) + page - 1) / page * page;
+        const uintptr_t b = reinterpret_cast<uintptr_t>(hi) / page * page;
+        if (b > a)
+            (void)madvise(reinterpret_cast<void*>(a), b - a,
+                          MADV_DONTNEED);  // advice: failure is harmless
     }
-    const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-    if (lo == nullptr || page == 0) return;
-    // Whole pages inside the tensor data only (the header pages before it stay).
-    const uintptr_t a = (reinterpret_cast<uintptr_t>(lo) + page - 1) / page * page;
-    const uintptr_t b = reinterpret_cast<uintptr_t>(hi) / page * page;
-    if (b > a)
-        (void)madvise(reinterpret_cast<void*>(a), b - a,
-                      MADV_DONTNEED);  // advice: failure is harmless
 }
 
 class Loader {
@@ -186,6 +195,7 @@ class Loader {
             (role != "embed" && role != "raw:embed_tokens.weight") || embed_is_head_;
         Matrix m = build_matrix(t, f, rows, cols, matmul_reads && gets_bf16_tiles(f));
         (embd ? m_.weight_memory.embeddings : m_.weight_memory.layers) += m.bytes();
+        if (m.is_mapped()) m_.weight_memory.in_place += m.bytes();
         if (matmul_reads) add_bf16_tiles(m);
         if (!embd && opts_.prefill_weights && f.quantized() &&
             opts_.prefill_weights->type != f.type) {
@@ -212,6 +222,11 @@ class Loader {
     bool embed_is_head_ = false;  // a tied (or missing) head: token_embd is also a matmul's weights
 
     bool per_tensor_native = false;  // GgufNativeWeights::per_tensor (set by load_gguf)
+    // The GGUF mapping that matrices may read in place (Matrix::mapped; set by load_gguf), and the
+    // byte ranges of it they read (release_tensor_pages keeps those resident).
+    std::shared_ptr<const void> mapping_;
+    mutable std::mutex mapped_mu_;
+    mutable std::vector<std::pair<const uint8_t*, const uint8_t*>> mapped_ranges_;
 
     // Converts a source tensor into runtime format f: f32/bf16 packing, or quantization
     // (kernels/matmul_quant.h). GGUF Q4_0/Q4_1/Q8_0 rows that map onto f without loss are
@@ -238,6 +253,21 @@ class Loader {
                 !(t.is_ggml && t.ggml_type == tensor::kquant_ggml_type(layout.type)))
                 throw Error(std::string("only a GGUF ") + tensor::kquant_type_name(layout.type) +
                             " tensor loads in this format (warden does not quantize into it)");
+            // GGUF blocks that run as stored are read where the file maps them: loading them is
+            // checking their scales, with no copy (a copy is fresh memory, which is most of a
+            // start-up's time where first touching a page is slow, as in a VM).
+            if (t.is_ggml && mapping_ && quant::runs_as_stored(t.ggml_type, layout)) {
+                const int64_t row_bytes = kernels::kquant_row_bytes(layout);
+                pool_.parallel_for(rows, kernels::kPanelRows, [&](int64_t r0, int64_t r1) {
+                    for (int64_t r = r0; r < r1; ++r)
+                        quant::check_kquant_row_scales(t.data + r * row_bytes, layout);
+                });
+                {
+                    std::lock_guard lock(mapped_mu_);
+                    mapped_ranges_.emplace_back(t.data, t.data + rows * row_bytes);
+                }
+                return Matrix::mapped(layout, t.data, mapping_);
+            }
             m = Matrix::quantized(layout, &arena_);
             const int64_t row_bytes = t.is_ggml ? tensor::ggml_row_bytes(t.ggml_type, cols) : 0;
             pool_.parallel_for(rows, kernels::kPanelRows, [&](int64_t r0, int64_t r1) {
@@ -446,8 +476,10 @@ std::unique_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
     m->dtype = opts.dtype;
     m->weights_format =
         opts.weights ? tensor::weight_format_name(*opts.weights) : runtime_dtype_name(opts.dtype);
+    util::PhaseTimer timer("load");
     m->gguf = std::make_shared<formats::GGUFFile>(path);
     const formats::GGUFFile& g = *m->gguf;
+    timer.mark("gguf parse");
     // A type warden cannot run is refused before anything loads, by tensor name (the lattice
     // IQ types would need their code books; llama-quantize re-quantizes such a file in minutes).
     for (const auto& t : g.tensors())
@@ -523,8 +555,10 @@ std::unique_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
         named_head_note = nw.note;
         keep_heads(nw);
     }
+    timer.mark("formats");
     Loader loader(*m, eff, pool, find, names, head_formats);
     loader.per_tensor_native = per_tensor;
+    loader.mapping_ = m->gguf;
     // Llama 3 rope scaling: per-dimension frequency divisors stored as a tensor.
     if (auto rf = loader.get_opt("rope_freqs", -1)) {
         const auto factors = loader.vec(*rf, m->config.rope_dim / 2);
@@ -540,12 +574,14 @@ std::unique_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
     if (mtp_target) {
         make_mtp_config(m->config);
         loader.load_mtp(*mtp_target);
-        release_tensor_pages(g);
+        release_tensor_pages(g, loader.mapped_ranges_);
         return m;
     }
     if (opts.load_weights) {
         loader.load_all();
-        release_tensor_pages(g);
+        timer.mark("weights");
+        release_tensor_pages(g, loader.mapped_ranges_);
+        timer.mark("page release");
     }
     if (!m->weights_note.empty() && loader.ggml_requant_rows_ > 0)
         m->weights_note +=

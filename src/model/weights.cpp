@@ -1,6 +1,8 @@
 #include "model/weights.h"
 
 #include "kernels/matmul_bf16_tiles.h"
+#include "kernels/matmul_kquant.h"
+#include "util/error.h"
 
 namespace warden::model {
 
@@ -35,6 +37,24 @@ Matrix Matrix::quantized(const kernels::WeightMatrix& layout, util::HugePageAren
     return m;
 }
 
+Matrix Matrix::mapped(const kernels::WeightMatrix& layout, const void* data,
+                      std::shared_ptr<const void> keep) {
+    util::check(tensor::is_kquant(layout.type) && data != nullptr && keep != nullptr,
+                "Matrix::mapped: only GGUF blocks that run as stored, with their owner");
+    kernels::check_quant_shape(layout);
+    Matrix m;
+    m.view_ = layout;
+    m.view_.data = data;
+    m.keep_ = std::move(keep);
+    return m;
+}
+
+std::span<const uint8_t> Matrix::packed() const {
+    if (!keep_) return owned_.bytes();
+    return {static_cast<const uint8_t*>(view_.data),
+            static_cast<size_t>(view_.rows * kernels::kquant_row_bytes(view_))};
+}
+
 bool Matrix::is_quantized() const {
     return view_.type != tensor::WeightType::F32 && view_.type != tensor::WeightType::BF16;
 }
@@ -47,6 +67,7 @@ Matrix Matrix::alias() const {
     Matrix m;
     m.view_ = view_;
     m.prefill = prefill;
+    m.keep_ = keep_;
     return m;
 }
 

@@ -32,6 +32,12 @@ class Matrix {
     // kernels/matmul_quant.h); fill it with pack_quant_row.
     static Matrix quantized(const kernels::WeightMatrix& layout,
                             util::HugePageArena* arena = nullptr);
+    // A matrix that reads `data` where it is (GGUF blocks that run as stored, kernels/
+    // matmul_kquant.h: a view into the mapped file, no copy); `keep` holds those bytes alive as
+    // long as the matrix or an alias of it. Only an is_kquant layout: its rows are read one by one
+    // and only up to `rows` (no panel padding). Nothing may be packed into it.
+    static Matrix mapped(const kernels::WeightMatrix& layout, const void* data,
+                         std::shared_ptr<const void> keep);
     void pack_quant_row(int64_t r, const kernels::QuantRow& row);
     bool is_quantized() const;
     // A view of another matrix (tied embeddings): same bytes, no copy. The original must
@@ -52,8 +58,11 @@ class Matrix {
     int64_t bytes() const;
     // Row r as f32 (embedding lookup).
     void row_f32(int64_t r, float* out) const;
-    // Raw packed bytes (tests compare round trips bit for bit); empty for a tile-only matrix.
-    std::span<const uint8_t> packed() const { return owned_.bytes(); }
+    // Raw packed bytes (tests compare round trips bit for bit); empty for a tile-only matrix, a
+    // mapped matrix's rows only.
+    std::span<const uint8_t> packed() const;
+    // Whether the bytes are the mapped file's (mapped()), not a copy.
+    bool is_mapped() const { return keep_ != nullptr; }
 
     // Optional higher-precision copy used for prefill rows (--prefill-weights); null if none.
     std::shared_ptr<const Matrix> prefill;
@@ -66,6 +75,7 @@ class Matrix {
     kernels::WeightMatrix view_;
     util::ArenaBuffer owned_;  // empty for an alias
     util::ArenaBuffer tiles_;  // the AMX-BF16 tile layout (add_bf16_tiles); empty when none
+    std::shared_ptr<const void> keep_;  // mapped(): what keeps view_.data alive; else null
 };
 
 // A mixture-of-experts FFN (model/moe.h). The router stays f32 whatever the runtime format so

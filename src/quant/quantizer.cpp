@@ -325,38 +325,47 @@ void check_f16_scale(uint16_t h) {
 }
 }  // namespace
 
+bool runs_as_stored(tensor::GgmlType type, const WeightMatrix& w) {
+    return tensor::is_kquant(w.type) && type == tensor::kquant_ggml_type(w.type) &&
+           w.cols % tensor::kquant_block_elems(w.type) == 0;
+}
+
+void check_kquant_row_scales(const uint8_t* src, const WeightMatrix& w) {
+    const int64_t bb = tensor::kquant_block_bytes(w.type),
+                  nsb = w.cols / tensor::kquant_block_elems(w.type);
+    // Where each block keeps its f16 scales (d, and dmin / m after it where there is one).
+    int64_t at = 0, n16 = 1;
+    switch (w.type) {
+        case WeightType::Q6K:
+            at = 208;
+            break;
+        case WeightType::Q3K:
+            at = 108;
+            break;
+        case WeightType::Q2K:
+            at = 80;
+            n16 = 2;
+            break;
+        case WeightType::Q4K:
+        case WeightType::Q5K:
+        case WeightType::Q5_1:
+            n16 = 2;
+            break;
+        default:  // Q5_0, IQ4_NL, IQ4_XS: d first
+            break;
+    }
+    for (int64_t s = 0; s < nsb; ++s)  // every block's scales finite
+        for (int64_t i = 0; i < n16; ++i) check_f16_scale(rd16(src + s * bb + at + 2 * i));
+}
+
 std::optional<QuantRow> import_ggml_row(tensor::GgmlType t, const uint8_t* src,
                                         const WeightMatrix& w) {
     if (tensor::is_kquant(w.type)) {  // the blocks as stored, when they are of the layout's type
-        if (t != tensor::kquant_ggml_type(w.type) ||
-            w.cols % tensor::kquant_block_elems(w.type) != 0)
-            return std::nullopt;
-        const int64_t bb = tensor::kquant_block_bytes(w.type),
-                      nsb = w.cols / tensor::kquant_block_elems(w.type);
-        // Where each block keeps its f16 scales (d, and dmin / m after it where there is one).
-        int64_t at = 0, n16 = 1;
-        switch (w.type) {
-            case WeightType::Q6K:
-                at = 208;
-                break;
-            case WeightType::Q3K:
-                at = 108;
-                break;
-            case WeightType::Q2K:
-                at = 80;
-                n16 = 2;
-                break;
-            case WeightType::Q4K:
-            case WeightType::Q5K:
-            case WeightType::Q5_1:
-                n16 = 2;
-                break;
-            default:  // Q5_0, IQ4_NL, IQ4_XS: d first
-                break;
-        }
-        for (int64_t s = 0; s < nsb; ++s)  // every block's scales finite
-            for (int64_t i = 0; i < n16; ++i) check_f16_scale(rd16(src + s * bb + at + 2 * i));
-        return QuantRow{std::vector<uint8_t>(src, src + nsb * bb), {}, {}, 0.0f};
+        if (!runs_as_stored(t, w)) return std::nullopt;
+        check_kquant_row_scales(src, w);
+        const int64_t n =
+            w.cols / tensor::kquant_block_elems(w.type) * tensor::kquant_block_bytes(w.type);
+        return QuantRow{std::vector<uint8_t>(src, src + n), {}, {}, 0.0f};
     }
     if (w.bf16_scales || w.cols % 32 != 0) return std::nullopt;
     const int64_t nblk = w.cols / 32;

@@ -49,6 +49,13 @@ const Quantizer& default_quantizer();
 // and the layout's group/row shares each block scale). nullopt when it does not map.
 std::optional<kernels::QuantRow> import_ggml_row(tensor::GgmlType t, const uint8_t* src,
                                                  const kernels::WeightMatrix& layout);
+// Whether a row of GGUF blocks of `type` runs as stored in `layout` (an is_kquant layout of that
+// block type, whole blocks per row): then the kernels read the file's bytes as they are, and
+// check_kquant_row_scales is the whole import.
+bool runs_as_stored(tensor::GgmlType type, const kernels::WeightMatrix& layout);
+// Throws util::Error naming the bits when a block scale of the row (layout.cols weights of
+// layout's is_kquant type at src) is infinite or NaN, as import_ggml_row does for such a row.
+void check_kquant_row_scales(const uint8_t* src, const kernels::WeightMatrix& layout);
 // The GGUF type a layout is written as (Q4_0 / Q4_1 / Q8_0); throws util::Error when the format
 // has no lossless GGUF type (fp8, bf16 scales).
 tensor::GgmlType ggml_type_for(const kernels::WeightMatrix& layout);

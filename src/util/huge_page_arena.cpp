@@ -1,6 +1,8 @@
 #include "util/huge_page_arena.h"
 
 #include <sys/mman.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -115,7 +117,12 @@ ArenaBuffer HugePageArena::map_populating(size_t bytes, size_t now_bytes) {
     }
     if (first < want) {
         std::thread([watch = std::weak_ptr<void>(buf.owner_), data = buf.data_, first, want] {
-            constexpr size_t kStep = size_t{32} << 20;
+            // The lowest priority (nice 19, this thread only): zeroing the pool is work for idle
+            // cores, and on a machine with few of them it must not slow the weights' load or the
+            // first requests. Steps of a few huge pages bound how long one call holds the
+            // mapping's lock at that priority (an mmap elsewhere in the process waits for it).
+            (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), 19);
+            constexpr size_t kStep = size_t{4} << 20;
             for (size_t off = first; off < want; off += kStep) {
                 const std::shared_ptr<void> alive = watch.lock();  // the mapping stays meanwhile
                 if (!alive) return;

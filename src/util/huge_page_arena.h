@@ -83,14 +83,15 @@ class HugePageArena {
     static ArenaBuffer map(size_t bytes, bool populate = false);
 
     // map() with the first `now_bytes` (rounded up to 2 MiB) made resident before returning, as
-    // populate does (ENOMEM there is an Error), and the rest made resident by a background thread,
-    // chunk by chunk, while the caller goes on: the KV pool of a starting server, where zeroing
-    // the whole pool (a GB or more) up front would be most of the start-up time. The thread holds
-    // the mapping only while it populates a chunk and stops once the buffer is gone; a page it
-    // has not reached yet is faulted in by its first write, as without populate, and a failure
-    // there (a kernel without MADV_POPULATE_WRITE, memory short) just ends the thread. More bytes
-    // than available_memory_bytes() (MemAvailable, the memory cgroup's room) are an Error up
-    // front, so a pool too large for the machine is refused at start, not OOM-killed later.
+    // populate does (ENOMEM there is an Error), and the rest made resident by a background thread
+    // at the lowest priority (nice 19), chunk by chunk, while the caller goes on: the KV pool of a
+    // starting server, where zeroing the whole pool (a GB or more) up front would be most of the
+    // start-up time. The thread holds the mapping only while it populates a chunk and stops once
+    // the buffer is gone; a page it has not reached yet is faulted in by its first write, as
+    // without populate, and a failure there (a kernel without MADV_POPULATE_WRITE, memory short)
+    // just ends the thread. More bytes than available_memory_bytes() (MemAvailable, the memory
+    // cgroup's room) are an Error up front, so a pool too large for the machine is refused at
+    // start, not OOM-killed later.
     static ArenaBuffer map_populating(size_t bytes, size_t now_bytes);
 
     // Bytes of the mappings made so far (address space; only touched pages become resident).

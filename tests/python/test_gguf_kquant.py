@@ -9,11 +9,15 @@ bytes, written as an f32 GGUF.
   * the native load (no --weights) runs every matrix in its own block type (the load report says
     so) and its logits match the f32 reference within the int8 activation quantization's error,
     with the same top-1 at every position;
-  * --weights bf16 still forces the dequantized path.
+  * --weights bf16 still forces the dequantized path;
+  * the native load reads the blocks where the file maps them (no copy, the load report says so),
+    yet still checks every block: a NaN scale in the last row of one matrix is refused, naming it.
 """
 from __future__ import annotations
 
 from pathlib import Path
+
+import shutil
 
 import gguf
 import numpy as np
@@ -94,6 +98,7 @@ def test_native_layers_match_f32_reference(files):
         in native.stderr, native.stderr
     assert "token_embd Q4_K as q4_k without loss" in native.stderr, native.stderr
     assert "output Q6_K as q6_k without loss" in native.stderr, native.stderr
+    assert "read in place from the file" in native.stderr, native.stderr
     reference = warden_logits(ref, "--weights", "f32", top=VOCAB)
     worst = compare_logits(native.stdout, reference.stdout)
     record("gguf k-quants", "tiny llama Q4_K/Q5_K/Q6_K native vs its f32 dequantization, max |diff| / spread", worst)
@@ -104,3 +109,19 @@ def test_bf16_still_forces_dequantized_path(files):
     kq, _ = files
     p = warden_logits(kq, "--weights", "bf16", top=1)
     assert "q4_k" not in p.stderr.split("weights", 1)[1].split("\n", 1)[0], p.stderr
+
+
+def test_in_place_load_still_checks_every_block_scale(files, tmp_path):
+    kq, _ = files
+    bad = tmp_path / "nan-scale.gguf"
+    shutil.copy(kq, bad)
+    name = "blk.1.ffn_down.weight"  # Q6_K: [ql 128][qh 64][scales 16][f16 d]
+    t = next(t for t in gguf.GGUFReader(kq).tensors if t.name == name)
+    assert t.tensor_type == Q.Q6_K
+    last_block = int(t.data_offset) + int(t.n_bytes) - 210
+    with open(bad, "r+b") as f:
+        f.seek(last_block + 208)
+        f.write(np.array([0x7E00], np.uint16).tobytes())  # f16 NaN
+    p = warden_logits(bad, top=1, ok=False)
+    assert p.returncode != 0, p.stderr
+    assert "corrupt quantized tensor" in p.stderr and name in p.stderr, p.stderr
