@@ -40,6 +40,9 @@ void add_dtype_option(CLI::App& app, CommonOptions& o) {
         "own format (bit-exact), others load as --dtype");
     app.add_option("--prefill-weights", o.prefill_weights,
                    "keep a bf16|fp8 copy of quantized matrices for prefill rows");
+    app.add_flag("--no-mmap", o.no_mmap,
+                 "copy GGUF blocks that run as stored into 2 MiB-page memory instead of reading "
+                 "them from the mapped file: slower start-up, a few percent faster decode");
     app.add_flag("--quantize-embeddings", o.quantize_embeddings,
                  "quantize token embeddings and the output head to the --weights format");
     app.add_option(
@@ -58,6 +61,7 @@ model::RuntimeDType parse_dtype(const std::string& s) {
 model::LoadOptions load_options(const CommonOptions& o) {
     model::LoadOptions lo;
     lo.dtype = parse_dtype(o.dtype);
+    lo.map_weights = !o.no_mmap;
     const bool native = o.weights.empty() || o.weights == "auto";  // the loader picks (LoadOptions)
     if (!native) {
         lo.weights = tensor::parse_weight_format(o.weights);

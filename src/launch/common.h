@@ -17,6 +17,8 @@ struct CommonOptions {
     std::string weights;  // --weights (empty or "auto": the checkpoint's own format, else --dtype)
     std::string prefill_weights;  // --prefill-weights (empty: none)
     bool quantize_embeddings = false;
+    // --no-mmap: copy GGUF blocks that run as stored (LoadOptions::map_weights)
+    bool no_mmap = false;
     std::string head_weights;  // --head-weights (empty: see --quantize-embeddings)
 };
 

@@ -256,7 +256,8 @@ class Loader {
             // GGUF blocks that run as stored are read where the file maps them: loading them is
             // checking their scales, with no copy (a copy is fresh memory, which is most of a
             // start-up's time where first touching a page is slow, as in a VM).
-            if (t.is_ggml && mapping_ && quant::runs_as_stored(t.ggml_type, layout)) {
+            if (t.is_ggml && mapping_ && opts_.map_weights &&
+                quant::runs_as_stored(t.ggml_type, layout)) {
                 const int64_t row_bytes = kernels::kquant_row_bytes(layout);
                 pool_.parallel_for(rows, kernels::kPanelRows, [&](int64_t r0, int64_t r1) {
                     for (int64_t r = r0; r < r1; ++r)
