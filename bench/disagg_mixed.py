@@ -77,8 +77,16 @@ class Proc:
                 self.p.wait()
 
 
-def serve(a, *extra):
-    return Proc([a.warden, "serve", "-m", a.model, "--host", "127.0.0.1", "--port", "0",
+def pinned(a, role):
+    """`taskset -c CPU` for the split roles with --pin (prefill on the first CPU, decode on the
+    second: each role a machine of its own, as deployed), else nothing."""
+    if not a.pin:
+        return []
+    return ["taskset", "-c", a.pin.split(",")[0 if role == "prefill" else 1]]
+
+
+def serve(a, *extra, pin=()):
+    return Proc([*pin, a.warden, "serve", "-m", a.model, "--host", "127.0.0.1", "--port", "0",
                  "--kv-cache-bytes", "256M", "--kv-dtype", a.kv_dtype, *extra],
                 r"http://127\.0\.0\.1:(\d+)")
 
@@ -186,6 +194,9 @@ def main():
     ap.add_argument("--kv-dtype", default="bf16")
     ap.add_argument("--prefill-kv-dtype", help="the prefill server's own KV format (default: "
                     "--kv-dtype); pages travel in --kv-dtype")
+    ap.add_argument("--pin", metavar="CPU,CPU",
+                    help="split: pin the prefill server to the first CPU and the decode server to "
+                         "the second (colocated stays on all CPUs)")
     ap.add_argument("--out")
     a = ap.parse_args()
     half = str(max(1, a.threads // 2))
@@ -193,14 +204,15 @@ def main():
     try:
         colo = serve(a, "--threads", str(a.threads))
         procs.append(colo)
-        pre = Proc([a.warden, "serve", "-m", a.model, "--host", "127.0.0.1", "--port", "0",
+        pre = Proc([*pinned(a, "prefill"), a.warden, "serve", "-m", a.model, "--host", "127.0.0.1", "--port", "0",
                     "--kv-cache-bytes", "256M", "--kv-dtype", a.prefill_kv_dtype or a.kv_dtype,
                     "--threads", half, "--role", "prefill", "--kv-listen", "127.0.0.1:0"],
                    r"kv transfers on [\d.]+:(\d+)")
         procs.append(pre)
         kv = pre.match.group(1)
         pre_port = re.search(r"http://127\.0\.0\.1:(\d+)", "".join(pre.lines)).group(1)
-        dec = serve(a, "--threads", half, "--role", "decode", "--prefill-kv", f"127.0.0.1:{kv}")
+        dec = serve(a, "--threads", half, "--role", "decode", "--prefill-kv", f"127.0.0.1:{kv}",
+                    pin=pinned(a, "decode"))
         procs.append(dec)
         pre_base = f"http://127.0.0.1:{pre_port}"
         dec_base = f"http://127.0.0.1:{dec.match.group(1)}"

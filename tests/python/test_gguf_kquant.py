@@ -105,6 +105,17 @@ def test_native_layers_match_f32_reference(files):
     assert worst <= 0.05, worst
 
 
+def test_no_mmap_copies_the_blocks_with_the_same_logits(files):
+    """--no-mmap copies the blocks into warden's own memory instead of reading the mapping: the
+    load line says nothing is read in place, and the logits are the same bits."""
+    kq, _ = files
+    mapped = warden_logits(kq, top=VOCAB)
+    copied = warden_logits(kq, "--no-mmap", top=VOCAB)
+    assert "read in place from the file" in mapped.stderr, mapped.stderr
+    assert "read in place" not in copied.stderr, copied.stderr
+    assert copied.stdout == mapped.stdout
+
+
 def test_bf16_still_forces_dequantized_path(files):
     kq, _ = files
     p = warden_logits(kq, "--weights", "bf16", top=1)
