@@ -40,7 +40,8 @@ struct LoadOptions {
     std::optional<tensor::WeightFormat> head_weights;
     // GGUF blocks that run as stored (K-quants, Q5_0/Q5_1, IQ4) are read in place from the mapped
     // file: no copy, so start-up is bounded by the read. false (--no-mmap): copied into the
-    // weight arena's 2 MiB pages, which decode reads a few percent faster (fewer TLB misses).
+    // weight arena, all 2 MiB pages (the mapping has them only where the page cache holds large
+    // folios), which decode reads a few percent faster (fewer TLB misses).
     bool map_weights = true;
 };
 
