@@ -179,6 +179,19 @@ class Server:
                 return p
             time.sleep(0.2)
 
+    def wait_resident(self, timeout: float) -> float:
+        """Waits (bounded) until the KV pool's background thread has made it resident, so an RSS
+        reading is settled; returns the bytes still pending (0 when settled)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                p = self.metrics(timeout=10).get("warden:memory_populate_pending_bytes", 0.0)
+            except (OSError, http.client.HTTPException, ValueError):
+                p = float("nan")
+            if p == 0 or time.monotonic() > deadline or not self.alive():
+                return p
+            time.sleep(0.2)
+
     def stop(self, timeout: float = 60) -> int | None:
         if self.alive():
             self.proc.send_signal(signal.SIGTERM)
@@ -1147,6 +1160,7 @@ class Harness:
             self.close()
             srv = self.server_for(case)
         base = statistics.median(srv.probe()[0] for _ in range(self.base_probes))
+        srv.wait_resident(120)  # RSS grows while the KV pool is zeroed in the background
         rss_before = srv.rss_mib()
         stop = threading.Event()
         box: list = []

@@ -12,6 +12,7 @@
 
 #include "constrain/mask_counters.h"
 #include "server/api.h"
+#include "util/huge_page_arena.h"
 
 namespace warden::server {
 
@@ -73,6 +74,9 @@ std::string Api::metrics_body() {
         "constrained steps whose token mask was computed", static_cast<double>(mc.misses));
     one("warden:structured_output_mask_compute_seconds_total", "counter",
         "time spent computing the token masks of the misses", mc.miss_seconds);
+    one("warden:memory_populate_pending_bytes", "gauge",
+        "bytes of the KV pool not yet made resident by its background thread (0: RSS has settled)",
+        static_cast<double>(util::HugePageArena::populate_pending_bytes()));
     int64_t vbytes = 0;
     const int64_t rss = resident_bytes(vbytes);
     one("process_resident_memory_bytes", "gauge", "resident memory size in bytes",

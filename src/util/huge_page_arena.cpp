@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -31,6 +32,9 @@
 namespace warden::util {
 
 namespace {
+
+// Bytes the background population threads have still to make resident (populate_pending_bytes).
+std::atomic<size_t> g_populate_pending{0};
 
 #ifdef WARDEN_ASAN
 constexpr bool kAsan = true;
@@ -96,6 +100,10 @@ ArenaBuffer HugePageArena::map(size_t bytes, bool populate) {
                        bytes);
 }
 
+size_t HugePageArena::populate_pending_bytes() {
+    return g_populate_pending.load();
+}
+
 ArenaBuffer HugePageArena::map_populating(size_t bytes, size_t now_bytes) {
     if (bytes == 0) return {};
     if (kAsan) return ArenaBuffer(bytes);  // written (zeroed) in full already
@@ -116,6 +124,7 @@ ArenaBuffer HugePageArena::map_populating(size_t bytes, size_t now_bytes) {
         }
     }
     if (first < want) {
+        g_populate_pending.fetch_add(want - first);
         std::thread([watch = std::weak_ptr<void>(buf.owner_), data = buf.data_, first, want] {
             // The lowest priority (nice 19, this thread only): zeroing the pool is work for idle
             // cores, and on a machine with few of them it must not slow the weights' load or the
@@ -123,12 +132,15 @@ ArenaBuffer HugePageArena::map_populating(size_t bytes, size_t now_bytes) {
             // mapping's lock at that priority (an mmap elsewhere in the process waits for it).
             (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), 19);
             constexpr size_t kStep = size_t{4} << 20;
-            for (size_t off = first; off < want; off += kStep) {
+            size_t off = first;
+            for (; off < want; off += kStep) {
                 const std::shared_ptr<void> alive = watch.lock();  // the mapping stays meanwhile
-                if (!alive) return;
-                if (::madvise(data + off, std::min(kStep, want - off), MADV_POPULATE_WRITE) != 0)
-                    return;
+                if (!alive) break;
+                const size_t n = std::min(kStep, want - off);
+                if (::madvise(data + off, n, MADV_POPULATE_WRITE) != 0) break;
+                g_populate_pending.fetch_sub(n);
             }
+            if (off < want) g_populate_pending.fetch_sub(want - off);  // given up: nothing pending
         }).detach();
     }
     return buf;

@@ -93,6 +93,10 @@ class HugePageArena {
     // cgroup's room) are an Error up front, so a pool too large for the machine is refused at
     // start, not OOM-killed later.
     static ArenaBuffer map_populating(size_t bytes, size_t now_bytes);
+    // Bytes that map_populating's background threads have still to make resident, process-wide
+    // (0 once every pool is resident, or its thread gave up): the /metrics gauge
+    // warden:memory_populate_pending_bytes, so a memory measurement can wait for a settled RSS.
+    static size_t populate_pending_bytes();
 
     // Bytes of the mappings made so far (address space; only touched pages become resident).
     size_t mapped_bytes() const;
