@@ -21,6 +21,7 @@
 
 #include "kernels/matmul.h"
 #include "kernels/matmul_quant.h"
+#include "small_scales.h"
 #include "tensor/weight_format.h"
 #include "util/huge_page_arena.h"
 #include "util/thread_pool.h"
@@ -54,25 +55,7 @@ static Mat make(const std::string& fmt, int64_t rows, int64_t cols, int64_t ntok
         m.w = kernels::weight_layout(tensor::parse_weight_format(fmt), rows, cols);
         m.buf = weight_bytes(static_cast<size_t>(kernels::quant_packed_bytes(m.w)));
         for (size_t i = 0; i < m.buf.size(); ++i) m.buf.data()[i] = static_cast<uint8_t>(rng());
-        // Valid small scales (f16 0x2000 ~ 0.0078): rewrite every scale slot.
-        const int64_t pb = kernels::quant_panel_bytes(m.w);
-        for (int64_t p = 0; p * 16 < rows; ++p) {
-            uint8_t* panel = m.buf.data() + p * pb;
-            if (m.w.type == tensor::WeightType::Q4) {
-                const int64_t gb = 32 + (m.w.asym ? 32 : 0) + m.w.group * 8;
-                for (int64_t g = 0; g < cols / m.w.group; ++g)
-                    for (int i = 0; i < (m.w.asym ? 32 : 16); ++i) {
-                        const uint16_t s = 0x2000;
-                        std::memcpy(panel + g * gb + 2 * i, &s, 2);
-                    }
-            } else {  // Q8: one scale block per panel, or one per 32-column block (int8-g32)
-                for (int64_t b = 0; b < (m.w.group ? cols / 32 : 1); ++b)
-                    for (int i = 0; i < 16; ++i) {
-                        const uint16_t s = 0x2000;
-                        std::memcpy(panel + b * 544 + 2 * i, &s, 2);
-                    }
-            }
-        }
+        bench::set_small_scales(m.w, m.buf.data());
     }
     m.w.data = m.buf.data();
     m.y.resize(static_cast<size_t>(rows * ntok));

@@ -24,6 +24,7 @@
 #include "kernels/cpu_features.h"
 #include "kernels/matmul.h"
 #include "kernels/matmul_quant.h"
+#include "small_scales.h"
 #include "tensor/weight_format.h"
 
 using namespace warden;
@@ -41,20 +42,7 @@ Mat make(const std::string& fmt, int64_t rows, int64_t cols, std::mt19937& rng) 
     m.w = kernels::weight_layout(tensor::parse_weight_format(fmt), rows, cols);
     m.buf.resize(static_cast<size_t>(kernels::quant_packed_bytes(m.w)));
     for (auto& b : m.buf) b = static_cast<uint8_t>(rng());
-    const int64_t pb = kernels::quant_panel_bytes(m.w);
-    const uint16_t s = 0x2000;
-    for (int64_t p = 0; p * 16 < rows; ++p) {
-        uint8_t* panel = m.buf.data() + p * pb;
-        if (m.w.type == tensor::WeightType::Q4) {
-            const int64_t gb = 32 + (m.w.asym ? 32 : 0) + m.w.group * 8;
-            for (int64_t g = 0; g < cols / m.w.group; ++g)
-                for (int i = 0; i < (m.w.asym ? 32 : 16); ++i)
-                    std::memcpy(panel + g * gb + 2 * i, &s, 2);
-        } else {
-            for (int64_t b = 0; b < (m.w.group ? cols / 32 : 1); ++b)
-                for (int i = 0; i < 16; ++i) std::memcpy(panel + b * 544 + 2 * i, &s, 2);
-        }
-    }
+    bench::set_small_scales(m.w, m.buf.data());
     m.w.data = m.buf.data();
     return m;
 }

@@ -35,6 +35,7 @@
 #include "kernels/decode_tuning.h"
 #include "kernels/matmul.h"
 #include "kernels/matmul_quant.h"
+#include "small_scales.h"
 #include "tensor/weight_format.h"
 #include "util/huge_page_arena.h"
 #include "util/thread_pool.h"
@@ -64,20 +65,7 @@ Mat make(const tensor::WeightFormat& f, int64_t rows, int64_t cols, std::mt19937
         const uint64_t v = rng();
         std::memcpy(m.buf.data() + i, &v, 8);
     }
-    const int64_t pb = kernels::quant_panel_bytes(m.w);
-    const uint16_t s = 0x2000;
-    for (int64_t p = 0; p * 16 < rows; ++p) {
-        uint8_t* panel = m.buf.data() + p * pb;
-        if (m.w.type == tensor::WeightType::Q4) {
-            const int64_t gb = 32 + (m.w.asym ? 32 : 0) + m.w.group * 8;
-            for (int64_t g = 0; g < cols / m.w.group; ++g)
-                for (int i = 0; i < (m.w.asym ? 32 : 16); ++i)
-                    std::memcpy(panel + g * gb + 2 * i, &s, 2);
-        } else {  // Q8: one scale block per panel, or one per 32-column block (int8-g32)
-            for (int64_t b = 0; b < (m.w.group ? cols / 32 : 1); ++b)
-                for (int i = 0; i < 16; ++i) std::memcpy(panel + b * 544 + 2 * i, &s, 2);
-        }
-    }
+    bench::set_small_scales(m.w, m.buf.data());
     m.w.data = m.buf.data();
     m.y.resize(static_cast<size_t>(rows));
     return m;
