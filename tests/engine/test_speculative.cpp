@@ -131,20 +131,63 @@ TEST(SpecNgram, EvidenceIsTheLengthOfTheAgreement) {
 }
 
 TEST(SpecPolicy, EvidenceClassesLearnTheirOwnRate) {
-    spec::EvidenceAcceptance ev;
-    EXPECT_DOUBLE_EQ(ev.estimate(1, 0.6), 0.6);  // nothing measured yet
+    using EA = spec::EvidenceAcceptance;
+    EA ev;
+    // Nothing measured yet: the priors.
+    EXPECT_DOUBLE_EQ(ev.estimate(1).first, EA::kFirstPrior[0]);
+    EXPECT_DOUBLE_EQ(ev.estimate(12).first, EA::kFirstPrior[4]);
+    EXPECT_DOUBLE_EQ(ev.estimate(1).next, EA::kNextPrior);
     for (int i = 0; i < 20; ++i) {
         ev.observe(1, 4, 0);  // one-token matches: always rejected
         ev.observe(7, 4, 4);  // long matches: always kept
     }
-    EXPECT_LT(ev.estimate(1, 0.6), 0.1);
-    EXPECT_GT(ev.estimate(8, 0.6), 0.95);  // 5-8 is one class
-    // One-token drafts that are always kept still raise the estimate towards 1.
-    spec::EvidenceAcceptance one;
+    EXPECT_LT(ev.estimate(1).first, 0.05);
+    EXPECT_GT(ev.estimate(8).first, 0.95);  // 5-8 is one class
+    EXPECT_GT(ev.estimate(8).next, 0.95);   // every token after a kept first one was kept
+    // Classes not verified keep their prior first-token rate.
+    EXPECT_DOUBLE_EQ(ev.estimate(2).first, EA::kFirstPrior[1]);
+    EXPECT_DOUBLE_EQ(ev.estimate(12).first, EA::kFirstPrior[4]);
+    // One-token drafts that are always kept raise the first-token rate towards 1 and leave
+    // the continuation's alone (they say nothing about it).
+    EA one;
     for (int i = 0; i < 20; ++i) one.observe(3, 1, 1);
-    EXPECT_GT(one.estimate(3, 0.6), 0.9);
-    EXPECT_DOUBLE_EQ(ev.estimate(2, 0.6), 0.6);
-    EXPECT_DOUBLE_EQ(ev.estimate(12, 0.6), 0.6);
+    EXPECT_GT(one.estimate(3).first, 0.95);
+    EXPECT_DOUBLE_EQ(one.estimate(3).next, EA::kNextPrior);
+    // Drafts whose first token is kept and whose second is not: continuation rate towards 0.
+    EA cut;
+    for (int i = 0; i < 20; ++i) cut.observe(5, 4, 1);
+    EXPECT_GT(cut.estimate(5).first, 0.95);
+    EXPECT_LT(cut.estimate(5).next, 0.15);
+}
+
+// The depth follows first * next^(i-1) against a row's share of the step, so a draft whose
+// first token is uncertain but whose continuation is sure is drafted long or not at all, where
+// one per-token rate drafts it one token deep.
+TEST(SpecPolicy, DepthSplitsFirstTokenFromContinuation) {
+    spec::SpecConfig cfg;
+    cfg.max_k = 4;
+    spec::StepCostModel cost;
+    // 2.4 ms + 1.4 ms per row: a row is 0.37 of a one-row step (the default model's verify
+    // step on one CPU thread).
+    for (int i = 0; i < 40; ++i) {
+        const int64_t rows = 1 + i % 5;
+        cost.observe(rows, 2.4 + 1.4 * static_cast<double>(rows));
+    }
+    EXPECT_NEAR(cost.row_share(1), 1.4 / 3.8, 0.01);
+    EXPECT_EQ(spec::choose_depth(cfg, 0.6, 0.95, 1, cost), 4);  // 0.6 * 0.95^3 = 0.51 > 0.37
+    EXPECT_EQ(spec::choose_k(cfg, 0.6, 1, cost), 1);              // 0.6^2 = 0.36 < 0.37
+    EXPECT_EQ(spec::choose_depth(cfg, 0.6, 0.7, 1, cost), 2);   // 0.6, 0.42, 0.29
+    EXPECT_EQ(spec::choose_depth(cfg, 0.3, 1.0, 1, cost), 0);   // the first token does not pay
+    EXPECT_EQ(spec::choose_depth(cfg, 0.9, 0.9, 1, cost), 4);
+    // The same rates at 64 rows, where rows are most of the step: none.
+    spec::StepCostModel big;
+    for (int i = 0; i < 64; ++i) {
+        const int64_t rows = 1 + (i * 7) % 64;
+        big.observe(rows, 1.0 + 1.4 * static_cast<double>(rows));
+    }
+    EXPECT_EQ(spec::choose_depth(cfg, 0.9, 0.95, 64, big), 0);
+    cfg.adaptive = false;
+    EXPECT_EQ(spec::choose_depth(cfg, 0.1, 0.1, 64, big), 4);
 }
 
 TEST(SpecPolicy, DraftsLessAsTheBatchGrows) {

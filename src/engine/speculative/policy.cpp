@@ -16,9 +16,12 @@ void StepCostModel::observe(int64_t rows, double ms) {
 }
 
 double StepCostModel::row_share(int64_t rows) const {
-    // Until the steps vary enough in size to fit a slope, assume a weight-bound step where a
-    // row costs 2% of the fixed part (a small model's decode on a few CPU cores).
-    double t0 = 1.0, t_row = 0.02;
+    // Until the steps vary enough in size to fit a slope, assume a row costs half the fixed
+    // part, as the int4 kernels' extra rows do on a CPU core (a one-row step of the default
+    // model is 3.8 ms, each further row 1.4 ms; docs/SPECULATIVE.md). Assuming rows nearly free
+    // made a sequence's first drafts four tokens deep whatever their evidence, so short answers
+    // paid for rejected rows before the fit took over.
+    double t0 = 1.0, t_row = 0.5;
     const double var = sxx_ * w_ - sx_ * sx_;
     if (w_ > 8 && var > 1e-6 * w_ * w_) {
         const double slope = (sxy_ * w_ - sx_ * sy_) / var;
@@ -36,16 +39,20 @@ double StepCostModel::row_share(int64_t rows) const {
 }
 
 int32_t choose_k(const SpecConfig& cfg, double a, int64_t decode_rows, const StepCostModel& cost) {
+    if (a < 0) a = cfg.initial_acceptance;
+    return choose_depth(cfg, a, a, decode_rows, cost);
+}
+
+int32_t choose_depth(const SpecConfig& cfg, double first, double next, int64_t decode_rows,
+                     const StepCostModel& cost) {
     if (cfg.max_k <= 0) return 0;
     if (!cfg.adaptive) return cfg.max_k;
-    if (a < 0) a = cfg.initial_acceptance;
     const double share = cost.row_share(decode_rows);
     int32_t k = 0;
-    double p = 1.0;
-    while (k < cfg.max_k) {
-        p *= a;
-        if (p <= share) break;
+    double p = first;  // the chance that every token up to depth k + 1 is kept
+    while (k < cfg.max_k && p > share) {
         ++k;
+        p *= next;
     }
     return k;
 }
@@ -71,17 +78,27 @@ size_t EvidenceAcceptance::bucket(int32_t evidence) {
     return 4;
 }
 
-double EvidenceAcceptance::estimate(int32_t evidence, double prior) const {
-    const Counts& c = c_[bucket(evidence)];
-    return (c.kept + prior) / (c.kept + c.rejected + 1.0);
+EvidenceAcceptance::Estimate EvidenceAcceptance::estimate(int32_t evidence) const {
+    const size_t b = bucket(evidence);
+    const First& f = first_[b];
+    Estimate e;
+    e.first = (f.kept + kFirstPrior[b]) / (f.tried + 1.0);
+    e.next = (next_kept_ + kNextPrior) / (next_kept_ + next_rejected_ + 1.0);
+    return e;
 }
 
 void EvidenceAcceptance::observe(int32_t evidence, int64_t n_proposed, int64_t n_accepted) {
     if (n_proposed <= 0) return;
-    constexpr double kDecay = 0.95;  // about the class's last 20 verifications
-    Counts& c = c_[bucket(evidence)];
-    c.kept = c.kept * kDecay + static_cast<double>(n_accepted);
-    c.rejected = c.rejected * kDecay + (n_accepted < n_proposed ? 1.0 : 0.0);
+    // About the last 10 verifications: the text a sequence copies changes within a few
+    // sentences (a quote ends, a summary leaves its source).
+    constexpr double kDecay = 0.9;
+    First& f = first_[bucket(evidence)];
+    f.kept = f.kept * kDecay + (n_accepted > 0 ? 1.0 : 0.0);
+    f.tried = f.tried * kDecay + 1.0;
+    if (n_accepted > 0 && n_proposed > 1) {
+        next_kept_ = next_kept_ * kDecay + static_cast<double>(n_accepted - 1);
+        next_rejected_ = next_rejected_ * kDecay + (n_accepted < n_proposed ? 1.0 : 0.0);
+    }
 }
 
 }  // namespace warden::engine::speculative

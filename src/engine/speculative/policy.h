@@ -64,26 +64,43 @@ double fold_acceptance(double estimate, int64_t n_proposed, int64_t n_accepted);
 // Folds one verification into the sequence's acceptance estimate.
 void update_acceptance(SeqState& st, int64_t n_proposed, int64_t n_accepted);
 
-// Per-token acceptance by the proposer's evidence (DraftRequest::evidence), measured over all
-// sequences: for prompt lookup, a draft found from a one-token match is rarely kept and one
-// continuing a match of three tokens or more nearly always (quoted text), whatever the
-// sequence's recent record, so each draft is sized by the rate of its evidence class.
-// The rate is the censored geometric estimate kept / (kept + rejections) over the class's recent
-// verifications (a fully kept draft counts its tokens and no rejection), so short drafts that
-// are always kept drive it towards 1 and let the drafts grow.
+// A draft's acceptance as two rates: `first`, that its first token is kept, and `next`, that a
+// later token is kept given every token before it was. Depth i is drafted while
+// first * next^(i-1) > B * t_row / T(B). Prompt lookup needs the split: its first token is the
+// risky one (the output may leave the quoted text at any token), while the tokens after a kept
+// one nearly always follow (a draft continues a quote), so one per-token rate a with a^i
+// under-drafts the quotes it pays on and over-drafts guesses.
+int32_t choose_depth(const SpecConfig& cfg, double first, double next, int64_t decode_rows,
+                     const StepCostModel& cost);
+
+// Acceptance by the proposer's evidence (DraftRequest::evidence), measured over all sequences:
+// for prompt lookup, a draft found from a one-token match is rarely kept and one continuing a
+// match of three tokens or more nearly always (quoted text), whatever the sequence's recent
+// record, so each draft is sized by its evidence class. `first` is measured per class (1, 2,
+// 3-4, 5-8, 9+ matched tokens) as kept / tried over the class's recent verifications; `next`
+// over all classes as kept / (kept + rejections) of the tokens after a kept first one (a fully
+// kept draft counts its tokens and no rejection, so always-kept drafts drive it towards 1 and
+// let the drafts grow). Both start from a prior weighted as one verification.
 class EvidenceAcceptance {
   public:
-    // The estimate for drafts with this evidence; `prior` (weighted as one token) blends in
-    // while few of its class have been verified.
-    double estimate(int32_t evidence, double prior) const;
+    struct Estimate {
+        double first = 0, next = 0;
+    };
+    Estimate estimate(int32_t evidence) const;
     void observe(int32_t evidence, int64_t n_proposed, int64_t n_accepted);
+
+    // The priors: first-token acceptance by class (measured on the grounded prompts of
+    // bench/spec_bench.py) and the continuation's.
+    static constexpr std::array<double, 5> kFirstPrior{0.2, 0.5, 0.7, 0.85, 0.9};
+    static constexpr double kNextPrior = 0.8;
 
   private:
     static size_t bucket(int32_t evidence);  // 1, 2, 3-4, 5-8, 9 and more
-    struct Counts {
-        double kept = 0, rejected = 0;  // exponentially decayed per verification
+    struct First {
+        double kept = 0, tried = 0;  // exponentially decayed per verification
     };
-    std::array<Counts, 5> c_{};
+    std::array<First, 5> first_{};
+    double next_kept_ = 0, next_rejected_ = 0;
 };
 
 }  // namespace warden::engine::speculative

@@ -88,9 +88,8 @@ void Scheduler::propose_drafts() {
                     std::string("speculative: proposer ") + proposer_->name() +
                         " returned a malformed draft");
         if (by_evidence && !r.draft.empty()) {
-            const double a = spec_evidence_.estimate(
-                r.evidence, s.spec.acceptance < 0 ? spec_.initial_acceptance : s.spec.acceptance);
-            int64_t keep = speculative::choose_k(spec_, a, decoding, step_cost_);
+            const auto a = spec_evidence_.estimate(r.evidence);
+            int64_t keep = speculative::choose_depth(spec_, a.first, a.next, decoding, step_cost_);
             if (keep == 0 && ++s.spec.idle_steps >= 16) keep = 1;  // probe the class now and then
             if (static_cast<int64_t>(r.draft.size()) > keep) {
                 r.draft.resize(static_cast<size_t>(keep));
@@ -178,13 +177,13 @@ void Scheduler::accept_verified(Seq& s, const StepSeq& ss, const std::vector<flo
         s.spec.rng.seed(s.req.sampling.seed ^ 0x9e3779b97f4a7c15ULL);
         s.spec.seeded = true;
     }
-    std::vector<float> row, work;
+    std::vector<float> work;
     int64_t accepted = 0;
     // Counted before any token is delivered: finishing hands the result over.
     s.res.timing.spec_proposed += n_draft;
     for (int64_t j = 0; j < n_in && !s.finished; ++j) {
-        row.assign(logits.begin() + j * vocab, logits.begin() + (j + 1) * vocab);
-        work = row;
+        const std::span<const float> row(logits.data() + j * vocab, static_cast<size_t>(vocab));
+        work.assign(row.begin(), row.end());
         apply_logit_processors(s.req, s.generated(), work);
         int32_t tok = 0;
         bool keep = false;
