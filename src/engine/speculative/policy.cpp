@@ -5,34 +5,57 @@
 
 namespace warden::engine::speculative {
 
+void StepCostModel::add(double rows, double ms, double weight) {
+    w_ += weight;
+    sx_ += weight * rows;
+    sy_ += weight * ms;
+    sxx_ += weight * rows * rows;
+    sxy_ += weight * rows * ms;
+}
+
 void StepCostModel::observe(int64_t rows, double ms) {
     constexpr double kDecay = 0.98;  // about the last 50 steps
     const auto x = static_cast<double>(rows);
-    w_ = w_ * kDecay + 1.0;
-    sx_ = sx_ * kDecay + x;
-    sy_ = sy_ * kDecay + ms;
-    sxx_ = sxx_ * kDecay + x * x;
-    sxy_ = sxy_ * kDecay + x * ms;
+    if (w_ == 0 && ms > 0) {
+        // The prior, scaled to the first step, as kPriorWeight steps of 1 and of 5 rows: they
+        // fade with the measured steps, so a shared machine's first few cannot fit a slope near
+        // zero or one and size the drafts by it.
+        const double t0 = ms / (1.0 + kPriorRow * x);
+        add(1, t0 * (1.0 + kPriorRow), kPriorWeight);
+        add(5, t0 * (1.0 + 5 * kPriorRow), kPriorWeight);
+    }
+    // A step the machine's other work preempted reads as several times its cost: each step
+    // moves the fit by at most a factor of two from what it predicts.
+    double t0 = 0, t_row = 0;
+    if (fit(t0, t_row)) {
+        const double predicted = t0 + t_row * x;
+        ms = std::clamp(ms, 0.5 * predicted, 2.0 * predicted);
+    }
+    w_ *= kDecay;
+    sx_ *= kDecay;
+    sy_ *= kDecay;
+    sxx_ *= kDecay;
+    sxy_ *= kDecay;
+    add(x, ms, 1.0);
+}
+
+bool StepCostModel::fit(double& t0, double& t_row) const {
+    const double var = sxx_ * w_ - sx_ * sx_;
+    if (w_ <= 0 || var <= 1e-6 * w_ * w_) return false;
+    const double slope = (sxy_ * w_ - sx_ * sy_) / var;
+    if (slope <= 0) return false;
+    // A noisy fit can put the intercept near zero, which would read every row as the whole
+    // cost: the fixed part is taken as at least a fifth of the mean step.
+    t_row = slope;
+    t0 = std::max((sy_ - slope * sx_) / w_, 0.2 * sy_ / w_);
+    return true;
 }
 
 double StepCostModel::row_share(int64_t rows) const {
-    // Until the steps vary enough in size to fit a slope, assume a row costs half the fixed
-    // part, as the int4 kernels' extra rows do on a CPU core (a one-row step of the default
-    // model is 3.8 ms, each further row 1.4 ms; docs/SPECULATIVE.md). Assuming rows nearly free
-    // made a sequence's first drafts four tokens deep whatever their evidence, so short answers
-    // paid for rejected rows before the fit took over.
-    double t0 = 1.0, t_row = 0.5;
-    const double var = sxx_ * w_ - sx_ * sx_;
-    if (w_ > 8 && var > 1e-6 * w_ * w_) {
-        const double slope = (sxy_ * w_ - sx_ * sy_) / var;
-        const double icpt = (sy_ - slope * sx_) / w_;
-        // A noisy fit (a shared machine) can put the intercept near zero, which would read
-        // every row as the whole cost: the fixed part is taken as at least a fifth of the mean
-        // step.
-        if (slope > 0) {
-            t_row = slope;
-            t0 = std::max(icpt, 0.2 * sy_ / w_);
-        }
+    double t0 = 1.0, t_row = kPriorRow;
+    if (!fit(t0, t_row)) {
+        t0 = 1.0;
+        t_row = kPriorRow;
     }
     const auto b = static_cast<double>(std::max<int64_t>(rows, 1));
     return b * t_row / (t0 + b * t_row);

@@ -49,7 +49,16 @@ class StepCostModel {
     // t_row / T(B) * B: the fraction of a B-row step's time its rows cost (in (0, 1)).
     double row_share(int64_t rows) const;
 
+    // Before the steps are measured, a row is taken to cost half the fixed part, as the int4
+    // kernels' extra rows do on a CPU core (a one-row step of the default model is 3.8 ms, each
+    // further row 1.4 ms; docs/SPECULATIVE.md). Assuming rows nearly free made a sequence's
+    // first drafts four tokens deep whatever their evidence.
+    static constexpr double kPriorRow = 0.5;
+    static constexpr double kPriorWeight = 4.0;  // steps, at each of two sizes
+
   private:
+    void add(double rows, double ms, double weight);
+    bool fit(double& t0, double& t_row) const;  // false: too few or too alike steps
     double w_ = 0, sx_ = 0, sy_ = 0, sxx_ = 0, sxy_ = 0;
 };
 
