@@ -299,8 +299,8 @@ def main():
         dec_base = f"http://127.0.0.1:{dec.match.group(1)}"
         # With --pin the router and this load generator share the prefill server's CPU: in a
         # fleet they run on other hosts, and the decode server's CPU is its own.
-        router = Proc([*pinned(a, "prefill"), a.warden, "router", "--port", "0", "--decode", dec_base, "--prefill",
-                       pre_base], r"http://127\.0\.0\.1:(\d+)")
+        router = Proc([*pinned(a, "prefill"), a.warden, "router", "--port", "0", "--decode",
+                       dec_base, "--prefill", pre_base], r"http://127\.0\.0\.1:(\d+)")
         procs.append(router)
         setups = {"colocated": f"http://127.0.0.1:{colo.match.group(1)}",
                   "split": f"http://127.0.0.1:{router.match.group(1)}"}
@@ -308,7 +308,8 @@ def main():
         for base in setups.values():  # warm up both (first-request costs)
             stream_one(base, model, "warm up", 4)
         res = {k: {"itl": [], "short_ttft": [], "long_ttft": [], "short_tokens": 0,
-                   "seconds": 0.0, "errors": 0, "trace_short": [], "trace_long": []} for k in setups}
+                   "seconds": 0.0, "errors": 0, "trace_short": [], "trace_long": []}
+               for k in setups}
         b0 = metric(dec_base, "warden_kv_transfer_bytes_total")
         f0 = metric(dec_base, "warden_kv_page_fetch_seconds_total")
         all_cpus = os.sched_getaffinity(0)
