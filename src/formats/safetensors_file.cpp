@@ -256,6 +256,13 @@ void SafetensorsModel::add_file(const std::string& path) {
     files_.push_back(std::move(file));
 }
 
+std::vector<std::string> SafetensorsModel::file_paths() const {
+    std::vector<std::string> out;
+    out.reserve(files_.size());
+    for (const auto& f : files_) out.push_back(f->path());
+    return out;
+}
+
 const SafetensorsTensor* SafetensorsModel::find(const std::string& name) const {
     auto it = index_.find(name);
     return it == index_.end() ? nullptr : &tensors_[it->second];

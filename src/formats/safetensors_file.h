@@ -34,6 +34,8 @@ class SafetensorsModel {
     const std::vector<SafetensorsTensor>& tensors() const { return tensors_; }
     // "__metadata__" string map of the first file (may be empty).
     const std::map<std::string, std::string>& metadata() const { return metadata_; }
+    // The files the tensors lie in, in the order they were opened.
+    std::vector<std::string> file_paths() const;
 
   private:
     SafetensorsModel() = default;

@@ -31,6 +31,7 @@
 #include "util/error.h"
 #include "util/huge_page_arena.h"
 #include "util/json_file.h"
+#include "util/mapped_file.h"
 #include "util/phase_timer.h"
 
 namespace warden::model {
@@ -478,6 +479,7 @@ std::unique_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
     m->weights_format =
         opts.weights ? tensor::weight_format_name(*opts.weights) : runtime_dtype_name(opts.dtype);
     util::PhaseTimer timer("load");
+    if (opts.load_weights) util::prefetch_in_background(path);  // every block is read below
     m->gguf = std::make_shared<formats::GGUFFile>(path);
     const formats::GGUFFile& g = *m->gguf;
     timer.mark("gguf parse");
@@ -617,6 +619,8 @@ std::unique_ptr<Model> load_hf_dir(const std::string& dir, const LoadOptions& op
     m->safetensors =
         std::make_shared<formats::SafetensorsModel>(formats::SafetensorsModel::open_dir(dir));
     const formats::SafetensorsModel& st = *m->safetensors;
+    if (opts.load_weights)
+        for (const auto& f : st.file_paths()) util::prefetch_in_background(f);
     std::vector<formats::SourceTensor> all;
     for (const auto& t : st.tensors()) {
         // Count every tensor, even of dtypes the loader cannot convert. A compressed-tensors

@@ -16,6 +16,11 @@
 
 namespace warden::server {
 
+std::shared_ptr<const constrain::Vocabulary> ModelInfo::vocabulary() const {
+    if (vocab.valid()) return vocab.get();
+    return std::make_shared<const constrain::Vocabulary>(*tok);
+}
+
 namespace {
 
 using json = nlohmann::json;
@@ -224,7 +229,7 @@ CompletionRequest parse_request(const json& b, bool chat, const ModelInfo& m) {
         if (!b.contains("messages")) bad("messages", "'messages' is required");
         parse_tool_fields(b, m, r.chat_output);
         if (r.chat_output.tool_required) {
-            auto vocab = m.vocab ? m.vocab : std::make_shared<const constrain::Vocabulary>(*m.tok);
+            auto vocab = m.vocabulary();
             r.grammar =
                 constrain::compile(tool_call_grammar(r.chat_output.tool_parser, r.chat_output.tools,
                                                      r.chat_output.tool_choice_name,

@@ -4,6 +4,7 @@
 // every field warden does not implement (field_allowlist.h): nothing is silently ignored.
 #include <algorithm>
 #include <cstdint>
+#include <future>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -33,8 +34,11 @@ struct ModelInfo {
     std::string chat_template_source;                   // for /tokenizer_info ("" if none)
     std::string tool_parser;                            // chat_output/ tool-call format; "": none
     std::string reasoning_parser;                       // chat_output/ reasoning format; "": none
-    // The tokenizer's token bytes for structured outputs (Api builds it when left null).
-    std::shared_ptr<const constrain::Vocabulary> vocab;
+    // The tokenizer's token bytes for structured outputs. Api starts building them on a
+    // background thread when none were given, so the server listens without waiting for them;
+    // vocabulary() waits for them (the first structured request only, and only at start-up).
+    std::shared_future<std::shared_ptr<const constrain::Vocabulary>> vocab;
+    std::shared_ptr<const constrain::Vocabulary> vocabulary() const;
 };
 
 struct CompletionRequest {

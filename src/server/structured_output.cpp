@@ -168,7 +168,7 @@ std::shared_ptr<const constrain::CompiledGrammar> parse_structured_output(const 
                           "' both constrain the output; "
                           "give only one");
     if (!g) return nullptr;
-    auto vocab = m.vocab ? m.vocab : std::make_shared<const constrain::Vocabulary>(*m.tok);
+    auto vocab = m.vocabulary();
     try {
         return constrain::compile(*g, vocab);
     } catch (const SpecError& e) {

@@ -7,6 +7,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <system_error>
+#include <thread>
 #include <utility>
 
 #include "util/error.h"
@@ -56,6 +58,18 @@ MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
         size_ = std::exchange(other.size_, 0);
     }
     return *this;
+}
+
+void prefetch_in_background(const std::string& path) {
+    try {
+        std::thread([path] {
+            const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+            if (fd < 0) return;
+            (void)::posix_fadvise(fd, 0, 0, POSIX_FADV_WILLNEED);
+            ::close(fd);
+        }).detach();
+    } catch (const std::system_error&) {  // no thread to spare: the mapping's faults read it
+    }
 }
 
 }  // namespace warden::util
