@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "formats/compressed_tensors.h"
+#include "formats/fp8_block.h"
 #include "formats/gguf_file.h"
 #include "formats/safetensors_file.h"
 #include "tensor/float_convert.h"
@@ -48,6 +49,10 @@ void SourceTensor::row_to_f32(int64_t r, float* out) const {
     const int64_t n = row_len();
     if (ct) {
         ct->dequant_row(r, out);
+        return;
+    }
+    if (fp8) {
+        fp8->dequant_row(r, out);
         return;
     }
     if (is_ggml) {
