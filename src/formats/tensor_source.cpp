@@ -45,6 +45,12 @@ int64_t SourceTensor::n_elements() const {
     return n;
 }
 
+const uint8_t* SourceTensor::bf16_rows() const {
+    if (ct || fp8) return nullptr;
+    const bool bf16 = is_ggml ? ggml_type == tensor::GgmlType::BF16 : st_dtype == "BF16";
+    return bf16 ? data : nullptr;
+}
+
 void SourceTensor::row_to_f32(int64_t r, float* out) const {
     const int64_t n = row_len();
     if (ct) {

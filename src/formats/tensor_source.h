@@ -35,6 +35,8 @@ struct SourceTensor {
     int64_t n_elements() const;
     int64_t row_len() const { return dims.back(); }
     int64_t n_rows() const { return n_elements() / row_len(); }
+    // The stored rows when they are plain row-major bf16 (safetensors BF16, GGUF BF16), else null.
+    const uint8_t* bf16_rows() const;
     // Converts row r (of row_len() elements) to f32.
     void row_to_f32(int64_t r, float* out) const;
 };
