@@ -400,6 +400,26 @@ void tile_op(int op, int c_rows, int c_colsb, int a_colsb, const void* a, int64_
     Backend::release();
 }
 
+// f.template operator()<G>() for G = g (0..3), a tile number known at compile time: the tile
+// instructions name their registers as immediates, so a loop over accumulator tiles dispatches.
+template <class F>
+inline void with_group(int g, F&& f) {
+    switch (g) {
+        case 0:
+            f.template operator()<0>();
+            break;
+        case 1:
+            f.template operator()<1>();
+            break;
+        case 2:
+            f.template operator()<2>();
+            break;
+        default:
+            f.template operator()<3>();
+            break;
+    }
+}
+
 // The backend a kernel file compiles against: the software model in its emulated build (the
 // tests, on any CPU), the instructions otherwise.
 #if defined(WARDEN_AMX_EMULATE)

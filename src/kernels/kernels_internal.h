@@ -70,12 +70,12 @@ struct QuantArgs {
     int64_t n;
     float* y;
     int64_t ldy;
-    // W4A8 and Q5_0 / Q5_1: the calling thread's scratch (32-byte aligned), where the kernel
-    // unpacks each panel's (W4A8: 16 * cols bytes) or row's codes to bytes once for all its token
-    // passes; null: read the blocks in place. Never shared between threads. Set by matmul.cpp's
-    // run_rows when it pays. Q5_0 / Q5_1 (nb = cols / 32, nbp = nb rounded up to 8):
-    // codes[32 * nbp] bytes, d[nbp] and m[nbp] f32, then, at 8 tokens or more, the transposed
-    // activations of kQ5UnpackTokens tokens: kQ5UnpackTokens * cols bytes, xd and xs
+    // W4A8 and Q5_0 / Q5_1 / IQ4_NL: the calling thread's scratch (32-byte aligned), where the
+    // kernel unpacks each panel's (W4A8: 16 * cols bytes) or row's codes to bytes once for all its
+    // token passes; null: read the blocks in place. Never shared between threads. Set by
+    // matmul.cpp's run_rows when it pays. Q5_0 / Q5_1 / IQ4_NL (nb = cols / 32, nbp = nb rounded up
+    // to 8): codes[32 * nbp] bytes, d[nbp] and m[nbp] f32, then, at 8 tokens or more, the
+    // transposed activations of kQ5UnpackTokens tokens: kQ5UnpackTokens * cols bytes, xd and xs
     // (kQ5UnpackTokens * nb f32 and int32): kq5_unpack_bytes.
     uint8_t* unpack = nullptr;
     // FP8 at one token (n == 1): x * 2^120, when every element of it is finite (each |x| < 2^8);
@@ -94,7 +94,7 @@ struct QuantArgs {
 constexpr int kQuantKindQ4K = 3, kQuantKindQ5K = 4, kQuantKindQ6K = 5, kQuantKindQ5_0 = 6,
               kQuantKindQ5_1 = 7, kQuantKindQ2K = 8, kQuantKindQ3K = 9, kQuantKindIQ4NL = 10,
               kQuantKindIQ4XS = 11;
-// Tokens whose activations one Q5_0 / Q5_1 row pass reads in the transposed layout.
+// Tokens whose activations one Q5_0 / Q5_1 / IQ4_NL row pass reads in the transposed layout.
 constexpr int64_t kQ5UnpackTokens = 64;
 // Per kind - kQuantKindQ4K: weights and bytes of one block (a 256-weight super-block or a 32-weight
 // block).

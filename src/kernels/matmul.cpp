@@ -196,7 +196,7 @@ uint8_t* unpack_scratch(int64_t bytes) {
     return buf.data() + ((32 - addr % 32) % 32);
 }
 
-// Bytes of the Q5_0 / Q5_1 unpack scratch over n tokens (detail::QuantArgs::unpack).
+// Bytes of the Q5_0 / Q5_1 / IQ4_NL unpack scratch over n tokens (detail::QuantArgs::unpack).
 int64_t kq5_unpack_bytes(int64_t cols, int64_t n) {
     const int64_t nb = cols / 32, nbp = (nb + 7) / 8 * 8;
     return 40 * nbp + (n >= 8 ? detail::kQ5UnpackTokens * (cols + 8 * nb) : 0);
@@ -211,9 +211,10 @@ void run_rows(const detail::MatmulTable& t, const WeightMatrix& w, const float* 
             static_cast<const uint8_t*>(w.tiles), w.rows, w.cols, sx.hi, sx.lo, n, y, w.rows};
         bf16_tile_kernel(t)(a, r0, r1);
     } else if (is_quant(w)) {
-        // Q5_0 / Q5_1 at any token count: the SIMD kernels unpack each row once into it (the
-        // scalar one ignores it).
-        const bool q5 = qa.kind == detail::kQuantKindQ5_0 || qa.kind == detail::kQuantKindQ5_1;
+        // Q5_0 / Q5_1 / IQ4_NL at any token count: the SIMD kernels unpack each row once into it
+        // (the scalar one ignores it, and the AVX2 one for IQ4_NL).
+        const bool q5 = qa.kind == detail::kQuantKindQ5_0 || qa.kind == detail::kQuantKindQ5_1 ||
+                        qa.kind == detail::kQuantKindIQ4NL;
         if ((t.quant_uses_unpack && qa.kind == 0 && !qa.act_f32 && n >= kQ4UnpackMinTokens) || q5) {
             detail::QuantArgs q = qa;
             q.unpack = unpack_scratch(q5 ? kq5_unpack_bytes(w.cols, n) : w.cols * kPanelRows);

@@ -25,31 +25,13 @@ namespace warden::kernels::detail {
 namespace {
 
 using Tiles = amx::Tiles;
+using amx::with_group;
 
 constexpr int64_t kNr = 16;                // tokens per A/C tile, rows per panel
 constexpr int kGroups = 4;                 // token groups (C tiles) per chunk
 constexpr int64_t kChunk = kGroups * kNr;  // tokens per chunk
 constexpr int64_t kTileK = 32, kTileBytes = 1024;
 constexpr int kTileHi = 4, kTileLo = 5, kTileB = 6;
-
-// f.template operator()<G>() for G = g, a tile number known at compile time.
-template <class F>
-inline void with_group(int g, F&& f) {
-    switch (g) {
-        case 0:
-            f.template operator()<0>();
-            break;
-        case 1:
-            f.template operator()<1>();
-            break;
-        case 2:
-            f.template operator()<2>();
-            break;
-        default:
-            f.template operator()<3>();
-            break;
-    }
-}
 
 void gemm(const Bf16TileArgs& a, int64_t r0, int64_t r1) {
     const int64_t kb = (a.cols + kTileK - 1) / kTileK;

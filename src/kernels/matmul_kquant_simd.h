@@ -373,16 +373,33 @@ float kq_row_b32(const uint8_t* row, int64_t nb, const int8_t* xq, const float* 
 // one token it also replaces the scalar tail of kq_row_b32. The float steps are the contract's,
 // lane b % 8 for block b, so every token's result is the one it gets alone.
 
-// Row r's blocks -> codes[32b + l] = weight l's code (0..31), d[b] (and m[b], Q5_1) as f32, for b
-// < nb; blocks nb..nbp-1 (nbp: nb rounded up to 8) zero codes and scales.
-template <bool kQ51>
+// IQ4_NL rows take the same path where the sums are formed with vpdpbusd (KQ_VNNI): a code is
+// stored as kv + 128 (1..241, unsigned), and 128 * xs is taken off the block's sum, leaving
+// sum kv*xq exactly. (maddubs would saturate its int16 pair sums on such codes.)
+template <int kKind>
+constexpr bool kKqUnpacks = kKind == kQuantKindQ5_0 || kKind == kQuantKindQ5_1 ||
+                            (kKind == kQuantKindIQ4NL && KQ_VNNI);
+
+// Bytes per 32-block of the unpacked kinds.
+template <int kKind>
+constexpr int64_t kKqB32Bytes = kKind == kQuantKindIQ4NL ? 18 : (kKind == kQuantKindQ5_1 ? 24 : 22);
+
+// Row r's blocks -> codes[32b + l] = weight l's code (Q5: 0..31; IQ4_NL: kv + 128), d[b] (and
+// m[b], Q5_1) as f32, for b < nb; blocks nb..nbp-1 (nbp: nb rounded up to 8) zero codes and
+// scales.
+template <int kKind>
 void kq_unpack_b5(const uint8_t* row, int64_t nb, uint8_t* codes, float* d, float* m) {
-    constexpr int64_t bb = kQ51 ? 24 : 22;
+    constexpr bool kQ51 = kKind == kQuantKindQ5_1, kIq4 = kKind == kQuantKindIQ4NL;
+    constexpr int64_t bb = kKqB32Bytes<kKind>;
+    const KQI tbl = kq_iq4_table(), top = KQ(mm256_set1_epi8)(static_cast<char>(0x80));
     int64_t b = 0;
     for (; b < nb; ++b) {
         const uint8_t* blk = row + b * bb;
         const uint8_t* qh = blk + (kQ51 ? 4 : 2);
-        KQ(mm256_store_si256)(reinterpret_cast<KQI*>(codes + 32 * b), kq_codes_b5(qh));
+        const KQI c =
+            kIq4 ? KQ(mm256_xor_si256)(KQ(mm256_shuffle_epi8)(tbl, kq_nibbles32(blk + 2)), top)
+                 : kq_codes_b5(qh);
+        KQ(mm256_store_si256)(reinterpret_cast<KQI*>(codes + 32 * b), c);
         if constexpr (kQ51)
             kq_scales_f16(blk, d[b], m[b]);
         else
@@ -398,19 +415,20 @@ void kq_unpack_b5(const uint8_t* row, int64_t nb, uint8_t* codes, float* d, floa
 // The float steps of eight blocks [b, b + 8) of one token: sums[j] = sum q*xq of block b + j;
 // xdv, xsv that token's xd, xs of the blocks (zero for the padding blocks of a row's last group,
 // whose codes and scales are zero too, so their steps add exactly 0 to their lanes).
-template <bool kQ51>
+template <int kKind>
 inline void kq_step_b5(KqAcc& acc, KQI sums, KQF xdv, KQI xsv, const float* d, const float* m) {
     const KQF dx = KQ(mm256_mul_ps)(KQ(mm256_load_ps)(d), xdv);
-    if constexpr (kQ51) {
+    if constexpr (kKind == kQuantKindQ5_1) {
         acc.step_lanes(sums, dx);
         acc.step_lanes(xsv, KQ(mm256_mul_ps)(KQ(mm256_load_ps)(m), xdv));
     } else {
-        acc.step_lanes(KQ(mm256_sub_epi32)(sums, KQ(mm256_slli_epi32)(xsv, 4)), dx);
+        constexpr int kShift = kKind == kQuantKindIQ4NL ? 7 : 4;  // codes offset by 128 or 16
+        acc.step_lanes(KQ(mm256_sub_epi32)(sums, KQ(mm256_slli_epi32)(xsv, kShift)), dx);
     }
 }
 
 // One unpacked row (kq_unpack_b5) against one token's activations.
-template <bool kQ51>
+template <int kKind>
 float kq_dot_b5(const uint8_t* codes, const float* d, const float* m, int64_t nb, const int8_t* xq,
                 const float* xd, const int32_t* xs) {
     KqAcc acc;
@@ -419,8 +437,8 @@ float kq_dot_b5(const uint8_t* codes, const float* d, const float* m, int64_t nb
         KQI v[8];
         for (int j = 0; j < 8; ++j)
             v[j] = kq_dot(kq_load(codes + 32 * (b + j)), kq_load(xq + 32 * (b + j)));
-        kq_step_b5<kQ51>(acc, kq_hsum8(v), KQ(mm256_loadu_ps)(xd + b), kq_load(xs + b), d + b,
-                         m + b);
+        kq_step_b5<kKind>(acc, kq_hsum8(v), KQ(mm256_loadu_ps)(xd + b), kq_load(xs + b), d + b,
+                          m + b);
     }
     if (b < nb) {  // the last nb % 8 blocks, lanes past them zero
         const int64_t left = nb - b;
@@ -434,8 +452,8 @@ float kq_dot_b5(const uint8_t* codes, const float* d, const float* m, int64_t nb
         alignas(32) int32_t xs_tail[8] = {};
         std::copy_n(xd + b, left, xd_tail);
         std::copy_n(xs + b, left, xs_tail);
-        kq_step_b5<kQ51>(acc, kq_hsum8(v), KQ(mm256_load_ps)(xd_tail), kq_load(xs_tail), d + b,
-                         m + b);
+        kq_step_b5<kKind>(acc, kq_hsum8(v), KQ(mm256_load_ps)(xd_tail), kq_load(xs_tail), d + b,
+                          m + b);
     }
     return acc.reduce();
 }
@@ -518,7 +536,7 @@ inline KQI kq_block_x8(const uint8_t* cw, const int8_t* xt) {
 
 // One unpacked row against eight tokens: xt, xdt, xst their transposed activations, xd and xs
 // of block b at 8b + t. y[t] = token t's output.
-template <bool kQ51>
+template <int kKind>
 void kq_rows_x8(const uint8_t* codes, const float* d, const float* m, int64_t nb, const int8_t* xt,
                 const float* xdt, const int32_t* xst, float* y) {
     KQF acc[8];
@@ -531,12 +549,13 @@ void kq_rows_x8(const uint8_t* codes, const float* d, const float* m, int64_t nb
             const KQF xdv = KQ(mm256_load_ps)(xdt + 8 * b);
             const KQI xsv = kq_load(xst + 8 * b);
             const KQF dx = KQ(mm256_mul_ps)(KQ(mm256_set1_ps)(d[b]), xdv);
-            if constexpr (kQ51) {
+            if constexpr (kKind == kQuantKindQ5_1) {
                 acc[j] = kq_fma(KQ(mm256_cvtepi32_ps)(i), dx, acc[j]);
                 acc[j] = kq_fma(KQ(mm256_cvtepi32_ps)(xsv),
                                 KQ(mm256_mul_ps)(KQ(mm256_set1_ps)(m[b]), xdv), acc[j]);
             } else {
-                i = KQ(mm256_sub_epi32)(i, KQ(mm256_slli_epi32)(xsv, 4));
+                constexpr int kShift = kKind == kQuantKindIQ4NL ? 7 : 4;
+                i = KQ(mm256_sub_epi32)(i, KQ(mm256_slli_epi32)(xsv, kShift));
                 acc[j] = kq_fma(KQ(mm256_cvtepi32_ps)(i), dx, acc[j]);
             }
         }
@@ -548,10 +567,11 @@ void kq_rows_x8(const uint8_t* codes, const float* d, const float* m, int64_t nb
 
 // Rows [r0, r1) of Q5_0 / Q5_1, each unpacked once into `scratch` (QuantArgs::unpack) per up to
 // kQ5UnpackTokens tokens: whole groups of eight tokens by kq_rows_x8, the rest token by token.
-template <bool kQ51>
+template <int kKind>
 void kq_matmul_b5(const QuantArgs& a, int64_t r0, int64_t r1, uint8_t* scratch) {
+    static_assert(kKqUnpacks<kKind>);
     const int64_t nb = a.cols / 32, nbp = (nb + 7) / 8 * 8;
-    const int64_t row_bytes = nb * (kQ51 ? 24 : 22);
+    const int64_t row_bytes = nb * kKqB32Bytes<kKind>;
     uint8_t* codes = scratch;
     float* d = reinterpret_cast<float*>(scratch + 32 * nbp);
     float* m = d + nbp;
@@ -571,21 +591,21 @@ void kq_matmul_b5(const QuantArgs& a, int64_t r0, int64_t r1, uint8_t* scratch) 
                 }
             }
         for (int64_t r = r0; r < r1; ++r) {
-            kq_unpack_b5<kQ51>(a.data + r * row_bytes, nb, codes, d, m);
+            kq_unpack_b5<kKind>(a.data + r * row_bytes, nb, codes, d, m);
             for (int64_t g = 0; g < ng; ++g) {
                 alignas(32) float y[8];
-                kq_rows_x8<kQ51>(codes, d, m, nb, xt + 256 * nb * g, xdt + 8 * nb * g,
-                                 xst + 8 * nb * g, y);
+                kq_rows_x8<kKind>(codes, d, m, nb, xt + 256 * nb * g, xdt + 8 * nb * g,
+                                  xst + 8 * nb * g, y);
                 for (int64_t k = 0; k < 8; ++k) a.y[(t0 + 8 * g + k) * a.ldy + r] = y[k];
             }
         }
     }
     if (n8 == a.n) return;
     for (int64_t r = r0; r < r1; ++r) {
-        kq_unpack_b5<kQ51>(a.data + r * row_bytes, nb, codes, d, m);
+        kq_unpack_b5<kKind>(a.data + r * row_bytes, nb, codes, d, m);
         for (int64_t t = n8; t < a.n; ++t)
             a.y[t * a.ldy + r] =
-                kq_dot_b5<kQ51>(codes, d, m, nb, a.xq + t * a.cols, a.xd + t * nb, a.xs + t * nb);
+                kq_dot_b5<kKind>(codes, d, m, nb, a.xq + t * a.cols, a.xd + t * nb, a.xs + t * nb);
     }
 }
 
@@ -689,12 +709,19 @@ float kq_row_q3k(const uint8_t* row, int64_t nsb, const int8_t* xq, const float*
 
 // Rows [r0, r1) for every token: a row's blocks stay in L1 across the tokens.
 void kq_matmul(const QuantArgs& a, int64_t r0, int64_t r1) {
-    if (a.unpack && (a.kind == kQuantKindQ5_0 || a.kind == kQuantKindQ5_1)) {
-        if (a.kind == kQuantKindQ5_1)
-            kq_matmul_b5<true>(a, r0, r1, a.unpack);
-        else
-            kq_matmul_b5<false>(a, r0, r1, a.unpack);
-        return;
+    if (a.unpack) {
+        switch (a.kind) {
+            case kQuantKindQ5_0:
+                return kq_matmul_b5<kQuantKindQ5_0>(a, r0, r1, a.unpack);
+            case kQuantKindQ5_1:
+                return kq_matmul_b5<kQuantKindQ5_1>(a, r0, r1, a.unpack);
+            case kQuantKindIQ4NL:
+                if constexpr (kKqUnpacks<kQuantKindIQ4NL>)
+                    return kq_matmul_b5<kQuantKindIQ4NL>(a, r0, r1, a.unpack);
+                break;
+            default:
+                break;
+        }
     }
     const int64_t nsb = a.cols / 256, nb = a.cols / 32;
     const int64_t row_bytes = a.cols / kKQuantKindElems[a.kind - kQuantKindQ4K] *

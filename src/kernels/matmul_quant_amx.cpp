@@ -49,6 +49,7 @@ void mm_quant_amx_tiles_emulated(const QuantArgs& a, int64_t r0, int64_t r1);
 namespace {
 
 using Tiles = amx::Tiles;
+using amx::with_group;
 
 constexpr int64_t kNr = 16;
 constexpr int kGroups = 4;                 // token groups (C tiles) per chunk
@@ -84,25 +85,6 @@ struct ChunkConfig {
         loaded = true;
     }
 };
-
-// f(integral_constant G) for G = g, a tile number known at compile time.
-template <class F>
-inline void with_group(int g, F&& f) {
-    switch (g) {
-        case 0:
-            f.template operator()<0>();
-            break;
-        case 1:
-            f.template operator()<1>();
-            break;
-        case 2:
-            f.template operator()<2>();
-            break;
-        default:
-            f.template operator()<3>();
-            break;
-    }
-}
 
 // C tile G = A x B for one token group: A (the group's 16 or fewer tokens, one 32-code block
 // each, rows `lda` bytes apart) loaded into tile 4, or 5 for the last group.

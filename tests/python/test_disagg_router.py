@@ -3,7 +3,9 @@ requests with the same user key go to one prefill server (affinity, as the prefi
 own request counters show), streams are relayed event by event, the choice reaches the decode server (X-Warden-Prefill), a decode
 server refuses a prefill server it does not know with 400, and when the chosen prefill server
 is dead the decode server retries on another one (nothing was emitted yet): the client gets
-the same text as before.
+the same text as before. A decode server that speculates (n-gram, or an int4 self-draft) on
+prompts computed by a prefill server gives, greedy, the text of a colocated server without
+speculation, its drafts counted.
 """
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import signal
 import time
 
 import httpx
+import pytest
 
 from conftest import SMOLLM2_GGUF, WardenServer
 from test_disagg import RouterProc, kv_port, metrics, wait_for, wait_pages_zero
@@ -89,5 +92,39 @@ def test_router_picks_the_prefill_server_and_retries_on_another():
         if router is not None:
             router.stop()
         for s in [dec, *pres]:
+            if s is not None:
+                s.stop()
+
+
+COPY_PROMPT = ("Copy the list exactly.\nList: apple, banana, cherry, grape, lemon, mango, orange, "
+               "peach, pear, plum.\nCopy: apple, banana,")
+
+
+@pytest.mark.parametrize("spec", [("--spec", "ngram"),
+                                  ("--spec", "draft", "--draft-weights", "int4-g32-asym")])
+def test_speculating_decode_server_behind_the_router(spec):
+    ref = pre = dec = router = None
+    try:
+        ref = WardenServer(*KV)
+        pre = WardenServer(*KV, "--role", "prefill")
+        kv = f"127.0.0.1:{kv_port(pre)}"
+        dec = WardenServer(*KV, "--role", "decode", "--prefill-kv", kv, *spec, "--spec-tokens", "4")
+        router = RouterProc("--decode", dec.base, "--prefill", pre.base, "--prefill-kv", kv)
+        body = {"model": SMOLLM2_GGUF.name, "prompt": COPY_PROMPT, "max_tokens": 40,
+                "temperature": 0}
+        want = httpx.post(ref.base + "/v1/completions", json=body, timeout=120)
+        got = httpx.post(router.base + "/v1/completions", json=body, timeout=120)
+        assert want.status_code == 200 and got.status_code == 200, got.text
+        assert got.json()["choices"][0]["text"] == want.json()["choices"][0]["text"]
+        t = got.json()["warden_timing"]
+        assert t["kv_transfer_bytes"] > 0
+        assert 0 < t["spec_accepted"] <= t["spec_proposed"], t
+        assert "spec_proposed" not in want.json()["warden_timing"]
+        m = metrics(dec.base)
+        assert m["warden_spec_accepted_tokens_total"] == t["spec_accepted"]
+        assert m['warden_remote_prefill_total{outcome="ok"}'] == 1
+        assert wait_pages_zero(dec.base) == 0
+    finally:
+        for s in (router, dec, pre, ref):
             if s is not None:
                 s.stop()
