@@ -13,16 +13,22 @@ a machine shared with other work loads both setups alike; report ratios from one
 Per setup: inter-token latency (gaps between a stream's SSE chunks) p50/p99 of the short
 streams, TTFT p50/p99 of short and of long requests, output tokens/s of the short streams, and
 (split) the KV bytes moved with the page-read time from the decode server's counters
-(warden_kv_transfer_bytes_total / warden_kv_page_fetch_seconds_total).
+(warden_kv_transfer_bytes_total / warden_kv_page_fetch_seconds_total). itl_ms_p99_outside_long:
+the p99 of the gaps outside every long request's decode window. With --decode-log the decode
+server logs each step (wall and thread CPU time) and the split's slowest 1% of gaps are sorted by
+cause (tail_causes).
 
 Bounded: every request has a timeout, each round stops sending at --seconds and waits for its
 requests at most 120 s. Servers bind 127.0.0.1 and are stopped on exit.
 
 Usage: disagg_mixed.py --warden build/warden --model models/M.gguf [--seconds 30 --rounds 2]
-           [--streams 3 --long-every 5 --long-words 1500 --kv-dtype bf16] [--out FILE.json]
+           [--streams 3 --long-every 5 --long-words 1500 --kv-dtype bf16] [--pin 0,1]
+           [--out FILE.json] [--trace FILE.json] [--decode-log FILE]
 """
 import argparse
+import bisect
 import json
+import os
 import re
 import signal
 import subprocess
@@ -47,14 +53,19 @@ def pct(v, q):
 
 
 class Proc:
-    def __init__(self, args, pattern, env=None):
-        self.p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                  text=True, env=env)
+    def __init__(self, args, pattern, env=None, log=None):
+        """log: a file for the process's stderr (read back for `pattern`), else a pipe."""
+        err = open(log, "w") if log else subprocess.PIPE
+        self.p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=err, text=True, env=env)
+        stream = open(log) if log else self.p.stderr
         self.lines = []
         deadline = time.time() + 180
         self.match = None
         while time.time() < deadline:
-            line = self.p.stderr.readline()
+            line = stream.readline()
+            if log and not line and self.p.poll() is None:
+                time.sleep(0.05)
+                continue
             if not line:
                 break
             self.lines.append(line)
@@ -65,7 +76,8 @@ class Proc:
         if not self.match:
             self.stop()
             sys.exit("did not start: " + " ".join(args) + "\n" + "".join(self.lines)[-2000:])
-        threading.Thread(target=lambda: [None for _ in self.p.stderr], daemon=True).start()
+        if not log:
+            threading.Thread(target=lambda: [None for _ in self.p.stderr], daemon=True).start()
 
     def stop(self):
         if self.p.poll() is None:
@@ -85,14 +97,16 @@ def pinned(a, role):
     return ["taskset", "-c", a.pin.split(",")[0 if role == "prefill" else 1]]
 
 
-def serve(a, *extra, pin=()):
-    return Proc([*pin, a.warden, "serve", "-m", a.model, "--host", "127.0.0.1", "--port", "0",
-                 "--kv-cache-bytes", "256M", "--kv-dtype", a.kv_dtype, *extra],
-                r"http://127\.0\.0\.1:(\d+)")
+def serve(a, *extra, pin=(), log=None):
+    level = ["--log-level", "trace"] if log else []
+    return Proc([*pin, a.warden, *level, "serve", "-m", a.model, "--host", "127.0.0.1",
+                 "--port", "0", "--kv-cache-bytes", "256M", "--kv-dtype", a.kv_dtype, *extra],
+                r"http://127\.0\.0\.1:(\d+)", log=log)
 
 
 def stream_one(base, model, prompt, max_tokens, timeout=120):
-    """(ttft_s, [chunk gaps s], tokens) of one streaming completion, or None on failure."""
+    """(ttft_s, [chunk gaps s], tokens, t_sent, [chunk times]) of one streaming completion
+    (times: time.perf_counter, CLOCK_MONOTONIC on Linux), or None on failure."""
     t0 = time.perf_counter()
     times = []
     try:
@@ -111,7 +125,7 @@ def stream_one(base, model, prompt, max_tokens, timeout=120):
     if not times:
         return None
     gaps = [b - a for a, b in zip(times, times[1:])]
-    return times[0] - t0, gaps, len(times)
+    return times[0] - t0, gaps, len(times), t0, times
 
 
 def run_round(a, base, model, seconds, out):
@@ -131,6 +145,7 @@ def run_round(a, base, model, seconds, out):
                 out["short_ttft"].append(r[0])
                 out["itl"].extend(r[1])
                 out["short_tokens"] += r[2]
+                out["trace_short"].append(r[4])
 
     def long_worker():
         i = 0
@@ -147,6 +162,7 @@ def run_round(a, base, model, seconds, out):
                     out["errors"] += 1
                 else:
                     out["long_ttft"].append(r[0])
+                    out["trace_long"].append([r[3], r[4][0], r[4][-1]])
             time.sleep(max(0.0, t_next - time.time()))
 
     t0 = time.perf_counter()
@@ -157,6 +173,49 @@ def run_round(a, base, model, seconds, out):
     for t in ts:
         t.join(timeout=seconds + 120)
     out["seconds"] += time.perf_counter() - t0
+
+
+def tail_causes(r, log):
+    """Sorts the split's slowest 1% of chunk gaps by what the decode server's step log (the
+    --decode-log file) shows during each gap: a step whose thread CPU time is over 1.5x the
+    median (more work: a long sequence in the batch, an admission); the decode thread off the
+    CPU for over 40% of the gap (another thread or process had the core); three or more
+    ordinary steps in one gap (the token came late after the engine: HTTP, router, client);
+    else other. Returns {cause: gaps}, plus the step wall and thread-CPU percentiles."""
+    steps = []
+    with open(log) as f:
+        for line in f:
+            m = re.search(r"step at ([\d.]+) s: \d+ sequences, ([\d.]+) ms wall, ([\d.]+) ms "
+                          r"thread CPU", line)
+            if m:
+                t, w = float(m[1]), float(m[2])
+                steps.append((t, t + w / 1e3, w, float(m[3])))
+    gaps = [(b - a, a, b) for times in r["trace_short"] for a, b in zip(times, times[1:])]
+    if not steps or not gaps:
+        return {}
+    cpu_p50 = pct([s[3] for s in steps], 0.5)
+    threshold = pct([g[0] for g in gaps], 0.99)
+    starts = [s[0] for s in steps]
+    causes = {"more work in a step": 0, "decode thread off the CPU": 0,
+              "late after the engine": 0, "other": 0}
+    for g, a, b in gaps:
+        if g < threshold:
+            continue
+        i = max(0, bisect.bisect_left(starts, a - 0.2) - 1)
+        during = [s for s in steps[i:i + 200] if s[0] < b and s[1] > a]
+        if during and max(s[3] for s in during) > 1.5 * cpu_p50:
+            causes["more work in a step"] += 1
+        elif during and sum(s[2] - s[3] for s in during) > 0.4 * g * 1e3:
+            causes["decode thread off the CPU"] += 1
+        elif len(during) >= 3:
+            causes["late after the engine"] += 1
+        else:
+            causes["other"] += 1
+    causes["step_wall_ms_p50"] = pct([s[2] for s in steps], 0.5)
+    causes["step_wall_ms_p99"] = pct([s[2] for s in steps], 0.99)
+    causes["step_cpu_ms_p50"] = cpu_p50
+    causes["step_cpu_ms_p99"] = pct([s[3] for s in steps], 0.99)
+    return causes
 
 
 def metric(base, name):
@@ -177,7 +236,22 @@ def summarize(r):
         "short_output_tok_s": r["short_tokens"] / r["seconds"] if r["seconds"] else 0,
         "itl_samples": len(r["itl"]), "long_requests": len(r["long_ttft"]),
         "errors": r["errors"],
+        "itl_ms_p99_outside_long": pct(ms(outside_long(r)), 0.99),
     }
+
+
+def outside_long(r, margin=0.05):
+    """The chunk gaps that do not overlap any long request's first-to-last token window
+    (widened by `margin` s): what the steady streams see when no long prompt is being
+    admitted or decoded. Its p99 beside the overall p99 says how much of the tail comes from
+    the long requests' own decode steps (attention over their whole prompt) and admission."""
+    wins = sorted((a - margin, b + margin) for _, a, b in r["trace_long"])
+    gaps = []
+    for times in r["trace_short"]:
+        for a, b in zip(times, times[1:]):
+            if not any(lo < b and a < hi for lo, hi in wins):
+                gaps.append(b - a)
+    return gaps
 
 
 def main():
@@ -195,9 +269,16 @@ def main():
     ap.add_argument("--prefill-kv-dtype", help="the prefill server's own KV format (default: "
                     "--kv-dtype); pages travel in --kv-dtype")
     ap.add_argument("--pin", metavar="CPU,CPU",
-                    help="split: pin the prefill server to the first CPU and the decode server to "
-                         "the second (colocated stays on all CPUs)")
+                    help="split: pin the prefill server, the router and (in split rounds) the load "
+                         "generator to the first CPU and the decode server to the second: in a "
+                         "fleet the router and clients run on other hosts, the decode server's "
+                         "CPU is its own. Colocated: the server and its load generator stay on "
+                         "all CPUs")
     ap.add_argument("--out")
+    ap.add_argument("--decode-log", help="run the decode server at --log-level trace (a line "
+                    "per step: wall and thread CPU time) with its stderr in this file")
+    ap.add_argument("--trace", help="write every short stream's chunk times and every long "
+                    "request's (sent, first token, last token) times (CLOCK_MONOTONIC s) here")
     a = ap.parse_args()
     half = str(max(1, a.threads // 2))
     procs = []
@@ -212,12 +293,14 @@ def main():
         kv = pre.match.group(1)
         pre_port = re.search(r"http://127\.0\.0\.1:(\d+)", "".join(pre.lines)).group(1)
         dec = serve(a, "--threads", half, "--role", "decode", "--prefill-kv", f"127.0.0.1:{kv}",
-                    pin=pinned(a, "decode"))
+                    pin=pinned(a, "decode"), log=a.decode_log)
         procs.append(dec)
         pre_base = f"http://127.0.0.1:{pre_port}"
         dec_base = f"http://127.0.0.1:{dec.match.group(1)}"
-        router = Proc([a.warden, "router", "--port", "0", "--decode", dec_base, "--prefill",
-                       pre_base], r"http://127\.0\.0\.1:(\d+)")
+        # With --pin the router and this load generator share the prefill server's CPU: in a
+        # fleet they run on other hosts, and the decode server's CPU is its own.
+        router = Proc([*pinned(a, "prefill"), a.warden, "router", "--port", "0", "--decode",
+                       dec_base, "--prefill", pre_base], r"http://127\.0\.0\.1:(\d+)")
         procs.append(router)
         setups = {"colocated": f"http://127.0.0.1:{colo.match.group(1)}",
                   "split": f"http://127.0.0.1:{router.match.group(1)}"}
@@ -225,12 +308,17 @@ def main():
         for base in setups.values():  # warm up both (first-request costs)
             stream_one(base, model, "warm up", 4)
         res = {k: {"itl": [], "short_ttft": [], "long_ttft": [], "short_tokens": 0,
-                   "seconds": 0.0, "errors": 0} for k in setups}
+                   "seconds": 0.0, "errors": 0, "trace_short": [], "trace_long": []}
+               for k in setups}
         b0 = metric(dec_base, "warden_kv_transfer_bytes_total")
         f0 = metric(dec_base, "warden_kv_page_fetch_seconds_total")
+        all_cpus = os.sched_getaffinity(0)
         for rnd in range(a.rounds):
             for name, base in setups.items():
                 print(f"round {rnd + 1}/{a.rounds}: {name}", file=sys.stderr, flush=True)
+                if a.pin:  # the round's client threads inherit this thread's CPUs
+                    os.sched_setaffinity(0, {int(a.pin.split(",")[0])} if name == "split"
+                                         else all_cpus)
                 run_round(a, base, model, a.seconds, res[name])
         moved = metric(dec_base, "warden_kv_transfer_bytes_total") - b0
         fetch_s = metric(dec_base, "warden_kv_page_fetch_seconds_total") - f0
@@ -238,6 +326,8 @@ def main():
         report["split"]["kv_bytes_moved"] = moved
         report["split"]["kv_page_fetch_s"] = fetch_s
         report["split"]["kv_fetch_bytes_per_s"] = moved / fetch_s if fetch_s else 0
+        if a.decode_log:
+            report["split"]["itl_tail_causes"] = tail_causes(res["split"], a.decode_log)
         c, s = report["colocated"], report["split"]
         report["ratios_split_over_colocated"] = {
             k: (s[k] / c[k] if c[k] else float("nan"))
@@ -249,6 +339,10 @@ def main():
         if a.out:
             with open(a.out, "w") as f:
                 f.write(text + "\n")
+        if a.trace:
+            with open(a.trace, "w") as f:
+                json.dump({k: {"short": v["trace_short"], "long": v["trace_long"]}
+                           for k, v in res.items()}, f)
     finally:
         for p in reversed(procs):
             p.stop()

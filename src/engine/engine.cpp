@@ -2,6 +2,7 @@
 
 #include "util/error.h"
 #include "util/log.h"
+#include "util/thread_priority.h"
 
 namespace warden::engine {
 
@@ -106,7 +107,7 @@ Engine::Engine(Executor& exec, kv::KvCache& kv, EngineConfig cfg, kv::FaultInjec
         if (n_active_ == 0) idle_cv_.notify_all();
     });
     publish_gauges();
-    if (cfg_.remote_prefill) verifier_ = std::make_unique<util::SerialWorker>();
+    if (cfg_.remote_prefill) verifier_ = std::make_unique<util::SerialWorker>(util::kHandoffNice);
     thread_ = std::thread([this] { loop(); });
 }
 
@@ -202,6 +203,26 @@ void Engine::publish_gauges() {
     metrics_.set_gauges(g);
 }
 
+void Engine::step_traced() {
+    if (!spdlog::should_log(spdlog::level::trace)) {
+        scheduler_.step();
+        return;
+    }
+    // Wall time beside this thread's CPU time: a step whose wall time exceeds its CPU time
+    // waited for the core (another thread or process ran), one whose CPU time grew did more
+    // work (e.g. attention over a long sequence in the batch).
+    const size_t n = scheduler_.n_running();
+    const auto w0 = std::chrono::steady_clock::now();
+    const double c0 = util::this_thread_cpu_ms();
+    scheduler_.step();
+    const double cpu_ms = util::this_thread_cpu_ms() - c0;
+    const double wall_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - w0).count();
+    // Start on the steady clock (CLOCK_MONOTONIC on Linux), to line up with a client's times.
+    spdlog::trace("step at {:.6f} s: {} sequences, {:.3f} ms wall, {:.3f} ms thread CPU",
+                  std::chrono::duration<double>(w0.time_since_epoch()).count(), n, wall_ms, cpu_ms);
+}
+
 void Engine::loop() {
     for (;;) {
         std::deque<Pending> inbox;
@@ -281,7 +302,7 @@ void Engine::loop() {
         expire_fetches(now);
         if (!scheduler_.idle()) {
             try {
-                scheduler_.step();
+                step_traced();
             } catch (const std::exception& e) {
                 // Never leave a request without a reply: end everything in flight.
                 spdlog::error("scheduler step failed: {}; ending {} requests", e.what(),

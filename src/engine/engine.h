@@ -150,6 +150,7 @@ class Engine {
     };
     void request_cancel(uint64_t id, FinishReason why);
     void loop();
+    void step_traced();  // scheduler_.step(), timed at --log-level trace
     void admit_to_scheduler(Pending&& p, std::chrono::steady_clock::time_point deadline);
     // engine_remote.cpp, scheduler thread
     void start_fetch(Fetching&& f);

@@ -59,7 +59,13 @@ void Engine::start_fetch(Fetching&& f) {
         }
         verifier_->post(
             [id, pages = std::move(pages), page_bytes, r = std::move(r), deliver]() mutable {
+                const auto t0 = std::chrono::steady_clock::now();
                 const kv::PayloadCheck payload = kv::check_payload(pages, page_bytes, r.manifest);
+                spdlog::debug(
+                    "request {}: {} pages read in {:.3f} ms, checksummed in {:.3f} ms", id,
+                    pages.size(), r.fetch_ms,
+                    std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                        .count());
                 deliver(FetchOutcome{id, std::move(r), payload});
             });
     };

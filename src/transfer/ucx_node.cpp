@@ -13,6 +13,7 @@
 
 #include "util/error.h"
 #include "util/log.h"
+#include "util/thread_priority.h"
 
 namespace warden::transfer {
 
@@ -61,7 +62,7 @@ void force_close(ucp_worker_h worker, ucp_ep_h ep) {
 
 }  // namespace
 
-UcxNode::UcxNode(const UcxNodeOptions& opts) {
+UcxNode::UcxNode(const UcxNodeOptions& opts) : lower_priority_by_(opts.lower_priority_by) {
     ucp_params_t p{};
     p.field_mask = UCP_PARAM_FIELD_FEATURES;
     p.features = UCP_FEATURE_AM | UCP_FEATURE_RMA | UCP_FEATURE_WAKEUP;
@@ -136,7 +137,10 @@ void UcxNode::on_tick(std::function<void()> fn) {
 }
 
 void UcxNode::start() {
-    thread_ = std::thread([this] { loop(); });
+    thread_ = std::thread([this, nice = lower_priority_by_] {
+        if (nice > 0) (void)util::lower_this_thread_priority(nice);
+        loop();
+    });
 }
 
 void UcxNode::post(std::function<void()> fn) {

@@ -36,6 +36,10 @@ struct UcxNodeOptions {
     bool listen = false;  // accept connections on host:port (port 0: any free port)
     std::string host = "127.0.0.1";
     uint16_t port = 0;
+    // > 0: the progress thread runs that many nice steps below the process, so the copies and
+    // message handling it does (shared-memory page reads are plain copies on this thread) take
+    // a small share of a core that a latency-bound thread also runs on.
+    int lower_priority_by = 0;
 };
 
 // A registered memory region and its packed remote key (what a peer needs to put into it).
@@ -128,6 +132,7 @@ class UcxNode {
     ucp_worker_h worker_ = nullptr;
     ucp_listener_h listener_ = nullptr;
     uint16_t port_ = 0;
+    int lower_priority_by_ = 0;
     int wake_fd_ = -1;
     std::unordered_map<uint16_t, MessageFn> handlers_;
     std::vector<std::unique_ptr<AmSlot>> slots_;

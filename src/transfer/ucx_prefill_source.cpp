@@ -1,6 +1,7 @@
 #include "transfer/ucx_prefill_source.h"
 
 #include "util/error.h"
+#include "util/thread_priority.h"
 
 namespace warden::transfer {
 
@@ -28,7 +29,7 @@ UcxPrefillSource::UcxPrefillSource(const std::vector<std::string>& endpoints, ui
     : fingerprint_(fingerprint),
       format_(format),
       timeout_(timeout),
-      node_(UcxNodeOptions{}),
+      node_(UcxNodeOptions{false, "127.0.0.1", 0, util::kHandoffNice}),
       client_(node_) {
     util::check(!endpoints.empty(), "--role decode needs --prefill-kv HOST:PORT[,HOST:PORT...]");
     for (const std::string& e : endpoints) {

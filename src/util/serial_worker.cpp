@@ -1,8 +1,14 @@
 #include "util/serial_worker.h"
 
+#include "util/thread_priority.h"
+
 namespace warden::util {
 
-SerialWorker::SerialWorker() : thread_([this] { loop(); }) {}
+SerialWorker::SerialWorker(int lower_priority_by)
+    : thread_([this, lower_priority_by] {
+          if (lower_priority_by > 0) (void)lower_this_thread_priority(lower_priority_by);
+          loop();
+      }) {}
 
 SerialWorker::~SerialWorker() {
     {

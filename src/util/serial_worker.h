@@ -12,7 +12,10 @@ namespace warden::util {
 
 class SerialWorker {
   public:
-    SerialWorker();
+    // lower_priority_by > 0: the thread runs that many nice steps below the process (see
+    // util::lower_this_thread_priority), for work that must not slow a latency-bound thread
+    // sharing its core.
+    explicit SerialWorker(int lower_priority_by = 0);
     ~SerialWorker();
     SerialWorker(const SerialWorker&) = delete;
     SerialWorker& operator=(const SerialWorker&) = delete;
