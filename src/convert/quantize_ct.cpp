@@ -188,7 +188,7 @@ QuantizeStats quantize_hf_compressed_tensors(const std::string& in_dir, const st
             if (!p.src)
                 throw Error("'" + in_dir + "': tensor '" + n + "' vanished");  // not reached
             p.dims = p.src->dims;
-            if (raw && !p.src->ct && raw->dtype == p.src->st_dtype) p.raw = raw;
+            if (raw && !p.src->ct && !p.src->fp8 && raw->dtype == p.src->st_dtype) p.raw = raw;
         }
         const bool emb = n == "lm_head.weight" || n == "model.embed_tokens.weight";
         p.quantize = p.dims.size() == 2 && (is_layer_linear(n, n_layers) || (embeddings && emb));

@@ -109,15 +109,17 @@ bool target_matches(const std::string& target, const std::string& module) {
     return target == module;
 }
 
+// dtype is one of F32 / F16 / BF16 (ct_find refuses others). Called per scale while loading, so
+// it tells them apart by one character, not by string comparisons.
 float scale_at(const uint8_t* p, const std::string& dtype, int64_t i) {
-    if (dtype == "F32") {
+    if (dtype[1] == '3') {  // F32
         float f;
         std::memcpy(&f, p + 4 * i, 4);
         return f;
     }
     uint16_t h;
     std::memcpy(&h, p + 2 * i, 2);
-    return dtype == "BF16" ? tensor::bf16_to_f32(h) : tensor::f16_to_f32(h);
+    return dtype[0] == 'B' ? tensor::bf16_to_f32(h) : tensor::f16_to_f32(h);
 }
 
 std::string shape_str(const std::vector<int64_t>& d) {

@@ -54,6 +54,18 @@ void dequantize_fp8_block(const uint8_t* codes, int64_t rows, int64_t cols, cons
     }
 }
 
+void Fp8BlockRows::dequant_row(int64_t r, float* out) const {
+    const int64_t nbc = (cols + block.block_cols - 1) / block.block_cols;
+    const float* table = tensor::fp8_e4m3_table();
+    const float* srow = scale_inv.data() + (r / block.block_rows) * nbc;
+    const uint8_t* crow = codes + r * cols;
+    for (int64_t c0 = 0, b = 0; c0 < cols; c0 += block.block_cols, ++b) {
+        const int64_t c1 = std::min(cols, c0 + block.block_cols);
+        const float s = srow[b];
+        for (int64_t c = c0; c < c1; ++c) out[c] = table[crow[c]] * s;
+    }
+}
+
 std::optional<SourceTensor> Fp8BlockResolver::find(const std::string& name) {
     const SafetensorsTensor* t = st_.find(name);
     if (!t) return std::nullopt;
@@ -86,17 +98,22 @@ std::optional<SourceTensor> Fp8BlockResolver::find(const std::string& name) {
         }
         if (!std::isfinite(scales[i])) throw Error("'" + sname + "' holds a non-finite scale");
     }
-    auto& buf = buffers_.emplace_back(static_cast<size_t>(rows * cols));
-    dequantize_fp8_block(t->data, rows, cols, scales.data(), *cfg_, buf.data());
-    held_bytes_ += buf.size() * sizeof(float);
+    auto rows_src = std::make_shared<Fp8BlockRows>();
+    rows_src->codes = t->data;
+    rows_src->rows = rows;
+    rows_src->cols = cols;
+    rows_src->block = *cfg_;
+    rows_src->scale_inv = std::move(scales);
+    held_bytes_ += rows_src->scale_inv.size() * sizeof(float);
     peak_bytes_ = std::max(peak_bytes_, held_bytes_);
     ++dequant_count_;
     SourceTensor out;
     out.name = name;
     out.dims = {rows, cols};
     out.is_ggml = false;
-    out.st_dtype = "F32";
-    out.data = reinterpret_cast<const uint8_t*>(buf.data());
+    out.st_dtype = "F8_E4M3";
+    out.data = t->data;
+    out.fp8 = std::move(rows_src);
     return out;
 }
 

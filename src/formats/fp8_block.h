@@ -4,10 +4,11 @@
 // ("...weight_scale_inv") of shape [ceil(rows / br), ceil(cols / bc)] (F32 or BF16), with the
 // block size [br, bc] from config.json's quantization_config.weight_block_size (128x128 in the
 // published models). W[r][c] = e4m3(code[r][c]) * scale_inv[r / br][c / bc].
-// The loader dequantizes these to f32 rows at load time and packs them into the runtime format.
+// The loader decodes them row by row while it packs them into the runtime format (no f32 copy of
+// a whole weight: that would be fresh memory, slow to first touch, and serial).
 #include <cstdint>
-#include <list>
 #include <map>
+#include <memory>
 #include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
@@ -34,29 +35,36 @@ std::optional<Fp8BlockConfig> fp8_block_config_from_hf_json(const nlohmann::json
 void dequantize_fp8_block(const uint8_t* codes, int64_t rows, int64_t cols, const float* scale_inv,
                           const Fp8BlockConfig& block, float* out);
 
-// Resolves tensor names for the loader: F8_E4M3 tensors come back dequantized (as an F32
-// SourceTensor over a buffer this object owns, so it must outlive their use); every other tensor
-// is passed through. Throws util::Error on a missing or misshapen scale tensor.
+// One F8_E4M3 weight as the loader reads it: codes where the file maps them, the scale grid as
+// f32. dequant_row(r) is row r of dequantize_fp8_block's output (the same products, bit for bit),
+// so rows decode in parallel straight into the runtime format.
+struct Fp8BlockRows {
+    const uint8_t* codes = nullptr;  // [rows, cols]
+    int64_t rows = 0, cols = 0;
+    Fp8BlockConfig block;
+    std::vector<float> scale_inv;  // [ceil(rows / br), ceil(cols / bc)]
+    void dequant_row(int64_t r, float* out) const;
+};
+
+// Resolves tensor names for the loader: F8_E4M3 tensors come back as SourceTensors that decode
+// row by row (SourceTensor::fp8, which holds the scale grid; the codes stay in the mapping); every
+// other tensor is passed through. Throws util::Error on a missing or misshapen scale tensor.
 class Fp8BlockResolver {
   public:
     Fp8BlockResolver(const SafetensorsModel& st, std::optional<Fp8BlockConfig> cfg)
         : st_(st), cfg_(cfg) {}
     std::optional<SourceTensor> find(const std::string& name);
-    // Frees the dequantized buffers: the SourceTensors find returned for F8_E4M3 tensors must not
-    // be read after this.
-    void release() {
-        buffers_.clear();
-        held_bytes_ = 0;
-    }
-    // The most bytes of f32 held at once since construction.
+    // Marks the weights find returned as done with (their scale grids no longer count as held).
+    void release() { held_bytes_ = 0; }
+    // The most bytes of f32 held at once since construction: the scale grids of the weights
+    // resolved between two release() calls (no weight is ever expanded to f32 whole).
     size_t peak_bytes() const { return peak_bytes_; }
-    // F8_E4M3 tensors dequantized by find since construction.
+    // F8_E4M3 tensors resolved by find since construction.
     int64_t dequant_count() const { return dequant_count_; }
 
   private:
     const SafetensorsModel& st_;
     std::optional<Fp8BlockConfig> cfg_;
-    std::list<std::vector<float>> buffers_;
     size_t held_bytes_ = 0, peak_bytes_ = 0;
     int64_t dequant_count_ = 0;
 };

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "formats/compressed_tensors.h"
+#include "formats/fp8_block.h"
 #include "formats/gguf_file.h"
 #include "formats/safetensors_file.h"
 #include "tensor/float_convert.h"
@@ -44,10 +45,20 @@ int64_t SourceTensor::n_elements() const {
     return n;
 }
 
+const uint8_t* SourceTensor::bf16_rows() const {
+    if (ct || fp8) return nullptr;
+    const bool bf16 = is_ggml ? ggml_type == tensor::GgmlType::BF16 : st_dtype == "BF16";
+    return bf16 ? data : nullptr;
+}
+
 void SourceTensor::row_to_f32(int64_t r, float* out) const {
     const int64_t n = row_len();
     if (ct) {
         ct->dequant_row(r, out);
+        return;
+    }
+    if (fp8) {
+        fp8->dequant_row(r, out);
         return;
     }
     if (is_ggml) {

@@ -14,6 +14,7 @@ namespace warden::formats {
 struct GGUFTensor;
 struct SafetensorsTensor;
 struct CtPacked;
+struct Fp8BlockRows;
 
 struct SourceTensor {
     std::string name;
@@ -24,6 +25,8 @@ struct SourceTensor {
     const uint8_t* data = nullptr;
     // compressed-tensors pack-quantized weight (formats/compressed_tensors.h); st_dtype "I4"/"I8".
     std::shared_ptr<const CtPacked> ct;
+    // FP8 block-scaled weight (formats/fp8_block.h), decoded row by row; st_dtype "F8_E4M3".
+    std::shared_ptr<const Fp8BlockRows> fp8;
 
     static SourceTensor from(const GGUFTensor& t);
     static SourceTensor from(const SafetensorsTensor& t);
@@ -32,6 +35,8 @@ struct SourceTensor {
     int64_t n_elements() const;
     int64_t row_len() const { return dims.back(); }
     int64_t n_rows() const { return n_elements() / row_len(); }
+    // The stored rows when they are plain row-major bf16 (safetensors BF16, GGUF BF16), else null.
+    const uint8_t* bf16_rows() const;
     // Converts row r (of row_len() elements) to f32.
     void row_to_f32(int64_t r, float* out) const;
 };

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -311,6 +312,24 @@ void pack_weight_row(WeightType t, int64_t cols, int64_t r, const float* row, vo
     } else {
         auto* p = static_cast<float*>(packed) + base;
         for (int64_t k = 0; k < cols; ++k) p[k * kPanelRows] = row[k];
+    }
+}
+
+void pack_bf16_rows(int64_t cols, int64_t r0, int64_t r1, const uint8_t* src, void* packed) {
+    auto* out = static_cast<uint16_t*>(packed);
+    for (int64_t p0 = r0; p0 < r1;) {
+        // Rows [p0, p1) share a panel: its columns are written in order, kPanelRows apart.
+        const int64_t p1 = std::min(r1, (p0 / kPanelRows + 1) * kPanelRows);
+        uint16_t* dst = out + (p0 / kPanelRows) * cols * kPanelRows + p0 % kPanelRows;
+        const uint8_t* s0 = src + (p0 - r0) * cols * 2;
+        for (int64_t k = 0; k < cols; ++k)
+            for (int64_t i = 0; i < p1 - p0; ++i) {
+                uint16_t h;
+                std::memcpy(&h, s0 + (i * cols + k) * 2, 2);
+                if ((h & 0x7fffu) > 0x7f80u) h |= 0x40u;  // quiet NaN, as f32_to_bf16
+                dst[k * kPanelRows + i] = h;
+            }
+        p0 = p1;
     }
 }
 

@@ -51,6 +51,10 @@ inline int64_t packed_index(int64_t r, int64_t k, int64_t cols) {
 }
 // Writes row r (cols f32 values; rounded to bf16 for BF16) into its panel slots.
 void pack_weight_row(WeightType t, int64_t cols, int64_t r, const float* row, void* packed);
+// Writes rows [r0, r1) of a BF16 matrix from bf16 source rows (row r at src + (r - r0) * cols
+// elements, any alignment) panel by panel: the same bytes as pack_weight_row of their f32 values
+// (NaNs quieted as f32_to_bf16 does), without the round trip through f32.
+void pack_bf16_rows(int64_t cols, int64_t r0, int64_t r1, const uint8_t* src, void* packed);
 // Reads row r back as f32 (embedding lookups, tests).
 void unpack_weight_row(const WeightMatrix& w, int64_t r, float* out);
 

@@ -124,13 +124,13 @@ LoadedModel load(const CommonOptions& o, bool weights, util::ThreadPool& pool) {
                      m->weights_format.c_str(), why.c_str(), mib(wm.layers).c_str(),
                      mib(wm.embeddings).c_str(), mib(wm.prefill_copy).c_str(), tiles.c_str());
     }
-    // FP8 block-scaled checkpoints are dequantized weight by weight while loading: the f32 that
-    // costs on top of the runtime weights is at most one weight (model_loader.cpp).
+    // FP8 block-scaled checkpoints are decoded row by row while loading: the f32 that costs on
+    // top of the runtime weights is one weight's scale grid (formats/fp8_block.h).
     if (weights && m->fp8_dequant_count > 0) {
         const double kib = static_cast<double>(m->fp8_dequant_peak_bytes) / 1024.0;
         std::fprintf(stderr,
-                     "warden: fp8 block-scaled source: %lld weights dequantized one at a time, at "
-                     "most %.1f %s of f32 held\n",
+                     "warden: fp8 block-scaled source: %lld weights decoded row by row into the "
+                     "runtime format, at most %.1f %s of f32 scales held\n",
                      static_cast<long long>(m->fp8_dequant_count),
                      kib < 1024.0 ? kib : kib / 1024.0, kib < 1024.0 ? "KiB" : "MiB");
     }

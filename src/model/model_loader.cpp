@@ -238,6 +238,13 @@ class Loader {
                         int64_t cols, bool transient_panels = false) const {
         if (!f.quantized()) {
             Matrix m = Matrix::owned(f.type, rows, cols, transient_panels ? nullptr : &arena_);
+            // bf16 into bf16 panels: a copy in panel order, no round trip through f32.
+            if (const uint8_t* src = t.bf16_rows(); src && f.type == tensor::WeightType::BF16) {
+                pool_.parallel_for(rows, kernels::kPanelRows, [&](int64_t r0, int64_t r1) {
+                    m.pack_bf16_rows(r0, r1, src + r0 * cols * 2);
+                });
+                return m;
+            }
             pool_.parallel_for(rows, kernels::kPanelRows, [&](int64_t r0, int64_t r1) {
                 std::vector<float> row(static_cast<size_t>(cols));
                 for (int64_t r = r0; r < r1; ++r) {

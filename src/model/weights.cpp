@@ -75,6 +75,10 @@ void Matrix::pack_row(int64_t r, const float* row) {
     kernels::pack_weight_row(view_.type, view_.cols, r, row, owned_.data());
 }
 
+void Matrix::pack_bf16_rows(int64_t r0, int64_t r1, const uint8_t* src) {
+    kernels::pack_bf16_rows(view_.cols, r0, r1, src, owned_.data());
+}
+
 int64_t Matrix::add_bf16_tiles(util::HugePageArena* arena) {
     if (view_.type != tensor::WeightType::BF16 || !owned_.data()) return 0;
     const int64_t panels = bytes();

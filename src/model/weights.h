@@ -44,6 +44,8 @@ class Matrix {
     // outlive the alias.
     Matrix alias() const;
     void pack_row(int64_t r, const float* row);
+    // Rows [r0, r1) of a BF16 matrix straight from bf16 source rows (kernels::pack_bf16_rows).
+    void pack_bf16_rows(int64_t r0, int64_t r1, const uint8_t* src);
     // A bf16 matrix, once packed: replaces its panels with their AMX-BF16 tile copy
     // (kernels/matmul_bf16_tiles.h, "Tile-only matrices"), which every matmul and row lookup then
     // reads. Returns the bytes the tile layout adds over the panels (column padding; 0 for other

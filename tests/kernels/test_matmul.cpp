@@ -342,5 +342,39 @@ TEST(KernelsMatmulPack, LayoutAndRoundTrip) {
     }
 }
 
+// A bf16 source copied into panels (the loader's path for BF16 checkpoints) is byte for byte what
+// packing its f32 values gives, for any row range (ranges that start or end inside a panel) and
+// for special values (a signalling NaN comes out quieted, as f32_to_bf16 does).
+TEST(Matmul, PackBf16RowsMatchesPackingF32) {
+    const int64_t rows = 37, cols = 19;  // 37: two whole panels and a part
+    std::vector<uint16_t> src(static_cast<size_t>(rows * cols));
+    const auto vals = random_floats(src.size(), 7);
+    for (size_t i = 0; i < src.size(); ++i) src[i] = tensor::f32_to_bf16(vals[i]);
+    src[5] = 0x7f81;   // signalling NaN
+    src[40] = 0xffc1;  // quiet NaN, negative
+    src[41] = 0x7f80;  // +inf
+    src[42] = 0x8000;  // -0
+    const int64_t n = packed_weight_elems(rows, cols);
+    std::vector<uint16_t> want(static_cast<size_t>(n), 0);
+    std::vector<float> row(static_cast<size_t>(cols));
+    for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t k = 0; k < cols; ++k)
+            row[static_cast<size_t>(k)] =
+                tensor::bf16_to_f32(src[static_cast<size_t>(r * cols + k)]);
+        pack_weight_row(WeightType::BF16, cols, r, row.data(), want.data());
+    }
+    for (const auto& [a, b] : std::vector<std::pair<int64_t, int64_t>>{
+             {0, rows}, {0, 5}, {5, 16}, {16, 30}, {30, rows}}) {
+        std::vector<uint16_t> got(static_cast<size_t>(n), 0);
+        // Split at a and b: three calls cover every row.
+        const auto* bytes = reinterpret_cast<const uint8_t*>(src.data());
+        pack_bf16_rows(cols, 0, a, bytes, got.data());
+        pack_bf16_rows(cols, a, b, bytes + a * cols * 2, got.data());
+        pack_bf16_rows(cols, b, rows, bytes + b * cols * 2, got.data());
+        EXPECT_EQ(got, want) << "split at " << a << ", " << b;
+    }
+    EXPECT_EQ(want[static_cast<size_t>(packed_index(0, 5, cols))], 0x7fc1);  // quieted
+}
+
 }  // namespace
 }  // namespace warden::kernels
