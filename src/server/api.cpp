@@ -1,8 +1,5 @@
 #include "server/api.h"
 
-#include <sys/resource.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cctype>
 #include <chrono>
@@ -14,6 +11,7 @@
 #include "server/request_id.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
+#include "util/thread_priority.h"
 
 namespace warden::server {
 
@@ -90,7 +88,7 @@ Api::Api(engine::Engine& eng, ModelInfo model,
         // server is ready without it (ModelInfo::vocabulary waits for it).
         const tokenizer::Tokenizer* tok = model_.tok;
         model_.vocab = std::async(std::launch::async, [tok] {
-                           (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), 10);
+                           (void)util::lower_this_thread_priority(10);
                            return std::shared_ptr<const constrain::Vocabulary>(
                                std::make_shared<const constrain::Vocabulary>(*tok));
                        }).share();

@@ -1,8 +1,6 @@
 #include "util/huge_page_arena.h"
 
 #include <sys/mman.h>
-#include <sys/resource.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -15,6 +13,7 @@
 
 #include "util/error.h"
 #include "util/memory_info.h"
+#include "util/thread_priority.h"
 
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE \
@@ -130,7 +129,7 @@ ArenaBuffer HugePageArena::map_populating(size_t bytes, size_t now_bytes) {
             // cores, and on a machine with few of them it must not slow the weights' load or the
             // first requests. Steps of a few huge pages bound how long one call holds the
             // mapping's lock at that priority (an mmap elsewhere in the process waits for it).
-            (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), 19);
+            (void)lower_this_thread_priority(19);
             constexpr size_t kStep = size_t{4} << 20;
             size_t off = first;
             for (; off < want; off += kStep) {
