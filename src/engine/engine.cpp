@@ -300,6 +300,7 @@ void Engine::loop() {
             if (a.deadline <= now) expired.push_back(a.handle);
         for (auto h : expired) scheduler_.cancel(h, FinishReason::Timeout);
         expire_fetches(now);
+        busy_.set(!scheduler_.idle() || !fetching_.empty());
         if (!scheduler_.idle()) {
             try {
                 step_traced();
@@ -312,6 +313,7 @@ void Engine::loop() {
                 for (auto h : all) scheduler_.cancel(h, FinishReason::Rejected);
             }
         }
+        busy_.set(!scheduler_.idle() || !fetching_.empty());
         {
             std::lock_guard lk(mu_);
             n_waiting_ = scheduler_.n_waiting() + fetching_.size();

@@ -24,6 +24,7 @@
 #include "engine/metrics.h"
 #include "engine/prefill_source.h"
 #include "engine/scheduler.h"
+#include "util/huge_page_arena.h"
 #include "util/serial_worker.h"
 
 namespace warden::engine {
@@ -188,6 +189,8 @@ class Engine {
     // decode steps; it then queues the outcome in fetched_. Disaggregated decode only. Declared
     // after what its jobs touch, so it is joined (its queue run) before they go.
     std::unique_ptr<util::SerialWorker> verifier_;
+    // Active while the engine has requests: background KV pool population waits meanwhile.
+    util::ForegroundWork busy_;
     std::thread thread_;
 };
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -34,6 +35,8 @@ namespace {
 
 // Bytes the background population threads have still to make resident (populate_pending_bytes).
 std::atomic<size_t> g_populate_pending{0};
+// Active ForegroundWork objects.
+std::atomic<int> g_foreground{0};
 
 #ifdef WARDEN_ASAN
 constexpr bool kAsan = true;
@@ -103,6 +106,16 @@ size_t HugePageArena::populate_pending_bytes() {
     return g_populate_pending.load();
 }
 
+void ForegroundWork::set(bool active) {
+    if (active == active_) return;
+    active_ = active;
+    g_foreground.fetch_add(active ? 1 : -1, std::memory_order_relaxed);
+}
+
+bool ForegroundWork::any_active() {
+    return g_foreground.load(std::memory_order_relaxed) > 0;
+}
+
 ArenaBuffer HugePageArena::map_populating(size_t bytes, size_t now_bytes) {
     if (bytes == 0) return {};
     if (kAsan) return ArenaBuffer(bytes);  // written (zeroed) in full already
@@ -125,17 +138,17 @@ ArenaBuffer HugePageArena::map_populating(size_t bytes, size_t now_bytes) {
     if (first < want) {
         g_populate_pending.fetch_add(want - first);
         std::thread([watch = std::weak_ptr<void>(buf.owner_), data = buf.data_, first, want] {
-            // The lowest priority (nice 19, this thread only): zeroing the pool is work for idle
-            // cores, and on a machine with few of them it must not slow the weights' load or the
-            // first requests. Steps of a few huge pages bound how long one call holds the
-            // mapping's lock at that priority (an mmap elsewhere in the process waits for it).
-            (void)lower_this_thread_priority(19);
-            constexpr size_t kStep = size_t{4} << 20;
+            // A few nice steps down, and one huge page per call: a call in progress when a request
+            // arrives ends within milliseconds, and between calls the thread waits while the
+            // engine has work (ForegroundWork), so it runs on idle cores only.
+            (void)lower_this_thread_priority(5);
             size_t off = first;
-            for (; off < want; off += kStep) {
+            for (; off < want; off += kHugePage) {
+                while (g_foreground.load(std::memory_order_relaxed) > 0 && !watch.expired())
+                    std::this_thread::sleep_for(std::chrono::milliseconds(2));
                 const std::shared_ptr<void> alive = watch.lock();  // the mapping stays meanwhile
                 if (!alive) break;
-                const size_t n = std::min(kStep, want - off);
+                const size_t n = std::min(kHugePage, want - off);
                 if (::madvise(data + off, n, MADV_POPULATE_WRITE) != 0) break;
                 g_populate_pending.fetch_sub(n);
             }

@@ -60,6 +60,25 @@ class ArenaBuffer {
     size_t size_ = 0;
 };
 
+// Foreground work that background memory population yields to. While any ForegroundWork in the
+// process is active, map_populating's threads start no new huge page: the engine keeps one active
+// while it has requests, so zeroing the rest of a KV pool (a GB at first-touch speed) never
+// competes with a step for a core, for memory bandwidth or for the mapping's lock (a step that
+// maps memory would otherwise wait behind a populate call). set() from one thread only.
+class ForegroundWork {
+  public:
+    ForegroundWork() = default;
+    ~ForegroundWork() { set(false); }
+    ForegroundWork(const ForegroundWork&) = delete;
+    ForegroundWork& operator=(const ForegroundWork&) = delete;
+    void set(bool active);
+    // Whether any ForegroundWork in the process is active.
+    static bool any_active();
+
+  private:
+    bool active_ = false;
+};
+
 class HugePageArena {
   public:
     static constexpr size_t kHugePage = size_t{2} << 20;
@@ -84,7 +103,8 @@ class HugePageArena {
 
     // map() with the first `now_bytes` (rounded up to 2 MiB) made resident before returning, as
     // populate does (ENOMEM there is an Error), and the rest made resident by a background thread
-    // at the lowest priority (nice 19), chunk by chunk, while the caller goes on: the KV pool of a
+    // (a few nice steps down), one huge page at a time, while the caller goes on and only while no
+    // ForegroundWork is active (below): the KV pool of a
     // starting server, where zeroing the whole pool (a GB or more) up front would be most of the
     // start-up time. The thread holds the mapping only while it populates a chunk and stops once
     // the buffer is gone; a page it has not reached yet is faulted in by its first write, as

@@ -223,6 +223,30 @@ TEST(HugePageArena, BackgroundPopulationMakesTheRestResident) {
     EXPECT_EQ(pending, 0u);
 }
 
+// While foreground work is active (the engine has requests), the background population starts
+// no new huge page; it goes on once the work ends.
+TEST(HugePageArena, BackgroundPopulationWaitsForForegroundWork) {
+    if (!HugePageArena::maps_chunks()) GTEST_SKIP() << "AddressSanitizer build: heap blocks";
+    const size_t bytes = size_t{64} << 20, now = size_t{2} << 20;
+    util::ForegroundWork busy;
+    busy.set(true);
+    EXPECT_TRUE(util::ForegroundWork::any_active());
+    ArenaBuffer buf = HugePageArena::map_populating(bytes, now);
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    // At most the huge page a call had begun before the work was seen is resident past `now`.
+    const auto [in, n] = resident_pages(buf.data(), bytes);
+    const auto page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+    EXPECT_LE(in * page, now + (size_t{2} << 20)) << in << " of " << n << " pages resident";
+    busy.set(false);
+    EXPECT_FALSE(util::ForegroundWork::any_active());
+    size_t done = 0, total = 1;
+    for (int i = 0; i < 1000 && done != total; ++i) {
+        std::tie(done, total) = resident_pages(buf.data(), bytes);
+        if (done != total) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    EXPECT_EQ(done, total);
+}
+
 TEST(HugePageArena, KvPoolIsOneAdvisedZeroedMapping) {
     kv::PagePool pool(64, 16, 8192);
     const uint8_t* first = pool.data(kv::PageId{0});
