@@ -486,7 +486,7 @@ std::unique_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
     m->weights_format =
         opts.weights ? tensor::weight_format_name(*opts.weights) : runtime_dtype_name(opts.dtype);
     util::PhaseTimer timer("load");
-    if (opts.load_weights) util::prefetch_in_background(path);  // every block is read below
+    if (opts.load_weights) util::prefetch_in_background({path});  // every block is read below
     m->gguf = std::make_shared<formats::GGUFFile>(path);
     const formats::GGUFFile& g = *m->gguf;
     timer.mark("gguf parse");
@@ -626,8 +626,7 @@ std::unique_ptr<Model> load_hf_dir(const std::string& dir, const LoadOptions& op
     m->safetensors =
         std::make_shared<formats::SafetensorsModel>(formats::SafetensorsModel::open_dir(dir));
     const formats::SafetensorsModel& st = *m->safetensors;
-    if (opts.load_weights)
-        for (const auto& f : st.file_paths()) util::prefetch_in_background(f);
+    if (opts.load_weights) util::prefetch_in_background(st.file_paths());
     std::vector<formats::SourceTensor> all;
     for (const auto& t : st.tensors()) {
         // Count every tensor, even of dtypes the loader cannot convert. A compressed-tensors

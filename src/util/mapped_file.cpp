@@ -60,13 +60,15 @@ MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
     return *this;
 }
 
-void prefetch_in_background(const std::string& path) {
+void prefetch_in_background(std::vector<std::string> paths) {
     try {
-        std::thread([path] {
-            const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-            if (fd < 0) return;
-            (void)::posix_fadvise(fd, 0, 0, POSIX_FADV_WILLNEED);
-            ::close(fd);
+        std::thread([paths = std::move(paths)] {
+            for (const std::string& path : paths) {
+                const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+                if (fd < 0) continue;
+                (void)::posix_fadvise(fd, 0, 0, POSIX_FADV_WILLNEED);
+                ::close(fd);
+            }
         }).detach();
     } catch (const std::system_error&) {  // no thread to spare: the mapping's faults read it
     }

@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace warden::util {
 
@@ -26,12 +27,12 @@ class MappedFile {
     size_t size_ = 0;
 };
 
-// Asks the kernel to read the whole file into the page cache, on a thread of its own
-// (POSIX_FADV_WILLNEED), and returns at once. For a loader about to read every byte through a
-// mapping: the disk then streams the file in large sequential reads while the loader parses and
-// checks, instead of one readahead window per page fault of each loading thread. Does nothing
-// for pages already cached; errors (a file gone meanwhile) are ignored, as the mapping's own
-// reads report them.
-void prefetch_in_background(const std::string& path);
+// Asks the kernel to read the whole files into the page cache, one after another on a thread of
+// their own (POSIX_FADV_WILLNEED), and returns at once. For a loader about to read every byte
+// through mappings: the disk then streams each file in large sequential reads while the loader
+// parses and checks, instead of one readahead window per page fault of each loading thread.
+// Does nothing for pages already cached; errors (a file gone meanwhile) are ignored, as the
+// mappings' own reads report them.
+void prefetch_in_background(std::vector<std::string> paths);
 
 }  // namespace warden::util
