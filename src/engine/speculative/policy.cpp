@@ -52,11 +52,8 @@ bool StepCostModel::fit(double& t0, double& t_row) const {
 }
 
 double StepCostModel::row_share(int64_t rows) const {
-    double t0 = 1.0, t_row = kPriorRow;
-    if (!fit(t0, t_row)) {
-        t0 = 1.0;
-        t_row = kPriorRow;
-    }
+    double t0 = 1.0, t_row = kPriorRow;  // the prior until the steps can be fitted
+    (void)fit(t0, t_row);
     const auto b = static_cast<double>(std::max<int64_t>(rows, 1));
     return b * t_row / (t0 + b * t_row);
 }

@@ -58,7 +58,8 @@ class StepCostModel {
 
   private:
     void add(double rows, double ms, double weight);
-    bool fit(double& t0, double& t_row) const;  // false: too few or too alike steps
+    // False (t0, t_row untouched): too few or too alike steps to fit.
+    bool fit(double& t0, double& t_row) const;
     double w_ = 0, sx_ = 0, sy_ = 0, sxx_ = 0, sxy_ = 0;
 };
 
