@@ -83,7 +83,9 @@ void Choice::on_event(engine::Event&& ev) {
     if (!finish.empty()) return;  // a stop string / stop token already decided it
     switch (result.finish) {
         case engine::FinishReason::Stop:
-            finish = "stop";
+            // max_tokens 0: the one token the engine computes is not part of the answer, so a
+            // stop token there does not end it; the answer (the prompt) ended at its limit.
+            finish = opts.max_tokens == 0 ? "length" : "stop";
             break;
         case engine::FinishReason::Length:
             finish = "length";

@@ -88,6 +88,17 @@ def test_echo_logprobs_equal_warden_logits(server, text_ids, ref):
     assert out["usage"]["completion_tokens"] == 1
 
 
+def test_max_tokens_zero_finishes_by_length_even_on_a_stop_token(server):
+    # The engine computes one token the answer never shows; a stop token sampled there (forced
+    # here by logit_bias on the end-of-text tokens) must not turn the finish into "stop".
+    for _ in range(3):
+        out = completion(server, prompt=TEXT, max_tokens=0, logprobs=0, echo=True,
+                         logit_bias={"0": 100, "2": 100})
+        ch = out["choices"][0]
+        assert ch["text"] == TEXT and ch["finish_reason"] == "length", ch
+        assert out["usage"]["completion_tokens"] == 0
+
+
 def test_max_tokens_zero_and_prompt_logprobs(server, text_ids, ref):
     out = completion(server, prompt=TEXT, max_tokens=0, logprobs=0, echo=True)
     ch = out["choices"][0]
