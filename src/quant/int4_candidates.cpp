@@ -41,16 +41,17 @@ float error_ref(const float* x, const float* wt, int64_t G, float d, float m, fl
     return sum8(acc);
 }
 
-float refit_from(const float* sxl, const float* sll) {
-    float a = 0.0f, b = 0.0f;
+void reduce_refit(const float* sxl, const float* sll, float* a, float* b) {
+    float sa = 0.0f, sb = 0.0f;
     for (int k = 0; k < 8; ++k) {
-        a += sxl[k];
-        b += sll[k];
+        sa += sxl[k];
+        sb += sll[k];
     }
-    return b > 0.0f ? a / b : 0.0f;
+    *a = sa;
+    *b = sb;
 }
 
-float refit_ref(const float* x, const float* wt, int64_t G, float is) {
+void refit_ref(const float* x, const float* wt, int64_t G, float is, float* a, float* b) {
     float sxl[8] = {}, sll[8] = {};
     for (int64_t i = 0; i < G; i += 8)
         for (int k = 0; k < 8; ++k) {
@@ -58,7 +59,7 @@ float refit_ref(const float* x, const float* wt, int64_t G, float is) {
             sxl[k] += wt[i + k] * x[i + k] * r;
             sll[k] += wt[i + k] * r * r;
         }
-    return refit_from(sxl, sll);
+    reduce_refit(sxl, sll, a, b);
 }
 
 void sums_from(const float* l1, const float* l2, const float* lx, double* s) {
@@ -153,8 +154,8 @@ __attribute__((target("avx2"))) float error_avx2(const float* x, const float* wt
     return sum8(a);
 }
 
-__attribute__((target("avx2"))) float refit_avx2(const float* x, const float* wt, int64_t G,
-                                                 float is) {
+__attribute__((target("avx2"))) void refit_avx2(const float* x, const float* wt, int64_t G,
+                                                float is, float* sa, float* sb) {
     const __m256 vis = _mm256_set1_ps(is), lo = _mm256_set1_ps(-8.0f), hi = _mm256_set1_ps(7.0f);
     __m256 p = _mm256_setzero_ps(), q = p;
     for (int64_t i = 0; i < G; i += 8) {
@@ -166,7 +167,7 @@ __attribute__((target("avx2"))) float refit_avx2(const float* x, const float* wt
     alignas(32) float a[8], b[8];
     _mm256_store_ps(a, p);
     _mm256_store_ps(b, q);
-    return refit_from(a, b);
+    reduce_refit(a, b, sa, sb);
 }
 
 __attribute__((target("avx2"))) void asym_sums_avx2(const float* x, const float* wt, int64_t G,
@@ -246,7 +247,7 @@ WARDEN_AVX512_TARGET void errors_avx512(const float* x, const float* wt, int64_t
 
 template <int P>
 WARDEN_AVX512_TARGET inline void refits_pairs(const float* x, const float* wt, int64_t G,
-                                              const float* is, float* out) {
+                                              const float* is, float* sa, float* sb) {
     const __m512 lo = _mm512_set1_ps(-8.0f), hi = _mm512_set1_ps(7.0f);
     __m512 vis[P], ps[P], qs[P];
     for (int p = 0; p < P; ++p) {
@@ -265,17 +266,17 @@ WARDEN_AVX512_TARGET inline void refits_pairs(const float* x, const float* wt, i
         alignas(64) float a[16], b[16];
         _mm512_store_ps(a, ps[p]);
         _mm512_store_ps(b, qs[p]);
-        out[2 * p] = refit_from(a, b);
-        out[2 * p + 1] = refit_from(a + 8, b + 8);
+        reduce_refit(a, b, sa + 2 * p, sb + 2 * p);
+        reduce_refit(a + 8, b + 8, sa + 2 * p + 1, sb + 2 * p + 1);
     }
 }
 
 WARDEN_AVX512_TARGET void refits_avx512(const float* x, const float* wt, int64_t G, const float* is,
-                                        int nc, float* out) {
+                                        int nc, float* sa, float* sb) {
     int c = 0;
-    for (; c + 8 <= nc; c += 8) refits_pairs<4>(x, wt, G, is + c, out + c);
-    for (; c + 2 <= nc; c += 2) refits_pairs<1>(x, wt, G, is + c, out + c);
-    if (c < nc) out[c] = refit_avx2(x, wt, G, is[c]);
+    for (; c + 8 <= nc; c += 8) refits_pairs<4>(x, wt, G, is + c, sa + c, sb + c);
+    for (; c + 2 <= nc; c += 2) refits_pairs<1>(x, wt, G, is + c, sa + c, sb + c);
+    if (c < nc) refit_avx2(x, wt, G, is[c], sa + c, sb + c);
 }
 
 WARDEN_AVX512_TARGET void asym_sums_avx512(const float* x, const float* wt, int64_t G, float mn,
@@ -386,16 +387,16 @@ void int4_group_codes(const float* x, int64_t G, float d, float m, float lo, flo
     for (int64_t i = 0; i < G; ++i) l[i] = round_clamped((x[i] - m) * id, lo, hi);
 }
 
-void int4_refit_scales(const float* x, const float* wt, int64_t G, const float* is, int nc,
-                       float* out) {
+void int4_refit_sums(const float* x, const float* wt, int64_t G, const float* is, int nc,
+                     float* sxl, float* sll) {
 #if defined(__x86_64__)
-    if (use_avx512()) return refits_avx512(x, wt, G, is, nc, out);
+    if (use_avx512()) return refits_avx512(x, wt, G, is, nc, sxl, sll);
     if (use_avx2()) {
-        for (int c = 0; c < nc; ++c) out[c] = refit_avx2(x, wt, G, is[c]);
+        for (int c = 0; c < nc; ++c) refit_avx2(x, wt, G, is[c], sxl + c, sll + c);
         return;
     }
 #endif
-    for (int c = 0; c < nc; ++c) out[c] = refit_ref(x, wt, G, is[c]);
+    for (int c = 0; c < nc; ++c) refit_ref(x, wt, G, is[c], sxl + c, sll + c);
 }
 
 void int4_asym_sums(const float* x, const float* wt, int64_t G, float mn, const float* is, int nc,

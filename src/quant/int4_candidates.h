@@ -25,10 +25,10 @@ void int4_group_errors(const float* x, const float* wt, int64_t G, const float* 
 // The codes r_i of int4_group_errors for one candidate (as floats), into l[0..G).
 void int4_group_codes(const float* x, int64_t G, float d, float m, float lo, float hi, float* l);
 
-// Weighted least-squares scales: out[c] = sum w x r / sum w r^2 (0 when that is 0), r_i =
-// nearbyint(clamp(x[i] * is[c], -8, 7)).
-void int4_refit_scales(const float* x, const float* wt, int64_t G, const float* is, int nc,
-                       float* out);
+// The weighted least-squares sums of the codes r_i = nearbyint(clamp(x[i] * is[c], -8, 7)):
+// sxl[c] = sum w x r, sll[c] = sum w r^2 (their ratio is the refit scale of those codes).
+void int4_refit_sums(const float* x, const float* wt, int64_t G, const float* is, int nc,
+                     float* sxl, float* sll);
 
 // The sums the asymmetric least-squares fit needs for r_i = nearbyint(clamp((x[i] - mn) * is[c],
 // 0, 15)): s[3c] = sum w r, s[3c + 1] = sum w r^2, s[3c + 2] = sum w x r.

@@ -35,10 +35,65 @@ float imp_at(const float* imp, int64_t k) {
     return imp ? imp[k] : 1.0f;
 }
 
+// sum_i a_i * b_i (sum4) and sum_i w_i * x_i^2 (sum4_weighted) in double, over n (a multiple of
+// 4) in four running sums, lane k taking elements k, k + 4, ...: four independent chains instead
+// of one (the group's statistics would otherwise wait on n dependent additions).
+double sum4(const float* a, const float* b, int64_t n) {
+    double acc[4] = {};
+    for (int64_t i = 0; i < n; i += 4)
+        for (int k = 0; k < 4; ++k) acc[k] += static_cast<double>(a[i + k]) * b[i + k];
+    return (acc[0] + acc[1]) + (acc[2] + acc[3]);
+}
+double sum4_weighted(const float* x, const float* w, int64_t n) {
+    double acc[4] = {};
+    for (int64_t i = 0; i < n; i += 4)
+        for (int k = 0; k < 4; ++k) acc[k] += static_cast<double>(w[i + k]) * x[i + k] * x[i + k];
+    return (acc[0] + acc[1]) + (acc[2] + acc[3]);
+}
+
 // nearbyint(clamp(v, lo, hi)) for integer lo, hi with |lo|, |hi| < 2^22: the same code as rounding
 // first and clamping after (rounding is monotone), without a libm call.
 inline float round_clamped(float v, float lo, float hi) {
     return (std::min(hi, std::max(lo, v)) + kRoundMagic) - kRoundMagic;
+}
+
+// The indices of the k smallest of bound[0..n) (n a multiple of 4; infinite entries never
+// chosen), the first of equal bounds first, into pick (ascending bound); returns how many. The
+// chosen entries are set to infinity. Four interleaved minimum chains per pass (lane j: entries j,
+// j + 4, ...), so a pass does not wait on n dependent compares.
+int smallest_bounds(double* bound, int n, int k, int* pick) {
+    int np = 0;
+    for (; np < k; ++np) {
+        double lane_least[4];
+        int lane_at[4];
+        for (int j = 0; j < 4; ++j) {
+            lane_least[j] = std::numeric_limits<double>::infinity();
+            lane_at[j] = -1;
+        }
+        for (int c = 0; c < n; c += 4)
+            for (int j = 0; j < 4; ++j)
+                if (bound[c + j] < lane_least[j]) {
+                    lane_least[j] = bound[c + j];
+                    lane_at[j] = c + j;
+                }
+        double least = std::numeric_limits<double>::infinity();
+        int at = -1;
+        for (int j = 0; j < 4; ++j)
+            if (lane_at[j] >= 0 &&
+                (lane_least[j] < least || (lane_least[j] == least && lane_at[j] < at))) {
+                least = lane_least[j];
+                at = lane_at[j];
+            }
+        if (at < 0) break;
+        pick[np] = at;
+        bound[at] = std::numeric_limits<double>::infinity();
+    }
+    return np;
+}
+
+// A stored scale that can be used: nonzero, finite, with a finite inverse.
+bool usable_scale(float d) {
+    return d != 0.0f && std::isfinite(d) && std::isfinite(1.0f / d);
 }
 
 // Symmetric int4: a weighted least-squares scale search, the approach of llama.cpp's k-quants
@@ -46,11 +101,14 @@ inline float round_clamped(float v, float lo, float hi) {
 // importance[i] * sqrt(sigma^2 + x_i^2) (sigma^2 = the group's mean square): large weights, which
 // a plain squared-error search readily clips, count for more. Candidates: llama.cpp's Q4_0 rule
 // d = max / -8 itself (so the search can only beat it on this error), then 19 inverse scales
-// -(8 + 0.1 * s) / max (s = -9..9), each also refit by weighted least squares to the codes it
-// gives (d = sum w x l / sum w l^2). Every candidate is rounded to the stored scale dtype before
-// its codes are chosen. It moves the model less than llama.cpp's Q4_0 of the same weights
-// (docs/WEIGHT_QUANT.md, Results: int4 quality against llama.cpp's Q4_0; the clip-ratio search on
-// plain squared error it replaced is under Tried and dropped there).
+// is = -(8 + 0.1 * s) / max (s = -9..9), each giving two scales for the codes r = round(x * is):
+// 1 / is and the weighted least-squares refit sum w x r / sum w r^2. Every scale is rounded to the
+// stored dtype first. One pass over the group per inverse scale gives both sums, and with them
+// the error of either scale with those codes, sum w x^2 - 2 d sum w x r + d^2 sum w r^2: an upper
+// bound of its error with the codes chosen for d (nearest rounding is the best code per element).
+// The three smallest bounds and the Q4_0 rule are then evaluated exactly with their own codes and
+// the first smallest is kept. It moves the model less than llama.cpp's Q4_0 of the same weights
+// (docs/WEIGHT_QUANT.md, Results: int4 quality against llama.cpp's Q4_0).
 void quant4_sym(const WeightMatrix& w, const float* x, const float* imp, int64_t k0, QuantRow& out,
                 size_t g) {
     const int64_t G = w.group;
@@ -69,46 +127,56 @@ void quant4_sym(const WeightMatrix& w, const float* x, const float* imp, int64_t
         return;
     }
     float wt[kMaxGroup], l[kMaxGroup];
-    double sum_x2 = 0.0;
-    for (int64_t i = 0; i < G; ++i) sum_x2 += static_cast<double>(x[i]) * x[i];
-    const float sigma2 = static_cast<float>(sum_x2 / static_cast<double>(G));
+    const float sigma2 = static_cast<float>(sum4(x, x, G) / static_cast<double>(G));
     for (int64_t i = 0; i < G; ++i) wt[i] = imp_at(imp, k0 + i) * std::sqrt(sigma2 + x[i] * x[i]);
+    const double sxx = sum4_weighted(x, wt, G);
 
-    // The candidates in order, each rounded to the stored dtype (those that round to zero or
-    // overflow dropped); then every candidate's error in one batch (quant/int4_candidates.h), and
-    // the codes of the first best.
-    constexpr int kSteps = 19, kMax = 1 + 2 * kSteps;
-    float iscale[kSteps], refit[kSteps];
+    // Candidate 0 is the Q4_0 rule, 1 + 2s the inverse scale of grid step s and 2 + 2s the refit of
+    // its codes (0 when they are all zero), each rounded to the stored dtype; one that rounds to
+    // zero or overflows is dropped (its bound infinite).
+    constexpr int kSteps = 19, kCands = 1 + 2 * kSteps, kExact = 3;
+    float iscale[kSteps], sxl[kSteps], sll[kSteps];
     for (int s = 0; s < kSteps; ++s) iscale[s] = -(8.0f + 0.1f * static_cast<float>(s - 9)) / vmax;
-    int4_refit_scales(x, wt, G, iscale, kSteps, refit);
-    float raw[kMax], back[kMax], cand_d[kMax], zeros[kMax] = {}, err[kMax];
-    uint16_t raw_h[kMax], cand_h[kMax];
-    int nr = 0;
-    raw[nr++] = vmax / -8.0f;
+    int4_refit_sums(x, wt, G, iscale, kSteps, sxl, sll);
+    float raw[kCands], back[kCands];
+    uint16_t raw_h[kCands];
+    raw[0] = vmax / -8.0f;
     for (int s = 0; s < kSteps; ++s) {
-        raw[nr++] = 1.0f / iscale[s];
-        if (refit[s] != 0.0f) raw[nr++] = refit[s];
+        raw[1 + 2 * s] = 1.0f / iscale[s];
+        raw[2 + 2 * s] = sll[s] > 0.0f ? sxl[s] / sll[s] : 0.0f;
     }
-    int4_round_scales(raw, nr, w.bf16_scales, raw_h, back);
-    int nc = 0;
-    for (int c = 0; c < nr; ++c) {
-        const float d = back[c];
-        if (!(d != 0.0f) || !std::isfinite(d) || !std::isfinite(1.0f / d)) continue;
-        cand_h[nc] = raw_h[c];
-        cand_d[nc++] = d;
+    int4_round_scales(raw, kCands, w.bf16_scales, raw_h, back);
+    constexpr int kPadded = (kCands + 3) / 4 * 4;
+    double bound[kPadded];
+    for (int c = kCands; c < kPadded; ++c) bound[c] = std::numeric_limits<double>::infinity();
+    bound[0] = std::numeric_limits<double>::infinity();  // the rule is scored exactly anyway
+    for (int c = 1; c < kCands; ++c) {
+        const int s = (c - 1) / 2;
+        const double d = back[c];
+        bound[c] = usable_scale(back[c]) ? sxx - 2.0 * d * static_cast<double>(sxl[s]) +
+                                               d * d * static_cast<double>(sll[s])
+                                         : std::numeric_limits<double>::infinity();
     }
-    if (nc == 0)
+    // The exact set: the Q4_0 rule and the kExact smallest bounds, then in candidate order.
+    int pick[kExact + 1], np = 0;
+    if (usable_scale(back[0])) pick[np++] = 0;
+    np += smallest_bounds(bound, kPadded, kExact, pick + np);
+    if (np == 0)
         throw util::Error("int4 quantization: group scale out of range of the scale dtype");
-    int4_group_errors(x, wt, G, cand_d, zeros, nc, -8.0f, 7.0f, err);
+    for (int i = 1; i < np; ++i)  // an insertion sort of at most four
+        for (int j = i; j > 0 && pick[j] < pick[j - 1]; --j) std::swap(pick[j], pick[j - 1]);
+    float cand_d[kExact + 1], zeros[kExact + 1] = {}, err[kExact + 1];
+    for (int i = 0; i < np; ++i) cand_d[i] = back[pick[i]];
+    int4_group_errors(x, wt, G, cand_d, zeros, np, -8.0f, 7.0f, err);
     float best = std::numeric_limits<float>::infinity();
     int bi = -1;
-    for (int c = 0; c < nc; ++c)
-        if (err[c] < best) {
-            best = err[c];
-            bi = c;
+    for (int i = 0; i < np; ++i)
+        if (err[i] < best) {
+            best = err[i];
+            bi = i;
         }
     if (bi < 0) throw util::Error("int4 quantization: group scale out of range of the scale dtype");
-    out.d[g] = cand_h[bi];
+    out.d[g] = raw_h[pick[bi]];
     int4_group_codes(x, G, cand_d[bi], 0.0f, -8.0f, 7.0f, l);
     for (int64_t i = 0; i < G; ++i) q[i] = static_cast<uint8_t>(static_cast<int>(l[i]) + 8);
 }
@@ -122,15 +190,17 @@ void quant4_sym(const WeightMatrix& w, const float* x, const float* imp, int64_t
 // (15 - 0.9 + 0.05 s) / (max - min), s = 0..36, each with the (d, m) that fits the codes it gives
 // by weighted least squares. Every candidate's d and m are rounded to the stored scale dtype
 // first, and its codes are chosen for the rounded pair (the codes the kernels decode), so the
-// error compared is the stored row's (group_error). On SmolLM2's tied head it moved the model less
+// error compared is the stored row's. The fits' errors are first bounded from the grid pass's
+// sums (their error with the grid step's codes), and only the three smallest bounds are scored
+// exactly. On SmolLM2's tied head it moved the model less
 // than the clip-ratio search on plain squared error did, level with llama.cpp's Q4_1 rule.
 void quant4_asym(const WeightMatrix& w, const float* x, const float* imp, int64_t k0, QuantRow& out,
                  size_t g) {
     const int64_t G = w.group;
-    float mn = x[0], mx = x[0];
+    float mn = x[0], mx = x[0];  // the row is finite (checked by the caller)
     for (int64_t i = 1; i < G; ++i) {
-        mn = std::fmin(mn, x[i]);
-        mx = std::fmax(mx, x[i]);
+        mn = x[i] < mn ? x[i] : mn;
+        mx = x[i] > mx ? x[i] : mx;
     }
     uint8_t* q = out.q.data() + k0;
     if (mx == mn) {  // constant group: d = 0, m = value (rounded)
@@ -140,57 +210,84 @@ void quant4_asym(const WeightMatrix& w, const float* x, const float* imp, int64_
         return;
     }
     float wt[kMaxGroup];
-    double sum_x2 = 0.0;
-    for (int64_t i = 0; i < G; ++i) sum_x2 += static_cast<double>(x[i]) * x[i];
-    const float sigma2 = static_cast<float>(sum_x2 / static_cast<double>(G));
+    const float sigma2 = static_cast<float>(sum4(x, x, G) / static_cast<double>(G));
+    for (int64_t i = 0; i < G; ++i) wt[i] = imp_at(imp, k0 + i) * std::sqrt(sigma2 + x[i] * x[i]);
     double sw = 0.0, swx = 0.0;
-    for (int64_t i = 0; i < G; ++i) {
-        wt[i] = imp_at(imp, k0 + i) * std::sqrt(sigma2 + x[i] * x[i]);
-        sw += wt[i];
-        swx += static_cast<double>(wt[i]) * x[i];
+    {
+        double a0[4] = {}, a1[4] = {};
+        for (int64_t i = 0; i < G; i += 4)
+            for (int k = 0; k < 4; ++k) {
+                a0[k] += wt[i + k];
+                a1[k] += static_cast<double>(wt[i + k]) * x[i + k];
+            }
+        sw = (a0[0] + a0[1]) + (a0[2] + a0[3]);
+        swx = (a1[0] + a1[1]) + (a1[2] + a1[3]);
     }
-    // As in quant4_sym: the candidates in order, rounded, then one batch.
-    constexpr int kClips = static_cast<int>(sizeof kClip4 / sizeof kClip4[0]), kSteps = 37;
-    float cand_d[kClips + kSteps], cand_m[kClips + kSteps], err[kClips + kSteps];
-    uint16_t cand_dh[kClips + kSteps], cand_mh[kClips + kSteps];
-    int nc = 0;
-    const auto add = [&](float dv, float mv) {
-        const uint16_t dh = to_scale(w, dv), mh = to_scale(w, mv);
-        const float d = from_scale(w, dh), m = from_scale(w, mh);
-        if (!(d != 0.0f) || !std::isfinite(d) || !std::isfinite(m) || !std::isfinite(1.0f / d))
-            return;
-        cand_dh[nc] = dh;
-        cand_mh[nc] = mh;
-        cand_d[nc] = d;
-        cand_m[nc++] = m;
-    };
-    for (float clip : kClip4) {
-        const float shrink = (1.0f - clip) * 0.5f * (mx - mn);
+    const double sxx = sum4_weighted(x, wt, G);
+    // The candidates in order, each (d, m) rounded to the stored dtype: the clip ratios, scored
+    // exactly, then the grid's least-squares fits, of which only the kExact smallest error bounds
+    // are scored exactly (the bound: the fit's error with the codes of its grid step; as in
+    // quant4_sym, the codes chosen for the rounded pair can only do better).
+    constexpr int kClips = static_cast<int>(sizeof kClip4 / sizeof kClip4[0]), kSteps = 37,
+                  kExact = 3, kAll = kClips + kSteps, kPadded = (kSteps + 3) / 4 * 4;
+    float raw_d[kAll], raw_m[kAll], back_d[kAll], back_m[kAll];
+    uint16_t raw_dh[kAll], raw_mh[kAll];
+    for (int c = 0; c < kClips; ++c) {
+        const float shrink = (1.0f - kClip4[c]) * 0.5f * (mx - mn);
         const float lo = mn + shrink, hi = mx - shrink;
-        add((hi - lo) / 15.0f, lo);
+        raw_d[c] = (hi - lo) / 15.0f;
+        raw_m[c] = lo;
     }
     float iscale[kSteps];
     double sums[3 * kSteps];
     for (int s = 0; s < kSteps; ++s)
         iscale[s] = (15.0f - 0.9f + 0.05f * static_cast<float>(s)) / (mx - mn);
     int4_asym_sums(x, wt, G, mn, iscale, kSteps, sums);
+    bool fitted[kSteps];
     for (int s = 0; s < kSteps; ++s) {
         const double* sm = sums + 3 * s;
         // Minimizes sum w (d r + m - x)^2 over (d, m): the 2 x 2 normal equations.
         const double det = sw * sm[1] - sm[0] * sm[0];
-        if (!(det > 0.0)) continue;
-        add(static_cast<float>((sw * sm[2] - swx * sm[0]) / det),
-            static_cast<float>((sm[1] * swx - sm[0] * sm[2]) / det));
+        fitted[s] = det > 0.0;
+        raw_d[kClips + s] = fitted[s] ? static_cast<float>((sw * sm[2] - swx * sm[0]) / det) : 0.0f;
+        raw_m[kClips + s] =
+            fitted[s] ? static_cast<float>((sm[1] * swx - sm[0] * sm[2]) / det) : 0.0f;
+    }
+    int4_round_scales(raw_d, kAll, w.bf16_scales, raw_dh, back_d);
+    int4_round_scales(raw_m, kAll, w.bf16_scales, raw_mh, back_m);
+    const auto usable = [&](int c) { return usable_scale(back_d[c]) && std::isfinite(back_m[c]); };
+    double bound[kPadded];
+    for (int s = kSteps; s < kPadded; ++s) bound[s] = std::numeric_limits<double>::infinity();
+    for (int s = 0; s < kSteps; ++s) {
+        const double* sm = sums + 3 * s;
+        const double dd = back_d[kClips + s], md = back_m[kClips + s];
+        bound[s] = fitted[s] && usable(kClips + s)
+                       ? sxx - 2.0 * dd * sm[2] - 2.0 * md * swx + dd * dd * sm[1] +
+                             2.0 * dd * md * sm[0] + md * md * sw
+                       : std::numeric_limits<double>::infinity();
+    }
+    int pick[kClips + kExact], np = 0;
+    for (int c = 0; c < kClips; ++c)
+        if (usable(c)) pick[np++] = c;
+    int fits[kExact];
+    const int nf = smallest_bounds(bound, kPadded, kExact, fits);
+    for (int i = 0; i < nf; ++i) pick[np++] = kClips + fits[i];
+    // Among equal exact errors the first in this order (the clips, then the fits by ascending
+    // bound) wins.
+    float cand_d[kClips + kExact], cand_m[kClips + kExact], err[kClips + kExact];
+    for (int i = 0; i < np; ++i) {
+        cand_d[i] = back_d[pick[i]];
+        cand_m[i] = back_m[pick[i]];
     }
     float best = std::numeric_limits<float>::infinity(), best_d = 0.0f, best_m = 0.0f;
-    if (nc > 0) int4_group_errors(x, wt, G, cand_d, cand_m, nc, 0.0f, 15.0f, err);
-    for (int c = 0; c < nc; ++c)
-        if (err[c] < best) {
-            best = err[c];
-            best_d = cand_d[c];
-            best_m = cand_m[c];
-            out.d[g] = cand_dh[c];
-            out.m[g] = cand_mh[c];
+    if (np > 0) int4_group_errors(x, wt, G, cand_d, cand_m, np, 0.0f, 15.0f, err);
+    for (int i = 0; i < np; ++i)
+        if (err[i] < best) {
+            best = err[i];
+            best_d = cand_d[i];
+            best_m = cand_m[i];
+            out.d[g] = raw_dh[pick[i]];
+            out.m[g] = raw_mh[pick[i]];
         }
     if (best == std::numeric_limits<float>::infinity())
         throw util::Error("int4 quantization: group scale out of range of the scale dtype");

@@ -39,7 +39,9 @@ std::vector<float> rows_of(int64_t rows, int64_t cols, uint32_t seed) {
 }
 
 // The symmetric int4 search of one group stated sequentially, one candidate at a time (scalar
-// code, f16 scales, no importance): the reference the batched SIMD search must equal.
+// code, f16 scales, no importance): the reference the batched SIMD search must equal. Each grid
+// step's codes give the error bound of its two scales; the Q4_0 rule and the three smallest bounds
+// are then scored exactly, and the first smallest exact error wins.
 uint16_t reference_sym_group(const float* x, int G, uint8_t* q) {
     float amax = 0, vmax = 0;
     for (int i = 0; i < G; ++i)
@@ -55,33 +57,41 @@ uint16_t reference_sym_group(const float* x, int G, uint8_t* q) {
     for (int i = 0; i < G; ++i) s2 += static_cast<double>(x[i]) * x[i];
     const auto sigma2 = static_cast<float>(s2 / G);
     std::vector<float> w(static_cast<size_t>(G));
-    for (int i = 0; i < G; ++i) w[i] = 1.0f * std::sqrt(sigma2 + x[i] * x[i]);
+    double sxx = 0;
+    for (int i = 0; i < G; ++i) {
+        w[i] = 1.0f * std::sqrt(sigma2 + x[i] * x[i]);
+        sxx += static_cast<double>(w[i]) * x[i] * x[i];
+    }
     const auto rc = [](float v, float lo, float hi) {
         return (std::min(hi, std::max(lo, v)) + 12582912.0f) - 12582912.0f;
     };
-    float best = std::numeric_limits<float>::infinity();
-    uint16_t best_h = 0;
-    const auto consider = [&](float scale) {
-        const uint16_t h = tensor::f32_to_f16(scale);
-        const float d = tensor::f16_to_f32(h);
-        if (!(d != 0) || !std::isfinite(d) || !std::isfinite(1 / d)) return;
+    const auto exact = [&](float d) {
         float acc[8] = {};
         for (int i = 0; i < G; i += 8)
             for (int k = 0; k < 8; ++k) {
                 const float e = x[i + k] - rc(x[i + k] * (1.0f / d), -8, 7) * d;
                 acc[k] += w[i + k] * e * e;
             }
-        const float err =
-            ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-        if (err < best) {
-            best = err;
-            best_h = h;
-        }
+        return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
     };
-    consider(vmax / -8.0f);
+    struct Cand {
+        int order;
+        uint16_t h;
+        float d;
+        double bound;
+    };
+    std::vector<Cand> rule, grid;
+    int order = 0;
+    const auto add = [&](float scale, double a, double b, bool is_rule) {
+        const uint16_t h = tensor::f32_to_f16(scale);
+        const float d = tensor::f16_to_f32(h);
+        const int o = order++;
+        if (!(d != 0) || !std::isfinite(d) || !std::isfinite(1 / d)) return;
+        (is_rule ? rule : grid).push_back({o, h, d, sxx - 2.0 * d * a + double(d) * d * b});
+    };
+    add(vmax / -8.0f, 0, 0, true);
     for (int s = -9; s <= 9; ++s) {
         const float is = -(8.0f + 0.1f * static_cast<float>(s)) / vmax;
-        consider(1.0f / is);
         float sxl[8] = {}, sll[8] = {};
         for (int i = 0; i < G; i += 8)
             for (int k = 0; k < 8; ++k) {
@@ -94,7 +104,24 @@ uint16_t reference_sym_group(const float* x, int G, uint8_t* q) {
             a += sxl[k];
             b += sll[k];
         }
-        if (b > 0 && a / b != 0) consider(a / b);
+        add(1.0f / is, a, b, false);
+        if (b > 0 && a / b != 0) add(a / b, a, b, false);
+    }
+    std::stable_sort(grid.begin(), grid.end(),
+                     [](const Cand& p, const Cand& r) { return p.bound < r.bound; });
+    if (grid.size() > 3) grid.resize(3);
+    std::vector<Cand> scored = rule;
+    scored.insert(scored.end(), grid.begin(), grid.end());
+    std::sort(scored.begin(), scored.end(),
+              [](const Cand& p, const Cand& r) { return p.order < r.order; });
+    float best = std::numeric_limits<float>::infinity();
+    uint16_t best_h = 0;
+    for (const Cand& c : scored) {
+        const float err = exact(c.d);
+        if (err < best) {
+            best = err;
+            best_h = c.h;
+        }
     }
     const float d = tensor::f16_to_f32(best_h);
     for (int i = 0; i < G; ++i)
