@@ -53,15 +53,16 @@ uint16_t reference_sym_group(const float* x, int G, uint8_t* q) {
         std::memset(q, 8, static_cast<size_t>(G));
         return 0;
     }
-    double s2 = 0;
-    for (int i = 0; i < G; ++i) s2 += static_cast<double>(x[i]) * x[i];
-    const auto sigma2 = static_cast<float>(s2 / G);
+    // The group's sums in four running sums, lane k taking elements k, k + 4, ...
+    double s2[4] = {}, sx[4] = {};
+    for (int i = 0; i < G; ++i) s2[i % 4] += static_cast<double>(x[i]) * x[i];
+    const auto sigma2 = static_cast<float>(((s2[0] + s2[1]) + (s2[2] + s2[3])) / G);
     std::vector<float> w(static_cast<size_t>(G));
-    double sxx = 0;
     for (int i = 0; i < G; ++i) {
         w[i] = 1.0f * std::sqrt(sigma2 + x[i] * x[i]);
-        sxx += static_cast<double>(w[i]) * x[i] * x[i];
+        sx[i % 4] += static_cast<double>(w[i]) * x[i] * x[i];
     }
+    const double sxx = (sx[0] + sx[1]) + (sx[2] + sx[3]);
     const auto rc = [](float v, float lo, float hi) {
         return (std::min(hi, std::max(lo, v)) + 12582912.0f) - 12582912.0f;
     };
