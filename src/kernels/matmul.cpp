@@ -199,7 +199,9 @@ uint8_t* unpack_scratch(int64_t bytes) {
 // Bytes of the Q5_0 / Q5_1 / IQ4_NL unpack scratch over n tokens (detail::QuantArgs::unpack).
 int64_t kq5_unpack_bytes(int64_t cols, int64_t n) {
     const int64_t nb = cols / 32, nbp = (nb + 7) / 8 * 8;
-    return 40 * nbp + (n >= 8 ? detail::kQ5UnpackTokens * (cols + 8 * nb) : 0);
+    if (n == 1) return 40 * nbp;
+    return std::max(40 * nbp + (n >= 8 ? detail::kQ5UnpackTokens * (cols + 8 * nb) : 0),
+                    68 * nbp + detail::kQ5UnpackTokens * 36 * nbp);
 }
 
 // Rows [r0, r1) of one matrix; qa: its quant_args when it is quantized, sx: its split

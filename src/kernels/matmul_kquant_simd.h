@@ -620,6 +620,24 @@ void kq_rows_one(const uint8_t* row, int64_t row_bytes, int64_t nb, const int8_t
     for (int r = 0; r < kRows; ++r) y[r] = acc[r].reduce();
 }
 
+// One token's activations rearranged into pairs of blocks (xp, 32 * nbp bytes) and its xd (and
+// xs where xs is not null) padded with zeros to nbp blocks.
+inline void kq_rearrange(const int8_t* xq, const float* xd, const int32_t* xs, int64_t nb,
+                         int64_t nbp, int8_t* xp, float* xdp, int32_t* xsp) {
+    for (int64_t p = 0; 2 * p < nbp; ++p) {
+        const KQI x0 = 2 * p < nb ? kq_load(xq + 64 * p) : KQ(mm256_setzero_si256)();
+        const KQI x1 = 2 * p + 1 < nb ? kq_load(xq + 64 * p + 32) : KQ(mm256_setzero_si256)();
+        KQ(mm256_store_si256)
+        (reinterpret_cast<KQI*>(xp + 64 * p), KQ(mm256_permute2x128_si256)(x0, x1, 0x20));
+        KQ(mm256_store_si256)
+        (reinterpret_cast<KQI*>(xp + 64 * p + 32), KQ(mm256_permute2x128_si256)(x0, x1, 0x31));
+    }
+    for (int64_t b = 0; b < nbp; ++b) {
+        xdp[b] = b < nb ? xd[b] : 0.0f;
+        if (xs) xsp[b] = b < nb ? xs[b] : 0;
+    }
+}
+
 // Rows [r0, r1) at one token; scratch (QuantArgs::unpack, 40 * nbp bytes) takes the rearranged
 // activations (32 * nbp bytes) and the token's xd and xs padded with zeros to nbp blocks.
 template <int kKind>
@@ -629,18 +647,7 @@ void kq_matmul_b32_one(const QuantArgs& a, int64_t r0, int64_t r1, uint8_t* scra
     auto* xp = reinterpret_cast<int8_t*>(scratch);
     auto* xd = reinterpret_cast<float*>(scratch + 32 * nbp);
     auto* xs = reinterpret_cast<int32_t*>(xd + nbp);
-    for (int64_t p = 0; 2 * p < nbp; ++p) {
-        const KQI x0 = 2 * p < nb ? kq_load(a.xq + 64 * p) : KQ(mm256_setzero_si256)();
-        const KQI x1 = 2 * p + 1 < nb ? kq_load(a.xq + 64 * p + 32) : KQ(mm256_setzero_si256)();
-        KQ(mm256_store_si256)
-        (reinterpret_cast<KQI*>(xp + 64 * p), KQ(mm256_permute2x128_si256)(x0, x1, 0x20));
-        KQ(mm256_store_si256)
-        (reinterpret_cast<KQI*>(xp + 64 * p + 32), KQ(mm256_permute2x128_si256)(x0, x1, 0x31));
-    }
-    for (int64_t b = 0; b < nbp; ++b) {
-        xd[b] = b < nb ? a.xd[b] : 0.0f;
-        xs[b] = b < nb ? a.xs[b] : 0;
-    }
+    kq_rearrange(a.xq, a.xd, a.xs, nb, nbp, xp, xd, xs);
     const KQI tbl = kq_iq4_pair_table();
     int64_t r = r0;
     for (; r + 4 <= r1; r += 4)
@@ -648,6 +655,70 @@ void kq_matmul_b32_one(const QuantArgs& a, int64_t r0, int64_t r1, uint8_t* scra
     for (; r < r1; ++r)
         kq_rows_one<kKind, 1>(a.data + r * row_bytes, row_bytes, nb, xp, xd, xs, tbl, a.y + r);
 }
+
+#if !KQ_VNNI
+// IQ4_NL over several tokens without vpdpbusd. Its codes are signed, so maddubs takes |w| and
+// xq * sign(w); a row's codes w and |w| are formed once into the scratch in kq_matmul_b32_one's
+// pair layout (zero past the row's end, as are its scales) and read back for each of up to
+// kQ5UnpackTokens tokens, whose activations are rearranged once per call. Every group of eight
+// blocks is then whole; the float steps are the contract's, as kq_rows_one's.
+void kq_matmul_iq4_multi(const QuantArgs& a, int64_t r0, int64_t r1, uint8_t* scratch) {
+    const int64_t nb = a.cols / 32, nbp = (nb + 7) / 8 * 8, row_bytes = nb * 18;
+    auto* w = reinterpret_cast<int8_t*>(scratch);
+    int8_t* wa = w + 32 * nbp;
+    auto* d = reinterpret_cast<float*>(wa + 32 * nbp);
+    auto* xp = reinterpret_cast<int8_t*>(d + nbp);
+    auto* xd = reinterpret_cast<float*>(xp + kQ5UnpackTokens * 32 * nbp);
+    const KQI tbl = kq_iq4_table(), m4 = KQ(mm256_set1_epi8)(0x0f);
+    for (int64_t t0 = 0; t0 < a.n; t0 += kQ5UnpackTokens) {
+        const int64_t nt = std::min(a.n - t0, kQ5UnpackTokens);
+        for (int64_t k = 0; k < nt; ++k)
+            kq_rearrange(a.xq + (t0 + k) * a.cols, a.xd + (t0 + k) * nb, nullptr, nb, nbp,
+                         xp + k * 32 * nbp, xd + k * nbp, nullptr);
+        for (int64_t r = r0; r < r1; ++r) {
+            const uint8_t* row = a.data + r * row_bytes;
+            for (int64_t p = 0; 2 * p < nbp; ++p) {
+                KQI lo = KQ(mm256_setzero_si256)(), hi = lo;
+                if (2 * p < nb) {
+                    const KQH q0 =
+                        KQ(mm_loadu_si128)(reinterpret_cast<const KQH*>(row + 36 * p + 2));
+                    const KQH q1 =
+                        2 * p + 1 < nb
+                            ? KQ(mm_loadu_si128)(reinterpret_cast<const KQH*>(row + 36 * p + 20))
+                            : KQ(mm_setzero_si128)();
+                    const KQI q = KQ(mm256_set_m128i)(q1, q0);
+                    lo = KQ(mm256_shuffle_epi8)(tbl, KQ(mm256_and_si256)(q, m4));
+                    hi = KQ(mm256_shuffle_epi8)(
+                        tbl, KQ(mm256_and_si256)(KQ(mm256_srli_epi16)(q, 4), m4));
+                }
+                KQ(mm256_store_si256)(reinterpret_cast<KQI*>(w + 64 * p), lo);
+                KQ(mm256_store_si256)(reinterpret_cast<KQI*>(w + 64 * p + 32), hi);
+                KQ(mm256_store_si256)(reinterpret_cast<KQI*>(wa + 64 * p), KQ(mm256_abs_epi8)(lo));
+                KQ(mm256_store_si256)
+                (reinterpret_cast<KQI*>(wa + 64 * p + 32), KQ(mm256_abs_epi8)(hi));
+            }
+            for (int64_t b = 0; b < nbp; ++b) d[b] = b < nb ? kq_scale_f16(row + 18 * b) : 0.0f;
+            for (int64_t k = 0; k < nt; ++k) {
+                const int8_t* x = xp + k * 32 * nbp;
+                KqAcc acc;
+                for (int64_t b = 0; b < nbp; b += 8) {
+                    KQI v[4];
+                    for (int j = 0; j < 8; ++j) {
+                        const int64_t o = 32 * b + 32 * j;  // pair (b + j / 2)'s half j % 2
+                        const KQI s = kq_dot(kq_load(wa + o),
+                                             KQ(mm256_sign_epi8)(kq_load(x + o), kq_load(w + o)));
+                        v[j / 2] = j % 2 == 0 ? s : KQ(mm256_add_epi32)(v[j / 2], s);
+                    }
+                    acc.step_lanes(kq_hsum_pairs(v),
+                                   KQ(mm256_mul_ps)(KQ(mm256_load_ps)(d + b),
+                                                    KQ(mm256_load_ps)(xd + k * nbp + b)));
+                }
+                a.y[(t0 + k) * a.ldy + r] = acc.reduce();
+            }
+        }
+    }
+}
+#endif
 
 // Eight tokens at once (prompt processing): tokens in the vector lanes, so a block's sums need no
 // horizontal reduction and its unpacked codes are read once for eight tokens. The activations of
@@ -996,9 +1067,11 @@ void kq_matmul(const QuantArgs& a, int64_t r0, int64_t r1) {
             case kQuantKindQ5_1:
                 return kq_matmul_b5<kQuantKindQ5_1>(a, r0, r1, a.unpack);
             case kQuantKindIQ4NL:
-                if constexpr (kKqUnpacks<kQuantKindIQ4NL>)
-                    return kq_matmul_b5<kQuantKindIQ4NL>(a, r0, r1, a.unpack);
-                break;
+#if KQ_VNNI
+                return kq_matmul_b5<kQuantKindIQ4NL>(a, r0, r1, a.unpack);
+#else
+                return kq_matmul_iq4_multi(a, r0, r1, a.unpack);
+#endif
             default:
                 break;
         }
