@@ -469,6 +469,15 @@ float kq_dot_b5(const uint8_t* codes, const float* d, const float* m, int64_t nb
 // eight blocks reads zero activations, xd and xs past the row's end (the copy's padding) and zero
 // scales, so its padding lanes add exactly 0 as in kq_dot_b5.
 
+// Part `part` of `parts` of the cache lines of [p, p + bytes): a one-token pass over several
+// rows prefetches the next pass's rows piece by piece (measured: decode about 1.2x faster than
+// with the hardware prefetcher alone, on Zen 4 with AVX2).
+inline void kq_prefetch_part(const uint8_t* p, int64_t bytes, int64_t part, int64_t parts) {
+    const int64_t lines = (bytes + 63) / 64;
+    for (int64_t l = part * lines / parts; l < (part + 1) * lines / parts; ++l)
+        __builtin_prefetch(p + 64 * l);
+}
+
 // Lane j = the sum of block j's lanes, v[k] holding blocks 2k (lanes 0..3) and 2k + 1 (4..7).
 inline KQI kq_hsum_pairs(const KQI* v) {
     const KQI h =
@@ -596,15 +605,22 @@ void kq_rows_one(const uint8_t* row, int64_t row_bytes, int64_t nb, const int8_t
                  const float* xd, const int32_t* xs, KQI tbl, float* y) {
     constexpr int64_t bb = kKqB32Bytes<kKind>;
     KqAcc acc[kRows];
+    const int64_t groups = (nb + 7) / 8;
     int64_t b = 0;
-    for (; b + 8 <= nb; b += 8)
+    for (; b + 8 <= nb; b += 8) {
+        if constexpr (kRows > 1)
+            kq_prefetch_part(row + kRows * row_bytes, kRows * row_bytes, b / 8, groups);
         for (int r = 0; r < kRows; ++r)
             kq_group_one<kKind>(acc[r], row + r * row_bytes + b * bb, 8, xp + 32 * b, xd + b,
                                 xs + b, tbl);
-    if (b < nb)
+    }
+    if (b < nb) {
+        if constexpr (kRows > 1)
+            kq_prefetch_part(row + kRows * row_bytes, kRows * row_bytes, b / 8, groups);
         for (int r = 0; r < kRows; ++r)
             kq_group_one<kKind>(acc[r], row + r * row_bytes + b * bb, static_cast<int>(nb - b),
                                 xp + 32 * b, xd + b, xs + b, tbl);
+    }
 #if !KQ_SCALAR_FLOAT
     if constexpr (kRows == 4) {
         // hadd pairs lanes as the contract's sum does: ((a0 + a1) + (a2 + a3)) in the low half,
@@ -1001,6 +1017,8 @@ void kq_q3_pass(const QuantArgs& a, const uint8_t* row, int64_t row_bytes, int64
     KqAcc acc[kRows][kTok];
     for (int64_t s = 0; s < nsb; ++s) {
         KQI xt[kTok];
+        if constexpr (kRows > 1)
+            kq_prefetch_part(row + kRows * row_bytes, kRows * row_bytes, s, nsb);
         for (int k = 0; k < kTok; ++k) xt[k] = kq_q3_xterm(a.xq + (t + k) * a.cols + 256 * s);
         for (int i = 0; i < kRows; ++i) {
             const uint8_t* blk = row + i * row_bytes + 110 * s;
