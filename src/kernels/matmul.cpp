@@ -215,11 +215,16 @@ void run_rows(const detail::MatmulTable& t, const WeightMatrix& w, const float* 
     } else if (is_quant(w)) {
         // Q5_0 / Q5_1 / IQ4_NL at any token count: the SIMD kernels unpack each row once into it
         // (the scalar one ignores it, and the AVX2 one for IQ4_NL).
+        // Q3_K: each token's per-super-block terms, formed once per call (32 bytes each).
         const bool q5 = qa.kind == detail::kQuantKindQ5_0 || qa.kind == detail::kQuantKindQ5_1 ||
                         qa.kind == detail::kQuantKindIQ4NL;
-        if ((t.quant_uses_unpack && qa.kind == 0 && !qa.act_f32 && n >= kQ4UnpackMinTokens) || q5) {
+        const bool q3 = qa.kind == detail::kQuantKindQ3K;
+        if ((t.quant_uses_unpack && qa.kind == 0 && !qa.act_f32 && n >= kQ4UnpackMinTokens) || q5 ||
+            q3) {
             detail::QuantArgs q = qa;
-            q.unpack = unpack_scratch(q5 ? kq5_unpack_bytes(w.cols, n) : w.cols * kPanelRows);
+            q.unpack = unpack_scratch(q5   ? kq5_unpack_bytes(w.cols, n)
+                                      : q3 ? n * (w.cols / 256) * 32
+                                           : w.cols * kPanelRows);
             t.quant(q, r0, r1);
             return;
         }

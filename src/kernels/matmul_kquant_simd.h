@@ -140,6 +140,23 @@ inline void kq_scales_f16(const uint8_t* p, float& d, float& dmin) {
 }
 #endif
 
+// out[i] = acc[i].reduce() for i < kN; groups of four through hadds, which pair the lanes as
+// kq_reduce does: ((a0 + a1) + (a2 + a3)) in the low half, ((a4 + a5) + (a6 + a7)) in the high.
+template <int kN>
+inline void kq_reduce_n(const KqAcc* acc, float* out) {
+    int i = 0;
+#if !KQ_SCALAR_FLOAT
+    for (; i + 4 <= kN; i += 4) {
+        const KQF h = KQ(mm256_hadd_ps)(KQ(mm256_hadd_ps)(acc[i].v, acc[i + 1].v),
+                                        KQ(mm256_hadd_ps)(acc[i + 2].v, acc[i + 3].v));
+        alignas(32) float s[8];
+        KQ(mm256_store_ps)(s, KQ(mm256_add_ps)(h, KQ(mm256_permute2f128_ps)(h, h, 1)));
+        for (int k = 0; k < 4; ++k) out[i + k] = s[k];
+    }
+#endif
+    for (; i < kN; ++i) out[i] = acc[i].reduce();
+}
+
 inline KQI kq_load(const void* p) {
     return KQ(mm256_loadu_si256)(static_cast<const KQI*>(p));
 }
@@ -621,19 +638,7 @@ void kq_rows_one(const uint8_t* row, int64_t row_bytes, int64_t nb, const int8_t
             kq_group_one<kKind>(acc[r], row + r * row_bytes + b * bb, static_cast<int>(nb - b),
                                 xp + 32 * b, xd + b, xs + b, tbl);
     }
-#if !KQ_SCALAR_FLOAT
-    if constexpr (kRows == 4) {
-        // hadd pairs lanes as the contract's sum does: ((a0 + a1) + (a2 + a3)) in the low half,
-        // ((a4 + a5) + (a6 + a7)) in the high half, rows 0..3 in lanes 0..3 of each.
-        const KQF h = KQ(mm256_hadd_ps)(KQ(mm256_hadd_ps)(acc[0].v, acc[1].v),
-                                        KQ(mm256_hadd_ps)(acc[2].v, acc[3].v));
-        alignas(32) float s[8];
-        KQ(mm256_store_ps)(s, KQ(mm256_add_ps)(h, KQ(mm256_permute2f128_ps)(h, h, 1)));
-        for (int r = 0; r < 4; ++r) y[r] = s[r];
-        return;
-    }
-#endif
-    for (int r = 0; r < kRows; ++r) y[r] = acc[r].reduce();
+    kq_reduce_n<kRows>(acc, y);
 }
 
 // One token's activations rearranged into pairs of blocks (xp, 32 * nbp bytes) and its xd (and
@@ -678,6 +683,31 @@ void kq_matmul_b32_one(const QuantArgs& a, int64_t r0, int64_t r1, uint8_t* scra
 // pair layout (zero past the row's end, as are its scales) and read back for each of up to
 // kQ5UnpackTokens tokens, whose activations are rearranged once per call. Every group of eight
 // blocks is then whole; the float steps are the contract's, as kq_rows_one's.
+// One row's formed codes (w, |w| wa, scales d; nbp blocks) against kTok tokens of rearranged
+// activations (xp, xd: token k at 32 * nbp and nbp): y[k * ldy].
+template <int kTok>
+inline void kq_iq4_tokens(const int8_t* w, const int8_t* wa, const float* d, int64_t nbp,
+                          const int8_t* xp, const float* xd, float* y, int64_t ldy) {
+    KqAcc acc[kTok];
+    for (int64_t b = 0; b < nbp; b += 8)
+        for (int k = 0; k < kTok; ++k) {
+            const int8_t* x = xp + k * 32 * nbp;
+            KQI v[4];
+            for (int j = 0; j < 8; ++j) {
+                const int64_t o = 32 * b + 32 * j;  // pair (b + j) / 2's half j % 2
+                const KQI s =
+                    kq_dot(kq_load(wa + o), KQ(mm256_sign_epi8)(kq_load(x + o), kq_load(w + o)));
+                v[j / 2] = j % 2 == 0 ? s : KQ(mm256_add_epi32)(v[j / 2], s);
+            }
+            acc[k].step_lanes(
+                kq_hsum_pairs(v),
+                KQ(mm256_mul_ps)(KQ(mm256_load_ps)(d + b), KQ(mm256_load_ps)(xd + k * nbp + b)));
+        }
+    float out[kTok];
+    kq_reduce_n<kTok>(acc, out);
+    for (int k = 0; k < kTok; ++k) y[k * ldy] = out[k];
+}
+
 void kq_matmul_iq4_multi(const QuantArgs& a, int64_t r0, int64_t r1, uint8_t* scratch) {
     const int64_t nb = a.cols / 32, nbp = (nb + 7) / 8 * 8, row_bytes = nb * 18;
     auto* w = reinterpret_cast<int8_t*>(scratch);
@@ -714,23 +744,9 @@ void kq_matmul_iq4_multi(const QuantArgs& a, int64_t r0, int64_t r1, uint8_t* sc
                 (reinterpret_cast<KQI*>(wa + 64 * p + 32), KQ(mm256_abs_epi8)(hi));
             }
             for (int64_t b = 0; b < nbp; ++b) d[b] = b < nb ? kq_scale_f16(row + 18 * b) : 0.0f;
-            for (int64_t k = 0; k < nt; ++k) {
-                const int8_t* x = xp + k * 32 * nbp;
-                KqAcc acc;
-                for (int64_t b = 0; b < nbp; b += 8) {
-                    KQI v[4];
-                    for (int j = 0; j < 8; ++j) {
-                        const int64_t o = 32 * b + 32 * j;  // pair (b + j / 2)'s half j % 2
-                        const KQI s = kq_dot(kq_load(wa + o),
-                                             KQ(mm256_sign_epi8)(kq_load(x + o), kq_load(w + o)));
-                        v[j / 2] = j % 2 == 0 ? s : KQ(mm256_add_epi32)(v[j / 2], s);
-                    }
-                    acc.step_lanes(kq_hsum_pairs(v),
-                                   KQ(mm256_mul_ps)(KQ(mm256_load_ps)(d + b),
-                                                    KQ(mm256_load_ps)(xd + k * nbp + b)));
-                }
-                a.y[(t0 + k) * a.ldy + r] = acc.reduce();
-            }
+            for (int64_t k = 0; k < nt; ++k)
+                kq_iq4_tokens<1>(w, wa, d, nbp, xp + k * 32 * nbp, xd + k * nbp,
+                                 a.y + (t0 + k) * a.ldy + r, a.ldy);
         }
     }
 }
@@ -1011,55 +1027,61 @@ inline KQI kq_q3_sums(const KQI* u, KQI sc, const int8_t* x, KQI xt) {
 }
 
 // kRows rows from row r (at `row`, row_bytes apart) against kTok tokens from t: y[t * ldy + r].
+// xts: the tokens' terms (token t + k's super-block s at xts[k * nsb + s]), or null to form them
+// here.
 template <int kRows, int kTok>
-void kq_q3_pass(const QuantArgs& a, const uint8_t* row, int64_t row_bytes, int64_t r, int64_t t) {
+void kq_q3_pass(const QuantArgs& a, const uint8_t* row, int64_t row_bytes, int64_t r, int64_t t,
+                const KQI* xts) {
     const int64_t nsb = a.cols / 256, nb = a.cols / 32;
-    KqAcc acc[kRows][kTok];
+    KqAcc acc[kRows * kTok];
     for (int64_t s = 0; s < nsb; ++s) {
         KQI xt[kTok];
         if constexpr (kRows > 1)
             kq_prefetch_part(row + kRows * row_bytes, kRows * row_bytes, s, nsb);
-        for (int k = 0; k < kTok; ++k) xt[k] = kq_q3_xterm(a.xq + (t + k) * a.cols + 256 * s);
+        for (int k = 0; k < kTok; ++k)
+            xt[k] = xts ? xts[k * nsb + s] : kq_q3_xterm(a.xq + (t + k) * a.cols + 256 * s);
         for (int i = 0; i < kRows; ++i) {
             const uint8_t* blk = row + i * row_bytes + 110 * s;
             KQI u[8], sc;
             kq_q3_unpack(blk, u, sc);
             const float d = kq_scale_f16(blk + 108);
             for (int k = 0; k < kTok; ++k)
-                acc[i][k].step(kq_q3_sums(u, sc, a.xq + (t + k) * a.cols + 256 * s, xt[k]),
-                               a.xd + (t + k) * nb + 8 * s, d, false, KQ(mm256_setzero_si256)(),
-                               0.0f);
+                acc[i * kTok + k].step(kq_q3_sums(u, sc, a.xq + (t + k) * a.cols + 256 * s, xt[k]),
+                                       a.xd + (t + k) * nb + 8 * s, d, false,
+                                       KQ(mm256_setzero_si256)(), 0.0f);
         }
     }
-#if !KQ_SCALAR_FLOAT
-    if constexpr (kRows == 4 && kTok == 1) {
-        // As kq_rows_one: the contract's sum order, rows in lanes 0..3.
-        const KQF h = KQ(mm256_hadd_ps)(KQ(mm256_hadd_ps)(acc[0][0].v, acc[1][0].v),
-                                        KQ(mm256_hadd_ps)(acc[2][0].v, acc[3][0].v));
-        alignas(32) float sum[8];
-        KQ(mm256_store_ps)(sum, KQ(mm256_add_ps)(h, KQ(mm256_permute2f128_ps)(h, h, 1)));
-        for (int i = 0; i < 4; ++i) a.y[t * a.ldy + r + i] = sum[i];
-        return;
-    }
-#endif
+    float out[kRows * kTok];
+    kq_reduce_n<kRows * kTok>(acc, out);
     for (int i = 0; i < kRows; ++i)
-        for (int k = 0; k < kTok; ++k) a.y[(t + k) * a.ldy + r + i] = acc[i][k].reduce();
+        for (int k = 0; k < kTok; ++k) a.y[(t + k) * a.ldy + r + i] = out[i * kTok + k];
 }
 
 // Rows [r0, r1) of Q3_K: at one token four rows per pass; at more, one row against four tokens
-// per pass (the row's codes formed once for the four).
+// per pass (the row's codes formed once for the four). With QuantArgs::unpack (n * nsb * 32
+// bytes) every token's terms are formed once per call there.
 void kq_matmul_q3k(const QuantArgs& a, int64_t r0, int64_t r1) {
-    const int64_t row_bytes = a.cols / 256 * 110;
+    const int64_t row_bytes = a.cols / 256 * 110, nsb = a.cols / 256;
+    KQI* xts = reinterpret_cast<KQI*>(a.unpack);
+    if (xts)
+        for (int64_t t = 0; t < a.n; ++t)
+            for (int64_t s = 0; s < nsb; ++s)
+                xts[t * nsb + s] = kq_q3_xterm(a.xq + t * a.cols + 256 * s);
     if (a.n == 1) {
         int64_t r = r0;
-        for (; r + 4 <= r1; r += 4) kq_q3_pass<4, 1>(a, a.data + r * row_bytes, row_bytes, r, 0);
-        for (; r < r1; ++r) kq_q3_pass<1, 1>(a, a.data + r * row_bytes, row_bytes, r, 0);
+        for (; r + 4 <= r1; r += 4)
+            kq_q3_pass<4, 1>(a, a.data + r * row_bytes, row_bytes, r, 0, xts);
+        for (; r < r1; ++r) kq_q3_pass<1, 1>(a, a.data + r * row_bytes, row_bytes, r, 0, xts);
         return;
     }
     for (int64_t r = r0; r < r1; ++r) {
         int64_t t = 0;
-        for (; t + 4 <= a.n; t += 4) kq_q3_pass<1, 4>(a, a.data + r * row_bytes, row_bytes, r, t);
-        for (; t < a.n; ++t) kq_q3_pass<1, 1>(a, a.data + r * row_bytes, row_bytes, r, t);
+        for (; t + 4 <= a.n; t += 4)
+            kq_q3_pass<1, 4>(a, a.data + r * row_bytes, row_bytes, r, t,
+                             xts ? xts + t * nsb : nullptr);
+        for (; t < a.n; ++t)
+            kq_q3_pass<1, 1>(a, a.data + r * row_bytes, row_bytes, r, t,
+                             xts ? xts + t * nsb : nullptr);
     }
 }
 
