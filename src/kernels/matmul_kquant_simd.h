@@ -510,9 +510,14 @@ inline KQF kq_f16x8(const uint8_t* p, int64_t stride, int count) {
     for (int j = 0; j < count; ++j) f[j] = kq_f16(p + j * stride);
     return KQ(mm256_load_ps)(f);
 #else
-    alignas(16) uint16_t h[8] = {};
-    for (int j = 0; j < count; ++j) __builtin_memcpy(&h[j], p + j * stride, 2);
-    return KQ(mm256_cvtph_ps)(KQ(mm_load_si128)(reinterpret_cast<const KQH*>(h)));
+    // Built in registers (an array of 16-bit stores read back as one vector stalls the load).
+    const auto at = [&](int j) -> int16_t {
+        int16_t v = 0;
+        if (j < count) __builtin_memcpy(&v, p + j * stride, 2);
+        return v;
+    };
+    return KQ(mm256_cvtph_ps)(
+        KQ(mm_setr_epi16)(at(0), at(1), at(2), at(3), at(4), at(5), at(6), at(7)));
 #endif
 }
 
