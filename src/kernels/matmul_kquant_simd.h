@@ -691,23 +691,30 @@ void kq_matmul_b32_one(const QuantArgs& a, int64_t r0, int64_t r1, uint8_t* scra
 // One row's formed codes (w, |w| wa, scales d; nbp blocks) against kTok tokens of rearranged
 // activations (xp, xd: token k at 32 * nbp and nbp): y[k * ldy].
 template <int kTok>
-inline void kq_iq4_tokens(const int8_t* w, const int8_t* wa, const float* d, int64_t nbp,
-                          const int8_t* xp, const float* xd, float* y, int64_t ldy) {
+inline void kq_iq4_tokens(const int8_t* w, const int8_t* wa, const float* d, int64_t nb,
+                          int64_t nbp, const int8_t* xp, const float* xd, float* y, int64_t ldy) {
     KqAcc acc[kTok];
-    for (int64_t b = 0; b < nbp; b += 8)
+    for (int64_t b = 0; b < nbp; b += 8) {
+        // Pairs of this group with a block of the row (the others' codes and activations are 0).
+        const int64_t pairs = std::min<int64_t>(4, (nb - b + 1) / 2);
         for (int k = 0; k < kTok; ++k) {
             const int8_t* x = xp + k * 32 * nbp;
             KQI v[4];
-            for (int j = 0; j < 8; ++j) {
-                const int64_t o = 32 * b + 32 * j;  // pair (b + j) / 2's half j % 2
-                const KQI s =
-                    kq_dot(kq_load(wa + o), KQ(mm256_sign_epi8)(kq_load(x + o), kq_load(w + o)));
-                v[j / 2] = j % 2 == 0 ? s : KQ(mm256_add_epi32)(v[j / 2], s);
+            for (int p = 0; p < 4; ++p) {
+                v[p] = KQ(mm256_setzero_si256)();
+                if (p >= pairs) continue;
+                for (int h = 0; h < 2; ++h) {
+                    const int64_t o = 32 * b + 64 * p + 32 * h;
+                    v[p] = KQ(mm256_add_epi32)(
+                        v[p], kq_dot(kq_load(wa + o),
+                                     KQ(mm256_sign_epi8)(kq_load(x + o), kq_load(w + o))));
+                }
             }
             acc[k].step_lanes(
                 kq_hsum_pairs(v),
                 KQ(mm256_mul_ps)(KQ(mm256_load_ps)(d + b), KQ(mm256_load_ps)(xd + k * nbp + b)));
         }
+    }
     float out[kTok];
     kq_reduce_n<kTok>(acc, out);
     for (int k = 0; k < kTok; ++k) y[k * ldy] = out[k];
@@ -749,8 +756,12 @@ void kq_matmul_iq4_multi(const QuantArgs& a, int64_t r0, int64_t r1, uint8_t* sc
                 (reinterpret_cast<KQI*>(wa + 64 * p + 32), KQ(mm256_abs_epi8)(hi));
             }
             for (int64_t b = 0; b < nbp; ++b) d[b] = b < nb ? kq_scale_f16(row + 18 * b) : 0.0f;
-            for (int64_t k = 0; k < nt; ++k)
-                kq_iq4_tokens<1>(w, wa, d, nbp, xp + k * 32 * nbp, xd + k * nbp,
+            int64_t k = 0;
+            for (; k + 2 <= nt; k += 2)
+                kq_iq4_tokens<2>(w, wa, d, nb, nbp, xp + k * 32 * nbp, xd + k * nbp,
+                                 a.y + (t0 + k) * a.ldy + r, a.ldy);
+            for (; k < nt; ++k)
+                kq_iq4_tokens<1>(w, wa, d, nb, nbp, xp + k * 32 * nbp, xd + k * nbp,
                                  a.y + (t0 + k) * a.ldy + r, a.ldy);
         }
     }
