@@ -1060,11 +1060,11 @@ void kq_q3_pass(const QuantArgs& a, const uint8_t* row, int64_t row_bytes, int64
             const uint8_t* blk = row + i * row_bytes + 110 * s;
             KQI u[8], sc;
             kq_q3_unpack(blk, u, sc);
-            const float d = kq_scale_f16(blk + 108);
+            const KQF d = kq_f16x8(blk + 108, 0, 8);  // d in every lane
             for (int k = 0; k < kTok; ++k)
-                acc[i * kTok + k].step(kq_q3_sums(u, sc, a.xq + (t + k) * a.cols + 256 * s, xt[k]),
-                                       a.xd + (t + k) * nb + 8 * s, d, false,
-                                       KQ(mm256_setzero_si256)(), 0.0f);
+                acc[i * kTok + k].step_lanes(
+                    kq_q3_sums(u, sc, a.xq + (t + k) * a.cols + 256 * s, xt[k]),
+                    KQ(mm256_mul_ps)(d, KQ(mm256_loadu_ps)(a.xd + (t + k) * nb + 8 * s)));
         }
     }
     float out[kRows * kTok];
