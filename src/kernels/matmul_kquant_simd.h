@@ -386,9 +386,9 @@ float kq_row_b32(const uint8_t* row, int64_t nb, const int8_t* xq, const float* 
 // Q5_0 / Q5_1 rows with their codes unpacked once for all the call's tokens (QuantArgs::unpack). A
 // row of 32-blocks needs ~10 instructions per block to turn its nibbles, high bits and f16 scales
 // into byte codes and f32 scales, against one dot product per block and token afterwards, so
-// unpacking once per row and not once per row and token is what makes prompt processing fast; at
-// one token it also replaces the scalar tail of kq_row_b32. The float steps are the contract's,
-// lane b % 8 for block b, so every token's result is the one it gets alone.
+// unpacking once per row and not once per row and token is what makes prompt processing fast (one
+// token takes kq_matmul_b32_one instead). The float steps are the contract's, lane b % 8 for block
+// b, so every token's result is the one it gets alone.
 
 // IQ4_NL rows take the same path where the sums are formed with vpdpbusd (KQ_VNNI): a code is
 // stored as kv + 128 (1..241, unsigned), and 128 * xs is taken off the block's sum, leaving
