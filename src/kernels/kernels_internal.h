@@ -76,7 +76,11 @@ struct QuantArgs {
     // matmul.cpp's run_rows when it pays. Q5_0 / Q5_1 / IQ4_NL (nb = cols / 32, nbp = nb rounded up
     // to 8): codes[32 * nbp] bytes, d[nbp] and m[nbp] f32, then, at 8 tokens or more, the
     // transposed activations of kQ5UnpackTokens tokens: kQ5UnpackTokens * cols bytes, xd and xs
-    // (kQ5UnpackTokens * nb f32 and int32): kq5_unpack_bytes.
+    // (kQ5UnpackTokens * nb f32 and int32); at one token the token's activations rearranged
+    // (32 * nbp bytes) and its xd and xs (nbp each); IQ4_NL at more tokens without VNNI a row's
+    // codes and their magnitudes (2 * 32 * nbp bytes), its d (nbp f32), then kQ5UnpackTokens
+    // tokens' rearranged activations and xd (36 * nbp bytes each): kq5_unpack_bytes. Q3_K: n
+    // tokens' per-super-block terms, 32 bytes each.
     uint8_t* unpack = nullptr;
     // FP8 at one token (n == 1): x * 2^120, when every element of it is finite (each |x| < 2^8);
     // null otherwise. A code widened without its * 2^120 (e4m3 value * 2^-120, exact, subnormal

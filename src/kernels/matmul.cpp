@@ -199,7 +199,9 @@ uint8_t* unpack_scratch(int64_t bytes) {
 // Bytes of the Q5_0 / Q5_1 / IQ4_NL unpack scratch over n tokens (detail::QuantArgs::unpack).
 int64_t kq5_unpack_bytes(int64_t cols, int64_t n) {
     const int64_t nb = cols / 32, nbp = (nb + 7) / 8 * 8;
-    return 40 * nbp + (n >= 8 ? detail::kQ5UnpackTokens * (cols + 8 * nb) : 0);
+    if (n == 1) return 40 * nbp;
+    return std::max(40 * nbp + (n >= 8 ? detail::kQ5UnpackTokens * (cols + 8 * nb) : 0),
+                    68 * nbp + detail::kQ5UnpackTokens * 36 * nbp);
 }
 
 // Rows [r0, r1) of one matrix; qa: its quant_args when it is quantized, sx: its split
@@ -213,11 +215,16 @@ void run_rows(const detail::MatmulTable& t, const WeightMatrix& w, const float* 
     } else if (is_quant(w)) {
         // Q5_0 / Q5_1 / IQ4_NL at any token count: the SIMD kernels unpack each row once into it
         // (the scalar one ignores it, and the AVX2 one for IQ4_NL).
+        // Q3_K: each token's per-super-block terms, formed once per call (32 bytes each).
         const bool q5 = qa.kind == detail::kQuantKindQ5_0 || qa.kind == detail::kQuantKindQ5_1 ||
                         qa.kind == detail::kQuantKindIQ4NL;
-        if ((t.quant_uses_unpack && qa.kind == 0 && !qa.act_f32 && n >= kQ4UnpackMinTokens) || q5) {
+        const bool q3 = qa.kind == detail::kQuantKindQ3K;
+        if ((t.quant_uses_unpack && qa.kind == 0 && !qa.act_f32 && n >= kQ4UnpackMinTokens) || q5 ||
+            q3) {
             detail::QuantArgs q = qa;
-            q.unpack = unpack_scratch(q5 ? kq5_unpack_bytes(w.cols, n) : w.cols * kPanelRows);
+            q.unpack = unpack_scratch(q5   ? kq5_unpack_bytes(w.cols, n)
+                                      : q3 ? n * (w.cols / 256) * 32
+                                           : w.cols * kPanelRows);
             t.quant(q, r0, r1);
             return;
         }

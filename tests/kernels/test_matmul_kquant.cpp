@@ -243,6 +243,68 @@ TEST_P(KQuantMatmul, BatchInvariantAcrossTokenCounts) {
     }
 }
 
+// One token (decode): the SIMD kernels take four rows per pass and the rest one by one, and
+// (32-weight blocks) two blocks per vector with a shorter last group of blocks; every row count
+// of a range 1..7 and every shape of that last group (none, pairs only, a lone block), natively
+// and on SIMDe, bit-exact against the scalar kernel.
+TEST_P(KQuantMatmul, OneTokenRowGroupsAndTails) {
+    const bool b32 = kquant_block_elems(GetParam()) == 32;
+    const std::vector<int64_t> widths =
+        b32 ? std::vector<int64_t>{224, 256, 544, 576, 608} : std::vector<int64_t>{256, 1536};
+    const int64_t rows = 7;
+    const std::pair<int64_t, int64_t> ranges[] = {{0, 7}, {1, 7}, {2, 5}, {3, 4}, {0, 6}};
+    const auto bits = [](float f) {
+        uint32_t u;
+        std::memcpy(&u, &f, 4);
+        return u;
+    };
+    for (const int64_t cols : widths)
+        for (int kind = 0; kind < 2; ++kind) {
+            const KCase c =
+                make_case(GetParam(), rows, cols, 600 + static_cast<uint32_t>(cols + kind), kind);
+            const std::vector<float> x = acts(1, cols, 17);
+            const std::vector<float> ref = run(Isa::Scalar, c.w, x, 1);
+            for (Isa isa : {Isa::AVX2, Isa::AVX512}) {
+                if (!isa_supported(isa)) continue;
+                for (const auto& [r0, r1] : ranges) {
+                    const std::vector<float> y = run(isa, c.w, x, 1, r0, r1);
+                    for (int64_t r = 0; r < rows; ++r)
+                        ASSERT_EQ(bits(y[static_cast<size_t>(r)]),
+                                  bits(r >= r0 && r < r1 ? ref[static_cast<size_t>(r)] : -7.0f))
+                            << isa_name(isa) << " cols " << cols << " rows " << r0 << ".." << r1
+                            << " row " << r;
+                }
+            }
+            std::vector<int8_t> xq(static_cast<size_t>(cols));
+            std::vector<float> xd(static_cast<size_t>(cols / 32));
+            std::vector<int32_t> xs(xd.size());
+            quantize_acts_isa(Isa::Scalar, x.data(), 1, cols, xq.data(), xd.data(), xs.data());
+            std::vector<uint8_t> scratch(static_cast<size_t>(40 * (cols / 32 + 8) + 32));
+            const auto addr = reinterpret_cast<uintptr_t>(scratch.data());
+            detail::QuantArgs a{};
+            a.kind = kquant_kind(GetParam());
+            a.rows = rows;
+            a.cols = cols;
+            a.data = c.packed.data();
+            a.xq = xq.data();
+            a.xd = xd.data();
+            a.xs = xs.data();
+            a.n = 1;
+            a.ldy = rows;
+            a.unpack = scratch.data() + (32 - addr % 32) % 32;
+            for (const auto& [r0, r1] : ranges) {
+                std::vector<float> y(static_cast<size_t>(rows), -7.0f);
+                a.y = y.data();
+                detail::mm_kquant_avx512_emulated(a, r0, r1);
+                for (int64_t r = 0; r < rows; ++r)
+                    ASSERT_EQ(bits(y[static_cast<size_t>(r)]),
+                              bits(r >= r0 && r < r1 ? ref[static_cast<size_t>(r)] : -7.0f))
+                        << "emulated AVX-512 cols " << cols << " rows " << r0 << ".." << r1
+                        << " row " << r;
+            }
+        }
+}
+
 TEST_P(KQuantMatmul, ThreadCountInvariant) {
     const int64_t rows = 70, cols = 256, n = 2;
     const KCase c = make_case(GetParam(), rows, cols, 300, 0);
