@@ -214,7 +214,7 @@ void run_rows(const detail::MatmulTable& t, const WeightMatrix& w, const float* 
         bf16_tile_kernel(t)(a, r0, r1);
     } else if (is_quant(w)) {
         // Q5_0 / Q5_1 / IQ4_NL at any token count: the SIMD kernels unpack each row once into it
-        // (the scalar one ignores it, and the AVX2 one for IQ4_NL).
+        // (the scalar one ignores it).
         // Q3_K: each token's per-super-block terms, formed once per call (32 bytes each).
         const bool q5 = qa.kind == detail::kQuantKindQ5_0 || qa.kind == detail::kQuantKindQ5_1 ||
                         qa.kind == detail::kQuantKindIQ4NL;
