@@ -35,20 +35,25 @@ float imp_at(const float* imp, int64_t k) {
     return imp ? imp[k] : 1.0f;
 }
 
-// sum_i a_i * b_i (sum4) and sum_i w_i * x_i^2 (sum4_weighted) in double, over n (a multiple of
-// 4) in four running sums, lane k taking elements k, k + 4, ...: four independent chains instead
-// of one (the group's statistics would otherwise wait on n dependent additions).
-double sum4(const float* a, const float* b, int64_t n) {
+// sum_i term(i) in double over n (a multiple of 4) in four running sums, lane k taking elements
+// k, k + 4, ...: four independent chains instead of one (the group's statistics would otherwise
+// wait on n dependent additions).
+template <class Term>
+double sum4(int64_t n, Term term) {
     double acc[4] = {};
     for (int64_t i = 0; i < n; i += 4)
-        for (int k = 0; k < 4; ++k) acc[k] += static_cast<double>(a[i + k]) * b[i + k];
+        for (int k = 0; k < 4; ++k) acc[k] += term(i + k);
     return (acc[0] + acc[1]) + (acc[2] + acc[3]);
 }
-double sum4_weighted(const float* x, const float* w, int64_t n) {
-    double acc[4] = {};
-    for (int64_t i = 0; i < n; i += 4)
-        for (int k = 0; k < 4; ++k) acc[k] += static_cast<double>(w[i + k]) * x[i + k] * x[i + k];
-    return (acc[0] + acc[1]) + (acc[2] + acc[3]);
+
+// The error weights of the group x[0..G) (columns k0 on): wt[i] = importance[i] *
+// sqrt(sigma^2 + x_i^2), sigma^2 the group's mean square; returns sum wt x^2.
+double error_weights(const float* x, const float* imp, int64_t k0, int64_t G, float* wt) {
+    const float sigma2 =
+        static_cast<float>(sum4(G, [&](int64_t i) { return static_cast<double>(x[i]) * x[i]; }) /
+                           static_cast<double>(G));
+    for (int64_t i = 0; i < G; ++i) wt[i] = imp_at(imp, k0 + i) * std::sqrt(sigma2 + x[i] * x[i]);
+    return sum4(G, [&](int64_t i) { return static_cast<double>(wt[i]) * x[i] * x[i]; });
 }
 
 // nearbyint(clamp(v, lo, hi)) for integer lo, hi with |lo|, |hi| < 2^22: the same code as rounding
@@ -127,9 +132,7 @@ void quant4_sym(const WeightMatrix& w, const float* x, const float* imp, int64_t
         return;
     }
     float wt[kMaxGroup], l[kMaxGroup];
-    const float sigma2 = static_cast<float>(sum4(x, x, G) / static_cast<double>(G));
-    for (int64_t i = 0; i < G; ++i) wt[i] = imp_at(imp, k0 + i) * std::sqrt(sigma2 + x[i] * x[i]);
-    const double sxx = sum4_weighted(x, wt, G);
+    const double sxx = error_weights(x, imp, k0, G, wt);
 
     // Candidate 0 is the Q4_0 rule, 1 + 2s the inverse scale of grid step s and 2 + 2s the refit of
     // its codes (0 when they are all zero), each rounded to the stored dtype; one that rounds to
@@ -210,20 +213,9 @@ void quant4_asym(const WeightMatrix& w, const float* x, const float* imp, int64_
         return;
     }
     float wt[kMaxGroup];
-    const float sigma2 = static_cast<float>(sum4(x, x, G) / static_cast<double>(G));
-    for (int64_t i = 0; i < G; ++i) wt[i] = imp_at(imp, k0 + i) * std::sqrt(sigma2 + x[i] * x[i]);
-    double sw = 0.0, swx = 0.0;
-    {
-        double a0[4] = {}, a1[4] = {};
-        for (int64_t i = 0; i < G; i += 4)
-            for (int k = 0; k < 4; ++k) {
-                a0[k] += wt[i + k];
-                a1[k] += static_cast<double>(wt[i + k]) * x[i + k];
-            }
-        sw = (a0[0] + a0[1]) + (a0[2] + a0[3]);
-        swx = (a1[0] + a1[1]) + (a1[2] + a1[3]);
-    }
-    const double sxx = sum4_weighted(x, wt, G);
+    const double sxx = error_weights(x, imp, k0, G, wt);
+    const double sw = sum4(G, [&](int64_t i) { return static_cast<double>(wt[i]); });
+    const double swx = sum4(G, [&](int64_t i) { return static_cast<double>(wt[i]) * x[i]; });
     // The candidates in order, each (d, m) rounded to the stored dtype: the clip ratios, scored
     // exactly, then the grid's least-squares fits, of which only the kExact smallest error bounds
     // are scored exactly (the bound: the fit's error with the codes of its grid step; as in
@@ -243,15 +235,14 @@ void quant4_asym(const WeightMatrix& w, const float* x, const float* imp, int64_
     for (int s = 0; s < kSteps; ++s)
         iscale[s] = (15.0f - 0.9f + 0.05f * static_cast<float>(s)) / (mx - mn);
     int4_asym_sums(x, wt, G, mn, iscale, kSteps, sums);
-    bool fitted[kSteps];
     for (int s = 0; s < kSteps; ++s) {
         const double* sm = sums + 3 * s;
-        // Minimizes sum w (d r + m - x)^2 over (d, m): the 2 x 2 normal equations.
+        // Minimizes sum w (d r + m - x)^2 over (d, m): the 2 x 2 normal equations. No fit: d = 0,
+        // which the rounded-scale check below drops.
         const double det = sw * sm[1] - sm[0] * sm[0];
-        fitted[s] = det > 0.0;
-        raw_d[kClips + s] = fitted[s] ? static_cast<float>((sw * sm[2] - swx * sm[0]) / det) : 0.0f;
-        raw_m[kClips + s] =
-            fitted[s] ? static_cast<float>((sm[1] * swx - sm[0] * sm[2]) / det) : 0.0f;
+        const bool fitted = det > 0.0;
+        raw_d[kClips + s] = fitted ? static_cast<float>((sw * sm[2] - swx * sm[0]) / det) : 0.0f;
+        raw_m[kClips + s] = fitted ? static_cast<float>((sm[1] * swx - sm[0] * sm[2]) / det) : 0.0f;
     }
     int4_round_scales(raw_d, kAll, w.bf16_scales, raw_dh, back_d);
     int4_round_scales(raw_m, kAll, w.bf16_scales, raw_mh, back_m);
@@ -261,10 +252,9 @@ void quant4_asym(const WeightMatrix& w, const float* x, const float* imp, int64_
     for (int s = 0; s < kSteps; ++s) {
         const double* sm = sums + 3 * s;
         const double dd = back_d[kClips + s], md = back_m[kClips + s];
-        bound[s] = fitted[s] && usable(kClips + s)
-                       ? sxx - 2.0 * dd * sm[2] - 2.0 * md * swx + dd * dd * sm[1] +
-                             2.0 * dd * md * sm[0] + md * md * sw
-                       : std::numeric_limits<double>::infinity();
+        bound[s] = usable(kClips + s) ? sxx - 2.0 * dd * sm[2] - 2.0 * md * swx + dd * dd * sm[1] +
+                                            2.0 * dd * md * sm[0] + md * md * sw
+                                      : std::numeric_limits<double>::infinity();
     }
     int pick[kClips + kExact], np = 0;
     for (int c = 0; c < kClips; ++c)
