@@ -184,19 +184,18 @@ TEST_P(KQuantMatmul, SimdBitExactVsScalarAnyBatchAndRows) {
     }
 }
 
-TEST_P(KQuantMatmul, EmulatedAvx512BitExactVsScalar) {
-    // Ten tokens: one group of eight for the multi-token Q5 kernel and two token by token.
-    const int64_t rows = 21, cols = odd_cols(512), n = 10;
-    for (int kind = 0; kind < 2; ++kind) {
-        const KCase c = make_case(GetParam(), rows, cols, 200 + static_cast<uint32_t>(kind), kind);
-        const std::vector<float> x = acts(n, cols, 9);
-        const std::vector<float> ref = run(Isa::Scalar, c.w, x, n);
-        std::vector<int8_t> xq(static_cast<size_t>(n * cols));
-        std::vector<float> xd(static_cast<size_t>(n * cols / 32));
-        std::vector<int32_t> xs(xd.size());
+// One K-quant matrix's kernel arguments over n tokens of activations x, quantized by the scalar
+// path, for calling a kernel directly (y and unpack left to the test).
+struct DirectCall {
+    std::vector<int8_t> xq;
+    std::vector<float> xd;
+    std::vector<int32_t> xs;
+    detail::QuantArgs a{};
+    DirectCall(WeightType type, const KCase& c, int64_t rows, int64_t cols,
+               const std::vector<float>& x, int64_t n)
+        : xq(static_cast<size_t>(n * cols)), xd(static_cast<size_t>(n * cols / 32)), xs(xd.size()) {
         quantize_acts_isa(Isa::Scalar, x.data(), n, cols, xq.data(), xd.data(), xs.data());
-        detail::QuantArgs a{};
-        a.kind = kquant_kind(GetParam());
+        a.kind = kquant_kind(type);
         a.rows = rows;
         a.cols = cols;
         a.data = c.packed.data();
@@ -204,9 +203,23 @@ TEST_P(KQuantMatmul, EmulatedAvx512BitExactVsScalar) {
         a.xd = xd.data();
         a.xs = xs.data();
         a.n = n;
+        a.ldy = rows;
+    }
+    DirectCall(const DirectCall&) = delete;  // a points into the vectors
+    DirectCall& operator=(const DirectCall&) = delete;
+};
+
+TEST_P(KQuantMatmul, EmulatedAvx512BitExactVsScalar) {
+    // Ten tokens: one group of eight for the multi-token Q5 kernel and two token by token.
+    const int64_t rows = 21, cols = odd_cols(512), n = 10;
+    for (int kind = 0; kind < 2; ++kind) {
+        const KCase c = make_case(GetParam(), rows, cols, 200 + static_cast<uint32_t>(kind), kind);
+        const std::vector<float> x = acts(n, cols, 9);
+        const std::vector<float> ref = run(Isa::Scalar, c.w, x, n);
+        DirectCall call(GetParam(), c, rows, cols, x, n);
+        detail::QuantArgs& a = call.a;
         std::vector<float> y(static_cast<size_t>(n * rows));
         a.y = y.data();
-        a.ldy = rows;
         detail::mm_kquant_avx512_emulated(a, 0, rows);
         expect_same_bits(y, ref, "emulated AVX-512");
         // With the unpack scratch matmul.cpp hands over (Q5_0 / Q5_1 unpack each row into it).
@@ -275,22 +288,10 @@ TEST_P(KQuantMatmul, OneTokenRowGroupsAndTails) {
                             << " row " << r;
                 }
             }
-            std::vector<int8_t> xq(static_cast<size_t>(cols));
-            std::vector<float> xd(static_cast<size_t>(cols / 32));
-            std::vector<int32_t> xs(xd.size());
-            quantize_acts_isa(Isa::Scalar, x.data(), 1, cols, xq.data(), xd.data(), xs.data());
             std::vector<uint8_t> scratch(static_cast<size_t>(40 * (cols / 32 + 8) + 32));
             const auto addr = reinterpret_cast<uintptr_t>(scratch.data());
-            detail::QuantArgs a{};
-            a.kind = kquant_kind(GetParam());
-            a.rows = rows;
-            a.cols = cols;
-            a.data = c.packed.data();
-            a.xq = xq.data();
-            a.xd = xd.data();
-            a.xs = xs.data();
-            a.n = 1;
-            a.ldy = rows;
+            DirectCall call(GetParam(), c, rows, cols, x, 1);
+            detail::QuantArgs& a = call.a;
             a.unpack = scratch.data() + (32 - addr % 32) % 32;
             for (const auto& [r0, r1] : ranges) {
                 std::vector<float> y(static_cast<size_t>(rows), -7.0f);
