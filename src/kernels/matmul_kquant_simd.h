@@ -1016,6 +1016,9 @@ inline void kq_q3_unpack(const uint8_t* blk, KQI* u, KQI& sc) {
                 KQ(mm256_and_si256)(hb, k4));
         }
     }
+    // tensor::q3k_scales, restated here so that it inlines: that one is compiled out of line
+    // for the baseline ISA, and a call per super-block and row would sit on the decode path. The
+    // kernels' bit-exact tests against the scalar kernel (which calls it) keep the two equal.
     uint32_t aux[4];
     __builtin_memcpy(aux, blk + 96, 12);
     constexpr uint32_t km1 = 0x03030303u, km2 = 0x0f0f0f0fu;
