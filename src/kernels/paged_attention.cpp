@@ -51,11 +51,15 @@ const detail::KvReadKernels& read_kernels(KvType t) {
 // A software prefetch of one cache line that the compiler keeps: GCC 12 deletes a loop of
 // __builtin_prefetch calls here as if it had no effect (checked in the disassembly: not one
 // prefetch instruction was left in this file), so the page-ahead prefetch below would never run.
-inline void prefetch_line(const uint8_t* p) {
+// to_l2: into L2 only (prefetcht1), else into L1 as well (prefetcht0).
+inline void prefetch_line(const uint8_t* p, bool to_l2) {
 #if defined(__x86_64__) || defined(__i386__)
-    asm volatile("prefetcht0 %0" : : "m"(*p));
+    if (to_l2)
+        asm volatile("prefetcht1 %0" : : "m"(*p));
+    else
+        asm volatile("prefetcht0 %0" : : "m"(*p));
 #else
-    __builtin_prefetch(p);
+    __builtin_prefetch(p, 0, to_l2 ? 2 : 3);
 #endif
 }
 
@@ -126,6 +130,11 @@ uint16_t store_row(const PagedKvLayer& kv, const float* x, uint8_t* codes,
 // 1.30x for int8 and 1.15x for bf16 (bench_paged_attention, alternating builds; four pages ahead
 // changed nothing: docs/KV_QUANT.md, Tried and dropped).
 constexpr int64_t kPagesAhead = 2;
+// A page's run of one head at or above this many bytes is prefetched into L2 only. With bf16 rows
+// (2 KiB per page at head dim 64) prefetching into L1 left decode attention at 6.6 ms per step for
+// a 2048-token context on the AVX2 Zen 4 VM and into L2 at 4.3 ms, where 1-byte rows (1 KiB) were
+// 5% faster through L1 (bench_paged_attention, alternating builds).
+constexpr int64_t kL2PrefetchRunBytes = 2048;
 
 // Context positions per attention work item (see paged_attention).
 constexpr int64_t kChunkPositions = 1024;
@@ -153,9 +162,10 @@ struct Scratch {
 // the 1-byte formats cheaper than bf16 per token rather than dearer. Rows are decoded even for
 // a single head, so a head's result never depends on how many heads share its item (which
 // depends on the batch): batching stays invisible to the outputs. Where the table has whole-group
-// kernels for the format (detail::KvGroupKernels: AVX-512; bf16, e4m3, int8), the heads read the
-// codes straight from the page instead, with exactly the bits of the path through `rows`, so which
-// path a page takes (it depends on the item's queries and the page's codes) changes no output.
+// kernels for the format (detail::KvGroupKernels: AVX2, AVX-512; bf16, e4m3, int8), the heads read
+// the codes straight from the page instead, with exactly the bits of the path through `rows`, so
+// which path a page takes (it depends on the item's queries and the page's codes) changes no
+// output.
 void attend_chunk(const detail::KvReadKernels& rk, const detail::KvReadKernels& rk32,
                   const detail::KvGroupKernels& gk, const detail::OpsTable& ops,
                   const PagedKvLayer& kv, const PagedAttentionSeq& s, int64_t t, int64_t g,
@@ -207,17 +217,18 @@ void attend_chunk(const detail::KvReadKernels& rk, const detail::KvReadKernels& 
     // stall at each page change; without this, decoding the first row of a page waits on DRAM.
     // The scales of one head are 2 bytes every n_kv_heads * 2 (all heads' scales of a slot sit
     // together), a few lines per page that a multiplier loop would otherwise wait on one by one.
+    const bool to_l2 = head_bytes >= kL2PrefetchRunBytes;
     auto prefetch_page = [&](int64_t p, int64_t off, int64_t scale_off) {
         if (p >= p_end) return;
         const uint8_t* pg = kv.base + static_cast<int64_t>(s.page_ids[p]) * kv.page_stride;
         const uint8_t* src = pg + off + g * head_bytes;
         const int64_t n = page_span(p).second, bytes = n * row_bytes;
-        for (int64_t b = 0; b < bytes; b += 64) prefetch_line(src + b);
+        for (int64_t b = 0; b < bytes; b += 64) prefetch_line(src + b, to_l2);
         if (per_row) {
             const uint8_t* sc0 = pg + scale_off + g * 2;
             const int64_t sbytes = (n - 1) * kv.n_kv_heads * 2 + 2;
-            for (int64_t b = 0; b < sbytes; b += 64) prefetch_line(sc0 + b);
-            prefetch_line(sc0 + sbytes - 1);  // the last line when the run starts mid-line
+            for (int64_t b = 0; b < sbytes; b += 64) prefetch_line(sc0 + b, to_l2);
+            prefetch_line(sc0 + sbytes - 1, to_l2);  // the last line when the run starts mid-line
         }
     };
 

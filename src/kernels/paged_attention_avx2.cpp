@@ -216,6 +216,223 @@ void dequant_e4m3(const uint8_t* row, int64_t dim, float* out) {
     if (i < dim) dequant<LdE4M3>(row + i, dim - i, out + i);
 }
 
+// Whole-group kernels (KvGroupKernels): each page's run of codes widened once, in registers, for
+// every head of the group, with no f32 scratch between decoding and use, giving exactly the bits
+// of `dequant` followed by this table's F32 `scores` / `accum` (dot_row's two chains and reduce8's
+// tree per row; one fma chain per output element over the rows in order). How codes become f32
+// and what the other operand carries:
+//   e4m3: widened without their * 2^120 (sign-extend, shift, mask: the value times 2^-120); the
+//         query (scores) or the weight (accum) carries the 2^120. The product is the value times
+//         the query exactly (x * 2^120 is exact for |x| < 2^8) and the fma rounds it once, as
+//         after dequant. A NaN code (read as +-480) or an |x| >= 2^8 declines the call;
+//   int8, bf16: widened to their exact values, nothing carried, nothing declined.
+// Without these, decode attention on an AVX2 host decoded every page into scratch and read it
+// back once per head: at a 2048-token context it read bf16 KV at 5 GB/s of the 12.5 GB/s this
+// access pattern gets from one core (bench_paged_attention).
+constexpr int kGroupHeads = 3;
+
+struct GrE4m3 {
+    static constexpr int64_t kBytes = 1;
+    static constexpr bool kScaled = true;
+    static __m256 load8(const uint8_t* p) {
+        const __m256i v =
+            _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+        return _mm256_castsi256_ps(_mm256_and_si256(
+            _mm256_slli_epi32(v, 20), _mm256_set1_epi32(static_cast<int32_t>(0x87f00000u))));
+    }
+};
+struct GrI8 {
+    static constexpr int64_t kBytes = 1;
+    static constexpr bool kScaled = false;
+    static __m256 load8(const uint8_t* p) { return LdI8::load8(p); }
+};
+struct GrBf16 {
+    static constexpr int64_t kBytes = 2;
+    static constexpr bool kScaled = false;
+    static __m256 load8(const uint8_t* p) { return LdBF16::load8(p); }
+};
+
+// True when every |x[i]| < 2^8 (NaN fails): x * 2^120 is then finite and exact.
+inline bool below_pow8(const float* x, int64_t n) {
+    const __m256 lim = _mm256_set1_ps(256.0f);
+    const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 a = _mm256_and_ps(_mm256_loadu_ps(x + i), abs_mask);
+        if (_mm256_movemask_ps(_mm256_cmp_ps(a, lim, _CMP_LT_OQ)) != 0xff) return false;
+    }
+    for (; i < n; ++i)
+        if (!(x[i] < 256.0f && x[i] > -256.0f)) return false;
+    return true;
+}
+
+// True when the count codes at p hold no NaN code (x.1111.111).
+inline bool e4m3_finite(const uint8_t* p, int64_t count) {
+    const __m256i m7f = _mm256_set1_epi8(0x7f);
+    __m256i nan = _mm256_setzero_si256();
+    int64_t i = 0;
+    for (; i + 32 <= count; i += 32) {
+        const __m256i v =
+            _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i)), m7f);
+        nan = _mm256_or_si256(nan, _mm256_cmpeq_epi8(v, m7f));
+    }
+    if (!_mm256_testz_si256(nan, nan)) return false;
+    for (; i < count; ++i)
+        if ((p[i] & 0x7f) == 0x7f) return false;
+    return true;
+}
+
+// Heads [0, HC) of qs (the queries as L needs them, D floats per head): their scores over rows
+// [0, n), 16 codes widened at a time and used by every head before the next 16.
+template <class L, int64_t D, int HC>
+void group_scores_heads(const float* qs, const uint8_t* rows, int64_t n, const float* mult,
+                        float* s, int64_t s_stride) {
+    for (int64_t j = 0; j < n; j += 8) {
+        __m256 acc[HC][8];
+        for (int r = 0; r < 8; ++r) {
+            if (j + r >= n) {
+                for (int h = 0; h < HC; ++h) acc[h][r] = _mm256_setzero_ps();
+                continue;
+            }
+            const uint8_t* row = rows + (j + r) * D * L::kBytes;
+            __m256 a0[HC], a1[HC];
+            for (int h = 0; h < HC; ++h) a0[h] = a1[h] = _mm256_setzero_ps();
+            for (int64_t i = 0; i < D; i += 16) {  // dot_row's two chains, the same order
+                const __m256 x0 = L::load8(row + i * L::kBytes);
+                const __m256 x1 = L::load8(row + (i + 8) * L::kBytes);
+                for (int h = 0; h < HC; ++h) {
+                    a0[h] = _mm256_fmadd_ps(_mm256_loadu_ps(qs + h * D + i), x0, a0[h]);
+                    a1[h] = _mm256_fmadd_ps(_mm256_loadu_ps(qs + h * D + i + 8), x1, a1[h]);
+                }
+            }
+            for (int h = 0; h < HC; ++h) acc[h][r] = _mm256_add_ps(a0[h], a1[h]);
+        }
+        for (int h = 0; h < HC; ++h) {
+            float* sh = s + h * s_stride;
+            if (j + 8 <= n) {
+                _mm256_storeu_ps(sh + j, _mm256_mul_ps(reduce8(acc[h]), _mm256_loadu_ps(mult + j)));
+            } else {
+                alignas(32) float out[8];
+                _mm256_store_ps(out, reduce8(acc[h]));
+                for (int64_t r = 0; r < n - j; ++r) sh[j + r] = out[r] * mult[j + r];
+            }
+        }
+    }
+}
+
+// Calls f.template operator()<HC>(h0) for heads [h0, h0 + HC) of n_h, in groups of kMax (at
+// most 3) that share one widening of each row, the last group smaller.
+template <int kMax, class F>
+inline void by_head_groups(int64_t n_h, F&& f) {
+    static_assert(kMax >= 1 && kMax <= 3);
+    for (int64_t h0 = 0; h0 < n_h; h0 += kMax) {
+        const int64_t hc = n_h - h0 < kMax ? n_h - h0 : kMax;
+        if (hc == 3)
+            f.template operator()<3>(h0);
+        else if (hc == 2)
+            f.template operator()<2>(h0);
+        else
+            f.template operator()<1>(h0);
+    }
+}
+
+// The queries as group_scores takes them: times 2^120 for e4m3 (declined at |q| >= 2^8), as they
+// are otherwise. Once per query group, not per page.
+template <class L>
+bool group_prepare(const float* q, int64_t n_h, int64_t dim, float* qs) {
+    if (dim != 64 && dim != 128) return false;
+    if (L::kScaled && !below_pow8(q, n_h * dim)) return false;
+    const float carry = L::kScaled ? kE4m3Pow120 : 1.0f;
+    for (int64_t i = 0; i < n_h * dim; ++i) qs[i] = q[i] * carry;  // * 1 is exact
+    return true;
+}
+
+template <class L>
+bool group_scores(const float* qs, int64_t n_h, const uint8_t* rows, int64_t n, int64_t dim,
+                  const float* mult, float* s, int64_t s_stride) {
+    if (dim != 64 && dim != 128) return false;
+    if (L::kScaled && !e4m3_finite(rows, n * dim)) return false;
+    by_head_groups<kGroupHeads>(n_h, [&]<int HC>(int64_t h0) {
+        if (dim == 64)
+            group_scores_heads<L, 64, HC>(qs + h0 * 64, rows, n, mult, s + h0 * s_stride, s_stride);
+        else
+            group_scores_heads<L, 128, HC>(qs + h0 * 128, rows, n, mult, s + h0 * s_stride,
+                                           s_stride);
+    });
+    return true;
+}
+
+// Heads [0, HC), output columns [0, 8K) of each: out_h += sum_j ws[h][j] * row_j, each element
+// one fma chain over j in order (accum's arithmetic, so the same bits whatever the column and row
+// split). ws: the weights as the codes need them, kRowBlock apart per head.
+constexpr int64_t kRowBlock = 64;
+
+template <class L, int K, int HC>
+void group_accum_cols(const float* ws, const uint8_t* rows, int64_t row_bytes, int64_t n,
+                      float* out, int64_t o_stride) {
+    __m256 o[HC][K];
+    for (int h = 0; h < HC; ++h)
+        for (int k = 0; k < K; ++k) o[h][k] = _mm256_loadu_ps(out + h * o_stride + 8 * k);
+    for (int64_t j = 0; j < n; ++j, rows += row_bytes) {
+        __m256 x[K];
+        for (int k = 0; k < K; ++k) x[k] = L::load8(rows + 8 * k * L::kBytes);
+        for (int h = 0; h < HC; ++h) {
+            const __m256 wj = _mm256_broadcast_ss(ws + h * kRowBlock + j);
+            for (int k = 0; k < K; ++k) o[h][k] = _mm256_fmadd_ps(wj, x[k], o[h][k]);
+        }
+    }
+    for (int h = 0; h < HC; ++h)
+        for (int k = 0; k < K; ++k) _mm256_storeu_ps(out + h * o_stride + 8 * k, o[h][k]);
+}
+
+// Heads [0, HC) of one head group, D columns each, in column blocks of K vectors: HC * K
+// accumulators, the K widened codes and the broadcast weight within 16 registers, at least 8
+// independent chains where the heads allow (three heads: 9).
+template <class L, int64_t D, int HC>
+void group_accum_heads(const float* w, int64_t w_stride, const uint8_t* rows, int64_t n, float* out,
+                       int64_t o_stride) {
+    constexpr int K = HC == 3 ? 3 : HC == 2 ? 4 : 8;
+    alignas(32) float ws[HC * kRowBlock];
+    for (int64_t j0 = 0; j0 < n; j0 += kRowBlock) {
+        const int64_t nb = n - j0 < kRowBlock ? n - j0 : kRowBlock;
+        for (int h = 0; h < HC; ++h)
+            for (int64_t j = 0; j < nb; ++j)  // * 1 is exact
+                ws[h * kRowBlock + j] =
+                    w[h * w_stride + j0 + j] * (L::kScaled ? kE4m3Pow120 : 1.0f);
+        const uint8_t* rb = rows + j0 * D * L::kBytes;
+        int64_t d = 0;
+        for (; d + 8 * K <= D; d += 8 * K)
+            group_accum_cols<L, K, HC>(ws, rb + d * L::kBytes, D * L::kBytes, nb, out + d,
+                                       o_stride);
+        for (; d + 16 <= D; d += 16)
+            group_accum_cols<L, 2, HC>(ws, rb + d * L::kBytes, D * L::kBytes, nb, out + d,
+                                       o_stride);
+        for (; d < D; d += 8)
+            group_accum_cols<L, 1, HC>(ws, rb + d * L::kBytes, D * L::kBytes, nb, out + d,
+                                       o_stride);
+    }
+}
+
+template <class L>
+bool group_accum(const float* w, int64_t w_stride, int64_t n_h, const uint8_t* rows, int64_t n,
+                 int64_t dim, float* out, int64_t o_stride) {
+    if (dim != 64 && dim != 128) return false;
+    if (L::kScaled) {
+        for (int64_t h = 0; h < n_h; ++h)
+            if (!below_pow8(w + h * w_stride, n)) return false;
+        if (!e4m3_finite(rows, n * dim)) return false;
+    }
+    by_head_groups<kGroupHeads>(n_h, [&]<int HC>(int64_t h0) {
+        if (dim == 64)
+            group_accum_heads<L, 64, HC>(w + h0 * w_stride, w_stride, rows, n, out + h0 * o_stride,
+                                         o_stride);
+        else
+            group_accum_heads<L, 128, HC>(w + h0 * w_stride, w_stride, rows, n, out + h0 * o_stride,
+                                          o_stride);
+    });
+    return true;
+}
+
 template <typename L>
 constexpr KvReadKernels make() {
     return {scores<L>, accum<L>, dequant<L>};
@@ -224,9 +441,16 @@ constexpr KvReadKernels make() {
 }  // namespace
 
 const KvKernelTable& kv_kernels_avx2() {
-    static const KvKernelTable t{{make<LdF32>(), make<LdBF16>(), make<LdF16>(),
-                                  KvReadKernels{scores<LdE4M3>, accum<LdE4M3>, dequant_e4m3},
-                                  make<LdE5M2>(), make<LdI8>()}};
+    static const KvKernelTable t = [] {
+        KvKernelTable k{{make<LdF32>(), make<LdBF16>(), make<LdF16>(),
+                         KvReadKernels{scores<LdE4M3>, accum<LdE4M3>, dequant_e4m3}, make<LdE5M2>(),
+                         make<LdI8>()}};
+        constexpr int kBf16 = 1, kE4m3 = 3, kI8 = 5;
+        k.group[kE4m3] = {group_prepare<GrE4m3>, group_scores<GrE4m3>, group_accum<GrE4m3>};
+        k.group[kI8] = {group_prepare<GrI8>, group_scores<GrI8>, group_accum<GrI8>};
+        k.group[kBf16] = {group_prepare<GrBf16>, group_scores<GrBf16>, group_accum<GrBf16>};
+        return k;
+    }();
     return t;
 }
 

@@ -454,8 +454,8 @@ TEST(KvQuant, PagedAttentionMatchesReferenceOnStoredValues) {
 TEST(KvQuant, PagedAttentionMatchesReferenceAcrossContextChunks) {
     paged_attention_matches_reference(2050, 16, 4);
 }
-// Head dims 64 and 128: the AVX-512 table's whole-group kernels (bf16, e4m3, int8) take these
-// (three query heads per kv head here), the other formats its unrolled f32 scores.
+// Head dims 64 and 128: the AVX2 and AVX-512 tables' whole-group kernels (bf16, e4m3, int8) take
+// these (three query heads per kv head here), the other formats its unrolled f32 scores.
 TEST(KvQuant, PagedAttentionMatchesReferenceAtHeadDims64And128) {
     paged_attention_matches_reference(70, 16, 3, 64);
     paged_attention_matches_reference(37, 8, 2, 128);
@@ -563,6 +563,7 @@ static void group_kernels_match_dequant_path(const kernels::detail::KvKernelTabl
 
 TEST(KvQuant, GroupKernelsMatchDequantPath) {
     if (!kernels::isa_supported(kernels::Isa::AVX2)) GTEST_SKIP() << "no AVX2";
+    group_kernels_match_dequant_path(kernels::detail::kv_kernels_avx2(), "avx2");
     group_kernels_match_dequant_path(kernels::detail::kv_kernels_avx512_emulated(),
                                      "avx512 on SIMDe");
     if (kernels::isa_supported(kernels::Isa::AVX512))
