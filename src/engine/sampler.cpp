@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -68,24 +69,22 @@ int32_t Sampler::argmax(std::span<const float> logits) {
         kernels::argmax(logits.data(), static_cast<int64_t>(logits.size())));
 }
 
-int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> history,
-                        size_t n_prompt) {
-    const auto& cand = distribution(logits, history, n_prompt);
-    if (p_.temperature <= 0.0f) return cand[0].second;
-    double total = 0.0;
-    for (const auto& c : cand) total += c.first;
-    // 53 random bits -> uniform double in [0, 1): portable, unlike std::uniform_real_distribution.
-    const double u = static_cast<double>(rng_() >> 11) * (1.0 / 9007199254740992.0) * total;
-    double acc = 0.0;
-    for (const auto& c : cand) {
-        acc += c.first;
-        if (u < acc) return c.second;
-    }
-    return cand.back().second;
+namespace {
+
+// Candidates as distribution() orders them: higher (scaled) logit first, then lower id.
+bool by_logit(const std::pair<float, int32_t>& a, const std::pair<float, int32_t>& b) {
+    return a.first > b.first || (a.first == b.first && a.second < b.second);
 }
 
-const std::vector<std::pair<float, int32_t>>& Sampler::distribution(
-    std::span<float> logits, std::span<const int32_t> history, size_t n_prompt) {
+// Candidates are sorted band by band, as a walk reaches them: scaled logits within 4 of the
+// maximum first (probability at least e^-4 of the most likely token's), then within 8, 16, then
+// the rest. Every candidate of a band ranks below every candidate of the bands before it.
+constexpr float kBandWidths[] = {4.0f, 8.0f, 16.0f, std::numeric_limits<float>::infinity()};
+
+}  // namespace
+
+void Sampler::apply_penalties(std::span<float> logits, std::span<const int32_t> history,
+                              size_t n_prompt) const {
     if (p_.frequency_penalty != 0.0f || p_.presence_penalty != 0.0f) {
         // OpenAI: mu[j] -= c[j] * frequency_penalty + (c[j] > 0) * presence_penalty, c over the
         // output.
@@ -108,18 +107,116 @@ const std::vector<std::pair<float, int32_t>>& Sampler::distribution(
             l = l > 0 ? l / p_.repetition_penalty : l * p_.repetition_penalty;
         }
     }
+}
+
+double Sampler::uniform(double total) {
+    // 53 random bits -> uniform double in [0, 1): portable, unlike std::uniform_real_distribution.
+    return static_cast<double>(rng_() >> 11) * (1.0 / 9007199254740992.0) * total;
+}
+
+int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> history,
+                        size_t n_prompt) {
+    apply_penalties(logits, history, n_prompt);
+    if (p_.temperature <= 0.0f) return argmax(logits);
+    if (p_.top_k > 0 && static_cast<size_t>(p_.top_k) < logits.size()) {
+        const auto& cand = weigh(logits);  // k candidates: sorting them is cheap
+        double total = 0.0;
+        for (const auto& c : cand) total += c.first;
+        const double u = uniform(total);
+        double acc = 0.0;
+        for (const auto& c : cand) {
+            acc += c.first;
+            if (u < acc) return c.second;
+        }
+        return cand.back().second;
+    }
+    return sample_whole_vocabulary(logits);
+}
+
+// The draw distribution() + the weighted walk would make, without sorting the vocabulary: the
+// same candidates in the same order with the same probabilities, float(exp(s - max) / sum), the
+// order built band by band (kBandWidths) only as far as the walk goes. The one difference: the
+// sums (the softmax's, and with every candidate kept the draw's total) add in vocabulary order
+// instead of probability order.
+int32_t Sampler::sample_whole_vocabulary(std::span<const float> logits) {
+    const size_t n = logits.size();
+    scaled_.resize(n);
+    exps_.resize(n);
+    float mx = -std::numeric_limits<float>::infinity();
+    for (size_t i = 0; i < n; ++i) {
+        scaled_[i] = logits[i] / p_.temperature;
+        mx = std::max(mx, scaled_[i]);
+    }
+    double sum = 0.0;
+    for (size_t i = 0; i < n; ++i) {
+        exps_[i] = std::exp(scaled_[i] - mx);
+        sum += exps_[i];
+    }
+    cand_.clear();
+    size_t band = 0;
+    float upper = std::numeric_limits<float>::infinity();  // the bands so far: s >= mx - width
+    // The k-th candidate in distribution() order; false past the last one.
+    auto reach = [&](size_t k) {
+        while (k >= cand_.size() && band < std::size(kBandWidths)) {
+            const float lower = mx - kBandWidths[band++];
+            const size_t from = cand_.size();
+            for (size_t i = 0; i < n; ++i) {
+                const float x = scaled_[i];
+                // The last band takes everything left (NaN included, as distribution() does).
+                const bool in =
+                    band == std::size(kBandWidths) ? !(x >= upper) : x >= lower && x < upper;
+                if (in) cand_.emplace_back(x, static_cast<int32_t>(i));
+            }
+            std::sort(cand_.begin() + static_cast<std::ptrdiff_t>(from), cand_.end(), by_logit);
+            upper = lower;
+        }
+        return k < cand_.size();
+    };
+    auto prob = [&](size_t k) {
+        return static_cast<float>(exps_[static_cast<size_t>(cand_[k].second)] / sum);
+    };
+    // Survivors: a prefix of the order (min-p, then top-p, as distribution() cuts them).
+    size_t kept = n;
+    double total = 0.0;
+    if (p_.min_p > 0.0f || p_.top_p < 1.0f) {
+        reach(0);
+        const float floor = prob(0) * p_.min_p;
+        kept = 0;
+        while (reach(kept)) {
+            const float pk = prob(kept);
+            if (kept > 0 && p_.min_p > 0.0f && !(pk >= floor)) break;
+            total += pk;
+            ++kept;
+            if (p_.top_p < 1.0f && total >= p_.top_p) break;
+        }
+    } else {
+        for (size_t i = 0; i < n; ++i) total += static_cast<float>(exps_[i] / sum);
+    }
+    const double u = uniform(total);
+    double acc = 0.0;
+    size_t k = 0;
+    for (; k < kept && reach(k); ++k) {
+        acc += prob(k);
+        if (u < acc) return cand_[k].second;
+    }
+    return cand_[k - 1].second;
+}
+
+const std::vector<std::pair<float, int32_t>>& Sampler::distribution(
+    std::span<float> logits, std::span<const int32_t> history, size_t n_prompt) {
+    apply_penalties(logits, history, n_prompt);
     if (p_.temperature <= 0.0f) {
         cand_.assign(1, {1.0f, argmax(logits)});
         return cand_;
     }
+    return weigh(logits);
+}
 
+const std::vector<std::pair<float, int32_t>>& Sampler::weigh(std::span<const float> logits) {
     cand_.clear();
     cand_.reserve(logits.size());
     for (size_t i = 0; i < logits.size(); ++i)
         cand_.emplace_back(logits[i] / p_.temperature, static_cast<int32_t>(i));
-    auto by_logit = [](const auto& a, const auto& b) {
-        return a.first > b.first || (a.first == b.first && a.second < b.second);
-    };
     size_t keep = cand_.size();
     if (p_.top_k > 0 && static_cast<size_t>(p_.top_k) < keep) {
         keep = static_cast<size_t>(p_.top_k);

@@ -52,9 +52,21 @@ class Sampler {
     const SamplingParams& params() const { return p_; }
 
   private:
+    // Frequency, presence and repetition penalties, in place.
+    void apply_penalties(std::span<float> logits, std::span<const int32_t> history,
+                         size_t n_prompt) const;
+    // distribution() after the penalties, temperature > 0: every candidate sorted (top-k: the k).
+    const std::vector<std::pair<float, int32_t>>& weigh(std::span<const float> logits);
+    // sample() without top-k: the same draw with only the likely head of the vocabulary sorted.
+    int32_t sample_whole_vocabulary(std::span<const float> logits);
+    // A uniform double in [0, total), one draw of the generator.
+    double uniform(double total);
+
     SamplingParams p_;
     std::mt19937_64 rng_;
     std::vector<std::pair<float, int32_t>> cand_;  // scratch
+    std::vector<float> scaled_;                    // scratch: logits / temperature
+    std::vector<float> exps_;                      // scratch: exp(scaled - max)
 };
 
 }  // namespace warden::engine

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <map>
+#include <random>
 #include <vector>
 
 #include "engine/sampler.h"
@@ -60,6 +61,62 @@ TEST(Sampler, FrequenciesFollowSoftmax) {
         const double expect = std::exp(base[static_cast<size_t>(id)]) / z;
         const double got = static_cast<double>(count[id]) / n;
         EXPECT_NEAR(got, expect, 0.01) << "token " << id;
+    }
+}
+
+// sample() over the whole vocabulary sorts only as far as its walk goes; it must draw exactly what
+// distribution() + a walk over it in that order draws with the same generator state. Peaked
+// logits (the walk stays in the first band) and a few likely tokens over a long tail 5-25 below
+// them (many draws land in the later bands), with and without top-p / min-p; a top-p just below
+// 1 makes the survivors' walk reach the last band's remainder.
+TEST(Sampler, WholeVocabularyDrawEqualsWalkOverDistribution) {
+    std::mt19937 gen(3);
+    const size_t vocab = 20000;
+    struct Case {
+        bool tail;
+        float temperature, top_p, min_p;
+    };
+    for (const Case& c : {Case{false, 1.0f, 1.0f, 0.0f}, Case{true, 1.0f, 1.0f, 0.0f},
+                          Case{false, 0.7f, 0.9f, 0.0f}, Case{true, 1.3f, 0.95f, 0.0f},
+                          Case{true, 1.0f, 1.0f, 1e-3f}, Case{true, 1.0f, 0.999f, 1e-9f},
+                          Case{true, 1.0f, 0.99999994f, 0.0f}}) {
+        SCOPED_TRACE(testing::Message() << "tail " << c.tail << " T " << c.temperature << " top_p "
+                                        << c.top_p << " min_p " << c.min_p);
+        std::vector<float> base(vocab);
+        std::normal_distribution<float> nd(0.0f, 6.0f);
+        std::uniform_real_distribution<float> ud(-25.0f, -5.0f);
+        for (size_t i = 0; i < vocab; ++i)
+            base[i] = c.tail ? (i % 2000 == 3 ? 0.0f : ud(gen)) : nd(gen);
+        base[17] = base[18];  // a tie: the lower id ranks first
+        int deep = 0;         // draws that landed below the first band
+        for (uint64_t seed = 0; seed < 200; ++seed) {
+            SamplingParams p = plain(c.temperature);
+            p.top_p = c.top_p;
+            p.min_p = c.min_p;
+            p.seed = seed;
+            Sampler fast(p), ref(p);
+            auto l1 = base, l2 = base;
+            const int32_t got = fast.sample(l1, {});
+            const auto& dist = ref.distribution(l2, {});
+            double total = 0.0;
+            for (const auto& d : dist) total += d.first;
+            std::mt19937_64 rng(seed);
+            const double u = static_cast<double>(rng() >> 11) * (1.0 / 9007199254740992.0) * total;
+            double acc = 0.0;
+            size_t rank = dist.size() - 1;
+            for (size_t k = 0; k < dist.size(); ++k) {
+                acc += dist[k].first;
+                if (u < acc) {
+                    rank = k;
+                    break;
+                }
+            }
+            ASSERT_EQ(got, dist[rank].second) << "seed " << seed;
+            deep += dist[rank].first < dist[0].first * std::exp(-4.0f / c.temperature) ? 1 : 0;
+        }
+        if (c.tail && c.min_p < 1e-6f) {
+            EXPECT_GT(deep, 50);  // many draws walked past the first band
+        }
     }
 }
 
