@@ -23,6 +23,7 @@ requests at most 120 s. Servers bind 127.0.0.1 and are stopped on exit.
 
 Usage: disagg_mixed.py --warden build/warden --model models/M.gguf [--seconds 30 --rounds 2]
            [--streams 3 --long-every 5 --long-words 1500 --kv-dtype bf16] [--pin 0,1]
+           [--prefill-nice 10]
            [--out FILE.json] [--trace FILE.json] [--decode-log FILE]
 """
 import argparse
@@ -274,6 +275,10 @@ def main():
                          "fleet the router and clients run on other hosts, the decode server's "
                          "CPU is its own. Colocated: the server and its load generator stay on "
                          "all CPUs")
+    ap.add_argument("--prefill-nice", type=int, default=0, metavar="N",
+                    help="run the prefill server N nice steps down, so that with --pin the router "
+                         "and load generator sharing its CPU (in a fleet: other hosts) relay each "
+                         "token as it comes instead of waiting for a prefill time slice")
     ap.add_argument("--out")
     ap.add_argument("--decode-log", help="run the decode server at --log-level trace (a line "
                     "per step: wall and thread CPU time) with its stderr in this file")
@@ -285,7 +290,8 @@ def main():
     try:
         colo = serve(a, "--threads", str(a.threads))
         procs.append(colo)
-        pre = Proc([*pinned(a, "prefill"), a.warden, "serve", "-m", a.model, "--host", "127.0.0.1", "--port", "0",
+        niced = ["nice", "-n", str(a.prefill_nice)] if a.prefill_nice else []
+        pre = Proc([*pinned(a, "prefill"), *niced, a.warden, "serve", "-m", a.model, "--host", "127.0.0.1", "--port", "0",
                     "--kv-cache-bytes", "256M", "--kv-dtype", a.prefill_kv_dtype or a.kv_dtype,
                     "--threads", half, "--role", "prefill", "--kv-listen", "127.0.0.1:0"],
                    r"kv transfers on [\d.]+:(\d+)")

@@ -219,8 +219,11 @@ void Engine::step_traced() {
     const double wall_ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - w0).count();
     // Start on the steady clock (CLOCK_MONOTONIC on Linux), to line up with a client's times.
-    spdlog::trace("step at {:.6f} s: {} sequences, {:.3f} ms wall, {:.3f} ms thread CPU",
-                  std::chrono::duration<double>(w0.time_since_epoch()).count(), n, wall_ms, cpu_ms);
+    spdlog::trace(
+        "step at {:.6f} s: {} sequences, {:.3f} ms wall, {:.3f} ms thread CPU; after it {} "
+        "sequences holding {} tokens of KV",
+        std::chrono::duration<double>(w0.time_since_epoch()).count(), n, wall_ms, cpu_ms,
+        scheduler_.n_running(), scheduler_.running_context_tokens());
 }
 
 void Engine::loop() {

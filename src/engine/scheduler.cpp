@@ -92,6 +92,12 @@ std::vector<Result> Scheduler::run(const std::vector<Request>& requests) {
     return results;
 }
 
+int64_t Scheduler::running_context_tokens() const {
+    int64_t n = 0;
+    for (const auto& s : running_) n += s->n_computed;
+    return n;
+}
+
 void Scheduler::step() {
     StepPlan plan = schedule();
     if (!plan.batch.seqs.empty()) {

@@ -104,6 +104,8 @@ class Scheduler {
     bool idle() const { return waiting_.empty() && running_.empty(); }
     size_t n_waiting() const { return waiting_.size(); }
     size_t n_running() const { return running_.size(); }
+    // Tokens whose K/V the running sequences hold (what a decode step's attention reads).
+    int64_t running_context_tokens() const;
 
     // Synchronous batch: add all, step until idle; results in request order. Uses on_finish.
     std::vector<Result> run(const std::vector<Request>& requests);
