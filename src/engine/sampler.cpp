@@ -71,7 +71,7 @@ int32_t Sampler::argmax(std::span<const float> logits) {
 
 namespace {
 
-// Candidates as distribution() orders them: higher (scaled) logit first, then lower id.
+// The walk order of the candidates: higher (scaled) logit first, then lower id.
 bool by_logit(const std::pair<float, int32_t>& a, const std::pair<float, int32_t>& b) {
     return a.first > b.first || (a.first == b.first && a.second < b.second);
 }
@@ -119,7 +119,7 @@ int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> histor
     apply_penalties(logits, history, n_prompt);
     if (p_.temperature <= 0.0f) return argmax(logits);
     if (p_.top_k > 0 && static_cast<size_t>(p_.top_k) < logits.size()) {
-        const auto& cand = weigh(logits);  // k candidates: sorting them is cheap
+        const auto& cand = weigh_top_k(logits);
         double total = 0.0;
         for (const auto& c : cand) total += c.first;
         const double u = uniform(total);
@@ -130,67 +130,14 @@ int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> histor
         }
         return cand.back().second;
     }
-    return sample_whole_vocabulary(logits);
-}
-
-// The draw distribution() + the weighted walk would make, without sorting the vocabulary: the
-// same candidates in the same order with the same probabilities, float(exp(s - max) / sum), the
-// order built band by band (kBandWidths) only as far as the walk goes. The one difference: the
-// sums (the softmax's, and with every candidate kept the draw's total) add in vocabulary order
-// instead of probability order.
-int32_t Sampler::sample_whole_vocabulary(std::span<const float> logits) {
+    // The candidates in walk order, sorted only as far as the walk goes.
     const size_t n = logits.size();
-    scaled_.resize(n);
-    exps_.resize(n);
-    float mx = -std::numeric_limits<float>::infinity();
-    for (size_t i = 0; i < n; ++i) {
-        scaled_[i] = logits[i] / p_.temperature;
-        mx = std::max(mx, scaled_[i]);
-    }
-    double sum = 0.0;
-    for (size_t i = 0; i < n; ++i) {
-        exps_[i] = std::exp(scaled_[i] - mx);
-        sum += exps_[i];
-    }
-    cand_.clear();
-    size_t band = 0;
-    float upper = std::numeric_limits<float>::infinity();  // the bands so far: s >= mx - width
-    // The k-th candidate in distribution() order; false past the last one.
-    auto reach = [&](size_t k) {
-        while (k >= cand_.size() && band < std::size(kBandWidths)) {
-            const float lower = mx - kBandWidths[band++];
-            const size_t from = cand_.size();
-            for (size_t i = 0; i < n; ++i) {
-                const float x = scaled_[i];
-                // The last band takes everything left (NaN included, as distribution() does).
-                const bool in =
-                    band == std::size(kBandWidths) ? !(x >= upper) : x >= lower && x < upper;
-                if (in) cand_.emplace_back(x, static_cast<int32_t>(i));
-            }
-            std::sort(cand_.begin() + static_cast<std::ptrdiff_t>(from), cand_.end(), by_logit);
-            upper = lower;
-        }
-        return k < cand_.size();
-    };
-    auto prob = [&](size_t k) {
-        return static_cast<float>(exps_[static_cast<size_t>(cand_[k].second)] / sum);
-    };
-    // Survivors: a prefix of the order (min-p, then top-p, as distribution() cuts them).
-    size_t kept = n;
+    const size_t kept = soften_and_cut(logits);
     double total = 0.0;
     if (p_.min_p > 0.0f || p_.top_p < 1.0f) {
-        reach(0);
-        const float floor = prob(0) * p_.min_p;
-        kept = 0;
-        while (reach(kept)) {
-            const float pk = prob(kept);
-            if (kept > 0 && p_.min_p > 0.0f && !(pk >= floor)) break;
-            total += pk;
-            ++kept;
-            if (p_.top_p < 1.0f && total >= p_.top_p) break;
-        }
+        for (size_t k = 0; k < kept; ++k) total += prob(k);
     } else {
-        for (size_t i = 0; i < n; ++i) total += static_cast<float>(exps_[i] / sum);
+        for (size_t i = 0; i < n; ++i) total += static_cast<float>(exps_[i] / sum_);
     }
     const double u = uniform(total);
     double acc = 0.0;
@@ -209,22 +156,83 @@ const std::vector<std::pair<float, int32_t>>& Sampler::distribution(
         cand_.assign(1, {1.0f, argmax(logits)});
         return cand_;
     }
-    return weigh(logits);
+    if (p_.top_k > 0 && static_cast<size_t>(p_.top_k) < logits.size()) return weigh_top_k(logits);
+    const size_t n = logits.size();
+    const size_t kept = soften_and_cut(logits);
+    if (p_.min_p <= 0.0f && p_.top_p >= 1.0f) {  // every token, in vocabulary order: no sort
+        cand_.resize(n);
+        for (size_t i = 0; i < n; ++i)
+            cand_[i] = {static_cast<float>(exps_[i] / sum_), static_cast<int32_t>(i)};
+        return cand_;
+    }
+    for (size_t k = 0; k < kept; ++k) cand_[k].first = prob(k);
+    cand_.resize(kept);
+    return cand_;
 }
 
-const std::vector<std::pair<float, int32_t>>& Sampler::weigh(std::span<const float> logits) {
+size_t Sampler::soften_and_cut(std::span<const float> logits) {
+    const size_t n = logits.size();
+    scaled_.resize(n);
+    exps_.resize(n);
+    mx_ = -std::numeric_limits<float>::infinity();
+    for (size_t i = 0; i < n; ++i) {
+        scaled_[i] = logits[i] / p_.temperature;
+        mx_ = std::max(mx_, scaled_[i]);
+    }
+    sum_ = 0.0;
+    for (size_t i = 0; i < n; ++i) {
+        exps_[i] = std::exp(scaled_[i] - mx_);
+        sum_ += exps_[i];
+    }
+    cand_.clear();
+    band_ = 0;
+    band_upper_ = std::numeric_limits<float>::infinity();
+    if (p_.min_p <= 0.0f && p_.top_p >= 1.0f) return n;
+    // Survivors: a prefix of the walk order (min-p, then top-p).
+    reach(0);
+    const float floor = prob(0) * p_.min_p;
+    size_t kept = 0;
+    double cum = 0.0;
+    while (reach(kept)) {
+        const float pk = prob(kept);
+        if (kept > 0 && p_.min_p > 0.0f && !(pk >= floor)) break;
+        cum += pk;
+        ++kept;
+        if (p_.top_p < 1.0f && cum >= p_.top_p) break;
+    }
+    return kept;
+}
+
+bool Sampler::reach(size_t k) {
+    const size_t n = scaled_.size();
+    while (k >= cand_.size() && band_ < std::size(kBandWidths)) {
+        const float lower = mx_ - kBandWidths[band_++];
+        const bool last = band_ == std::size(kBandWidths);
+        const size_t from = cand_.size();
+        for (size_t i = 0; i < n; ++i) {
+            const float x = scaled_[i];
+            // The last band takes everything left (NaN included).
+            if (last ? !(x >= band_upper_) : x >= lower && x < band_upper_)
+                cand_.emplace_back(x, static_cast<int32_t>(i));
+        }
+        std::sort(cand_.begin() + static_cast<std::ptrdiff_t>(from), cand_.end(), by_logit);
+        band_upper_ = lower;
+    }
+    return k < cand_.size();
+}
+
+float Sampler::prob(size_t k) const {
+    return static_cast<float>(exps_[static_cast<size_t>(cand_[k].second)] / sum_);
+}
+
+const std::vector<std::pair<float, int32_t>>& Sampler::weigh_top_k(std::span<const float> logits) {
     cand_.clear();
     cand_.reserve(logits.size());
     for (size_t i = 0; i < logits.size(); ++i)
         cand_.emplace_back(logits[i] / p_.temperature, static_cast<int32_t>(i));
-    size_t keep = cand_.size();
-    if (p_.top_k > 0 && static_cast<size_t>(p_.top_k) < keep) {
-        keep = static_cast<size_t>(p_.top_k);
-        std::partial_sort(cand_.begin(), cand_.begin() + static_cast<std::ptrdiff_t>(keep),
-                          cand_.end(), by_logit);
-    } else {
-        std::sort(cand_.begin(), cand_.end(), by_logit);
-    }
+    const size_t keep = static_cast<size_t>(p_.top_k);
+    std::partial_sort(cand_.begin(), cand_.begin() + static_cast<std::ptrdiff_t>(keep), cand_.end(),
+                      by_logit);
     cand_.resize(keep);
     // Softmax over the survivors.
     const float mx = cand_[0].first;

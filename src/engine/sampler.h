@@ -41,10 +41,11 @@ class Sampler {
     // penalty); the frequency/presence penalties count history[n_prompt..] (generated only).
     int32_t sample(std::span<float> logits, std::span<const int32_t> history, size_t n_prompt = 0);
     static int32_t argmax(std::span<const float> logits);
-    // What sample() draws from: the surviving candidates as (probability, id), most likely
-    // first, probabilities as sample() weighs them (their sum may fall short of 1 after top-p).
-    // Greedy: the argmax alone with probability 1. Same inputs and effects on `logits` as
-    // sample(); the reference stays valid until the next call. Speculative verification reads it.
+    // What sample() draws from: the candidates as (probability, id). With top-k, top-p or min-p,
+    // the survivors, most likely first (their probabilities may sum short of 1 after top-p);
+    // otherwise every token, in vocabulary order (no sort). Greedy: the argmax alone with
+    // probability 1. Same inputs and effects on `logits` as sample(); the reference stays valid
+    // until the next call. Speculative verification and the draft proposers read it.
     const std::vector<std::pair<float, int32_t>>& distribution(std::span<float> logits,
                                                                std::span<const int32_t> history,
                                                                size_t n_prompt = 0);
@@ -55,18 +56,30 @@ class Sampler {
     // Frequency, presence and repetition penalties, in place.
     void apply_penalties(std::span<float> logits, std::span<const int32_t> history,
                          size_t n_prompt) const;
-    // distribution() after the penalties, temperature > 0: every candidate sorted (top-k: the k).
-    const std::vector<std::pair<float, int32_t>>& weigh(std::span<const float> logits);
-    // sample() without top-k: the same draw with only the likely head of the vocabulary sorted.
-    int32_t sample_whole_vocabulary(std::span<const float> logits);
+    // Top-k (k below the vocabulary): the k best sorted, softmax over them, then min-p and top-p.
+    const std::vector<std::pair<float, int32_t>>& weigh_top_k(std::span<const float> logits);
+    // Without top-k: scaled_, exps_, mx_, sum_ for these logits and an empty walk order; returns
+    // how many candidates of the walk order survive min-p and top-p (every one without them).
+    // The walk order (higher scaled logit first, then lower id) is built band by band by
+    // reach() only as far as a walk goes, so no call sorts the whole vocabulary unless a walk
+    // reaches its far tail.
+    size_t soften_and_cut(std::span<const float> logits);
+    // Makes cand_[0..k] the first k + 1 candidates of the walk order; false past the last one.
+    bool reach(size_t k);
+    // The probability of the k-th candidate of the walk order, float(exp(s - max) / sum).
+    float prob(size_t k) const;
     // A uniform double in [0, total), one draw of the generator.
     double uniform(double total);
 
     SamplingParams p_;
     std::mt19937_64 rng_;
-    std::vector<std::pair<float, int32_t>> cand_;  // scratch
+    std::vector<std::pair<float, int32_t>> cand_;  // scratch: candidates (walk order or result)
     std::vector<float> scaled_;                    // scratch: logits / temperature
     std::vector<float> exps_;                      // scratch: exp(scaled - max)
+    float mx_ = 0.0f;                              // max of scaled_
+    double sum_ = 0.0;                             // sum of exps_, in vocabulary order
+    size_t band_ = 0;                              // bands of the walk order built so far
+    float band_upper_ = 0.0f;                      // the next band's candidates lie below this
 };
 
 }  // namespace warden::engine

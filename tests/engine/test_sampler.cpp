@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <random>
@@ -65,7 +66,7 @@ TEST(Sampler, FrequenciesFollowSoftmax) {
 }
 
 // sample() over the whole vocabulary sorts only as far as its walk goes; it must draw exactly what
-// distribution() + a walk over it in that order draws with the same generator state. Peaked
+// a walk over distribution() in the walk order draws with the same generator state. Peaked
 // logits (the walk stays in the first band) and a few likely tokens over a long tail 5-25 below
 // them (many draws land in the later bands), with and without top-p / min-p; a top-p just below
 // 1 makes the survivors' walk reach the last band's remainder.
@@ -97,7 +98,14 @@ TEST(Sampler, WholeVocabularyDrawEqualsWalkOverDistribution) {
             Sampler fast(p), ref(p);
             auto l1 = base, l2 = base;
             const int32_t got = fast.sample(l1, {});
-            const auto& dist = ref.distribution(l2, {});
+            // distribution() in the walk order (it lists every token in vocabulary order when
+            // nothing truncates): higher scaled logit first, then lower id.
+            auto dist = ref.distribution(l2, {});
+            std::sort(dist.begin(), dist.end(), [&](const auto& x, const auto& y) {
+                const float lx = base[static_cast<size_t>(x.second)] / c.temperature,
+                            ly = base[static_cast<size_t>(y.second)] / c.temperature;
+                return lx > ly || (lx == ly && x.second < y.second);
+            });
             double total = 0.0;
             for (const auto& d : dist) total += d.first;
             std::mt19937_64 rng(seed);

@@ -45,7 +45,8 @@ Verdict verify_token(Dist p, Dist q, int32_t draft, double u, std::mt19937_64& r
     std::vector<std::pair<int32_t, double>> q_by_id;  // q sorted by id, for lookups
     q_by_id.reserve(q.size());
     for (const auto& [w, id] : q) q_by_id.emplace_back(id, w / q_sum);
-    std::sort(q_by_id.begin(), q_by_id.end());
+    // A whole-vocabulary q comes in id order already (Sampler::distribution).
+    if (!std::is_sorted(q_by_id.begin(), q_by_id.end())) std::sort(q_by_id.begin(), q_by_id.end());
     auto q_of = [&](int32_t id) {
         if (q.empty()) return id == draft ? 1.0 : 0.0;
         const auto it =
