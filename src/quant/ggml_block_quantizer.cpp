@@ -116,31 +116,48 @@ AsymFit fit_asym(const float* x, const float* w, int n, int nmax, bool min_le_ze
 // value at -nmax, so the extra negative code is used) plus 18 neighbouring inverse scales, each
 // refit by weighted least squares; the scale with the smallest weighted error.
 float fit_sym(const float* x, const float* w, int n, int nmax) {
-    float amax = 0, max = 0;
-    for (int i = 0; i < n; ++i)
-        if (std::fabs(x[i]) > amax) {
-            amax = std::fabs(x[i]);
-            max = x[i];
+    // max: the first of the largest magnitude. The largest magnitude in eight running maxima (the
+    // same value in any order), so the loop vectorizes.
+    float lane_max[8] = {};
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; ++k) {
+            const float a = std::fabs(x[i + k]);
+            lane_max[k] = lane_max[k] < a ? a : lane_max[k];
         }
+    for (; i < n; ++i) lane_max[0] = std::max(lane_max[0], std::fabs(x[i]));
+    float amax = 0, max = 0;
+    for (const float m : lane_max) amax = std::max(amax, m);
     if (amax < 1e-30f) return 0.f;
+    for (i = 0; i < n; ++i)
+        if (std::fabs(x[i]) == amax) {
+            max = x[i];
+            break;
+        }
     float best = -static_cast<float>(nmax) / max;
     best = 1.f / best;
-    double best_gain = -1;  // sumlx^2 / suml2: the error is sum w x^2 minus this
     // Steps -9..9 in lanes of one call (quant/kquant_candidates.h), the spare lanes repeating the
     // last step; candidates compared in step order.
     constexpr int kSteps = 19;
     static_assert(kSteps <= kSymLanes, "the grid in one call");
-    float is[kSymLanes], slx[kSymLanes], sl2[kSymLanes];
+    float num[kSymLanes], is[kSymLanes], slx[kSymLanes], sl2[kSymLanes];
     for (int c = 0; c < kSymLanes; ++c)
-        is[c] = -(static_cast<float>(nmax) + 0.1f * (std::min(c, kSteps - 1) - 9)) / max;
-    kq_sym_sums(x, w, n, is, nmax, slx, sl2);
+        num[c] =
+            -(static_cast<float>(nmax) + 0.1f * static_cast<float>(std::min(c, kSteps - 1) - 9));
+    for (int c = 0; c < kSymLanes; ++c)
+        is[c] = num[c] / max;  // a loop of divisions that vectorizes
+    kq_sym_sums(x, w, n, is, kSteps, nmax, slx, sl2);
+    // The first largest gain sumlx^2 / suml2 (the error is sum w x^2 minus it) above -1, without
+    // branches; -infinity where sl2 <= 0, never chosen.
+    double gain[kSteps], best_gain = -1;
+    kq_sym_gains(slx, sl2, kSteps, gain);
+    int bc = -1;
     for (int c = 0; c < kSteps; ++c) {
-        if (sl2[c] <= 0) continue;
-        if (static_cast<double>(slx[c]) * slx[c] / sl2[c] > best_gain) {
-            best_gain = static_cast<double>(slx[c]) * slx[c] / sl2[c];
-            best = slx[c] / sl2[c];
-        }
+        const bool better = gain[c] > best_gain;
+        best_gain = better ? gain[c] : best_gain;
+        bc = better ? c : bc;
     }
+    if (bc >= 0) best = slx[bc] / sl2[bc];
     return best;
 }
 
@@ -356,29 +373,31 @@ struct KSymBlock {
     double err = 0;
 };
 
-void sym_neighbours(const float* x, const float* w, KSymBlock& b) {
+// Step 3 for a fixed d: each sub-block's integer scale and the neighbours +-1 (their errors in one
+// batch, quant/kquant_candidates.h; xt, wt: the super-block transposed), the first smallest kept.
+void sym_neighbours(const float* x, const float* xt, const float* wt, KSymBlock& b) {
+    float err[48];
+    kq_q6k_neighbour_errors(xt, wt, b.d, b.sc, err);
     b.err = 0;
-    int8_t q[16];
     for (int j = 0; j < 16; ++j) {
         double best = std::numeric_limits<double>::infinity();
         int bs = b.sc[j];
+        bool found = false;
         for (int ds = -1; ds <= 1; ++ds) {
             const int s = b.sc[j] + ds;
             if (s < -128 || s > 127) continue;
-            const float step = b.d * static_cast<float>(s);
-            const float inv = step != 0 ? 1.f / step : 0.f;
-            float e = 0;
-            for (int i = 0; i < 16; ++i) {
-                const int l = std::clamp(round_int(x[16 * j + i] * inv), -32, 31);
-                q[i] = static_cast<int8_t>(l);
-                const float d = step * static_cast<float>(l) - x[16 * j + i];
-                e += w[16 * j + i] * d * d;
-            }
-            if (e < best) {
-                best = e;
+            if (err[3 * j + ds + 1] < best) {
+                best = err[3 * j + ds + 1];
                 bs = s;
-                std::memcpy(b.q + 16 * j, q, 16);
+                found = true;
             }
+        }
+        if (found) {
+            const float step = b.d * static_cast<float>(bs);
+            const float inv = step != 0 ? 1.f / step : 0.f;
+            for (int i = 0; i < 16; ++i)
+                b.q[16 * j + i] =
+                    static_cast<int8_t>(std::clamp(round_int(x[16 * j + i] * inv), -32, 31));
         }
         b.sc[j] = bs;
         b.err += best;
@@ -399,12 +418,18 @@ void q6_k_block(const float* x, const float* imp, uint8_t* y) {  // 210 bytes
         }
         sens[j] = static_cast<float>(sq) + 1e-30f;
     }
+    float xt[kSuper], wt[kSuper];  // transposed for sym_neighbours
+    for (int j = 0; j < 16; ++j)
+        for (int i = 0; i < 16; ++i) {
+            xt[16 * i + j] = x[16 * j + i];
+            wt[16 * i + j] = w[16 * j + i];
+        }
     KSymBlock b;
     // The int8 scales against d: the same symmetric search, weighted by each scale's sensitivity.
     b.d = f16_round(fit_sym(scales, sens, 16, 128));
     for (int j = 0; j < 16; ++j)
         b.sc[j] = b.d != 0 ? std::clamp(round_int(scales[j] / b.d), -128, 127) : 0;
-    sym_neighbours(x, w, b);
+    sym_neighbours(x, xt, wt, b);
     for (int round = 0; round < 2 && b.d != 0; ++round) {
         double saa = 0, sax = 0;
         for (int j = 0; j < 16; ++j)
@@ -417,7 +442,7 @@ void q6_k_block(const float* x, const float* imp, uint8_t* y) {  // 210 bytes
         KSymBlock c = b;
         c.d = f16_round(static_cast<float>(sax / saa));
         if (c.d == 0) break;
-        sym_neighbours(x, w, c);
+        sym_neighbours(x, xt, wt, c);
         if (!(c.err < b.err)) break;
         b = c;
     }
@@ -503,9 +528,13 @@ void quantize_ggml_row(tensor::GgmlType t, const float* x, int64_t n, const floa
         throw util::Error("quantize: a row of " + std::to_string(n) + " values is not whole " +
                           tensor::ggml_type_name(t) + " blocks of " +
                           std::to_string(info.block_elems));
-    for (int64_t i = 0; i < n; ++i)
-        if (!std::isfinite(x[i]))
-            throw util::Error("quantize: non-finite weight at column " + std::to_string(i));
+    // One branch-free pass (it vectorizes); the column is looked for only when there is one.
+    bool finite = true;
+    for (int64_t i = 0; i < n; ++i) finite &= std::fabs(x[i]) <= std::numeric_limits<float>::max();
+    if (!finite)
+        for (int64_t i = 0; i < n; ++i)
+            if (!std::isfinite(x[i]))
+                throw util::Error("quantize: non-finite weight at column " + std::to_string(i));
     const int64_t nb = n / info.block_elems;
     if (info.block_elems == kSuper) {
         for (int64_t b = 0; b < nb; ++b) {
@@ -521,6 +550,10 @@ void quantize_ggml_row(tensor::GgmlType t, const float* x, int64_t n, const floa
         }
         return;
     }
+    if (t == G::Q8_0) {  // no search, so no error weights
+        for (int64_t b = 0; b < nb; ++b) q8_0_block(x + 32 * b, dst + b * info.block_bytes);
+        return;
+    }
     // 32-blocks: sigma^2 over the whole row, as one block holds too few values to estimate it.
     std::vector<float> w(static_cast<size_t>(n));
     error_weights(x, importance, static_cast<int>(n), w.data());
@@ -528,10 +561,8 @@ void quantize_ggml_row(tensor::GgmlType t, const float* x, int64_t n, const floa
         uint8_t* yb = dst + b * info.block_bytes;
         if (t == G::Q5_0)
             q5_0_block(x + 32 * b, w.data() + 32 * b, yb);
-        else if (t == G::Q5_1)
-            q5_1_block(x + 32 * b, w.data() + 32 * b, yb);
         else
-            q8_0_block(x + 32 * b, yb);
+            q5_1_block(x + 32 * b, w.data() + 32 * b, yb);
     }
 }
 

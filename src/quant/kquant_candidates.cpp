@@ -1,6 +1,7 @@
 #include "quant/kquant_candidates.h"
 
 #include <algorithm>
+#include <limits>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -88,13 +89,134 @@ WARDEN_LANES_INLINE void asym_code_errors_ref(const float* x, const float* w, in
     std::copy(a, a + kLanes, err);
 }
 
+WARDEN_LANES_INLINE void q6k_neighbour_errors_ref(const float* xt, const float* wt, float d,
+                                                  const int* sc, float* err) {
+    for (int j = 0; j < 16; ++j)
+        for (int k = 0; k < 3; ++k) {
+            const float step = d * static_cast<float>(sc[j] - 1 + k);
+            const float inv = step != 0 ? 1.f / step : 0.f;
+            float e = 0;
+            for (int i = 0; i < 16; ++i) {
+                const float xi = xt[16 * i + j];
+                const float l = static_cast<float>(std::clamp(round_int_magic(xi * inv), -32, 31));
+                const float r = step * l - xi;
+                e += wt[16 * i + j] * r * r;
+            }
+            err[3 * j + k] = e;
+        }
+}
+
+WARDEN_LANES_INLINE void sym_gains_ref(const float* slx, const float* sl2, int nc, double* gain) {
+    for (int c = 0; c < nc; ++c)
+        gain[c] = sl2[c] > 0 ? static_cast<double>(slx[c]) * slx[c] / sl2[c]
+                             : -std::numeric_limits<double>::infinity();
+}
+
 #if defined(__x86_64__)
 // No "fma" in the targets (and the file is built with -ffp-contract=off): a multiply and an add
 // stay two roundings, as in the reference.
 #define WARDEN_AVX2 __attribute__((target("avx2")))
-WARDEN_AVX2 void sym_sums_avx2(const float* x, const float* w, int n, const float* is, int nmax,
-                               float* slx, float* sl2) {
-    sym_sums_ref(x, w, n, is, nmax, slx, sl2);
+// round_int_magic and the clamp of eight lanes, as integers (the same bits as the reference).
+WARDEN_AVX2 inline __m256 round_clamp8(__m256 v, __m256i lo, __m256i hi) {
+    const __m256i t = _mm256_castps_si256(_mm256_add_ps(v, _mm256_set1_ps(12582912.f)));
+    const __m256i r = _mm256_sub_epi32(_mm256_and_si256(t, _mm256_set1_epi32(0x007fffff)),
+                                       _mm256_set1_epi32(0x00400000));
+    return _mm256_cvtepi32_ps(_mm256_min_epi32(hi, _mm256_max_epi32(lo, r)));
+}
+
+// V registers of eight lanes: only the lanes the caller asked for (fit_sym's 19 of 32). The codes
+// are clamped before rounding, in floats (four operations instead of six): the same integers
+// where |is[c] * x_i| < 2^22, which kq_sym_sums asks of its callers.
+template <int V>
+WARDEN_AVX2 void sym_sums_lanes_avx2(const float* x, const float* w, int n, const float* is,
+                                     int nmax, float* slx, float* sl2) {
+    const __m256 lo = _mm256_set1_ps(static_cast<float>(-nmax)),
+                 hi = _mm256_set1_ps(static_cast<float>(nmax - 1)),
+                 mg = _mm256_set1_ps(12582912.f);
+    __m256 vis[V], a[V], b[V];
+    for (int v = 0; v < V; ++v) {
+        vis[v] = _mm256_loadu_ps(is + 8 * v);
+        a[v] = b[v] = _mm256_setzero_ps();
+    }
+    for (int i = 0; i < n; ++i) {
+        const __m256 xi = _mm256_set1_ps(x[i]), wi = _mm256_set1_ps(w[i]),
+                     wx = _mm256_mul_ps(wi, xi);
+        for (int v = 0; v < V; ++v) {
+            const __m256 l = _mm256_sub_ps(
+                _mm256_add_ps(_mm256_min_ps(hi, _mm256_max_ps(lo, _mm256_mul_ps(vis[v], xi))), mg),
+                mg);
+            a[v] = _mm256_add_ps(a[v], _mm256_mul_ps(wx, l));
+            b[v] = _mm256_add_ps(b[v], _mm256_mul_ps(_mm256_mul_ps(wi, l), l));
+        }
+    }
+    for (int v = 0; v < V; ++v) {
+        _mm256_storeu_ps(slx + 8 * v, a[v]);
+        _mm256_storeu_ps(sl2 + 8 * v, b[v]);
+    }
+}
+
+WARDEN_AVX2 void sym_sums_avx2(const float* x, const float* w, int n, const float* is, int nc,
+                               int nmax, float* slx, float* sl2) {
+    static_assert(kSymLanes == 32, "at most four registers of lanes");
+    switch ((nc + 7) / 8) {
+        case 1:
+            return sym_sums_lanes_avx2<1>(x, w, n, is, nmax, slx, sl2);
+        case 2:
+            return sym_sums_lanes_avx2<2>(x, w, n, is, nmax, slx, sl2);
+        case 3:
+            return sym_sums_lanes_avx2<3>(x, w, n, is, nmax, slx, sl2);
+        default:
+            return sym_sums_lanes_avx2<4>(x, w, n, is, nmax, slx, sl2);
+    }
+}
+
+WARDEN_AVX2 void sym_gains_avx2(const float* slx, const float* sl2, int nc, double* gain) {
+    int c = 0;
+    for (; c + 4 <= nc; c += 4) {
+        const __m256d a = _mm256_cvtps_pd(_mm_loadu_ps(slx + c)),
+                      b = _mm256_cvtps_pd(_mm_loadu_ps(sl2 + c));
+        const __m256d fit = _mm256_cmp_pd(b, _mm256_setzero_pd(), _CMP_GT_OQ);
+        _mm256_storeu_pd(gain + c,
+                         _mm256_blendv_pd(_mm256_set1_pd(-std::numeric_limits<double>::infinity()),
+                                          _mm256_div_pd(_mm256_mul_pd(a, a), b), fit));
+    }
+    sym_gains_ref(slx + c, sl2 + c, nc - c, gain + c);
+}
+
+// Lanes: eight sub-blocks at a time, for each of the three neighbours: six independent sums.
+WARDEN_AVX2 void q6k_neighbour_errors_avx2(const float* xt, const float* wt, float d, const int* sc,
+                                           float* err) {
+    const __m256i lo = _mm256_set1_epi32(-32), hi = _mm256_set1_epi32(31);
+    __m256 step[6], inv[6], e[6];
+    for (int h = 0; h < 2; ++h) {
+        const __m256i s = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sc + 8 * h));
+        for (int k = 0; k < 3; ++k) {
+            const int u = 3 * h + k;
+            step[u] =
+                _mm256_mul_ps(_mm256_set1_ps(d),
+                              _mm256_cvtepi32_ps(_mm256_add_epi32(s, _mm256_set1_epi32(k - 1))));
+            inv[u] = _mm256_and_ps(_mm256_cmp_ps(step[u], _mm256_setzero_ps(), _CMP_NEQ_UQ),
+                                   _mm256_div_ps(_mm256_set1_ps(1.f), step[u]));
+            e[u] = _mm256_setzero_ps();
+        }
+    }
+    for (int i = 0; i < 16; ++i)
+        for (int h = 0; h < 2; ++h) {
+            const __m256 xi = _mm256_loadu_ps(xt + 16 * i + 8 * h),
+                         wi = _mm256_loadu_ps(wt + 16 * i + 8 * h);
+            for (int k = 0; k < 3; ++k) {
+                const int u = 3 * h + k;
+                const __m256 l = round_clamp8(_mm256_mul_ps(xi, inv[u]), lo, hi);
+                const __m256 r = _mm256_sub_ps(_mm256_mul_ps(step[u], l), xi);
+                e[u] = _mm256_add_ps(e[u], _mm256_mul_ps(_mm256_mul_ps(wi, r), r));
+            }
+        }
+    for (int h = 0; h < 2; ++h)
+        for (int k = 0; k < 3; ++k) {
+            alignas(32) float a[8];
+            _mm256_store_ps(a, e[3 * h + k]);
+            for (int j = 0; j < 8; ++j) err[3 * (8 * h + j) + k] = a[j];
+        }
 }
 WARDEN_AVX2 void asym_sums_avx2(const float* x, const float* w, int n, float lo, const float* is,
                                 int nmax, float* sl, float* sl2, float* sxl) {
@@ -119,8 +241,8 @@ WARDEN_AVX512 inline __m512 round_clamp16(__m512 v, __m512i lo, __m512i hi) {
     return _mm512_cvtepi32_ps(_mm512_min_epi32(hi, _mm512_max_epi32(lo, r)));
 }
 
-WARDEN_AVX512 void sym_sums_avx512(const float* x, const float* w, int n, const float* is, int nmax,
-                                   float* slx, float* sl2) {
+WARDEN_AVX512 void sym_sums_avx512(const float* x, const float* w, int n, const float* is, int,
+                                   int nmax, float* slx, float* sl2) {
     static_assert(kSymLanes == 32, "two registers of lanes");
     const __m512 vis0 = _mm512_loadu_ps(is), vis1 = _mm512_loadu_ps(is + 16);
     const __m512i lo = _mm512_set1_epi32(-nmax), hi = _mm512_set1_epi32(nmax - 1);
@@ -198,9 +320,13 @@ kernels::Isa isa() {
 }
 #endif
 
-void sym_sums_base(const float* x, const float* w, int n, const float* is, int nmax, float* slx,
-                   float* sl2) {
+void sym_sums_base(const float* x, const float* w, int n, const float* is, int, int nmax,
+                   float* slx, float* sl2) {
     sym_sums_ref(x, w, n, is, nmax, slx, sl2);
+}
+void q6k_neighbour_errors_base(const float* xt, const float* wt, float d, const int* sc,
+                               float* err) {
+    q6k_neighbour_errors_ref(xt, wt, d, sc, err);
 }
 void asym_sums_base(const float* x, const float* w, int n, float lo, const float* is, int nmax,
                     float* sl, float* sl2, float* sxl) {
@@ -229,9 +355,21 @@ void asym_code_errors_base(const float* x, const float* w, int n, const float* s
 #define WARDEN_DISPATCH(name, ...) return name##_base(__VA_ARGS__)
 #endif
 
-void kq_sym_sums(const float* x, const float* w, int n, const float* is, int nmax, float* slx,
-                 float* sl2) {
-    WARDEN_DISPATCH(sym_sums, x, w, n, is, nmax, slx, sl2);
+void kq_sym_sums(const float* x, const float* w, int n, const float* is, int nc, int nmax,
+                 float* slx, float* sl2) {
+    WARDEN_DISPATCH(sym_sums, x, w, n, is, nc, nmax, slx, sl2);
+}
+void kq_sym_gains(const float* slx, const float* sl2, int nc, double* gain) {
+#if defined(__x86_64__)
+    if (isa() >= kernels::Isa::AVX2) return sym_gains_avx2(slx, sl2, nc, gain);
+#endif
+    sym_gains_ref(slx, sl2, nc, gain);
+}
+void kq_q6k_neighbour_errors(const float* xt, const float* wt, float d, const int* sc, float* err) {
+#if defined(__x86_64__)
+    if (isa() >= kernels::Isa::AVX2) return q6k_neighbour_errors_avx2(xt, wt, d, sc, err);
+#endif
+    q6k_neighbour_errors_base(xt, wt, d, sc, err);
 }
 void kq_asym_sums(const float* x, const float* w, int n, float lo, const float* is, int nmax,
                   float* sl, float* sl2, float* sxl) {

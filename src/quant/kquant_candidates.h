@@ -19,10 +19,23 @@ inline int round_int_magic(float v) {
     return (i & 0x007fffff) - 0x00400000;
 }
 
-// Symmetric grid (fit_sym): for each of kSymLanes lanes c, l_i = clamp(round(is[c] * x_i), -nmax,
-// nmax - 1), slx[c] = sum w_i x_i l_i, sl2[c] = sum w_i l_i^2 (float, in element order).
-void kq_sym_sums(const float* x, const float* w, int n, const float* is, int nmax, float* slx,
-                 float* sl2);
+// Symmetric grid (fit_sym): for lanes c < nc (nc <= kSymLanes; is, slx and sl2 hold kSymLanes, and
+// lanes from nc on may be left unset), l_i = clamp(round(is[c] * x_i), -nmax, nmax - 1),
+// slx[c] = sum w_i x_i l_i, sl2[c] = sum w_i l_i^2 (float, in element order). Asks |is[c] * x_i|
+// < 2^22 (fit_sym's grid: |is[c]| <= (nmax + 1) / max |x_i|).
+void kq_sym_sums(const float* x, const float* w, int n, const float* is, int nc, int nmax,
+                 float* slx, float* sl2);
+
+// The grid's gains for lanes c < nc: gain[c] = double(slx[c])^2 / sl2[c] where sl2[c] > 0, else
+// -infinity (no fit).
+void kq_sym_gains(const float* slx, const float* sl2, int nc, double* gain);
+
+// Q6_K's neighbour step (ggml_block_quantizer.cpp, sym_neighbours): the 16 sub-blocks of 16 values
+// of a super-block given transposed, xt[16 * i + j] = x[16 * j + i] (wt likewise), and for each
+// sub-block j and k = 0..2 the integer scale s = sc[j] - 1 + k, step = d * s, inv = 1 / step (0
+// when step is 0), l_i = clamp(round(x_i * inv), -32, 31): err[3 * j + k] = sum_i w_i (step l_i -
+// x_i)^2, a float sum in element order.
+void kq_q6k_neighbour_errors(const float* xt, const float* wt, float d, const int* sc, float* err);
 
 // Asymmetric grid (fit_asym): q_i = clamp(round(is[c] * (x_i - lo)), 0, nmax), sl[c] = sum w q,
 // sl2[c] = sum w q^2, sxl[c] = sum w q x.
