@@ -33,17 +33,36 @@ void put_f16(uint8_t* p, float v) {
     std::memcpy(p, &h, sizeof h);
 }
 
-// Error weights of n values: importance * sqrt(sigma^2 + x^2). Importance that is zero over the
-// whole span (columns calibration never reached) would leave nothing to fit, so a small share of
-// the span's mean importance (or 1 where all are zero) is added to every column.
-void error_weights(const float* x, const float* imp, int n, float* w) {
+// The sums error_weights needs of a span of values: sum x^2 and sum importance, in double.
+struct SpanSums {
     double s2 = 0, si = 0;
-    for (int i = 0; i < n; ++i) {
-        s2 += static_cast<double>(x[i]) * x[i];
-        if (imp) si += imp[i];
+};
+
+// SpanSums of m <= 4 spans of n values (span k at xs[k], its importance at imps[k] or none when
+// imps is null), each summed in element order as one span alone would be; the spans' chains
+// interleaved, so no span waits on the previous one's additions.
+void span_sums(const float* const* xs, const float* const* imps, int m, int n, SpanSums* out) {
+    const float* p[4];
+    const float* q[4] = {};
+    for (int k = 0; k < 4; ++k) {  // spans past the last repeat it, their sums not kept
+        p[k] = xs[std::min(k, m - 1)];
+        if (imps) q[k] = imps[std::min(k, m - 1)];
     }
-    const float sigma2 = static_cast<float>(s2 / n);
-    const float floor = imp ? (si > 0 ? static_cast<float>(1e-3 * si / n) : 1.f) : 0.f;
+    double s2[4] = {}, si[4] = {};
+    for (int i = 0; i < n; ++i)
+        for (int k = 0; k < 4; ++k) s2[k] += static_cast<double>(p[k][i]) * p[k][i];
+    if (imps)
+        for (int i = 0; i < n; ++i)
+            for (int k = 0; k < 4; ++k) si[k] += q[k][i];
+    for (int k = 0; k < m; ++k) out[k] = {s2[k], si[k]};
+}
+
+// Error weights of n values with SpanSums s: importance * sqrt(sigma^2 + x^2). Importance that is
+// zero over the whole span (columns calibration never reached) would leave nothing to fit, so a
+// small share of the span's mean importance (or 1 where all are zero) is added to every column.
+void error_weights(const float* x, const float* imp, int n, SpanSums s, float* w) {
+    const float sigma2 = static_cast<float>(s.s2 / n);
+    const float floor = imp ? (s.si > 0 ? static_cast<float>(1e-3 * s.si / n) : 1.f) : 0.f;
     for (int i = 0; i < n; ++i)
         w[i] = ((imp ? imp[i] : 1.f) + floor) * std::sqrt(sigma2 + x[i] * x[i]);
 }
@@ -221,42 +240,39 @@ double asym_codes(const float* x, const float* w, float s, float m, int nmax, ui
     return err;
 }
 
-// Step 3 for fixed (d, dmin): each sub-block's integer scale and min, and the neighbours +-1.
-void asym_neighbours(const float* x, const float* w, int nmax, KAsymBlock& b) {
-    static_assert(kLanes >= 9, "the nine neighbours of a sub-block in one call");
+// Step 3 for fixed (d, dmin): each sub-block's integer scale and min, and the neighbours +-1
+// (their errors in one batch, quant/kquant_candidates.h; xt, wt: the super-block transposed), the
+// first smallest kept.
+void asym_neighbours(const float* x, const float* w, const float* xt, const float* wt, int nmax,
+                     KAsymBlock& b) {
+    float err[72];
+    kq_q4k_neighbour_errors(xt, wt, b.d, b.dmin, b.sc, b.m, nmax, err);
     b.err = 0;
     for (int j = 0; j < 8; ++j) {
-        float s[kLanes], m[kLanes], err[kLanes];
-        int si[kLanes], mi[kLanes];
-        for (int c = 0; c < kLanes; ++c) {
-            const int k = std::min(c, 8);  // (ds, dm) = (k / 3 - 1, k % 3 - 1); spares repeat
-            si[c] = b.sc[j] + k / 3 - 1;
-            mi[c] = b.m[j] + k % 3 - 1;
-            s[c] = b.d * static_cast<float>(si[c]);
-            m[c] = b.dmin * static_cast<float>(mi[c]);
-        }
-        kq_asym_code_errors(x + 32 * j, w + 32 * j, 32, s, m, nmax, err);
         double best = std::numeric_limits<double>::infinity();
         int bc = -1;
         for (int c = 0; c < 9; ++c) {
-            if (si[c] < 0 || si[c] > 63 || mi[c] < 0 || mi[c] > 63) continue;
-            if (err[c] < best) {
-                best = err[c];
+            const int si = b.sc[j] + c / 3 - 1, mi = b.m[j] + c % 3 - 1;
+            if (si < 0 || si > 63 || mi < 0 || mi > 63) continue;
+            if (err[9 * j + c] < best) {
+                best = err[9 * j + c];
                 bc = c;
             }
         }
         if (bc >= 0) {
-            asym_codes(x + 32 * j, w + 32 * j, s[bc], m[bc], nmax, b.q + 32 * j);
-            b.sc[j] = si[bc];
-            b.m[j] = mi[bc];
+            const int si = b.sc[j] + bc / 3 - 1, mi = b.m[j] + bc % 3 - 1;
+            asym_codes(x + 32 * j, w + 32 * j, b.d * static_cast<float>(si),
+                       b.dmin * static_cast<float>(mi), nmax, b.q + 32 * j);
+            b.sc[j] = si;
+            b.m[j] = mi;
         }
         b.err += best;
     }
 }
 
-KAsymBlock quantize_asym_super(const float* x, const float* imp, int nmax) {
+KAsymBlock quantize_asym_super(const float* x, const float* imp, SpanSums sums, int nmax) {
     float w[kSuper];
-    error_weights(x, imp, kSuper, w);
+    error_weights(x, imp, kSuper, sums, w);
     float scales[8], mins[8], s_sens[8], m_sens[8];
     for (int j = 0; j < 8; ++j) {
         const AsymFit f = fit_asym(x + 32 * j, w + 32 * j, 32, nmax, true);
@@ -275,10 +291,16 @@ KAsymBlock quantize_asym_super(const float* x, const float* imp, int nmax) {
         s_sens[j] = static_cast<float>(sq);
         m_sens[j] = static_cast<float>(sw);
     }
+    float xt[kSuper], wt[kSuper];  // transposed for asym_neighbours
+    for (int j = 0; j < 8; ++j)
+        for (int i = 0; i < 32; ++i) {
+            xt[8 * i + j] = x[32 * j + i];
+            wt[8 * i + j] = w[32 * j + i];
+        }
     KAsymBlock b;
     b.d = code_unsigned(scales, s_sens, 8, 63, b.sc);
     b.dmin = code_unsigned(mins, m_sens, 8, 63, b.m);
-    asym_neighbours(x, w, nmax, b);
+    asym_neighbours(x, w, xt, wt, nmax, b);
     // Refit (d, dmin) to the integer scales, mins and codes: x ~ d * (sc q) - dmin * m.
     for (int round = 0; round < 2; ++round) {
         double saa = 0, sab = 0, sbb = 0, sax = 0, sbx = 0;
@@ -304,7 +326,7 @@ KAsymBlock quantize_asym_super(const float* x, const float* imp, int nmax) {
             break;
         }
         if (!(c.d > 0) || c.dmin < 0) break;
-        asym_neighbours(x, w, nmax, c);
+        asym_neighbours(x, w, xt, wt, nmax, c);
         if (!(c.err < b.err)) break;
         b = c;
     }
@@ -326,8 +348,8 @@ void pack_k_scales(const KAsymBlock& b, uint8_t* s12) {
     }
 }
 
-void q4_k_block(const float* x, const float* imp, uint8_t* y) {  // 144 bytes
-    const KAsymBlock b = quantize_asym_super(x, imp, 15);
+void q4_k_block(const float* x, const float* imp, SpanSums sums, uint8_t* y) {  // 144 bytes
+    const KAsymBlock b = quantize_asym_super(x, imp, sums, 15);
     put_f16(y, b.d);
     put_f16(y + 2, b.dmin);
     pack_k_scales(b, y + 4);
@@ -337,8 +359,8 @@ void q4_k_block(const float* x, const float* imp, uint8_t* y) {  // 144 bytes
             qs[l] = static_cast<uint8_t>(b.q[c + l] | (b.q[c + l + 32] << 4));
 }
 
-void q5_k_block(const float* x, const float* imp, uint8_t* y) {  // 176 bytes
-    const KAsymBlock b = quantize_asym_super(x, imp, 31);
+void q5_k_block(const float* x, const float* imp, SpanSums sums, uint8_t* y) {  // 176 bytes
+    const KAsymBlock b = quantize_asym_super(x, imp, sums, 31);
     put_f16(y, b.d);
     put_f16(y + 2, b.dmin);
     pack_k_scales(b, y + 4);
@@ -404,9 +426,9 @@ void sym_neighbours(const float* x, const float* xt, const float* wt, KSymBlock&
     }
 }
 
-void q6_k_block(const float* x, const float* imp, uint8_t* y) {  // 210 bytes
+void q6_k_block(const float* x, const float* imp, SpanSums sums, uint8_t* y) {  // 210 bytes
     float w[kSuper];
-    error_weights(x, imp, kSuper, w);
+    error_weights(x, imp, kSuper, sums, w);
     float scales[16], sens[16];
     for (int j = 0; j < 16; ++j) {
         scales[j] = fit_sym(x + 16 * j, w + 16 * j, 16, 32);
@@ -517,8 +539,8 @@ bool can_quantize_ggml(tensor::GgmlType t) {
            t == G::Q8_0;
 }
 
-void quantize_ggml_row(tensor::GgmlType t, const float* x, int64_t n, const float* importance,
-                       uint8_t* dst) {
+void quantize_ggml_rows(tensor::GgmlType t, const float* x, int64_t rows, int64_t n,
+                        const float* importance, uint8_t* dst) {
     using G = tensor::GgmlType;
     if (!can_quantize_ggml(t))
         throw util::Error("quantize: cannot write GGUF blocks of type " +
@@ -530,40 +552,74 @@ void quantize_ggml_row(tensor::GgmlType t, const float* x, int64_t n, const floa
                           std::to_string(info.block_elems));
     // One branch-free pass (it vectorizes); the column is looked for only when there is one.
     bool finite = true;
-    for (int64_t i = 0; i < n; ++i) finite &= std::fabs(x[i]) <= std::numeric_limits<float>::max();
+    for (int64_t i = 0; i < rows * n; ++i)
+        finite &= std::fabs(x[i]) <= std::numeric_limits<float>::max();
     if (!finite)
-        for (int64_t i = 0; i < n; ++i)
+        for (int64_t i = 0; i < rows * n; ++i)
             if (!std::isfinite(x[i]))
-                throw util::Error("quantize: non-finite weight at column " + std::to_string(i));
-    const int64_t nb = n / info.block_elems;
+                throw util::Error("quantize: non-finite weight at column " + std::to_string(i % n));
+    const int64_t nb = n / info.block_elems, row_bytes = nb * info.block_bytes;
     if (info.block_elems == kSuper) {
-        for (int64_t b = 0; b < nb; ++b) {
-            const float* xb = x + b * kSuper;
-            const float* ib = importance ? importance + b * kSuper : nullptr;
-            uint8_t* yb = dst + b * info.block_bytes;
-            if (t == G::Q4_K)
-                q4_k_block(xb, ib, yb);
-            else if (t == G::Q5_K)
-                q5_k_block(xb, ib, yb);
-            else
-                q6_k_block(xb, ib, yb);
+        // Each super-block's sums first, for four at a time (span_sums).
+        for (int64_t b0 = 0; b0 < rows * nb; b0 += 4) {
+            const int64_t m = std::min<int64_t>(4, rows * nb - b0);
+            SpanSums sums[4];
+            const float* xs[4];
+            const float* imps[4];
+            for (int64_t k = 0; k < m; ++k) {
+                xs[k] = x + (b0 + k) * kSuper;
+                imps[k] = importance ? importance + ((b0 + k) % nb) * kSuper : nullptr;
+            }
+            span_sums(xs, importance ? imps : nullptr, static_cast<int>(m), kSuper, sums);
+            for (int64_t k = 0; k < m; ++k) {
+                const int64_t b = b0 + k, r = b / nb;
+                const float* xb = x + b * kSuper;
+                const float* ib = importance ? importance + (b % nb) * kSuper : nullptr;
+                uint8_t* yb = dst + r * row_bytes + (b % nb) * info.block_bytes;
+                if (t == G::Q4_K)
+                    q4_k_block(xb, ib, sums[k], yb);
+                else if (t == G::Q5_K)
+                    q5_k_block(xb, ib, sums[k], yb);
+                else
+                    q6_k_block(xb, ib, sums[k], yb);
+            }
         }
         return;
     }
     if (t == G::Q8_0) {  // no search, so no error weights
-        for (int64_t b = 0; b < nb; ++b) q8_0_block(x + 32 * b, dst + b * info.block_bytes);
+        for (int64_t b = 0; b < rows * nb; ++b) q8_0_block(x + 32 * b, dst + b * info.block_bytes);
         return;
     }
-    // 32-blocks: sigma^2 over the whole row, as one block holds too few values to estimate it.
-    std::vector<float> w(static_cast<size_t>(n));
-    error_weights(x, importance, static_cast<int>(n), w.data());
-    for (int64_t b = 0; b < nb; ++b) {
-        uint8_t* yb = dst + b * info.block_bytes;
-        if (t == G::Q5_0)
-            q5_0_block(x + 32 * b, w.data() + 32 * b, yb);
-        else
-            q5_1_block(x + 32 * b, w.data() + 32 * b, yb);
+    // 32-blocks: sigma^2 over the whole row, as one block holds too few values to estimate it;
+    // the rows' sums first (span_sums).
+    std::vector<SpanSums> sums(static_cast<size_t>(rows));
+    for (int64_t r0 = 0; r0 < rows; r0 += 4) {
+        const int m = static_cast<int>(std::min<int64_t>(4, rows - r0));
+        const float* xs[4];
+        const float* imps[4];
+        for (int k = 0; k < m; ++k) {
+            xs[k] = x + (r0 + k) * n;
+            imps[k] = importance;
+        }
+        span_sums(xs, importance ? imps : nullptr, m, static_cast<int>(n), sums.data() + r0);
     }
+    std::vector<float> w(static_cast<size_t>(n));
+    for (int64_t r = 0; r < rows; ++r) {
+        const float* xr = x + r * n;
+        error_weights(xr, importance, static_cast<int>(n), sums[static_cast<size_t>(r)], w.data());
+        for (int64_t b = 0; b < nb; ++b) {
+            uint8_t* yb = dst + r * row_bytes + b * info.block_bytes;
+            if (t == G::Q5_0)
+                q5_0_block(xr + 32 * b, w.data() + 32 * b, yb);
+            else
+                q5_1_block(xr + 32 * b, w.data() + 32 * b, yb);
+        }
+    }
+}
+
+void quantize_ggml_row(tensor::GgmlType t, const float* x, int64_t n, const float* importance,
+                       uint8_t* dst) {
+    quantize_ggml_rows(t, x, 1, n, importance, dst);
 }
 
 }  // namespace warden::quant

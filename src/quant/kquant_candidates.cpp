@@ -73,20 +73,24 @@ WARDEN_LANES_INLINE void asym_grid_errors_ref(const float* x, const float* w, in
     std::copy(a, a + kLanes, err);
 }
 
-WARDEN_LANES_INLINE void asym_code_errors_ref(const float* x, const float* w, int n, const float* s,
-                                              const float* m, int nmax, float* err) {
-    float inv[kLanes], a[kLanes] = {};
-    for (int c = 0; c < kLanes; ++c) inv[c] = s[c] > 0 ? 1.f / s[c] : 0.f;
-    for (int i = 0; i < n; ++i) {
-        const float xi = x[i], wi = w[i];
-        for (int c = 0; c < kLanes; ++c) {
-            const auto q =
-                static_cast<float>(std::clamp(round_int_magic((xi + m[c]) * inv[c]), 0, nmax));
-            const float e = s[c] * q - m[c] - xi;
-            a[c] += wi * e * e;
+WARDEN_LANES_INLINE void q4k_neighbour_errors_ref(const float* xt, const float* wt, float d,
+                                                  float dmin, const int* sc, const int* mn,
+                                                  int nmax, float* err) {
+    for (int j = 0; j < 8; ++j)
+        for (int k = 0; k < 9; ++k) {
+            const float s = d * static_cast<float>(sc[j] + k / 3 - 1),
+                        m = dmin * static_cast<float>(mn[j] + k % 3 - 1);
+            const float inv = s > 0 ? 1.f / s : 0.f;
+            float a = 0;
+            for (int i = 0; i < 32; ++i) {
+                const float xi = xt[8 * i + j];
+                const auto q =
+                    static_cast<float>(std::clamp(round_int_magic((xi + m) * inv), 0, nmax));
+                const float e = s * q - m - xi;
+                a += wt[8 * i + j] * e * e;
+            }
+            err[9 * j + k] = a;
         }
-    }
-    std::copy(a, a + kLanes, err);
 }
 
 WARDEN_LANES_INLINE void q6k_neighbour_errors_ref(const float* xt, const float* wt, float d,
@@ -131,8 +135,7 @@ template <int V>
 WARDEN_AVX2 void sym_sums_lanes_avx2(const float* x, const float* w, int n, const float* is,
                                      int nmax, float* slx, float* sl2) {
     const __m256 lo = _mm256_set1_ps(static_cast<float>(-nmax)),
-                 hi = _mm256_set1_ps(static_cast<float>(nmax - 1)),
-                 mg = _mm256_set1_ps(12582912.f);
+                 hi = _mm256_set1_ps(static_cast<float>(nmax - 1)), mg = _mm256_set1_ps(12582912.f);
     __m256 vis[V], a[V], b[V];
     for (int v = 0; v < V; ++v) {
         vis[v] = _mm256_loadu_ps(is + 8 * v);
@@ -183,6 +186,39 @@ WARDEN_AVX2 void sym_gains_avx2(const float* slx, const float* sl2, int nc, doub
     sym_gains_ref(slx + c, sl2 + c, nc - c, gain + c);
 }
 
+// Lanes: the eight sub-blocks, for each of the nine neighbours: nine independent sums.
+WARDEN_AVX2 void q4k_neighbour_errors_avx2(const float* xt, const float* wt, float d, float dmin,
+                                           const int* sc, const int* mn, int nmax, float* err) {
+    const __m256i lo = _mm256_setzero_si256(), hi = _mm256_set1_epi32(nmax);
+    const __m256i vsc = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sc)),
+                  vmn = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(mn));
+    __m256 s[9], m[9], inv[9], a[9];
+    for (int k = 0; k < 9; ++k) {
+        s[k] =
+            _mm256_mul_ps(_mm256_set1_ps(d),
+                          _mm256_cvtepi32_ps(_mm256_add_epi32(vsc, _mm256_set1_epi32(k / 3 - 1))));
+        m[k] =
+            _mm256_mul_ps(_mm256_set1_ps(dmin),
+                          _mm256_cvtepi32_ps(_mm256_add_epi32(vmn, _mm256_set1_epi32(k % 3 - 1))));
+        inv[k] = _mm256_and_ps(_mm256_cmp_ps(s[k], _mm256_setzero_ps(), _CMP_GT_OQ),
+                               _mm256_div_ps(_mm256_set1_ps(1.f), s[k]));
+        a[k] = _mm256_setzero_ps();
+    }
+    for (int i = 0; i < 32; ++i) {
+        const __m256 xi = _mm256_loadu_ps(xt + 8 * i), wi = _mm256_loadu_ps(wt + 8 * i);
+        for (int k = 0; k < 9; ++k) {
+            const __m256 q = round_clamp8(_mm256_mul_ps(_mm256_add_ps(xi, m[k]), inv[k]), lo, hi);
+            const __m256 e = _mm256_sub_ps(_mm256_sub_ps(_mm256_mul_ps(s[k], q), m[k]), xi);
+            a[k] = _mm256_add_ps(a[k], _mm256_mul_ps(_mm256_mul_ps(wi, e), e));
+        }
+    }
+    for (int k = 0; k < 9; ++k) {
+        alignas(32) float t[8];
+        _mm256_store_ps(t, a[k]);
+        for (int j = 0; j < 8; ++j) err[9 * j + k] = t[j];
+    }
+}
+
 // Lanes: eight sub-blocks at a time, for each of the three neighbours: six independent sums.
 WARDEN_AVX2 void q6k_neighbour_errors_avx2(const float* xt, const float* wt, float d, const int* sc,
                                            float* err) {
@@ -226,10 +262,6 @@ WARDEN_AVX2 void asym_grid_errors_avx2(const float* x, const float* w, int n, fl
                                        const float* is, int nmax, const float* scale,
                                        const float* min, float* err) {
     asym_grid_errors_ref(x, w, n, lo, is, nmax, scale, min, err);
-}
-WARDEN_AVX2 void asym_code_errors_avx2(const float* x, const float* w, int n, const float* s,
-                                       const float* m, int nmax, float* err) {
-    asym_code_errors_ref(x, w, n, s, m, nmax, err);
 }
 #undef WARDEN_AVX2
 
@@ -298,21 +330,6 @@ WARDEN_AVX512 void asym_grid_errors_avx512(const float* x, const float* w, int n
     _mm512_storeu_ps(err, a);
 }
 
-WARDEN_AVX512 void asym_code_errors_avx512(const float* x, const float* w, int n, const float* s,
-                                           const float* m, int nmax, float* err) {
-    float inv[kLanes];
-    for (int c = 0; c < kLanes; ++c) inv[c] = s[c] > 0 ? 1.f / s[c] : 0.f;
-    const __m512 vinv = _mm512_loadu_ps(inv), vs = _mm512_loadu_ps(s), vm = _mm512_loadu_ps(m);
-    const __m512i qlo = _mm512_setzero_si512(), qhi = _mm512_set1_epi32(nmax);
-    __m512 a = _mm512_setzero_ps();
-    for (int i = 0; i < n; ++i) {
-        const __m512 xi = _mm512_set1_ps(x[i]), wi = _mm512_set1_ps(w[i]);
-        const __m512 q = round_clamp16(_mm512_mul_ps(_mm512_add_ps(xi, vm), vinv), qlo, qhi);
-        const __m512 e = _mm512_sub_ps(_mm512_sub_ps(_mm512_mul_ps(vs, q), vm), xi);
-        a = _mm512_add_ps(a, _mm512_mul_ps(_mm512_mul_ps(wi, e), e));
-    }
-    _mm512_storeu_ps(err, a);
-}
 #undef WARDEN_AVX512
 
 kernels::Isa isa() {
@@ -335,10 +352,6 @@ void asym_sums_base(const float* x, const float* w, int n, float lo, const float
 void asym_grid_errors_base(const float* x, const float* w, int n, float lo, const float* is,
                            int nmax, const float* scale, const float* min, float* err) {
     asym_grid_errors_ref(x, w, n, lo, is, nmax, scale, min, err);
-}
-void asym_code_errors_base(const float* x, const float* w, int n, const float* s, const float* m,
-                           int nmax, float* err) {
-    asym_code_errors_ref(x, w, n, s, m, nmax, err);
 }
 
 }  // namespace
@@ -379,9 +392,13 @@ void kq_asym_grid_errors(const float* x, const float* w, int n, float lo, const 
                          const float* scale, const float* min, float* err) {
     WARDEN_DISPATCH(asym_grid_errors, x, w, n, lo, is, nmax, scale, min, err);
 }
-void kq_asym_code_errors(const float* x, const float* w, int n, const float* s, const float* m,
-                         int nmax, float* err) {
-    WARDEN_DISPATCH(asym_code_errors, x, w, n, s, m, nmax, err);
+void kq_q4k_neighbour_errors(const float* xt, const float* wt, float d, float dmin, const int* sc,
+                             const int* mn, int nmax, float* err) {
+#if defined(__x86_64__)
+    if (isa() >= kernels::Isa::AVX2)
+        return q4k_neighbour_errors_avx2(xt, wt, d, dmin, sc, mn, nmax, err);
+#endif
+    q4k_neighbour_errors_ref(xt, wt, d, dmin, sc, mn, nmax, err);
 }
 #undef WARDEN_DISPATCH
 

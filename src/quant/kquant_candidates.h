@@ -47,10 +47,12 @@ void kq_asym_sums(const float* x, const float* w, int n, float lo, const float* 
 void kq_asym_grid_errors(const float* x, const float* w, int n, float lo, const float* is, int nmax,
                          const float* scale, const float* min, float* err);
 
-// Codes for a stored step s[c] and offset m[c] (x ~ s q - m), q_i = clamp(round((x_i + m[c]) *
-// inv[c]), 0, nmax) with inv[c] = 1 / s[c] (0 when s[c] <= 0), and their weighted error
-// err[c] = sum w_i (s[c] q_i - m[c] - x_i)^2.
-void kq_asym_code_errors(const float* x, const float* w, int n, const float* s, const float* m,
-                         int nmax, float* err);
+// Q4_K / Q5_K's neighbour step (ggml_block_quantizer.cpp, asym_neighbours): the 8 sub-blocks of
+// 32 values of a super-block given transposed, xt[8 * i + j] = x[32 * j + i] (wt likewise), and
+// for each sub-block j and k = 0..8 the integer scale and min (sc[j] + k / 3 - 1, mn[j] + k % 3 -
+// 1), s = d * scale, m = dmin * min, q_i = clamp(round((x_i + m) * inv), 0, nmax) with inv = 1 / s
+// (0 when s <= 0): err[9 * j + k] = sum_i w_i (s q_i - m - x_i)^2, a float sum in element order.
+void kq_q4k_neighbour_errors(const float* xt, const float* wt, float d, float dmin, const int* sc,
+                             const int* mn, int nmax, float* err);
 
 }  // namespace warden::quant
