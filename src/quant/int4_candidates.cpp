@@ -1,6 +1,8 @@
 #include "quant/int4_candidates.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -83,6 +85,21 @@ void asym_sums_ref(const float* x, const float* wt, int64_t G, float mn, float i
     sums_from(l1, l2, lx, s);
 }
 
+bool usable_ref(float d) {
+    return d != 0.0f && std::isfinite(d) && std::isfinite(1.0f / d);
+}
+
+// The two candidates of grid step s (int4_sym_bounds).
+void sym_bounds_ref(const float* back, const float* sxl, const float* sll, double sxx, int s,
+                    double* bound) {
+    for (int c = 1 + 2 * s; c < 3 + 2 * s; ++c) {
+        const double d = back[c];
+        bound[c] = usable_ref(back[c]) ? sxx - 2.0 * d * static_cast<double>(sxl[s]) +
+                                             d * d * static_cast<double>(sll[s])
+                                       : std::numeric_limits<double>::infinity();
+    }
+}
+
 inline __attribute__((always_inline)) void int8_errors_lanes(const float* x, const float* imp,
                                                              int64_t n, const float* d,
                                                              double* err) {
@@ -154,6 +171,36 @@ __attribute__((target("avx2"))) float error_avx2(const float* x, const float* wt
     return sum8(a);
 }
 
+// Up to four candidates side by side (spare ones repeat the last), one register of eight lanes
+// each: the lanes of error_avx2, and their sum8 trees as horizontal additions (hadd of hadds:
+// ((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7)), the same additions).
+__attribute__((target("avx2"))) void errors4_avx2(const float* x, const float* wt, int64_t G,
+                                                  const float* d, const float* m, int nc, float lo,
+                                                  float hi, float* err) {
+    const __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
+    __m256 vid[4], vd[4], vm[4], acc[4];
+    for (int c = 0; c < 4; ++c) {
+        const int u = std::min(c, nc - 1);
+        vid[c] = _mm256_set1_ps(1.0f / d[u]);
+        vd[c] = _mm256_set1_ps(d[u]);
+        vm[c] = _mm256_set1_ps(m[u]);
+        acc[c] = _mm256_setzero_ps();
+    }
+    for (int64_t i = 0; i < G; i += 8) {
+        const __m256 xv = _mm256_loadu_ps(x + i), wv = _mm256_loadu_ps(wt + i);
+        for (int c = 0; c < 4; ++c) {
+            const __m256 r =
+                round_clamped8(_mm256_mul_ps(_mm256_sub_ps(xv, vm[c]), vid[c]), vlo, vhi);
+            const __m256 e = _mm256_sub_ps(xv, _mm256_add_ps(_mm256_mul_ps(r, vd[c]), vm[c]));
+            acc[c] = _mm256_add_ps(acc[c], _mm256_mul_ps(_mm256_mul_ps(wv, e), e));
+        }
+    }
+    const __m256 t = _mm256_hadd_ps(_mm256_hadd_ps(acc[0], acc[1]), _mm256_hadd_ps(acc[2], acc[3]));
+    alignas(16) float sums[4];
+    _mm_store_ps(sums, _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1)));
+    std::copy(sums, sums + nc, err);
+}
+
 __attribute__((target("avx2"))) void refit_avx2(const float* x, const float* wt, int64_t G,
                                                 float is, float* sa, float* sb) {
     const __m256 vis = _mm256_set1_ps(is), lo = _mm256_set1_ps(-8.0f), hi = _mm256_set1_ps(7.0f);
@@ -168,6 +215,100 @@ __attribute__((target("avx2"))) void refit_avx2(const float* x, const float* wt,
     _mm256_store_ps(a, p);
     _mm256_store_ps(b, q);
     reduce_refit(a, b, sa, sb);
+}
+
+// Eight candidates per register (lane c: candidate c), V registers: the same sums as refit_avx2
+// for each, its lane k's chain (elements k, k + 8, ...) run as one pass over those elements and
+// added into the total in k order, as reduce_refit does.
+template <int V>
+__attribute__((target("avx2"))) void refits_lanes_avx2(const float* x, const float* wt, int64_t G,
+                                                       const float* is, float* sa, float* sb) {
+    const __m256 lo = _mm256_set1_ps(-8.0f), hi = _mm256_set1_ps(7.0f);
+    __m256 vis[V], ta[V], tb[V];
+    for (int v = 0; v < V; ++v) {
+        vis[v] = _mm256_loadu_ps(is + 8 * v);
+        ta[v] = tb[v] = _mm256_setzero_ps();
+    }
+    for (int k = 0; k < 8; ++k) {
+        __m256 p[V], q[V];
+        for (int v = 0; v < V; ++v) p[v] = q[v] = _mm256_setzero_ps();
+        for (int64_t i = k; i < G; i += 8) {
+            const __m256 xv = _mm256_set1_ps(x[i]), wv = _mm256_set1_ps(wt[i]),
+                         wx = _mm256_mul_ps(wv, xv);
+            for (int v = 0; v < V; ++v) {
+                const __m256 r = round_clamped8(_mm256_mul_ps(xv, vis[v]), lo, hi);
+                p[v] = _mm256_add_ps(p[v], _mm256_mul_ps(wx, r));
+                q[v] = _mm256_add_ps(q[v], _mm256_mul_ps(_mm256_mul_ps(wv, r), r));
+            }
+        }
+        for (int v = 0; v < V; ++v) {
+            ta[v] = _mm256_add_ps(ta[v], p[v]);
+            tb[v] = _mm256_add_ps(tb[v], q[v]);
+        }
+    }
+    for (int v = 0; v < V; ++v) {
+        _mm256_storeu_ps(sa + 8 * v, ta[v]);
+        _mm256_storeu_ps(sb + 8 * v, tb[v]);
+    }
+}
+
+__attribute__((target("avx2"))) void refits_avx2(const float* x, const float* wt, int64_t G,
+                                                 const float* is, int nc, float* sa, float* sb) {
+    int c = 0;
+    for (; c + 24 <= nc; c += 24) refits_lanes_avx2<3>(x, wt, G, is + c, sa + c, sb + c);
+    const int left = nc - c;
+    if (left == 0) return;
+    // The last lanes through a padded copy (spare lanes repeat the last candidate).
+    float pis[24], pa[24], pb[24];
+    for (int i = 0; i < 24; ++i) pis[i] = is[c + std::min(i, left - 1)];
+    if (left <= 8)
+        refits_lanes_avx2<1>(x, wt, G, pis, pa, pb);
+    else if (left <= 16)
+        refits_lanes_avx2<2>(x, wt, G, pis, pa, pb);
+    else
+        refits_lanes_avx2<3>(x, wt, G, pis, pa, pb);
+    std::copy(pa, pa + left, sa + c);
+    std::copy(pb, pb + left, sb + c);
+}
+
+// smallest_bounds (quant/int4_candidates.h) for n == 4 * V, the bounds held in registers (a chosen
+// entry is replaced there, not stored and loaded again), without branches: the least value, then
+// the first entry equal to it (a mask of all n).
+template <int V>
+__attribute__((target("avx2"))) int smallest_avx2(double* bound, int k, int* pick) {
+    static_assert(4 * V <= 64, "one 64-bit mask");
+    const __m256d inf = _mm256_set1_pd(std::numeric_limits<double>::infinity());
+    __m256d b[V];
+    for (int v = 0; v < V; ++v) {  // NaN (never chosen) becomes infinity
+        const __m256d x = _mm256_loadu_pd(bound + 4 * v);
+        b[v] = _mm256_blendv_pd(inf, x, _mm256_cmp_pd(x, x, _CMP_ORD_Q));
+    }
+    int np = 0;
+    for (; np < k; ++np) {
+        __m256d m0 = b[0], m1 = V > 1 ? b[1] : inf;
+        for (int v = 2; v < V; v += 2) {
+            m0 = _mm256_min_pd(m0, b[v]);
+            if (v + 1 < V) m1 = _mm256_min_pd(m1, b[v + 1]);
+        }
+        __m256d m = _mm256_min_pd(m0, m1);
+        m = _mm256_min_pd(m, _mm256_permute4x64_pd(m, 0x4E));
+        m = _mm256_min_pd(m, _mm256_permute_pd(m, 0x5));
+        if (!(_mm256_cvtsd_f64(m) < std::numeric_limits<double>::infinity())) break;
+        uint64_t eq = 0;
+        for (int v = 0; v < V; ++v)
+            eq |= static_cast<uint64_t>(
+                      static_cast<unsigned>(_mm256_movemask_pd(_mm256_cmp_pd(b[v], m, _CMP_EQ_OQ))))
+                  << (4 * v);
+        const int at = __builtin_ctzll(eq);
+        pick[np] = at;
+        const __m256i lane = _mm256_set1_epi64x(at & 3);
+        const __m256i idx = _mm256_set_epi64x(3, 2, 1, 0);
+        const __m256d hit = _mm256_castsi256_pd(_mm256_cmpeq_epi64(idx, lane));
+        for (int v = 0; v < V; ++v)
+            if (v == at / 4) b[v] = _mm256_blendv_pd(b[v], inf, hit);
+    }
+    for (int v = 0; v < V; ++v) _mm256_storeu_pd(bound + 4 * v, b[v]);
+    return np;
 }
 
 __attribute__((target("avx2"))) void asym_sums_avx2(const float* x, const float* wt, int64_t G,
@@ -188,6 +329,32 @@ __attribute__((target("avx2"))) void asym_sums_avx2(const float* x, const float*
     _mm256_store_ps(b, q);
     _mm256_store_ps(c, u);
     sums_from(a, b, c, s);
+}
+
+__attribute__((target("avx2"))) void sym_bounds_avx2(const float* back, const float* sxl,
+                                                     const float* sll, double sxx, int nsteps,
+                                                     double* bound) {
+    const __m128 zero = _mm_setzero_ps(), fmax = _mm_set1_ps(std::numeric_limits<float>::max()),
+                 absm = _mm_castsi128_ps(_mm_set1_epi32(0x7fffffff)), one = _mm_set1_ps(1.0f);
+    const __m256d vsxx = _mm256_set1_pd(sxx), two = _mm256_set1_pd(2.0),
+                  inf = _mm256_set1_pd(std::numeric_limits<double>::infinity());
+    int s = 0;
+    for (; s + 2 <= nsteps; s += 2) {  // candidates 1 + 2s .. 4 + 2s: steps s, s, s + 1, s + 1
+        const __m128 d = _mm_loadu_ps(back + 1 + 2 * s);
+        const __m128 usable =
+            _mm_and_ps(_mm_and_ps(_mm_cmpneq_ps(d, zero), _mm_cmple_ps(_mm_and_ps(d, absm), fmax)),
+                       _mm_cmple_ps(_mm_and_ps(_mm_div_ps(one, d), absm), fmax));
+        const __m128 a = _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(sxl + s)));
+        const __m128 b = _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(sll + s)));
+        const __m256d dd = _mm256_cvtps_pd(d), va = _mm256_cvtps_pd(_mm_unpacklo_ps(a, a)),
+                      vb = _mm256_cvtps_pd(_mm_unpacklo_ps(b, b));
+        const __m256d v =
+            _mm256_add_pd(_mm256_sub_pd(vsxx, _mm256_mul_pd(_mm256_mul_pd(two, dd), va)),
+                          _mm256_mul_pd(_mm256_mul_pd(dd, dd), vb));
+        const __m256d ok = _mm256_castsi256_pd(_mm256_cvtepi32_epi64(_mm_castps_si128(usable)));
+        _mm256_storeu_pd(bound + 1 + 2 * s, _mm256_blendv_pd(inf, v, ok));
+    }
+    for (; s < nsteps; ++s) sym_bounds_ref(back, sxl, sll, sxx, s, bound);
 }
 
 // AVX-512: two candidates per register, lanes 0-7 the first and 8-15 the second, each half the
@@ -337,6 +504,39 @@ bool use_avx2() {
 
 }  // namespace
 
+int smallest_bounds(double* bound, int n, int k, int* pick) {
+#if defined(__x86_64__)
+    if (use_avx2() && n == 40) return smallest_avx2<10>(bound, k, pick);  // the searches' n
+#endif
+    int np = 0;
+    for (; np < k; ++np) {
+        double lane_least[4];
+        int lane_at[4];
+        for (int j = 0; j < 4; ++j) {
+            lane_least[j] = std::numeric_limits<double>::infinity();
+            lane_at[j] = -1;
+        }
+        for (int c = 0; c < n; c += 4)
+            for (int j = 0; j < 4; ++j)
+                if (bound[c + j] < lane_least[j]) {
+                    lane_least[j] = bound[c + j];
+                    lane_at[j] = c + j;
+                }
+        double least = std::numeric_limits<double>::infinity();
+        int at = -1;
+        for (int j = 0; j < 4; ++j)
+            if (lane_at[j] >= 0 &&
+                (lane_least[j] < least || (lane_least[j] == least && lane_at[j] < at))) {
+                least = lane_least[j];
+                at = lane_at[j];
+            }
+        if (at < 0) break;
+        pick[np] = at;
+        bound[at] = std::numeric_limits<double>::infinity();
+    }
+    return np;
+}
+
 void int4_round_scales(const float* v, int n, bool bf16, uint16_t* h, float* back) {
     if (bf16) {
         for (int i = 0; i < n; ++i) {
@@ -359,7 +559,8 @@ void int4_group_errors(const float* x, const float* wt, int64_t G, const float* 
 #if defined(__x86_64__)
     if (use_avx512()) return errors_avx512(x, wt, G, d, m, nc, lo, hi, err);
     if (use_avx2()) {
-        for (int c = 0; c < nc; ++c) err[c] = error_avx2(x, wt, G, d[c], m[c], lo, hi);
+        for (int c = 0; c < nc; c += 4)
+            errors4_avx2(x, wt, G, d + c, m + c, std::min(4, nc - c), lo, hi, err + c);
         return;
     }
 #endif
@@ -382,6 +583,14 @@ void int8_clip_errors(const float* x, const float* imp, int64_t n, const float* 
     std::copy(all, all + nc, err);
 }
 
+void int4_sym_bounds(const float* back, const float* sxl, const float* sll, double sxx, int nsteps,
+                     double* bound) {
+#if defined(__x86_64__)
+    if (use_avx2()) return sym_bounds_avx2(back, sxl, sll, sxx, nsteps, bound);
+#endif
+    for (int s = 0; s < nsteps; ++s) sym_bounds_ref(back, sxl, sll, sxx, s, bound);
+}
+
 void int4_group_codes(const float* x, int64_t G, float d, float m, float lo, float hi, float* l) {
     const float id = 1.0f / d;
     for (int64_t i = 0; i < G; ++i) l[i] = round_clamped((x[i] - m) * id, lo, hi);
@@ -391,10 +600,7 @@ void int4_refit_sums(const float* x, const float* wt, int64_t G, const float* is
                      float* sxl, float* sll) {
 #if defined(__x86_64__)
     if (use_avx512()) return refits_avx512(x, wt, G, is, nc, sxl, sll);
-    if (use_avx2()) {
-        for (int c = 0; c < nc; ++c) refit_avx2(x, wt, G, is[c], sxl + c, sll + c);
-        return;
-    }
+    if (use_avx2()) return refits_avx2(x, wt, G, is, nc, sxl, sll);
 #endif
     for (int c = 0; c < nc; ++c) refit_ref(x, wt, G, is[c], sxl + c, sll + c);
 }

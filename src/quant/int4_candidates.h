@@ -22,6 +22,13 @@ void int4_round_scales(const float* v, int n, bool bf16, uint16_t* h, float* bac
 void int4_group_errors(const float* x, const float* wt, int64_t G, const float* d, const float* m,
                        int nc, float lo, float hi, float* err);
 
+// The symmetric search's error bounds (quant/quantizer.cpp, quant4_sym): for grid step s < nsteps
+// and its candidates c = 1 + 2s, 2 + 2s (stored scales back[c]), bound[c] = sxx - 2 d sxl[s] +
+// d^2 sll[s] in double with d = back[c], or infinity where back[c] is zero, not finite or has no
+// finite inverse.
+void int4_sym_bounds(const float* back, const float* sxl, const float* sll, double sxx, int nsteps,
+                     double* bound);
+
 // The codes r_i of int4_group_errors for one candidate (as floats), into l[0..G).
 void int4_group_codes(const float* x, int64_t G, float d, float m, float lo, float hi, float* l);
 
@@ -34,6 +41,11 @@ void int4_refit_sums(const float* x, const float* wt, int64_t G, const float* is
 // 0, 15)): s[3c] = sum w r, s[3c + 1] = sum w r^2, s[3c + 2] = sum w x r.
 void int4_asym_sums(const float* x, const float* wt, int64_t G, float mn, const float* is, int nc,
                     double* s);
+
+// The indices of the k smallest of bound[0..n) (n a multiple of 4; infinite and NaN entries never
+// chosen), the first of equal bounds first, into pick (ascending bound); returns how many. The
+// chosen entries are set to infinity (NaN entries may be too).
+int smallest_bounds(double* bound, int n, int k, int* pick);
 
 // int8 clip search: err[c] = sum_i imp_i * (double(x_i) - double(r_i * d[c]))^2 in double (imp_i 1
 // when imp is null), r_i = nearbyint(clamp(x_i * (1 / d[c]), -127, 127)), for c < nc <= 8.

@@ -62,43 +62,12 @@ inline float round_clamped(float v, float lo, float hi) {
     return (std::min(hi, std::max(lo, v)) + kRoundMagic) - kRoundMagic;
 }
 
-// The indices of the k smallest of bound[0..n) (n a multiple of 4; infinite entries never
-// chosen), the first of equal bounds first, into pick (ascending bound); returns how many. The
-// chosen entries are set to infinity. Four interleaved minimum chains per pass (lane j: entries j,
-// j + 4, ...), so a pass does not wait on n dependent compares.
-int smallest_bounds(double* bound, int n, int k, int* pick) {
-    int np = 0;
-    for (; np < k; ++np) {
-        double lane_least[4];
-        int lane_at[4];
-        for (int j = 0; j < 4; ++j) {
-            lane_least[j] = std::numeric_limits<double>::infinity();
-            lane_at[j] = -1;
-        }
-        for (int c = 0; c < n; c += 4)
-            for (int j = 0; j < 4; ++j)
-                if (bound[c + j] < lane_least[j]) {
-                    lane_least[j] = bound[c + j];
-                    lane_at[j] = c + j;
-                }
-        double least = std::numeric_limits<double>::infinity();
-        int at = -1;
-        for (int j = 0; j < 4; ++j)
-            if (lane_at[j] >= 0 &&
-                (lane_least[j] < least || (lane_least[j] == least && lane_at[j] < at))) {
-                least = lane_least[j];
-                at = lane_at[j];
-            }
-        if (at < 0) break;
-        pick[np] = at;
-        bound[at] = std::numeric_limits<double>::infinity();
-    }
-    return np;
-}
-
-// A stored scale that can be used: nonzero, finite, with a finite inverse.
+// A stored scale that can be used: nonzero, finite, with a finite inverse. A normal float's
+// inverse is finite, so only a subnormal one (a bf16 scale's) is divided.
 bool usable_scale(float d) {
-    return d != 0.0f && std::isfinite(d) && std::isfinite(1.0f / d);
+    const float a = std::fabs(d);
+    if (a >= std::numeric_limits<float>::min()) return a <= std::numeric_limits<float>::max();
+    return d != 0.0f && std::isfinite(1.0f / d);
 }
 
 // Symmetric int4: a weighted least-squares scale search, the approach of llama.cpp's k-quants
@@ -144,22 +113,23 @@ void quant4_sym(const WeightMatrix& w, const float* x, const float* imp, int64_t
     float raw[kCands], back[kCands];
     uint16_t raw_h[kCands];
     raw[0] = vmax / -8.0f;
+    // The quotients in loops of their own, which vectorize.
+    float inv_s[kSteps], fit_s[kSteps];
+    for (int s = 0; s < kSteps; ++s) inv_s[s] = 1.0f / iscale[s];
     for (int s = 0; s < kSteps; ++s) {
-        raw[1 + 2 * s] = 1.0f / iscale[s];
-        raw[2 + 2 * s] = sll[s] > 0.0f ? sxl[s] / sll[s] : 0.0f;
+        const float f = sxl[s] / (sll[s] > 0.0f ? sll[s] : 1.0f);
+        fit_s[s] = sll[s] > 0.0f ? f : 0.0f;
+    }
+    for (int s = 0; s < kSteps; ++s) {
+        raw[1 + 2 * s] = inv_s[s];
+        raw[2 + 2 * s] = fit_s[s];
     }
     int4_round_scales(raw, kCands, w.bf16_scales, raw_h, back);
     constexpr int kPadded = (kCands + 3) / 4 * 4;
     double bound[kPadded];
     for (int c = kCands; c < kPadded; ++c) bound[c] = std::numeric_limits<double>::infinity();
     bound[0] = std::numeric_limits<double>::infinity();  // the rule is scored exactly anyway
-    for (int c = 1; c < kCands; ++c) {
-        const int s = (c - 1) / 2;
-        const double d = back[c];
-        bound[c] = usable_scale(back[c]) ? sxx - 2.0 * d * static_cast<double>(sxl[s]) +
-                                               d * d * static_cast<double>(sll[s])
-                                         : std::numeric_limits<double>::infinity();
-    }
+    int4_sym_bounds(back, sxl, sll, sxx, kSteps, bound);
     // The exact set: the Q4_0 rule and the kExact smallest bounds, then in candidate order.
     int pick[kExact + 1], np = 0;
     if (usable_scale(back[0])) pick[np++] = 0;
