@@ -85,18 +85,38 @@ void asym_sums_ref(const float* x, const float* wt, int64_t G, float mn, float i
     sums_from(l1, l2, lx, s);
 }
 
+void sym_scales_ref(const float* iscale, const float* sxl, const float* sll, int s0, int n,
+                    float* raw) {
+    for (int s = s0; s < n; ++s) {
+        raw[1 + 2 * s] = 1.0f / iscale[s];
+        raw[2 + 2 * s] = sll[s] > 0.0f ? sxl[s] / sll[s] : 0.0f;
+    }
+}
+
+float abs_max_ref(const float* x, int64_t G, float* first) {
+    float amax = 0.0f;
+    for (int64_t i = 0; i < G; ++i) amax = std::max(amax, std::fabs(x[i]));
+    *first = 0.0f;
+    for (int64_t i = 0; i < G; ++i)
+        if (std::fabs(x[i]) == amax) {
+            *first = x[i];
+            break;
+        }
+    return amax;
+}
+
 bool usable_ref(float d) {
     return d != 0.0f && std::isfinite(d) && std::isfinite(1.0f / d);
 }
 
 // The two candidates of grid step s (int4_sym_bounds).
-void sym_bounds_ref(const float* back, const float* sxl, const float* sll, double sxx, int s,
+void sym_bounds_ref(const float* d2, const float* sxl, const float* sll, double sxx, int s,
                     double* bound) {
-    for (int c = 1 + 2 * s; c < 3 + 2 * s; ++c) {
-        const double d = back[c];
-        bound[c] = usable_ref(back[c]) ? sxx - 2.0 * d * static_cast<double>(sxl[s]) +
-                                             d * d * static_cast<double>(sll[s])
-                                       : std::numeric_limits<double>::infinity();
+    for (int c = 2 * s; c < 2 * s + 2; ++c) {
+        const double d = d2[c];
+        bound[c] = usable_ref(d2[c]) ? sxx - 2.0 * d * static_cast<double>(sxl[s]) +
+                                           d * d * static_cast<double>(sll[s])
+                                     : std::numeric_limits<double>::infinity();
     }
 }
 
@@ -272,7 +292,7 @@ __attribute__((target("avx2"))) void refits_avx2(const float* x, const float* wt
 }
 
 // smallest_bounds (quant/int4_candidates.h) for n == 4 * V, the bounds held in registers (a chosen
-// entry is replaced there, not stored and loaded again), without branches: the least value, then
+// entry is replaced there, bound itself not written), without branches: the least value, then
 // the first entry equal to it (a mask of all n).
 template <int V>
 __attribute__((target("avx2"))) int smallest_avx2(double* bound, int k, int* pick) {
@@ -301,13 +321,13 @@ __attribute__((target("avx2"))) int smallest_avx2(double* bound, int k, int* pic
                   << (4 * v);
         const int at = __builtin_ctzll(eq);
         pick[np] = at;
-        const __m256i lane = _mm256_set1_epi64x(at & 3);
-        const __m256i idx = _mm256_set_epi64x(3, 2, 1, 0);
-        const __m256d hit = _mm256_castsi256_pd(_mm256_cmpeq_epi64(idx, lane));
-        for (int v = 0; v < V; ++v)
-            if (v == at / 4) b[v] = _mm256_blendv_pd(b[v], inf, hit);
+        // Entry `at` to infinity: a compare with each register's indices, no indexed access.
+        const __m256i vat = _mm256_set1_epi64x(at);
+        for (int v = 0; v < V; ++v) {
+            const __m256i idx = _mm256_set_epi64x(4 * v + 3, 4 * v + 2, 4 * v + 1, 4 * v);
+            b[v] = _mm256_blendv_pd(b[v], inf, _mm256_castsi256_pd(_mm256_cmpeq_epi64(idx, vat)));
+        }
     }
-    for (int v = 0; v < V; ++v) _mm256_storeu_pd(bound + 4 * v, b[v]);
     return np;
 }
 
@@ -331,30 +351,73 @@ __attribute__((target("avx2"))) void asym_sums_avx2(const float* x, const float*
     sums_from(a, b, c, s);
 }
 
-__attribute__((target("avx2"))) void sym_bounds_avx2(const float* back, const float* sxl,
+__attribute__((target("avx2"))) void sym_scales_avx2(const float* iscale, const float* sxl,
+                                                     const float* sll, int n, float* raw) {
+    int s = 0;
+    for (; s + 8 <= n; s += 8) {
+        const __m256 b = _mm256_loadu_ps(sll + s);
+        const __m256 inv = _mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_loadu_ps(iscale + s));
+        const __m256 fit = _mm256_and_ps(_mm256_cmp_ps(b, _mm256_setzero_ps(), _CMP_GT_OQ),
+                                         _mm256_div_ps(_mm256_loadu_ps(sxl + s), b));
+        // Interleaved: inv0 fit0 inv1 fit1 ... into raw[1 + 2s ..].
+        const __m256 lo = _mm256_unpacklo_ps(inv, fit), hi = _mm256_unpackhi_ps(inv, fit);
+        _mm256_storeu_ps(raw + 1 + 2 * s, _mm256_permute2f128_ps(lo, hi, 0x20));
+        _mm256_storeu_ps(raw + 9 + 2 * s, _mm256_permute2f128_ps(lo, hi, 0x31));
+    }
+    sym_scales_ref(iscale, sxl, sll, s, n, raw);
+}
+
+__attribute__((target("avx2"))) float abs_max_avx2(const float* x, int64_t G, float* first) {
+    const __m256 absm = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    __m256 m = _mm256_setzero_ps();
+    for (int64_t i = 0; i < G; i += 8)
+        m = _mm256_max_ps(m, _mm256_and_ps(absm, _mm256_loadu_ps(x + i)));
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_max_ss(h, _mm_shuffle_ps(h, h, 1));
+    const float amax = _mm_cvtss_f32(h);
+    const __m256 va = _mm256_set1_ps(amax);
+    for (int64_t i = 0; i < G; i += 8) {
+        const __m256 xv = _mm256_loadu_ps(x + i);
+        const int eq = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_and_ps(absm, xv), va, _CMP_EQ_OQ));
+        if (eq) {
+            *first = x[i + __builtin_ctz(static_cast<unsigned>(eq))];
+            return amax;
+        }
+    }
+    *first = 0.0f;
+    return amax;
+}
+
+// Four candidates (two grid steps) per register; a last odd step with two lanes of infinity. The
+// bounds are stored as whole registers, so smallest_bounds' loads of them are forwarded.
+__attribute__((target("avx2"))) void sym_bounds_avx2(const float* d2, const float* sxl,
                                                      const float* sll, double sxx, int nsteps,
                                                      double* bound) {
     const __m128 zero = _mm_setzero_ps(), fmax = _mm_set1_ps(std::numeric_limits<float>::max()),
                  absm = _mm_castsi128_ps(_mm_set1_epi32(0x7fffffff)), one = _mm_set1_ps(1.0f);
     const __m256d vsxx = _mm256_set1_pd(sxx), two = _mm256_set1_pd(2.0),
                   inf = _mm256_set1_pd(std::numeric_limits<double>::infinity());
-    int s = 0;
-    for (; s + 2 <= nsteps; s += 2) {  // candidates 1 + 2s .. 4 + 2s: steps s, s, s + 1, s + 1
-        const __m128 d = _mm_loadu_ps(back + 1 + 2 * s);
+    for (int s = 0; s < nsteps; s += 2) {  // candidates 2s .. 2s + 3: steps s, s, s + 1, s + 1
+        const bool pair = s + 1 < nsteps;
+        const __m128 d =
+            pair ? _mm_loadu_ps(d2 + 2 * s)
+                 : _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(d2 + 2 * s)));
         const __m128 usable =
             _mm_and_ps(_mm_and_ps(_mm_cmpneq_ps(d, zero), _mm_cmple_ps(_mm_and_ps(d, absm), fmax)),
                        _mm_cmple_ps(_mm_and_ps(_mm_div_ps(one, d), absm), fmax));
-        const __m128 a = _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(sxl + s)));
-        const __m128 b = _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(sll + s)));
+        const __m128 a = pair ? _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(sxl + s)))
+                              : _mm_load_ss(sxl + s);
+        const __m128 b = pair ? _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(sll + s)))
+                              : _mm_load_ss(sll + s);
         const __m256d dd = _mm256_cvtps_pd(d), va = _mm256_cvtps_pd(_mm_unpacklo_ps(a, a)),
                       vb = _mm256_cvtps_pd(_mm_unpacklo_ps(b, b));
         const __m256d v =
             _mm256_add_pd(_mm256_sub_pd(vsxx, _mm256_mul_pd(_mm256_mul_pd(two, dd), va)),
                           _mm256_mul_pd(_mm256_mul_pd(dd, dd), vb));
         const __m256d ok = _mm256_castsi256_pd(_mm256_cvtepi32_epi64(_mm_castps_si128(usable)));
-        _mm256_storeu_pd(bound + 1 + 2 * s, _mm256_blendv_pd(inf, v, ok));
+        _mm256_storeu_pd(bound + 2 * s, _mm256_blendv_pd(inf, v, ok));
     }
-    for (; s < nsteps; ++s) sym_bounds_ref(back, sxl, sll, sxx, s, bound);
 }
 
 // AVX-512: two candidates per register, lanes 0-7 the first and 8-15 the second, each half the
@@ -583,12 +646,28 @@ void int8_clip_errors(const float* x, const float* imp, int64_t n, const float* 
     std::copy(all, all + nc, err);
 }
 
-void int4_sym_bounds(const float* back, const float* sxl, const float* sll, double sxx, int nsteps,
+void int4_sym_scales(const float* iscale, const float* sxl, const float* sll, int n, float* raw) {
+#if defined(__x86_64__)
+    if (use_avx2()) return sym_scales_avx2(iscale, sxl, sll, n, raw);
+#endif
+    sym_scales_ref(iscale, sxl, sll, 0, n, raw);
+}
+
+float int4_abs_max(const float* x, int64_t G, float* first) {
+#if defined(__x86_64__)
+    if (use_avx2()) return abs_max_avx2(x, G, first);
+#endif
+    return abs_max_ref(x, G, first);
+}
+
+void int4_sym_bounds(const float* d2, const float* sxl, const float* sll, double sxx, int nsteps,
                      double* bound) {
 #if defined(__x86_64__)
-    if (use_avx2()) return sym_bounds_avx2(back, sxl, sll, sxx, nsteps, bound);
+    if (use_avx2()) return sym_bounds_avx2(d2, sxl, sll, sxx, nsteps, bound);
 #endif
-    for (int s = 0; s < nsteps; ++s) sym_bounds_ref(back, sxl, sll, sxx, s, bound);
+    for (int s = 0; s < nsteps; ++s) sym_bounds_ref(d2, sxl, sll, sxx, s, bound);
+    for (int c = 2 * nsteps; c < (2 * nsteps + 3) / 4 * 4; ++c)
+        bound[c] = std::numeric_limits<double>::infinity();
 }
 
 void int4_group_codes(const float* x, int64_t G, float d, float m, float lo, float hi, float* l) {

@@ -22,11 +22,19 @@ void int4_round_scales(const float* v, int n, bool bf16, uint16_t* h, float* bac
 void int4_group_errors(const float* x, const float* wt, int64_t G, const float* d, const float* m,
                        int nc, float lo, float hi, float* err);
 
+// The largest magnitude of x[0..G) (G a multiple of 8, values finite), and in *first the first
+// value of that magnitude (0 when all are zero).
+float int4_abs_max(const float* x, int64_t G, float* first);
+
+// The symmetric search's scales of grid step s < n (quant/quantizer.cpp, quant4_sym):
+// raw[1 + 2s] = 1 / iscale[s] and raw[2 + 2s] = sxl[s] / sll[s] (0 when sll[s] <= 0).
+void int4_sym_scales(const float* iscale, const float* sxl, const float* sll, int n, float* raw);
+
 // The symmetric search's error bounds (quant/quantizer.cpp, quant4_sym): for grid step s < nsteps
-// and its candidates c = 1 + 2s, 2 + 2s (stored scales back[c]), bound[c] = sxx - 2 d sxl[s] +
-// d^2 sll[s] in double with d = back[c], or infinity where back[c] is zero, not finite or has no
-// finite inverse.
-void int4_sym_bounds(const float* back, const float* sxl, const float* sll, double sxx, int nsteps,
+// and its two stored scales d2[2s], d2[2s + 1], bound[c] = sxx - 2 d sxl[s] + d^2 sll[s] in double
+// with d = d2[c], or infinity where d2[c] is zero, not finite or has no finite inverse; bound
+// padded with infinity to a multiple of 4 entries.
+void int4_sym_bounds(const float* d2, const float* sxl, const float* sll, double sxx, int nsteps,
                      double* bound);
 
 // The codes r_i of int4_group_errors for one candidate (as floats), into l[0..G).
@@ -44,7 +52,7 @@ void int4_asym_sums(const float* x, const float* wt, int64_t G, float mn, const 
 
 // The indices of the k smallest of bound[0..n) (n a multiple of 4; infinite and NaN entries never
 // chosen), the first of equal bounds first, into pick (ascending bound); returns how many. The
-// chosen entries are set to infinity (NaN entries may be too).
+// entries of bound are left unspecified.
 int smallest_bounds(double* bound, int n, int k, int* pick);
 
 // int8 clip search: err[c] = sum_i imp_i * (double(x_i) - double(r_i * d[c]))^2 in double (imp_i 1

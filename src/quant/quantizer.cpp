@@ -86,14 +86,9 @@ bool usable_scale(float d) {
 void quant4_sym(const WeightMatrix& w, const float* x, const float* imp, int64_t k0, QuantRow& out,
                 size_t g) {
     const int64_t G = w.group;
-    // vmax: the first of the largest magnitude (two plain loops the compiler vectorizes).
-    float amax = 0.0f, vmax = 0.0f;
-    for (int64_t i = 0; i < G; ++i) amax = std::max(amax, std::fabs(x[i]));
-    for (int64_t i = 0; i < G; ++i)
-        if (std::fabs(x[i]) == amax) {
-            vmax = x[i];
-            break;
-        }
+    // vmax: the first of the largest magnitude.
+    float vmax = 0.0f;
+    const float amax = int4_abs_max(x, G, &vmax);
     uint8_t* q = out.q.data() + k0;
     if (amax == 0.0f) {
         out.d[g] = 0;
@@ -113,27 +108,18 @@ void quant4_sym(const WeightMatrix& w, const float* x, const float* imp, int64_t
     float raw[kCands], back[kCands];
     uint16_t raw_h[kCands];
     raw[0] = vmax / -8.0f;
-    // The quotients in loops of their own, which vectorize.
-    float inv_s[kSteps], fit_s[kSteps];
-    for (int s = 0; s < kSteps; ++s) inv_s[s] = 1.0f / iscale[s];
-    for (int s = 0; s < kSteps; ++s) {
-        const float f = sxl[s] / (sll[s] > 0.0f ? sll[s] : 1.0f);
-        fit_s[s] = sll[s] > 0.0f ? f : 0.0f;
-    }
-    for (int s = 0; s < kSteps; ++s) {
-        raw[1 + 2 * s] = inv_s[s];
-        raw[2 + 2 * s] = fit_s[s];
-    }
+    int4_sym_scales(iscale, sxl, sll, kSteps, raw);
     int4_round_scales(raw, kCands, w.bf16_scales, raw_h, back);
-    constexpr int kPadded = (kCands + 3) / 4 * 4;
+    // The grid's bounds, bound[c - 1] for candidate c >= 1 (the rule is scored exactly anyway).
+    constexpr int kPadded = (kCands - 1 + 3) / 4 * 4;
     double bound[kPadded];
-    for (int c = kCands; c < kPadded; ++c) bound[c] = std::numeric_limits<double>::infinity();
-    bound[0] = std::numeric_limits<double>::infinity();  // the rule is scored exactly anyway
-    int4_sym_bounds(back, sxl, sll, sxx, kSteps, bound);
+    int4_sym_bounds(back + 1, sxl, sll, sxx, kSteps, bound);
     // The exact set: the Q4_0 rule and the kExact smallest bounds, then in candidate order.
     int pick[kExact + 1], np = 0;
     if (usable_scale(back[0])) pick[np++] = 0;
-    np += smallest_bounds(bound, kPadded, kExact, pick + np);
+    const int nb = smallest_bounds(bound, kPadded, kExact, pick + np);
+    for (int i = np; i < np + nb; ++i) ++pick[i];
+    np += nb;
     if (np == 0)
         throw util::Error("int4 quantization: group scale out of range of the scale dtype");
     for (int i = 1; i < np; ++i)  // an insertion sort of at most four
