@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "quant/int4_candidates.h"
 #include "quant/kquant_candidates.h"
 #include "tensor/float_convert.h"
 #include "util/error.h"
@@ -135,24 +136,9 @@ AsymFit fit_asym(const float* x, const float* w, int n, int nmax, bool min_le_ze
 // value at -nmax, so the extra negative code is used) plus 18 neighbouring inverse scales, each
 // refit by weighted least squares; the scale with the smallest weighted error.
 float fit_sym(const float* x, const float* w, int n, int nmax) {
-    // max: the first of the largest magnitude. The largest magnitude in eight running maxima (the
-    // same value in any order), so the loop vectorizes.
-    float lane_max[8] = {};
-    int i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int k = 0; k < 8; ++k) {
-            const float a = std::fabs(x[i + k]);
-            lane_max[k] = lane_max[k] < a ? a : lane_max[k];
-        }
-    for (; i < n; ++i) lane_max[0] = std::max(lane_max[0], std::fabs(x[i]));
-    float amax = 0, max = 0;
-    for (const float m : lane_max) amax = std::max(amax, m);
-    if (amax < 1e-30f) return 0.f;
-    for (i = 0; i < n; ++i)
-        if (std::fabs(x[i]) == amax) {
-            max = x[i];
-            break;
-        }
+    // max: the first of the largest magnitude (n is 16 or 32 here).
+    float max = 0;
+    if (int4_abs_max(x, n, &max) < 1e-30f) return 0.f;
     float best = -static_cast<float>(nmax) / max;
     best = 1.f / best;
     // Steps -9..9 in lanes of one call (quant/kquant_candidates.h), the spare lanes repeating the
@@ -166,16 +152,8 @@ float fit_sym(const float* x, const float* w, int n, int nmax) {
     for (int c = 0; c < kSymLanes; ++c)
         is[c] = num[c] / max;  // a loop of divisions that vectorizes
     kq_sym_sums(x, w, n, is, kSteps, nmax, slx, sl2);
-    // The first largest gain sumlx^2 / suml2 (the error is sum w x^2 minus it) above -1, without
-    // branches; -infinity where sl2 <= 0, never chosen.
-    double gain[kSteps], best_gain = -1;
-    kq_sym_gains(slx, sl2, kSteps, gain);
-    int bc = -1;
-    for (int c = 0; c < kSteps; ++c) {
-        const bool better = gain[c] > best_gain;
-        best_gain = better ? gain[c] : best_gain;
-        bc = better ? c : bc;
-    }
+    // The first largest gain sumlx^2 / suml2 (the error is sum w x^2 minus it).
+    const int bc = kq_sym_best(slx, sl2, kSteps);
     if (bc >= 0) best = slx[bc] / sl2[bc];
     return best;
 }
@@ -550,11 +528,8 @@ void quantize_ggml_rows(tensor::GgmlType t, const float* x, int64_t rows, int64_
         throw util::Error("quantize: a row of " + std::to_string(n) + " values is not whole " +
                           tensor::ggml_type_name(t) + " blocks of " +
                           std::to_string(info.block_elems));
-    // One branch-free pass (it vectorizes); the column is looked for only when there is one.
-    bool finite = true;
-    for (int64_t i = 0; i < rows * n; ++i)
-        finite &= std::fabs(x[i]) <= std::numeric_limits<float>::max();
-    if (!finite)
+    // One branch-free pass; the column is looked for only when there is one.
+    if (!all_finite(x, rows * n))
         for (int64_t i = 0; i < rows * n; ++i)
             if (!std::isfinite(x[i]))
                 throw util::Error("quantize: non-finite weight at column " + std::to_string(i % n));

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #if defined(__x86_64__)
@@ -566,6 +567,17 @@ bool use_avx2() {
 #endif
 
 }  // namespace
+
+bool all_finite(const float* x, int64_t n) {
+    // On the bits: |x| as an int above the largest finite float's is infinity or NaN.
+    int32_t bad = 0;
+    for (int64_t i = 0; i < n; ++i) {
+        int32_t u;
+        std::memcpy(&u, x + i, sizeof u);
+        bad |= static_cast<int32_t>((u & 0x7fffffff) > 0x7f7fffff);
+    }
+    return bad == 0;
+}
 
 int smallest_bounds(double* bound, int n, int k, int* pick) {
 #if defined(__x86_64__)

@@ -22,6 +22,10 @@ void int4_round_scales(const float* v, int n, bool bf16, uint16_t* h, float* bac
 void int4_group_errors(const float* x, const float* wt, int64_t G, const float* d, const float* m,
                        int nc, float lo, float hi, float* err);
 
+// Whether all of x[0..n) are finite: one pass without branches (it vectorizes), for the checks
+// before a row is quantized.
+bool all_finite(const float* x, int64_t n);
+
 // The largest magnitude of x[0..G) (G a multiple of 8, values finite), and in *first the first
 // value of that magnitude (0 when all are zero).
 float int4_abs_max(const float* x, int64_t G, float* first);

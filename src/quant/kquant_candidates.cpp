@@ -110,10 +110,18 @@ WARDEN_LANES_INLINE void q6k_neighbour_errors_ref(const float* xt, const float* 
         }
 }
 
-WARDEN_LANES_INLINE void sym_gains_ref(const float* slx, const float* sl2, int nc, double* gain) {
-    for (int c = 0; c < nc; ++c)
-        gain[c] = sl2[c] > 0 ? static_cast<double>(slx[c]) * slx[c] / sl2[c]
-                             : -std::numeric_limits<double>::infinity();
+WARDEN_LANES_INLINE int sym_best_ref(const float* slx, const float* sl2, int nc) {
+    double best_gain = -1;
+    int bc = -1;
+    for (int c = 0; c < nc; ++c) {
+        if (sl2[c] <= 0) continue;
+        const double gain = static_cast<double>(slx[c]) * slx[c] / sl2[c];
+        if (gain > best_gain) {
+            best_gain = gain;
+            bc = c;
+        }
+    }
+    return bc;
 }
 
 #if defined(__x86_64__)
@@ -173,17 +181,33 @@ WARDEN_AVX2 void sym_sums_avx2(const float* x, const float* w, int n, const floa
     }
 }
 
-WARDEN_AVX2 void sym_gains_avx2(const float* slx, const float* sl2, int nc, double* gain) {
-    int c = 0;
-    for (; c + 4 <= nc; c += 4) {
-        const __m256d a = _mm256_cvtps_pd(_mm_loadu_ps(slx + c)),
-                      b = _mm256_cvtps_pd(_mm_loadu_ps(sl2 + c));
-        const __m256d fit = _mm256_cmp_pd(b, _mm256_setzero_pd(), _CMP_GT_OQ);
-        _mm256_storeu_pd(gain + c,
-                         _mm256_blendv_pd(_mm256_set1_pd(-std::numeric_limits<double>::infinity()),
-                                          _mm256_div_pd(_mm256_mul_pd(a, a), b), fit));
+// The gains four lanes at a time (-infinity where sl2 <= 0), their maximum, then the first lane
+// equal to it: the lane the reference's running comparison keeps (gains are never NaN).
+WARDEN_AVX2 int sym_best_avx2(const float* slx, const float* sl2, int nc) {
+    static_assert(kSymLanes <= 32, "one mask");
+    const __m256d ninf = _mm256_set1_pd(-std::numeric_limits<double>::infinity());
+    __m256d g[kSymLanes / 4];
+    const int nv = (nc + 3) / 4;
+    __m256d m = ninf;
+    for (int v = 0; v < nv; ++v) {
+        const __m256d a = _mm256_cvtps_pd(_mm_loadu_ps(slx + 4 * v)),
+                      b = _mm256_cvtps_pd(_mm_loadu_ps(sl2 + 4 * v));
+        const __m256i lane =
+            _mm256_add_epi64(_mm256_set1_epi64x(4 * v), _mm256_set_epi64x(3, 2, 1, 0));
+        const __m256d live =
+            _mm256_and_pd(_mm256_cmp_pd(b, _mm256_setzero_pd(), _CMP_GT_OQ),
+                          _mm256_castsi256_pd(_mm256_cmpgt_epi64(_mm256_set1_epi64x(nc), lane)));
+        g[v] = _mm256_blendv_pd(ninf, _mm256_div_pd(_mm256_mul_pd(a, a), b), live);
+        m = _mm256_max_pd(m, g[v]);
     }
-    sym_gains_ref(slx + c, sl2 + c, nc - c, gain + c);
+    m = _mm256_max_pd(m, _mm256_permute4x64_pd(m, 0x4E));
+    m = _mm256_max_pd(m, _mm256_permute_pd(m, 0x5));
+    if (!(_mm256_cvtsd_f64(m) > -1.0)) return -1;
+    uint32_t eq = 0;
+    for (int v = 0; v < nv; ++v)
+        eq |= static_cast<uint32_t>(_mm256_movemask_pd(_mm256_cmp_pd(g[v], m, _CMP_EQ_OQ)))
+              << (4 * v);
+    return __builtin_ctz(eq);
 }
 
 // Lanes: the eight sub-blocks, for each of the nine neighbours: nine independent sums.
@@ -372,11 +396,11 @@ void kq_sym_sums(const float* x, const float* w, int n, const float* is, int nc,
                  float* slx, float* sl2) {
     WARDEN_DISPATCH(sym_sums, x, w, n, is, nc, nmax, slx, sl2);
 }
-void kq_sym_gains(const float* slx, const float* sl2, int nc, double* gain) {
+int kq_sym_best(const float* slx, const float* sl2, int nc) {
 #if defined(__x86_64__)
-    if (isa() >= kernels::Isa::AVX2) return sym_gains_avx2(slx, sl2, nc, gain);
+    if (isa() >= kernels::Isa::AVX2) return sym_best_avx2(slx, sl2, nc);
 #endif
-    sym_gains_ref(slx, sl2, nc, gain);
+    return sym_best_ref(slx, sl2, nc);
 }
 void kq_q6k_neighbour_errors(const float* xt, const float* wt, float d, const int* sc, float* err) {
 #if defined(__x86_64__)

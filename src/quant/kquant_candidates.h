@@ -26,9 +26,9 @@ inline int round_int_magic(float v) {
 void kq_sym_sums(const float* x, const float* w, int n, const float* is, int nc, int nmax,
                  float* slx, float* sl2);
 
-// The grid's gains for lanes c < nc: gain[c] = double(slx[c])^2 / sl2[c] where sl2[c] > 0, else
-// -infinity (no fit).
-void kq_sym_gains(const float* slx, const float* sl2, int nc, double* gain);
+// The grid's best lane c < nc: the first of the largest gains double(slx[c])^2 / sl2[c] (over
+// lanes with sl2[c] > 0), or -1 when there is none.
+int kq_sym_best(const float* slx, const float* sl2, int nc);
 
 // Q6_K's neighbour step (ggml_block_quantizer.cpp, sym_neighbours): the 16 sub-blocks of 16 values
 // of a super-block given transposed, xt[16 * i + j] = x[16 * j + i] (wt likewise), and for each
