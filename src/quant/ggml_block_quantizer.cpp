@@ -90,6 +90,7 @@ AsymFit fit_asym(const float* x, const float* w, int n, int nmax, bool min_le_ze
     // Steps -1..40 in lanes of kLanes (quant/kquant_candidates.h); the spare lanes repeat the last
     // step and are not looked at.
     constexpr int kSteps = 42, kBatches = (kSteps + kLanes - 1) / kLanes;
+    float codes[32 * kLanes];  // the grid pass's codes, for the error pass (n <= 32)
     for (int batch = 0; batch < kBatches; ++batch) {
         float is[kLanes], slf[kLanes], sl2f[kLanes], sxlf[kLanes], scale[kLanes], mn[kLanes],
             err[kLanes];
@@ -99,7 +100,7 @@ AsymFit fit_asym(const float* x, const float* w, int n, int nmax, bool min_le_ze
             is[c] = step < 0 ? static_cast<float>(nmax) / (hi - lo)
                              : (static_cast<float>(nmax) - 1.f + 0.05f * step) / (hi - lo);
         }
-        kq_asym_sums(x, w, n, lo, is, nmax, slf, sl2f, sxlf);
+        kq_asym_sums(x, w, n, lo, is, nmax, slf, sl2f, sxlf, n <= 32 ? codes : nullptr);
         for (int c = 0; c < kLanes; ++c) {
             const int step = batch * kLanes + c - 1;
             AsymFit f{1.f / is[c], lo};
@@ -122,7 +123,7 @@ AsymFit fit_asym(const float* x, const float* w, int n, int nmax, bool min_le_ze
             scale[c] = ok[c] ? f.scale : 0.f;
             mn[c] = ok[c] ? f.min : 0.f;
         }
-        kq_asym_grid_errors(x, w, n, lo, is, nmax, scale, mn, err);
+        kq_asym_grid_errors(x, w, n, lo, is, nmax, scale, mn, n <= 32 ? codes : nullptr, err);
         for (int c = 0; c < kLanes; ++c)
             if (ok[c] && err[c] < best_err) {
                 best_err = err[c];

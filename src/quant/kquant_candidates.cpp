@@ -41,13 +41,14 @@ WARDEN_LANES_INLINE void sym_sums_ref(const float* x, const float* w, int n, con
 }
 
 WARDEN_LANES_INLINE void asym_sums_ref(const float* x, const float* w, int n, float lo,
-                                       const float* is, int nmax, float* sl, float* sl2,
-                                       float* sxl) {
+                                       const float* is, int nmax, float* sl, float* sl2, float* sxl,
+                                       float* codes) {
     float a[kLanes] = {}, b[kLanes] = {}, e[kLanes] = {};
     for (int i = 0; i < n; ++i) {
         const float xi = x[i], wi = w[i], d = xi - lo;
         for (int c = 0; c < kLanes; ++c) {
             const auto q = static_cast<float>(std::clamp(round_int_magic(is[c] * d), 0, nmax));
+            if (codes) codes[kLanes * i + c] = q;
             a[c] += wi * q;
             b[c] += wi * q * q;
             e[c] += wi * q * xi;
@@ -278,14 +279,55 @@ WARDEN_AVX2 void q6k_neighbour_errors_avx2(const float* xt, const float* wt, flo
             for (int j = 0; j < 8; ++j) err[3 * (8 * h + j) + k] = a[j];
         }
 }
+// The reference's operations on two registers of eight lanes; the codes stored when asked for.
 WARDEN_AVX2 void asym_sums_avx2(const float* x, const float* w, int n, float lo, const float* is,
-                                int nmax, float* sl, float* sl2, float* sxl) {
-    asym_sums_ref(x, w, n, lo, is, nmax, sl, sl2, sxl);
+                                int nmax, float* sl, float* sl2, float* sxl, float* codes) {
+    static_assert(kLanes == 16, "two registers of lanes");
+    const __m256i qlo = _mm256_setzero_si256(), qhi = _mm256_set1_epi32(nmax);
+    const __m256 vis0 = _mm256_loadu_ps(is), vis1 = _mm256_loadu_ps(is + 8);
+    __m256 a0 = _mm256_setzero_ps(), b0 = a0, e0 = a0, a1 = a0, b1 = a0, e1 = a0;
+    for (int i = 0; i < n; ++i) {
+        const __m256 xi = _mm256_set1_ps(x[i]), wi = _mm256_set1_ps(w[i]),
+                     d = _mm256_set1_ps(x[i] - lo);
+        const __m256 q0 = round_clamp8(_mm256_mul_ps(vis0, d), qlo, qhi),
+                     q1 = round_clamp8(_mm256_mul_ps(vis1, d), qlo, qhi);
+        if (codes) {
+            _mm256_storeu_ps(codes + kLanes * i, q0);
+            _mm256_storeu_ps(codes + kLanes * i + 8, q1);
+        }
+        const __m256 wq0 = _mm256_mul_ps(wi, q0), wq1 = _mm256_mul_ps(wi, q1);
+        a0 = _mm256_add_ps(a0, wq0);
+        a1 = _mm256_add_ps(a1, wq1);
+        b0 = _mm256_add_ps(b0, _mm256_mul_ps(wq0, q0));
+        b1 = _mm256_add_ps(b1, _mm256_mul_ps(wq1, q1));
+        e0 = _mm256_add_ps(e0, _mm256_mul_ps(wq0, xi));
+        e1 = _mm256_add_ps(e1, _mm256_mul_ps(wq1, xi));
+    }
+    _mm256_storeu_ps(sl, a0);
+    _mm256_storeu_ps(sl + 8, a1);
+    _mm256_storeu_ps(sl2, b0);
+    _mm256_storeu_ps(sl2 + 8, b1);
+    _mm256_storeu_ps(sxl, e0);
+    _mm256_storeu_ps(sxl + 8, e1);
 }
 WARDEN_AVX2 void asym_grid_errors_avx2(const float* x, const float* w, int n, float lo,
                                        const float* is, int nmax, const float* scale,
-                                       const float* min, float* err) {
-    asym_grid_errors_ref(x, w, n, lo, is, nmax, scale, min, err);
+                                       const float* min, const float* codes, float* err) {
+    if (!codes) return asym_grid_errors_ref(x, w, n, lo, is, nmax, scale, min, err);
+    const __m256 vs0 = _mm256_loadu_ps(scale), vs1 = _mm256_loadu_ps(scale + 8),
+                 vm0 = _mm256_loadu_ps(min), vm1 = _mm256_loadu_ps(min + 8);
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0;
+    for (int i = 0; i < n; ++i) {
+        const __m256 xi = _mm256_set1_ps(x[i]), wi = _mm256_set1_ps(w[i]);
+        const __m256 q0 = _mm256_loadu_ps(codes + kLanes * i),
+                     q1 = _mm256_loadu_ps(codes + kLanes * i + 8);
+        const __m256 e0 = _mm256_sub_ps(_mm256_add_ps(_mm256_mul_ps(vs0, q0), vm0), xi),
+                     e1 = _mm256_sub_ps(_mm256_add_ps(_mm256_mul_ps(vs1, q1), vm1), xi);
+        a0 = _mm256_add_ps(a0, _mm256_mul_ps(_mm256_mul_ps(wi, e0), e0));
+        a1 = _mm256_add_ps(a1, _mm256_mul_ps(_mm256_mul_ps(wi, e1), e1));
+    }
+    _mm256_storeu_ps(err, a0);
+    _mm256_storeu_ps(err + 8, a1);
 }
 #undef WARDEN_AVX2
 
@@ -320,7 +362,8 @@ WARDEN_AVX512 void sym_sums_avx512(const float* x, const float* w, int n, const 
 }
 
 WARDEN_AVX512 void asym_sums_avx512(const float* x, const float* w, int n, float lo,
-                                    const float* is, int nmax, float* sl, float* sl2, float* sxl) {
+                                    const float* is, int nmax, float* sl, float* sl2, float* sxl,
+                                    float* codes) {
     const __m512 vis = _mm512_loadu_ps(is);
     const __m512i qlo = _mm512_setzero_si512(), qhi = _mm512_set1_epi32(nmax);
     __m512 a = _mm512_setzero_ps(), b = a, e = a;
@@ -328,6 +371,7 @@ WARDEN_AVX512 void asym_sums_avx512(const float* x, const float* w, int n, float
         const __m512 xi = _mm512_set1_ps(x[i]), wi = _mm512_set1_ps(w[i]),
                      d = _mm512_set1_ps(x[i] - lo);
         const __m512 q = round_clamp16(_mm512_mul_ps(vis, d), qlo, qhi);
+        if (codes) _mm512_storeu_ps(codes + kLanes * i, q);
         const __m512 wq = _mm512_mul_ps(wi, q);
         a = _mm512_add_ps(a, wq);
         b = _mm512_add_ps(b, _mm512_mul_ps(wq, q));
@@ -340,7 +384,7 @@ WARDEN_AVX512 void asym_sums_avx512(const float* x, const float* w, int n, float
 
 WARDEN_AVX512 void asym_grid_errors_avx512(const float* x, const float* w, int n, float lo,
                                            const float* is, int nmax, const float* scale,
-                                           const float* min, float* err) {
+                                           const float* min, const float*, float* err) {
     const __m512 vis = _mm512_loadu_ps(is), vs = _mm512_loadu_ps(scale), vm = _mm512_loadu_ps(min);
     const __m512i qlo = _mm512_setzero_si512(), qhi = _mm512_set1_epi32(nmax);
     __m512 a = _mm512_setzero_ps();
@@ -370,11 +414,12 @@ void q6k_neighbour_errors_base(const float* xt, const float* wt, float d, const 
     q6k_neighbour_errors_ref(xt, wt, d, sc, err);
 }
 void asym_sums_base(const float* x, const float* w, int n, float lo, const float* is, int nmax,
-                    float* sl, float* sl2, float* sxl) {
-    asym_sums_ref(x, w, n, lo, is, nmax, sl, sl2, sxl);
+                    float* sl, float* sl2, float* sxl, float* codes) {
+    asym_sums_ref(x, w, n, lo, is, nmax, sl, sl2, sxl, codes);
 }
 void asym_grid_errors_base(const float* x, const float* w, int n, float lo, const float* is,
-                           int nmax, const float* scale, const float* min, float* err) {
+                           int nmax, const float* scale, const float* min, const float*,
+                           float* err) {
     asym_grid_errors_ref(x, w, n, lo, is, nmax, scale, min, err);
 }
 
@@ -409,12 +454,12 @@ void kq_q6k_neighbour_errors(const float* xt, const float* wt, float d, const in
     q6k_neighbour_errors_base(xt, wt, d, sc, err);
 }
 void kq_asym_sums(const float* x, const float* w, int n, float lo, const float* is, int nmax,
-                  float* sl, float* sl2, float* sxl) {
-    WARDEN_DISPATCH(asym_sums, x, w, n, lo, is, nmax, sl, sl2, sxl);
+                  float* sl, float* sl2, float* sxl, float* codes) {
+    WARDEN_DISPATCH(asym_sums, x, w, n, lo, is, nmax, sl, sl2, sxl, codes);
 }
 void kq_asym_grid_errors(const float* x, const float* w, int n, float lo, const float* is, int nmax,
-                         const float* scale, const float* min, float* err) {
-    WARDEN_DISPATCH(asym_grid_errors, x, w, n, lo, is, nmax, scale, min, err);
+                         const float* scale, const float* min, const float* codes, float* err) {
+    WARDEN_DISPATCH(asym_grid_errors, x, w, n, lo, is, nmax, scale, min, codes, err);
 }
 void kq_q4k_neighbour_errors(const float* xt, const float* wt, float d, float dmin, const int* sc,
                              const int* mn, int nmax, float* err) {

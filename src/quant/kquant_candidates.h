@@ -38,14 +38,16 @@ int kq_sym_best(const float* slx, const float* sl2, int nc);
 void kq_q6k_neighbour_errors(const float* xt, const float* wt, float d, const int* sc, float* err);
 
 // Asymmetric grid (fit_asym): q_i = clamp(round(is[c] * (x_i - lo)), 0, nmax), sl[c] = sum w q,
-// sl2[c] = sum w q^2, sxl[c] = sum w q x.
+// sl2[c] = sum w q^2, sxl[c] = sum w q x. codes: null, or n * kLanes floats that receive the codes
+// (q_i of lane c at codes[kLanes * i + c]) for kq_asym_grid_errors.
 void kq_asym_sums(const float* x, const float* w, int n, float lo, const float* is, int nmax,
-                  float* sl, float* sl2, float* sxl);
+                  float* sl, float* sl2, float* sxl, float* codes);
 
 // The weighted error of those codes under each lane's fitted (scale, min):
-// err[c] = sum w_i (scale[c] q_i + min[c] - x_i)^2.
+// err[c] = sum w_i (scale[c] q_i + min[c] - x_i)^2. codes: kq_asym_sums' codes for the same x, lo,
+// is and nmax (read where that is cheaper than rounding again), or null.
 void kq_asym_grid_errors(const float* x, const float* w, int n, float lo, const float* is, int nmax,
-                         const float* scale, const float* min, float* err);
+                         const float* scale, const float* min, const float* codes, float* err);
 
 // Q4_K / Q5_K's neighbour step (ggml_block_quantizer.cpp, asym_neighbours): the 8 sub-blocks of
 // 32 values of a super-block given transposed, xt[8 * i + j] = x[32 * j + i] (wt likewise), and
