@@ -94,38 +94,17 @@ AsymFit fit_asym(const float* x, const float* w, int n, int nmax, bool min_le_ze
     for (int batch = 0; batch < kBatches; ++batch) {
         float is[kLanes], slf[kLanes], sl2f[kLanes], sxlf[kLanes], scale[kLanes], mn[kLanes],
             err[kLanes];
-        bool ok[kLanes];
         for (int c = 0; c < kLanes; ++c) {
             const int step = std::min(batch * kLanes + c, kSteps - 1) - 1;
             is[c] = step < 0 ? static_cast<float>(nmax) / (hi - lo)
                              : (static_cast<float>(nmax) - 1.f + 0.05f * step) / (hi - lo);
         }
         kq_asym_sums(x, w, n, lo, is, nmax, slf, sl2f, sxlf, n <= 32 ? codes : nullptr);
-        for (int c = 0; c < kLanes; ++c) {
-            const int step = batch * kLanes + c - 1;
-            AsymFit f{1.f / is[c], lo};
-            ok[c] = step < kSteps - 1;
-            if (ok[c] && step >= 0) {
-                const double sl = slf[c], sl2 = sl2f[c], sxl = sxlf[c];
-                const double det = sw * sl2 - sl * sl;
-                if (det <= 0) {
-                    ok[c] = false;
-                } else {
-                    f.scale = static_cast<float>((sw * sxl - sx * sl) / det);
-                    f.min = static_cast<float>((sl2 * sx - sl * sxl) / det);
-                    if (min_le_zero && f.min > 0) {
-                        f.min = 0;
-                        f.scale = sl2 > 0 ? static_cast<float>(sxl / sl2) : 0.f;
-                    }
-                    if (f.scale <= 0) ok[c] = false;
-                }
-            }
-            scale[c] = ok[c] ? f.scale : 0.f;
-            mn[c] = ok[c] ? f.min : 0.f;
-        }
+        const uint32_t ok = kq_asym_fits(is, slf, sl2f, sxlf, batch * kLanes - 1, kSteps - 1, sw,
+                                         sx, lo, min_le_zero, scale, mn);
         kq_asym_grid_errors(x, w, n, lo, is, nmax, scale, mn, n <= 32 ? codes : nullptr, err);
         for (int c = 0; c < kLanes; ++c)
-            if (ok[c] && err[c] < best_err) {
+            if ((ok >> c & 1) && err[c] < best_err) {
                 best_err = err[c];
                 best = {scale[c], mn[c]};
             }

@@ -111,6 +111,36 @@ WARDEN_LANES_INLINE void q6k_neighbour_errors_ref(const float* xt, const float* 
         }
 }
 
+uint32_t asym_fits_ref(const float* is, const float* slf, const float* sl2f, const float* sxlf,
+                       int first, int nsteps, double sw, double sx, float lo, bool min_le_zero,
+                       float* scale, float* mn) {
+    uint32_t mask = 0;
+    for (int c = 0; c < kLanes; ++c) {
+        const int step = first + c;
+        float fs = 1.f / is[c], fm = lo;
+        bool ok = step < nsteps;
+        if (ok && step >= 0) {
+            const double sl = slf[c], sl2 = sl2f[c], sxl = sxlf[c];
+            const double det = sw * sl2 - sl * sl;
+            if (det <= 0) {
+                ok = false;
+            } else {
+                fs = static_cast<float>((sw * sxl - sx * sl) / det);
+                fm = static_cast<float>((sl2 * sx - sl * sxl) / det);
+                if (min_le_zero && fm > 0) {
+                    fm = 0;
+                    fs = sl2 > 0 ? static_cast<float>(sxl / sl2) : 0.f;
+                }
+                if (fs <= 0) ok = false;
+            }
+        }
+        scale[c] = ok ? fs : 0.f;
+        mn[c] = ok ? fm : 0.f;
+        mask |= static_cast<uint32_t>(ok) << c;
+    }
+    return mask;
+}
+
 WARDEN_LANES_INLINE int sym_best_ref(const float* slx, const float* sl2, int nc) {
     double best_gain = -1;
     int bc = -1;
@@ -180,6 +210,47 @@ WARDEN_AVX2 void sym_sums_avx2(const float* x, const float* w, int n, const floa
         default:
             return sym_sums_lanes_avx2<4>(x, w, n, is, nmax, slx, sl2);
     }
+}
+
+// asym_fits_ref four lanes at a time in double (the fits' floats converted back exactly, so the
+// comparisons are the reference's): the same quotients, roundings and choices, as blends.
+WARDEN_AVX2 uint32_t asym_fits_avx2(const float* is, const float* slf, const float* sl2f,
+                                    const float* sxlf, int first, int nsteps, double sw, double sx,
+                                    float lo, bool min_le_zero, float* scale, float* mn) {
+    const __m256d vsw = _mm256_set1_pd(sw), vsx = _mm256_set1_pd(sx), zero = _mm256_setzero_pd(),
+                  vlo = _mm256_set1_pd(lo), vn = _mm256_set1_pd(nsteps);
+    const __m256d clampmin = min_le_zero ? _mm256_castsi256_pd(_mm256_set1_epi64x(-1)) : zero;
+    uint32_t mask = 0;
+    for (int g = 0; g < kLanes / 4; ++g) {
+        const __m256d sl = _mm256_cvtps_pd(_mm_loadu_ps(slf + 4 * g)),
+                      sl2 = _mm256_cvtps_pd(_mm_loadu_ps(sl2f + 4 * g)),
+                      sxl = _mm256_cvtps_pd(_mm_loadu_ps(sxlf + 4 * g));
+        const double s0 = first + 4 * g;
+        const __m256d step = _mm256_set_pd(s0 + 3, s0 + 2, s0 + 1, s0);
+        const __m256d valid = _mm256_cmp_pd(step, vn, _CMP_LT_OQ);
+        const __m256d fit = _mm256_and_pd(valid, _mm256_cmp_pd(step, zero, _CMP_GE_OQ));
+        const __m256d det = _mm256_sub_pd(_mm256_mul_pd(vsw, sl2), _mm256_mul_pd(sl, sl));
+        const __m256d detok = _mm256_cmp_pd(det, zero, _CMP_NLE_UQ);
+        __m256d fs = _mm256_cvtps_pd(_mm256_cvtpd_ps(_mm256_div_pd(
+                    _mm256_sub_pd(_mm256_mul_pd(vsw, sxl), _mm256_mul_pd(vsx, sl)), det))),
+                fm = _mm256_cvtps_pd(_mm256_cvtpd_ps(_mm256_div_pd(
+                    _mm256_sub_pd(_mm256_mul_pd(sl2, vsx), _mm256_mul_pd(sl, sxl)), det)));
+        const __m256d clamp = _mm256_and_pd(clampmin, _mm256_cmp_pd(fm, zero, _CMP_GT_OQ));
+        const __m256d refit =
+            _mm256_and_pd(_mm256_cmp_pd(sl2, zero, _CMP_GT_OQ),
+                          _mm256_cvtps_pd(_mm256_cvtpd_ps(_mm256_div_pd(sxl, sl2))));
+        fs = _mm256_blendv_pd(fs, refit, clamp);
+        fm = _mm256_blendv_pd(fm, zero, clamp);
+        const __m256d fitok = _mm256_and_pd(detok, _mm256_cmp_pd(fs, zero, _CMP_NLE_UQ));
+        const __m256d own = _mm256_cvtps_pd(_mm_div_ps(_mm_set1_ps(1.f), _mm_loadu_ps(is + 4 * g)));
+        const __m256d ok = _mm256_and_pd(valid, _mm256_or_pd(_mm256_andnot_pd(fit, valid), fitok));
+        const __m256d s = _mm256_and_pd(ok, _mm256_blendv_pd(own, fs, fit)),
+                      m = _mm256_and_pd(ok, _mm256_blendv_pd(vlo, fm, fit));
+        _mm_storeu_ps(scale + 4 * g, _mm256_cvtpd_ps(s));
+        _mm_storeu_ps(mn + 4 * g, _mm256_cvtpd_ps(m));
+        mask |= static_cast<uint32_t>(_mm256_movemask_pd(ok)) << (4 * g);
+    }
+    return mask;
 }
 
 // The gains four lanes at a time (-infinity where sl2 <= 0), their maximum, then the first lane
@@ -440,6 +511,15 @@ void asym_grid_errors_base(const float* x, const float* w, int n, float lo, cons
 void kq_sym_sums(const float* x, const float* w, int n, const float* is, int nc, int nmax,
                  float* slx, float* sl2) {
     WARDEN_DISPATCH(sym_sums, x, w, n, is, nc, nmax, slx, sl2);
+}
+uint32_t kq_asym_fits(const float* is, const float* sl, const float* sl2, const float* sxl,
+                      int first, int nsteps, double sw, double sx, float lo, bool min_le_zero,
+                      float* scale, float* min) {
+#if defined(__x86_64__)
+    if (isa() >= kernels::Isa::AVX2)
+        return asym_fits_avx2(is, sl, sl2, sxl, first, nsteps, sw, sx, lo, min_le_zero, scale, min);
+#endif
+    return asym_fits_ref(is, sl, sl2, sxl, first, nsteps, sw, sx, lo, min_le_zero, scale, min);
 }
 int kq_sym_best(const float* slx, const float* sl2, int nc) {
 #if defined(__x86_64__)

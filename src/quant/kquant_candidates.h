@@ -43,6 +43,16 @@ void kq_q6k_neighbour_errors(const float* xt, const float* wt, float d, const in
 void kq_asym_sums(const float* x, const float* w, int n, float lo, const float* is, int nmax,
                   float* sl, float* sl2, float* sxl, float* codes);
 
+// fit_asym's least-squares fits of the grid's codes, lane c < kLanes being step first + c (steps
+// below 0: the grid's own scale 1 / is[c] with min lo; steps from nsteps on: no candidate), from
+// kq_asym_sums' sums and the span's sw = sum w, sx = sum w x. A fit solves the 2 x 2 normal
+// equations in double (min_le_zero: a positive min becomes 0 and the scale sxl / sl2); it is no
+// candidate where the determinant is <= 0 or the scale <= 0. scale[c], min[c]: the candidate (0
+// where none); returns the mask of lanes that are candidates (bit c).
+uint32_t kq_asym_fits(const float* is, const float* sl, const float* sl2, const float* sxl,
+                      int first, int nsteps, double sw, double sx, float lo, bool min_le_zero,
+                      float* scale, float* min);
+
 // The weighted error of those codes under each lane's fitted (scale, min):
 // err[c] = sum w_i (scale[c] q_i + min[c] - x_i)^2. codes: kq_asym_sums' codes for the same x, lo,
 // is and nmax (read where that is cheaper than rounding again), or null.
