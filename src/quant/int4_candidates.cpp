@@ -250,12 +250,15 @@ __attribute__((target("avx2"))) void refits_lanes_avx2(const float* x, const flo
         vis[v] = _mm256_loadu_ps(is + 8 * v);
         ta[v] = tb[v] = _mm256_setzero_ps();
     }
+    alignas(32) float wxs[128];  // w x of each element (G <= 128), computed once for all lanes
+    for (int64_t i = 0; i < G; i += 8)
+        _mm256_store_ps(wxs + i, _mm256_mul_ps(_mm256_loadu_ps(wt + i), _mm256_loadu_ps(x + i)));
     for (int k = 0; k < 8; ++k) {
         __m256 p[V], q[V];
         for (int v = 0; v < V; ++v) p[v] = q[v] = _mm256_setzero_ps();
         for (int64_t i = k; i < G; i += 8) {
             const __m256 xv = _mm256_set1_ps(x[i]), wv = _mm256_set1_ps(wt[i]),
-                         wx = _mm256_mul_ps(wv, xv);
+                         wx = _mm256_set1_ps(wxs[i]);
             for (int v = 0; v < V; ++v) {
                 const __m256 r = round_clamped8(_mm256_mul_ps(xv, vis[v]), lo, hi);
                 p[v] = _mm256_add_ps(p[v], _mm256_mul_ps(wx, r));

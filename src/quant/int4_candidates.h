@@ -45,7 +45,8 @@ void int4_sym_bounds(const float* d2, const float* sxl, const float* sll, double
 void int4_group_codes(const float* x, int64_t G, float d, float m, float lo, float hi, float* l);
 
 // The weighted least-squares sums of the codes r_i = nearbyint(clamp(x[i] * is[c], -8, 7)):
-// sxl[c] = sum w x r, sll[c] = sum w r^2 (their ratio is the refit scale of those codes).
+// sxl[c] = sum w x r, sll[c] = sum w r^2 (their ratio is the refit scale of those codes). G: a
+// multiple of 8, at most 128.
 void int4_refit_sums(const float* x, const float* wt, int64_t G, const float* is, int nc,
                      float* sxl, float* sll);
 
