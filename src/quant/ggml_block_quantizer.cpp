@@ -7,6 +7,10 @@
 #include <string>
 #include <vector>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include "quant/int4_candidates.h"
 #include "quant/kquant_candidates.h"
 #include "tensor/float_convert.h"
@@ -445,6 +449,23 @@ void q6_k_block(const float* x, const float* imp, SpanSums sums, uint8_t* y) {  
 // ---- 32-blocks: Q5_0 (d * (q - 16)), Q5_1 (d * q + m), Q8_0 (d * q).
 
 void pack_q5(const int* l, uint8_t* qh4, uint8_t* qs16) {
+#if defined(__SSE2__)
+    // The codes (0..31) as bytes: low nibbles paired into qs16, bit 4 of each gathered by movemask.
+    const auto* v = reinterpret_cast<const __m128i*>(l);
+    const __m128i b0 =
+        _mm_packus_epi16(_mm_packs_epi32(_mm_loadu_si128(v), _mm_loadu_si128(v + 1)),
+                         _mm_packs_epi32(_mm_loadu_si128(v + 2), _mm_loadu_si128(v + 3)));
+    const __m128i b1 =
+        _mm_packus_epi16(_mm_packs_epi32(_mm_loadu_si128(v + 4), _mm_loadu_si128(v + 5)),
+                         _mm_packs_epi32(_mm_loadu_si128(v + 6), _mm_loadu_si128(v + 7)));
+    const __m128i nib = _mm_set1_epi8(0x0F);
+    _mm_storeu_si128(
+        reinterpret_cast<__m128i*>(qs16),
+        _mm_or_si128(_mm_and_si128(b0, nib), _mm_slli_epi16(_mm_and_si128(b1, nib), 4)));
+    const uint32_t qh = static_cast<uint32_t>(_mm_movemask_epi8(_mm_slli_epi16(b0, 3))) |
+                        static_cast<uint32_t>(_mm_movemask_epi8(_mm_slli_epi16(b1, 3))) << 16;
+    std::memcpy(qh4, &qh, 4);
+#else
     uint32_t qh = 0;
     for (int j = 0; j < 16; ++j) {
         qs16[j] = static_cast<uint8_t>((l[j] & 0xF) | ((l[j + 16] & 0xF) << 4));
@@ -452,6 +473,7 @@ void pack_q5(const int* l, uint8_t* qh4, uint8_t* qs16) {
         qh |= static_cast<uint32_t>((l[j + 16] >> 4) & 1) << (j + 16);
     }
     std::memcpy(qh4, &qh, 4);
+#endif
 }
 
 void q5_0_block(const float* x, const float* w, uint8_t* y) {  // 22 bytes
@@ -480,8 +502,8 @@ void q5_1_block(const float* x, const float* w, uint8_t* y) {  // 24 bytes
 }
 
 void q8_0_block(const float* x, uint8_t* y) {  // 34 bytes
-    float amax = 0;
-    for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[i]));
+    float first;
+    const float amax = int4_abs_max(x, 32, &first);
     const float d = f16_round(amax / 127.f);
     put_f16(y, d);
     for (int i = 0; i < 32; ++i)
