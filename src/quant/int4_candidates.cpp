@@ -106,6 +106,19 @@ float abs_max_ref(const float* x, int64_t G, float* first) {
     return amax;
 }
 
+double error_weights_ref(const float* x, const float* imp, int64_t G, float* wt) {
+    double a[4] = {};
+    for (int64_t i = 0; i < G; i += 4)
+        for (int k = 0; k < 4; ++k) a[k] += static_cast<double>(x[i + k]) * x[i + k];
+    const auto sigma2 =
+        static_cast<float>(((a[0] + a[1]) + (a[2] + a[3])) / static_cast<double>(G));
+    for (int64_t i = 0; i < G; ++i) wt[i] = (imp ? imp[i] : 1.0f) * std::sqrt(sigma2 + x[i] * x[i]);
+    double b[4] = {};
+    for (int64_t i = 0; i < G; i += 4)
+        for (int k = 0; k < 4; ++k) b[k] += static_cast<double>(wt[i + k]) * x[i + k] * x[i + k];
+    return (b[0] + b[1]) + (b[2] + b[3]);
+}
+
 bool usable_ref(float d) {
     return d != 0.0f && std::isfinite(d) && std::isfinite(1.0f / d);
 }
@@ -353,6 +366,34 @@ __attribute__((target("avx2"))) void asym_sums_avx2(const float* x, const float*
     _mm256_store_ps(b, q);
     _mm256_store_ps(c, u);
     sums_from(a, b, c, s);
+}
+
+// error_weights_ref with its four running sums as the lanes of one register of doubles.
+__attribute__((target("avx2"))) double error_weights_avx2(const float* x, const float* imp,
+                                                          int64_t G, float* wt) {
+    __m256d a = _mm256_setzero_pd();
+    for (int64_t i = 0; i < G; i += 4) {
+        const __m256d xd = _mm256_cvtps_pd(_mm_loadu_ps(x + i));
+        a = _mm256_add_pd(a, _mm256_mul_pd(xd, xd));
+    }
+    alignas(32) double t[4];
+    _mm256_store_pd(t, a);
+    const __m256 s2 = _mm256_set1_ps(
+        static_cast<float>(((t[0] + t[1]) + (t[2] + t[3])) / static_cast<double>(G)));
+    for (int64_t i = 0; i < G; i += 8) {
+        const __m256 xv = _mm256_loadu_ps(x + i);
+        const __m256 iv = imp ? _mm256_loadu_ps(imp + i) : _mm256_set1_ps(1.0f);
+        _mm256_storeu_ps(
+            wt + i, _mm256_mul_ps(iv, _mm256_sqrt_ps(_mm256_add_ps(s2, _mm256_mul_ps(xv, xv)))));
+    }
+    __m256d b = _mm256_setzero_pd();
+    for (int64_t i = 0; i < G; i += 4) {
+        const __m256d xd = _mm256_cvtps_pd(_mm_loadu_ps(x + i));
+        b = _mm256_add_pd(
+            b, _mm256_mul_pd(_mm256_mul_pd(_mm256_cvtps_pd(_mm_loadu_ps(wt + i)), xd), xd));
+    }
+    _mm256_store_pd(t, b);
+    return (t[0] + t[1]) + (t[2] + t[3]);
 }
 
 __attribute__((target("avx2"))) void sym_scales_avx2(const float* iscale, const float* sxl,
@@ -666,6 +707,13 @@ void int4_sym_scales(const float* iscale, const float* sxl, const float* sll, in
     if (use_avx2()) return sym_scales_avx2(iscale, sxl, sll, n, raw);
 #endif
     sym_scales_ref(iscale, sxl, sll, 0, n, raw);
+}
+
+double int4_error_weights(const float* x, const float* imp, int64_t G, float* wt) {
+#if defined(__x86_64__)
+    if (use_avx2()) return error_weights_avx2(x, imp, G, wt);
+#endif
+    return error_weights_ref(x, imp, G, wt);
 }
 
 float int4_abs_max(const float* x, int64_t G, float* first) {

@@ -26,6 +26,11 @@ void int4_group_errors(const float* x, const float* wt, int64_t G, const float* 
 // before a row is quantized.
 bool all_finite(const float* x, int64_t n);
 
+// The error weights of a group x[0..G) (G a multiple of 8): wt[i] = imp[i] * sqrt(sigma^2 +
+// x_i^2) (imp[i] 1 when imp is null), sigma^2 = float(sum x^2 / G); returns sum wt x^2. Both sums
+// in double in four running sums (lane k: elements k, k + 4, ...), added as (s0 + s1) + (s2 + s3).
+double int4_error_weights(const float* x, const float* imp, int64_t G, float* wt);
+
 // The largest magnitude of x[0..G) (G a multiple of 8, values finite), and in *first the first
 // value of that magnitude (0 when all are zero).
 float int4_abs_max(const float* x, int64_t G, float* first);

@@ -31,10 +31,6 @@ float from_scale(const WeightMatrix& w, uint16_t b) {  // kernels::quant_scale_t
     return w.bf16_scales ? tensor::bf16_to_f32(b) : tensor::f16_to_f32(b);
 }
 
-float imp_at(const float* imp, int64_t k) {
-    return imp ? imp[k] : 1.0f;
-}
-
 // sum_i term(i) in double over n (a multiple of 4) in four running sums, lane k taking elements
 // k, k + 4, ...: four independent chains instead of one (the group's statistics would otherwise
 // wait on n dependent additions).
@@ -49,11 +45,7 @@ double sum4(int64_t n, Term term) {
 // The error weights of the group x[0..G) (columns k0 on): wt[i] = importance[i] *
 // sqrt(sigma^2 + x_i^2), sigma^2 the group's mean square; returns sum wt x^2.
 double error_weights(const float* x, const float* imp, int64_t k0, int64_t G, float* wt) {
-    const float sigma2 =
-        static_cast<float>(sum4(G, [&](int64_t i) { return static_cast<double>(x[i]) * x[i]; }) /
-                           static_cast<double>(G));
-    for (int64_t i = 0; i < G; ++i) wt[i] = imp_at(imp, k0 + i) * std::sqrt(sigma2 + x[i] * x[i]);
-    return sum4(G, [&](int64_t i) { return static_cast<double>(wt[i]) * x[i] * x[i]; });
+    return int4_error_weights(x, imp ? imp + k0 : nullptr, G, wt);
 }
 
 // nearbyint(clamp(v, lo, hi)) for integer lo, hi with |lo|, |hi| < 2^22: the same code as rounding
