@@ -465,6 +465,72 @@ __attribute__((target("avx2"))) void sym_bounds_avx2(const float* d2, const floa
     }
 }
 
+// Eight candidates per register (lane c: candidate c), V registers: asym_sums_avx2's float lanes
+// for each candidate, lane k's chain (elements k, k + 8, ...) run as one pass, into
+// out[(t * 8 + k) * ld + c] (t: the sum w r, w r^2, w r x).
+template <int V>
+__attribute__((target("avx2"))) void asym_lanes_avx2(const float* x, const float* wt, int64_t G,
+                                                     float mn, const float* is, int ld,
+                                                     float* out) {
+    const __m256 lo = _mm256_setzero_ps(), hi = _mm256_set1_ps(15.0f);
+    __m256 vis[V];
+    for (int v = 0; v < V; ++v) vis[v] = _mm256_loadu_ps(is + 8 * v);
+    for (int k = 0; k < 8; ++k) {
+        __m256 p[V], q[V], u[V];
+        for (int v = 0; v < V; ++v) p[v] = q[v] = u[v] = _mm256_setzero_ps();
+        for (int64_t i = k; i < G; i += 8) {
+            const __m256 xv = _mm256_set1_ps(x[i]), wv = _mm256_set1_ps(wt[i]),
+                         d = _mm256_set1_ps(x[i] - mn);
+            for (int v = 0; v < V; ++v) {
+                const __m256 r = round_clamped8(_mm256_mul_ps(d, vis[v]), lo, hi);
+                const __m256 wr = _mm256_mul_ps(wv, r);
+                p[v] = _mm256_add_ps(p[v], wr);
+                q[v] = _mm256_add_ps(q[v], _mm256_mul_ps(wr, r));
+                u[v] = _mm256_add_ps(u[v], _mm256_mul_ps(wr, xv));
+            }
+        }
+        for (int v = 0; v < V; ++v) {
+            _mm256_storeu_ps(out + (0 * 8 + k) * ld + 8 * v, p[v]);
+            _mm256_storeu_ps(out + (1 * 8 + k) * ld + 8 * v, q[v]);
+            _mm256_storeu_ps(out + (2 * 8 + k) * ld + 8 * v, u[v]);
+        }
+    }
+}
+
+// All nc (<= 40) candidates of int4_asym_sums: the lanes in groups of at most three registers,
+// then each sum added up in double in lane order, as sums_from does, four candidates at a time.
+__attribute__((target("avx2"))) void asym_sums_lanes_avx2(const float* x, const float* wt,
+                                                          int64_t G, float mn, const float* is,
+                                                          int nc, double* s) {
+    constexpr int kMax = 40;
+    alignas(32) float pis[kMax];
+    alignas(32) float out[3 * 8 * kMax];
+    for (int c = 0; c < kMax; ++c) pis[c] = is[std::min(c, nc - 1)];  // spares repeat the last
+    const int nv = (nc + 7) / 8;
+    for (int v = 0; v < nv; v += 3) {
+        const int left = nv - v;
+        float* o = out + 8 * v;
+        if (left >= 3)
+            asym_lanes_avx2<3>(x, wt, G, mn, pis + 8 * v, kMax, o);
+        else if (left == 2)
+            asym_lanes_avx2<2>(x, wt, G, mn, pis + 8 * v, kMax, o);
+        else
+            asym_lanes_avx2<1>(x, wt, G, mn, pis + 8 * v, kMax, o);
+    }
+    for (int c = 0; c < nc; c += 4) {
+        alignas(32) double t[3][4];
+        for (int j = 0; j < 3; ++j) {
+            __m256d acc = _mm256_setzero_pd();
+            for (int k = 0; k < 8; ++k)
+                acc =
+                    _mm256_add_pd(acc, _mm256_cvtps_pd(_mm_load_ps(out + (j * 8 + k) * kMax + c)));
+            _mm256_store_pd(t[j], acc);
+        }
+        for (int i = 0; i < 4 && c + i < nc; ++i)
+            for (int j = 0; j < 3; ++j) s[3 * (c + i) + j] = t[j][i];
+    }
+}
+
 // AVX-512: two candidates per register, lanes 0-7 the first and 8-15 the second, each half the
 // eight lanes of the reference.
 #define WARDEN_AVX512_TARGET __attribute__((target("avx512f,avx512dq,avx2")))
@@ -752,7 +818,8 @@ void int4_asym_sums(const float* x, const float* wt, int64_t G, float mn, const 
 #if defined(__x86_64__)
     if (use_avx512()) return asym_sums_avx512(x, wt, G, mn, is, nc, s);
     if (use_avx2()) {
-        for (int c = 0; c < nc; ++c) asym_sums_avx2(x, wt, G, mn, is[c], s + 3 * c);
+        for (int c = 0; c < nc; c += 40)
+            asym_sums_lanes_avx2(x, wt, G, mn, is + c, std::min(40, nc - c), s + 3 * c);
         return;
     }
 #endif
