@@ -119,6 +119,16 @@ double error_weights_ref(const float* x, const float* imp, int64_t G, float* wt)
     return (b[0] + b[1]) + (b[2] + b[3]);
 }
 
+void asym_fits_ref(const double* s3, int s0, int n, double sw, double swx, float* d, float* m) {
+    for (int s = s0; s < n; ++s) {
+        const double* sm = s3 + 3 * s;
+        const double det = sw * sm[1] - sm[0] * sm[0];
+        const bool fitted = det > 0.0;
+        d[s] = fitted ? static_cast<float>((sw * sm[2] - swx * sm[0]) / det) : 0.0f;
+        m[s] = fitted ? static_cast<float>((sm[1] * swx - sm[0] * sm[2]) / det) : 0.0f;
+    }
+}
+
 bool usable_ref(float d) {
     return d != 0.0f && std::isfinite(d) && std::isfinite(1.0f / d);
 }
@@ -366,6 +376,31 @@ __attribute__((target("avx2"))) void asym_sums_avx2(const float* x, const float*
     _mm256_store_ps(b, q);
     _mm256_store_ps(c, u);
     sums_from(a, b, c, s);
+}
+
+// asym_fits_ref four steps at a time (the sums deinterleaved by loads); where det <= 0 the lanes'
+// quotients are masked to 0.
+__attribute__((target("avx2"))) void asym_fits_avx2(const double* s3, int n, double sw, double swx,
+                                                    float* d, float* m) {
+    const __m256d vsw = _mm256_set1_pd(sw), vswx = _mm256_set1_pd(swx);
+    int s = 0;
+    for (; s + 4 <= n; s += 4) {
+        const double* p = s3 + 3 * s;
+        const __m256d a = _mm256_set_pd(p[9], p[6], p[3], p[0]),  // sum w r
+            b = _mm256_set_pd(p[10], p[7], p[4], p[1]),           // sum w r^2
+            c = _mm256_set_pd(p[11], p[8], p[5], p[2]);           // sum w x r
+        const __m256d det = _mm256_sub_pd(_mm256_mul_pd(vsw, b), _mm256_mul_pd(a, a));
+        const __m128 fitted =
+            _mm256_cvtpd_ps(_mm256_cmp_pd(det, _mm256_setzero_pd(), _CMP_GT_OQ));  // 0 or NaN
+        const __m128 keep = _mm_cmpunord_ps(fitted, fitted);
+        const __m128 dv = _mm256_cvtpd_ps(
+            _mm256_div_pd(_mm256_sub_pd(_mm256_mul_pd(vsw, c), _mm256_mul_pd(vswx, a)), det));
+        const __m128 mv = _mm256_cvtpd_ps(
+            _mm256_div_pd(_mm256_sub_pd(_mm256_mul_pd(b, vswx), _mm256_mul_pd(a, c)), det));
+        _mm_storeu_ps(d + s, _mm_and_ps(keep, dv));
+        _mm_storeu_ps(m + s, _mm_and_ps(keep, mv));
+    }
+    asym_fits_ref(s3, s, n, sw, swx, d, m);
 }
 
 // error_weights_ref with its four running sums as the lanes of one register of doubles.
@@ -773,6 +808,13 @@ void int4_sym_scales(const float* iscale, const float* sxl, const float* sll, in
     if (use_avx2()) return sym_scales_avx2(iscale, sxl, sll, n, raw);
 #endif
     sym_scales_ref(iscale, sxl, sll, 0, n, raw);
+}
+
+void int4_asym_fits(const double* s3, int n, double sw, double swx, float* d, float* m) {
+#if defined(__x86_64__)
+    if (use_avx2()) return asym_fits_avx2(s3, n, sw, swx, d, m);
+#endif
+    asym_fits_ref(s3, 0, n, sw, swx, d, m);
 }
 
 double int4_error_weights(const float* x, const float* imp, int64_t G, float* wt) {

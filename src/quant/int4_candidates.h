@@ -60,6 +60,12 @@ void int4_refit_sums(const float* x, const float* wt, int64_t G, const float* is
 void int4_asym_sums(const float* x, const float* wt, int64_t G, float mn, const float* is, int nc,
                     double* s);
 
+// The asymmetric search's least-squares fits (quant/quantizer.cpp, quant4_asym) of grid steps
+// s < n from their int4_asym_sums s3[3s..3s + 2] and the group's sw = sum w, swx = sum w x: with
+// det = sw s3[3s + 1] - s3[3s]^2 (double), d[s] = float((sw s3[3s + 2] - swx s3[3s]) / det) and
+// m[s] = float((s3[3s + 1] swx - s3[3s] s3[3s + 2]) / det) where det > 0, else both 0.
+void int4_asym_fits(const double* s3, int n, double sw, double swx, float* d, float* m);
+
 // The indices of the k smallest of bound[0..n) (n a multiple of 4; infinite and NaN entries never
 // chosen), the first of equal bounds first, into pick (ascending bound); returns how many. The
 // entries of bound are left unspecified.

@@ -183,15 +183,9 @@ void quant4_asym(const WeightMatrix& w, const float* x, const float* imp, int64_
     for (int s = 0; s < kSteps; ++s)
         iscale[s] = (15.0f - 0.9f + 0.05f * static_cast<float>(s)) / (mx - mn);
     int4_asym_sums(x, wt, G, mn, iscale, kSteps, sums);
-    for (int s = 0; s < kSteps; ++s) {
-        const double* sm = sums + 3 * s;
-        // Minimizes sum w (d r + m - x)^2 over (d, m): the 2 x 2 normal equations. No fit: d = 0,
-        // which the rounded-scale check below drops.
-        const double det = sw * sm[1] - sm[0] * sm[0];
-        const bool fitted = det > 0.0;
-        raw_d[kClips + s] = fitted ? static_cast<float>((sw * sm[2] - swx * sm[0]) / det) : 0.0f;
-        raw_m[kClips + s] = fitted ? static_cast<float>((sm[1] * swx - sm[0] * sm[2]) / det) : 0.0f;
-    }
+    // Minimizes sum w (d r + m - x)^2 over (d, m): the 2 x 2 normal equations. No fit: d = 0,
+    // which the rounded-scale check below drops.
+    int4_asym_fits(sums, kSteps, sw, swx, raw_d + kClips, raw_m + kClips);
     int4_round_scales(raw_d, kAll, w.bf16_scales, raw_dh, back_d);
     int4_round_scales(raw_m, kAll, w.bf16_scales, raw_mh, back_m);
     const auto usable = [&](int c) { return usable_scale(back_d[c]) && std::isfinite(back_m[c]); };
