@@ -3,8 +3,9 @@
 // scales at once. Each candidate's result is the same float, bit for bit, whichever instruction set
 // runs it: every element goes through the same operations in the same order (eight running sums per
 // candidate, lane k taking elements k, k + 8, ...; no fused multiply-add), and the AVX2 and
-// AVX-512 versions only put more of those lanes in one register (AVX-512: two candidates side by
-// side). So the written file does not depend on the machine or on kernels::active_isa().
+// AVX-512 versions only arrange those chains differently in registers (a candidate's eight side by
+// side, or one chain of eight or sixteen candidates side by side, the eight then added in order).
+// So the written file does not depend on the machine or on kernels::active_isa().
 #include <cstdint>
 
 namespace warden::quant {
