@@ -1,4 +1,5 @@
 // `warden quantize --weights q4_k_m` and the other K-quant file types (convert/quantize_model.h).
+#include <algorithm>
 #include <map>
 #include <optional>
 
@@ -82,13 +83,20 @@ QuantizeStats quantize_gguf_mix(const std::string& in, const std::string& out,
                              std::vector<uint8_t> data(static_cast<size_t>(rows * out_row), 0);
                              try {
                                  pool.parallel_for(rows, 4, [&](int64_t r0, int64_t r1) {
-                                     std::vector<float> row(static_cast<size_t>(cols));
-                                     for (int64_t r = r0; r < r1; ++r) {
-                                         s.row_to_f32(r, row.data());
-                                         quant::quantize_ggml_row(
-                                             type, row.data(), cols,
+                                     // Up to four rows of one matrix at a time: their
+                                     // statistics are computed side by side.
+                                     constexpr int64_t kBatch = 4;
+                                     std::vector<float> batch(static_cast<size_t>(kBatch * cols));
+                                     for (int64_t r = r0; r < r1;) {
+                                         const int64_t m =
+                                             std::min({kBatch, r1 - r, rows_per - r % rows_per});
+                                         for (int64_t k = 0; k < m; ++k)
+                                             s.row_to_f32(r + k, batch.data() + k * cols);
+                                         quant::quantize_ggml_rows(
+                                             type, batch.data(), m, cols,
                                              importance[static_cast<size_t>(r / rows_per)],
                                              data.data() + r * out_row);
+                                         r += m;
                                      }
                                  });
                              } catch (const util::Error& e) {

@@ -7,6 +7,11 @@
 #include <string>
 #include <vector>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+#include "quant/int4_candidates.h"
 #include "quant/kquant_candidates.h"
 #include "tensor/float_convert.h"
 #include "util/error.h"
@@ -33,17 +38,36 @@ void put_f16(uint8_t* p, float v) {
     std::memcpy(p, &h, sizeof h);
 }
 
-// Error weights of n values: importance * sqrt(sigma^2 + x^2). Importance that is zero over the
-// whole span (columns calibration never reached) would leave nothing to fit, so a small share of
-// the span's mean importance (or 1 where all are zero) is added to every column.
-void error_weights(const float* x, const float* imp, int n, float* w) {
+// The sums error_weights needs of a span of values: sum x^2 and sum importance, in double.
+struct SpanSums {
     double s2 = 0, si = 0;
-    for (int i = 0; i < n; ++i) {
-        s2 += static_cast<double>(x[i]) * x[i];
-        if (imp) si += imp[i];
+};
+
+// SpanSums of m <= 4 spans of n values (span k at xs[k], its importance at imps[k] or none when
+// imps is null), each summed in element order as one span alone would be; the spans' chains
+// interleaved, so no span waits on the previous one's additions.
+void span_sums(const float* const* xs, const float* const* imps, int m, int n, SpanSums* out) {
+    const float* p[4];
+    const float* q[4] = {};
+    for (int k = 0; k < 4; ++k) {  // spans past the last repeat it, their sums not kept
+        p[k] = xs[std::min(k, m - 1)];
+        if (imps) q[k] = imps[std::min(k, m - 1)];
     }
-    const float sigma2 = static_cast<float>(s2 / n);
-    const float floor = imp ? (si > 0 ? static_cast<float>(1e-3 * si / n) : 1.f) : 0.f;
+    double s2[4] = {}, si[4] = {};
+    for (int i = 0; i < n; ++i)
+        for (int k = 0; k < 4; ++k) s2[k] += static_cast<double>(p[k][i]) * p[k][i];
+    if (imps)
+        for (int i = 0; i < n; ++i)
+            for (int k = 0; k < 4; ++k) si[k] += q[k][i];
+    for (int k = 0; k < m; ++k) out[k] = {s2[k], si[k]};
+}
+
+// Error weights of n values with SpanSums s: importance * sqrt(sigma^2 + x^2). Importance that is
+// zero over the whole span (columns calibration never reached) would leave nothing to fit, so a
+// small share of the span's mean importance (or 1 where all are zero) is added to every column.
+void error_weights(const float* x, const float* imp, int n, SpanSums s, float* w) {
+    const float sigma2 = static_cast<float>(s.s2 / n);
+    const float floor = imp ? (s.si > 0 ? static_cast<float>(1e-3 * s.si / n) : 1.f) : 0.f;
     for (int i = 0; i < n; ++i)
         w[i] = ((imp ? imp[i] : 1.f) + floor) * std::sqrt(sigma2 + x[i] * x[i]);
 }
@@ -70,41 +94,21 @@ AsymFit fit_asym(const float* x, const float* w, int n, int nmax, bool min_le_ze
     // Steps -1..40 in lanes of kLanes (quant/kquant_candidates.h); the spare lanes repeat the last
     // step and are not looked at.
     constexpr int kSteps = 42, kBatches = (kSteps + kLanes - 1) / kLanes;
+    float codes[32 * kLanes];  // the grid pass's codes, for the error pass (n <= 32)
     for (int batch = 0; batch < kBatches; ++batch) {
         float is[kLanes], slf[kLanes], sl2f[kLanes], sxlf[kLanes], scale[kLanes], mn[kLanes],
             err[kLanes];
-        bool ok[kLanes];
         for (int c = 0; c < kLanes; ++c) {
             const int step = std::min(batch * kLanes + c, kSteps - 1) - 1;
             is[c] = step < 0 ? static_cast<float>(nmax) / (hi - lo)
                              : (static_cast<float>(nmax) - 1.f + 0.05f * step) / (hi - lo);
         }
-        kq_asym_sums(x, w, n, lo, is, nmax, slf, sl2f, sxlf);
-        for (int c = 0; c < kLanes; ++c) {
-            const int step = batch * kLanes + c - 1;
-            AsymFit f{1.f / is[c], lo};
-            ok[c] = step < kSteps - 1;
-            if (ok[c] && step >= 0) {
-                const double sl = slf[c], sl2 = sl2f[c], sxl = sxlf[c];
-                const double det = sw * sl2 - sl * sl;
-                if (det <= 0) {
-                    ok[c] = false;
-                } else {
-                    f.scale = static_cast<float>((sw * sxl - sx * sl) / det);
-                    f.min = static_cast<float>((sl2 * sx - sl * sxl) / det);
-                    if (min_le_zero && f.min > 0) {
-                        f.min = 0;
-                        f.scale = sl2 > 0 ? static_cast<float>(sxl / sl2) : 0.f;
-                    }
-                    if (f.scale <= 0) ok[c] = false;
-                }
-            }
-            scale[c] = ok[c] ? f.scale : 0.f;
-            mn[c] = ok[c] ? f.min : 0.f;
-        }
-        kq_asym_grid_errors(x, w, n, lo, is, nmax, scale, mn, err);
+        kq_asym_sums(x, w, n, lo, is, nmax, slf, sl2f, sxlf, n <= 32 ? codes : nullptr);
+        const uint32_t ok = kq_asym_fits(is, slf, sl2f, sxlf, batch * kLanes - 1, kSteps - 1, sw,
+                                         sx, lo, min_le_zero, scale, mn);
+        kq_asym_grid_errors(x, w, n, lo, is, nmax, scale, mn, n <= 32 ? codes : nullptr, err);
         for (int c = 0; c < kLanes; ++c)
-            if (ok[c] && err[c] < best_err) {
+            if ((ok >> c & 1) && err[c] < best_err) {
                 best_err = err[c];
                 best = {scale[c], mn[c]};
             }
@@ -116,31 +120,25 @@ AsymFit fit_asym(const float* x, const float* w, int n, int nmax, bool min_le_ze
 // value at -nmax, so the extra negative code is used) plus 18 neighbouring inverse scales, each
 // refit by weighted least squares; the scale with the smallest weighted error.
 float fit_sym(const float* x, const float* w, int n, int nmax) {
-    float amax = 0, max = 0;
-    for (int i = 0; i < n; ++i)
-        if (std::fabs(x[i]) > amax) {
-            amax = std::fabs(x[i]);
-            max = x[i];
-        }
-    if (amax < 1e-30f) return 0.f;
+    // max: the first of the largest magnitude (n is 16 or 32 here).
+    float max = 0;
+    if (int4_abs_max(x, n, &max) < 1e-30f) return 0.f;
     float best = -static_cast<float>(nmax) / max;
     best = 1.f / best;
-    double best_gain = -1;  // sumlx^2 / suml2: the error is sum w x^2 minus this
     // Steps -9..9 in lanes of one call (quant/kquant_candidates.h), the spare lanes repeating the
     // last step; candidates compared in step order.
     constexpr int kSteps = 19;
     static_assert(kSteps <= kSymLanes, "the grid in one call");
-    float is[kSymLanes], slx[kSymLanes], sl2[kSymLanes];
+    float num[kSymLanes], is[kSymLanes], slx[kSymLanes], sl2[kSymLanes];
     for (int c = 0; c < kSymLanes; ++c)
-        is[c] = -(static_cast<float>(nmax) + 0.1f * (std::min(c, kSteps - 1) - 9)) / max;
-    kq_sym_sums(x, w, n, is, nmax, slx, sl2);
-    for (int c = 0; c < kSteps; ++c) {
-        if (sl2[c] <= 0) continue;
-        if (static_cast<double>(slx[c]) * slx[c] / sl2[c] > best_gain) {
-            best_gain = static_cast<double>(slx[c]) * slx[c] / sl2[c];
-            best = slx[c] / sl2[c];
-        }
-    }
+        num[c] =
+            -(static_cast<float>(nmax) + 0.1f * static_cast<float>(std::min(c, kSteps - 1) - 9));
+    for (int c = 0; c < kSymLanes; ++c)
+        is[c] = num[c] / max;  // a loop of divisions that vectorizes
+    kq_sym_sums(x, w, n, is, kSteps, nmax, slx, sl2);
+    // The first largest gain sumlx^2 / suml2 (the error is sum w x^2 minus it).
+    const int bc = kq_sym_best(slx, sl2, kSteps);
+    if (bc >= 0) best = slx[bc] / sl2[bc];
     return best;
 }
 
@@ -204,42 +202,39 @@ double asym_codes(const float* x, const float* w, float s, float m, int nmax, ui
     return err;
 }
 
-// Step 3 for fixed (d, dmin): each sub-block's integer scale and min, and the neighbours +-1.
-void asym_neighbours(const float* x, const float* w, int nmax, KAsymBlock& b) {
-    static_assert(kLanes >= 9, "the nine neighbours of a sub-block in one call");
+// Step 3 for fixed (d, dmin): each sub-block's integer scale and min, and the neighbours +-1
+// (their errors in one batch, quant/kquant_candidates.h; xt, wt: the super-block transposed), the
+// first smallest kept.
+void asym_neighbours(const float* x, const float* w, const float* xt, const float* wt, int nmax,
+                     KAsymBlock& b) {
+    float err[72];
+    kq_q4k_neighbour_errors(xt, wt, b.d, b.dmin, b.sc, b.m, nmax, err);
     b.err = 0;
     for (int j = 0; j < 8; ++j) {
-        float s[kLanes], m[kLanes], err[kLanes];
-        int si[kLanes], mi[kLanes];
-        for (int c = 0; c < kLanes; ++c) {
-            const int k = std::min(c, 8);  // (ds, dm) = (k / 3 - 1, k % 3 - 1); spares repeat
-            si[c] = b.sc[j] + k / 3 - 1;
-            mi[c] = b.m[j] + k % 3 - 1;
-            s[c] = b.d * static_cast<float>(si[c]);
-            m[c] = b.dmin * static_cast<float>(mi[c]);
-        }
-        kq_asym_code_errors(x + 32 * j, w + 32 * j, 32, s, m, nmax, err);
         double best = std::numeric_limits<double>::infinity();
         int bc = -1;
         for (int c = 0; c < 9; ++c) {
-            if (si[c] < 0 || si[c] > 63 || mi[c] < 0 || mi[c] > 63) continue;
-            if (err[c] < best) {
-                best = err[c];
+            const int si = b.sc[j] + c / 3 - 1, mi = b.m[j] + c % 3 - 1;
+            if (si < 0 || si > 63 || mi < 0 || mi > 63) continue;
+            if (err[9 * j + c] < best) {
+                best = err[9 * j + c];
                 bc = c;
             }
         }
         if (bc >= 0) {
-            asym_codes(x + 32 * j, w + 32 * j, s[bc], m[bc], nmax, b.q + 32 * j);
-            b.sc[j] = si[bc];
-            b.m[j] = mi[bc];
+            const int si = b.sc[j] + bc / 3 - 1, mi = b.m[j] + bc % 3 - 1;
+            asym_codes(x + 32 * j, w + 32 * j, b.d * static_cast<float>(si),
+                       b.dmin * static_cast<float>(mi), nmax, b.q + 32 * j);
+            b.sc[j] = si;
+            b.m[j] = mi;
         }
         b.err += best;
     }
 }
 
-KAsymBlock quantize_asym_super(const float* x, const float* imp, int nmax) {
+KAsymBlock quantize_asym_super(const float* x, const float* imp, SpanSums sums, int nmax) {
     float w[kSuper];
-    error_weights(x, imp, kSuper, w);
+    error_weights(x, imp, kSuper, sums, w);
     float scales[8], mins[8], s_sens[8], m_sens[8];
     for (int j = 0; j < 8; ++j) {
         const AsymFit f = fit_asym(x + 32 * j, w + 32 * j, 32, nmax, true);
@@ -258,10 +253,16 @@ KAsymBlock quantize_asym_super(const float* x, const float* imp, int nmax) {
         s_sens[j] = static_cast<float>(sq);
         m_sens[j] = static_cast<float>(sw);
     }
+    float xt[kSuper], wt[kSuper];  // transposed for asym_neighbours
+    for (int j = 0; j < 8; ++j)
+        for (int i = 0; i < 32; ++i) {
+            xt[8 * i + j] = x[32 * j + i];
+            wt[8 * i + j] = w[32 * j + i];
+        }
     KAsymBlock b;
     b.d = code_unsigned(scales, s_sens, 8, 63, b.sc);
     b.dmin = code_unsigned(mins, m_sens, 8, 63, b.m);
-    asym_neighbours(x, w, nmax, b);
+    asym_neighbours(x, w, xt, wt, nmax, b);
     // Refit (d, dmin) to the integer scales, mins and codes: x ~ d * (sc q) - dmin * m.
     for (int round = 0; round < 2; ++round) {
         double saa = 0, sab = 0, sbb = 0, sax = 0, sbx = 0;
@@ -287,7 +288,7 @@ KAsymBlock quantize_asym_super(const float* x, const float* imp, int nmax) {
             break;
         }
         if (!(c.d > 0) || c.dmin < 0) break;
-        asym_neighbours(x, w, nmax, c);
+        asym_neighbours(x, w, xt, wt, nmax, c);
         if (!(c.err < b.err)) break;
         b = c;
     }
@@ -309,8 +310,8 @@ void pack_k_scales(const KAsymBlock& b, uint8_t* s12) {
     }
 }
 
-void q4_k_block(const float* x, const float* imp, uint8_t* y) {  // 144 bytes
-    const KAsymBlock b = quantize_asym_super(x, imp, 15);
+void q4_k_block(const float* x, const float* imp, SpanSums sums, uint8_t* y) {  // 144 bytes
+    const KAsymBlock b = quantize_asym_super(x, imp, sums, 15);
     put_f16(y, b.d);
     put_f16(y + 2, b.dmin);
     pack_k_scales(b, y + 4);
@@ -320,8 +321,8 @@ void q4_k_block(const float* x, const float* imp, uint8_t* y) {  // 144 bytes
             qs[l] = static_cast<uint8_t>(b.q[c + l] | (b.q[c + l + 32] << 4));
 }
 
-void q5_k_block(const float* x, const float* imp, uint8_t* y) {  // 176 bytes
-    const KAsymBlock b = quantize_asym_super(x, imp, 31);
+void q5_k_block(const float* x, const float* imp, SpanSums sums, uint8_t* y) {  // 176 bytes
+    const KAsymBlock b = quantize_asym_super(x, imp, sums, 31);
     put_f16(y, b.d);
     put_f16(y + 2, b.dmin);
     pack_k_scales(b, y + 4);
@@ -356,38 +357,40 @@ struct KSymBlock {
     double err = 0;
 };
 
-void sym_neighbours(const float* x, const float* w, KSymBlock& b) {
+// Step 3 for a fixed d: each sub-block's integer scale and the neighbours +-1 (their errors in one
+// batch, quant/kquant_candidates.h; xt, wt: the super-block transposed), the first smallest kept.
+void sym_neighbours(const float* x, const float* xt, const float* wt, KSymBlock& b) {
+    float err[48];
+    kq_q6k_neighbour_errors(xt, wt, b.d, b.sc, err);
     b.err = 0;
-    int8_t q[16];
     for (int j = 0; j < 16; ++j) {
         double best = std::numeric_limits<double>::infinity();
         int bs = b.sc[j];
+        bool found = false;
         for (int ds = -1; ds <= 1; ++ds) {
             const int s = b.sc[j] + ds;
             if (s < -128 || s > 127) continue;
-            const float step = b.d * static_cast<float>(s);
-            const float inv = step != 0 ? 1.f / step : 0.f;
-            float e = 0;
-            for (int i = 0; i < 16; ++i) {
-                const int l = std::clamp(round_int(x[16 * j + i] * inv), -32, 31);
-                q[i] = static_cast<int8_t>(l);
-                const float d = step * static_cast<float>(l) - x[16 * j + i];
-                e += w[16 * j + i] * d * d;
-            }
-            if (e < best) {
-                best = e;
+            if (err[3 * j + ds + 1] < best) {
+                best = err[3 * j + ds + 1];
                 bs = s;
-                std::memcpy(b.q + 16 * j, q, 16);
+                found = true;
             }
+        }
+        if (found) {
+            const float step = b.d * static_cast<float>(bs);
+            const float inv = step != 0 ? 1.f / step : 0.f;
+            for (int i = 0; i < 16; ++i)
+                b.q[16 * j + i] =
+                    static_cast<int8_t>(std::clamp(round_int(x[16 * j + i] * inv), -32, 31));
         }
         b.sc[j] = bs;
         b.err += best;
     }
 }
 
-void q6_k_block(const float* x, const float* imp, uint8_t* y) {  // 210 bytes
+void q6_k_block(const float* x, const float* imp, SpanSums sums, uint8_t* y) {  // 210 bytes
     float w[kSuper];
-    error_weights(x, imp, kSuper, w);
+    error_weights(x, imp, kSuper, sums, w);
     float scales[16], sens[16];
     for (int j = 0; j < 16; ++j) {
         scales[j] = fit_sym(x + 16 * j, w + 16 * j, 16, 32);
@@ -399,12 +402,18 @@ void q6_k_block(const float* x, const float* imp, uint8_t* y) {  // 210 bytes
         }
         sens[j] = static_cast<float>(sq) + 1e-30f;
     }
+    float xt[kSuper], wt[kSuper];  // transposed for sym_neighbours
+    for (int j = 0; j < 16; ++j)
+        for (int i = 0; i < 16; ++i) {
+            xt[16 * i + j] = x[16 * j + i];
+            wt[16 * i + j] = w[16 * j + i];
+        }
     KSymBlock b;
     // The int8 scales against d: the same symmetric search, weighted by each scale's sensitivity.
     b.d = f16_round(fit_sym(scales, sens, 16, 128));
     for (int j = 0; j < 16; ++j)
         b.sc[j] = b.d != 0 ? std::clamp(round_int(scales[j] / b.d), -128, 127) : 0;
-    sym_neighbours(x, w, b);
+    sym_neighbours(x, xt, wt, b);
     for (int round = 0; round < 2 && b.d != 0; ++round) {
         double saa = 0, sax = 0;
         for (int j = 0; j < 16; ++j)
@@ -417,7 +426,7 @@ void q6_k_block(const float* x, const float* imp, uint8_t* y) {  // 210 bytes
         KSymBlock c = b;
         c.d = f16_round(static_cast<float>(sax / saa));
         if (c.d == 0) break;
-        sym_neighbours(x, w, c);
+        sym_neighbours(x, xt, wt, c);
         if (!(c.err < b.err)) break;
         b = c;
     }
@@ -440,6 +449,23 @@ void q6_k_block(const float* x, const float* imp, uint8_t* y) {  // 210 bytes
 // ---- 32-blocks: Q5_0 (d * (q - 16)), Q5_1 (d * q + m), Q8_0 (d * q).
 
 void pack_q5(const int* l, uint8_t* qh4, uint8_t* qs16) {
+#if defined(__SSE2__)
+    // The codes (0..31) as bytes: low nibbles paired into qs16, bit 4 of each gathered by movemask.
+    const auto* v = reinterpret_cast<const __m128i*>(l);
+    const __m128i b0 =
+        _mm_packus_epi16(_mm_packs_epi32(_mm_loadu_si128(v), _mm_loadu_si128(v + 1)),
+                         _mm_packs_epi32(_mm_loadu_si128(v + 2), _mm_loadu_si128(v + 3)));
+    const __m128i b1 =
+        _mm_packus_epi16(_mm_packs_epi32(_mm_loadu_si128(v + 4), _mm_loadu_si128(v + 5)),
+                         _mm_packs_epi32(_mm_loadu_si128(v + 6), _mm_loadu_si128(v + 7)));
+    const __m128i nib = _mm_set1_epi8(0x0F);
+    _mm_storeu_si128(
+        reinterpret_cast<__m128i*>(qs16),
+        _mm_or_si128(_mm_and_si128(b0, nib), _mm_slli_epi16(_mm_and_si128(b1, nib), 4)));
+    const uint32_t qh = static_cast<uint32_t>(_mm_movemask_epi8(_mm_slli_epi16(b0, 3))) |
+                        static_cast<uint32_t>(_mm_movemask_epi8(_mm_slli_epi16(b1, 3))) << 16;
+    std::memcpy(qh4, &qh, 4);
+#else
     uint32_t qh = 0;
     for (int j = 0; j < 16; ++j) {
         qs16[j] = static_cast<uint8_t>((l[j] & 0xF) | ((l[j + 16] & 0xF) << 4));
@@ -447,6 +473,7 @@ void pack_q5(const int* l, uint8_t* qh4, uint8_t* qs16) {
         qh |= static_cast<uint32_t>((l[j + 16] >> 4) & 1) << (j + 16);
     }
     std::memcpy(qh4, &qh, 4);
+#endif
 }
 
 void q5_0_block(const float* x, const float* w, uint8_t* y) {  // 22 bytes
@@ -475,8 +502,8 @@ void q5_1_block(const float* x, const float* w, uint8_t* y) {  // 24 bytes
 }
 
 void q8_0_block(const float* x, uint8_t* y) {  // 34 bytes
-    float amax = 0;
-    for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[i]));
+    float first;
+    const float amax = int4_abs_max(x, 32, &first);
     const float d = f16_round(amax / 127.f);
     put_f16(y, d);
     for (int i = 0; i < 32; ++i)
@@ -492,8 +519,8 @@ bool can_quantize_ggml(tensor::GgmlType t) {
            t == G::Q8_0;
 }
 
-void quantize_ggml_row(tensor::GgmlType t, const float* x, int64_t n, const float* importance,
-                       uint8_t* dst) {
+void quantize_ggml_rows(tensor::GgmlType t, const float* x, int64_t rows, int64_t n,
+                        const float* importance, uint8_t* dst) {
     using G = tensor::GgmlType;
     if (!can_quantize_ggml(t))
         throw util::Error("quantize: cannot write GGUF blocks of type " +
@@ -503,36 +530,73 @@ void quantize_ggml_row(tensor::GgmlType t, const float* x, int64_t n, const floa
         throw util::Error("quantize: a row of " + std::to_string(n) + " values is not whole " +
                           tensor::ggml_type_name(t) + " blocks of " +
                           std::to_string(info.block_elems));
-    for (int64_t i = 0; i < n; ++i)
-        if (!std::isfinite(x[i]))
-            throw util::Error("quantize: non-finite weight at column " + std::to_string(i));
-    const int64_t nb = n / info.block_elems;
+    // One branch-free pass; the column is looked for only when there is one.
+    if (!all_finite(x, rows * n))
+        for (int64_t i = 0; i < rows * n; ++i)
+            if (!std::isfinite(x[i]))
+                throw util::Error("quantize: non-finite weight at column " + std::to_string(i % n));
+    const int64_t nb = n / info.block_elems, row_bytes = nb * info.block_bytes;
     if (info.block_elems == kSuper) {
-        for (int64_t b = 0; b < nb; ++b) {
-            const float* xb = x + b * kSuper;
-            const float* ib = importance ? importance + b * kSuper : nullptr;
-            uint8_t* yb = dst + b * info.block_bytes;
-            if (t == G::Q4_K)
-                q4_k_block(xb, ib, yb);
-            else if (t == G::Q5_K)
-                q5_k_block(xb, ib, yb);
-            else
-                q6_k_block(xb, ib, yb);
+        // Each super-block's sums first, for four at a time (span_sums).
+        for (int64_t b0 = 0; b0 < rows * nb; b0 += 4) {
+            const int64_t m = std::min<int64_t>(4, rows * nb - b0);
+            SpanSums sums[4];
+            const float* xs[4];
+            const float* imps[4];
+            for (int64_t k = 0; k < m; ++k) {
+                xs[k] = x + (b0 + k) * kSuper;
+                imps[k] = importance ? importance + ((b0 + k) % nb) * kSuper : nullptr;
+            }
+            span_sums(xs, importance ? imps : nullptr, static_cast<int>(m), kSuper, sums);
+            for (int64_t k = 0; k < m; ++k) {
+                const int64_t b = b0 + k, r = b / nb;
+                const float* xb = x + b * kSuper;
+                const float* ib = importance ? importance + (b % nb) * kSuper : nullptr;
+                uint8_t* yb = dst + r * row_bytes + (b % nb) * info.block_bytes;
+                if (t == G::Q4_K)
+                    q4_k_block(xb, ib, sums[k], yb);
+                else if (t == G::Q5_K)
+                    q5_k_block(xb, ib, sums[k], yb);
+                else
+                    q6_k_block(xb, ib, sums[k], yb);
+            }
         }
         return;
     }
-    // 32-blocks: sigma^2 over the whole row, as one block holds too few values to estimate it.
-    std::vector<float> w(static_cast<size_t>(n));
-    error_weights(x, importance, static_cast<int>(n), w.data());
-    for (int64_t b = 0; b < nb; ++b) {
-        uint8_t* yb = dst + b * info.block_bytes;
-        if (t == G::Q5_0)
-            q5_0_block(x + 32 * b, w.data() + 32 * b, yb);
-        else if (t == G::Q5_1)
-            q5_1_block(x + 32 * b, w.data() + 32 * b, yb);
-        else
-            q8_0_block(x + 32 * b, yb);
+    if (t == G::Q8_0) {  // no search, so no error weights
+        for (int64_t b = 0; b < rows * nb; ++b) q8_0_block(x + 32 * b, dst + b * info.block_bytes);
+        return;
     }
+    // 32-blocks: sigma^2 over the whole row, as one block holds too few values to estimate it;
+    // the rows' sums first (span_sums).
+    std::vector<SpanSums> sums(static_cast<size_t>(rows));
+    for (int64_t r0 = 0; r0 < rows; r0 += 4) {
+        const int m = static_cast<int>(std::min<int64_t>(4, rows - r0));
+        const float* xs[4];
+        const float* imps[4];
+        for (int k = 0; k < m; ++k) {
+            xs[k] = x + (r0 + k) * n;
+            imps[k] = importance;
+        }
+        span_sums(xs, importance ? imps : nullptr, m, static_cast<int>(n), sums.data() + r0);
+    }
+    std::vector<float> w(static_cast<size_t>(n));
+    for (int64_t r = 0; r < rows; ++r) {
+        const float* xr = x + r * n;
+        error_weights(xr, importance, static_cast<int>(n), sums[static_cast<size_t>(r)], w.data());
+        for (int64_t b = 0; b < nb; ++b) {
+            uint8_t* yb = dst + r * row_bytes + b * info.block_bytes;
+            if (t == G::Q5_0)
+                q5_0_block(xr + 32 * b, w.data() + 32 * b, yb);
+            else
+                q5_1_block(xr + 32 * b, w.data() + 32 * b, yb);
+        }
+    }
+}
+
+void quantize_ggml_row(tensor::GgmlType t, const float* x, int64_t n, const float* importance,
+                       uint8_t* dst) {
+    quantize_ggml_rows(t, x, 1, n, importance, dst);
 }
 
 }  // namespace warden::quant

@@ -31,4 +31,10 @@ bool can_quantize_ggml(tensor::GgmlType t);
 void quantize_ggml_row(tensor::GgmlType t, const float* x, int64_t n, const float* importance,
                        uint8_t* dst);
 
+// quantize_ggml_row of `rows` rows at once, row r at x + r * n written at dst + r *
+// ggml_row_bytes(t, n), all with the same importance: the same bytes, with the rows' statistics
+// computed side by side (faster than a row at a time).
+void quantize_ggml_rows(tensor::GgmlType t, const float* x, int64_t rows, int64_t n,
+                        const float* importance, uint8_t* dst);
+
 }  // namespace warden::quant

@@ -31,10 +31,6 @@ float from_scale(const WeightMatrix& w, uint16_t b) {  // kernels::quant_scale_t
     return w.bf16_scales ? tensor::bf16_to_f32(b) : tensor::f16_to_f32(b);
 }
 
-float imp_at(const float* imp, int64_t k) {
-    return imp ? imp[k] : 1.0f;
-}
-
 // sum_i term(i) in double over n (a multiple of 4) in four running sums, lane k taking elements
 // k, k + 4, ...: four independent chains instead of one (the group's statistics would otherwise
 // wait on n dependent additions).
@@ -49,11 +45,7 @@ double sum4(int64_t n, Term term) {
 // The error weights of the group x[0..G) (columns k0 on): wt[i] = importance[i] *
 // sqrt(sigma^2 + x_i^2), sigma^2 the group's mean square; returns sum wt x^2.
 double error_weights(const float* x, const float* imp, int64_t k0, int64_t G, float* wt) {
-    const float sigma2 =
-        static_cast<float>(sum4(G, [&](int64_t i) { return static_cast<double>(x[i]) * x[i]; }) /
-                           static_cast<double>(G));
-    for (int64_t i = 0; i < G; ++i) wt[i] = imp_at(imp, k0 + i) * std::sqrt(sigma2 + x[i] * x[i]);
-    return sum4(G, [&](int64_t i) { return static_cast<double>(wt[i]) * x[i] * x[i]; });
+    return int4_error_weights(x, imp ? imp + k0 : nullptr, G, wt);
 }
 
 // nearbyint(clamp(v, lo, hi)) for integer lo, hi with |lo|, |hi| < 2^22: the same code as rounding
@@ -62,43 +54,12 @@ inline float round_clamped(float v, float lo, float hi) {
     return (std::min(hi, std::max(lo, v)) + kRoundMagic) - kRoundMagic;
 }
 
-// The indices of the k smallest of bound[0..n) (n a multiple of 4; infinite entries never
-// chosen), the first of equal bounds first, into pick (ascending bound); returns how many. The
-// chosen entries are set to infinity. Four interleaved minimum chains per pass (lane j: entries j,
-// j + 4, ...), so a pass does not wait on n dependent compares.
-int smallest_bounds(double* bound, int n, int k, int* pick) {
-    int np = 0;
-    for (; np < k; ++np) {
-        double lane_least[4];
-        int lane_at[4];
-        for (int j = 0; j < 4; ++j) {
-            lane_least[j] = std::numeric_limits<double>::infinity();
-            lane_at[j] = -1;
-        }
-        for (int c = 0; c < n; c += 4)
-            for (int j = 0; j < 4; ++j)
-                if (bound[c + j] < lane_least[j]) {
-                    lane_least[j] = bound[c + j];
-                    lane_at[j] = c + j;
-                }
-        double least = std::numeric_limits<double>::infinity();
-        int at = -1;
-        for (int j = 0; j < 4; ++j)
-            if (lane_at[j] >= 0 &&
-                (lane_least[j] < least || (lane_least[j] == least && lane_at[j] < at))) {
-                least = lane_least[j];
-                at = lane_at[j];
-            }
-        if (at < 0) break;
-        pick[np] = at;
-        bound[at] = std::numeric_limits<double>::infinity();
-    }
-    return np;
-}
-
-// A stored scale that can be used: nonzero, finite, with a finite inverse.
+// A stored scale that can be used: nonzero, finite, with a finite inverse. A normal float's
+// inverse is finite, so only a subnormal one (a bf16 scale's) is divided.
 bool usable_scale(float d) {
-    return d != 0.0f && std::isfinite(d) && std::isfinite(1.0f / d);
+    const float a = std::fabs(d);
+    if (a >= std::numeric_limits<float>::min()) return a <= std::numeric_limits<float>::max();
+    return d != 0.0f && std::isfinite(1.0f / d);
 }
 
 // Symmetric int4: a weighted least-squares scale search, the approach of llama.cpp's k-quants
@@ -117,14 +78,9 @@ bool usable_scale(float d) {
 void quant4_sym(const WeightMatrix& w, const float* x, const float* imp, int64_t k0, QuantRow& out,
                 size_t g) {
     const int64_t G = w.group;
-    // vmax: the first of the largest magnitude (two plain loops the compiler vectorizes).
-    float amax = 0.0f, vmax = 0.0f;
-    for (int64_t i = 0; i < G; ++i) amax = std::max(amax, std::fabs(x[i]));
-    for (int64_t i = 0; i < G; ++i)
-        if (std::fabs(x[i]) == amax) {
-            vmax = x[i];
-            break;
-        }
+    // vmax: the first of the largest magnitude.
+    float vmax = 0.0f;
+    const float amax = int4_abs_max(x, G, &vmax);
     uint8_t* q = out.q.data() + k0;
     if (amax == 0.0f) {
         out.d[g] = 0;
@@ -144,26 +100,18 @@ void quant4_sym(const WeightMatrix& w, const float* x, const float* imp, int64_t
     float raw[kCands], back[kCands];
     uint16_t raw_h[kCands];
     raw[0] = vmax / -8.0f;
-    for (int s = 0; s < kSteps; ++s) {
-        raw[1 + 2 * s] = 1.0f / iscale[s];
-        raw[2 + 2 * s] = sll[s] > 0.0f ? sxl[s] / sll[s] : 0.0f;
-    }
+    int4_sym_scales(iscale, sxl, sll, kSteps, raw);
     int4_round_scales(raw, kCands, w.bf16_scales, raw_h, back);
-    constexpr int kPadded = (kCands + 3) / 4 * 4;
+    // The grid's bounds, bound[c - 1] for candidate c >= 1 (the rule is scored exactly anyway).
+    constexpr int kPadded = (kCands - 1 + 3) / 4 * 4;
     double bound[kPadded];
-    for (int c = kCands; c < kPadded; ++c) bound[c] = std::numeric_limits<double>::infinity();
-    bound[0] = std::numeric_limits<double>::infinity();  // the rule is scored exactly anyway
-    for (int c = 1; c < kCands; ++c) {
-        const int s = (c - 1) / 2;
-        const double d = back[c];
-        bound[c] = usable_scale(back[c]) ? sxx - 2.0 * d * static_cast<double>(sxl[s]) +
-                                               d * d * static_cast<double>(sll[s])
-                                         : std::numeric_limits<double>::infinity();
-    }
+    int4_sym_bounds(back + 1, sxl, sll, sxx, kSteps, bound);
     // The exact set: the Q4_0 rule and the kExact smallest bounds, then in candidate order.
     int pick[kExact + 1], np = 0;
     if (usable_scale(back[0])) pick[np++] = 0;
-    np += smallest_bounds(bound, kPadded, kExact, pick + np);
+    const int nb = smallest_bounds(bound, kPadded, kExact, pick + np);
+    for (int i = np; i < np + nb; ++i) ++pick[i];
+    np += nb;
     if (np == 0)
         throw util::Error("int4 quantization: group scale out of range of the scale dtype");
     for (int i = 1; i < np; ++i)  // an insertion sort of at most four
@@ -235,15 +183,9 @@ void quant4_asym(const WeightMatrix& w, const float* x, const float* imp, int64_
     for (int s = 0; s < kSteps; ++s)
         iscale[s] = (15.0f - 0.9f + 0.05f * static_cast<float>(s)) / (mx - mn);
     int4_asym_sums(x, wt, G, mn, iscale, kSteps, sums);
-    for (int s = 0; s < kSteps; ++s) {
-        const double* sm = sums + 3 * s;
-        // Minimizes sum w (d r + m - x)^2 over (d, m): the 2 x 2 normal equations. No fit: d = 0,
-        // which the rounded-scale check below drops.
-        const double det = sw * sm[1] - sm[0] * sm[0];
-        const bool fitted = det > 0.0;
-        raw_d[kClips + s] = fitted ? static_cast<float>((sw * sm[2] - swx * sm[0]) / det) : 0.0f;
-        raw_m[kClips + s] = fitted ? static_cast<float>((sm[1] * swx - sm[0] * sm[2]) / det) : 0.0f;
-    }
+    // Minimizes sum w (d r + m - x)^2 over (d, m): the 2 x 2 normal equations. No fit: d = 0,
+    // which the rounded-scale check below drops.
+    int4_asym_fits(sums, kSteps, sw, swx, raw_d + kClips, raw_m + kClips);
     int4_round_scales(raw_d, kAll, w.bf16_scales, raw_dh, back_d);
     int4_round_scales(raw_m, kAll, w.bf16_scales, raw_mh, back_m);
     const auto usable = [&](int c) { return usable_scale(back_d[c]) && std::isfinite(back_m[c]); };
@@ -344,10 +286,11 @@ void quant8(const WeightMatrix& w, const float* x, const float* imp, QuantRow& o
 
 QuantRow RtnQuantizer::quantize_row(const WeightMatrix& w, const float* x, const float* imp) const {
     kernels::check_quant_shape(w);
-    for (int64_t i = 0; i < w.cols; ++i)
-        if (!std::isfinite(x[i]))
-            throw util::Error("cannot quantize a weight row with a non-finite value (column " +
-                              std::to_string(i) + ")");
+    if (!all_finite(x, w.cols))
+        for (int64_t i = 0; i < w.cols; ++i)
+            if (!std::isfinite(x[i]))
+                throw util::Error("cannot quantize a weight row with a non-finite value (column " +
+                                  std::to_string(i) + ")");
     QuantRow out;
     out.q.assign(static_cast<size_t>(w.cols), 0);
     if (w.type == WeightType::Q4) {

@@ -83,10 +83,13 @@ void dequant_q4_1(const uint8_t* b, float* y, int64_t nb) {
     for (int64_t i = 0; i < nb; ++i, b += 20, y += 32) {
         const float d = load_f16(b), m = load_f16(b + 2);
         const uint8_t* qs = b + 4;
+        // The nibbles as ints first: the loops below then vectorize (the same products and sums).
+        int32_t q[32];
         for (int j = 0; j < 16; ++j) {
-            y[j] = static_cast<float>(qs[j] & 0x0F) * d + m;
-            y[j + 16] = static_cast<float>(qs[j] >> 4) * d + m;
+            q[j] = qs[j] & 0x0F;
+            q[j + 16] = qs[j] >> 4;
         }
+        for (int j = 0; j < 32; ++j) y[j] = static_cast<float>(q[j]) * d + m;
     }
 }
 

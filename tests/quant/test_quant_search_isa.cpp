@@ -10,6 +10,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kernels/cpu_features.h"
@@ -215,6 +216,42 @@ TEST(QuantSearchIsa, KquantBlocksAreTheSameOnEveryInstructionSet) {
                 EXPECT_EQ(got, ref) << tensor::ggml_type_name(t) << " " << kernels::isa_name(isa);
             }
         }
+    }
+}
+
+// quantize_ggml_rows computes the rows' statistics side by side: the same bytes as one row at a
+// time, for every type, with and without importance, and a count of rows that is not a multiple
+// of the four it batches.
+TEST(QuantSearchIsa, KquantRowsAtOnceMatchRowByRow) {
+    using G = tensor::GgmlType;
+    const int64_t rows = 7, cols = 768;
+    const std::vector<float> v = rows_of(rows, cols, 11);
+    std::vector<float> imp(static_cast<size_t>(cols));
+    std::mt19937 rng(3);
+    std::uniform_real_distribution<float> u(0.0f, 4.0f);
+    for (auto& x : imp) x = u(rng);
+    for (const G t : {G::Q4_K, G::Q5_K, G::Q6_K, G::Q5_0, G::Q5_1, G::Q8_0}) {
+        const int64_t rb = tensor::ggml_row_bytes(t, cols);
+        for (const float* im : std::vector<const float*>{nullptr, imp.data()}) {
+            std::vector<uint8_t> one(static_cast<size_t>(rows * rb)), all(one.size());
+            for (int64_t r = 0; r < rows; ++r)
+                quantize_ggml_row(t, v.data() + r * cols, cols, im, one.data() + r * rb);
+            quantize_ggml_rows(t, v.data(), rows, cols, im, all.data());
+            EXPECT_EQ(all, one) << tensor::ggml_type_name(t) << (im ? " imatrix" : "");
+        }
+    }
+}
+
+TEST(QuantSearchIsa, KquantRowsRejectANonFiniteValueWithItsColumn) {
+    std::vector<float> v = rows_of(3, 256, 4);
+    v[2 * 256 + 17] = std::numeric_limits<float>::infinity();
+    std::vector<uint8_t> out(
+        static_cast<size_t>(3 * tensor::ggml_row_bytes(tensor::GgmlType::Q6_K, 256)));
+    try {
+        quantize_ggml_rows(tensor::GgmlType::Q6_K, v.data(), 3, 256, nullptr, out.data());
+        FAIL() << "no error";
+    } catch (const std::exception& e) {
+        EXPECT_NE(std::string(e.what()).find("column 17"), std::string::npos) << e.what();
     }
 }
 
