@@ -469,6 +469,12 @@ __attribute__((target("avx2"))) float abs_max_avx2(const float* x, int64_t G, fl
     return amax;
 }
 
+// Two floats into lanes 0-1 (2-3 zero) from any address: movq through an unaligned 64-bit load,
+// where _mm_load_sd would dereference a double* that is only 4-byte aligned.
+inline __m128 load2(const float* p) {
+    return _mm_castsi128_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+}
+
 // Four candidates (two grid steps) per register; a last odd step with two lanes of infinity. The
 // bounds are stored as whole registers, so smallest_bounds' loads of them are forwarded.
 __attribute__((target("avx2"))) void sym_bounds_avx2(const float* d2, const float* sxl,
@@ -480,16 +486,12 @@ __attribute__((target("avx2"))) void sym_bounds_avx2(const float* d2, const floa
                   inf = _mm256_set1_pd(std::numeric_limits<double>::infinity());
     for (int s = 0; s < nsteps; s += 2) {  // candidates 2s .. 2s + 3: steps s, s, s + 1, s + 1
         const bool pair = s + 1 < nsteps;
-        const __m128 d =
-            pair ? _mm_loadu_ps(d2 + 2 * s)
-                 : _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(d2 + 2 * s)));
+        const __m128 d = pair ? _mm_loadu_ps(d2 + 2 * s) : load2(d2 + 2 * s);
         const __m128 usable =
             _mm_and_ps(_mm_and_ps(_mm_cmpneq_ps(d, zero), _mm_cmple_ps(_mm_and_ps(d, absm), fmax)),
                        _mm_cmple_ps(_mm_and_ps(_mm_div_ps(one, d), absm), fmax));
-        const __m128 a = pair ? _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(sxl + s)))
-                              : _mm_load_ss(sxl + s);
-        const __m128 b = pair ? _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(sll + s)))
-                              : _mm_load_ss(sll + s);
+        const __m128 a = pair ? load2(sxl + s) : _mm_load_ss(sxl + s);
+        const __m128 b = pair ? load2(sll + s) : _mm_load_ss(sll + s);
         const __m256d dd = _mm256_cvtps_pd(d), va = _mm256_cvtps_pd(_mm_unpacklo_ps(a, a)),
                       vb = _mm256_cvtps_pd(_mm_unpacklo_ps(b, b));
         const __m256d v =
