@@ -185,28 +185,34 @@ void dequant(const uint8_t* row, int64_t dim, float* out) {
     }
 }
 
+// True when the count codes at p hold no NaN code (x.1111.111).
+inline bool e4m3_finite(const uint8_t* p, int64_t count) {
+    const __m256i m7f = _mm256_set1_epi8(0x7f);
+    __m256i nan = _mm256_setzero_si256();
+    int64_t i = 0;
+    for (; i + 32 <= count; i += 32) {
+        const __m256i v =
+            _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i)), m7f);
+        nan = _mm256_or_si256(nan, _mm256_cmpeq_epi8(v, m7f));
+    }
+    if (!_mm256_testz_si256(nan, nan)) return false;
+    for (; i < count; ++i)
+        if ((p[i] & 0x7f) == 0x7f) return false;
+    return true;
+}
+
 // e4m3 rows, fast path: the weight kernel's widening (kernels/fp8_avx2.h), 4 ops per 8 values
 // instead of LdE4M3's ~11. It would read the NaN codes (x.1111.111) as +-480, so the run it is
 // given (the attention passes one kv head's rows of a page at once) is scanned for them first
 // (3 ops per 32 codes) and a run holding one takes the LdE4M3 path: NaN stays NaN, bit-exact
 // with the scalar reference.
 void dequant_e4m3(const uint8_t* row, int64_t dim, float* out) {
-    const __m256i m7f = _mm256_set1_epi8(0x7f);
-    __m256i nan = _mm256_setzero_si256();
-    int64_t i = 0;
-    for (; i + 32 <= dim; i += 32) {
-        const __m256i v =
-            _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + i)), m7f);
-        nan = _mm256_or_si256(nan, _mm256_cmpeq_epi8(v, m7f));
-    }
-    bool has_nan = !_mm256_testz_si256(nan, nan);
-    for (; i < dim; ++i) has_nan |= (row[i] & 0x7f) == 0x7f;
-    if (has_nan) {
+    if (!e4m3_finite(row, dim)) {
         dequant<LdE4M3>(row, dim, out);
         return;
     }
     const avx2::E4m3x16 dec;
-    i = 0;
+    int64_t i = 0;
     for (; i + 16 <= dim; i += 16) {
         __m256 lo, hi;
         dec(row + i, lo, hi);
@@ -229,8 +235,6 @@ void dequant_e4m3(const uint8_t* row, int64_t dim, float* out) {
 // Without these, decode attention on an AVX2 host decoded every page into scratch and read it
 // back once per head: at a 2048-token context it read bf16 KV at 5 GB/s of the 12.5 GB/s this
 // access pattern gets from one core (bench_paged_attention).
-constexpr int kGroupHeads = 3;
-
 struct GrE4m3 {
     static constexpr int64_t kBytes = 1;
     static constexpr bool kScaled = true;
@@ -263,22 +267,6 @@ inline bool below_pow8(const float* x, int64_t n) {
     }
     for (; i < n; ++i)
         if (!(x[i] < 256.0f && x[i] > -256.0f)) return false;
-    return true;
-}
-
-// True when the count codes at p hold no NaN code (x.1111.111).
-inline bool e4m3_finite(const uint8_t* p, int64_t count) {
-    const __m256i m7f = _mm256_set1_epi8(0x7f);
-    __m256i nan = _mm256_setzero_si256();
-    int64_t i = 0;
-    for (; i + 32 <= count; i += 32) {
-        const __m256i v =
-            _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i)), m7f);
-        nan = _mm256_or_si256(nan, _mm256_cmpeq_epi8(v, m7f));
-    }
-    if (!_mm256_testz_si256(nan, nan)) return false;
-    for (; i < count; ++i)
-        if ((p[i] & 0x7f) == 0x7f) return false;
     return true;
 }
 
@@ -317,22 +305,6 @@ void group_scores_heads(const float* qs, const uint8_t* rows, int64_t n, const f
                 for (int64_t r = 0; r < n - j; ++r) sh[j + r] = out[r] * mult[j + r];
             }
         }
-    }
-}
-
-// Calls f.template operator()<HC>(h0) for heads [h0, h0 + HC) of n_h, in groups of kMax (at
-// most 3) that share one widening of each row, the last group smaller.
-template <int kMax, class F>
-inline void by_head_groups(int64_t n_h, F&& f) {
-    static_assert(kMax >= 1 && kMax <= 3);
-    for (int64_t h0 = 0; h0 < n_h; h0 += kMax) {
-        const int64_t hc = n_h - h0 < kMax ? n_h - h0 : kMax;
-        if (hc == 3)
-            f.template operator()<3>(h0);
-        else if (hc == 2)
-            f.template operator()<2>(h0);
-        else
-            f.template operator()<1>(h0);
     }
 }
 

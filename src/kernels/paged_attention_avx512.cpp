@@ -197,8 +197,6 @@ void dequant_i8(const uint8_t* row, int64_t dim, float* out) {
 //   int8, bf16: widened to their exact values, nothing carried, nothing to decline.
 // So each head's chains are scores_f32_dim's / accum_f32's on the decoded rows, bit for bit. Head
 // dims 64 and 128; at most kGroupHeads heads share one widening (registers), more take turns.
-constexpr int kGroupHeads = 3;
-
 struct GrE4m3 {
     static constexpr int64_t kBytes = 1;
     static constexpr bool kScaled = true;  // x * 2^120 meets the raw widening
@@ -267,22 +265,6 @@ void group_scores_heads(const float* qs, const uint8_t* rows, int64_t n, const f
                 for (int64_t r = 0; r < n - j; ++r) sh[j + r] = out[r] * mult[j + r];
             }
         }
-    }
-}
-
-// Calls f.template operator()<HC>(h0) for heads [h0, h0 + HC) of n_h, in groups of kMax (at
-// most 3) that share one widening of each row, the last group smaller.
-template <int kMax, class F>
-inline void by_head_groups(int64_t n_h, F&& f) {
-    static_assert(kMax >= 1 && kMax <= 3);
-    for (int64_t h0 = 0; h0 < n_h; h0 += kMax) {
-        const int64_t hc = n_h - h0 < kMax ? n_h - h0 : kMax;
-        if (hc == 3)
-            f.template operator()<3>(h0);
-        else if (hc == 2)
-            f.template operator()<2>(h0);
-        else
-            f.template operator()<1>(h0);
     }
 }
 

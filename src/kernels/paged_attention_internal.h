@@ -41,6 +41,27 @@ struct KvGroupKernels {
                   int64_t dim, float* out, int64_t o_stride);
 };
 
+// At most kGroupHeads query heads of a group share one widening of a row in the whole-group
+// kernels (their accumulators fill the registers); more take turns.
+inline constexpr int kGroupHeads = 3;
+
+// Calls f.template operator()<HC>(h0) for heads [h0, h0 + HC) of n_h, in groups of kMax (at
+// most 3) that share one widening of each row, the last group smaller. Each kernel file passes
+// its own lambda, so every instantiation is that file's alone (built with its -m flags).
+template <int kMax, class F>
+inline void by_head_groups(int64_t n_h, F&& f) {
+    static_assert(kMax >= 1 && kMax <= 3);
+    for (int64_t h0 = 0; h0 < n_h; h0 += kMax) {
+        const int64_t hc = n_h - h0 < kMax ? n_h - h0 : kMax;
+        if (hc == 3)
+            f.template operator()<3>(h0);
+        else if (hc == 2)
+            f.template operator()<2>(h0);
+        else
+            f.template operator()<1>(h0);
+    }
+}
+
 struct KvKernelTable {
     KvReadKernels by_type[kKvTypes];
     KvGroupKernels group[kKvTypes] = {};
