@@ -118,26 +118,13 @@ int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> histor
                         size_t n_prompt) {
     apply_penalties(logits, history, n_prompt);
     if (p_.temperature <= 0.0f) return argmax(logits);
-    if (p_.top_k > 0 && static_cast<size_t>(p_.top_k) < logits.size()) {
-        const auto& cand = weigh_top_k(logits);
-        double total = 0.0;
-        for (const auto& c : cand) total += c.first;
-        const double u = uniform(total);
-        double acc = 0.0;
-        for (const auto& c : cand) {
-            acc += c.first;
-            if (u < acc) return c.second;
-        }
-        return cand.back().second;
-    }
     // The candidates in walk order, sorted only as far as the walk goes.
-    const size_t n = logits.size();
     const size_t kept = soften_and_cut(logits);
     double total = 0.0;
-    if (p_.min_p > 0.0f || p_.top_p < 1.0f) {
+    if (truncates(logits.size())) {
         for (size_t k = 0; k < kept; ++k) total += prob(k);
     } else {
-        for (size_t i = 0; i < n; ++i) total += static_cast<float>(exps_[i] / sum_);
+        for (size_t i = 0; i < logits.size(); ++i) total += static_cast<float>(exps_[i] / sum_);
     }
     const double u = uniform(total);
     double acc = 0.0;
@@ -156,10 +143,9 @@ const std::vector<std::pair<float, int32_t>>& Sampler::distribution(
         cand_.assign(1, {1.0f, argmax(logits)});
         return cand_;
     }
-    if (p_.top_k > 0 && static_cast<size_t>(p_.top_k) < logits.size()) return weigh_top_k(logits);
     const size_t n = logits.size();
     const size_t kept = soften_and_cut(logits);
-    if (p_.min_p <= 0.0f && p_.top_p >= 1.0f) {  // every token, in vocabulary order: no sort
+    if (!truncates(n)) {  // every token, in vocabulary order: no sort
         cand_.resize(n);
         for (size_t i = 0; i < n; ++i)
             cand_[i] = {static_cast<float>(exps_[i] / sum_), static_cast<int32_t>(i)};
@@ -168,6 +154,11 @@ const std::vector<std::pair<float, int32_t>>& Sampler::distribution(
     for (size_t k = 0; k < kept; ++k) cand_[k].first = prob(k);
     cand_.resize(kept);
     return cand_;
+}
+
+bool Sampler::truncates(size_t n) const {
+    return (p_.top_k > 0 && static_cast<size_t>(p_.top_k) < n) || p_.min_p > 0.0f ||
+           p_.top_p < 1.0f;
 }
 
 size_t Sampler::soften_and_cut(std::span<const float> logits) {
@@ -179,21 +170,40 @@ size_t Sampler::soften_and_cut(std::span<const float> logits) {
         scaled_[i] = logits[i] / p_.temperature;
         mx_ = std::max(mx_, scaled_[i]);
     }
-    sum_ = 0.0;
-    for (size_t i = 0; i < n; ++i) {
-        exps_[i] = std::exp(scaled_[i] - mx_);
-        sum_ += exps_[i];
-    }
     cand_.clear();
-    band_ = 0;
-    band_upper_ = std::numeric_limits<float>::infinity();
-    if (p_.min_p <= 0.0f && p_.top_p >= 1.0f) return n;
+    sum_ = 0.0;
+    size_t kept = n;
+    if (p_.top_k > 0 && static_cast<size_t>(p_.top_k) < n) {
+        // The k best are the whole walk order, and the softmax is over them alone (summed in that
+        // order).
+        kept = static_cast<size_t>(p_.top_k);
+        cand_.reserve(n);
+        for (size_t i = 0; i < n; ++i) cand_.emplace_back(scaled_[i], static_cast<int32_t>(i));
+        std::partial_sort(cand_.begin(), cand_.begin() + static_cast<std::ptrdiff_t>(kept),
+                          cand_.end(), by_logit);
+        cand_.resize(kept);
+        for (const auto& c : cand_) {
+            const float e = std::exp(c.first - mx_);
+            exps_[static_cast<size_t>(c.second)] = e;
+            sum_ += e;
+        }
+        band_ = std::size(kBandWidths);  // nothing more to reach
+    } else {
+        for (size_t i = 0; i < n; ++i) {
+            exps_[i] = std::exp(scaled_[i] - mx_);
+            sum_ += exps_[i];
+        }
+        band_ = 0;
+        band_upper_ = std::numeric_limits<float>::infinity();
+    }
+    if (p_.min_p <= 0.0f && p_.top_p >= 1.0f) return kept;
     // Survivors: a prefix of the walk order (min-p, then top-p).
     reach(0);
     const float floor = prob(0) * p_.min_p;
-    size_t kept = 0;
+    const size_t limit = kept;
     double cum = 0.0;
-    while (reach(kept)) {
+    kept = 0;
+    while (kept < limit && reach(kept)) {
         const float pk = prob(kept);
         if (kept > 0 && p_.min_p > 0.0f && !(pk >= floor)) break;
         cum += pk;
@@ -223,42 +233,6 @@ bool Sampler::reach(size_t k) {
 
 float Sampler::prob(size_t k) const {
     return static_cast<float>(exps_[static_cast<size_t>(cand_[k].second)] / sum_);
-}
-
-const std::vector<std::pair<float, int32_t>>& Sampler::weigh_top_k(std::span<const float> logits) {
-    cand_.clear();
-    cand_.reserve(logits.size());
-    for (size_t i = 0; i < logits.size(); ++i)
-        cand_.emplace_back(logits[i] / p_.temperature, static_cast<int32_t>(i));
-    const size_t keep = static_cast<size_t>(p_.top_k);
-    std::partial_sort(cand_.begin(), cand_.begin() + static_cast<std::ptrdiff_t>(keep), cand_.end(),
-                      by_logit);
-    cand_.resize(keep);
-    // Softmax over the survivors.
-    const float mx = cand_[0].first;
-    double sum = 0.0;
-    for (auto& c : cand_) {
-        c.first = std::exp(c.first - mx);
-        sum += c.first;
-    }
-    for (auto& c : cand_) c.first = static_cast<float>(c.first / sum);
-    if (p_.min_p > 0.0f) {
-        const float floor = cand_[0].first * p_.min_p;
-        size_t k = 1;
-        while (k < cand_.size() && cand_[k].first >= floor) ++k;
-        cand_.resize(k);
-    }
-    if (p_.top_p < 1.0f) {
-        double cum = 0.0;
-        size_t k = 0;
-        while (k < cand_.size()) {
-            cum += cand_[k].first;
-            ++k;
-            if (cum >= p_.top_p) break;
-        }
-        cand_.resize(k);
-    }
-    return cand_;
 }
 
 }  // namespace warden::engine

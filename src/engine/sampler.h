@@ -56,13 +56,13 @@ class Sampler {
     // Frequency, presence and repetition penalties, in place.
     void apply_penalties(std::span<float> logits, std::span<const int32_t> history,
                          size_t n_prompt) const;
-    // Top-k (k below the vocabulary): the k best sorted, softmax over them, then min-p and top-p.
-    const std::vector<std::pair<float, int32_t>>& weigh_top_k(std::span<const float> logits);
-    // Without top-k: scaled_, exps_, mx_, sum_ for these logits and an empty walk order; returns
-    // how many candidates of the walk order survive min-p and top-p (every one without them).
-    // The walk order (higher scaled logit first, then lower id) is built band by band by
-    // reach() only as far as a walk goes, so no call sorts the whole vocabulary unless a walk
-    // reaches its far tail.
+    // Whether top-k (below the vocabulary size n), top-p or min-p cut the candidates.
+    bool truncates(size_t n) const;
+    // scaled_, mx_, exps_ and sum_ for these logits and an empty walk order (higher scaled logit
+    // first, then lower id); returns how many candidates of the walk order survive top-k, min-p
+    // and top-p (every one without them). With top-k the walk order is its k best, sorted, and
+    // the softmax is over them; otherwise it is built band by band by reach() only as far as a
+    // walk goes, so no call sorts the whole vocabulary unless a walk reaches its far tail.
     size_t soften_and_cut(std::span<const float> logits);
     // Makes cand_[0..k] the first k + 1 candidates of the walk order; false past the last one.
     bool reach(size_t k);
@@ -75,11 +75,12 @@ class Sampler {
     std::mt19937_64 rng_;
     std::vector<std::pair<float, int32_t>> cand_;  // scratch: candidates (walk order or result)
     std::vector<float> scaled_;                    // scratch: logits / temperature
-    std::vector<float> exps_;                      // scratch: exp(scaled - max)
-    float mx_ = 0.0f;                              // max of scaled_
-    double sum_ = 0.0;                             // sum of exps_, in vocabulary order
-    size_t band_ = 0;                              // bands of the walk order built so far
-    float band_upper_ = 0.0f;                      // the next band's candidates lie below this
+    std::vector<float> exps_;  // scratch: exp(scaled - max) (top-k: set for its k alone)
+    float mx_ = 0.0f;          // max of scaled_
+    // Sum of the candidates' exps_: every token's in vocabulary order, top-k's in walk order.
+    double sum_ = 0.0;
+    size_t band_ = 0;          // bands of the walk order built so far
+    float band_upper_ = 0.0f;  // the next band's candidates lie below this
 };
 
 }  // namespace warden::engine
