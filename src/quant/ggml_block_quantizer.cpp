@@ -202,6 +202,18 @@ double asym_codes(const float* x, const float* w, float s, float m, int nmax, ui
     return err;
 }
 
+// A super-block's values and error weights as `subs` sub-blocks of kSuper / subs, transposed:
+// xt[subs * i + j] = x[(kSuper / subs) * j + i], so the neighbour searches of
+// quant/kquant_candidates.h read element i of every sub-block side by side.
+void transpose_sub_blocks(const float* x, const float* w, int subs, float* xt, float* wt) {
+    const int len = kSuper / subs;
+    for (int j = 0; j < subs; ++j)
+        for (int i = 0; i < len; ++i) {
+            xt[subs * i + j] = x[len * j + i];
+            wt[subs * i + j] = w[len * j + i];
+        }
+}
+
 // Step 3 for fixed (d, dmin): each sub-block's integer scale and min, and the neighbours +-1
 // (their errors in one batch, quant/kquant_candidates.h; xt, wt: the super-block transposed), the
 // first smallest kept.
@@ -254,11 +266,7 @@ KAsymBlock quantize_asym_super(const float* x, const float* imp, SpanSums sums, 
         m_sens[j] = static_cast<float>(sw);
     }
     float xt[kSuper], wt[kSuper];  // transposed for asym_neighbours
-    for (int j = 0; j < 8; ++j)
-        for (int i = 0; i < 32; ++i) {
-            xt[8 * i + j] = x[32 * j + i];
-            wt[8 * i + j] = w[32 * j + i];
-        }
+    transpose_sub_blocks(x, w, 8, xt, wt);
     KAsymBlock b;
     b.d = code_unsigned(scales, s_sens, 8, 63, b.sc);
     b.dmin = code_unsigned(mins, m_sens, 8, 63, b.m);
@@ -403,11 +411,7 @@ void q6_k_block(const float* x, const float* imp, SpanSums sums, uint8_t* y) {  
         sens[j] = static_cast<float>(sq) + 1e-30f;
     }
     float xt[kSuper], wt[kSuper];  // transposed for sym_neighbours
-    for (int j = 0; j < 16; ++j)
-        for (int i = 0; i < 16; ++i) {
-            xt[16 * i + j] = x[16 * j + i];
-            wt[16 * i + j] = w[16 * j + i];
-        }
+    transpose_sub_blocks(x, w, 16, xt, wt);
     KSymBlock b;
     // The int8 scales against d: the same symmetric search, weighted by each scale's sensitivity.
     b.d = f16_round(fit_sym(scales, sens, 16, 128));
@@ -530,11 +534,8 @@ void quantize_ggml_rows(tensor::GgmlType t, const float* x, int64_t rows, int64_
         throw util::Error("quantize: a row of " + std::to_string(n) + " values is not whole " +
                           tensor::ggml_type_name(t) + " blocks of " +
                           std::to_string(info.block_elems));
-    // One branch-free pass; the column is looked for only when there is one.
-    if (!all_finite(x, rows * n))
-        for (int64_t i = 0; i < rows * n; ++i)
-            if (!std::isfinite(x[i]))
-                throw util::Error("quantize: non-finite weight at column " + std::to_string(i % n));
+    if (const int64_t i = first_non_finite(x, rows * n); i >= 0)
+        throw util::Error("quantize: non-finite weight at column " + std::to_string(i % n));
     const int64_t nb = n / info.block_elems, row_bytes = nb * info.block_bytes;
     if (info.block_elems == kSuper) {
         // Each super-block's sums first, for four at a time (span_sums).
@@ -549,16 +550,14 @@ void quantize_ggml_rows(tensor::GgmlType t, const float* x, int64_t rows, int64_
             }
             span_sums(xs, importance ? imps : nullptr, static_cast<int>(m), kSuper, sums);
             for (int64_t k = 0; k < m; ++k) {
-                const int64_t b = b0 + k, r = b / nb;
-                const float* xb = x + b * kSuper;
-                const float* ib = importance ? importance + (b % nb) * kSuper : nullptr;
-                uint8_t* yb = dst + r * row_bytes + (b % nb) * info.block_bytes;
+                const float* ib = importance ? imps[k] : nullptr;
+                uint8_t* yb = dst + (b0 + k) * info.block_bytes;  // rows are whole blocks
                 if (t == G::Q4_K)
-                    q4_k_block(xb, ib, sums[k], yb);
+                    q4_k_block(xs[k], ib, sums[k], yb);
                 else if (t == G::Q5_K)
-                    q5_k_block(xb, ib, sums[k], yb);
+                    q5_k_block(xs[k], ib, sums[k], yb);
                 else
-                    q6_k_block(xb, ib, sums[k], yb);
+                    q6_k_block(xs[k], ib, sums[k], yb);
             }
         }
         return;

@@ -715,7 +715,7 @@ bool use_avx2() {
 
 }  // namespace
 
-bool all_finite(const float* x, int64_t n) {
+int64_t first_non_finite(const float* x, int64_t n) {
     // On the bits: |x| as an int above the largest finite float's is infinity or NaN.
     int32_t bad = 0;
     for (int64_t i = 0; i < n; ++i) {
@@ -723,7 +723,10 @@ bool all_finite(const float* x, int64_t n) {
         std::memcpy(&u, x + i, sizeof u);
         bad |= static_cast<int32_t>((u & 0x7fffffff) > 0x7f7fffff);
     }
-    return bad == 0;
+    if (bad == 0) return -1;
+    for (int64_t i = 0; i < n; ++i)
+        if (!std::isfinite(x[i])) return i;
+    return -1;
 }
 
 int smallest_bounds(double* bound, int n, int k, int* pick) {

@@ -23,9 +23,10 @@ void int4_round_scales(const float* v, int n, bool bf16, uint16_t* h, float* bac
 void int4_group_errors(const float* x, const float* wt, int64_t G, const float* d, const float* m,
                        int nc, float lo, float hi, float* err);
 
-// Whether all of x[0..n) are finite: one pass without branches (it vectorizes), for the checks
+// The index of the first value of x[0..n) that is infinite or NaN, or -1 when all are finite: one
+// pass without branches (it vectorizes), and a second only to find a bad value, for the checks
 // before a row is quantized.
-bool all_finite(const float* x, int64_t n);
+int64_t first_non_finite(const float* x, int64_t n);
 
 // The error weights of a group x[0..G) (G a multiple of 8): wt[i] = imp[i] * sqrt(sigma^2 +
 // x_i^2) (imp[i] 1 when imp is null), sigma^2 = float(sum x^2 / G); returns sum wt x^2. Both sums

@@ -286,11 +286,9 @@ void quant8(const WeightMatrix& w, const float* x, const float* imp, QuantRow& o
 
 QuantRow RtnQuantizer::quantize_row(const WeightMatrix& w, const float* x, const float* imp) const {
     kernels::check_quant_shape(w);
-    if (!all_finite(x, w.cols))
-        for (int64_t i = 0; i < w.cols; ++i)
-            if (!std::isfinite(x[i]))
-                throw util::Error("cannot quantize a weight row with a non-finite value (column " +
-                                  std::to_string(i) + ")");
+    if (const int64_t i = first_non_finite(x, w.cols); i >= 0)
+        throw util::Error("cannot quantize a weight row with a non-finite value (column " +
+                          std::to_string(i) + ")");
     QuantRow out;
     out.q.assign(static_cast<size_t>(w.cols), 0);
     if (w.type == WeightType::Q4) {
