@@ -190,30 +190,45 @@ TEST(QuantSearchIsa, Int4AndInt8RowsAreTheSameOnEveryInstructionSet) {
     }
 }
 
-TEST(QuantSearchIsa, KquantBlocksAreTheSameOnEveryInstructionSet) {
-    using G = tensor::GgmlType;
-    const int64_t rows = 8, cols = 512;
-    const std::vector<float> v = rows_of(rows, cols, 5);
+// The GGUF block types quantize_ggml_row writes, and an importance vector for them.
+constexpr tensor::GgmlType kGgmlWritten[] = {tensor::GgmlType::Q4_K, tensor::GgmlType::Q5_K,
+                                             tensor::GgmlType::Q6_K, tensor::GgmlType::Q5_0,
+                                             tensor::GgmlType::Q5_1, tensor::GgmlType::Q8_0};
+
+std::vector<float> importance_of(int64_t cols, uint32_t seed) {
     std::vector<float> imp(static_cast<size_t>(cols));
-    std::mt19937 rng(9);
+    std::mt19937 rng(seed);
     std::uniform_real_distribution<float> u(0.0f, 4.0f);
     for (auto& x : imp) x = u(rng);
-    for (const G t : {G::Q4_K, G::Q5_K, G::Q6_K, G::Q5_0, G::Q5_1, G::Q8_0}) {
-        const int64_t rb = tensor::ggml_row_bytes(t, cols);
+    return imp;
+}
+
+// The rows of v quantized one at a time.
+std::vector<uint8_t> row_by_row(tensor::GgmlType t, const std::vector<float>& v, int64_t rows,
+                                int64_t cols, const float* imp) {
+    const int64_t rb = tensor::ggml_row_bytes(t, cols);
+    std::vector<uint8_t> out(static_cast<size_t>(rows * rb));
+    for (int64_t r = 0; r < rows; ++r)
+        quantize_ggml_row(t, v.data() + r * cols, cols, imp, out.data() + r * rb);
+    return out;
+}
+
+TEST(QuantSearchIsa, KquantBlocksAreTheSameOnEveryInstructionSet) {
+    const int64_t rows = 8, cols = 512;
+    const std::vector<float> v = rows_of(rows, cols, 5);
+    const std::vector<float> imp = importance_of(cols, 9);
+    for (const tensor::GgmlType t : kGgmlWritten) {
         for (const float* im : std::vector<const float*>{nullptr, imp.data()}) {
-            std::vector<uint8_t> ref(static_cast<size_t>(rows * rb));
+            std::vector<uint8_t> ref;
             {
                 kernels::testing::ActiveIsaGuard g(Isa::Scalar);
-                for (int64_t r = 0; r < rows; ++r)
-                    quantize_ggml_row(t, v.data() + r * cols, cols, im, ref.data() + r * rb);
+                ref = row_by_row(t, v, rows, cols, im);
             }
             for (const Isa isa : {Isa::AVX2, Isa::AVX512}) {
                 if (!kernels::isa_supported(isa)) continue;
                 kernels::testing::ActiveIsaGuard g(isa);
-                std::vector<uint8_t> got(ref.size());
-                for (int64_t r = 0; r < rows; ++r)
-                    quantize_ggml_row(t, v.data() + r * cols, cols, im, got.data() + r * rb);
-                EXPECT_EQ(got, ref) << tensor::ggml_type_name(t) << " " << kernels::isa_name(isa);
+                EXPECT_EQ(row_by_row(t, v, rows, cols, im), ref)
+                    << tensor::ggml_type_name(t) << " " << kernels::isa_name(isa);
             }
         }
     }
@@ -223,21 +238,15 @@ TEST(QuantSearchIsa, KquantBlocksAreTheSameOnEveryInstructionSet) {
 // time, for every type, with and without importance, and a count of rows that is not a multiple
 // of the four it batches.
 TEST(QuantSearchIsa, KquantRowsAtOnceMatchRowByRow) {
-    using G = tensor::GgmlType;
     const int64_t rows = 7, cols = 768;
     const std::vector<float> v = rows_of(rows, cols, 11);
-    std::vector<float> imp(static_cast<size_t>(cols));
-    std::mt19937 rng(3);
-    std::uniform_real_distribution<float> u(0.0f, 4.0f);
-    for (auto& x : imp) x = u(rng);
-    for (const G t : {G::Q4_K, G::Q5_K, G::Q6_K, G::Q5_0, G::Q5_1, G::Q8_0}) {
-        const int64_t rb = tensor::ggml_row_bytes(t, cols);
+    const std::vector<float> imp = importance_of(cols, 3);
+    for (const tensor::GgmlType t : kGgmlWritten) {
         for (const float* im : std::vector<const float*>{nullptr, imp.data()}) {
-            std::vector<uint8_t> one(static_cast<size_t>(rows * rb)), all(one.size());
-            for (int64_t r = 0; r < rows; ++r)
-                quantize_ggml_row(t, v.data() + r * cols, cols, im, one.data() + r * rb);
+            std::vector<uint8_t> all(static_cast<size_t>(rows * tensor::ggml_row_bytes(t, cols)));
             quantize_ggml_rows(t, v.data(), rows, cols, im, all.data());
-            EXPECT_EQ(all, one) << tensor::ggml_type_name(t) << (im ? " imatrix" : "");
+            EXPECT_EQ(all, row_by_row(t, v, rows, cols, im))
+                << tensor::ggml_type_name(t) << (im ? " imatrix" : "");
         }
     }
 }
