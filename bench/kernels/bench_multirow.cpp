@@ -1,7 +1,8 @@
 // Cost of a multi-row (M tokens) step's matmuls on one thread, for speculative verification and
 // small-batch decode: the default model's shapes (SmolLM2-135M: 30 layers of q/k/v 576/192/192 x
 // 576, o 576 x 576, gate/up 1536 x 576, down 576 x 1536 in LAYER_FORMAT, and the 49152 x 576 head
-// in HEAD_FORMAT), every matrix its own weights, so a step streams them from memory as decode does.
+// in HEAD_FORMAT; any weight format, bf16 and f32 included), every matrix its own weights, so a
+// step streams them from memory as decode does.
 //   bench_multirow [LAYER_FORMAT=int4-g32-asym] [HEAD_FORMAT=int8-g32] [REPS=5] [M...]
 // For each M (default 1 2 4 5 8 9 16 17) prints the best step thread CPU time of the layers and of
 // the head (ms), their cost per extra row against M = 1, and integer ops (2 per multiply-add) per
@@ -39,7 +40,20 @@ struct Mat {
 // Random codes with valid small scales (f16 0x2000): values do not matter for speed.
 Mat make(const std::string& fmt, int64_t rows, int64_t cols, std::mt19937& rng) {
     Mat m;
-    m.w = kernels::weight_layout(tensor::parse_weight_format(fmt), rows, cols);
+    const tensor::WeightFormat f = tensor::parse_weight_format(fmt);
+    m.w = kernels::weight_layout(f, rows, cols);
+    if (!f.quantized()) {  // f32 / bf16 panels: small finite values
+        const int64_t elems = kernels::packed_weight_elems(rows, cols);
+        m.buf.resize(static_cast<size_t>(elems * (f.type == tensor::WeightType::BF16 ? 2 : 4)));
+        std::uniform_real_distribution<float> u(-0.1f, 0.1f);
+        std::vector<float> row(static_cast<size_t>(cols));
+        for (int64_t r = 0; r < rows; ++r) {
+            for (float& v : row) v = u(rng);
+            kernels::pack_weight_row(f.type, cols, r, row.data(), m.buf.data());
+        }
+        m.w.data = m.buf.data();
+        return m;
+    }
     m.buf.resize(static_cast<size_t>(kernels::quant_packed_bytes(m.w)));
     for (auto& b : m.buf) b = static_cast<uint8_t>(rng());
     bench::set_small_scales(m.w, m.buf.data());
@@ -89,8 +103,8 @@ int main(int argc, char** argv) {
     for (int i = 4; i < argc; ++i) ms.push_back(std::atoll(argv[i]));
     if (ms.empty()) ms = {1, 2, 4, 5, 8, 9, 16, 17};
     for (int64_t m : ms)
-        if (m < 1 || m > 64) {
-            std::fprintf(stderr, "M must be in [1, 64]\n");
+        if (m < 1 || m > 512) {
+            std::fprintf(stderr, "M must be in [1, 512]\n");
             return 2;
         }
     const char* ghz_env = std::getenv("GHZ");
@@ -106,7 +120,7 @@ int main(int argc, char** argv) {
         }
     const Mat head = make(hfmt, vocab, d, rng);
     const int64_t head_macs = vocab * d;
-    std::vector<float> x(static_cast<size_t>(64 * ff)), y(static_cast<size_t>(64 * vocab));
+    std::vector<float> x(static_cast<size_t>(512 * ff)), y(static_cast<size_t>(512 * vocab));
     std::uniform_real_distribution<float> u(-1.0f, 1.0f);
     for (float& v : x) v = u(rng);
     const kernels::Isa isa = kernels::active_isa();

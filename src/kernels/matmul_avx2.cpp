@@ -12,12 +12,13 @@
 // read exactly once. Software prefetch runs kPrefetchBytes ahead in each stream (hardware
 // prefetchers stop at 4 KiB pages and restart cold).
 //
-// n > 1 (prefill) is compute bound: the packed panel IS the micro-kernel's [k][16 rows]
-// operand, read in place for f32 and bf16 alike (bf16 is decoded in registers, see
-// panel_weights). Per cache block of kKc columns and 4 panels a 6-token x 16-row register
-// tile (12 accumulators, 2 weight vectors, x broadcast from memory) runs over all tokens. Across kc
-// blocks the chain continues: the accumulators are LOADED from y before the k loop (not summed
-// separately and added afterwards), so the result is the single chain.
+// n > 1 (prefill, verification) is compute bound: the packed panel IS the micro-kernel's
+// [k][16 rows] operand, read in place for f32 and bf16 alike (bf16 is decoded in registers, see
+// panel_weights). A 6-token x 16-row register tile (12 accumulators, 2 weight vectors, x
+// broadcast from memory) runs over all tokens. Few tokens: panel by panel over all columns (one
+// prefetched stream). Otherwise per cache block of kKc columns and 4 panels;
+// across kc blocks the chain continues: the accumulators are LOADED from y before the k loop
+// (not summed separately and added afterwards), so the result is the single chain.
 #include <immintrin.h>
 
 #include "kernels/kernels_internal.h"
@@ -31,6 +32,7 @@ constexpr int kMt = 6;                    // tokens per register tile
 constexpr int64_t kKc = 256;              // columns per cache block
 constexpr int64_t kBlockPanels = 4;       // panels per cache block (64 rows)
 constexpr int64_t kPrefetchBytes = 1024;  // software prefetch distance in each panel stream
+constexpr int64_t kSmallN = 12;           // up to this many tokens, panels are streamed whole
 
 inline int64_t min64(int64_t a, int64_t b) {
     return a < b ? a : b;
@@ -183,7 +185,9 @@ inline void panel_weights(const bf16* p, __m256& w0, __m256& w1) {
 // one sequential chain. M is a template parameter so the accumulators live in registers
 // (2*M <= 12 ymm + 2 for the weights + 1 broadcast). For bf16 the accumulators hold rows in
 // even/odd order; each lane is still exactly one row's chain.
-template <int M, typename W>
+// kPrefetch: the panel is streamed from memory once (few tokens), so prefetch it ahead as gemv
+// does.
+template <int M, bool kPrefetch, typename W>
 void micro(int64_t kc, const W* panel, const float* x, int64_t ldx, float* y, int64_t ldy,
            int64_t j0, int64_t j1, bool accumulate) {
     constexpr bool kEvenOdd = sizeof(W) == 2;
@@ -211,6 +215,9 @@ void micro(int64_t kc, const W* panel, const float* x, int64_t ldx, float* y, in
         }
     }
     for (int64_t k = 0; k < kc; ++k) {
+        if constexpr (kPrefetch)
+            _mm_prefetch(reinterpret_cast<const char*>(panel + k * kNr) + kPrefetchBytes,
+                         _MM_HINT_T0);
         __m256 w0, w1;
         panel_weights(panel + k * kNr, w0, w1);
 #pragma GCC unroll 16
@@ -242,27 +249,27 @@ void micro(int64_t kc, const W* panel, const float* x, int64_t ldx, float* y, in
         for (int64_t j = j0; j < j1; ++j) y[m * ldy + j] = tmp[m][j];
 }
 
-template <typename W>
+template <bool kPrefetch = false, typename W>
 void micro_any(int mt, int64_t kc, const W* panel, const float* x, int64_t ldx, float* y,
                int64_t ldy, int64_t j0, int64_t j1, bool acc) {
     switch (mt) {
         case 6:
-            micro<6>(kc, panel, x, ldx, y, ldy, j0, j1, acc);
+            micro<6, kPrefetch>(kc, panel, x, ldx, y, ldy, j0, j1, acc);
             break;
         case 5:
-            micro<5>(kc, panel, x, ldx, y, ldy, j0, j1, acc);
+            micro<5, kPrefetch>(kc, panel, x, ldx, y, ldy, j0, j1, acc);
             break;
         case 4:
-            micro<4>(kc, panel, x, ldx, y, ldy, j0, j1, acc);
+            micro<4, kPrefetch>(kc, panel, x, ldx, y, ldy, j0, j1, acc);
             break;
         case 3:
-            micro<3>(kc, panel, x, ldx, y, ldy, j0, j1, acc);
+            micro<3, kPrefetch>(kc, panel, x, ldx, y, ldy, j0, j1, acc);
             break;
         case 2:
-            micro<2>(kc, panel, x, ldx, y, ldy, j0, j1, acc);
+            micro<2, kPrefetch>(kc, panel, x, ldx, y, ldy, j0, j1, acc);
             break;
         default:
-            micro<1>(kc, panel, x, ldx, y, ldy, j0, j1, acc);
+            micro<1, kPrefetch>(kc, panel, x, ldx, y, ldy, j0, j1, acc);
             break;
     }
 }
@@ -277,6 +284,20 @@ void gemm(const W* w, int64_t cols, const float* x, int64_t n, float* y, int64_t
     }
     const int64_t ps = cols * kNr;
     const int64_t p_begin = r0 / kNr, p_end = (r1 + kNr - 1) / kNr;
+    if (n <= kSmallN) {
+        // Few tokens (speculative verification, small batches) use each panel once or twice:
+        // walk the panels in memory order, each over all its columns, so the weights arrive as
+        // one prefetched sequential stream. Column blocks would revisit every panel cols / kKc
+        // times at a stride of a whole panel, which left a 2-token step 2.3x a 1-token one.
+        for (int64_t p = p_begin; p < p_end; ++p) {
+            const int64_t pr = p * kNr;
+            for (int64_t t = 0; t < n; t += kMt)
+                micro_any<true>(static_cast<int>(min64(kMt, n - t)), cols, w + p * ps, x + t * cols,
+                                cols, y + t * ldy + pr, ldy, max64(r0 - pr, 0), min64(r1 - pr, kNr),
+                                false);
+        }
+        return;
+    }
     for (int64_t kb = 0; kb < cols; kb += kKc) {
         const int64_t kc = min64(kKc, cols - kb);
         const bool acc = kb > 0;
