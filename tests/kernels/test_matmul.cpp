@@ -354,6 +354,8 @@ TEST(Matmul, PackBf16RowsMatchesPackingF32) {
     src[40] = 0xffc1;  // quiet NaN, negative
     src[41] = 0x7f80;  // +inf
     src[42] = 0x8000;  // -0
+    src[36] = 0x7f81;  // signalling NaN in the columns past the last 8 (row 1, column 17)
+    src[20 * cols + 9] = 0xff81;  // in the second whole panel
     const int64_t n = packed_weight_elems(rows, cols);
     std::vector<uint16_t> want(static_cast<size_t>(n), 0);
     std::vector<float> row(static_cast<size_t>(cols));
@@ -374,6 +376,8 @@ TEST(Matmul, PackBf16RowsMatchesPackingF32) {
         EXPECT_EQ(got, want) << "split at " << a << ", " << b;
     }
     EXPECT_EQ(want[static_cast<size_t>(packed_index(0, 5, cols))], 0x7fc1);  // quieted
+    EXPECT_EQ(want[static_cast<size_t>(packed_index(1, 17, cols))], 0x7fc1);
+    EXPECT_EQ(want[static_cast<size_t>(packed_index(20, 9, cols))], 0xffc1);
 }
 
 }  // namespace
