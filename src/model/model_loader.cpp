@@ -245,6 +245,26 @@ class Loader {
                 });
                 return m;
             }
+            if (f.type == tensor::WeightType::BF16) {
+                // Other sources into bf16 panels: a panel's rows rounded to bf16 rows first, then
+                // the same panel copy as a bf16 source (the same bytes as packing each f32 row,
+                // without writing two bytes at a time 16 rows apart).
+                pool_.parallel_for(rows, kernels::kPanelRows, [&](int64_t r0, int64_t r1) {
+                    std::vector<float> row(static_cast<size_t>(cols));
+                    std::vector<uint16_t> rows16(static_cast<size_t>(kernels::kPanelRows * cols));
+                    for (int64_t p0 = r0; p0 < r1; p0 += kernels::kPanelRows) {
+                        const int64_t p1 = std::min(r1, p0 + kernels::kPanelRows);
+                        for (int64_t r = p0; r < p1; ++r) {
+                            t.row_to_f32(r, row.data());
+                            uint16_t* out = rows16.data() + (r - p0) * cols;
+                            for (int64_t k = 0; k < cols; ++k)
+                                out[k] = tensor::f32_to_bf16(row[static_cast<size_t>(k)]);
+                        }
+                        m.pack_bf16_rows(p0, p1, reinterpret_cast<const uint8_t*>(rows16.data()));
+                    }
+                });
+                return m;
+            }
             pool_.parallel_for(rows, kernels::kPanelRows, [&](int64_t r0, int64_t r1) {
                 std::vector<float> row(static_cast<size_t>(cols));
                 for (int64_t r = r0; r < r1; ++r) {
