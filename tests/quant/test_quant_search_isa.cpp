@@ -17,6 +17,7 @@
 #include "kernels/kernels_test_util.h"
 #include "kernels/matmul.h"
 #include "quant/ggml_block_quantizer.h"
+#include "quant/int4_candidates.h"
 #include "quant/quantizer.h"
 #include "tensor/float_convert.h"
 #include "tensor/ggml_types.h"
@@ -187,6 +188,38 @@ TEST(QuantSearchIsa, Int4AndInt8RowsAreTheSameOnEveryInstructionSet) {
                 }
             }
         }
+    }
+}
+
+// The int8 clip search's errors themselves (not only the candidate they pick) are the scalar
+// lanes' to the bit on every instruction set, with and without importance, for 1 to 8 candidates
+// (spare lanes repeat the last) and for values that clip and round to ties.
+TEST(QuantSearchIsa, Int8ClipErrorsAreTheScalarOnesBitForBit) {
+    std::mt19937 rng(5);
+    std::uniform_real_distribution<float> u(-3.0f, 3.0f), w(0.0f, 4.0f);
+    for (const int64_t n : {int64_t{1}, int64_t{32}, int64_t{577}}) {
+        std::vector<float> x(static_cast<size_t>(n)), imp(static_cast<size_t>(n));
+        for (auto& v : x) v = u(rng);
+        for (auto& v : imp) v = w(rng);
+        x[0] = 2.5f * 0.02f;  // a tie at the smallest scale below
+        const float d[8] = {0.02f, 0.021f, 0.0235f, 0.019f, 0.03f, 0.05f, 0.0125f, 0.1f};
+        for (const float* im : std::vector<const float*>{nullptr, imp.data()})
+            for (int nc = 1; nc <= 8; ++nc) {
+                double ref[8], got[8];
+                {
+                    kernels::testing::ActiveIsaGuard g(Isa::Scalar);
+                    int8_clip_errors(x.data(), im, n, d, nc, ref);
+                }
+                for (const Isa isa : {Isa::AVX2, Isa::AVX512}) {
+                    if (!kernels::isa_supported(isa)) continue;
+                    kernels::testing::ActiveIsaGuard g(isa);
+                    int8_clip_errors(x.data(), im, n, d, nc, got);
+                    for (int c = 0; c < nc; ++c)
+                        EXPECT_EQ(std::memcmp(&got[c], &ref[c], sizeof(double)), 0)
+                            << kernels::isa_name(isa) << " n " << n << " candidate " << c << ": "
+                            << got[c] << " vs " << ref[c];
+                }
+            }
     }
 }
 
