@@ -20,11 +20,16 @@ uint64_t kv_layout_fingerprint(const KvCacheConfig& c, std::string_view model_id
     h.u32(c.k_only ? 1 : 0);
     h.u64(static_cast<uint64_t>(kv_page_bytes(c)));
     h.update(model_id.data(), model_id.size());
+    // Which page checksum the peers compute (page_checksum): peers that disagree fail on the
+    // fingerprint, which says why, rather than on every page's checksum.
+    h.u32(kPageChecksumAlgorithm);
     return h.finish();
 }
 
 uint64_t page_checksum(const uint8_t* data, size_t n) {
-    return XXH64(data, n, 0);
+    // XXH3 (SIMD lanes) rather than XXH64: a 1.5k-token prompt's 35 MB of bf16 pages in 2.3 ms
+    // instead of 4.4 on one core, at both ends of a hand-off.
+    return XXH3_64bits(data, n);
 }
 
 std::vector<uint64_t> page_checksums(const KvCache& kv, std::span<const PageRef> pages) {

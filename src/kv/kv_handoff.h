@@ -26,7 +26,9 @@ namespace warden::kv {
 // size) and the model whose KV it is: two servers may exchange pages only when equal.
 uint64_t kv_layout_fingerprint(const KvCacheConfig& c, std::string_view model_id);
 
-// XXH64 of one page's payload (all layers). Detects accidental damage in transit.
+// XXH3 (64-bit) of one page's payload (all layers). Detects accidental damage in transit.
+// kPageChecksumAlgorithm names it inside kv_layout_fingerprint.
+inline constexpr uint32_t kPageChecksumAlgorithm = 3;
 uint64_t page_checksum(const uint8_t* data, size_t n);
 // Checksums of the table's pages, in table order (the sender's side of the manifest).
 std::vector<uint64_t> page_checksums(const KvCache& kv, std::span<const PageRef> pages);
