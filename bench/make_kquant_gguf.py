@@ -9,7 +9,7 @@ everywhere else. The shape defaults to TinyLlama-1.1B (bench/make_llama_gguf.py,
 copy it reuses); every row length must be a multiple of 256.
 
 Usage (from the repo root):
-    .venv/bin/python bench/make_kquant_gguf.py --out /tmp/llama-1b-q4_k_m.gguf
+    .venv/bin/python bench/make_kquant_gguf.py --vocab-gguf VOCAB.gguf --out llama-1b-q4_k_m.gguf
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ import numpy as np
 import gguf
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from make_llama_gguf import DEFAULT_VOCAB, copy_tokenizer_kv  # noqa: E402
+from make_llama_gguf import copy_tokenizer_kv  # noqa: E402
 
 Q = gguf.GGMLQuantizationType
 
@@ -42,7 +42,9 @@ def random_blocks(rng: np.random.Generator, qtype, rows: int, cols: int) -> np.n
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", required=True)
-    p.add_argument("--vocab-gguf", default=DEFAULT_VOCAB)
+    p.add_argument("--vocab-gguf", required=True,
+                   help="any GGUF with a Llama SentencePiece vocab (llama.cpp's "
+                        "models/ggml-vocab-llama-spm.gguf)")
     p.add_argument("--hidden", type=int, default=2048)
     p.add_argument("--layers", type=int, default=22)
     p.add_argument("--ffn", type=int, default=5632)
