@@ -274,142 +274,6 @@ inline KQH kq_sel(int j) {
     return KQ(mm_set_epi64x)(hi, lo);
 }
 
-// Several tokens (prompt processing, batched decode) of Q4_K / Q5_K and Q6_K: each super-block's
-// codes and scales are formed once into registers / L1 and used by kTok tokens, instead of once per
-// token as kq_row_q45 and kq_row_q6 do (forming them is as many instructions as one token's dot
-// products). Each token's integer sums and float steps are the one-token functions', so every
-// output is the bits it gets alone. y[k]: token t + k's output.
-template <bool kQ5, int kTok>
-void kq_row_q45_tokens(const QuantArgs& a, const uint8_t* row, int64_t nsb, int64_t t, float* y) {
-    KqAcc acc[kTok];
-    const KQI m4 = KQ(mm256_set1_epi8)(0x0f), one = KQ(mm256_set1_epi8)(1);
-    constexpr int64_t bb = kQ5 ? 176 : 144;
-    const int64_t nb = a.cols / 32;
-    for (int64_t s = 0; s < nsb; ++s) {
-        const uint8_t* blk = row + s * bb;
-        const uint8_t* qs = blk + (kQ5 ? 48 : 16);
-        KQI codes[8];  // 32-block j's codes, against activations 32j..32j+31
-        KQI hb{};
-        if constexpr (kQ5) hb = kq_load(blk + 16);
-        for (int c = 0; c < 4; ++c) {
-            const KQI q = kq_load(qs + 32 * c);
-            KQI lo = KQ(mm256_and_si256)(q, m4),
-                hi = KQ(mm256_and_si256)(KQ(mm256_srli_epi16)(q, 4), m4);
-            if constexpr (kQ5) {
-                const KQI b0 =
-                    KQ(mm256_and_si256)(KQ(mm256_srl_epi16)(hb, KQ(mm_cvtsi32_si128)(2 * c)), one);
-                const KQI b1 = KQ(mm256_and_si256)(
-                    KQ(mm256_srl_epi16)(hb, KQ(mm_cvtsi32_si128)(2 * c + 1)), one);
-                lo = KQ(mm256_or_si256)(lo, KQ(mm256_slli_epi16)(b0, 4));
-                hi = KQ(mm256_or_si256)(hi, KQ(mm256_slli_epi16)(b1, 4));
-            }
-            codes[2 * c] = lo;
-            codes[2 * c + 1] = hi;
-        }
-        KQI sc, mn;
-        kq_scales_mins(blk + 4, sc, mn);
-        float d, dmin;
-        kq_scales_f16(blk, d, dmin);
-        for (int k = 0; k < kTok; ++k) {
-            const int8_t* x = a.xq + (t + k) * a.cols + s * 256;
-            KQI v[8];
-            for (int j = 0; j < 8; ++j) v[j] = kq_dot(codes[j], kq_load(x + 32 * j));
-            const KQI i = KQ(mm256_mullo_epi32)(kq_hsum8(v), sc);
-            const KQI mx = KQ(mm256_mullo_epi32)(mn, kq_load(a.xs + (t + k) * nb + s * 8));
-            acc[k].step(i, a.xd + (t + k) * nb + s * 8, d, true, mx, dmin);
-        }
-    }
-    kq_reduce_n<kTok>(acc, y);
-}
-
-template <int kTok>
-void kq_row_q6_tokens(const QuantArgs& a, const uint8_t* row, int64_t nsb, int64_t t, float* y) {
-    KqAcc acc[kTok];
-    const KQI m4 = KQ(mm256_set1_epi8)(0x0f), m30 = KQ(mm256_set1_epi8)(0x30),
-              k32 = KQ(mm256_set1_epi8)(32);
-    const int64_t nb = a.cols / 32;
-    for (int64_t s = 0; s < nsb; ++s) {
-        const uint8_t* blk = row + s * 210;
-        const KQH sc8 = KQ(mm_loadu_si128)(reinterpret_cast<const KQH*>(blk + 192));
-        KQI codes[8], scv[8];
-        for (int h = 0; h < 2; ++h) {
-            const KQI qa = kq_load(blk + 64 * h), qb = kq_load(blk + 64 * h + 32),
-                      qh = kq_load(blk + 128 + 32 * h);
-            codes[4 * h] = KQ(mm256_or_si256)(
-                KQ(mm256_and_si256)(qa, m4), KQ(mm256_and_si256)(KQ(mm256_slli_epi16)(qh, 4), m30));
-            codes[4 * h + 1] = KQ(mm256_or_si256)(
-                KQ(mm256_and_si256)(qb, m4), KQ(mm256_and_si256)(KQ(mm256_slli_epi16)(qh, 2), m30));
-            codes[4 * h + 2] = KQ(mm256_or_si256)(
-                KQ(mm256_and_si256)(KQ(mm256_srli_epi16)(qa, 4), m4), KQ(mm256_and_si256)(qh, m30));
-            codes[4 * h + 3] =
-                KQ(mm256_or_si256)(KQ(mm256_and_si256)(KQ(mm256_srli_epi16)(qb, 4), m4),
-                                   KQ(mm256_and_si256)(KQ(mm256_srli_epi16)(qh, 2), m30));
-        }
-        for (int j = 0; j < 8; ++j)
-            scv[j] = KQ(mm256_cvtepi8_epi16)(KQ(mm_shuffle_epi8)(sc8, kq_sel(j)));
-        const float d = kq_scale_f16(blk + 208);
-        for (int k = 0; k < kTok; ++k) {
-            const int8_t* x = a.xq + (t + k) * a.cols + s * 256;
-            KQI v[8];
-            for (int j = 0; j < 8; ++j) {
-                const KQI xv = kq_load(x + 32 * j);
-                const KQI p = KQ(mm256_sub_epi16)(KQ(mm256_maddubs_epi16)(codes[j], xv),
-                                                  KQ(mm256_maddubs_epi16)(k32, xv));
-                v[j] = KQ(mm256_madd_epi16)(p, scv[j]);
-            }
-            acc[k].step(kq_hsum8(v), a.xd + (t + k) * nb + s * 8, d, false,
-                        KQ(mm256_setzero_si256)(), 0.0f);
-        }
-    }
-    kq_reduce_n<kTok>(acc, y);
-}
-
-// Rows [r0, r1) of Q4_K, Q5_K or Q6_K for every token, up to kKqTokens tokens per pass over a row.
-constexpr int kKqTokens = 8;
-template <int kKind, int kTok = kKqTokens>
-void kq_rows_tokens(const QuantArgs& a, const uint8_t* row, int64_t nsb, int64_t r, int64_t t) {
-    float y[kTok];
-    if constexpr (kKind == kQuantKindQ6K)
-        kq_row_q6_tokens<kTok>(a, row, nsb, t, y);
-    else
-        kq_row_q45_tokens<kKind == kQuantKindQ5K, kTok>(a, row, nsb, t, y);
-    for (int k = 0; k < kTok; ++k) a.y[(t + k) * a.ldy + r] = y[k];
-}
-template <int kKind>
-void kq_matmul_sb_tokens(const QuantArgs& a, int64_t r0, int64_t r1) {
-    const int64_t nsb = a.cols / 256;
-    const int64_t row_bytes = nsb * kKQuantKindBytes[kKind - kQuantKindQ4K];
-    for (int64_t r = r0; r < r1; ++r) {
-        const uint8_t* row = a.data + r * row_bytes;
-        int64_t t = 0;
-        for (; t + kKqTokens <= a.n; t += kKqTokens) kq_rows_tokens<kKind>(a, row, nsb, r, t);
-        switch (a.n - t) {
-            case 7:
-                kq_rows_tokens<kKind, 7>(a, row, nsb, r, t);
-                break;
-            case 6:
-                kq_rows_tokens<kKind, 6>(a, row, nsb, r, t);
-                break;
-            case 5:
-                kq_rows_tokens<kKind, 5>(a, row, nsb, r, t);
-                break;
-            case 4:
-                kq_rows_tokens<kKind, 4>(a, row, nsb, r, t);
-                break;
-            case 3:
-                kq_rows_tokens<kKind, 3>(a, row, nsb, r, t);
-                break;
-            case 2:
-                kq_rows_tokens<kKind, 2>(a, row, nsb, r, t);
-                break;
-            case 1:
-                kq_rows_tokens<kKind, 1>(a, row, nsb, r, t);
-                break;
-            default:
-                break;
-        }
-    }
-}
 
 // A 32-block's 16 bytes of nibbles as 32 byte codes: the low nibbles (weights 0..15), then the high
 // ones (16..31).
@@ -1056,6 +920,216 @@ void kq_matmul_b5(const QuantArgs& a, int64_t r0, int64_t r1, uint8_t* scratch) 
     }
 }
 
+// Several tokens (prompt processing, batched decode) of Q4_K / Q5_K, Q6_K, IQ4_XS and Q2_K: each
+// super-block's codes and scales are formed once into registers / L1 and used by kTok tokens,
+// instead of once per token as the one-row functions below do (forming them is as many
+// instructions as one token's dot products). Each token's integer sums and float steps are the
+// one-token functions', so every output is the bits it gets alone. y[k]: token t + k's output.
+template <bool kQ5, int kTok>
+void kq_row_q45_tokens(const QuantArgs& a, const uint8_t* row, int64_t nsb, int64_t t, float* y) {
+    KqAcc acc[kTok];
+    const KQI m4 = KQ(mm256_set1_epi8)(0x0f), one = KQ(mm256_set1_epi8)(1);
+    constexpr int64_t bb = kQ5 ? 176 : 144;
+    const int64_t nb = a.cols / 32;
+    for (int64_t s = 0; s < nsb; ++s) {
+        const uint8_t* blk = row + s * bb;
+        const uint8_t* qs = blk + (kQ5 ? 48 : 16);
+        KQI codes[8];  // 32-block j's codes, against activations 32j..32j+31
+        KQI hb{};
+        if constexpr (kQ5) hb = kq_load(blk + 16);
+        for (int c = 0; c < 4; ++c) {
+            const KQI q = kq_load(qs + 32 * c);
+            KQI lo = KQ(mm256_and_si256)(q, m4),
+                hi = KQ(mm256_and_si256)(KQ(mm256_srli_epi16)(q, 4), m4);
+            if constexpr (kQ5) {
+                const KQI b0 =
+                    KQ(mm256_and_si256)(KQ(mm256_srl_epi16)(hb, KQ(mm_cvtsi32_si128)(2 * c)), one);
+                const KQI b1 = KQ(mm256_and_si256)(
+                    KQ(mm256_srl_epi16)(hb, KQ(mm_cvtsi32_si128)(2 * c + 1)), one);
+                lo = KQ(mm256_or_si256)(lo, KQ(mm256_slli_epi16)(b0, 4));
+                hi = KQ(mm256_or_si256)(hi, KQ(mm256_slli_epi16)(b1, 4));
+            }
+            codes[2 * c] = lo;
+            codes[2 * c + 1] = hi;
+        }
+        KQI sc, mn;
+        kq_scales_mins(blk + 4, sc, mn);
+        float d, dmin;
+        kq_scales_f16(blk, d, dmin);
+        for (int k = 0; k < kTok; ++k) {
+            const int8_t* x = a.xq + (t + k) * a.cols + s * 256;
+            KQI v[8];
+            for (int j = 0; j < 8; ++j) v[j] = kq_dot(codes[j], kq_load(x + 32 * j));
+            const KQI i = KQ(mm256_mullo_epi32)(kq_hsum8(v), sc);
+            const KQI mx = KQ(mm256_mullo_epi32)(mn, kq_load(a.xs + (t + k) * nb + s * 8));
+            acc[k].step(i, a.xd + (t + k) * nb + s * 8, d, true, mx, dmin);
+        }
+    }
+    kq_reduce_n<kTok>(acc, y);
+}
+
+template <int kTok>
+void kq_row_q6_tokens(const QuantArgs& a, const uint8_t* row, int64_t nsb, int64_t t, float* y) {
+    KqAcc acc[kTok];
+    const KQI m4 = KQ(mm256_set1_epi8)(0x0f), m30 = KQ(mm256_set1_epi8)(0x30),
+              k32 = KQ(mm256_set1_epi8)(32);
+    const int64_t nb = a.cols / 32;
+    for (int64_t s = 0; s < nsb; ++s) {
+        const uint8_t* blk = row + s * 210;
+        const KQH sc8 = KQ(mm_loadu_si128)(reinterpret_cast<const KQH*>(blk + 192));
+        KQI codes[8], scv[8];
+        for (int h = 0; h < 2; ++h) {
+            const KQI qa = kq_load(blk + 64 * h), qb = kq_load(blk + 64 * h + 32),
+                      qh = kq_load(blk + 128 + 32 * h);
+            codes[4 * h] = KQ(mm256_or_si256)(
+                KQ(mm256_and_si256)(qa, m4), KQ(mm256_and_si256)(KQ(mm256_slli_epi16)(qh, 4), m30));
+            codes[4 * h + 1] = KQ(mm256_or_si256)(
+                KQ(mm256_and_si256)(qb, m4), KQ(mm256_and_si256)(KQ(mm256_slli_epi16)(qh, 2), m30));
+            codes[4 * h + 2] = KQ(mm256_or_si256)(
+                KQ(mm256_and_si256)(KQ(mm256_srli_epi16)(qa, 4), m4), KQ(mm256_and_si256)(qh, m30));
+            codes[4 * h + 3] =
+                KQ(mm256_or_si256)(KQ(mm256_and_si256)(KQ(mm256_srli_epi16)(qb, 4), m4),
+                                   KQ(mm256_and_si256)(KQ(mm256_srli_epi16)(qh, 2), m30));
+        }
+        for (int j = 0; j < 8; ++j)
+            scv[j] = KQ(mm256_cvtepi8_epi16)(KQ(mm_shuffle_epi8)(sc8, kq_sel(j)));
+        const float d = kq_scale_f16(blk + 208);
+        for (int k = 0; k < kTok; ++k) {
+            const int8_t* x = a.xq + (t + k) * a.cols + s * 256;
+            KQI v[8];
+            for (int j = 0; j < 8; ++j) {
+                const KQI xv = kq_load(x + 32 * j);
+                const KQI p = KQ(mm256_sub_epi16)(KQ(mm256_maddubs_epi16)(codes[j], xv),
+                                                  KQ(mm256_maddubs_epi16)(k32, xv));
+                v[j] = KQ(mm256_madd_epi16)(p, scv[j]);
+            }
+            acc[k].step(kq_hsum8(v), a.xd + (t + k) * nb + s * 8, d, false,
+                        KQ(mm256_setzero_si256)(), 0.0f);
+        }
+    }
+    kq_reduce_n<kTok>(acc, y);
+}
+
+template <int kTok>
+void kq_row_iq4xs_tokens(const QuantArgs& a, const uint8_t* row, int64_t nsb, int64_t t,
+                         float* y) {
+    const KQI tbl = kq_iq4_table();
+    KqAcc acc[kTok];
+    const int64_t nb = a.cols / 32;
+    for (int64_t s = 0; s < nsb; ++s) {
+        const uint8_t* blk = row + s * 136;
+        KQI w[8], wa[8];
+        alignas(32) int32_t ls[8];
+        const int32_t sh = blk[2] | blk[3] << 8;
+        for (int j = 0; j < 8; ++j) {
+            w[j] = KQ(mm256_shuffle_epi8)(tbl, kq_nibbles32(blk + 8 + 16 * j));
+            wa[j] = KQ(mm256_sign_epi8)(w[j], w[j]);
+            ls[j] = (((blk[4 + j / 2] >> 4 * (j % 2)) & 0xF) | (((sh >> 2 * j) & 3) << 4)) - 32;
+        }
+        const KQI lsv = kq_load(ls);
+        const float d = kq_scale_f16(blk);
+        for (int k = 0; k < kTok; ++k) {
+            const int8_t* x = a.xq + (t + k) * a.cols + s * 256;
+            KQI v[8];
+            for (int j = 0; j < 8; ++j)
+                v[j] = kq_dot(wa[j], KQ(mm256_sign_epi8)(kq_load(x + 32 * j), w[j]));
+            acc[k].step(KQ(mm256_mullo_epi32)(kq_hsum8(v), lsv), a.xd + (t + k) * nb + s * 8, d,
+                        false, KQ(mm256_setzero_si256)(), 0.0f);
+        }
+    }
+    kq_reduce_n<kTok>(acc, y);
+}
+
+template <int kTok>
+void kq_row_q2k_tokens(const QuantArgs& a, const uint8_t* row, int64_t nsb, int64_t t, float* y) {
+    KqAcc acc[kTok];
+    const KQI m3 = KQ(mm256_set1_epi8)(3), one = KQ(mm256_set1_epi8)(1);
+    const KQH m4 = KQ(mm_set1_epi8)(0x0f);
+    const int64_t nb = a.cols / 32;
+    for (int64_t s = 0; s < nsb; ++s) {
+        const uint8_t* blk = row + s * 84;
+        const KQH sc8 = KQ(mm_loadu_si128)(reinterpret_cast<const KQH*>(blk));
+        const KQH scl = KQ(mm_and_si128)(sc8, m4),
+                  mnl = KQ(mm_and_si128)(KQ(mm_srli_epi16)(sc8, 4), m4);
+        KQI codes[8], scv[8], mnv[8];
+        for (int h = 0; h < 2; ++h) {
+            const KQI q = kq_load(blk + 16 + 32 * h);
+            for (int k = 0; k < 4; ++k) {
+                const int j = 4 * h + k;
+                codes[j] =
+                    KQ(mm256_and_si256)(KQ(mm256_srl_epi16)(q, KQ(mm_cvtsi32_si128)(2 * k)), m3);
+                scv[j] = KQ(mm256_cvtepi8_epi16)(KQ(mm_shuffle_epi8)(scl, kq_sel(j)));
+                mnv[j] = KQ(mm256_cvtepi8_epi16)(KQ(mm_shuffle_epi8)(mnl, kq_sel(j)));
+            }
+        }
+        float d, dmin;
+        kq_scales_f16(blk + 80, d, dmin);
+        for (int k = 0; k < kTok; ++k) {
+            const int8_t* x = a.xq + (t + k) * a.cols + s * 256;
+            KQI v[8], mv[8];
+            for (int j = 0; j < 8; ++j) {
+                const KQI xv = kq_load(x + 32 * j);
+                v[j] = KQ(mm256_madd_epi16)(KQ(mm256_maddubs_epi16)(codes[j], xv), scv[j]);
+                mv[j] = KQ(mm256_madd_epi16)(KQ(mm256_maddubs_epi16)(one, xv), mnv[j]);
+            }
+            acc[k].step(kq_hsum8(v), a.xd + (t + k) * nb + s * 8, d, true, kq_hsum8(mv), dmin);
+        }
+    }
+    kq_reduce_n<kTok>(acc, y);
+}
+
+// Rows [r0, r1) of a 256-weight super-block type (Q4_K, Q5_K, Q6_K, IQ4_XS, Q2_K) for every
+// token, up to kKqTokens tokens per pass over a row.
+constexpr int kKqTokens = 8;
+template <int kKind, int kTok = kKqTokens>
+void kq_rows_tokens(const QuantArgs& a, const uint8_t* row, int64_t nsb, int64_t r, int64_t t) {
+    float y[kTok];
+    if constexpr (kKind == kQuantKindQ6K)
+        kq_row_q6_tokens<kTok>(a, row, nsb, t, y);
+    else if constexpr (kKind == kQuantKindIQ4XS)
+        kq_row_iq4xs_tokens<kTok>(a, row, nsb, t, y);
+    else if constexpr (kKind == kQuantKindQ2K)
+        kq_row_q2k_tokens<kTok>(a, row, nsb, t, y);
+    else
+        kq_row_q45_tokens<kKind == kQuantKindQ5K, kTok>(a, row, nsb, t, y);
+    for (int k = 0; k < kTok; ++k) a.y[(t + k) * a.ldy + r] = y[k];
+}
+template <int kKind>
+void kq_matmul_sb_tokens(const QuantArgs& a, int64_t r0, int64_t r1) {
+    const int64_t nsb = a.cols / 256;
+    const int64_t row_bytes = nsb * kKQuantKindBytes[kKind - kQuantKindQ4K];
+    for (int64_t r = r0; r < r1; ++r) {
+        const uint8_t* row = a.data + r * row_bytes;
+        int64_t t = 0;
+        for (; t + kKqTokens <= a.n; t += kKqTokens) kq_rows_tokens<kKind>(a, row, nsb, r, t);
+        switch (a.n - t) {
+            case 7:
+                kq_rows_tokens<kKind, 7>(a, row, nsb, r, t);
+                break;
+            case 6:
+                kq_rows_tokens<kKind, 6>(a, row, nsb, r, t);
+                break;
+            case 5:
+                kq_rows_tokens<kKind, 5>(a, row, nsb, r, t);
+                break;
+            case 4:
+                kq_rows_tokens<kKind, 4>(a, row, nsb, r, t);
+                break;
+            case 3:
+                kq_rows_tokens<kKind, 3>(a, row, nsb, r, t);
+                break;
+            case 2:
+                kq_rows_tokens<kKind, 2>(a, row, nsb, r, t);
+                break;
+            case 1:
+                kq_rows_tokens<kKind, 1>(a, row, nsb, r, t);
+                break;
+            default:
+                break;
+        }
+    }
+}
+
 // One row of IQ4_XS against one token's activations.
 float kq_row_iq4xs(const uint8_t* row, int64_t nsb, const int8_t* xq, const float* xd) {
     const KQI tbl = kq_iq4_table();
@@ -1264,6 +1338,10 @@ void kq_matmul(const QuantArgs& a, int64_t r0, int64_t r1) {
                 return kq_matmul_sb_tokens<kQuantKindQ5K>(a, r0, r1);
             case kQuantKindQ6K:
                 return kq_matmul_sb_tokens<kQuantKindQ6K>(a, r0, r1);
+            case kQuantKindIQ4XS:
+                return kq_matmul_sb_tokens<kQuantKindIQ4XS>(a, r0, r1);
+            case kQuantKindQ2K:
+                return kq_matmul_sb_tokens<kQuantKindQ2K>(a, r0, r1);
             default:
                 break;
         }
