@@ -1184,6 +1184,58 @@ float kq_row_q2k(const uint8_t* row, int64_t nsb, const int8_t* xq, const float*
     return acc.reduce();
 }
 
+// One token of Q2_K with its activations' 16-weight sums formed once per call (bs: super-block s's
+// 16 sums as int16 lanes) rather than once per row: a super-block's min term is then one madd of
+// its 16 mins against them, lane j = min(2j) * sum(x of half 2j) + min(2j + 1) * sum(half 2j + 1),
+// the same integer kq_row_q2k forms from maddubs(1, x) per 32-block (|sum| <= 16 * 127).
+float kq_row_q2k_bs(const uint8_t* row, int64_t nsb, const int8_t* xq, const float* xd,
+                    const KQI* bs) {
+    KqAcc acc;
+    const KQI m3 = KQ(mm256_set1_epi8)(3);
+    const KQH m4 = KQ(mm_set1_epi8)(0x0f);
+    for (int64_t s = 0; s < nsb; ++s) {
+        const uint8_t* blk = row + s * 84;
+        const int8_t* x = xq + s * 256;
+        const KQH sc8 = KQ(mm_loadu_si128)(reinterpret_cast<const KQH*>(blk));
+        const KQH scl = KQ(mm_and_si128)(sc8, m4),
+                  mnl = KQ(mm_and_si128)(KQ(mm_srli_epi16)(sc8, 4), m4);
+        KQI v[8];
+        for (int h = 0; h < 2; ++h) {
+            const KQI q = kq_load(blk + 16 + 32 * h);
+            for (int k = 0; k < 4; ++k) {
+                const int j = 4 * h + k;
+                const KQI codes =
+                    KQ(mm256_and_si256)(KQ(mm256_srl_epi16)(q, KQ(mm_cvtsi32_si128)(2 * k)), m3);
+                v[j] = KQ(mm256_madd_epi16)(
+                    KQ(mm256_maddubs_epi16)(codes, kq_load(x + 32 * j)),
+                    KQ(mm256_cvtepi8_epi16)(KQ(mm_shuffle_epi8)(scl, kq_sel(j))));
+            }
+        }
+        const KQI mx = KQ(mm256_madd_epi16)(KQ(mm256_cvtepu8_epi16)(mnl), bs[s]);
+        float d, dmin;
+        kq_scales_f16(blk + 80, d, dmin);
+        acc.step(kq_hsum8(v), xd + s * 8, d, true, mx, dmin);
+    }
+    return acc.reduce();
+}
+
+// Super-blocks per call that kq_matmul_q2k_one keeps the 16-weight sums of on its stack (16 KiB,
+// rows of 32768 weights); longer rows take kq_row_q2k.
+constexpr int64_t kQ2kSumsMax = 128;
+
+void kq_matmul_q2k_one(const QuantArgs& a, int64_t r0, int64_t r1) {
+    const int64_t nsb = a.cols / 256, row_bytes = nsb * 84;
+    alignas(32) int16_t sums[kQ2kSumsMax * 16];
+    for (int64_t g = 0; g < nsb * 16; ++g) {
+        int32_t t = 0;
+        for (int l = 0; l < 16; ++l) t += a.xq[g * 16 + l];
+        sums[g] = static_cast<int16_t>(t);
+    }
+    const KQI* bs = reinterpret_cast<const KQI*>(sums);
+    for (int64_t r = r0; r < r1; ++r)
+        a.y[r] = kq_row_q2k_bs(a.data + r * row_bytes, nsb, a.xq, a.xd, bs);
+}
+
 // Q3_K, several rows or several tokens per pass. A weight's code u = q + 4 * high bit (0..7,
 // unsigned) makes its value u - 4, so a 16-half's sum is sum u*xq - sum 4*xq. maddubs' pair sums
 // of eight 32-blocks, added up by three levels of 16-bit hadds, give each 16-half's sum as one
@@ -1330,6 +1382,8 @@ void kq_matmul(const QuantArgs& a, int64_t r0, int64_t r1) {
         }
     }
     if (a.kind == kQuantKindQ3K) return kq_matmul_q3k(a, r0, r1);
+    if (a.kind == kQuantKindQ2K && a.n == 1 && a.cols / 256 <= kQ2kSumsMax)
+        return kq_matmul_q2k_one(a, r0, r1);
     if (a.n > 1) {
         switch (a.kind) {
             case kQuantKindQ4K:
