@@ -274,7 +274,6 @@ inline KQH kq_sel(int j) {
     return KQ(mm_set_epi64x)(hi, lo);
 }
 
-
 // A 32-block's 16 bytes of nibbles as 32 byte codes: the low nibbles (weights 0..15), then the high
 // ones (16..31).
 inline KQI kq_nibbles32(const uint8_t* qs) {
@@ -920,6 +919,24 @@ void kq_matmul_b5(const QuantArgs& a, int64_t r0, int64_t r1, uint8_t* scratch) 
     }
 }
 
+// An IQ4_XS super-block's eight 6-bit scales minus 32 as int32 lanes: scales_l's nibble j (bits
+// 4j of its little-endian u32) with scales_h's bits 2j, 2j + 1 above it.
+inline KQI kq_iq4xs_scales(const uint8_t* blk) {
+    uint32_t lo;
+    __builtin_memcpy(&lo, blk + 4, 4);
+    const int32_t sh = blk[2] | blk[3] << 8;
+    const KQI l =
+        KQ(mm256_and_si256)(KQ(mm256_srlv_epi32)(KQ(mm256_set1_epi32)(static_cast<int32_t>(lo)),
+                                                 KQ(mm256_setr_epi32)(0, 4, 8, 12, 16, 20, 24, 28)),
+                            KQ(mm256_set1_epi32)(0xF));
+    const KQI h =
+        KQ(mm256_and_si256)(KQ(mm256_srlv_epi32)(KQ(mm256_set1_epi32)(sh),
+                                                 KQ(mm256_setr_epi32)(0, 2, 4, 6, 8, 10, 12, 14)),
+                            KQ(mm256_set1_epi32)(3));
+    return KQ(mm256_sub_epi32)(KQ(mm256_or_si256)(l, KQ(mm256_slli_epi32)(h, 4)),
+                               KQ(mm256_set1_epi32)(32));
+}
+
 // Several tokens (prompt processing, batched decode) of Q4_K / Q5_K, Q6_K, IQ4_XS and Q2_K: each
 // super-block's codes and scales are formed once into registers / L1 and used by kTok tokens,
 // instead of once per token as the one-row functions below do (forming them is as many
@@ -1011,22 +1028,18 @@ void kq_row_q6_tokens(const QuantArgs& a, const uint8_t* row, int64_t nsb, int64
 }
 
 template <int kTok>
-void kq_row_iq4xs_tokens(const QuantArgs& a, const uint8_t* row, int64_t nsb, int64_t t,
-                         float* y) {
+void kq_row_iq4xs_tokens(const QuantArgs& a, const uint8_t* row, int64_t nsb, int64_t t, float* y) {
     const KQI tbl = kq_iq4_table();
     KqAcc acc[kTok];
     const int64_t nb = a.cols / 32;
     for (int64_t s = 0; s < nsb; ++s) {
         const uint8_t* blk = row + s * 136;
         KQI w[8], wa[8];
-        alignas(32) int32_t ls[8];
-        const int32_t sh = blk[2] | blk[3] << 8;
         for (int j = 0; j < 8; ++j) {
             w[j] = KQ(mm256_shuffle_epi8)(tbl, kq_nibbles32(blk + 8 + 16 * j));
             wa[j] = KQ(mm256_sign_epi8)(w[j], w[j]);
-            ls[j] = (((blk[4 + j / 2] >> 4 * (j % 2)) & 0xF) | (((sh >> 2 * j) & 3) << 4)) - 32;
         }
-        const KQI lsv = kq_load(ls);
+        const KQI lsv = kq_iq4xs_scales(blk);
         const float d = kq_scale_f16(blk);
         for (int k = 0; k < kTok; ++k) {
             const int8_t* x = a.xq + (t + k) * a.cols + s * 256;
@@ -1138,13 +1151,8 @@ float kq_row_iq4xs(const uint8_t* row, int64_t nsb, const int8_t* xq, const floa
         const uint8_t* blk = row + s * 136;
         const int8_t* x = xq + s * 256;
         KQI v[8];
-        alignas(32) int32_t ls[8];
-        const int32_t sh = blk[2] | blk[3] << 8;
-        for (int j = 0; j < 8; ++j) {
-            v[j] = kq_dot_iq4(tbl, blk + 8 + 16 * j, kq_load(x + 32 * j));
-            ls[j] = (((blk[4 + j / 2] >> 4 * (j % 2)) & 0xF) | (((sh >> 2 * j) & 3) << 4)) - 32;
-        }
-        const KQI i = KQ(mm256_mullo_epi32)(kq_hsum8(v), kq_load(ls));
+        for (int j = 0; j < 8; ++j) v[j] = kq_dot_iq4(tbl, blk + 8 + 16 * j, kq_load(x + 32 * j));
+        const KQI i = KQ(mm256_mullo_epi32)(kq_hsum8(v), kq_iq4xs_scales(blk));
         acc.step(i, xd + s * 8, kq_scale_f16(blk), false, KQ(mm256_setzero_si256)(), 0.0f);
     }
     return acc.reduce();
