@@ -219,10 +219,11 @@ void run_rows(const detail::MatmulTable& t, const WeightMatrix& w, const float* 
     } else if (is_quant(w)) {
         // Q5_0 / Q5_1 / IQ4_NL at any token count: the SIMD kernels unpack each row once into it
         // (the scalar one ignores it).
-        // Q3_K: each token's per-super-block terms, formed once per call (32 bytes each).
+        // Q3_K: each token's per-super-block terms, formed once per call (32 bytes each); Q2_K:
+        // each token's 16-weight activation sums (32 bytes per super-block).
         const bool q5 = qa.kind == detail::kQuantKindQ5_0 || qa.kind == detail::kQuantKindQ5_1 ||
                         qa.kind == detail::kQuantKindIQ4NL;
-        const bool q3 = qa.kind == detail::kQuantKindQ3K;
+        const bool q3 = qa.kind == detail::kQuantKindQ3K || qa.kind == detail::kQuantKindQ2K;
         if ((t.quant_uses_unpack && qa.kind == 0 && !qa.act_f32 && n >= kQ4UnpackMinTokens) || q5 ||
             q3) {
             detail::QuantArgs q = qa;

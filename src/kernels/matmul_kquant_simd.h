@@ -1053,8 +1053,11 @@ void kq_row_iq4xs_tokens(const QuantArgs& a, const uint8_t* row, int64_t nsb, in
     kq_reduce_n<kTok>(acc, y);
 }
 
+// bs: every token's 16-weight sums (kq_q2k_sums; token t's super-block s at bs[t * nsb + s]),
+// then a super-block's min term is one madd per token; null: formed from maddubs(1, x) here.
 template <int kTok>
 void kq_row_q2k_tokens(const QuantArgs& a, const uint8_t* row, int64_t nsb, int64_t t, float* y) {
+    const KQI* bs = reinterpret_cast<const KQI*>(a.unpack);
     KqAcc acc[kTok];
     const KQI m3 = KQ(mm256_set1_epi8)(3), one = KQ(mm256_set1_epi8)(1);
     const KQH m4 = KQ(mm_set1_epi8)(0x0f);
@@ -1077,15 +1080,24 @@ void kq_row_q2k_tokens(const QuantArgs& a, const uint8_t* row, int64_t nsb, int6
         }
         float d, dmin;
         kq_scales_f16(blk + 80, d, dmin);
+        const KQI mn16 = KQ(mm256_cvtepu8_epi16)(mnl);
         for (int k = 0; k < kTok; ++k) {
             const int8_t* x = a.xq + (t + k) * a.cols + s * 256;
-            KQI v[8], mv[8];
-            for (int j = 0; j < 8; ++j) {
-                const KQI xv = kq_load(x + 32 * j);
-                v[j] = KQ(mm256_madd_epi16)(KQ(mm256_maddubs_epi16)(codes[j], xv), scv[j]);
-                mv[j] = KQ(mm256_madd_epi16)(KQ(mm256_maddubs_epi16)(one, xv), mnv[j]);
+            KQI v[8];
+            for (int j = 0; j < 8; ++j)
+                v[j] = KQ(mm256_madd_epi16)(KQ(mm256_maddubs_epi16)(codes[j], kq_load(x + 32 * j)),
+                                            scv[j]);
+            KQI mx;
+            if (bs) {
+                mx = KQ(mm256_madd_epi16)(mn16, bs[(t + k) * nsb + s]);
+            } else {
+                KQI mv[8];
+                for (int j = 0; j < 8; ++j)
+                    mv[j] = KQ(mm256_madd_epi16)(KQ(mm256_maddubs_epi16)(one, kq_load(x + 32 * j)),
+                                                 mnv[j]);
+                mx = kq_hsum8(mv);
             }
-            acc[k].step(kq_hsum8(v), a.xd + (t + k) * nb + s * 8, d, true, kq_hsum8(mv), dmin);
+            acc[k].step(kq_hsum8(v), a.xd + (t + k) * nb + s * 8, d, true, mx, dmin);
         }
     }
     kq_reduce_n<kTok>(acc, y);
@@ -1227,19 +1239,26 @@ float kq_row_q2k_bs(const uint8_t* row, int64_t nsb, const int8_t* xq, const flo
     return acc.reduce();
 }
 
-// Super-blocks per call that kq_matmul_q2k_one keeps the 16-weight sums of on its stack (16 KiB,
-// rows of 32768 weights); longer rows take kq_row_q2k.
+// out[g] = the sum of the 16 activations xq[16g .. 16g + 15], g < groups.
+inline void kq_q2k_sums(const int8_t* xq, int64_t groups, int16_t* out) {
+    for (int64_t g = 0; g < groups; ++g) {
+        int32_t t = 0;
+        for (int l = 0; l < 16; ++l) t += xq[g * 16 + l];
+        out[g] = static_cast<int16_t>(t);
+    }
+}
+
+// Super-blocks per call that kq_matmul_q2k_one keeps the 16-weight sums of on its stack without
+// QuantArgs::unpack (16 KiB, rows of 32768 weights); longer rows take kq_row_q2k.
 constexpr int64_t kQ2kSumsMax = 128;
 
-void kq_matmul_q2k_one(const QuantArgs& a, int64_t r0, int64_t r1) {
+void kq_matmul_q2k_one(const QuantArgs& a, int64_t r0, int64_t r1, const KQI* bs) {
     const int64_t nsb = a.cols / 256, row_bytes = nsb * 84;
     alignas(32) int16_t sums[kQ2kSumsMax * 16];
-    for (int64_t g = 0; g < nsb * 16; ++g) {
-        int32_t t = 0;
-        for (int l = 0; l < 16; ++l) t += a.xq[g * 16 + l];
-        sums[g] = static_cast<int16_t>(t);
+    if (!bs) {
+        kq_q2k_sums(a.xq, nsb * 16, sums);
+        bs = reinterpret_cast<const KQI*>(sums);
     }
-    const KQI* bs = reinterpret_cast<const KQI*>(sums);
     for (int64_t r = r0; r < r1; ++r)
         a.y[r] = kq_row_q2k_bs(a.data + r * row_bytes, nsb, a.xq, a.xd, bs);
 }
@@ -1390,8 +1409,10 @@ void kq_matmul(const QuantArgs& a, int64_t r0, int64_t r1) {
         }
     }
     if (a.kind == kQuantKindQ3K) return kq_matmul_q3k(a, r0, r1);
-    if (a.kind == kQuantKindQ2K && a.n == 1 && a.cols / 256 <= kQ2kSumsMax)
-        return kq_matmul_q2k_one(a, r0, r1);
+    if (a.kind == kQuantKindQ2K && a.unpack)  // every token's 16-weight sums, once per call
+        kq_q2k_sums(a.xq, a.n * a.cols / 16, reinterpret_cast<int16_t*>(a.unpack));
+    if (a.kind == kQuantKindQ2K && a.n == 1 && (a.unpack || a.cols / 256 <= kQ2kSumsMax))
+        return kq_matmul_q2k_one(a, r0, r1, reinterpret_cast<const KQI*>(a.unpack));
     if (a.n > 1) {
         switch (a.kind) {
             case kQuantKindQ4K:
