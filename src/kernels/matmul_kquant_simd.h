@@ -1204,65 +1204,6 @@ float kq_row_q2k(const uint8_t* row, int64_t nsb, const int8_t* xq, const float*
     return acc.reduce();
 }
 
-// One token of Q2_K with its activations' 16-weight sums formed once per call (bs: super-block s's
-// 16 sums as int16 lanes) rather than once per row: a super-block's min term is then one madd of
-// its 16 mins against them, lane j = min(2j) * sum(x of half 2j) + min(2j + 1) * sum(half 2j + 1),
-// the same integer kq_row_q2k forms from maddubs(1, x) per 32-block (|sum| <= 16 * 127).
-float kq_row_q2k_bs(const uint8_t* row, int64_t nsb, const int8_t* xq, const float* xd,
-                    const KQI* bs) {
-    KqAcc acc;
-    const KQI m3 = KQ(mm256_set1_epi8)(3);
-    const KQH m4 = KQ(mm_set1_epi8)(0x0f);
-    for (int64_t s = 0; s < nsb; ++s) {
-        const uint8_t* blk = row + s * 84;
-        const int8_t* x = xq + s * 256;
-        const KQH sc8 = KQ(mm_loadu_si128)(reinterpret_cast<const KQH*>(blk));
-        const KQH scl = KQ(mm_and_si128)(sc8, m4),
-                  mnl = KQ(mm_and_si128)(KQ(mm_srli_epi16)(sc8, 4), m4);
-        KQI v[8];
-        for (int h = 0; h < 2; ++h) {
-            const KQI q = kq_load(blk + 16 + 32 * h);
-            for (int k = 0; k < 4; ++k) {
-                const int j = 4 * h + k;
-                const KQI codes =
-                    KQ(mm256_and_si256)(KQ(mm256_srl_epi16)(q, KQ(mm_cvtsi32_si128)(2 * k)), m3);
-                v[j] = KQ(mm256_madd_epi16)(
-                    KQ(mm256_maddubs_epi16)(codes, kq_load(x + 32 * j)),
-                    KQ(mm256_cvtepi8_epi16)(KQ(mm_shuffle_epi8)(scl, kq_sel(j))));
-            }
-        }
-        const KQI mx = KQ(mm256_madd_epi16)(KQ(mm256_cvtepu8_epi16)(mnl), bs[s]);
-        float d, dmin;
-        kq_scales_f16(blk + 80, d, dmin);
-        acc.step(kq_hsum8(v), xd + s * 8, d, true, mx, dmin);
-    }
-    return acc.reduce();
-}
-
-// out[g] = the sum of the 16 activations xq[16g .. 16g + 15], g < groups.
-inline void kq_q2k_sums(const int8_t* xq, int64_t groups, int16_t* out) {
-    for (int64_t g = 0; g < groups; ++g) {
-        int32_t t = 0;
-        for (int l = 0; l < 16; ++l) t += xq[g * 16 + l];
-        out[g] = static_cast<int16_t>(t);
-    }
-}
-
-// Super-blocks per call that kq_matmul_q2k_one keeps the 16-weight sums of on its stack without
-// QuantArgs::unpack (16 KiB, rows of 32768 weights); longer rows take kq_row_q2k.
-constexpr int64_t kQ2kSumsMax = 128;
-
-void kq_matmul_q2k_one(const QuantArgs& a, int64_t r0, int64_t r1, const KQI* bs) {
-    const int64_t nsb = a.cols / 256, row_bytes = nsb * 84;
-    alignas(32) int16_t sums[kQ2kSumsMax * 16];
-    if (!bs) {
-        kq_q2k_sums(a.xq, nsb * 16, sums);
-        bs = reinterpret_cast<const KQI*>(sums);
-    }
-    for (int64_t r = r0; r < r1; ++r)
-        a.y[r] = kq_row_q2k_bs(a.data + r * row_bytes, nsb, a.xq, a.xd, bs);
-}
-
 // Q3_K, several rows or several tokens per pass. A weight's code u = q + 4 * high bit (0..7,
 // unsigned) makes its value u - 4, so a 16-half's sum is sum u*xq - sum 4*xq. maddubs' pair sums
 // of eight 32-blocks, added up by three levels of 16-bit hadds, give each 16-half's sum as one
@@ -1323,16 +1264,82 @@ inline void kq_q3_unpack(const uint8_t* blk, KQI* u, KQI& sc) {
 
 // The eight 32-block sums of one super-block (codes u, scales sc) against one token (x, its
 // term xt).
-inline KQI kq_q3_sums(const KQI* u, KQI sc, const int8_t* x, KQI xt) {
-    KQI v[8];
-    for (int j = 0; j < 8; ++j) v[j] = KQ(mm256_maddubs_epi16)(u[j], kq_load(x + 32 * j));
+// halves: 16-weight sums in kq_hsum_halves16's order; sc: the 16 halves' scales as int16 lanes in
+// their natural order. Lane j = sc(2j) * half(2j) + sc(2j + 1) * half(2j + 1), 32-block j's sum.
+inline KQI kq_halves_scaled(KQI halves, KQI sc) {
     // [first halves 0..3, second halves 0..3 | first 4..7, second 4..7], then each block's two
     // halves side by side, as its two scales lie in sc.
-    const KQI t = KQ(mm256_permute4x64_epi64)(KQ(mm256_sub_epi16)(kq_hsum_halves16(v), xt), 0xd8);
+    const KQI t = KQ(mm256_permute4x64_epi64)(halves, 0xd8);
     const KQI w = KQ(mm256_shuffle_epi8)(
         t, KQ(mm256_setr_epi8)(0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15, 0, 1, 8, 9, 2,
                                3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15));
     return KQ(mm256_madd_epi16)(w, sc);
+}
+
+inline KQI kq_q3_sums(const KQI* u, KQI sc, const int8_t* x, KQI xt) {
+    KQI v[8];
+    for (int j = 0; j < 8; ++j) v[j] = KQ(mm256_maddubs_epi16)(u[j], kq_load(x + 32 * j));
+    return kq_halves_scaled(KQ(mm256_sub_epi16)(kq_hsum_halves16(v), xt), sc);
+}
+
+// One token of Q2_K with its activations' 16-weight sums formed once per call (bs: super-block s's
+// 16 sums as int16 lanes) rather than once per row: a super-block's min term is then one madd of
+// its 16 mins against them, lane j = min(2j) * sum(x of half 2j) + min(2j + 1) * sum(half 2j + 1),
+// the same integer kq_row_q2k forms from maddubs(1, x) per 32-block (|sum| <= 16 * 127).
+float kq_row_q2k_bs(const uint8_t* row, int64_t nsb, const int8_t* xq, const float* xd,
+                    const KQI* bs) {
+    KqAcc acc;
+    const KQI m3 = KQ(mm256_set1_epi8)(3);
+    const KQH m4 = KQ(mm_set1_epi8)(0x0f);
+    for (int64_t s = 0; s < nsb; ++s) {
+        const uint8_t* blk = row + s * 84;
+        const int8_t* x = xq + s * 256;
+        const KQH sc8 = KQ(mm_loadu_si128)(reinterpret_cast<const KQH*>(blk));
+        const KQH scl = KQ(mm_and_si128)(sc8, m4),
+                  mnl = KQ(mm_and_si128)(KQ(mm_srli_epi16)(sc8, 4), m4);
+        // Pair sums of codes 0..3 against |x| <= 127, so a 16-weight half sums to at most
+        // 16 * 3 * 127 in int16; the scales then apply to the halves in one madd.
+        KQI v[8];
+        for (int h = 0; h < 2; ++h) {
+            const KQI q = kq_load(blk + 16 + 32 * h);
+            for (int k = 0; k < 4; ++k) {
+                const int j = 4 * h + k;
+                const KQI codes =
+                    KQ(mm256_and_si256)(KQ(mm256_srl_epi16)(q, KQ(mm_cvtsi32_si128)(2 * k)), m3);
+                v[j] = KQ(mm256_maddubs_epi16)(codes, kq_load(x + 32 * j));
+            }
+        }
+        const KQI i = kq_halves_scaled(kq_hsum_halves16(v), KQ(mm256_cvtepu8_epi16)(scl));
+        const KQI mx = KQ(mm256_madd_epi16)(KQ(mm256_cvtepu8_epi16)(mnl), bs[s]);
+        float d, dmin;
+        kq_scales_f16(blk + 80, d, dmin);
+        acc.step(i, xd + s * 8, d, true, mx, dmin);
+    }
+    return acc.reduce();
+}
+
+// out[g] = the sum of the 16 activations xq[16g .. 16g + 15], g < groups.
+inline void kq_q2k_sums(const int8_t* xq, int64_t groups, int16_t* out) {
+    for (int64_t g = 0; g < groups; ++g) {
+        int32_t t = 0;
+        for (int l = 0; l < 16; ++l) t += xq[g * 16 + l];
+        out[g] = static_cast<int16_t>(t);
+    }
+}
+
+// Super-blocks per call that kq_matmul_q2k_one keeps the 16-weight sums of on its stack without
+// QuantArgs::unpack (16 KiB, rows of 32768 weights); longer rows take kq_row_q2k.
+constexpr int64_t kQ2kSumsMax = 128;
+
+void kq_matmul_q2k_one(const QuantArgs& a, int64_t r0, int64_t r1, const KQI* bs) {
+    const int64_t nsb = a.cols / 256, row_bytes = nsb * 84;
+    alignas(32) int16_t sums[kQ2kSumsMax * 16];
+    if (!bs) {
+        kq_q2k_sums(a.xq, nsb * 16, sums);
+        bs = reinterpret_cast<const KQI*>(sums);
+    }
+    for (int64_t r = r0; r < r1; ++r)
+        a.y[r] = kq_row_q2k_bs(a.data + r * row_bytes, nsb, a.xq, a.xd, bs);
 }
 
 // kRows rows from row r (at `row`, row_bytes apart) against kTok tokens from t: y[t * ldy + r].
