@@ -20,6 +20,25 @@ using bf16 = uint16_t;
 // the activations (QuantArgs::x_e4m3, matmul.cpp) by this.
 constexpr float kE4m3Pow120 = 0x1p120f;
 
+// Calls f.template operator()<NT>(t) for consecutive tiles of tokens [t, t + NT) covering [0, n):
+// tiles of kMax tokens, the last one of up to kLastMax (>= kMax: a short remainder joins the last
+// full tile when the kernel runs that many tokens in one pass). The multi-token matmul kernels
+// pass their own lambda, so every instantiation is that file's alone (built with its -m flags).
+template <int NT, class F>
+inline void token_tile_of(int64_t count, int64_t t, F& f) {
+    if (count == NT)
+        f.template operator()<NT>(t);
+    else if constexpr (NT > 1)
+        token_tile_of<NT - 1>(count, t, f);
+}
+template <int kMax, int kLastMax = kMax, class F>
+inline void for_token_tiles(int64_t n, F&& f) {
+    static_assert(kMax >= 1 && kLastMax >= kMax);
+    int64_t t = 0;
+    for (; n - t > kLastMax; t += kMax) f.template operator()<kMax>(t);
+    if (t < n) token_tile_of<kLastMax>(n - t, t, f);
+}
+
 struct OpsTable {
     void (*rmsnorm)(const float* x, const float* w, float* y, int64_t n, float eps);
     void (*silu_mul)(const float* gate, const float* up, float* out, int64_t n);

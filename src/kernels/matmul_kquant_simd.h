@@ -937,6 +937,57 @@ inline KQI kq_iq4xs_scales(const uint8_t* blk) {
                                KQ(mm256_set1_epi32)(32));
 }
 
+// [first-half sums of v[0..7] | second-half sums], v[j] the int16 pair sums of 32-block j.
+inline KQI kq_hsum_halves16(const KQI* v) {
+    const KQI a =
+        KQ(mm256_hadd_epi16)(KQ(mm256_hadd_epi16)(v[0], v[1]), KQ(mm256_hadd_epi16)(v[2], v[3]));
+    const KQI b =
+        KQ(mm256_hadd_epi16)(KQ(mm256_hadd_epi16)(v[4], v[5]), KQ(mm256_hadd_epi16)(v[6], v[7]));
+    return KQ(mm256_hadd_epi16)(a, b);
+}
+
+// 16-weight sums in kq_hsum_halves16's order -> in their natural order (half 2j, 2j + 1 of
+// 32-block j side by side).
+inline KQI kq_halves_natural(KQI halves) {
+    // [first halves 0..3, second halves 0..3 | first 4..7, second 4..7], then each block's two
+    // halves side by side.
+    const KQI t = KQ(mm256_permute4x64_epi64)(halves, 0xd8);
+    return KQ(mm256_shuffle_epi8)(
+        t, KQ(mm256_setr_epi8)(0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15, 0, 1, 8, 9, 2,
+                               3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15));
+}
+
+// halves: 16-weight sums in kq_hsum_halves16's order; sc: the 16 halves' scales as int16 lanes in
+// their natural order. Lane j = sc(2j) * half(2j) + sc(2j + 1) * half(2j + 1), 32-block j's sum.
+inline KQI kq_halves_scaled(KQI halves, KQI sc) {
+    return KQ(mm256_madd_epi16)(kq_halves_natural(halves), sc);
+}
+
+// One token's super-block term: sum kMul*xq of each 16-half, in kq_hsum_halves16's order or, with
+// kNatural, in their natural order (Q3_K: kMul 4, the offset of its codes; Q2_K: kMul 1 in natural
+// order, what its mins multiply).
+template <int kMul, bool kNatural>
+inline KQI kq_half_sums(const int8_t* x) {
+    const KQI m = KQ(mm256_set1_epi8)(kMul);
+    KQI v[8];
+    for (int j = 0; j < 8; ++j) v[j] = KQ(mm256_maddubs_epi16)(m, kq_load(x + 32 * j));
+    return kNatural ? kq_halves_natural(kq_hsum_halves16(v)) : kq_hsum_halves16(v);
+}
+
+// With QuantArgs::unpack (n * nsb * 32 bytes): every token's kq_half_sums, formed there once per
+// call (token t's super-block s at [t * nsb + s]); null without it (the kernels form them as they
+// go).
+template <int kMul, bool kNatural>
+const KQI* kq_fill_half_sums(const QuantArgs& a) {
+    KQI* xts = reinterpret_cast<KQI*>(a.unpack);
+    const int64_t nsb = a.cols / 256;
+    if (xts)
+        for (int64_t t = 0; t < a.n; ++t)
+            for (int64_t s = 0; s < nsb; ++s)
+                xts[t * nsb + s] = kq_half_sums<kMul, kNatural>(a.xq + t * a.cols + 256 * s);
+    return xts;
+}
+
 // Several tokens (prompt processing, batched decode) of Q4_K / Q5_K, Q6_K, IQ4_XS and Q2_K: each
 // super-block's codes and scales are formed once into registers / L1 and used by kTok tokens,
 // instead of once per token as the one-row functions below do (forming them is as many
@@ -1053,13 +1104,21 @@ void kq_row_iq4xs_tokens(const QuantArgs& a, const uint8_t* row, int64_t nsb, in
     kq_reduce_n<kTok>(acc, y);
 }
 
-// bs: every token's 16-weight sums (kq_q2k_sums; token t's super-block s at bs[t * nsb + s]),
-// then a super-block's min term is one madd per token; null: formed from maddubs(1, x) here.
+// A super-block's min term: its 16 mins against the token's 16-weight sums (kq_half_sums<1, true>,
+// formed once per call where xts is not null), lane j = min(2j) * sum(half 2j) + min(2j + 1) *
+// sum(half 2j + 1) (|sum| <= 16 * 127).
+inline KQI kq_q2k_mins(KQH mnl, const KQI* xts, int64_t i, const int8_t* x) {
+    return KQ(mm256_madd_epi16)(KQ(mm256_cvtepu8_epi16)(mnl),
+                                xts ? xts[i] : kq_half_sums<1, true>(x));
+}
+
+// xts: kq_fill_half_sums<1, true> of the call (token t's super-block s at xts[t * nsb + s]), or
+// null.
 template <int kTok>
-void kq_row_q2k_tokens(const QuantArgs& a, const uint8_t* row, int64_t nsb, int64_t t, float* y) {
-    const KQI* bs = reinterpret_cast<const KQI*>(a.unpack);
+void kq_row_q2k_tokens(const QuantArgs& a, const uint8_t* row, int64_t nsb, int64_t t, float* y,
+                       const KQI* xts) {
     KqAcc acc[kTok];
-    const KQI m3 = KQ(mm256_set1_epi8)(3), one = KQ(mm256_set1_epi8)(1);
+    const KQI m3 = KQ(mm256_set1_epi8)(3);
     const KQH m4 = KQ(mm_set1_epi8)(0x0f);
     const int64_t nb = a.cols / 32;
     for (int64_t s = 0; s < nsb; ++s) {
@@ -1067,7 +1126,7 @@ void kq_row_q2k_tokens(const QuantArgs& a, const uint8_t* row, int64_t nsb, int6
         const KQH sc8 = KQ(mm_loadu_si128)(reinterpret_cast<const KQH*>(blk));
         const KQH scl = KQ(mm_and_si128)(sc8, m4),
                   mnl = KQ(mm_and_si128)(KQ(mm_srli_epi16)(sc8, 4), m4);
-        KQI codes[8], scv[8], mnv[8];
+        KQI codes[8], scv[8];
         for (int h = 0; h < 2; ++h) {
             const KQI q = kq_load(blk + 16 + 32 * h);
             for (int k = 0; k < 4; ++k) {
@@ -1075,29 +1134,18 @@ void kq_row_q2k_tokens(const QuantArgs& a, const uint8_t* row, int64_t nsb, int6
                 codes[j] =
                     KQ(mm256_and_si256)(KQ(mm256_srl_epi16)(q, KQ(mm_cvtsi32_si128)(2 * k)), m3);
                 scv[j] = KQ(mm256_cvtepi8_epi16)(KQ(mm_shuffle_epi8)(scl, kq_sel(j)));
-                mnv[j] = KQ(mm256_cvtepi8_epi16)(KQ(mm_shuffle_epi8)(mnl, kq_sel(j)));
             }
         }
         float d, dmin;
         kq_scales_f16(blk + 80, d, dmin);
-        const KQI mn16 = KQ(mm256_cvtepu8_epi16)(mnl);
         for (int k = 0; k < kTok; ++k) {
             const int8_t* x = a.xq + (t + k) * a.cols + s * 256;
             KQI v[8];
             for (int j = 0; j < 8; ++j)
                 v[j] = KQ(mm256_madd_epi16)(KQ(mm256_maddubs_epi16)(codes[j], kq_load(x + 32 * j)),
                                             scv[j]);
-            KQI mx;
-            if (bs) {
-                mx = KQ(mm256_madd_epi16)(mn16, bs[(t + k) * nsb + s]);
-            } else {
-                KQI mv[8];
-                for (int j = 0; j < 8; ++j)
-                    mv[j] = KQ(mm256_madd_epi16)(KQ(mm256_maddubs_epi16)(one, kq_load(x + 32 * j)),
-                                                 mnv[j]);
-                mx = kq_hsum8(mv);
-            }
-            acc[k].step(kq_hsum8(v), a.xd + (t + k) * nb + s * 8, d, true, mx, dmin);
+            acc[k].step(kq_hsum8(v), a.xd + (t + k) * nb + s * 8, d, true,
+                        kq_q2k_mins(mnl, xts, (t + k) * nsb + s, x), dmin);
         }
     }
     kq_reduce_n<kTok>(acc, y);
@@ -1106,53 +1154,29 @@ void kq_row_q2k_tokens(const QuantArgs& a, const uint8_t* row, int64_t nsb, int6
 // Rows [r0, r1) of a 256-weight super-block type (Q4_K, Q5_K, Q6_K, IQ4_XS, Q2_K) for every
 // token, up to kKqTokens tokens per pass over a row.
 constexpr int kKqTokens = 8;
-template <int kKind, int kTok = kKqTokens>
-void kq_rows_tokens(const QuantArgs& a, const uint8_t* row, int64_t nsb, int64_t r, int64_t t) {
+// xts: Q2_K's kq_fill_half_sums<1, true> (or null); the other types take none.
+template <int kKind, int kTok>
+void kq_rows_tokens(const QuantArgs& a, const uint8_t* row, int64_t nsb, int64_t r, int64_t t,
+                    const KQI* xts) {
     float y[kTok];
     if constexpr (kKind == kQuantKindQ6K)
         kq_row_q6_tokens<kTok>(a, row, nsb, t, y);
     else if constexpr (kKind == kQuantKindIQ4XS)
         kq_row_iq4xs_tokens<kTok>(a, row, nsb, t, y);
     else if constexpr (kKind == kQuantKindQ2K)
-        kq_row_q2k_tokens<kTok>(a, row, nsb, t, y);
+        kq_row_q2k_tokens<kTok>(a, row, nsb, t, y, xts);
     else
         kq_row_q45_tokens<kKind == kQuantKindQ5K, kTok>(a, row, nsb, t, y);
     for (int k = 0; k < kTok; ++k) a.y[(t + k) * a.ldy + r] = y[k];
 }
 template <int kKind>
-void kq_matmul_sb_tokens(const QuantArgs& a, int64_t r0, int64_t r1) {
+void kq_matmul_sb_tokens(const QuantArgs& a, int64_t r0, int64_t r1, const KQI* xts = nullptr) {
     const int64_t nsb = a.cols / 256;
     const int64_t row_bytes = nsb * kKQuantKindBytes[kKind - kQuantKindQ4K];
-    for (int64_t r = r0; r < r1; ++r) {
-        const uint8_t* row = a.data + r * row_bytes;
-        int64_t t = 0;
-        for (; t + kKqTokens <= a.n; t += kKqTokens) kq_rows_tokens<kKind>(a, row, nsb, r, t);
-        switch (a.n - t) {
-            case 7:
-                kq_rows_tokens<kKind, 7>(a, row, nsb, r, t);
-                break;
-            case 6:
-                kq_rows_tokens<kKind, 6>(a, row, nsb, r, t);
-                break;
-            case 5:
-                kq_rows_tokens<kKind, 5>(a, row, nsb, r, t);
-                break;
-            case 4:
-                kq_rows_tokens<kKind, 4>(a, row, nsb, r, t);
-                break;
-            case 3:
-                kq_rows_tokens<kKind, 3>(a, row, nsb, r, t);
-                break;
-            case 2:
-                kq_rows_tokens<kKind, 2>(a, row, nsb, r, t);
-                break;
-            case 1:
-                kq_rows_tokens<kKind, 1>(a, row, nsb, r, t);
-                break;
-            default:
-                break;
-        }
-    }
+    for (int64_t r = r0; r < r1; ++r)
+        for_token_tiles<kKqTokens>(a.n, [&]<int NT>(int64_t t) {
+            kq_rows_tokens<kKind, NT>(a, a.data + r * row_bytes, nsb, r, t, xts);
+        });
 }
 
 // One row of IQ4_XS against one token's activations.
@@ -1170,40 +1194,6 @@ float kq_row_iq4xs(const uint8_t* row, int64_t nsb, const int8_t* xq, const floa
     return acc.reduce();
 }
 
-// One row of Q2_K against one token's activations.
-float kq_row_q2k(const uint8_t* row, int64_t nsb, const int8_t* xq, const float* xd) {
-    KqAcc acc;
-    const KQI m3 = KQ(mm256_set1_epi8)(3), one = KQ(mm256_set1_epi8)(1);
-    const KQH m4 = KQ(mm_set1_epi8)(0x0f);
-    for (int64_t s = 0; s < nsb; ++s) {
-        const uint8_t* blk = row + s * 84;
-        const int8_t* x = xq + s * 256;
-        const KQH sc8 = KQ(mm_loadu_si128)(reinterpret_cast<const KQH*>(blk));
-        const KQH scl = KQ(mm_and_si128)(sc8, m4),
-                  mnl = KQ(mm_and_si128)(KQ(mm_srli_epi16)(sc8, 4), m4);
-        KQI v[8], mv[8];
-        for (int h = 0; h < 2; ++h) {
-            const KQI q = kq_load(blk + 16 + 32 * h);
-            for (int k = 0; k < 4; ++k) {
-                const int j = 4 * h + k;
-                const KQI codes =
-                    KQ(mm256_and_si256)(KQ(mm256_srl_epi16)(q, KQ(mm_cvtsi32_si128)(2 * k)), m3);
-                const KQI xv = kq_load(x + 32 * j);
-                const KQH sel = kq_sel(j);
-                v[j] = KQ(mm256_madd_epi16)(KQ(mm256_maddubs_epi16)(codes, xv),
-                                            KQ(mm256_cvtepi8_epi16)(KQ(mm_shuffle_epi8)(scl, sel)));
-                mv[j] =
-                    KQ(mm256_madd_epi16)(KQ(mm256_maddubs_epi16)(one, xv),
-                                         KQ(mm256_cvtepi8_epi16)(KQ(mm_shuffle_epi8)(mnl, sel)));
-            }
-        }
-        float d, dmin;
-        kq_scales_f16(blk + 80, d, dmin);
-        acc.step(kq_hsum8(v), xd + s * 8, d, true, kq_hsum8(mv), dmin);
-    }
-    return acc.reduce();
-}
-
 // Q3_K, several rows or several tokens per pass. A weight's code u = q + 4 * high bit (0..7,
 // unsigned) makes its value u - 4, so a 16-half's sum is sum u*xq - sum 4*xq. maddubs' pair sums
 // of eight 32-blocks, added up by three levels of 16-bit hadds, give each 16-half's sum as one
@@ -1212,23 +1202,6 @@ float kq_row_q2k(const uint8_t* row, int64_t nsb, const int8_t* xq, const float*
 // against the scales applies both halves' scales and adds them: the eight 32-blocks' integer sums
 // (exact, so their order is free). A super-block's codes and scales are formed once for the
 // pass's tokens, its 4*xq sums once for the pass's rows. The float steps are the contract's.
-
-// [first-half sums of v[0..7] | second-half sums], v[j] the int16 pair sums of 32-block j.
-inline KQI kq_hsum_halves16(const KQI* v) {
-    const KQI a =
-        KQ(mm256_hadd_epi16)(KQ(mm256_hadd_epi16)(v[0], v[1]), KQ(mm256_hadd_epi16)(v[2], v[3]));
-    const KQI b =
-        KQ(mm256_hadd_epi16)(KQ(mm256_hadd_epi16)(v[4], v[5]), KQ(mm256_hadd_epi16)(v[6], v[7]));
-    return KQ(mm256_hadd_epi16)(a, b);
-}
-
-// One token's super-block term: sum 4*xq of each 16-half, in kq_hsum_halves16's order.
-inline KQI kq_q3_xterm(const int8_t* x) {
-    const KQI k4 = KQ(mm256_set1_epi8)(4);
-    KQI v[8];
-    for (int j = 0; j < 8; ++j) v[j] = KQ(mm256_maddubs_epi16)(k4, kq_load(x + 32 * j));
-    return kq_hsum_halves16(v);
-}
 
 // One Q3_K super-block's codes (u[j]: 32-block j) and its 16 scales - 32 as int16 lanes.
 inline void kq_q3_unpack(const uint8_t* blk, KQI* u, KQI& sc) {
@@ -1264,17 +1237,6 @@ inline void kq_q3_unpack(const uint8_t* blk, KQI* u, KQI& sc) {
 
 // The eight 32-block sums of one super-block (codes u, scales sc) against one token (x, its
 // term xt).
-// halves: 16-weight sums in kq_hsum_halves16's order; sc: the 16 halves' scales as int16 lanes in
-// their natural order. Lane j = sc(2j) * half(2j) + sc(2j + 1) * half(2j + 1), 32-block j's sum.
-inline KQI kq_halves_scaled(KQI halves, KQI sc) {
-    // [first halves 0..3, second halves 0..3 | first 4..7, second 4..7], then each block's two
-    // halves side by side, as its two scales lie in sc.
-    const KQI t = KQ(mm256_permute4x64_epi64)(halves, 0xd8);
-    const KQI w = KQ(mm256_shuffle_epi8)(
-        t, KQ(mm256_setr_epi8)(0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15, 0, 1, 8, 9, 2,
-                               3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15));
-    return KQ(mm256_madd_epi16)(w, sc);
-}
 
 inline KQI kq_q3_sums(const KQI* u, KQI sc, const int8_t* x, KQI xt) {
     KQI v[8];
@@ -1282,12 +1244,12 @@ inline KQI kq_q3_sums(const KQI* u, KQI sc, const int8_t* x, KQI xt) {
     return kq_halves_scaled(KQ(mm256_sub_epi16)(kq_hsum_halves16(v), xt), sc);
 }
 
-// One token of Q2_K with its activations' 16-weight sums formed once per call (bs: super-block s's
-// 16 sums as int16 lanes) rather than once per row: a super-block's min term is then one madd of
-// its 16 mins against them, lane j = min(2j) * sum(x of half 2j) + min(2j + 1) * sum(half 2j + 1),
-// the same integer kq_row_q2k forms from maddubs(1, x) per 32-block (|sum| <= 16 * 127).
-float kq_row_q2k_bs(const uint8_t* row, int64_t nsb, const int8_t* xq, const float* xd,
-                    const KQI* bs) {
+// One token of Q2_K (decode). Its 16 scales apply to the halves' int16 sums in one madd per
+// super-block (codes 0..3 against |x| <= 127: a 16-weight half sums to at most 16 * 3 * 127), and
+// its min term is kq_q2k_mins. xts: kq_fill_half_sums<1, true> of the call, or null.
+template <bool kSums>
+float kq_row_q2k_one(const uint8_t* row, int64_t nsb, const int8_t* xq, const float* xd,
+                     const KQI* xts) {
     KqAcc acc;
     const KQI m3 = KQ(mm256_set1_epi8)(3);
     const KQH m4 = KQ(mm_set1_epi8)(0x0f);
@@ -1297,8 +1259,6 @@ float kq_row_q2k_bs(const uint8_t* row, int64_t nsb, const int8_t* xq, const flo
         const KQH sc8 = KQ(mm_loadu_si128)(reinterpret_cast<const KQH*>(blk));
         const KQH scl = KQ(mm_and_si128)(sc8, m4),
                   mnl = KQ(mm_and_si128)(KQ(mm_srli_epi16)(sc8, 4), m4);
-        // Pair sums of codes 0..3 against |x| <= 127, so a 16-weight half sums to at most
-        // 16 * 3 * 127 in int16; the scales then apply to the halves in one madd.
         KQI v[8];
         for (int h = 0; h < 2; ++h) {
             const KQI q = kq_load(blk + 16 + 32 * h);
@@ -1310,7 +1270,7 @@ float kq_row_q2k_bs(const uint8_t* row, int64_t nsb, const int8_t* xq, const flo
             }
         }
         const KQI i = kq_halves_scaled(kq_hsum_halves16(v), KQ(mm256_cvtepu8_epi16)(scl));
-        const KQI mx = KQ(mm256_madd_epi16)(KQ(mm256_cvtepu8_epi16)(mnl), bs[s]);
+        const KQI mx = kq_q2k_mins(mnl, kSums ? xts : nullptr, s, x);
         float d, dmin;
         kq_scales_f16(blk + 80, d, dmin);
         acc.step(i, xd + s * 8, d, true, mx, dmin);
@@ -1318,28 +1278,16 @@ float kq_row_q2k_bs(const uint8_t* row, int64_t nsb, const int8_t* xq, const flo
     return acc.reduce();
 }
 
-// out[g] = the sum of the 16 activations xq[16g .. 16g + 15], g < groups.
-inline void kq_q2k_sums(const int8_t* xq, int64_t groups, int16_t* out) {
-    for (int64_t g = 0; g < groups; ++g) {
-        int32_t t = 0;
-        for (int l = 0; l < 16; ++l) t += xq[g * 16 + l];
-        out[g] = static_cast<int16_t>(t);
-    }
-}
-
-// Super-blocks per call that kq_matmul_q2k_one keeps the 16-weight sums of on its stack without
-// QuantArgs::unpack (16 KiB, rows of 32768 weights); longer rows take kq_row_q2k.
-constexpr int64_t kQ2kSumsMax = 128;
-
-void kq_matmul_q2k_one(const QuantArgs& a, int64_t r0, int64_t r1, const KQI* bs) {
+// Rows [r0, r1) of Q2_K, with every token's 16-weight sums formed once per call where
+// QuantArgs::unpack is given (n * nsb * 32 bytes). Not inlined into kq_matmul: there it shared
+// one function with the other types' row loops, and one-token decode ran 10% slower.
+[[gnu::noinline]] void kq_matmul_q2k(const QuantArgs& a, int64_t r0, int64_t r1) {
+    const KQI* xts = kq_fill_half_sums<1, true>(a);
+    if (a.n > 1) return kq_matmul_sb_tokens<kQuantKindQ2K>(a, r0, r1, xts);
     const int64_t nsb = a.cols / 256, row_bytes = nsb * 84;
-    alignas(32) int16_t sums[kQ2kSumsMax * 16];
-    if (!bs) {
-        kq_q2k_sums(a.xq, nsb * 16, sums);
-        bs = reinterpret_cast<const KQI*>(sums);
-    }
     for (int64_t r = r0; r < r1; ++r)
-        a.y[r] = kq_row_q2k_bs(a.data + r * row_bytes, nsb, a.xq, a.xd, bs);
+        a.y[r] = xts ? kq_row_q2k_one<true>(a.data + r * row_bytes, nsb, a.xq, a.xd, xts)
+                     : kq_row_q2k_one<false>(a.data + r * row_bytes, nsb, a.xq, a.xd, nullptr);
 }
 
 // kRows rows from row r (at `row`, row_bytes apart) against kTok tokens from t: y[t * ldy + r].
@@ -1355,7 +1303,8 @@ void kq_q3_pass(const QuantArgs& a, const uint8_t* row, int64_t row_bytes, int64
         if constexpr (kRows > 1)
             kq_prefetch_part(row + kRows * row_bytes, kRows * row_bytes, s, nsb);
         for (int k = 0; k < kTok; ++k)
-            xt[k] = xts ? xts[k * nsb + s] : kq_q3_xterm(a.xq + (t + k) * a.cols + 256 * s);
+            xt[k] =
+                xts ? xts[k * nsb + s] : kq_half_sums<4, false>(a.xq + (t + k) * a.cols + 256 * s);
         for (int i = 0; i < kRows; ++i) {
             const uint8_t* blk = row + i * row_bytes + 110 * s;
             KQI u[8], sc;
@@ -1378,11 +1327,7 @@ void kq_q3_pass(const QuantArgs& a, const uint8_t* row, int64_t row_bytes, int64
 // bytes) every token's terms are formed once per call there.
 void kq_matmul_q3k(const QuantArgs& a, int64_t r0, int64_t r1) {
     const int64_t row_bytes = a.cols / 256 * 110, nsb = a.cols / 256;
-    KQI* xts = reinterpret_cast<KQI*>(a.unpack);
-    if (xts)
-        for (int64_t t = 0; t < a.n; ++t)
-            for (int64_t s = 0; s < nsb; ++s)
-                xts[t * nsb + s] = kq_q3_xterm(a.xq + t * a.cols + 256 * s);
+    const KQI* xts = kq_fill_half_sums<4, false>(a);
     if (a.n == 1) {
         int64_t r = r0;
         for (; r + 4 <= r1; r += 4)
@@ -1416,10 +1361,7 @@ void kq_matmul(const QuantArgs& a, int64_t r0, int64_t r1) {
         }
     }
     if (a.kind == kQuantKindQ3K) return kq_matmul_q3k(a, r0, r1);
-    if (a.kind == kQuantKindQ2K && a.unpack)  // every token's 16-weight sums, once per call
-        kq_q2k_sums(a.xq, a.n * a.cols / 16, reinterpret_cast<int16_t*>(a.unpack));
-    if (a.kind == kQuantKindQ2K && a.n == 1 && (a.unpack || a.cols / 256 <= kQ2kSumsMax))
-        return kq_matmul_q2k_one(a, r0, r1, reinterpret_cast<const KQI*>(a.unpack));
+    if (a.kind == kQuantKindQ2K) return kq_matmul_q2k(a, r0, r1);
     if (a.n > 1) {
         switch (a.kind) {
             case kQuantKindQ4K:
@@ -1430,8 +1372,6 @@ void kq_matmul(const QuantArgs& a, int64_t r0, int64_t r1) {
                 return kq_matmul_sb_tokens<kQuantKindQ6K>(a, r0, r1);
             case kQuantKindIQ4XS:
                 return kq_matmul_sb_tokens<kQuantKindIQ4XS>(a, r0, r1);
-            case kQuantKindQ2K:
-                return kq_matmul_sb_tokens<kQuantKindQ2K>(a, r0, r1);
             default:
                 break;
         }
@@ -1481,11 +1421,8 @@ void kq_matmul(const QuantArgs& a, int64_t r0, int64_t r1) {
                 case kQuantKindIQ4NL:
                     y = kq_row_b32<kQuantKindIQ4NL>(row, nb, xq, xd, xs);
                     break;
-                case kQuantKindIQ4XS:
+                default:  // IQ4_XS (Q2_K and Q3_K take their own paths above)
                     y = kq_row_iq4xs(row, nsb, xq, xd);
-                    break;
-                default:
-                    y = kq_row_q2k(row, nsb, xq, xd);
                     break;
             }
             a.y[t * a.ldy + r] = y;

@@ -266,21 +266,6 @@ void q8_a8_panel(const QuantArgs& a, const uint8_t* panel, int64_t t, float* y, 
     }
 }
 
-// All n tokens of a W8A8 panel, up to kQ8Tokens per pass (more would spill the int32 sums).
-constexpr int kQ8Tokens = 5;
-template <bool kGroup, int NT = kQ8Tokens>
-void q8_a8_tokens(const QuantArgs& a, const uint8_t* panel, int64_t t, int64_t base, int64_t j0,
-                  int64_t j1) {
-    if constexpr (NT == kQ8Tokens)
-        for (; t + NT <= a.n; t += NT)
-            q8_a8_panel<kGroup, NT>(a, panel, t, a.y + t * a.ldy + base, j0, j1);
-    if (a.n - t == NT) {
-        q8_a8_panel<kGroup, NT>(a, panel, t, a.y + t * a.ldy + base, j0, j1);
-        return;
-    }
-    if constexpr (NT > 1) q8_a8_tokens<kGroup, NT - 1>(a, panel, t, base, j0, j1);
-}
-
 // The FP8 contract's four chains (matmul_quant.h) over columns [0, kn) of a run that starts at a
 // column divisible by 4: chain i takes every k with k % 4 == i, in k order, so eight independent
 // fma chains keep the FMA units busy rather than waiting on one chain's latency. w16(k, lo, hi)
@@ -519,6 +504,7 @@ void mm_quant_avx2(const QuantArgs& a, int64_t r0, int64_t r1) {
             int64_t t = 0;
             // Five tokens (a 4-token speculative verify) in one pass: a 4 + 1 split streamed
             // the panel twice, and the lone token's pass cost twice a token of the 4-pass.
+            // (for_token_tiles<4, 5> here made 8- and 16-token calls 12-15% slower.)
             if (a.n == 5 && !unpack) {
                 tile.template operator()<5>(0);
                 continue;
@@ -544,11 +530,14 @@ void mm_quant_avx2(const QuantArgs& a, int64_t r0, int64_t r1) {
             fp8_panel_multi(a, panel, base, j0, j1);
             continue;
         }
-        if (a.kind == 1) {
-            if (a.group == 0)
-                q8_a8_tokens<false>(a, panel, 0, base, j0, j1);
-            else
-                q8_a8_tokens<true>(a, panel, 0, base, j0, j1);
+        if (a.kind == 1) {  // W8A8: up to 5 tokens per pass (more would spill the int32 sums)
+            for_token_tiles<5>(a.n, [&]<int NT>(int64_t t) {
+                float* y = a.y + t * a.ldy + base;
+                if (a.group == 0)
+                    q8_a8_panel<false, NT>(a, panel, t, y, j0, j1);
+                else
+                    q8_a8_panel<true, NT>(a, panel, t, y, j0, j1);
+            });
             continue;
         }
         for (int64_t t = 0; t < a.n; ++t) {
