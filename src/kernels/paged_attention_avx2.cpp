@@ -308,15 +308,10 @@ void group_scores_heads(const float* qs, const uint8_t* rows, int64_t n, const f
     }
 }
 
-// The queries as group_scores takes them: times 2^120 for e4m3 (declined at |q| >= 2^8), as they
-// are otherwise. Once per query group, not per page.
 template <class L>
 bool group_prepare(const float* q, int64_t n_h, int64_t dim, float* qs) {
-    if (dim != 64 && dim != 128) return false;
-    if (L::kScaled && !below_pow8(q, n_h * dim)) return false;
-    const float carry = L::kScaled ? kE4m3Pow120 : 1.0f;
-    for (int64_t i = 0; i < n_h * dim; ++i) qs[i] = q[i] * carry;  // * 1 is exact
-    return true;
+    return group_queries<L::kScaled>(q, n_h, dim, qs,
+                                     [](const float* p, int64_t n) { return below_pow8(p, n); });
 }
 
 template <class L>

@@ -4,6 +4,8 @@
 // and tensor/fp8.h (out-of-line functions only).
 #include <cstdint>
 
+#include "kernels/kernels_internal.h"
+
 namespace warden::kernels::detail {
 
 // Indexes of KvType (attention.h), checked by static_asserts in paged_attention.cpp.
@@ -60,6 +62,19 @@ inline void by_head_groups(int64_t n_h, F&& f) {
         else
             f.template operator()<1>(h0);
     }
+}
+
+// The queries as the whole-group kernels take them: times kE4m3Pow120 for scaled e4m3
+// rows, declined where below(q, count), the kernel file's own check of |q| < 2^8, says no; as they
+// are otherwise. Once per query group, not per page. Each kernel file passes its own lambda, so
+// every instantiation is that file's alone.
+template <bool kScaled, class Below>
+inline bool group_queries(const float* q, int64_t n_h, int64_t dim, float* qs, Below&& below) {
+    if (dim != 64 && dim != 128) return false;
+    if (kScaled && !below(q, n_h * dim)) return false;
+    const float carry = kScaled ? kE4m3Pow120 : 1.0f;
+    for (int64_t i = 0; i < n_h * dim; ++i) qs[i] = q[i] * carry;  // * 1 is exact
+    return true;
 }
 
 struct KvKernelTable {
