@@ -21,6 +21,7 @@
 #include "formats/tensor_source.h"
 #include "kernels/matmul_bf16_tiles.h"
 #include "kernels/matmul_kquant.h"
+#include "kernels/ops.h"
 #include "model/gguf_native_weights.h"
 #include "model/mla.h"
 #include "model/model.h"
@@ -256,9 +257,8 @@ class Loader {
                         const int64_t p1 = std::min(r1, p0 + kernels::kPanelRows);
                         for (int64_t r = p0; r < p1; ++r) {
                             t.row_to_f32(r, row.data());
-                            uint16_t* out = rows16.data() + (r - p0) * cols;
-                            for (int64_t k = 0; k < cols; ++k)
-                                out[k] = tensor::f32_to_bf16(row[static_cast<size_t>(k)]);
+                            kernels::f32_to_bf16_row(row.data(), rows16.data() + (r - p0) * cols,
+                                                     cols);
                         }
                         m.pack_bf16_rows(p0, p1, reinterpret_cast<const uint8_t*>(rows16.data()));
                     }
