@@ -66,6 +66,25 @@ void Fp8BlockRows::dequant_row(int64_t r, float* out) const {
     }
 }
 
+void Fp8BlockRows::check_codes(int64_t r0, int64_t r1) const {
+    // One branch-free pass (it vectorizes); the second only to name a bad code.
+    const uint8_t* p = codes + r0 * cols;
+    const int64_t n = (r1 - r0) * cols;
+    uint8_t bad = 0;
+    for (int64_t i = 0; i < n; ++i) bad |= static_cast<uint8_t>((p[i] & 0x7f) == 0x7f);
+    if (!bad) return;
+    for (int64_t i = 0; i < n; ++i)
+        if ((p[i] & 0x7f) == 0x7f)
+            throw Error("row " + std::to_string(r0 + i / cols) + ", column " +
+                        std::to_string(i % cols) + " holds a NaN e4m3 code");
+}
+
+std::optional<std::string> fp8_native_format(const Fp8BlockConfig& block) {
+    if (block.block_cols < 4 || block.block_cols > 256 || block.block_cols % 4 != 0)
+        return std::nullopt;
+    return "fp8-b" + std::to_string(block.block_cols);
+}
+
 std::optional<SourceTensor> Fp8BlockResolver::find(const std::string& name) {
     const SafetensorsTensor* t = st_.find(name);
     if (!t) return std::nullopt;

@@ -44,7 +44,20 @@ struct Fp8BlockRows {
     Fp8BlockConfig block;
     std::vector<float> scale_inv;  // [ceil(rows / br), ceil(cols / bc)]
     void dequant_row(int64_t r, float* out) const;
+    // Row r's block scales (ceil(cols / bc) of them), as an fp8-b<bc> layout stores them.
+    const float* row_scales(int64_t r) const {
+        return scale_inv.data() +
+               (r / block.block_rows) * ((cols + block.block_cols - 1) / block.block_cols);
+    }
+    // Throws util::Error naming the row and column of the first NaN code (0x7f / 0xff: no FP8
+    // checkpoint writer emits one) in rows [r0, r1), before they are kept as stored.
+    void check_codes(int64_t r0, int64_t r1) const;
 };
+
+// The runtime format that runs t's codes and scales as stored ("fp8-b128" for 128-column blocks),
+// or nullopt where the block width has no such layout (the kernels take 4 to 256 columns in
+// multiples of 4).
+std::optional<std::string> fp8_native_format(const Fp8BlockConfig& block);
 
 // Resolves tensor names for the loader: F8_E4M3 tensors come back as SourceTensors that decode
 // row by row (SourceTensor::fp8, which holds the scale grid; the codes stay in the mapping); every

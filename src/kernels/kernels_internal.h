@@ -79,7 +79,8 @@ struct QuantArgs {
                // (kernels/matmul_kquant.h)
     int64_t rows, cols;
     const uint8_t* data;
-    int64_t group;  // Q4: 32 or 128; Q8: 0 (a scale per row) or 32 (a scale per block)
+    int64_t group;  // Q4: 32 or 128; Q8: 0 (a scale per row) or 32 (a scale per block);
+                    // FP8: 0 (a scale per row) or the columns per scale (block-scaled)
     bool asym, bf16_scales, act_f32;
     const float* x;
     const int8_t* xq;

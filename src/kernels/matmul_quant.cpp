@@ -7,6 +7,10 @@
 #include <cmath>
 #include <cstring>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include "kernels/cpu_features.h"
 #include "kernels/kernels_internal.h"
 #include "kernels/matmul_kquant.h"
@@ -61,6 +65,9 @@ void check_quant_shape(const WeightMatrix& w) {
                 throw util::Error("int8 weights need a row length divisible by 32, got " + shp());
             break;
         case WeightType::FP8:
+            if (w.group != 0 && (w.group < 4 || w.group > 256 || w.group % 4 != 0))
+                throw util::Error("fp8 block size must be a multiple of 4 from 4 to 256, got " +
+                                  std::to_string(w.group));
             break;
         default:
             if (!is_kquant(w.type))
@@ -80,7 +87,7 @@ int64_t quant_panel_bytes(const WeightMatrix& w) {
         case WeightType::Q8:
             return w.group == 0 ? 32 + w.cols * 16 : w.cols / 32 * kQ8BlockBytes;
         case WeightType::FP8:
-            return 64 + w.cols * 16;
+            return (w.group ? fp8_blocks(w) : 1) * 64 + w.cols * 16;
         default:
             if (!is_kquant(w.type))
                 throw util::Error("quant_panel_bytes: not a quantized weight type");
@@ -139,11 +146,85 @@ void pack_quant_row(const WeightMatrix& w, int64_t r, const QuantRow& row, uint8
             std::memcpy(p + q8_scale_offset(w, b) + lr * 2, &row.d[static_cast<size_t>(b)], 2);
         for (int64_t k = 0; k < w.cols; k += 4)
             std::memcpy(p + q8_quad_offset(w, k) + (high ? 32 : 0) + lane * 4, row.q.data() + k, 4);
+    } else if (w.group) {  // FP8 block-scaled
+        const int64_t nb = fp8_blocks(w);
+        WARDEN_ASSERT(static_cast<int64_t>(row.s.size()) == nb,
+                      "pack_quant_row: wrong scale count");
+        for (int64_t b = 0; b < nb; ++b)
+            std::memcpy(p + b * 64 + lr * 4, &row.s[static_cast<size_t>(b)], 4);
+        uint8_t* qs = p + nb * 64;
+        for (int64_t k = 0; k < w.cols; ++k) qs[k * 16 + lr] = row.q[static_cast<size_t>(k)];
     } else {
         std::memcpy(p + lr * 4, &row.scale, 4);
         uint8_t* qs = p + 64;
         for (int64_t k = 0; k < w.cols; ++k) qs[k * 16 + lr] = row.q[static_cast<size_t>(k)];
     }
+}
+
+namespace {
+#if defined(__SSE2__)
+// A whole panel's codes at columns [k, k + 16) for every k + 16 <= cols: 16 rows of 16 bytes
+// (row i at src + i * cols) transposed into 16 columns of 16 rows (column k at dst + k * 16), by
+// interleaving bytes, then pairs, quads and octets of rows. Returns the columns done.
+int64_t pack_fp8_panel_sse2(int64_t cols, const uint8_t* src, uint8_t* dst) {
+    static_assert(kPanelRows == 16);
+    int64_t k = 0;
+    for (; k + 16 <= cols; k += 16) {
+        __m128i a[16], b[16], c[16];
+        for (int i = 0; i < 16; ++i)
+            a[i] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i * cols + k));
+        for (int i = 0; i < 8; ++i) {  // rows 2i, 2i + 1 interleaved: columns 0-7, 8-15
+            b[i] = _mm_unpacklo_epi8(a[2 * i], a[2 * i + 1]);
+            b[8 + i] = _mm_unpackhi_epi8(a[2 * i], a[2 * i + 1]);
+        }
+        for (int h = 0; h < 2; ++h)  // four rows 4j..4j+3: columns 8h + 0-3, 8h + 4-7
+            for (int j = 0; j < 4; ++j) {
+                c[8 * h + j] = _mm_unpacklo_epi16(b[8 * h + 2 * j], b[8 * h + 2 * j + 1]);
+                c[8 * h + 4 + j] = _mm_unpackhi_epi16(b[8 * h + 2 * j], b[8 * h + 2 * j + 1]);
+            }
+        for (int g = 0; g < 4; ++g) {  // columns 4g..4g+3; c[4g + q] holds rows 4q..4q+3
+            const __m128i lo0 = _mm_unpacklo_epi32(c[4 * g], c[4 * g + 1]);      // rows 0-7
+            const __m128i hi0 = _mm_unpackhi_epi32(c[4 * g], c[4 * g + 1]);      // of 2 cols
+            const __m128i lo1 = _mm_unpacklo_epi32(c[4 * g + 2], c[4 * g + 3]);  // rows 8-15
+            const __m128i hi1 = _mm_unpackhi_epi32(c[4 * g + 2], c[4 * g + 3]);
+            uint8_t* d = dst + (k + 4 * g) * kPanelRows;
+            _mm_storeu_si128(reinterpret_cast<__m128i*>(d), _mm_unpacklo_epi64(lo0, lo1));
+            _mm_storeu_si128(reinterpret_cast<__m128i*>(d + 16), _mm_unpackhi_epi64(lo0, lo1));
+            _mm_storeu_si128(reinterpret_cast<__m128i*>(d + 32), _mm_unpacklo_epi64(hi0, hi1));
+            _mm_storeu_si128(reinterpret_cast<__m128i*>(d + 48), _mm_unpackhi_epi64(hi0, hi1));
+        }
+    }
+    return k;
+}
+#endif
+}  // namespace
+
+void pack_fp8_codes(const WeightMatrix& w, int64_t r0, int64_t r1, const uint8_t* src,
+                    uint8_t* packed) {
+    util::check(w.type == WeightType::FP8 && r0 >= 0 && r0 <= r1 && r1 <= w.rows,
+                "pack_fp8_codes: not an FP8 matrix or rows out of bounds");
+    const int64_t cols = w.cols, off = (w.group ? fp8_blocks(w) : 1) * 64;
+    for (int64_t p0 = r0; p0 < r1;) {
+        const int64_t p1 = std::min(r1, (p0 / kPanelRows + 1) * kPanelRows);
+        uint8_t* dst = packed + (p0 / kPanelRows) * quant_panel_bytes(w) + off;
+        const uint8_t* s0 = src + (p0 - r0) * cols;
+        int64_t k0 = 0;
+#if defined(__SSE2__)
+        if (p1 - p0 == kPanelRows) k0 = pack_fp8_panel_sse2(cols, s0, dst);
+#endif
+        const int64_t lr0 = p0 % kPanelRows;
+        for (int64_t k = k0; k < cols; ++k)
+            for (int64_t i = 0; i < p1 - p0; ++i) dst[k * kPanelRows + lr0 + i] = s0[i * cols + k];
+        p0 = p1;
+    }
+}
+
+void pack_fp8_scales(const WeightMatrix& w, int64_t r, const float* s, uint8_t* packed) {
+    util::check(w.type == WeightType::FP8 && r >= 0 && r < w.rows,
+                "pack_fp8_scales: not an FP8 matrix or row out of bounds");
+    uint8_t* p = packed + (r / kPanelRows) * quant_panel_bytes(w) + (r % kPanelRows) * 4;
+    const int64_t nb = w.group ? fp8_blocks(w) : 1;
+    for (int64_t b = 0; b < nb; ++b) std::memcpy(p + b * 64, s + b, 4);
 }
 
 QuantRow unpack_quant_row(const WeightMatrix& w, int64_t r) {
@@ -179,6 +260,13 @@ QuantRow unpack_quant_row(const WeightMatrix& w, int64_t r) {
         for (int64_t k = 0; k < w.cols; ++k)
             row.q[static_cast<size_t>(k)] =
                 p[q8_quad_offset(w, k) + (high ? 32 : 0) + lane * 4 + k % 4];
+    } else if (w.group) {  // FP8 block-scaled
+        const int64_t nb = fp8_blocks(w);
+        row.s.resize(static_cast<size_t>(nb));
+        for (int64_t b = 0; b < nb; ++b)
+            std::memcpy(&row.s[static_cast<size_t>(b)], p + b * 64 + lr * 4, 4);
+        for (int64_t k = 0; k < w.cols; ++k)
+            row.q[static_cast<size_t>(k)] = p[nb * 64 + k * 16 + lr];
     } else {
         std::memcpy(&row.scale, p + lr * 4, 4);
         for (int64_t k = 0; k < w.cols; ++k) row.q[static_cast<size_t>(k)] = p[64 + k * 16 + lr];
@@ -204,7 +292,8 @@ void dequant_row(const WeightMatrix& w, int64_t r, float* out) {
             const auto b = static_cast<size_t>(w.group == 0 ? 0 : k / 32);
             out[k] = static_cast<float>(static_cast<int8_t>(q)) * quant_scale_to_f32(w, row.d[b]);
         } else {
-            out[k] = tensor::fp8_e4m3_to_f32(q) * row.scale;
+            out[k] = tensor::fp8_e4m3_to_f32(q) *
+                     (w.group ? row.s[static_cast<size_t>(k / w.group)] : row.scale);
         }
     }
 }

@@ -20,6 +20,11 @@
 //   [16 x u16 scale d][8 quads x 64 bytes], the quads as above (k = 32b + 4j + kk), w = d * q.
 // FP8 (e4m3 per output channel, f32 scales): a panel is [16 x f32 scale][cols x 16 codes],
 //   code of (r, k) at k*16 + r%16, w = s * e4m3(code).
+// FP8 block-scaled (group G > 0, fp8-bG: a scale per G columns of a row, the layout of FP8
+//   checkpoints such as DeepSeek-V3's, whose 128x128 blocks give each row's 128-column block its
+//   block's scale): a panel is [nb x 16 x f32 scale][cols x 16 codes], nb = ceil(cols / G), the
+//   scale of (r, block b) at b*64 + (r%16)*4, the code of (r, k) at nb*64 + k*16 + r%16,
+//   w = s(r, k / G) * e4m3(code).
 // Padding rows of the last panel are zero codes with zero scales.
 // Q4K / Q5K / Q6K (GGUF K-quant blocks as stored) and their arithmetic: kernels/matmul_kquant.h.
 //
@@ -41,7 +46,11 @@
 //   FP8: four partial sums, acc[k % 4] = fma(e4m3(code), x[k], acc[k % 4]) over k (four
 //        independent chains, so the kernel is not bound by the latency of one fma chain);
 //        y = ((acc[0] + acc[1]) + (acc[2] + acc[3])) * s.
-// Q4 and Q8 need cols % 32 == 0 (and % group for Q4); FP8 takes any cols.
+//   FP8 block-scaled: y = 0; per block b in k order, four chains from zero over its columns as
+//        above (chain k % 4), p = (c[0] + c[1]) + (c[2] + c[3]), y = fma(p, s(r, b), y). G % 4 ==
+//        0, so chain k % 4 is chain (k - b*G) % 4.
+// Q4 and Q8 need cols % 32 == 0 (and % group for Q4); FP8 takes any cols (the last block of a
+// block-scaled row may be partial).
 #include <cstdint>
 #include <span>
 #include <string>
@@ -67,9 +76,21 @@ struct QuantRow {
     std::vector<uint16_t> d;  // Q4, Q8 group 32: per group; Q8: 1 (f16/bf16 bits)
     std::vector<uint16_t> m;  // Q4 asym: per group
     float scale = 0.0f;       // FP8 per-channel scale
+    std::vector<float> s;     // FP8 block-scaled: per block of group columns
 };
+// Blocks of a block-scaled FP8 row (ceil(cols / group)).
+inline int64_t fp8_blocks(const WeightMatrix& w) {
+    return (w.cols + w.group - 1) / w.group;
+}
 // Writes row r into its panel (packed must be quant_packed_bytes(w) zeroed bytes).
 void pack_quant_row(const WeightMatrix& w, int64_t r, const QuantRow& row, uint8_t* packed);
+// FP8 rows as stored, without a QuantRow: the codes of rows [r0, r1) from row-major source codes
+// (row r at src + (r - r0) * cols), panel by panel (whole panels by 16x16 byte transposes), and
+// row r's scales (s[0] per channel, fp8_blocks(w) of them block-scaled). Together the same bytes
+// as pack_quant_row.
+void pack_fp8_codes(const WeightMatrix& w, int64_t r0, int64_t r1, const uint8_t* src,
+                    uint8_t* packed);
+void pack_fp8_scales(const WeightMatrix& w, int64_t r, const float* s, uint8_t* packed);
 QuantRow unpack_quant_row(const WeightMatrix& w, int64_t r);
 // Dequantized row (exactly the values the W4A16 / reference arithmetic uses).
 void dequant_row(const WeightMatrix& w, int64_t r, float* out);

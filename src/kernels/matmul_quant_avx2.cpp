@@ -302,34 +302,68 @@ inline void fp8_store(const __m256 (&lo)[4], const __m256 (&hi)[4], const uint8_
     avx2::store_panel(_mm256_mul_ps(acc0, s0), _mm256_mul_ps(acc1, s1), y, j0, j1);
 }
 
+// Block-scaled FP8: folds a block's chains into acc with its scales (the 16 f32 at s):
+// acc = fma((c0 + c1) + (c2 + c3), s, acc) per row, and restarts the chains from zero.
+inline void fp8_fold(__m256 (&lo)[4], __m256 (&hi)[4], const uint8_t* s, __m256& acc0,
+                     __m256& acc1) {
+    const __m256 p0 = _mm256_add_ps(_mm256_add_ps(lo[0], lo[1]), _mm256_add_ps(lo[2], lo[3]));
+    const __m256 p1 = _mm256_add_ps(_mm256_add_ps(hi[0], hi[1]), _mm256_add_ps(hi[2], hi[3]));
+    acc0 = _mm256_fmadd_ps(p0, _mm256_loadu_ps(reinterpret_cast<const float*>(s)), acc0);
+    acc1 = _mm256_fmadd_ps(p1, _mm256_loadu_ps(reinterpret_cast<const float*>(s) + 8), acc1);
+    for (int i = 0; i < 4; ++i) lo[i] = hi[i] = _mm256_setzero_ps();
+}
+
+// Codes of an FP8 panel: after its one scale vector, or after a block-scaled panel's nb.
+inline int64_t fp8_blocks(const QuantArgs& a) {
+    return a.group ? (a.cols + a.group - 1) / a.group : 1;
+}
+
 // FP8, one token: each code is widened in registers as the chains consume it. With
 // QuantArgs::x_e4m3 (one token, every |x| < 2^8) the codes are widened without their * 2^120 and
-// meet x * 2^120: the same products exactly, two multiplies per 16 weights fewer.
+// meet x * 2^120: the same products exactly, two multiplies per 16 weights fewer. Block-scaled
+// panels run the chains block by block (fp8_fold).
 void fp8_panel(const QuantArgs& a, const uint8_t* panel, int64_t t, float* y, int64_t j0,
                int64_t j1) {
-    const uint8_t* qs = panel + 64;
+    const int64_t nb = fp8_blocks(a);
+    const uint8_t* qs = panel + nb * 64;
     const avx2::E4m3x16 dec;
     __m256 lo[4], hi[4];
     for (int i = 0; i < 4; ++i) lo[i] = hi[i] = _mm256_setzero_ps();
-    const auto pf = [&](int64_t k) {
-        if ((k & 3) == 0)
-            _mm_prefetch(reinterpret_cast<const char*>(qs + k * 16) + 1024, _MM_HINT_T0);
+    const bool raw = a.x_e4m3 && a.n == 1;
+    const float* x = raw ? a.x_e4m3 : a.x + t * a.cols;
+    const auto chains = [&](int64_t k0, int64_t kn) {
+        const uint8_t* q = qs + k0 * 16;
+        const auto pf = [&](int64_t k) {
+            if ((k & 3) == 0)
+                _mm_prefetch(reinterpret_cast<const char*>(q + k * 16) + 1024, _MM_HINT_T0);
+        };
+        if (raw)
+            fp8_chains(
+                [&](int64_t k, __m256& wl, __m256& wh) {
+                    pf(k);
+                    dec.raw(q + k * 16, wl, wh);
+                },
+                x + k0, kn, lo, hi);
+        else
+            fp8_chains(
+                [&](int64_t k, __m256& wl, __m256& wh) {
+                    pf(k);
+                    dec(q + k * 16, wl, wh);
+                },
+                x + k0, kn, lo, hi);
     };
-    if (a.x_e4m3 && a.n == 1)
-        fp8_chains(
-            [&](int64_t k, __m256& wl, __m256& wh) {
-                pf(k);
-                dec.raw(qs + k * 16, wl, wh);
-            },
-            a.x_e4m3, a.cols, lo, hi);
-    else
-        fp8_chains(
-            [&](int64_t k, __m256& wl, __m256& wh) {
-                pf(k);
-                dec(qs + k * 16, wl, wh);
-            },
-            a.x + t * a.cols, a.cols, lo, hi);
-    fp8_store(lo, hi, panel, y, j0, j1);
+    if (a.group == 0) {
+        chains(0, a.cols);
+        fp8_store(lo, hi, panel, y, j0, j1);
+        return;
+    }
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+        const int64_t k0 = b * a.group;
+        chains(k0, a.cols - k0 < a.group ? a.cols - k0 : a.group);
+        fp8_fold(lo, hi, panel + b * 64, acc0, acc1);
+    }
+    avx2::store_panel(acc0, acc1, y, j0, j1);
 }
 
 // FP8 with several tokens (prefill, batched decode, a --prefill-weights fp8 copy): fp8_panel would
@@ -347,7 +381,10 @@ constexpr int64_t kFp8Tokens = 64;
 void fp8_panel_multi(const QuantArgs& a, const uint8_t* panel, int64_t base, int64_t j0,
                      int64_t j1) {
     const int64_t cols = a.cols;
-    const uint8_t* qs = panel + 64;
+    const uint8_t* qs = panel + fp8_blocks(a) * 64;
+    // Block-scaled: widened blocks of whole scale blocks (G divides kc), each token's chains
+    // folded into its acc (kept in `chains`' first 16 floats) at every scale block's end.
+    const int64_t kc = a.group ? kFp8Kc / a.group * a.group : kFp8Kc;
     const avx2::E4m3x16 dec;
     alignas(32) float wbuf[kFp8Kc * 16];
     alignas(32) float chains[kFp8Tokens * 64];  // per token: lo[0..3], hi[0..3], 8 floats each
@@ -358,8 +395,8 @@ void fp8_panel_multi(const QuantArgs& a, const uint8_t* panel, int64_t base, int
     for (int64_t t0 = 0; t0 < a.n; t0 += kFp8Tokens) {
         const int64_t tn = a.n - t0 < kFp8Tokens ? a.n - t0 : kFp8Tokens;
         for (int64_t i = 0; i < tn * 64; i += 8) _mm256_store_ps(chains + i, _mm256_setzero_ps());
-        for (int64_t kb = 0; kb < cols; kb += kFp8Kc) {
-            const int64_t kn = cols - kb < kFp8Kc ? cols - kb : kFp8Kc;
+        for (int64_t kb = 0; kb < cols; kb += kc) {
+            const int64_t kn = cols - kb < kc ? cols - kb : kc;
             for (int64_t k = 0; k < kn; ++k) {
                 if ((k & 3) == 0)
                     _mm_prefetch(reinterpret_cast<const char*>(qs + (kb + k) * 16) + 1024,
@@ -368,6 +405,24 @@ void fp8_panel_multi(const QuantArgs& a, const uint8_t* panel, int64_t base, int
                 dec(qs + (kb + k) * 16, wl, wh);
                 _mm256_store_ps(wbuf + k * 16, wl);
                 _mm256_store_ps(wbuf + k * 16 + 8, wh);
+            }
+            if (a.group) {
+                for (int64_t t = 0; t < tn; ++t) {
+                    float* c = chains + t * 64;
+                    __m256 acc0 = _mm256_load_ps(c), acc1 = _mm256_load_ps(c + 8);
+                    __m256 lo[4], hi[4];
+                    for (int i = 0; i < 4; ++i) lo[i] = hi[i] = _mm256_setzero_ps();
+                    const float* x = a.x + (t0 + t) * cols + kb;
+                    for (int64_t g0 = 0; g0 < kn; g0 += a.group) {
+                        const int64_t gn = kn - g0 < a.group ? kn - g0 : a.group;
+                        fp8_chains([&](int64_t k, __m256& wl, __m256& wh) { w16(g0 + k, wl, wh); },
+                                   x + g0, gn, lo, hi);
+                        fp8_fold(lo, hi, panel + (kb + g0) / a.group * 64, acc0, acc1);
+                    }
+                    _mm256_store_ps(c, acc0);
+                    _mm256_store_ps(c + 8, acc1);
+                }
+                continue;
             }
             for (int64_t t = 0; t < tn; ++t) {
                 float* c = chains + t * 64;
@@ -385,6 +440,11 @@ void fp8_panel_multi(const QuantArgs& a, const uint8_t* panel, int64_t base, int
         }
         for (int64_t t = 0; t < tn; ++t) {  // after the last block (or none, when cols is 0)
             const float* c = chains + t * 64;
+            if (a.group) {
+                avx2::store_panel(_mm256_load_ps(c), _mm256_load_ps(c + 8),
+                                  a.y + (t0 + t) * a.ldy + base, j0, j1);
+                continue;
+            }
             __m256 lo[4], hi[4];
             for (int i = 0; i < 4; ++i) {
                 lo[i] = _mm256_load_ps(c + i * 8);
@@ -473,7 +533,7 @@ void mm_quant_avx2(const QuantArgs& a, int64_t r0, int64_t r1) {
             pb = a.group == 0 ? 32 + a.cols * 16 : a.cols / 32 * kQ8BlockBytes;
             break;
         default:
-            pb = 64 + a.cols * 16;
+            pb = fp8_blocks(a) * 64 + a.cols * 16;
             break;
     }
     for (int64_t p = r0 / kNr; p * kNr < r1; ++p) {

@@ -353,30 +353,42 @@ void fp8_panel(const QuantArgs& a, const uint8_t* panel, int64_t pb, int64_t t, 
     const int64_t cols = a.cols;
     const float* x = kRaw ? a.x_e4m3 : a.x + t * cols;
     const auto widen = [](const uint8_t* p) { return kRaw ? e4m3x16_raw(p) : e4m3x16_to_f32(p); };
-    zf acc[NP][4];
-    for (int q = 0; q < NP; ++q)
-        for (int i = 0; i < 4; ++i) acc[q][i] = WZ(mm512_setzero_ps)();
-    int64_t k = 0;
-    for (; k + 4 <= cols; k += 4) {
+    // Block-scaled (a.group > 0): the chains run block by block, each block's sum folded into tot
+    // with its scales, fma(sum, s, tot); the codes follow the nb scale vectors.
+    const int64_t nb = a.group ? (cols + a.group - 1) / a.group : 1;
+    const int64_t gc = a.group ? a.group : cols;
+    const uint8_t* qs = panel + nb * 64;
+    zf acc[NP][4], tot[NP];
+    for (int q = 0; q < NP; ++q) tot[q] = WZ(mm512_setzero_ps)();
+    for (int64_t b = 0; b < nb; ++b) {
+        const int64_t k1 = cols - b * gc < gc ? cols : (b + 1) * gc;
         for (int q = 0; q < NP; ++q)
-            prefetch(panel + q * pb + 64 + k * 16, pf, 1);  // 4 columns = a line
-        for (int i = 0; i < 4; ++i) {
-            const zf xb = WZ(mm512_set1_ps)(x[k + i]);
+            for (int i = 0; i < 4; ++i) acc[q][i] = WZ(mm512_setzero_ps)();
+        int64_t k = b * gc;
+        for (; k + 4 <= k1; k += 4) {
             for (int q = 0; q < NP; ++q)
-                acc[q][i] = fmadd(widen(panel + q * pb + 64 + (k + i) * 16), xb, acc[q][i]);
+                prefetch(qs + q * pb + k * 16, pf, 1);  // 4 columns = a line
+            for (int i = 0; i < 4; ++i) {
+                const zf xb = WZ(mm512_set1_ps)(x[k + i]);
+                for (int q = 0; q < NP; ++q)
+                    acc[q][i] = fmadd(widen(qs + q * pb + (k + i) * 16), xb, acc[q][i]);
+            }
+        }
+        for (; k < k1; ++k) {
+            const zf xb = WZ(mm512_set1_ps)(x[k]);
+            for (int q = 0; q < NP; ++q)
+                acc[q][k % 4] = fmadd(widen(qs + q * pb + k * 16), xb, acc[q][k % 4]);
+        }
+        for (int q = 0; q < NP; ++q) {
+            const zf sum = WZ(mm512_add_ps)(WZ(mm512_add_ps)(acc[q][0], acc[q][1]),
+                                            WZ(mm512_add_ps)(acc[q][2], acc[q][3]));
+            const zf s =
+                WZ(mm512_loadu_ps)(reinterpret_cast<const float*>(panel + q * pb + b * 64));
+            tot[q] = a.group ? fmadd(sum, s, tot[q]) : WZ(mm512_mul_ps)(sum, s);
         }
     }
-    for (; k < cols; ++k) {
-        const zf xb = WZ(mm512_set1_ps)(x[k]);
-        for (int q = 0; q < NP; ++q)
-            acc[q][k % 4] = fmadd(widen(panel + q * pb + 64 + k * 16), xb, acc[q][k % 4]);
-    }
-    for (int q = 0; q < NP; ++q) {
-        const zf sum = WZ(mm512_add_ps)(WZ(mm512_add_ps)(acc[q][0], acc[q][1]),
-                                        WZ(mm512_add_ps)(acc[q][2], acc[q][3]));
-        const zf s = WZ(mm512_loadu_ps)(reinterpret_cast<const float*>(panel + q * pb));
-        store_lanes(WZ(mm512_mul_ps)(sum, s), y + q * kNr, q == 0 ? j0 : 0, q == NP - 1 ? j1 : kNr);
-    }
+    for (int q = 0; q < NP; ++q)
+        store_lanes(tot[q], y + q * kNr, q == 0 ? j0 : 0, q == NP - 1 ? j1 : kNr);
 }
 
 // FP8 with several tokens (prefill, batched decode, a --prefill-weights fp8 copy). Widening a code
@@ -450,29 +462,60 @@ void fp8_micro_any(int mt, const float* wbuf, int64_t kn, const float* x, int64_
 }
 
 // All a.n tokens of one panel; y: token 0's row 0 of the panel; rows [j0, j1) are written.
+// Block-scaled (a.group > 0): widened blocks of whole scale blocks, each scale block's chains
+// started from zero and folded into the token's sums in `tots` with its scales, as fp8_panel.
 void fp8_panel_multi(const QuantArgs& a, const uint8_t* panel, float* y, int64_t j0, int64_t j1,
                      int64_t pf) {
     const int64_t cols = a.cols;
-    const uint8_t* qs = panel + 64;
+    const int64_t nb = a.group ? (cols + a.group - 1) / a.group : 1;
+    const int64_t kc = a.group ? kFp8Kc / a.group * a.group : kFp8Kc;
+    const uint8_t* qs = panel + nb * 64;
     alignas(64) float wbuf[kFp8Kc * kLanes];
     alignas(64) float chains[kFp8Tokens * 64];
+    alignas(64) float tots[kFp8Tokens * kLanes];
     const zf s = WZ(mm512_loadu_ps)(reinterpret_cast<const float*>(panel));
     for (int64_t t0 = 0; t0 < a.n; t0 += kFp8Tokens) {
         const int64_t tn = a.n - t0 < kFp8Tokens ? a.n - t0 : kFp8Tokens;
         for (int64_t i = 0; i < tn * 64; i += kLanes)
             WZ(mm512_store_ps)(chains + i, WZ(mm512_setzero_ps)());
-        for (int64_t kb = 0; kb < cols; kb += kFp8Kc) {
-            const int64_t kn = cols - kb < kFp8Kc ? cols - kb : kFp8Kc;
+        for (int64_t i = 0; i < tn * kLanes; i += kLanes)
+            WZ(mm512_store_ps)(tots + i, WZ(mm512_setzero_ps)());
+        for (int64_t kb = 0; kb < cols; kb += kc) {
+            const int64_t kn = cols - kb < kc ? cols - kb : kc;
             for (int64_t k = 0; k < kn; ++k) {
                 if ((k & 3) == 0) prefetch(qs + (kb + k) * 16, pf, 1);
                 WZ(mm512_store_ps)(wbuf + k * kLanes, e4m3x16_to_f32(qs + (kb + k) * 16));
             }
             for (int64_t t = 0; t < tn; t += kFp8Mt) {
                 const int mt = static_cast<int>(tn - t < kFp8Mt ? tn - t : kFp8Mt);
-                fp8_micro_any(mt, wbuf, kn, a.x + (t0 + t) * cols + kb, cols, chains + t * 64);
+                const float* x = a.x + (t0 + t) * cols + kb;
+                if (a.group == 0) {
+                    fp8_micro_any(mt, wbuf, kn, x, cols, chains + t * 64);
+                    continue;
+                }
+                for (int64_t g0 = 0; g0 < kn; g0 += a.group) {
+                    const int64_t gn = kn - g0 < a.group ? kn - g0 : a.group;
+                    fp8_micro_any(mt, wbuf + g0 * kLanes, gn, x + g0, cols, chains + t * 64);
+                    const zf sb = WZ(mm512_loadu_ps)(
+                        reinterpret_cast<const float*>(panel + (kb + g0) / a.group * 64));
+                    for (int m = 0; m < mt; ++m) {
+                        float* c = chains + (t + m) * 64;
+                        const zf sum = WZ(mm512_add_ps)(
+                            WZ(mm512_add_ps)(WZ(mm512_load_ps)(c), WZ(mm512_load_ps)(c + 16)),
+                            WZ(mm512_add_ps)(WZ(mm512_load_ps)(c + 32), WZ(mm512_load_ps)(c + 48)));
+                        float* tt = tots + (t + m) * kLanes;
+                        WZ(mm512_store_ps)(tt, fmadd(sum, sb, WZ(mm512_load_ps)(tt)));
+                        for (int i = 0; i < 64; i += kLanes)
+                            WZ(mm512_store_ps)(c + i, WZ(mm512_setzero_ps)());
+                    }
+                }
             }
         }
         for (int64_t t = 0; t < tn; ++t) {  // after the last block (or none, when cols is 0)
+            if (a.group) {
+                store_lanes(WZ(mm512_load_ps)(tots + t * kLanes), y + (t0 + t) * a.ldy, j0, j1);
+                continue;
+            }
             const float* c = chains + t * 64;
             const zf sum = WZ(mm512_add_ps)(
                 WZ(mm512_add_ps)(WZ(mm512_load_ps)(c), WZ(mm512_load_ps)(c + 16)),
@@ -685,7 +728,7 @@ void WARDEN_AVX512_ENTRY(const QuantArgs& a, int64_t r0, int64_t r1) {
     }
 #endif
     const bool w4a8 = a.kind == 0 && !a.act_f32, fp8 = a.kind == 2;
-    const int64_t pb = fp8            ? 64 + a.cols * 16
+    const int64_t pb = fp8 ? (a.group ? (a.cols + a.group - 1) / a.group : 1) * 64 + a.cols * 16
                        : a.kind == 0  ? a.cols / a.group * (32 + (a.asym ? 32 : 0) + a.group * 8)
                        : a.group == 0 ? 32 + a.cols * 16
                                       : a.cols / 32 * kQ8BlockBytes;

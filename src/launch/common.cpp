@@ -124,9 +124,16 @@ LoadedModel load(const CommonOptions& o, bool weights, util::ThreadPool& pool) {
                      m->weights_format.c_str(), why.c_str(), mib(wm.layers).c_str(),
                      mib(wm.embeddings).c_str(), mib(wm.prefill_copy).c_str(), tiles.c_str());
     }
-    // FP8 block-scaled checkpoints are decoded row by row while loading: the f32 that costs on
-    // top of the runtime weights is one weight's scale grid (formats/fp8_block.h).
-    if (weights && m->fp8_dequant_count > 0) {
+    // FP8 block-scaled checkpoints run as stored (fp8-bG), or, in another --weights format, are
+    // decoded row by row while loading: the f32 that costs on top of the runtime weights is one
+    // weight's scale grid (formats/fp8_block.h).
+    if (weights && m->fp8_native_count > 0)
+        std::fprintf(stderr,
+                     "warden: fp8 block-scaled source: %lld weights run as stored (e4m3 codes and "
+                     "block scales), %lld decoded into the runtime format\n",
+                     static_cast<long long>(m->fp8_native_count),
+                     static_cast<long long>(m->fp8_dequant_count));
+    else if (weights && m->fp8_dequant_count > 0) {
         const double kib = static_cast<double>(m->fp8_dequant_peak_bytes) / 1024.0;
         std::fprintf(stderr,
                      "warden: fp8 block-scaled source: %lld weights decoded row by row into the "

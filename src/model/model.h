@@ -80,6 +80,7 @@ struct Model {
     int64_t fp8_dequant_peak_bytes = 0;
     int64_t fp8_dequant_count =
         0;  // FP8 weights dequantized while loading (each once, if all is well)
+    int64_t fp8_native_count = 0;  // FP8 weights kept as stored (fp8-bG)
 
     // The mappings that borrowed weights point into.
     std::shared_ptr<formats::GGUFFile> gguf;

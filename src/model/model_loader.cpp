@@ -187,6 +187,10 @@ class Loader {
         if (embd && !chosen)
             if (auto it = head_formats_.find(role); it != head_formats_.end()) chosen = it->second;
         if (embd && !chosen && opts_.weights) chosen = tensor::default_head_format(*opts_.weights);
+        // FP8 block-scaled weights without --weights: their codes and block scales as stored.
+        if (!embd && !chosen && fp8_native && t.fp8)
+            if (auto nf = formats::fp8_native_format(t.fp8->block))
+                chosen = tensor::parse_weight_format(*nf);
         // A file of mixed block types that all run natively: each layer matrix in its own type's.
         if (!embd && !chosen && per_tensor_native && t.is_ggml)
             if (auto nf = gguf_mixed_native_format(t.ggml_type))
@@ -224,6 +228,7 @@ class Loader {
     bool embed_is_head_ = false;  // a tied (or missing) head: token_embd is also a matmul's weights
 
     bool per_tensor_native = false;  // GgufNativeWeights::per_tensor (set by load_gguf)
+    bool fp8_native = false;  // FP8 block-scaled layers run as stored (set by load_safetensors)
     // The GGUF mapping that matrices may read in place (Matrix::mapped; set by load_gguf), and the
     // byte ranges of it they read (release_tensor_pages keeps those resident).
     std::shared_ptr<const void> mapping_;
@@ -299,6 +304,18 @@ class Loader {
             }
             m = Matrix::quantized(layout, &arena_);
             const int64_t row_bytes = t.is_ggml ? tensor::ggml_row_bytes(t.ggml_type, cols) : 0;
+            const bool fp8_as_stored = t.fp8 && layout.type == tensor::WeightType::FP8 &&
+                                       layout.group == t.fp8->block.block_cols;
+            if (fp8_as_stored) {  // FP8 block-scaled codes and scales as stored
+                fp8_native_matrices_ += 1;
+                const formats::Fp8BlockRows& src = *t.fp8;
+                pool_.parallel_for(rows, kernels::kPanelRows, [&](int64_t r0, int64_t r1) {
+                    src.check_codes(r0, r1);
+                    m.pack_fp8_codes(r0, r1, src.codes + r0 * cols);
+                    for (int64_t r = r0; r < r1; ++r) m.pack_fp8_scales(r, src.row_scales(r));
+                });
+                return m;
+            }
             pool_.parallel_for(rows, kernels::kPanelRows, [&](int64_t r0, int64_t r1) {
                 std::vector<float> row(static_cast<size_t>(cols));
                 for (int64_t r = r0; r < r1; ++r) {
@@ -463,6 +480,7 @@ class Loader {
 
     // Rows of compressed-tensors weights imported bit-exactly / requantized through f32.
     mutable std::atomic<int64_t> ct_exact_rows_{0}, ct_requant_rows_{0};
+    mutable std::atomic<int64_t> fp8_native_matrices_{0};  // FP8 weights imported as stored
     // GGUF Q4_0 / Q4_1 / Q8_0 rows that do not import into the chosen format exactly and were
     // requantized (a native load checks only each tensor's first row, or trusts the declared
     // format: model/gguf_native_weights.h).
@@ -704,6 +722,20 @@ std::unique_ptr<Model> load_hf_dir(const std::string& dir, const LoadOptions& op
             break;
         }
     }
+    // Without --weights, FP8 block-scaled layers run as stored (fp8-bG: e4m3 codes, a scale per
+    // block of G columns), rather than being widened to the runtime dtype at load (twice the
+    // memory, and a conversion of every weight). Other tensors keep the runtime dtype.
+    bool fp8_native = false;
+    if (fp8 && !opts.weights && opts.native_weights) {
+        if (auto f = formats::fp8_native_format(*fp8)) {
+            fp8_native = true;
+            m->weights_format = *f;
+            m->weights_note = "auto: the FP8 checkpoint's e4m3 codes and " +
+                              std::to_string(fp8->block_rows) + "x" +
+                              std::to_string(fp8->block_cols) +
+                              " block scales as stored; --weights chooses";
+        }
+    }
     const std::string tc = dir + "/tokenizer_config.json";
     if (std::filesystem::exists(tc)) {
         const auto j = util::read_json_file(tc);
@@ -714,6 +746,7 @@ std::unique_ptr<Model> load_hf_dir(const std::string& dir, const LoadOptions& op
         return st.find(n) != nullptr || (ct && formats::ct_find(st, *ct, n).has_value());
     };
     Loader loader(*m, eff, pool, find, hf_name, {}, exists);
+    loader.fp8_native = fp8_native;
     if (mtp_target) {
         make_mtp_config(m->config);
         loader.load_mtp(*mtp_target);
@@ -722,7 +755,8 @@ std::unique_ptr<Model> load_hf_dir(const std::string& dir, const LoadOptions& op
     }
     fp8_resolver.release();
     m->fp8_dequant_peak_bytes = static_cast<int64_t>(fp8_resolver.peak_bytes());
-    m->fp8_dequant_count = fp8_resolver.dequant_count();
+    m->fp8_dequant_count = fp8_resolver.dequant_count() - loader.fp8_native_matrices_;
+    m->fp8_native_count = loader.fp8_native_matrices_;
     if (loader.ct_requant_rows_ > 0)
         std::fprintf(stderr,
                      "warden: compressed-tensors: %lld weight rows requantized through f32 to %s "

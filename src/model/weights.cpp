@@ -79,6 +79,14 @@ void Matrix::pack_bf16_rows(int64_t r0, int64_t r1, const uint8_t* src) {
     kernels::pack_bf16_rows(view_.cols, r0, r1, src, owned_.data());
 }
 
+void Matrix::pack_fp8_codes(int64_t r0, int64_t r1, const uint8_t* src) {
+    kernels::pack_fp8_codes(view_, r0, r1, src, owned_.data());
+}
+
+void Matrix::pack_fp8_scales(int64_t r, const float* s) {
+    kernels::pack_fp8_scales(view_, r, s, owned_.data());
+}
+
 int64_t Matrix::add_bf16_tiles(util::HugePageArena* arena) {
     if (view_.type != tensor::WeightType::BF16 || !owned_.data()) return 0;
     const int64_t panels = bytes();

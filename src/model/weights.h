@@ -46,6 +46,10 @@ class Matrix {
     void pack_row(int64_t r, const float* row);
     // Rows [r0, r1) of a BF16 matrix straight from bf16 source rows (kernels::pack_bf16_rows).
     void pack_bf16_rows(int64_t r0, int64_t r1, const uint8_t* src);
+    // An FP8 matrix's codes of rows [r0, r1) from row-major codes, and row r's scales
+    // (kernels::pack_fp8_codes, kernels::pack_fp8_scales).
+    void pack_fp8_codes(int64_t r0, int64_t r1, const uint8_t* src);
+    void pack_fp8_scales(int64_t r, const float* s);
     // A bf16 matrix, once packed: replaces its panels with their AMX-BF16 tile copy
     // (kernels/matmul_bf16_tiles.h, "Tile-only matrices"), which every matmul and row lookup then
     // reads. Returns the bytes the tile layout adds over the panels (column padding; 0 for other

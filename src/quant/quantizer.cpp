@@ -304,6 +304,21 @@ QuantRow RtnQuantizer::quantize_row(const WeightMatrix& w, const float* x, const
         }
     } else if (w.type == WeightType::Q8) {
         quant8(w, x, imp, out);
+    } else if (w.type == WeightType::FP8 && w.group) {
+        // Block-scaled: each block of group columns its own scale amax / 448 (as FP8 checkpoints
+        // scale their blocks), codes rounded to nearest; an all-zero block has scale 0.
+        const int64_t nb = kernels::fp8_blocks(w);
+        out.s.assign(static_cast<size_t>(nb), 0.0f);
+        for (int64_t b = 0; b < nb; ++b) {
+            const int64_t k0 = b * w.group, k1 = std::min(w.cols, k0 + w.group);
+            float amax = 0.0f;
+            for (int64_t i = k0; i < k1; ++i) amax = std::fmax(amax, std::fabs(x[i]));
+            const float sc = amax / tensor::kFp8E4m3Max;
+            if (!(sc > 0.0f) || !std::isfinite(sc)) continue;
+            out.s[static_cast<size_t>(b)] = sc;
+            for (int64_t i = k0; i < k1; ++i)
+                out.q[static_cast<size_t>(i)] = tensor::f32_to_fp8_e4m3(x[i] / sc);
+        }
     } else if (w.type == WeightType::FP8) {
         float amax = 0.0f;
         for (int64_t i = 0; i < w.cols; ++i) amax = std::fmax(amax, std::fabs(x[i]));

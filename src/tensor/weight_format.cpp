@@ -8,7 +8,8 @@ namespace warden::tensor {
 
 namespace {
 const char* kAccepted =
-    "bf16, f32, fp8, int8, int8-g32 (int8 suffix: -bf16s), int4, int4-g32, int4-g128 (int4 "
+    "bf16, f32, fp8, fp8-b128 (fp8-bN: a scale per N columns, N a multiple of 4 up to 256), "
+    "int8, int8-g32 (int8 suffix: -bf16s), int4, int4-g32, int4-g128 (int4 "
     "suffixes: -asym, -bf16s, "
     "-a16), q4_k, q5_k, q6_k, q2_k, q3_k, q5_0, q5_1, iq4_nl, iq4_xs (GGUF tensors of that type "
     "only)";
@@ -45,6 +46,19 @@ WeightFormat parse_weight_format(const std::string& s) {
                            (why.empty() ? "" : " (" + why + ")") + "; accepted: " + kAccepted);
     };
     const std::string& base = parts[0];
+    if (base == "fp8" && parts.size() == 2) {  // fp8-bN: block-scaled (FP8 checkpoints' layout)
+        const std::string& p = parts[1];
+        int64_t g = 0;
+        for (size_t j = 1; j < p.size(); ++j) {
+            if (p[j] < '0' || p[j] > '9' || g > 100000) throw bad("bad block '" + p + "'");
+            g = g * 10 + (p[j] - '0');
+        }
+        if (p.size() < 2 || p[0] != 'b' || g < 4 || g > 256 || g % 4 != 0)
+            throw bad("fp8 takes only -bN, N a multiple of 4 from 4 to 256 (columns per scale)");
+        f.type = WeightType::FP8;
+        f.group = static_cast<int32_t>(g);
+        return f;
+    }
     if (base == "bf16" || base == "f32" || base == "fp8") {
         if (parts.size() != 1) throw bad("no suffixes for " + base);
         f.type =
@@ -115,7 +129,7 @@ std::string weight_format_name(const WeightFormat& f) {
         case WeightType::F32:
             return "f32";
         case WeightType::FP8:
-            return "fp8";
+            return f.group ? "fp8-b" + std::to_string(f.group) : "fp8";
         case WeightType::Q8:
             return std::string("int8") + (f.group ? "-g" + std::to_string(f.group) : "") +
                    (f.bf16_scales ? "-bf16s" : "");

@@ -27,7 +27,7 @@ enum class WeightType { F32, BF16, Q8, Q4, FP8, Q4K, Q5K, Q6K, Q5_0, Q5_1, Q2K, 
 
 struct WeightFormat {
     WeightType type = WeightType::BF16;
-    int32_t group = 0;  // int4: 32 or 128; int8: 0 (per channel) or 32
+    int32_t group = 0;  // int4: 32 or 128; int8: 0 (per channel) or 32; fp8: 0 or block columns
     bool asym = false;
     bool bf16_scales = false;
     bool act_f32 = false;

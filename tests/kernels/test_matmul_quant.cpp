@@ -6,6 +6,7 @@
 // decode equals tensor::fp8_e4m3_to_f32 for every finite code.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <string>
@@ -35,10 +36,16 @@ using testing::QMat;
 using testing::random_floats;
 using testing::run_isa;
 
-const char* kFormats[] = {
-    "int4",       "int4-asym",          "int4-g128",      "int4-g128-asym-bf16s",
-    "int4-a16",   "int4-g128-asym-a16", "int4-bf16s-a16", "int8",
-    "int8-bf16s", "int8-g32",           "int8-g32-bf16s", "fp8"};
+const char* kFormats[] = {"int4",           "int4-asym",
+                          "int4-g128",      "int4-g128-asym-bf16s",
+                          "int4-a16",       "int4-g128-asym-a16",
+                          "int4-bf16s-a16", "int8",
+                          "int8-bf16s",     "int8-g32",
+                          "int8-g32-bf16s", "fp8",
+                          "fp8-b128",       "fp8-b32"};
+// Per channel, and block-scaled with a block that divides the kernels' 256-column widening
+// blocks (128, 32) and one that does not (100: widened 200 columns at a time).
+const char* kFp8Formats[] = {"fp8", "fp8-b128", "fp8-b100", "fp8-b32"};
 
 TEST(QuantMatmul, Avx2BitExactVsScalarBatchAndThreadInvariant) {
     WARDEN_REQUIRE_ISA(Isa::AVX2);
@@ -109,34 +116,37 @@ TEST(QuantMatmul, Avx2BitExactVsScalarBatchAndThreadInvariant) {
 TEST(QuantMatmul, Fp8MultiTokenBitExactAcrossBlocksAndTokenTiles) {
     WARDEN_REQUIRE_ISA(Isa::AVX2);
     uint32_t seed = 91;
-    for (int64_t cols : {5, 259, 517})
-        for (int64_t rows : {16, 37}) {
-            const QMat m = make_qmat("fp8", rows, cols, seed++);
-            for (int64_t n : {2, 5, 7, 65, 130}) {
-                auto xb = random_floats(static_cast<size_t>(n * cols + 1), seed++, -3.0f, 3.0f);
-                const float* x = xb.data() + 1;
-                const auto ref = run_isa(Isa::Scalar, m.w, x, n);
-                for (Isa isa : {Isa::AVX2, Isa::AVX512}) {
-                    if (!isa_supported(isa)) continue;
-                    const std::string what =
-                        std::string(isa_name(isa)) + " cols=" + std::to_string(cols) +
-                        " rows=" + std::to_string(rows) + " n=" + std::to_string(n);
-                    expect_bits(run_isa(isa, m.w, x, n), ref, "vs scalar " + what);
-                    if (HasFatalFailure()) return;
-                    std::vector<float> y(static_cast<size_t>(n * rows), 7.0f);
-                    matmul_rows(isa, m.w, x, n, y.data(), 3, rows - 2);
-                    for (int64_t t = 0; t < n; ++t)
-                        for (int64_t r = 0; r < rows; ++r) {
-                            const float want = (r >= 3 && r < rows - 2)
-                                                   ? ref[static_cast<size_t>(t * rows + r)]
-                                                   : 7.0f;
-                            ASSERT_EQ(std::bit_cast<uint32_t>(y[static_cast<size_t>(t * rows + r)]),
-                                      std::bit_cast<uint32_t>(want))
-                                << "rows 3.." << rows - 2 << " t=" << t << " " << what;
-                        }
+    for (const char* fmt : kFp8Formats)
+        for (int64_t cols : {5, 259, 517})
+            for (int64_t rows : {16, 37}) {
+                const QMat m = make_qmat(fmt, rows, cols, seed++);
+                for (int64_t n : {2, 5, 7, 65, 130}) {
+                    auto xb = random_floats(static_cast<size_t>(n * cols + 1), seed++, -3.0f, 3.0f);
+                    const float* x = xb.data() + 1;
+                    const auto ref = run_isa(Isa::Scalar, m.w, x, n);
+                    for (Isa isa : {Isa::AVX2, Isa::AVX512}) {
+                        if (!isa_supported(isa)) continue;
+                        const std::string what = std::string(isa_name(isa)) + " " + fmt +
+                                                 " cols=" + std::to_string(cols) +
+                                                 " rows=" + std::to_string(rows) +
+                                                 " n=" + std::to_string(n);
+                        expect_bits(run_isa(isa, m.w, x, n), ref, "vs scalar " + what);
+                        if (HasFatalFailure()) return;
+                        std::vector<float> y(static_cast<size_t>(n * rows), 7.0f);
+                        matmul_rows(isa, m.w, x, n, y.data(), 3, rows - 2);
+                        for (int64_t t = 0; t < n; ++t)
+                            for (int64_t r = 0; r < rows; ++r) {
+                                const float want = (r >= 3 && r < rows - 2)
+                                                       ? ref[static_cast<size_t>(t * rows + r)]
+                                                       : 7.0f;
+                                ASSERT_EQ(
+                                    std::bit_cast<uint32_t>(y[static_cast<size_t>(t * rows + r)]),
+                                    std::bit_cast<uint32_t>(want))
+                                    << "rows 3.." << rows - 2 << " t=" << t << " " << what;
+                            }
+                    }
                 }
             }
-        }
 }
 
 // The AVX-512 VNNI entry (kernels/matmul_quant_avx512.cpp) on SIMDe, called as matmul.cpp's
@@ -231,48 +241,53 @@ TEST(QuantMatmul, Avx512VnniEmulatedBitExactVsScalar) {
         // FP8 at batch 1 has an AVX-512 kernel too (e4m3 widened 16 codes at a time, the four fma
         // chains of the contract): any cols (tails of 1-3 columns: 5, 259, 517), pairs of whole
         // panels and a single (80 rows), partial panels and row ranges.
-        for (int64_t cols : {5, 128, 259, 517})
-            for (int64_t rows : {17, 80}) {
-                const QMat m = make_qmat("fp8", rows, cols, seed++);
-                const auto xb = random_floats(static_cast<size_t>(cols + 1), seed++, -2.0f, 2.0f);
-                const float* x = xb.data() + 1;
-                const auto ref = run_isa(Isa::Scalar, m.w, x, 1);
-                const std::string what =
-                    "fp8 rows=" + std::to_string(rows) + " cols=" + std::to_string(cols);
-                expect_bits(run_vnni_emulated(m.w, x, 1, 0, rows, false), ref, what);
-                for (const auto& [r0, r1] :
-                     {std::pair<int64_t, int64_t>{3, 9}, {16, rows}, {20, rows}}) {
-                    const auto y = run_vnni_emulated(m.w, x, 1, r0, r1, false, 123.0f);
-                    for (int64_t r = 0; r < rows; ++r)
-                        ASSERT_EQ(std::bit_cast<uint32_t>(y[static_cast<size_t>(r)]),
-                                  std::bit_cast<uint32_t>(
-                                      r >= r0 && r < r1 ? ref[static_cast<size_t>(r)] : 123.0f))
-                            << "row range " << r0 << ".." << r1 << " " << what;
+        for (const char* fmt : kFp8Formats)
+            for (int64_t cols : {5, 128, 259, 517})
+                for (int64_t rows : {17, 80}) {
+                    const QMat m = make_qmat(fmt, rows, cols, seed++);
+                    const auto xb =
+                        random_floats(static_cast<size_t>(cols + 1), seed++, -2.0f, 2.0f);
+                    const float* x = xb.data() + 1;
+                    const auto ref = run_isa(Isa::Scalar, m.w, x, 1);
+                    const std::string what = std::string(fmt) + " rows=" + std::to_string(rows) +
+                                             " cols=" + std::to_string(cols);
+                    expect_bits(run_vnni_emulated(m.w, x, 1, 0, rows, false), ref, what);
+                    for (const auto& [r0, r1] :
+                         {std::pair<int64_t, int64_t>{3, 9}, {16, rows}, {20, rows}}) {
+                        const auto y = run_vnni_emulated(m.w, x, 1, r0, r1, false, 123.0f);
+                        for (int64_t r = 0; r < rows; ++r)
+                            ASSERT_EQ(std::bit_cast<uint32_t>(y[static_cast<size_t>(r)]),
+                                      std::bit_cast<uint32_t>(
+                                          r >= r0 && r < r1 ? ref[static_cast<size_t>(r)] : 123.0f))
+                                << "row range " << r0 << ".." << r1 << " " << what;
+                    }
+                    if (HasFatalFailure()) return;
                 }
-                if (HasFatalFailure()) return;
-            }
     }
     // FP8 with several tokens (fp8_panel_multi): column tails and several 256-column blocks, token
     // counts that leave register-tile remainders (7 = 6 + 1) and span two scratch tiles (65 = 60 +
     // 5), partial panels and a row range that cuts one.
-    for (int64_t cols : {5, 259})
-        for (int64_t n : {2, 7, 65}) {
-            const QMat m = make_qmat("fp8", 17, cols, seed++);
-            const auto xb = random_floats(static_cast<size_t>(n * cols + 1), seed++, -2.0f, 2.0f);
-            const float* x = xb.data() + 1;
-            const auto ref = run_isa(Isa::Scalar, m.w, x, n);
-            const std::string what = "fp8 cols=" + std::to_string(cols) + " n=" + std::to_string(n);
-            expect_bits(run_vnni_emulated(m.w, x, n, 0, 17, false), ref, what);
-            const auto y = run_vnni_emulated(m.w, x, n, 3, 9, false, 123.0f);
-            for (int64_t t = 0; t < n; ++t)
-                for (int64_t r = 0; r < 17; ++r) {
-                    const size_t i = static_cast<size_t>(t * 17 + r);
-                    ASSERT_EQ(std::bit_cast<uint32_t>(y[i]),
-                              std::bit_cast<uint32_t>(r >= 3 && r < 9 ? ref[i] : 123.0f))
-                        << "row range 3..9 t=" << t << " " << what;
-                }
-            if (HasFatalFailure()) return;
-        }
+    for (const char* fmt : kFp8Formats)
+        for (int64_t cols : {5, 259})
+            for (int64_t n : {2, 7, 65}) {
+                const QMat m = make_qmat(fmt, 17, cols, seed++);
+                const auto xb =
+                    random_floats(static_cast<size_t>(n * cols + 1), seed++, -2.0f, 2.0f);
+                const float* x = xb.data() + 1;
+                const auto ref = run_isa(Isa::Scalar, m.w, x, n);
+                const std::string what =
+                    std::string(fmt) + " cols=" + std::to_string(cols) + " n=" + std::to_string(n);
+                expect_bits(run_vnni_emulated(m.w, x, n, 0, 17, false), ref, what);
+                const auto y = run_vnni_emulated(m.w, x, n, 3, 9, false, 123.0f);
+                for (int64_t t = 0; t < n; ++t)
+                    for (int64_t r = 0; r < 17; ++r) {
+                        const size_t i = static_cast<size_t>(t * 17 + r);
+                        ASSERT_EQ(std::bit_cast<uint32_t>(y[i]),
+                                  std::bit_cast<uint32_t>(r >= 3 && r < 9 ? ref[i] : 123.0f))
+                            << "row range 3..9 t=" << t << " " << what;
+                    }
+                if (HasFatalFailure()) return;
+            }
 }
 
 // Multi-row steps (speculative verification, small-batch decode) run the W4A8 / W8A8 kernels
@@ -464,6 +479,42 @@ TEST(QuantMatmul, IntActivationPathsMatchDoubleReference) {
         // Activation quantization error is small relative to the magnitude (int8 per 32 block).
         EXPECT_LT(max_rel_to_x, 0.02) << fmt;
     }
+}
+
+// FP8 codes packed from row-major rows (the loader's path for FP8 checkpoints: 16x16 byte
+// transposes for whole panels, a byte loop for column tails and partial panels) and scales per
+// row give the same bytes as pack_quant_row, per channel and block-scaled, for row ranges that
+// start and end mid-panel.
+TEST(QuantMatmul, Fp8PanelPackingEqualsRowPacking) {
+    uint32_t seed = 2024;
+    for (const char* fmt : kFp8Formats)
+        for (int64_t cols : {5, 16, 45, 259})
+            for (const auto& [r0, r1] : {std::pair<int64_t, int64_t>{0, 40}, {3, 37}}) {
+                const int64_t rows = 40;
+                WeightMatrix w =
+                    kernels::weight_layout(tensor::parse_weight_format(fmt), rows, cols);
+                const auto x = random_floats(static_cast<size_t>(rows * cols), seed++, -3.0f, 3.0f);
+                std::vector<uint8_t> want(static_cast<size_t>(quant_packed_bytes(w)), 0);
+                std::vector<uint8_t> got = want, codes;
+                std::vector<std::vector<float>> scales;
+                for (int64_t r = r0; r < r1; ++r) {
+                    const QuantRow q =
+                        quant::default_quantizer().quantize_row(w, x.data() + r * cols, nullptr);
+                    pack_quant_row(w, r, q, want.data());
+                    codes.insert(codes.end(), q.q.begin(), q.q.end());
+                    scales.push_back(w.group ? q.s : std::vector<float>{q.scale});
+                }
+                // Rows 0..40 at once (two whole panels, one partial); 3..37 in pieces that cut
+                // panels.
+                for (int64_t p0 = r0; p0 < r1;) {
+                    const int64_t p1 = r0 == 0 ? r1 : std::min(r1, p0 + 13);
+                    pack_fp8_codes(w, p0, p1, codes.data() + (p0 - r0) * cols, got.data());
+                    p0 = p1;
+                }
+                for (int64_t r = r0; r < r1; ++r)
+                    pack_fp8_scales(w, r, scales[static_cast<size_t>(r - r0)].data(), got.data());
+                ASSERT_EQ(got, want) << fmt << " cols=" << cols << " rows " << r0 << ".." << r1;
+            }
 }
 
 // Every finite e4m3 code decodes in registers exactly as tensor::fp8_e4m3_to_f32 (one-hot x).

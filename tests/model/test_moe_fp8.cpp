@@ -16,8 +16,11 @@
 #include "formats/fp8_block.h"
 #include "formats/safetensors_file.h"
 #include "formats/tensor_source.h"
+#include "kernels/matmul.h"
+#include "kernels/matmul_quant.h"
 #include "model/model.h"
 #include "tensor/fp8.h"
+#include "tensor/weight_format.h"
 #include "util/error.h"
 #include "util/thread_pool.h"
 
@@ -148,6 +151,7 @@ TEST(Fp8Block, LoaderHoldsNoDequantizedWeight) {
         ASSERT_LT(2 * largest, total) << name;
         util::ThreadPool pool(1);
         model::LoadOptions opts;
+        opts.weights = tensor::parse_weight_format("bf16");  // every weight decoded into bf16
         const auto m = model::load_model(dir, opts, pool);
         ASSERT_LT(largest_grid, largest) << name;
         EXPECT_GT(m->fp8_dequant_peak_bytes, 0) << name;
@@ -155,6 +159,13 @@ TEST(Fp8Block, LoaderHoldsNoDequantizedWeight) {
         // Each FP8 weight dequantized once: a presence test (MLA's optional k_b_proj) must not
         // resolve the tensor it asks about.
         EXPECT_EQ(m->fp8_dequant_count, n_fp8) << name;
+        EXPECT_EQ(m->fp8_native_count, 0) << name;
+        // Without --weights the layers' FP8 weights run as stored (fp8-b32 here: the configs'
+        // 32x32 blocks); each weight is still resolved once, kept or decoded.
+        const auto native = model::load_model(dir, model::LoadOptions{}, pool);
+        EXPECT_EQ(native->weights_format, "fp8-b32") << name;
+        EXPECT_GT(native->fp8_native_count, n_fp8 / 2) << name;
+        EXPECT_EQ(native->fp8_native_count + native->fp8_dequant_count, n_fp8) << name;
     }
 }
 
@@ -238,8 +249,62 @@ TEST(Fp8Block, PresenceTestDoesNotDequantize) {
     util::ThreadPool pool(1);
     model::LoadOptions opts;
     const auto m = model::load_model(dir.string(), opts, pool);
-    EXPECT_EQ(m->fp8_dequant_count, n_fp8);
+    EXPECT_EQ(m->fp8_dequant_count + m->fp8_native_count, n_fp8);
     EXPECT_NE(m->weights.output.view().data,
               m->weights.token_embd.view().data);  // its own head, not tied
     std::filesystem::remove_all(dir);
+}
+
+// Without --weights the loader keeps FP8 block-scaled weights as stored (fp8-bG, G the
+// checkpoint's block width): each row's codes and its blocks' scales (Fp8BlockRows::row_scales),
+// packed as the loader packs them, dequantize to exactly dequantize_fp8_block's values, partial
+// blocks included, and their matmul is the f32 sum over those values. A NaN code is refused
+// naming its row and column.
+TEST(Fp8Block, KeepsRowsAsStored) {
+    Fp8Case k;
+    formats::Fp8BlockRows src;
+    src.codes = k.codes.data();
+    src.rows = k.rows;
+    src.cols = k.cols;
+    src.block = k.block;
+    src.scale_inv = k.scales;
+    ASSERT_EQ(formats::fp8_native_format(k.block), std::optional<std::string>("fp8-b16"));
+    EXPECT_FALSE(formats::fp8_native_format(formats::Fp8BlockConfig{128, 6}).has_value());
+    EXPECT_FALSE(formats::fp8_native_format(formats::Fp8BlockConfig{128, 512}).has_value());
+    kernels::WeightMatrix w =
+        kernels::weight_layout(tensor::parse_weight_format("fp8-b16"), k.rows, k.cols);
+    std::vector<uint8_t> packed(static_cast<size_t>(kernels::quant_packed_bytes(w)), 0);
+    src.check_codes(0, k.rows);
+    for (int64_t r0 = 0; r0 < k.rows; r0 += 16) {  // as the loader's panel ranges
+        const int64_t r1 = std::min(k.rows, r0 + 16);
+        kernels::pack_fp8_codes(w, r0, r1, src.codes + r0 * k.cols, packed.data());
+        for (int64_t r = r0; r < r1; ++r)
+            kernels::pack_fp8_scales(w, r, src.row_scales(r), packed.data());
+    }
+    w.data = packed.data();
+    std::vector<float> deq(static_cast<size_t>(k.cols)), x(static_cast<size_t>(k.cols));
+    for (int64_t c = 0; c < k.cols; ++c)
+        x[static_cast<size_t>(c)] = 0.01f * static_cast<float>(c % 7 - 3);
+    std::vector<float> y(static_cast<size_t>(k.rows));
+    kernels::matmul_rows(kernels::Isa::Scalar, w, x.data(), 1, y.data(), 0, k.rows);
+    for (int64_t r = 0; r < k.rows; ++r) {
+        kernels::dequant_row(w, r, deq.data());
+        double want = 0.0, mag = 0.0;
+        for (int64_t c = 0; c < k.cols; ++c) {
+            ASSERT_EQ(deq[static_cast<size_t>(c)], k.want(r, c)) << r << "," << c;
+            want += static_cast<double>(k.want(r, c)) * x[static_cast<size_t>(c)];
+            mag += std::fabs(static_cast<double>(k.want(r, c)) * x[static_cast<size_t>(c)]);
+        }
+        EXPECT_NEAR(y[static_cast<size_t>(r)], want, 1e-6 * mag + 1e-30) << "row " << r;
+    }
+    k.codes[static_cast<size_t>(37 * k.cols + 7)] = 0xff;  // -NaN
+    src.check_codes(0, 37);
+    try {
+        src.check_codes(32, 48);
+        FAIL() << "a NaN code was kept";
+    } catch (const util::Error& e) {
+        EXPECT_NE(std::string(e.what()).find("row 37, column 7 holds a NaN e4m3 code"),
+                  std::string::npos)
+            << e.what();
+    }
 }

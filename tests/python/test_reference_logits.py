@@ -82,10 +82,12 @@ def _bump_max(section: str, key: str, value: float) -> None:
     record(section, key, value if cur is None else max(cur, value))
 
 
-def _check_full_logits(name: str, model_path, prompt: dict, dtype: str, greedy: int):
+def _check_full_logits(name: str, model_path, prompt: dict, dtype: str, greedy: int,
+                       weights: str | None = None):
     """Runs warden with the full vocab; returns (max rel diff, #top1 agree, #positions, out)."""
     vocab = len(prompt["logits"][0])
-    out = run_logits(model_path, prompt["ids"], dtype=dtype, top=vocab, greedy=greedy)
+    out = run_logits(model_path, prompt["ids"], dtype=dtype, top=vocab, greedy=greedy,
+                     weights=weights)
     worst_rel, worst_abs, agree = 0.0, 0.0, 0
     for pos, (ref_row, spread) in enumerate(zip(prompt["logits"], prompt["spread"])):
         got = out.as_dict(pos)
@@ -122,6 +124,27 @@ def test_tiny_f32(name, k):
         f"{name} prompt {k}: greedy continuation diverges at step {first} "
         f"(reference margin there {prompt['greedy_margin'][first] if first is not None else '-'})\n"
         f"warden: {out.greedy}\nref:    {prompt['greedy']}")
+
+
+FP8_MODELS = [n for n in TINY_MODELS if n.endswith("-fp8")]
+
+
+@pytest.mark.parametrize("k", range(N_PROMPTS))
+@pytest.mark.parametrize("name", FP8_MODELS)
+def test_tiny_fp8_as_stored(name, k):
+    """Without --weights, FP8 block-scaled layers run as stored (fp8-b32 here: e4m3 codes and the
+    checkpoints' 32x32 block scales, nothing widened at load). With f32 activations that is the
+    reference's arithmetic on the dequantized weights, as close as --weights f32 (which widens
+    every weight to f32 at load): same bound, same top-1 and greedy continuation."""
+    require_warden()
+    prompt = golden(name)["prompts"][k]
+    rel, absd, agree, npos, out = _check_full_logits(name, GOLDEN / name, prompt, "f32", GREEDY,
+                                                     weights="auto")
+    _bump_max(f"{name} fp8 as stored, f32 activations", "max |diff| / spread", rel)
+    assert rel <= TINY_F32_REL, (
+        f"{name} prompt {k}: max |logit diff| = {absd:.3g} = {rel:.3g} x spread > {TINY_F32_REL}")
+    assert agree == npos, f"{name} prompt {k}: top-1 differs at {npos - agree} of {npos} positions"
+    assert out.greedy == prompt["greedy"], f"{name} prompt {k}: greedy continuation differs"
 
 
 @pytest.mark.parametrize("k", range(N_PROMPTS))
