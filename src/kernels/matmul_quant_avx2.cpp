@@ -266,191 +266,232 @@ void q8_a8_panel(const QuantArgs& a, const uint8_t* panel, int64_t t, float* y, 
     }
 }
 
-// The FP8 contract's four chains (matmul_quant.h) over columns [0, kn) of a run that starts at a
-// column divisible by 4: chain i takes every k with k % 4 == i, in k order, so eight independent
-// fma chains keep the FMA units busy rather than waiting on one chain's latency. w16(k, lo, hi)
-// yields the panel's 16 weights at column k of the run (rows 0-7, 8-15). Both FP8 kernels go
-// through here, so their results cannot drift apart.
-template <class W16>
-inline void fp8_chains(const W16& w16, const float* x, int64_t kn, __m256 (&lo)[4],
-                       __m256 (&hi)[4]) {
-    int64_t k = 0;
-    for (; k + 4 <= kn; k += 4)
-        for (int i = 0; i < 4; ++i) {
-            __m256 wl, wh;
-            w16(k + i, wl, wh);
-            const __m256 xb = _mm256_broadcast_ss(x + k + i);
-            lo[i] = _mm256_fmadd_ps(wl, xb, lo[i]);
-            hi[i] = _mm256_fmadd_ps(wh, xb, hi[i]);
-        }
-    for (; k < kn; ++k) {
-        __m256 wl, wh;
-        w16(k, wl, wh);
-        const __m256 xb = _mm256_broadcast_ss(x + k);
-        lo[k % 4] = _mm256_fmadd_ps(wl, xb, lo[k % 4]);
-        hi[k % 4] = _mm256_fmadd_ps(wh, xb, hi[k % 4]);
-    }
-}
-
-// y = ((c0 + c1) + (c2 + c3)) * s per row, rows [j0, j1) of the panel.
-inline void fp8_store(const __m256 (&lo)[4], const __m256 (&hi)[4], const uint8_t* panel, float* y,
-                      int64_t j0, int64_t j1) {
-    const __m256 acc0 = _mm256_add_ps(_mm256_add_ps(lo[0], lo[1]), _mm256_add_ps(lo[2], lo[3]));
-    const __m256 acc1 = _mm256_add_ps(_mm256_add_ps(hi[0], hi[1]), _mm256_add_ps(hi[2], hi[3]));
-    const __m256 s0 = _mm256_loadu_ps(reinterpret_cast<const float*>(panel));
-    const __m256 s1 = _mm256_loadu_ps(reinterpret_cast<const float*>(panel) + 8);
-    avx2::store_panel(_mm256_mul_ps(acc0, s0), _mm256_mul_ps(acc1, s1), y, j0, j1);
-}
-
-// Block-scaled FP8: folds a block's chains into acc with its scales (the 16 f32 at s):
-// acc = fma((c0 + c1) + (c2 + c3), s, acc) per row, and restarts the chains from zero.
-inline void fp8_fold(__m256 (&lo)[4], __m256 (&hi)[4], const uint8_t* s, __m256& acc0,
-                     __m256& acc1) {
-    const __m256 p0 = _mm256_add_ps(_mm256_add_ps(lo[0], lo[1]), _mm256_add_ps(lo[2], lo[3]));
-    const __m256 p1 = _mm256_add_ps(_mm256_add_ps(hi[0], hi[1]), _mm256_add_ps(hi[2], hi[3]));
-    acc0 = _mm256_fmadd_ps(p0, _mm256_loadu_ps(reinterpret_cast<const float*>(s)), acc0);
-    acc1 = _mm256_fmadd_ps(p1, _mm256_loadu_ps(reinterpret_cast<const float*>(s) + 8), acc1);
-    for (int i = 0; i < 4; ++i) lo[i] = hi[i] = _mm256_setzero_ps();
-}
-
 // Codes of an FP8 panel: after its one scale vector, or after a block-scaled panel's nb.
 inline int64_t fp8_blocks(const QuantArgs& a) {
     return a.group ? (a.cols + a.group - 1) / a.group : 1;
 }
 
-// FP8, one token: each code is widened in registers as the chains consume it. With
-// QuantArgs::x_e4m3 (one token, every |x| < 2^8) the codes are widened without their * 2^120 and
-// meet x * 2^120: the same products exactly, two multiplies per 16 weights fewer. Block-scaled
-// panels run the chains block by block (fp8_fold).
-void fp8_panel(const QuantArgs& a, const uint8_t* panel, int64_t t, float* y, int64_t j0,
-               int64_t j1) {
-    const int64_t nb = fp8_blocks(a);
-    const uint8_t* qs = panel + nb * 64;
-    const avx2::E4m3x16 dec;
-    __m256 lo[4], hi[4];
-    for (int i = 0; i < 4; ++i) lo[i] = hi[i] = _mm256_setzero_ps();
-    const bool raw = a.x_e4m3 && a.n == 1;
-    const float* x = raw ? a.x_e4m3 : a.x + t * a.cols;
-    const auto chains = [&](int64_t k0, int64_t kn) {
-        const uint8_t* q = qs + k0 * 16;
-        const auto pf = [&](int64_t k) {
-            if ((k & 3) == 0)
-                _mm_prefetch(reinterpret_cast<const char*>(q + k * 16) + 1024, _MM_HINT_T0);
-        };
-        if (raw)
-            fp8_chains(
-                [&](int64_t k, __m256& wl, __m256& wh) {
-                    pf(k);
-                    dec.raw(q + k * 16, wl, wh);
-                },
-                x + k0, kn, lo, hi);
-        else
-            fp8_chains(
-                [&](int64_t k, __m256& wl, __m256& wh) {
-                    pf(k);
-                    dec(q + k * 16, wl, wh);
-                },
-                x + k0, kn, lo, hi);
-    };
-    if (a.group == 0) {
-        chains(0, a.cols);
-        fp8_store(lo, hi, panel, y, j0, j1);
-        return;
-    }
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    for (int64_t b = 0; b < nb; ++b) {
-        const int64_t k0 = b * a.group;
-        chains(k0, a.cols - k0 < a.group ? a.cols - k0 : a.group);
-        fp8_fold(lo, hi, panel + b * 64, acc0, acc1);
-    }
-    avx2::store_panel(acc0, acc1, y, j0, j1);
+// Column k of the FP8 contract's four chains (matmul_quant.h) for one token: the panel's 16 codes
+// at k (rows 0-7, 8-15) widened in registers, times x[k], into chain k % 4 (l, h). kRaw: the codes
+// widened without their * 2^120 against x * 2^120 (QuantArgs::x_e4m3): the same products exactly,
+// two multiplies per 16 weights fewer.
+template <bool kRaw>
+[[gnu::always_inline]] inline void fp8_column(const avx2::E4m3x16& dec, const uint8_t* qs,
+                                              const float* x, int64_t k, __m256& l, __m256& h) {
+    __m256 wl, wh;
+    if constexpr (kRaw)
+        dec.raw(qs + k * 16, wl, wh);
+    else
+        dec(qs + k * 16, wl, wh);
+    const __m256 xb = _mm256_broadcast_ss(x + k);
+    l = _mm256_fmadd_ps(wl, xb, l);
+    h = _mm256_fmadd_ps(wh, xb, h);
 }
 
-// FP8 with several tokens (prefill, batched decode, a --prefill-weights fp8 copy): fp8_panel would
-// widen every code once per token, and the widening (shuffle, shift, and, multiply: 8 of its ~10
-// vector instructions per 16 weights) is most of its work. Here each block of kFp8Kc columns of the
-// panel is widened once per tile of up to kFp8Tokens tokens into f32 scratch that stays in L1/L2,
-// and every token of the tile runs fp8_chains over it: two loads, a broadcast and two fmas per 16
-// weights. Each token's chains wait in `chains` between blocks; since kFp8Kc is a multiple of 4,
-// every block starts at chain 0, and the results are fp8_panel's bit for bit. Scratch is on the
-// stack (32 KiB): no heap, and no standard-library templates in this -mavx2 file (the ODR note
-// above).
+// FP8, one token: the four chains over each block's columns (the whole row per channel), eight
+// independent fma chains (16 rows x 4) so the kernel does not wait on one chain's latency; the
+// chains are named locals (as arrays GCC kept them in memory and stored each back every column).
+// Per channel y = ((c0 + c1) + (c2 + c3)) * s; block-scaled each block's sums are folded in,
+// y = fma(sum, s_b, y), and the chains restart from zero (blocks are multiples of 4 columns).
+template <bool kRaw>
+void fp8_panel(const QuantArgs& a, const uint8_t* panel, const float* x, float* y, int64_t j0,
+               int64_t j1) {
+    const int64_t cols = a.cols, nb = fp8_blocks(a), g = a.group ? a.group : cols;
+    const uint8_t* qs = panel + nb * 64;
+    const avx2::E4m3x16 dec;
+    __m256 y0 = _mm256_setzero_ps(), y1 = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+        const int64_t k1 = cols - b * g < g ? cols : (b + 1) * g;
+        __m256 l0 = _mm256_setzero_ps(), l1 = l0, l2 = l0, l3 = l0, h0 = l0, h1 = l0, h2 = l0,
+               h3 = l0;
+        int64_t k = b * g;
+        for (; k + 4 <= k1; k += 4) {
+            _mm_prefetch(reinterpret_cast<const char*>(qs + k * 16) + 1024, _MM_HINT_T0);
+            fp8_column<kRaw>(dec, qs, x, k, l0, h0);
+            fp8_column<kRaw>(dec, qs, x, k + 1, l1, h1);
+            fp8_column<kRaw>(dec, qs, x, k + 2, l2, h2);
+            fp8_column<kRaw>(dec, qs, x, k + 3, l3, h3);
+        }
+        if (k < k1) fp8_column<kRaw>(dec, qs, x, k, l0, h0);
+        if (k + 1 < k1) fp8_column<kRaw>(dec, qs, x, k + 1, l1, h1);
+        if (k + 2 < k1) fp8_column<kRaw>(dec, qs, x, k + 2, l2, h2);
+        const __m256 p0 = _mm256_add_ps(_mm256_add_ps(l0, l1), _mm256_add_ps(l2, l3));
+        const __m256 p1 = _mm256_add_ps(_mm256_add_ps(h0, h1), _mm256_add_ps(h2, h3));
+        const float* s = reinterpret_cast<const float*>(panel + b * 64);
+        if (a.group) {
+            y0 = _mm256_fmadd_ps(p0, _mm256_loadu_ps(s), y0);
+            y1 = _mm256_fmadd_ps(p1, _mm256_loadu_ps(s + 8), y1);
+        } else {
+            y0 = _mm256_mul_ps(p0, _mm256_loadu_ps(s));
+            y1 = _mm256_mul_ps(p1, _mm256_loadu_ps(s + 8));
+        }
+    }
+    avx2::store_panel(y0, y1, y, j0, j1);
+}
+
+// FP8 with several tokens (prefill, batched decode, a --prefill-weights fp8 copy). fp8_panel would
+// widen every code once per token, so each block of kFp8Kc columns of the panel is widened once
+// per tile of up to kFp8Tokens tokens into f32 scratch that stays in L1, transposed so that one
+// vector holds two rows' four consecutive columns: the contract's four chains of a row (chain
+// k % 4) are then the four lanes of a vector, and a token's chains for 8 rows are 4 vectors
+// instead of 8 (fp8_panel's l0-l3, h0-h3 per 16 rows). That leaves registers for kFp8Mt tokens
+// per pass, which share every weight load: per 32 weights a token costs one 4-column broadcast
+// and four fmas, with the weights an fma operand. A row's chains are summed at the end as the
+// contract does ((c0 + c1) + (c2 + c3), two horizontal adds), so the results are fp8_panel's
+// bits. Block-scaled panels fold each scale block's sums into the token's totals (fp8_panel's
+// arithmetic). Scratch is on the stack (44 KiB): no heap, and no standard-library templates in
+// this -mavx2 file (the ODR note above).
 constexpr int64_t kFp8Kc = 256;
 constexpr int64_t kFp8Tokens = 64;
+constexpr int kFp8Mt = 3;  // tokens per pass: 12 accumulators and 3 broadcasts in 16 registers
+
+// Columns [k0, k0 + n) (n <= 4, k0 % 4 == 0) of the panel's codes qs, widened into the quad
+// layout at dst: for half h (rows 8h..8h+7), vector j (rows 8h+j and 8h+j+4) at dst + (h*4 + j)*8,
+// lanes 0-3 the first row's four columns, 4-7 the second's; columns past n are zero.
+inline void fp8_widen_quad(const avx2::E4m3x16& dec, const uint8_t* qs, int64_t k0, int64_t n,
+                           float* dst) {
+    __m256 lo[4], hi[4];
+    for (int c = 0; c < 4; ++c) {
+        if (c < n) {
+            dec(qs + (k0 + c) * 16, lo[c], hi[c]);
+        } else {
+            lo[c] = hi[c] = _mm256_setzero_ps();
+        }
+    }
+    for (int h = 0; h < 2; ++h) {
+        const __m256* a = h ? hi : lo;
+        const __m256 t0 = _mm256_unpacklo_ps(a[0], a[1]), t1 = _mm256_unpackhi_ps(a[0], a[1]);
+        const __m256 t2 = _mm256_unpacklo_ps(a[2], a[3]), t3 = _mm256_unpackhi_ps(a[2], a[3]);
+        float* d = dst + h * 32;
+        _mm256_store_ps(d, _mm256_shuffle_ps(t0, t2, 0x44));       // rows 0, 4
+        _mm256_store_ps(d + 8, _mm256_shuffle_ps(t0, t2, 0xee));   // rows 1, 5
+        _mm256_store_ps(d + 16, _mm256_shuffle_ps(t1, t3, 0x44));  // rows 2, 6
+        _mm256_store_ps(d + 24, _mm256_shuffle_ps(t1, t3, 0xee));  // rows 3, 7
+    }
+}
+
+// Rows 0-7 of a half from its four chain vectors: (c0 + c1) + (c2 + c3) per row, in row order.
+inline __m256 fp8_quad_sums(const __m256 (&c)[4]) {
+    return _mm256_hadd_ps(_mm256_hadd_ps(c[0], c[1]), _mm256_hadd_ps(c[2], c[3]));
+}
+
+// M tokens' chains of half h over columns [0, kn) of a widened range (wq: its first quad; x: token
+// 0's first column, tokens ldx apart). kFold (block-scaled; the range is one scale block): the
+// chains start at zero and their sums are folded into the totals tot[m * 16 + h * 8 ..] with the
+// block's scales s (fma(sum, s, total)); otherwise they continue from and return to
+// chains[m * 64 + h * 32 ..]. A last partial quad updates only its columns' chains (a blend:
+// adding a zero product could turn a -0 chain into +0).
+template <int M, bool kFold>
+void fp8_quads(const float* wq, int h, int64_t kn, const float* x, int64_t ldx, float* chains,
+               float* tot, const uint8_t* s) {
+    __m256 acc[M][4];
+    for (int m = 0; m < M; ++m)
+        for (int j = 0; j < 4; ++j)
+            acc[m][j] =
+                kFold ? _mm256_setzero_ps() : _mm256_load_ps(chains + m * 64 + h * 32 + j * 8);
+    const float* w = wq + h * 32;
+    int64_t k = 0;
+    for (; k + 4 <= kn; k += 4, w += 64) {
+        __m256 xq[M];
+        for (int m = 0; m < M; ++m)
+            xq[m] = _mm256_broadcast_ps(reinterpret_cast<const __m128*>(x + m * ldx + k));
+        for (int j = 0; j < 4; ++j) {
+            const __m256 wj = _mm256_load_ps(w + j * 8);
+            for (int m = 0; m < M; ++m) acc[m][j] = _mm256_fmadd_ps(wj, xq[m], acc[m][j]);
+        }
+    }
+    if (k < kn) {  // the row's last 1-3 columns (never past the row: x is read lane by lane)
+        const int n = static_cast<int>(kn - k);
+        const __m256 keep = _mm256_castsi256_ps(
+            _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 0, 1, 2, 3)));
+        for (int m = 0; m < M; ++m) {
+            const float* xm = x + m * ldx + k;
+            const __m128 v = _mm_setr_ps(xm[0], n > 1 ? xm[1] : 0.0f, n > 2 ? xm[2] : 0.0f, 0.0f);
+            const __m256 xv = _mm256_set_m128(v, v);
+            for (int j = 0; j < 4; ++j) {
+                const __m256 f = _mm256_fmadd_ps(_mm256_load_ps(w + j * 8), xv, acc[m][j]);
+                acc[m][j] = _mm256_blendv_ps(acc[m][j], f, keep);
+            }
+        }
+    }
+    for (int m = 0; m < M; ++m) {
+        if constexpr (kFold) {
+            float* t = tot + m * 16 + h * 8;
+            const __m256 sc = _mm256_loadu_ps(reinterpret_cast<const float*>(s) + h * 8);
+            _mm256_store_ps(t, _mm256_fmadd_ps(fp8_quad_sums(acc[m]), sc, _mm256_load_ps(t)));
+        } else {
+            for (int j = 0; j < 4; ++j)
+                _mm256_store_ps(chains + m * 64 + h * 32 + j * 8, acc[m][j]);
+        }
+    }
+}
+
+template <bool kFold>
+void fp8_quads_any(int mt, const float* wq, int h, int64_t kn, const float* x, int64_t ldx,
+                   float* chains, float* tot, const uint8_t* s) {
+    if (mt == 3)
+        fp8_quads<3, kFold>(wq, h, kn, x, ldx, chains, tot, s);
+    else if (mt == 2)
+        fp8_quads<2, kFold>(wq, h, kn, x, ldx, chains, tot, s);
+    else
+        fp8_quads<1, kFold>(wq, h, kn, x, ldx, chains, tot, s);
+}
 
 void fp8_panel_multi(const QuantArgs& a, const uint8_t* panel, int64_t base, int64_t j0,
                      int64_t j1) {
     const int64_t cols = a.cols;
     const uint8_t* qs = panel + fp8_blocks(a) * 64;
-    // Block-scaled: widened blocks of whole scale blocks (G divides kc), each token's chains
-    // folded into its acc (kept in `chains`' first 16 floats) at every scale block's end.
+    // Block-scaled: widened blocks of whole scale blocks (G divides kc).
     const int64_t kc = a.group ? kFp8Kc / a.group * a.group : kFp8Kc;
     const avx2::E4m3x16 dec;
-    alignas(32) float wbuf[kFp8Kc * 16];
-    alignas(32) float chains[kFp8Tokens * 64];  // per token: lo[0..3], hi[0..3], 8 floats each
-    const auto w16 = [&](int64_t k, __m256& wl, __m256& wh) {
-        wl = _mm256_load_ps(wbuf + k * 16);
-        wh = _mm256_load_ps(wbuf + k * 16 + 8);
-    };
+    alignas(32) float wq[kFp8Kc * 16];
+    alignas(32) float chains[kFp8Tokens * 64];  // per token: half 0's 4 vectors, then half 1's
+    alignas(32) float tots[kFp8Tokens * 16];    // block-scaled: per token, rows 0-15
     for (int64_t t0 = 0; t0 < a.n; t0 += kFp8Tokens) {
         const int64_t tn = a.n - t0 < kFp8Tokens ? a.n - t0 : kFp8Tokens;
         for (int64_t i = 0; i < tn * 64; i += 8) _mm256_store_ps(chains + i, _mm256_setzero_ps());
+        for (int64_t i = 0; i < tn * 16; i += 8) _mm256_store_ps(tots + i, _mm256_setzero_ps());
         for (int64_t kb = 0; kb < cols; kb += kc) {
             const int64_t kn = cols - kb < kc ? cols - kb : kc;
-            for (int64_t k = 0; k < kn; ++k) {
-                if ((k & 3) == 0)
-                    _mm_prefetch(reinterpret_cast<const char*>(qs + (kb + k) * 16) + 1024,
+            for (int64_t q = 0; q * 4 < kn; ++q) {
+                if ((q & 1) == 0)
+                    _mm_prefetch(reinterpret_cast<const char*>(qs + (kb + 4 * q) * 16) + 1024,
                                  _MM_HINT_T0);
-                __m256 wl, wh;
-                dec(qs + (kb + k) * 16, wl, wh);
-                _mm256_store_ps(wbuf + k * 16, wl);
-                _mm256_store_ps(wbuf + k * 16 + 8, wh);
+                fp8_widen_quad(dec, qs, kb + 4 * q, kn - 4 * q < 4 ? kn - 4 * q : 4, wq + q * 64);
             }
-            if (a.group) {
-                for (int64_t t = 0; t < tn; ++t) {
-                    float* c = chains + t * 64;
-                    __m256 acc0 = _mm256_load_ps(c), acc1 = _mm256_load_ps(c + 8);
-                    __m256 lo[4], hi[4];
-                    for (int i = 0; i < 4; ++i) lo[i] = hi[i] = _mm256_setzero_ps();
-                    const float* x = a.x + (t0 + t) * cols + kb;
-                    for (int64_t g0 = 0; g0 < kn; g0 += a.group) {
-                        const int64_t gn = kn - g0 < a.group ? kn - g0 : a.group;
-                        fp8_chains([&](int64_t k, __m256& wl, __m256& wh) { w16(g0 + k, wl, wh); },
-                                   x + g0, gn, lo, hi);
-                        fp8_fold(lo, hi, panel + (kb + g0) / a.group * 64, acc0, acc1);
+            const int64_t gs = a.group ? a.group : kn;  // one fold range per scale block
+            for (int64_t g0 = 0; g0 < kn; g0 += gs) {
+                const int64_t gn = kn - g0 < gs ? kn - g0 : gs;
+                const uint8_t* sb = a.group ? panel + (kb + g0) / a.group * 64 : nullptr;
+                for (int h = 0; h < 2; ++h)
+                    for (int64_t t = 0; t < tn; t += kFp8Mt) {
+                        const int mt = static_cast<int>(tn - t < kFp8Mt ? tn - t : kFp8Mt);
+                        const float* x = a.x + (t0 + t) * cols + kb + g0;
+                        if (a.group)
+                            fp8_quads_any<true>(mt, wq + g0 / 4 * 64, h, gn, x, cols, nullptr,
+                                                tots + t * 16, sb);
+                        else
+                            fp8_quads_any<false>(mt, wq + g0 / 4 * 64, h, gn, x, cols,
+                                                 chains + t * 64, nullptr, nullptr);
                     }
-                    _mm256_store_ps(c, acc0);
-                    _mm256_store_ps(c + 8, acc1);
-                }
-                continue;
-            }
-            for (int64_t t = 0; t < tn; ++t) {
-                float* c = chains + t * 64;
-                __m256 lo[4], hi[4];
-                for (int i = 0; i < 4; ++i) {
-                    lo[i] = _mm256_load_ps(c + i * 8);
-                    hi[i] = _mm256_load_ps(c + 32 + i * 8);
-                }
-                fp8_chains(w16, a.x + (t0 + t) * cols + kb, kn, lo, hi);
-                for (int i = 0; i < 4; ++i) {
-                    _mm256_store_ps(c + i * 8, lo[i]);
-                    _mm256_store_ps(c + 32 + i * 8, hi[i]);
-                }
             }
         }
         for (int64_t t = 0; t < tn; ++t) {  // after the last block (or none, when cols is 0)
-            const float* c = chains + t * 64;
+            float* y = a.y + (t0 + t) * a.ldy + base;
             if (a.group) {
-                avx2::store_panel(_mm256_load_ps(c), _mm256_load_ps(c + 8),
-                                  a.y + (t0 + t) * a.ldy + base, j0, j1);
+                avx2::store_panel(_mm256_load_ps(tots + t * 16), _mm256_load_ps(tots + t * 16 + 8),
+                                  y, j0, j1);
                 continue;
             }
-            __m256 lo[4], hi[4];
-            for (int i = 0; i < 4; ++i) {
-                lo[i] = _mm256_load_ps(c + i * 8);
-                hi[i] = _mm256_load_ps(c + 32 + i * 8);
+            __m256 c0[4], c1[4];
+            for (int j = 0; j < 4; ++j) {
+                c0[j] = _mm256_load_ps(chains + t * 64 + j * 8);
+                c1[j] = _mm256_load_ps(chains + t * 64 + 32 + j * 8);
             }
-            fp8_store(lo, hi, panel, a.y + (t0 + t) * a.ldy + base, j0, j1);
+            const __m256 s0 = _mm256_loadu_ps(reinterpret_cast<const float*>(panel));
+            const __m256 s1 = _mm256_loadu_ps(reinterpret_cast<const float*>(panel) + 8);
+            avx2::store_panel(_mm256_mul_ps(fp8_quad_sums(c0), s0),
+                              _mm256_mul_ps(fp8_quad_sums(c1), s1), y, j0, j1);
         }
     }
 }
@@ -609,7 +650,10 @@ void mm_quant_avx2(const QuantArgs& a, int64_t r0, int64_t r1) {
                     q4_a16_panel<false>(a, panel, t, y, j0, j1);
                 }
             } else {
-                fp8_panel(a, panel, t, y, j0, j1);
+                if (a.x_e4m3 && a.n == 1)
+                    fp8_panel<true>(a, panel, a.x_e4m3, y, j0, j1);
+                else
+                    fp8_panel<false>(a, panel, a.x + t * a.cols, y, j0, j1);
             }
         }
     }

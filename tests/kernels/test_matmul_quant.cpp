@@ -481,6 +481,38 @@ TEST(QuantMatmul, IntActivationPathsMatchDoubleReference) {
     }
 }
 
+// A chain whose products all underflow to -0 stays -0 (the contract's fma chain from +0), and so
+// does the row's sum (per channel): the several-token kernels must leave the chains of a last
+// partial quad's missing columns as they are rather than add a zero product (-0 + +0 is +0). Every
+// code -2^-9, every x the smallest subnormal; 5 and 9 columns leave one column in the last quad.
+TEST(QuantMatmul, Fp8MultiTokenKeepsNegativeZeroChains) {
+    for (const char* fmt : kFp8Formats)
+        for (int64_t cols : {5, 9}) {
+            const int64_t rows = 16;
+            WeightMatrix w = kernels::weight_layout(tensor::parse_weight_format(fmt), rows, cols);
+            std::vector<uint8_t> buf(static_cast<size_t>(quant_packed_bytes(w)), 0);
+            for (int64_t r = 0; r < rows; ++r) {
+                QuantRow q;
+                q.q.assign(static_cast<size_t>(cols), 0x81);
+                q.scale = 1.0f;
+                if (w.group) q.s.assign(static_cast<size_t>(kernels::fp8_blocks(w)), 1.0f);
+                pack_quant_row(w, r, q, buf.data());
+            }
+            w.data = buf.data();
+            const int64_t n = 3;
+            const std::vector<float> x(static_cast<size_t>(n * cols), 1e-45f);
+            const auto ref = run_isa(Isa::Scalar, w, x.data(), n);
+            // -0 per channel; block-scaled sums are folded into a total from +0, which is +0.
+            ASSERT_EQ(std::bit_cast<uint32_t>(ref[0]), w.group ? 0u : 0x80000000u) << fmt;
+            for (Isa isa : {Isa::AVX2, Isa::AVX512}) {
+                if (!isa_supported(isa)) continue;
+                expect_bits(
+                    run_isa(isa, w, x.data(), n), ref,
+                    std::string(isa_name(isa)) + " " + fmt + " cols=" + std::to_string(cols));
+            }
+        }
+}
+
 // FP8 codes packed from row-major rows (the loader's path for FP8 checkpoints: 16x16 byte
 // transposes for whole panels, a byte loop for column tails and partial panels) and scales per
 // row give the same bytes as pack_quant_row, per channel and block-scaled, for row ranges that
