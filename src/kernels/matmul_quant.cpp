@@ -231,7 +231,7 @@ QuantRow unpack_quant_row(const WeightMatrix& w, int64_t r) {
     util::check(r >= 0 && r < w.rows, "unpack_quant_row: row out of bounds");
     if (is_kquant(w.type)) {
         const uint8_t* b = kquant_row(w, r);
-        return QuantRow{std::vector<uint8_t>(b, b + kquant_row_bytes(w)), {}, {}, 0.0f};
+        return QuantRow{std::vector<uint8_t>(b, b + kquant_row_bytes(w)), {}, {}, 0.0f, {}};
     }
     const uint8_t* p =
         static_cast<const uint8_t*>(w.data) + (r / kPanelRows) * quant_panel_bytes(w);

@@ -408,7 +408,7 @@ std::optional<QuantRow> import_ggml_row(tensor::GgmlType t, const uint8_t* src,
         check_kquant_row_scales(src, w);
         const int64_t n =
             w.cols / tensor::kquant_block_elems(w.type) * tensor::kquant_block_bytes(w.type);
-        return QuantRow{std::vector<uint8_t>(src, src + n), {}, {}, 0.0f};
+        return QuantRow{std::vector<uint8_t>(src, src + n), {}, {}, 0.0f, {}};
     }
     if (w.bf16_scales || w.cols % 32 != 0) return std::nullopt;
     const int64_t nblk = w.cols / 32;
