@@ -177,33 +177,65 @@ inline void kq_scales_mins(const uint8_t* q, KQI& sc, KQI& mn) {
         KQ(mm_set_epi32)(0, 0, static_cast<int>(u[3]), static_cast<int>(u[2])));
 }
 
+// Selector of a 16-byte shuffle: bytes 0..7 take byte 2j, bytes 8..15 byte 2j + 1 (the two
+// per-16-weight scales of 32-block j, for madd against maddubs' pair sums).
+inline KQH kq_sel(int j) {
+    const auto lo = static_cast<long long>(0x0101010101010101ull * static_cast<uint64_t>(2 * j));
+    const auto hi =
+        static_cast<long long>(0x0101010101010101ull * static_cast<uint64_t>(2 * j + 1));
+    return KQ(mm_set_epi64x)(hi, lo);
+}
+
+// Q4_K (kQ5 false) / Q5_K super-block blk's codes of 32-blocks 2c (lo) and 2c + 1 (hi): the low
+// and high nibbles of its 32 bytes c, with Q5_K's fifth bit from qh (hb: blk's 32 qh bytes),
+// bit j of qh[l] -> 16 in sub-block j's code.
+template <bool kQ5>
+[[gnu::always_inline]] inline void kq_q45_codes(const uint8_t* blk, KQI hb, int c, KQI& lo,
+                                                KQI& hi) {
+    const KQI m4 = KQ(mm256_set1_epi8)(0x0f), one = KQ(mm256_set1_epi8)(1);
+    const KQI q = kq_load(blk + (kQ5 ? 48 : 16) + 32 * c);
+    lo = KQ(mm256_and_si256)(q, m4);
+    hi = KQ(mm256_and_si256)(KQ(mm256_srli_epi16)(q, 4), m4);
+    if constexpr (kQ5) {
+        const KQI b0 =
+            KQ(mm256_and_si256)(KQ(mm256_srl_epi16)(hb, KQ(mm_cvtsi32_si128)(2 * c)), one);
+        const KQI b1 =
+            KQ(mm256_and_si256)(KQ(mm256_srl_epi16)(hb, KQ(mm_cvtsi32_si128)(2 * c + 1)), one);
+        lo = KQ(mm256_or_si256)(lo, KQ(mm256_slli_epi16)(b0, 4));
+        hi = KQ(mm256_or_si256)(hi, KQ(mm256_slli_epi16)(b1, 4));
+    }
+}
+
+// Q6_K super-block blk's 6-bit codes (0..63) of 32-blocks 4h..4h+3 into q: low nibbles from ql,
+// the two high bits from qh.
+[[gnu::always_inline]] inline void kq_q6_codes(const uint8_t* blk, int h, KQI m4, KQI m30, KQI* q) {
+    const KQI qa = kq_load(blk + 64 * h), qb = kq_load(blk + 64 * h + 32),
+              qh = kq_load(blk + 128 + 32 * h);
+    q[0] = KQ(mm256_or_si256)(KQ(mm256_and_si256)(qa, m4),
+                              KQ(mm256_and_si256)(KQ(mm256_slli_epi16)(qh, 4), m30));
+    q[1] = KQ(mm256_or_si256)(KQ(mm256_and_si256)(qb, m4),
+                              KQ(mm256_and_si256)(KQ(mm256_slli_epi16)(qh, 2), m30));
+    q[2] = KQ(mm256_or_si256)(KQ(mm256_and_si256)(KQ(mm256_srli_epi16)(qa, 4), m4),
+                              KQ(mm256_and_si256)(qh, m30));
+    q[3] = KQ(mm256_or_si256)(KQ(mm256_and_si256)(KQ(mm256_srli_epi16)(qb, 4), m4),
+                              KQ(mm256_and_si256)(KQ(mm256_srli_epi16)(qh, 2), m30));
+}
+
 // One row of Q4_K (kQ5 false) or Q5_K (true) against one token's activations.
 template <bool kQ5>
 float kq_row_q45(const uint8_t* row, int64_t nsb, const int8_t* xq, const float* xd,
                  const int32_t* xs) {
     KqAcc acc;
-    const KQI m4 = KQ(mm256_set1_epi8)(0x0f), one = KQ(mm256_set1_epi8)(1);
     constexpr int64_t bb = kQ5 ? 176 : 144;
     for (int64_t s = 0; s < nsb; ++s) {
         const uint8_t* blk = row + s * bb;
-        const uint8_t* qs = blk + (kQ5 ? 48 : 16);
         const int8_t* x = xq + s * 256;
         KQI v[8];
         KQI hb{};
         if constexpr (kQ5) hb = kq_load(blk + 16);
         for (int c = 0; c < 4; ++c) {
-            const KQI q = kq_load(qs + 32 * c);
-            KQI lo = KQ(mm256_and_si256)(q, m4),
-                hi = KQ(mm256_and_si256)(KQ(mm256_srli_epi16)(q, 4), m4);
-            if constexpr (kQ5) {
-                // bit j of qh[l] -> 16 in sub-block j's code (j = 2c, 2c + 1).
-                const KQI b0 =
-                    KQ(mm256_and_si256)(KQ(mm256_srl_epi16)(hb, KQ(mm_cvtsi32_si128)(2 * c)), one);
-                const KQI b1 = KQ(mm256_and_si256)(
-                    KQ(mm256_srl_epi16)(hb, KQ(mm_cvtsi32_si128)(2 * c + 1)), one);
-                lo = KQ(mm256_or_si256)(lo, KQ(mm256_slli_epi16)(b0, 4));
-                hi = KQ(mm256_or_si256)(hi, KQ(mm256_slli_epi16)(b1, 4));
-            }
+            KQI lo, hi;
+            kq_q45_codes<kQ5>(blk, hb, c, lo, hi);
             v[2 * c] = kq_dot(lo, kq_load(x + 64 * c));
             v[2 * c + 1] = kq_dot(hi, kq_load(x + 64 * c + 32));
         }
@@ -229,17 +261,8 @@ float kq_row_q6(const uint8_t* row, int64_t nsb, const int8_t* xq, const float* 
         const KQH sc8 = KQ(mm_loadu_si128)(reinterpret_cast<const KQH*>(blk + 192));
         KQI v[8];
         for (int h = 0; h < 2; ++h) {
-            const KQI qa = kq_load(blk + 64 * h), qb = kq_load(blk + 64 * h + 32),
-                      qh = kq_load(blk + 128 + 32 * h);
             KQI q[4];
-            q[0] = KQ(mm256_or_si256)(KQ(mm256_and_si256)(qa, m4),
-                                      KQ(mm256_and_si256)(KQ(mm256_slli_epi16)(qh, 4), m30));
-            q[1] = KQ(mm256_or_si256)(KQ(mm256_and_si256)(qb, m4),
-                                      KQ(mm256_and_si256)(KQ(mm256_slli_epi16)(qh, 2), m30));
-            q[2] = KQ(mm256_or_si256)(KQ(mm256_and_si256)(KQ(mm256_srli_epi16)(qa, 4), m4),
-                                      KQ(mm256_and_si256)(qh, m30));
-            q[3] = KQ(mm256_or_si256)(KQ(mm256_and_si256)(KQ(mm256_srli_epi16)(qb, 4), m4),
-                                      KQ(mm256_and_si256)(KQ(mm256_srli_epi16)(qh, 2), m30));
+            kq_q6_codes(blk, h, m4, m30, q);
             for (int k = 0; k < 4; ++k) {
                 const int j = 4 * h + k;
                 const KQI xv = kq_load(x + 32 * j);
@@ -247,15 +270,7 @@ float kq_row_q6(const uint8_t* row, int64_t nsb, const int8_t* xq, const float* 
                 // 16-half: sc[2j] for bytes 0..15 (the low 128 bits), sc[2j + 1] for 16..31.
                 const KQI p = KQ(mm256_sub_epi16)(KQ(mm256_maddubs_epi16)(q[k], xv),
                                                   KQ(mm256_maddubs_epi16)(k32, xv));
-                const KQH sel = KQ(mm_set_epi8)(
-                    static_cast<char>(2 * j + 1), static_cast<char>(2 * j + 1),
-                    static_cast<char>(2 * j + 1), static_cast<char>(2 * j + 1),
-                    static_cast<char>(2 * j + 1), static_cast<char>(2 * j + 1),
-                    static_cast<char>(2 * j + 1), static_cast<char>(2 * j + 1),
-                    static_cast<char>(2 * j), static_cast<char>(2 * j), static_cast<char>(2 * j),
-                    static_cast<char>(2 * j), static_cast<char>(2 * j), static_cast<char>(2 * j),
-                    static_cast<char>(2 * j), static_cast<char>(2 * j));
-                const KQI scv = KQ(mm256_cvtepi8_epi16)(KQ(mm_shuffle_epi8)(sc8, sel));
+                const KQI scv = KQ(mm256_cvtepi8_epi16)(KQ(mm_shuffle_epi8)(sc8, kq_sel(j)));
                 v[j] = KQ(mm256_madd_epi16)(p, scv);
             }
         }
@@ -263,15 +278,6 @@ float kq_row_q6(const uint8_t* row, int64_t nsb, const int8_t* xq, const float* 
                  0.0f);
     }
     return acc.reduce();
-}
-
-// Selector of a 16-byte shuffle: bytes 0..7 take byte 2j, bytes 8..15 byte 2j + 1 (the two
-// per-16-weight scales of 32-block j, for madd against maddubs' pair sums).
-inline KQH kq_sel(int j) {
-    const auto lo = static_cast<long long>(0x0101010101010101ull * static_cast<uint64_t>(2 * j));
-    const auto hi =
-        static_cast<long long>(0x0101010101010101ull * static_cast<uint64_t>(2 * j + 1));
-    return KQ(mm_set_epi64x)(hi, lo);
 }
 
 // A 32-block's 16 bytes of nibbles as 32 byte codes: the low nibbles (weights 0..15), then the high
@@ -996,30 +1002,14 @@ const KQI* kq_fill_half_sums(const QuantArgs& a) {
 template <bool kQ5, int kTok>
 void kq_row_q45_tokens(const QuantArgs& a, const uint8_t* row, int64_t nsb, int64_t t, float* y) {
     KqAcc acc[kTok];
-    const KQI m4 = KQ(mm256_set1_epi8)(0x0f), one = KQ(mm256_set1_epi8)(1);
     constexpr int64_t bb = kQ5 ? 176 : 144;
     const int64_t nb = a.cols / 32;
     for (int64_t s = 0; s < nsb; ++s) {
         const uint8_t* blk = row + s * bb;
-        const uint8_t* qs = blk + (kQ5 ? 48 : 16);
         KQI codes[8];  // 32-block j's codes, against activations 32j..32j+31
         KQI hb{};
         if constexpr (kQ5) hb = kq_load(blk + 16);
-        for (int c = 0; c < 4; ++c) {
-            const KQI q = kq_load(qs + 32 * c);
-            KQI lo = KQ(mm256_and_si256)(q, m4),
-                hi = KQ(mm256_and_si256)(KQ(mm256_srli_epi16)(q, 4), m4);
-            if constexpr (kQ5) {
-                const KQI b0 =
-                    KQ(mm256_and_si256)(KQ(mm256_srl_epi16)(hb, KQ(mm_cvtsi32_si128)(2 * c)), one);
-                const KQI b1 = KQ(mm256_and_si256)(
-                    KQ(mm256_srl_epi16)(hb, KQ(mm_cvtsi32_si128)(2 * c + 1)), one);
-                lo = KQ(mm256_or_si256)(lo, KQ(mm256_slli_epi16)(b0, 4));
-                hi = KQ(mm256_or_si256)(hi, KQ(mm256_slli_epi16)(b1, 4));
-            }
-            codes[2 * c] = lo;
-            codes[2 * c + 1] = hi;
-        }
+        for (int c = 0; c < 4; ++c) kq_q45_codes<kQ5>(blk, hb, c, codes[2 * c], codes[2 * c + 1]);
         KQI sc, mn;
         kq_scales_mins(blk + 4, sc, mn);
         float d, dmin;
@@ -1046,19 +1036,7 @@ void kq_row_q6_tokens(const QuantArgs& a, const uint8_t* row, int64_t nsb, int64
         const uint8_t* blk = row + s * 210;
         const KQH sc8 = KQ(mm_loadu_si128)(reinterpret_cast<const KQH*>(blk + 192));
         KQI codes[8], scv[8];
-        for (int h = 0; h < 2; ++h) {
-            const KQI qa = kq_load(blk + 64 * h), qb = kq_load(blk + 64 * h + 32),
-                      qh = kq_load(blk + 128 + 32 * h);
-            codes[4 * h] = KQ(mm256_or_si256)(
-                KQ(mm256_and_si256)(qa, m4), KQ(mm256_and_si256)(KQ(mm256_slli_epi16)(qh, 4), m30));
-            codes[4 * h + 1] = KQ(mm256_or_si256)(
-                KQ(mm256_and_si256)(qb, m4), KQ(mm256_and_si256)(KQ(mm256_slli_epi16)(qh, 2), m30));
-            codes[4 * h + 2] = KQ(mm256_or_si256)(
-                KQ(mm256_and_si256)(KQ(mm256_srli_epi16)(qa, 4), m4), KQ(mm256_and_si256)(qh, m30));
-            codes[4 * h + 3] =
-                KQ(mm256_or_si256)(KQ(mm256_and_si256)(KQ(mm256_srli_epi16)(qb, 4), m4),
-                                   KQ(mm256_and_si256)(KQ(mm256_srli_epi16)(qh, 2), m30));
-        }
+        for (int h = 0; h < 2; ++h) kq_q6_codes(blk, h, m4, m30, codes + 4 * h);
         for (int j = 0; j < 8; ++j)
             scv[j] = KQ(mm256_cvtepi8_epi16)(KQ(mm_shuffle_epi8)(sc8, kq_sel(j)));
         const float d = kq_scale_f16(blk + 208);
@@ -1237,7 +1215,6 @@ inline void kq_q3_unpack(const uint8_t* blk, KQI* u, KQI& sc) {
 
 // The eight 32-block sums of one super-block (codes u, scales sc) against one token (x, its
 // term xt).
-
 inline KQI kq_q3_sums(const KQI* u, KQI sc, const int8_t* x, KQI xt) {
     KQI v[8];
     for (int j = 0; j < 8; ++j) v[j] = KQ(mm256_maddubs_epi16)(u[j], kq_load(x + 32 * j));

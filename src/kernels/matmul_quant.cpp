@@ -87,7 +87,7 @@ int64_t quant_panel_bytes(const WeightMatrix& w) {
         case WeightType::Q8:
             return w.group == 0 ? 32 + w.cols * 16 : w.cols / 32 * kQ8BlockBytes;
         case WeightType::FP8:
-            return (w.group ? fp8_blocks(w) : 1) * 64 + w.cols * 16;
+            return fp8_blocks(w) * 64 + w.cols * 16;
         default:
             if (!is_kquant(w.type))
                 throw util::Error("quant_panel_bytes: not a quantized weight type");
@@ -146,18 +146,11 @@ void pack_quant_row(const WeightMatrix& w, int64_t r, const QuantRow& row, uint8
             std::memcpy(p + q8_scale_offset(w, b) + lr * 2, &row.d[static_cast<size_t>(b)], 2);
         for (int64_t k = 0; k < w.cols; k += 4)
             std::memcpy(p + q8_quad_offset(w, k) + (high ? 32 : 0) + lane * 4, row.q.data() + k, 4);
-    } else if (w.group) {  // FP8 block-scaled
-        const int64_t nb = fp8_blocks(w);
-        WARDEN_ASSERT(static_cast<int64_t>(row.s.size()) == nb,
+    } else {  // FP8: its scale (per channel) or block scales, then the codes
+        WARDEN_ASSERT(!w.group || static_cast<int64_t>(row.s.size()) == fp8_blocks(w),
                       "pack_quant_row: wrong scale count");
-        for (int64_t b = 0; b < nb; ++b)
-            std::memcpy(p + b * 64 + lr * 4, &row.s[static_cast<size_t>(b)], 4);
-        uint8_t* qs = p + nb * 64;
-        for (int64_t k = 0; k < w.cols; ++k) qs[k * 16 + lr] = row.q[static_cast<size_t>(k)];
-    } else {
-        std::memcpy(p + lr * 4, &row.scale, 4);
-        uint8_t* qs = p + 64;
-        for (int64_t k = 0; k < w.cols; ++k) qs[k * 16 + lr] = row.q[static_cast<size_t>(k)];
+        pack_fp8_scales(w, r, w.group ? row.s.data() : &row.scale, packed);
+        pack_fp8_codes(w, r, r + 1, row.q.data(), packed);
     }
 }
 
@@ -203,7 +196,7 @@ void pack_fp8_codes(const WeightMatrix& w, int64_t r0, int64_t r1, const uint8_t
                     uint8_t* packed) {
     util::check(w.type == WeightType::FP8 && r0 >= 0 && r0 <= r1 && r1 <= w.rows,
                 "pack_fp8_codes: not an FP8 matrix or rows out of bounds");
-    const int64_t cols = w.cols, off = (w.group ? fp8_blocks(w) : 1) * 64;
+    const int64_t cols = w.cols, off = fp8_blocks(w) * 64;
     for (int64_t p0 = r0; p0 < r1;) {
         const int64_t p1 = std::min(r1, (p0 / kPanelRows + 1) * kPanelRows);
         uint8_t* dst = packed + (p0 / kPanelRows) * quant_panel_bytes(w) + off;
@@ -223,8 +216,7 @@ void pack_fp8_scales(const WeightMatrix& w, int64_t r, const float* s, uint8_t* 
     util::check(w.type == WeightType::FP8 && r >= 0 && r < w.rows,
                 "pack_fp8_scales: not an FP8 matrix or row out of bounds");
     uint8_t* p = packed + (r / kPanelRows) * quant_panel_bytes(w) + (r % kPanelRows) * 4;
-    const int64_t nb = w.group ? fp8_blocks(w) : 1;
-    for (int64_t b = 0; b < nb; ++b) std::memcpy(p + b * 64, s + b, 4);
+    for (int64_t b = 0; b < fp8_blocks(w); ++b) std::memcpy(p + b * 64, s + b, 4);
 }
 
 QuantRow unpack_quant_row(const WeightMatrix& w, int64_t r) {
@@ -260,16 +252,13 @@ QuantRow unpack_quant_row(const WeightMatrix& w, int64_t r) {
         for (int64_t k = 0; k < w.cols; ++k)
             row.q[static_cast<size_t>(k)] =
                 p[q8_quad_offset(w, k) + (high ? 32 : 0) + lane * 4 + k % 4];
-    } else if (w.group) {  // FP8 block-scaled
+    } else {  // FP8: its scale (per channel) or block scales, then the codes
         const int64_t nb = fp8_blocks(w);
-        row.s.resize(static_cast<size_t>(nb));
-        for (int64_t b = 0; b < nb; ++b)
-            std::memcpy(&row.s[static_cast<size_t>(b)], p + b * 64 + lr * 4, 4);
+        if (w.group) row.s.resize(static_cast<size_t>(nb));
+        float* s = w.group ? row.s.data() : &row.scale;
+        for (int64_t b = 0; b < nb; ++b) std::memcpy(s + b, p + b * 64 + lr * 4, 4);
         for (int64_t k = 0; k < w.cols; ++k)
             row.q[static_cast<size_t>(k)] = p[nb * 64 + k * 16 + lr];
-    } else {
-        std::memcpy(&row.scale, p + lr * 4, 4);
-        for (int64_t k = 0; k < w.cols; ++k) row.q[static_cast<size_t>(k)] = p[64 + k * 16 + lr];
     }
     return row;
 }

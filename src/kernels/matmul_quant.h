@@ -78,9 +78,10 @@ struct QuantRow {
     float scale = 0.0f;       // FP8 per-channel scale
     std::vector<float> s;     // FP8 block-scaled: per block of group columns
 };
-// Blocks of a block-scaled FP8 row (ceil(cols / group)).
+// Scales of an FP8 row, and scale vectors at the front of its panel: 1 per channel,
+// ceil(cols / group) block-scaled.
 inline int64_t fp8_blocks(const WeightMatrix& w) {
-    return (w.cols + w.group - 1) / w.group;
+    return w.group ? (w.cols + w.group - 1) / w.group : 1;
 }
 // Writes row r into its panel (packed must be quant_packed_bytes(w) zeroed bytes).
 void pack_quant_row(const WeightMatrix& w, int64_t r, const QuantRow& row, uint8_t* packed);

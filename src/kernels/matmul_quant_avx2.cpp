@@ -266,7 +266,7 @@ void q8_a8_panel(const QuantArgs& a, const uint8_t* panel, int64_t t, float* y, 
     }
 }
 
-// Codes of an FP8 panel: after its one scale vector, or after a block-scaled panel's nb.
+// Scale vectors at the front of an FP8 panel: one per channel, one per block block-scaled.
 inline int64_t fp8_blocks(const QuantArgs& a) {
     return a.group ? (a.cols + a.group - 1) / a.group : 1;
 }

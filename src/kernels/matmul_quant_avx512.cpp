@@ -339,6 +339,11 @@ void q8_vnni_multi(const QuantArgs& a, const uint8_t* panel, int64_t t, float* y
         store_lanes(kGroup ? acc[i] : WZ(mm512_mul_ps)(acc[i], scale), y + i * a.ldy, j0, j1);
 }
 
+// Scale vectors at the front of an FP8 panel: one per channel, one per block block-scaled.
+inline int64_t fp8_blocks(const QuantArgs& a) {
+    return a.group ? (a.cols + a.group - 1) / a.group : 1;
+}
+
 // FP8, one token (a.n == 1): the contract's four chains (matmul_quant.h), acc[k % 4] =
 // fma(e4m3(code), x[k], acc[k % 4]), over 16 rows per register, then ((c0 + c1) + (c2 + c3)) * s:
 // the AVX2 kernel's arithmetic in its order, so the results are its bits. Each 16 codes cost one
@@ -355,7 +360,7 @@ void fp8_panel(const QuantArgs& a, const uint8_t* panel, int64_t pb, int64_t t, 
     const auto widen = [](const uint8_t* p) { return kRaw ? e4m3x16_raw(p) : e4m3x16_to_f32(p); };
     // Block-scaled (a.group > 0): the chains run block by block, each block's sum folded into tot
     // with its scales, fma(sum, s, tot); the codes follow the nb scale vectors.
-    const int64_t nb = a.group ? (cols + a.group - 1) / a.group : 1;
+    const int64_t nb = fp8_blocks(a);
     const int64_t gc = a.group ? a.group : cols;
     const uint8_t* qs = panel + nb * 64;
     zf acc[NP][4], tot[NP];
@@ -467,7 +472,7 @@ void fp8_micro_any(int mt, const float* wbuf, int64_t kn, const float* x, int64_
 void fp8_panel_multi(const QuantArgs& a, const uint8_t* panel, float* y, int64_t j0, int64_t j1,
                      int64_t pf) {
     const int64_t cols = a.cols;
-    const int64_t nb = a.group ? (cols + a.group - 1) / a.group : 1;
+    const int64_t nb = fp8_blocks(a);
     const int64_t kc = a.group ? kFp8Kc / a.group * a.group : kFp8Kc;
     const uint8_t* qs = panel + nb * 64;
     alignas(64) float wbuf[kFp8Kc * kLanes];
@@ -728,7 +733,7 @@ void WARDEN_AVX512_ENTRY(const QuantArgs& a, int64_t r0, int64_t r1) {
     }
 #endif
     const bool w4a8 = a.kind == 0 && !a.act_f32, fp8 = a.kind == 2;
-    const int64_t pb = fp8 ? (a.group ? (a.cols + a.group - 1) / a.group : 1) * 64 + a.cols * 16
+    const int64_t pb = fp8            ? fp8_blocks(a) * 64 + a.cols * 16
                        : a.kind == 0  ? a.cols / a.group * (32 + (a.asym ? 32 : 0) + a.group * 8)
                        : a.group == 0 ? 32 + a.cols * 16
                                       : a.cols / 32 * kQ8BlockBytes;

@@ -109,28 +109,21 @@ void mm_quant(const QuantArgs& a, int64_t r0, int64_t r1) {
                                    per_block ? scale_f32(a, qs - 32 + lr * 2) * xd : xd, acc);
                 }
                 if (!per_block) acc = acc * scale_f32(a, panel + lr * 2);
-            } else if (a.group == 0) {  // FP8 per channel
-                const uint8_t* panel = a.data + (r / kPanel) * (64 + cols * 16);
-                float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-                for (int64_t k = 0; k < cols; ++k)
-                    part[k % 4] = std::fma(tensor::fp8_e4m3_to_f32(panel[64 + k * 16 + lr]), x[k],
-                                           part[k % 4]);
-                float s;
-                std::memcpy(&s, panel + lr * 4, 4);
-                acc = ((part[0] + part[1]) + (part[2] + part[3])) * s;
-            } else {  // FP8 block-scaled: each block's chains folded in with its scale
-                const int64_t fb = (cols + a.group - 1) / a.group;
+            } else {  // FP8: per block (the whole row per channel) four chains, then its scale
+                const int64_t g = a.group ? a.group : cols;
+                const int64_t fb = a.group ? (cols + g - 1) / g : 1;
                 const uint8_t* panel = a.data + (r / kPanel) * (fb * 64 + cols * 16);
                 for (int64_t b = 0; b < fb; ++b) {
                     float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-                    const int64_t k1 = cols < (b + 1) * a.group ? cols : (b + 1) * a.group;
-                    for (int64_t k = b * a.group; k < k1; ++k)
+                    const int64_t k1 = cols < (b + 1) * g ? cols : (b + 1) * g;
+                    for (int64_t k = b * g; k < k1; ++k)
                         part[k % 4] =
                             std::fma(tensor::fp8_e4m3_to_f32(panel[fb * 64 + k * 16 + lr]), x[k],
                                      part[k % 4]);
                     float s;
                     std::memcpy(&s, panel + b * 64 + lr * 4, 4);
-                    acc = std::fma((part[0] + part[1]) + (part[2] + part[3]), s, acc);
+                    const float sum = (part[0] + part[1]) + (part[2] + part[3]);
+                    acc = a.group ? std::fma(sum, s, acc) : sum * s;
                 }
             }
             a.y[t * a.ldy + r] = acc;

@@ -304,30 +304,22 @@ QuantRow RtnQuantizer::quantize_row(const WeightMatrix& w, const float* x, const
         }
     } else if (w.type == WeightType::Q8) {
         quant8(w, x, imp, out);
-    } else if (w.type == WeightType::FP8 && w.group) {
-        // Block-scaled: each block of group columns its own scale amax / 448 (as FP8 checkpoints
-        // scale their blocks), codes rounded to nearest; an all-zero block has scale 0.
-        const int64_t nb = kernels::fp8_blocks(w);
-        out.s.assign(static_cast<size_t>(nb), 0.0f);
+    } else if (w.type == WeightType::FP8) {
+        // Per channel one scale, block-scaled one per block of group columns (as FP8 checkpoints
+        // scale their blocks): amax / 448, codes rounded to nearest; an all-zero (or non-finite
+        // scale) span has scale 0 and zero codes.
+        const int64_t nb = kernels::fp8_blocks(w), g = w.group ? w.group : w.cols;
+        if (w.group) out.s.assign(static_cast<size_t>(nb), 0.0f);
+        float* sc = w.group ? out.s.data() : &out.scale;
         for (int64_t b = 0; b < nb; ++b) {
-            const int64_t k0 = b * w.group, k1 = std::min(w.cols, k0 + w.group);
+            const int64_t k0 = b * g, k1 = std::min(w.cols, k0 + g);
             float amax = 0.0f;
             for (int64_t i = k0; i < k1; ++i) amax = std::fmax(amax, std::fabs(x[i]));
-            const float sc = amax / tensor::kFp8E4m3Max;
-            if (!(sc > 0.0f) || !std::isfinite(sc)) continue;
-            out.s[static_cast<size_t>(b)] = sc;
+            const float v = amax / tensor::kFp8E4m3Max;
+            if (!(v > 0.0f) || !std::isfinite(v)) continue;
+            sc[b] = v;
             for (int64_t i = k0; i < k1; ++i)
-                out.q[static_cast<size_t>(i)] = tensor::f32_to_fp8_e4m3(x[i] / sc);
-        }
-    } else if (w.type == WeightType::FP8) {
-        float amax = 0.0f;
-        for (int64_t i = 0; i < w.cols; ++i) amax = std::fmax(amax, std::fabs(x[i]));
-        out.scale = amax / tensor::kFp8E4m3Max;
-        if (out.scale > 0.0f && std::isfinite(out.scale)) {
-            for (int64_t i = 0; i < w.cols; ++i)
-                out.q[static_cast<size_t>(i)] = tensor::f32_to_fp8_e4m3(x[i] / out.scale);
-        } else {
-            out.scale = 0.0f;
+                out.q[static_cast<size_t>(i)] = tensor::f32_to_fp8_e4m3(x[i] / v);
         }
     } else if (tensor::is_kquant(w.type)) {
         throw util::Error(
