@@ -408,33 +408,52 @@ std::optional<uint16_t> exact_scale(const kernels::WeightMatrix& w, double v) {
 }
 }  // namespace
 
+bool ct_q4_codes_map(const CtPacked& t, const kernels::WeightMatrix& w) {
+    return w.type == tensor::WeightType::Q4 && w.cols == t.cols && t.num_bits == 4 && w.group > 0 &&
+           t.group % w.group == 0 && (!t.zero || w.asym);
+}
+
+bool ct_import_q4_scales(const CtPacked& t, int64_t r, const kernels::WeightMatrix& w, uint16_t* d,
+                         uint16_t* m) {
+    util::check(ct_q4_codes_map(t, w), "ct_import_q4_scales: the codes do not map");
+    // Symmetric scales stored in the layout's own dtype are its bits (their finiteness checked
+    // by ct_find), each source group's scale repeated over the layout's groups it spans.
+    if (!w.asym && t.scale_dtype == (w.bf16_scales ? "BF16" : "F16")) {
+        const uint8_t* row = t.scale + r * t.n_groups() * 2;
+        for (int64_t g = 0; g < w.cols / w.group; ++g)
+            std::memcpy(d + g, row + g * w.group / t.group * 2, 2);
+        return true;
+    }
+    for (int64_t g = 0; g < w.cols / w.group; ++g) {
+        const int64_t tg = g * w.group / t.group;
+        const double s = t.scale_f32(r, tg);
+        const auto sd = exact_scale(w, s);
+        if (!sd) return false;
+        d[g] = *sd;
+        if (w.asym) {
+            // w = (u - 8 - z) * s = fma(u, s, m) with m = -(8 + z) * s.
+            const auto sm = exact_scale(w, -static_cast<double>(8 + t.zero_point(r, tg)) * s);
+            if (!sm) return false;
+            m[g] = *sm;
+        }
+    }
+    return true;
+}
+
 std::optional<kernels::QuantRow> ct_import_row(const CtPacked& t, int64_t r,
                                                const kernels::WeightMatrix& w) {
     if (w.cols != t.cols) return std::nullopt;
     kernels::QuantRow row;
     if (w.type == tensor::WeightType::Q4) {
-        if (t.num_bits != 4 || w.group <= 0 || t.group % w.group != 0) return std::nullopt;
-        if (t.zero && !w.asym) return std::nullopt;
+        if (!ct_q4_codes_map(t, w)) return std::nullopt;
         const int64_t ng = w.cols / w.group;
         row.q.resize(static_cast<size_t>(w.cols));
         row.d.resize(static_cast<size_t>(ng));
         if (w.asym) row.m.resize(static_cast<size_t>(ng));
+        if (!ct_import_q4_scales(t, r, w, row.d.data(), row.m.data())) return std::nullopt;
         const uint8_t* words = t.packed + r * t.words_per_row * 4;
         for (int64_t c = 0; c < w.cols; ++c)
             row.q[static_cast<size_t>(c)] = ct_unpack_code(words, c, 4);  // q + 8
-        for (int64_t g = 0; g < ng; ++g) {
-            const int64_t tg = g * w.group / t.group;
-            const double s = t.scale_f32(r, tg);
-            auto d = exact_scale(w, s);
-            if (!d) return std::nullopt;
-            row.d[static_cast<size_t>(g)] = *d;
-            if (w.asym) {
-                // w = (u - 8 - z) * s = fma(u, s, m) with m = -(8 + z) * s.
-                auto m = exact_scale(w, -static_cast<double>(8 + t.zero_point(r, tg)) * s);
-                if (!m) return std::nullopt;
-                row.m[static_cast<size_t>(g)] = *m;
-            }
-        }
         return row;
     }
     if (w.type == tensor::WeightType::Q8) {

@@ -98,6 +98,14 @@ std::optional<SourceTensor> ct_find(const SafetensorsModel& st, const CtConfig& 
 std::optional<kernels::QuantRow> ct_import_row(const CtPacked& t, int64_t r,
                                                const kernels::WeightMatrix& layout);
 
+// The Q4 path of ct_import_row in two steps, for loading whole panels of codes at once
+// (kernels::pack_q4_codes from `packed`, cols / 2 bytes a row): whether the 4-bit codes as stored
+// are `layout`'s codes, and row r's group scales (and mins, asymmetric) in the layout's scale
+// dtype: false when one is not exactly representable (the row does not import).
+bool ct_q4_codes_map(const CtPacked& t, const kernels::WeightMatrix& layout);
+bool ct_import_q4_scales(const CtPacked& t, int64_t r, const kernels::WeightMatrix& layout,
+                         uint16_t* d, uint16_t* m);
+
 // The warden format a checkpoint group loads as by default (no --weights): int4-g32 / -g128
 // (largest of 128, 32 dividing the group), -asym when asymmetric, -bf16s when the scales are
 // bf16; int8 for 8-bit per channel, int8-g32 for 8-bit groups of a multiple of 32. nullopt when

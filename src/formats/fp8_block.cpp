@@ -8,6 +8,7 @@
 #include "formats/safetensors_file.h"
 #include "tensor/float_convert.h"
 #include "tensor/fp8.h"
+#include "tensor/weight_format.h"
 #include "util/error.h"
 
 namespace warden::formats {
@@ -80,8 +81,7 @@ void Fp8BlockRows::check_codes(int64_t r0, int64_t r1) const {
 }
 
 std::optional<std::string> fp8_native_format(const Fp8BlockConfig& block) {
-    if (block.block_cols < 4 || block.block_cols > 256 || block.block_cols % 4 != 0)
-        return std::nullopt;
+    if (!tensor::fp8_block_valid(block.block_cols)) return std::nullopt;
     return "fp8-b" + std::to_string(block.block_cols);
 }
 

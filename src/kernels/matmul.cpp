@@ -20,6 +20,7 @@
 #include "kernels/matmul_bf16_tiles.h"
 #include "kernels/matmul_kquant.h"
 #include "kernels/matmul_quant.h"
+#include "kernels/ops.h"
 #include "tensor/float_convert.h"
 #include "util/assert.h"
 #include "util/error.h"
@@ -404,6 +405,17 @@ void unpack_weight_row(const WeightMatrix& w, int64_t r, float* out) {
         dequant_row(w, r, out);
         return;
     }
+    if (w.row_major) {
+        util::check(w.type == WeightType::BF16 || w.type == WeightType::F32,
+                    "unpack_weight_row: row-major rows are f32 or bf16");
+        if (w.type == WeightType::F32) {
+            std::memcpy(out, static_cast<const float*>(w.data) + r * w.cols,
+                        static_cast<size_t>(w.cols) * sizeof(float));
+        } else {
+            bf16_to_f32_row(static_cast<const bf16_t*>(w.data) + r * w.cols, out, w.cols);
+        }
+        return;
+    }
     if (w.type == WeightType::BF16 && w.data == nullptr) {
         unpack_bf16_tile_row(w, r, out);
         return;
@@ -440,6 +452,7 @@ void matmul_rows(Isa isa, const WeightMatrix& w, const float* x, int64_t n, floa
                  int64_t row_begin, int64_t row_end) {
     WARDEN_ASSERT(row_begin >= 0 && row_begin <= row_end && row_end <= w.rows,
                   "matmul_rows: row range out of bounds");
+    util::check(!w.row_major, "matmul: a row-major lookup table is not a matmul's weights");
     if (n <= 0 || row_begin == row_end) return;
     detail::QuantArgs qa{};
     SplitActs sx{};
@@ -487,6 +500,7 @@ void matmul_grouped(std::span<const MatmulGroup> groups, util::ThreadPool& pool)
             const WeightMatrix& w = *o.w;
             util::check(w.rows >= 0 && w.cols >= 0, "matmul: negative weight shape");
             util::check(w.cols == cols, "matmul_multi: matrices with different input sizes");
+            util::check(!w.row_major, "matmul: a row-major lookup table is not a matmul's weights");
             if (is_quant(w)) check_quant_shape(w);
         }
         const GroupNeeds need = group_needs(g, isa, tab);

@@ -40,6 +40,10 @@ struct WeightMatrix {
     // BF16 only: the same matrix repacked for AMX-BF16 tiles (kernels/matmul_bf16_tiles.h), or
     // null. Where it is set and the ISA is AMX with AMX-BF16, every call takes the tile kernel.
     const void* tiles = nullptr;
+    // F32/BF16 only: rows as a file stores them (row r at data + r * cols elements, no panels): a
+    // lookup table read where it is mapped (an embedding table), which only unpack_weight_row
+    // reads; a matmul refuses it.
+    bool row_major = false;
 };
 
 // Elements of the packed buffer for a [rows, cols] matrix (rows rounded up to a panel).

@@ -65,7 +65,7 @@ void check_quant_shape(const WeightMatrix& w) {
                 throw util::Error("int8 weights need a row length divisible by 32, got " + shp());
             break;
         case WeightType::FP8:
-            if (w.group != 0 && (w.group < 4 || w.group > 256 || w.group % 4 != 0))
+            if (w.group != 0 && !tensor::fp8_block_valid(w.group))
                 throw util::Error("fp8 block size must be a multiple of 4 from 4 to 256, got " +
                                   std::to_string(w.group));
             break;
@@ -103,6 +103,86 @@ float quant_scale_to_f32(const WeightMatrix& w, uint16_t bits) {
     return w.bf16_scales ? tensor::bf16_to_f32(bits) : tensor::f16_to_f32(bits);
 }
 
+namespace {
+// Q4: the quad of columns [k, k + 4) (k % 4 == 0) in panel p, 32 bytes; a 32-column chunk's 8
+// quads follow each other. Then row lr's scales and codes (columns [k0, k0 + n), whole quads)
+// written into its panel p, the other rows' nibbles kept.
+uint8_t* q4_quad(const WeightMatrix& w, uint8_t* p, int64_t k) {
+    return p + (k / w.group) * q4_group_bytes(w) + (w.asym ? 64 : 32) + (k % w.group / 4) * 32;
+}
+void put_q4_scales(const WeightMatrix& w, uint8_t* p, int64_t lr, const uint16_t* d,
+                   const uint16_t* m) {
+    for (int64_t g = 0; g < w.cols / w.group; ++g) {
+        uint8_t* b = p + g * q4_group_bytes(w);
+        std::memcpy(b + lr * 2, d + g, 2);
+        if (w.asym) std::memcpy(b + 32 + lr * 2, m + g, 2);
+    }
+}
+void put_q4_codes(const WeightMatrix& w, uint8_t* p, int64_t lr, int64_t k0, int64_t n,
+                  const uint8_t* codes) {
+    const int64_t lane = lr % 8;
+    const bool high = lr >= 8;
+    // A quad's 4 codes of this row are 4 consecutive bytes (one nibble each): merge them as one
+    // 32-bit word (loading a model packs every row, so this loop is on its load path).
+    for (int64_t k = k0; k < k0 + n; k += 4) {
+        uint8_t* at = q4_quad(w, p, k) + lane * 4;
+        uint32_t q, word;
+        std::memcpy(&q, codes + (k - k0), 4);
+        std::memcpy(&word, at, 4);
+        q &= 0x0f0f0f0fu;
+        word = high ? (word & 0x0f0f0f0fu) | (q << 4) : (word & 0xf0f0f0f0u) | q;
+        std::memcpy(at, &word, 4);
+    }
+}
+// The 32 codes of a source chunk in column order.
+void q4_chunk_codes(const uint8_t* chunk, bool split_halves, uint8_t* codes) {
+    for (int i = 0; i < 16; ++i) {
+        const uint8_t lo = chunk[i] & 0x0f, hi = chunk[i] >> 4;
+        if (split_halves) {
+            codes[i] = lo;
+            codes[i + 16] = hi;
+        } else {
+            codes[2 * i] = lo;
+            codes[2 * i + 1] = hi;
+        }
+    }
+}
+#if defined(__SSE2__)
+// One chunk of a whole panel: rows[i] is row i's 16 source bytes; the chunk's 8 quads at dst.
+// Per lane, the 32 codes of rows lane (low nibbles) and lane + 8 (high) in column order, as two
+// vectors of four quads' words; then 4x4 transposes of 32-bit words put lanes side by side.
+void pack_q4_chunk_sse2(const uint8_t* const* rows, bool split_halves, uint8_t* dst) {
+    const __m128i mask = _mm_set1_epi8(0x0f);
+    const auto codes = [&](const uint8_t* src, __m128i& c0, __m128i& c1) {
+        const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src));
+        const __m128i lo = _mm_and_si128(v, mask);
+        const __m128i hi = _mm_and_si128(_mm_srli_epi16(v, 4), mask);
+        c0 = split_halves ? lo : _mm_unpacklo_epi8(lo, hi);
+        c1 = split_halves ? hi : _mm_unpackhi_epi8(lo, hi);
+    };
+    __m128i q[2][8];  // q[h][lane]: quads 4h..4h+3 of the lane
+    for (int lane = 0; lane < 8; ++lane) {
+        __m128i a0, a1, b0, b1;
+        codes(rows[lane], a0, a1);
+        codes(rows[lane + 8], b0, b1);
+        q[0][lane] = _mm_or_si128(a0, _mm_slli_epi16(b0, 4));  // codes < 16: no carry across bytes
+        q[1][lane] = _mm_or_si128(a1, _mm_slli_epi16(b1, 4));
+    }
+    for (int h = 0; h < 2; ++h)
+        for (int half = 0; half < 2; ++half) {  // lanes 4 * half .. 4 * half + 3
+            const __m128i* c = q[h] + 4 * half;
+            const __m128i t0 = _mm_unpacklo_epi32(c[0], c[1]), t1 = _mm_unpacklo_epi32(c[2], c[3]);
+            const __m128i t2 = _mm_unpackhi_epi32(c[0], c[1]), t3 = _mm_unpackhi_epi32(c[2], c[3]);
+            uint8_t* d = dst + 4 * h * 32 + 16 * half;
+            _mm_storeu_si128(reinterpret_cast<__m128i*>(d), _mm_unpacklo_epi64(t0, t1));
+            _mm_storeu_si128(reinterpret_cast<__m128i*>(d + 32), _mm_unpackhi_epi64(t0, t1));
+            _mm_storeu_si128(reinterpret_cast<__m128i*>(d + 64), _mm_unpacklo_epi64(t2, t3));
+            _mm_storeu_si128(reinterpret_cast<__m128i*>(d + 96), _mm_unpackhi_epi64(t2, t3));
+        }
+}
+#endif
+}  // namespace
+
 void pack_quant_row(const WeightMatrix& w, int64_t r, const QuantRow& row, uint8_t* packed) {
     WARDEN_ASSERT(r >= 0 && r < w.rows, "pack_quant_row: row out of bounds");
     // The word-at-a-time packing below needs whole quads of codes, which a valid shape guarantees.
@@ -118,27 +198,12 @@ void pack_quant_row(const WeightMatrix& w, int64_t r, const QuantRow& row, uint8
     const int64_t lr = r % kPanelRows, lane = lr % 8;
     const bool high = lr >= 8;
     if (w.type == WeightType::Q4) {
-        const int64_t ng = w.cols / w.group, gb = q4_group_bytes(w);
+        const int64_t ng = w.cols / w.group;
         WARDEN_ASSERT(static_cast<int64_t>(row.d.size()) == ng &&
                           (!w.asym || static_cast<int64_t>(row.m.size()) == ng),
                       "pack_quant_row: wrong scale count");
-        for (int64_t g = 0; g < ng; ++g) {
-            uint8_t* b = p + g * gb;
-            std::memcpy(b + lr * 2, &row.d[static_cast<size_t>(g)], 2);
-            if (w.asym) std::memcpy(b + 32 + lr * 2, &row.m[static_cast<size_t>(g)], 2);
-            uint8_t* qs = b + (w.asym ? 64 : 32);
-            // A quad's 4 codes of this row are 4 consecutive bytes (one nibble each): merge them as
-            // one 32-bit word (loading a model packs every row, so this loop is on its load path).
-            const uint8_t* src = row.q.data() + g * w.group;
-            for (int64_t j = 0; j < w.group / 4; ++j) {
-                uint32_t q, word;
-                std::memcpy(&q, src + 4 * j, 4);
-                std::memcpy(&word, qs + j * 32 + lane * 4, 4);
-                q &= 0x0f0f0f0fu;
-                word = high ? (word & 0x0f0f0f0fu) | (q << 4) : (word & 0xf0f0f0f0u) | q;
-                std::memcpy(qs + j * 32 + lane * 4, &word, 4);
-            }
-        }
+        put_q4_scales(w, p, lr, row.d.data(), w.asym ? row.m.data() : nullptr);
+        put_q4_codes(w, p, lr, 0, w.cols, row.q.data());
     } else if (w.type == WeightType::Q8) {
         WARDEN_ASSERT(static_cast<int64_t>(row.d.size()) == q8_scale_count(w),
                       "pack_quant_row: wrong scale count");
@@ -217,6 +282,46 @@ void pack_fp8_scales(const WeightMatrix& w, int64_t r, const float* s, uint8_t* 
                 "pack_fp8_scales: not an FP8 matrix or row out of bounds");
     uint8_t* p = packed + (r / kPanelRows) * quant_panel_bytes(w) + (r % kPanelRows) * 4;
     for (int64_t b = 0; b < fp8_blocks(w); ++b) std::memcpy(p + b * 64, s + b, 4);
+}
+
+void pack_q4_codes(const WeightMatrix& w, int64_t r0, int64_t r1, const Q4CodeRows& src,
+                   uint8_t* packed) {
+    util::check(w.type == WeightType::Q4 && r0 >= 0 && r0 <= r1 && r1 <= w.rows,
+                "pack_q4_codes: not an int4 matrix or rows out of bounds");
+    check_quant_shape(w);
+    const int64_t chunks = w.cols / 32;
+    const auto chunk_at = [&](int64_t r, int64_t c) {
+        return src.data + (r - r0) * src.row_stride + c * src.chunk_stride;
+    };
+    for (int64_t p0 = r0; p0 < r1;) {
+        const int64_t p1 = std::min(r1, (p0 / kPanelRows + 1) * kPanelRows);
+        uint8_t* p = packed + (p0 / kPanelRows) * quant_panel_bytes(w);
+#if defined(__SSE2__)
+        if (p1 - p0 == kPanelRows) {
+            const uint8_t* rows[kPanelRows];
+            for (int64_t c = 0; c < chunks; ++c) {
+                for (int64_t i = 0; i < kPanelRows; ++i) rows[i] = chunk_at(p0 + i, c);
+                pack_q4_chunk_sse2(rows, src.split_halves, q4_quad(w, p, 32 * c));
+            }
+            p0 = p1;
+            continue;
+        }
+#endif
+        uint8_t codes[32];
+        for (int64_t r = p0; r < p1; ++r)
+            for (int64_t c = 0; c < chunks; ++c) {
+                q4_chunk_codes(chunk_at(r, c), src.split_halves, codes);
+                put_q4_codes(w, p, r % kPanelRows, 32 * c, 32, codes);
+            }
+        p0 = p1;
+    }
+}
+
+void pack_q4_scales(const WeightMatrix& w, int64_t r, const uint16_t* d, const uint16_t* m,
+                    uint8_t* packed) {
+    util::check(w.type == WeightType::Q4 && r >= 0 && r < w.rows && (!w.asym || m),
+                "pack_q4_scales: not an int4 matrix, row out of bounds or no mins");
+    put_q4_scales(w, packed + (r / kPanelRows) * quant_panel_bytes(w), r % kPanelRows, d, m);
 }
 
 QuantRow unpack_quant_row(const WeightMatrix& w, int64_t r) {

@@ -92,6 +92,23 @@ void pack_quant_row(const WeightMatrix& w, int64_t r, const QuantRow& row, uint8
 void pack_fp8_codes(const WeightMatrix& w, int64_t r0, int64_t r1, const uint8_t* src,
                     uint8_t* packed);
 void pack_fp8_scales(const WeightMatrix& w, int64_t r, const float* s, uint8_t* packed);
+// Q4 rows from 4-bit codes stored row-major, without a QuantRow (a checkpoint's codes are the
+// panels' codes, only in another order): 32 codes per 16-byte chunk, chunk c of row r at
+// data + (r - r0) * row_stride + c * chunk_stride. Chunk byte i holds codes 2i (low nibble) and
+// 2i + 1 (high), the order of compressed-tensors' packed words, or with split_halves codes i and
+// i + 16, the order of GGUF Q4_0/Q4_1 blocks.
+struct Q4CodeRows {
+    const uint8_t* data = nullptr;
+    int64_t row_stride = 0;
+    int64_t chunk_stride = 16;
+    bool split_halves = false;
+};
+// The codes of rows [r0, r1) (whole panels by SSE2 transposes) and row r's group scales (d and,
+// asymmetric, m: cols / group each). Together the same bytes as pack_quant_row.
+void pack_q4_codes(const WeightMatrix& w, int64_t r0, int64_t r1, const Q4CodeRows& src,
+                   uint8_t* packed);
+void pack_q4_scales(const WeightMatrix& w, int64_t r, const uint16_t* d, const uint16_t* m,
+                    uint8_t* packed);
 QuantRow unpack_quant_row(const WeightMatrix& w, int64_t r);
 // Dequantized row (exactly the values the W4A16 / reference arithmetic uses).
 void dequant_row(const WeightMatrix& w, int64_t r, float* out);

@@ -96,16 +96,18 @@ std::string hf_name(const std::string& role, int layer) {
 }
 
 // A runtime weight is its own buffer once loaded, or reads the mapping in place (Matrix::mapped:
-// GGUF blocks that run as stored). The mapped tensor data of the others need not stay resident:
-// their pages go back to the page cache (a later read would fault them in again). Without this a
-// GGUF model's resident memory is its runtime weights plus the whole file. `in_place`: the byte
-// ranges matrices read in place; a tensor that overlaps one keeps its pages.
-void release_tensor_pages(const formats::GGUFFile& g,
+// GGUF blocks that run as stored; Matrix::mapped_rows: lookup tables). The mapped tensor data of
+// the others need not stay resident: their pages go back to the page cache (a later read would
+// fault them in again). Without this a model's resident memory is its runtime weights plus the
+// whole file. `tensors`: the file's tensors (GGUF or safetensors: data, n_bytes); `in_place`: the
+// byte ranges matrices read in place; a tensor that overlaps one keeps its pages.
+template <class Tensors>
+void release_tensor_pages(const Tensors& tensors,
                           std::vector<std::pair<const uint8_t*, const uint8_t*>> in_place) {
     const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
     if (page == 0) return;
     std::sort(in_place.begin(), in_place.end());
-    for (const auto& t : g.tensors()) {
+    for (const auto& t : tensors) {
         if (t.data == nullptr || t.n_bytes == 0) continue;
         const uint8_t* lo = t.data;
         const uint8_t* hi = t.data + t.n_bytes;
@@ -199,7 +201,10 @@ class Loader {
         // The embedding table is only looked up, unless it is also the head (tied).
         const bool matmul_reads =
             (role != "embed" && role != "raw:embed_tokens.weight") || embed_is_head_;
-        Matrix m = build_matrix(t, f, rows, cols, matmul_reads && gets_bf16_tiles(f));
+        std::optional<Matrix> mapped;
+        if (!matmul_reads) mapped = mapped_lookup_table(t, f, rows, cols);
+        Matrix m = mapped ? std::move(*mapped)
+                          : build_matrix(t, f, rows, cols, matmul_reads && gets_bf16_tiles(f));
         (embd ? m_.weight_memory.embeddings : m_.weight_memory.layers) += m.bytes();
         if (m.is_mapped()) m_.weight_memory.in_place += m.bytes();
         if (matmul_reads) add_bf16_tiles(m);
@@ -212,6 +217,29 @@ class Loader {
             m.prefill = std::make_shared<const Matrix>(std::move(pre));
         }
         return m;
+    }
+
+    // A lookup table (an embedding table that is not also the head) stored as f32 or bf16 rows
+    // that format f holds exactly (bf16 into bf16 or f32, f32 into f32) is read where the file
+    // maps it: only the rows of the tokens seen are ever read, so a copy would cost start-up time
+    // and memory for nothing. nullopt where it is copied as before (another dtype, --no-mmap, no
+    // mapping, rows not aligned to their element).
+    std::optional<Matrix> mapped_lookup_table(const formats::SourceTensor& t,
+                                              const tensor::WeightFormat& f, int64_t rows,
+                                              int64_t cols) const {
+        if (!mapping_ || !opts_.map_weights || f.quantized() || t.data == nullptr)
+            return std::nullopt;  // compressed-tensors and FP8 sources fail the dtype test below
+        const bool bf16 = t.is_ggml ? t.ggml_type == tensor::GgmlType::BF16 : t.st_dtype == "BF16";
+        const bool f32 = t.is_ggml ? t.ggml_type == tensor::GgmlType::F32 : t.st_dtype == "F32";
+        if (!(bf16 || (f32 && f.type == tensor::WeightType::F32))) return std::nullopt;
+        const tensor::WeightType et = bf16 ? tensor::WeightType::BF16 : tensor::WeightType::F32;
+        const size_t elem = bf16 ? 2 : 4;
+        if (reinterpret_cast<uintptr_t>(t.data) % elem != 0) return std::nullopt;
+        {
+            std::lock_guard lock(mapped_mu_);
+            mapped_ranges_.emplace_back(t.data, t.data + static_cast<size_t>(rows * cols) * elem);
+        }
+        return Matrix::mapped_rows(et, rows, cols, t.data, mapping_);
     }
 
     // A bf16 matrix that matmuls read is kept as its AMX-BF16 tile copy alone where the loaded
@@ -229,8 +257,9 @@ class Loader {
 
     bool per_tensor_native = false;  // GgufNativeWeights::per_tensor (set by load_gguf)
     bool fp8_native = false;  // FP8 block-scaled layers run as stored (set by load_safetensors)
-    // The GGUF mapping that matrices may read in place (Matrix::mapped; set by load_gguf), and the
-    // byte ranges of it they read (release_tensor_pages keeps those resident).
+    // The file mapping that matrices may read in place (Matrix::mapped, Matrix::mapped_rows; the
+    // GGUF file or the safetensors files), and the byte ranges of it they read (for a GGUF file,
+    // release_tensor_pages keeps those resident).
     std::shared_ptr<const void> mapping_;
     mutable std::mutex mapped_mu_;
     mutable std::vector<std::pair<const uint8_t*, const uint8_t*>> mapped_ranges_;
@@ -316,6 +345,11 @@ class Loader {
                 });
                 return m;
             }
+            const bool ggml_q4 = t.is_ggml && quant::ggml_q4_codes_map(t.ggml_type, layout);
+            if (ggml_q4 || (t.ct && formats::ct_q4_codes_map(*t.ct, layout))) {
+                import_q4_rows(t, layout, m);
+                return m;
+            }
             pool_.parallel_for(rows, kernels::kPanelRows, [&](int64_t r0, int64_t r1) {
                 std::vector<float> row(static_cast<size_t>(cols));
                 for (int64_t r = r0; r < r1; ++r) {
@@ -348,6 +382,56 @@ class Loader {
                         tensor::weight_format_name(f) + ": " + e.what());
         }
         return m;
+    }
+
+    // 4-bit codes that are `layout`'s codes as stored (GGUF Q4_0/Q4_1 blocks, compressed-tensors
+    // int4 words): whole panels of codes by transposes, then each row's group scales. A row whose
+    // scales do not map (blocks of one group with different scales, a scale the layout's dtype
+    // cannot hold) is requantized from f32 over its codes.
+    void import_q4_rows(const formats::SourceTensor& t, const kernels::WeightMatrix& layout,
+                        Matrix& m) const {
+        kernels::Q4CodeRows src;
+        if (t.is_ggml) {
+            src.data = t.data + (layout.asym ? 4 : 2);  // past the block's d (and m)
+            src.row_stride = tensor::ggml_row_bytes(t.ggml_type, layout.cols);
+            src.chunk_stride = layout.asym ? 20 : 18;
+            src.split_halves = true;
+        } else {
+            src.data = t.ct->packed;
+            src.row_stride = t.ct->words_per_row * 4;
+        }
+        const auto ng = static_cast<size_t>(layout.cols / layout.group);
+        pool_.parallel_for(layout.rows, kernels::kPanelRows, [&](int64_t r0, int64_t r1) {
+            kernels::Q4CodeRows part = src;
+            part.data += r0 * src.row_stride;
+            m.pack_q4_codes(r0, r1, part);
+            std::vector<uint16_t> d(ng), mins(ng);
+            std::vector<float> row;
+            int64_t exact = 0, requant = 0;
+            for (int64_t r = r0; r < r1; ++r) {
+                const bool ok =
+                    t.is_ggml
+                        ? quant::import_ggml_q4_scales(t.ggml_type, t.data + r * src.row_stride,
+                                                       layout, d.data(), mins.data())
+                        : formats::ct_import_q4_scales(*t.ct, r, layout, d.data(), mins.data());
+                if (ok) {
+                    m.pack_q4_scales(r, d.data(), mins.data());
+                    exact += 1;
+                    continue;
+                }
+                requant += 1;
+                row.resize(static_cast<size_t>(layout.cols));
+                t.row_to_f32(r, row.data());
+                m.pack_quant_row(
+                    r, quant::default_quantizer().quantize_row(layout, row.data(), nullptr));
+            }
+            if (t.is_ggml) {
+                ggml_requant_rows_ += requant;
+            } else {
+                ct_exact_rows_ += exact;
+                ct_requant_rows_ += requant;
+            }
+        });
     }
 
     std::vector<float> vec(const formats::SourceTensor& t, int64_t n) const {
@@ -622,13 +706,13 @@ std::unique_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
     if (mtp_target) {
         make_mtp_config(m->config);
         loader.load_mtp(*mtp_target);
-        release_tensor_pages(g, loader.mapped_ranges_);
+        release_tensor_pages(g.tensors(), loader.mapped_ranges_);
         return m;
     }
     if (opts.load_weights) {
         loader.load_all();
         timer.mark("weights");
-        release_tensor_pages(g, loader.mapped_ranges_);
+        release_tensor_pages(g.tensors(), loader.mapped_ranges_);
         timer.mark("page release");
     }
     if (!m->weights_note.empty() && loader.ggml_requant_rows_ > 0)
@@ -747,12 +831,14 @@ std::unique_ptr<Model> load_hf_dir(const std::string& dir, const LoadOptions& op
     };
     Loader loader(*m, eff, pool, find, hf_name, {}, exists);
     loader.fp8_native = fp8_native;
+    loader.mapping_ = m->safetensors;
     if (mtp_target) {
         make_mtp_config(m->config);
         loader.load_mtp(*mtp_target);
     } else if (opts.load_weights) {
         loader.load_all();
     }
+    release_tensor_pages(st.tensors(), loader.mapped_ranges_);
     fp8_resolver.release();
     m->fp8_dequant_peak_bytes = static_cast<int64_t>(fp8_resolver.peak_bytes());
     m->fp8_dequant_count = fp8_resolver.dequant_count() - loader.fp8_native_matrices_;

@@ -49,8 +49,25 @@ Matrix Matrix::mapped(const kernels::WeightMatrix& layout, const void* data,
     return m;
 }
 
+Matrix Matrix::mapped_rows(tensor::WeightType t, int64_t rows, int64_t cols, const void* data,
+                           std::shared_ptr<const void> keep) {
+    util::check((t == tensor::WeightType::F32 || t == tensor::WeightType::BF16) && rows >= 0 &&
+                    cols >= 0 && data != nullptr && keep != nullptr,
+                "Matrix::mapped_rows: f32 or bf16 rows, with their owner");
+    Matrix m;
+    m.view_.type = t;
+    m.view_.rows = rows;
+    m.view_.cols = cols;
+    m.view_.data = data;
+    m.view_.row_major = true;
+    m.keep_ = std::move(keep);
+    return m;
+}
+
 std::span<const uint8_t> Matrix::packed() const {
     if (!keep_) return owned_.bytes();
+    if (view_.row_major)
+        return {static_cast<const uint8_t*>(view_.data), static_cast<size_t>(bytes())};
     return {static_cast<const uint8_t*>(view_.data),
             static_cast<size_t>(view_.rows * kernels::kquant_row_bytes(view_))};
 }
@@ -87,6 +104,14 @@ void Matrix::pack_fp8_scales(int64_t r, const float* s) {
     kernels::pack_fp8_scales(view_, r, s, owned_.data());
 }
 
+void Matrix::pack_q4_codes(int64_t r0, int64_t r1, const kernels::Q4CodeRows& src) {
+    kernels::pack_q4_codes(view_, r0, r1, src, owned_.data());
+}
+
+void Matrix::pack_q4_scales(int64_t r, const uint16_t* d, const uint16_t* m) {
+    kernels::pack_q4_scales(view_, r, d, m, owned_.data());
+}
+
 int64_t Matrix::add_bf16_tiles(util::HugePageArena* arena) {
     if (view_.type != tensor::WeightType::BF16 || !owned_.data()) return 0;
     const int64_t panels = bytes();
@@ -100,6 +125,7 @@ int64_t Matrix::add_bf16_tiles(util::HugePageArena* arena) {
 
 int64_t Matrix::bytes() const {
     if (is_quantized()) return kernels::quant_packed_bytes(view_);
+    if (view_.row_major) return view_.rows * view_.cols * elem_bytes(view_.type);
     if (view_.data == nullptr && view_.tiles != nullptr)
         return kernels::bf16_tile_bytes(view_.rows, view_.cols);
     return kernels::packed_weight_elems(view_.rows, view_.cols) * elem_bytes(view_.type);

@@ -38,6 +38,11 @@ class Matrix {
     // and only up to `rows` (no panel padding). Nothing may be packed into it.
     static Matrix mapped(const kernels::WeightMatrix& layout, const void* data,
                          std::shared_ptr<const void> keep);
+    // An f32 or bf16 lookup table read where the file maps it (an embedding table that is not
+    // also the head): row r at data + r * cols elements, as the file stores it; only row_f32 reads
+    // it (kernels::WeightMatrix::row_major), no copy. `keep` holds the bytes alive.
+    static Matrix mapped_rows(tensor::WeightType t, int64_t rows, int64_t cols, const void* data,
+                              std::shared_ptr<const void> keep);
     void pack_quant_row(int64_t r, const kernels::QuantRow& row);
     bool is_quantized() const;
     // A view of another matrix (tied embeddings): same bytes, no copy. The original must
@@ -50,6 +55,10 @@ class Matrix {
     // (kernels::pack_fp8_codes, kernels::pack_fp8_scales).
     void pack_fp8_codes(int64_t r0, int64_t r1, const uint8_t* src);
     void pack_fp8_scales(int64_t r, const float* s);
+    // An int4 matrix's codes of rows [r0, r1) from row-major 4-bit codes, and row r's group
+    // scales (kernels::pack_q4_codes, kernels::pack_q4_scales).
+    void pack_q4_codes(int64_t r0, int64_t r1, const kernels::Q4CodeRows& src);
+    void pack_q4_scales(int64_t r, const uint16_t* d, const uint16_t* m);
     // A bf16 matrix, once packed: replaces its panels with their AMX-BF16 tile copy
     // (kernels/matmul_bf16_tiles.h, "Tile-only matrices"), which every matmul and row lookup then
     // reads. Returns the bytes the tile layout adds over the panels (column padding; 0 for other

@@ -97,6 +97,7 @@ void sym_scales_ref(const float* iscale, const float* sxl, const float* sll, int
 float abs_max_ref(const float* x, int64_t G, float* first) {
     float amax = 0.0f;
     for (int64_t i = 0; i < G; ++i) amax = std::max(amax, std::fabs(x[i]));
+    if (first == nullptr) return amax;
     *first = 0.0f;
     for (int64_t i = 0; i < G; ++i)
         if (std::fabs(x[i]) == amax) {
@@ -169,6 +170,7 @@ void int8_errors_base(const float* x, const float* imp, int64_t n, const float* 
 // The eight candidates in float lanes, their errors in two double halves: the reference's
 // operations in its order (the compiler's own vectorization of int8_errors_lanes for AVX2 was most
 // of a compressed-tensors int4 checkpoint's load, whose head is searched per 32-block).
+template <bool kImp>
 __attribute__((target("avx2"))) void int8_errors_avx2(const float* x, const float* imp, int64_t n,
                                                       const float* d, double* err) {
     const __m256 vd = _mm256_loadu_ps(d), vid = _mm256_div_ps(_mm256_set1_ps(1.0f), vd),
@@ -181,11 +183,17 @@ __attribute__((target("avx2"))) void int8_errors_avx2(const float* x, const floa
                 _mm256_min_ps(hi, _mm256_max_ps(lo, _mm256_mul_ps(_mm256_set1_ps(x[i]), vid))), mg),
             mg);
         const __m256 rd = _mm256_mul_ps(r, vd);
-        const __m256d xi = _mm256_set1_pd(x[i]), wi = _mm256_set1_pd(imp ? imp[i] : 1.0f);
+        const __m256d xi = _mm256_set1_pd(x[i]);
         const __m256d e0 = _mm256_sub_pd(xi, _mm256_cvtps_pd(_mm256_castps256_ps128(rd)));
         const __m256d e1 = _mm256_sub_pd(xi, _mm256_cvtps_pd(_mm256_extractf128_ps(rd, 1)));
-        acc0 = _mm256_add_pd(acc0, _mm256_mul_pd(_mm256_mul_pd(e0, e0), wi));
-        acc1 = _mm256_add_pd(acc1, _mm256_mul_pd(_mm256_mul_pd(e1, e1), wi));
+        __m256d s0 = _mm256_mul_pd(e0, e0), s1 = _mm256_mul_pd(e1, e1);
+        if constexpr (kImp) {  // without importance the weight is 1.0, whose product is exact
+            const __m256d wi = _mm256_set1_pd(imp[i]);
+            s0 = _mm256_mul_pd(s0, wi);
+            s1 = _mm256_mul_pd(s1, wi);
+        }
+        acc0 = _mm256_add_pd(acc0, s0);
+        acc1 = _mm256_add_pd(acc1, s1);
     }
     _mm256_storeu_pd(err, acc0);
     _mm256_storeu_pd(err + 4, acc1);
@@ -467,6 +475,25 @@ __attribute__((target("avx2"))) void sym_scales_avx2(const float* iscale, const 
     sym_scales_ref(iscale, sxl, sll, s, n, raw);
 }
 
+// int8_round_codes of whole groups of 8; returns the elements done. The integers are exact in
+// f32, so converting and narrowing with saturation changes none of them.
+__attribute__((target("avx2"))) int64_t int8_codes_avx2(const float* x, int64_t n, float id,
+                                                        uint8_t* q) {
+    const __m256 vid = _mm256_set1_ps(id), lo = _mm256_set1_ps(-127.0f),
+                 hi = _mm256_set1_ps(127.0f), mg = _mm256_set1_ps(kRoundMagic);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + i), vid);
+        const __m256 r =
+            _mm256_sub_ps(_mm256_add_ps(_mm256_min_ps(hi, _mm256_max_ps(lo, v)), mg), mg);
+        const __m256i w = _mm256_cvtps_epi32(r);
+        const __m128i w16 =
+            _mm_packs_epi32(_mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1));
+        _mm_storel_epi64(reinterpret_cast<__m128i*>(q + i), _mm_packs_epi16(w16, w16));
+    }
+    return i;
+}
+
 __attribute__((target("avx2"))) float abs_max_avx2(const float* x, int64_t G, float* first) {
     const __m256 absm = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
     __m256 m = _mm256_setzero_ps();
@@ -476,6 +503,7 @@ __attribute__((target("avx2"))) float abs_max_avx2(const float* x, int64_t G, fl
     h = _mm_max_ps(h, _mm_movehl_ps(h, h));
     h = _mm_max_ss(h, _mm_shuffle_ps(h, h, 1));
     const float amax = _mm_cvtss_f32(h);
+    if (first == nullptr) return amax;
     const __m256 va = _mm256_set1_ps(amax);
     for (int64_t i = 0; i < G; i += 8) {
         const __m256 xv = _mm256_loadu_ps(x + i);
@@ -821,7 +849,8 @@ void int8_clip_errors(const float* x, const float* imp, int64_t n, const float* 
     if (use_avx512())
         int8_errors_avx512(x, imp, n, dd, all);
     else if (use_avx2())
-        int8_errors_avx2(x, imp, n, dd, all);
+        imp ? int8_errors_avx2<true>(x, imp, n, dd, all)
+            : int8_errors_avx2<false>(x, imp, n, dd, all);
     else
 #endif
         int8_errors_base(x, imp, n, dd, all);
@@ -847,6 +876,15 @@ double int4_error_weights(const float* x, const float* imp, int64_t G, float* wt
     if (use_avx2()) return error_weights_avx2(x, imp, G, wt);
 #endif
     return error_weights_ref(x, imp, G, wt);
+}
+
+void int8_round_codes(const float* x, int64_t n, float id, uint8_t* q) {
+    int64_t i = 0;
+#if defined(__x86_64__)
+    if (use_avx2()) i = int8_codes_avx2(x, n, id, q);
+#endif
+    for (; i < n; ++i)
+        q[i] = static_cast<uint8_t>(static_cast<int8_t>(round_clamped(x[i] * id, -127.0f, 127.0f)));
 }
 
 float int4_abs_max(const float* x, int64_t G, float* first) {

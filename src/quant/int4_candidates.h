@@ -33,9 +33,12 @@ int64_t first_non_finite(const float* x, int64_t n);
 // in double in four running sums (lane k: elements k, k + 4, ...), added as (s0 + s1) + (s2 + s3).
 double int4_error_weights(const float* x, const float* imp, int64_t G, float* wt);
 
-// The largest magnitude of x[0..G) (G a multiple of 8, values finite), and in *first the first
-// value of that magnitude (0 when all are zero).
+// The largest magnitude of x[0..G) (G a multiple of 8, values finite), and in *first (unless
+// null) the first value of that magnitude (0 when all are zero).
 float int4_abs_max(const float* x, int64_t G, float* first);
+
+// int8 codes q[i] = nearbyint(clamp(x[i] * id, -127, 127)) as int8 bits, for i < n.
+void int8_round_codes(const float* x, int64_t n, float id, uint8_t* q);
 
 // The symmetric search's scales of grid step s < n (quant/quantizer.cpp, quant4_sym):
 // raw[1 + 2s] = 1 / iscale[s] and raw[2 + 2s] = sxl[s] / sll[s] (0 when sll[s] <= 0).

@@ -232,10 +232,8 @@ void quant4_asym(const WeightMatrix& w, const float* x, const float* imp, int64_
 // 32-block (int8-g32), the same clip search either way.
 void quant8_span(const WeightMatrix& w, const float* x, const float* imp, int64_t k0, int64_t n,
                  size_t b, QuantRow& out) {
-    // The row is finite (checked by the caller), so a plain compare is std::fmax without its call.
-    float amax = 0.0f;
-    for (int64_t i = k0; i < k0 + n; ++i) amax = std::fabs(x[i]) > amax ? std::fabs(x[i]) : amax;
-    if (amax == 0.0f) return;  // codes and scale already 0
+    const float amax = int4_abs_max(x + k0, n, nullptr);  // n: a multiple of 32
+    if (amax == 0.0f) return;                             // codes and scale already 0
     // The clip ratios' stored scales, then their errors in one batch (quant/int4_candidates.h);
     // the first smallest wins.
     constexpr int kClips = static_cast<int>(sizeof kClip8 / sizeof kClip8[0]);
@@ -262,11 +260,8 @@ void quant8_span(const WeightMatrix& w, const float* x, const float* imp, int64_
         }
     if (bi >= 0) {
         // No libm call per element: --weights int4 pays this at every load for its int8 head.
-        const float d = cand_d[bi], id = 1.0f / d;
         out.d[b] = cand_h[bi];
-        for (int64_t i = 0; i < n; ++i)
-            out.q[static_cast<size_t>(k0 + i)] = static_cast<uint8_t>(
-                static_cast<int8_t>(round_clamped(x[k0 + i] * id, -127.0f, 127.0f)));
+        int8_round_codes(x + k0, n, 1.0f / cand_d[bi], out.q.data() + k0);
     }
     // Values too small for any scale of the dtype (a near-zero block, e.g. an unused embedding
     // row's): they stay zero codes with a zero scale, an error below the dtype's smallest step.
@@ -393,6 +388,31 @@ void check_kquant_row_scales(const uint8_t* src, const WeightMatrix& w) {
         for (int64_t i = 0; i < n16; ++i) check_f16_scale(rd16(src + s * bb + at + 2 * i));
 }
 
+bool ggml_q4_codes_map(tensor::GgmlType t, const WeightMatrix& w) {
+    return w.type == WeightType::Q4 && !w.bf16_scales &&
+           ((t == tensor::GgmlType::Q4_0 && !w.asym) || (t == tensor::GgmlType::Q4_1 && w.asym));
+}
+
+bool import_ggml_q4_scales(tensor::GgmlType t, const uint8_t* src, const WeightMatrix& w,
+                           uint16_t* d, uint16_t* m) {
+    util::check(ggml_q4_codes_map(t, w), "import_ggml_q4_scales: the codes do not map");
+    const int64_t bb = w.asym ? 20 : 18, per = w.group / 32;
+    for (int64_t b = 0; b < w.cols / 32; ++b) {
+        const uint8_t* blk = src + b * bb;
+        const uint16_t bd = rd16(blk), bm = w.asym ? rd16(blk + 2) : 0;
+        check_f16_scale(bd);
+        check_f16_scale(bm);
+        const int64_t g = b / per;
+        if (b % per == 0) {
+            d[g] = bd;
+            if (w.asym) m[g] = bm;
+        } else if (d[g] != bd || (w.asym && m[g] != bm)) {
+            return false;  // blocks of one group have different scales
+        }
+    }
+    return true;
+}
+
 std::optional<QuantRow> import_ggml_row(tensor::GgmlType t, const uint8_t* src,
                                         const WeightMatrix& w) {
     if (tensor::is_kquant(w.type)) {  // the blocks as stored, when they are of the layout's type
@@ -406,24 +426,13 @@ std::optional<QuantRow> import_ggml_row(tensor::GgmlType t, const uint8_t* src,
     const int64_t nblk = w.cols / 32;
     QuantRow row;
     row.q.assign(static_cast<size_t>(w.cols), 0);
-    if (w.type == WeightType::Q4 &&
-        ((t == tensor::GgmlType::Q4_0 && !w.asym) || (t == tensor::GgmlType::Q4_1 && w.asym))) {
-        const int64_t bb = w.asym ? 20 : 18, per = w.group / 32;
+    if (ggml_q4_codes_map(t, w)) {
+        const int64_t bb = w.asym ? 20 : 18;
         row.d.assign(static_cast<size_t>(w.cols / w.group), 0);
         if (w.asym) row.m.assign(row.d.size(), 0);
+        if (!import_ggml_q4_scales(t, src, w, row.d.data(), row.m.data())) return std::nullopt;
         for (int64_t b = 0; b < nblk; ++b) {
-            const uint8_t* blk = src + b * bb;
-            const uint16_t d = rd16(blk), m = w.asym ? rd16(blk + 2) : 0;
-            check_f16_scale(d);
-            check_f16_scale(m);
-            const auto g = static_cast<size_t>(b / per);
-            if (b % per == 0) {
-                row.d[g] = d;
-                if (w.asym) row.m[g] = m;
-            } else if (row.d[g] != d || (w.asym && row.m[g] != m)) {
-                return std::nullopt;  // blocks of one group have different scales
-            }
-            const uint8_t* qs = blk + (w.asym ? 4 : 2);
+            const uint8_t* qs = src + b * bb + (w.asym ? 4 : 2);
             for (int64_t i = 0; i < 16; ++i) {
                 row.q[static_cast<size_t>(b * 32 + i)] = qs[i] & 0x0f;
                 row.q[static_cast<size_t>(b * 32 + 16 + i)] = qs[i] >> 4;

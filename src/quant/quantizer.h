@@ -49,6 +49,14 @@ const Quantizer& default_quantizer();
 // and the layout's group/row shares each block scale). nullopt when it does not map.
 std::optional<kernels::QuantRow> import_ggml_row(tensor::GgmlType t, const uint8_t* src,
                                                  const kernels::WeightMatrix& layout);
+// The Q4 path of import_ggml_row in two steps, for loading whole panels of codes at once
+// (kernels::pack_q4_codes with split_halves): whether Q4_0 / Q4_1 blocks' codes are `layout`'s
+// codes (Q4_0 into symmetric, Q4_1 into asymmetric int4 with f16 scales), and row src's group
+// scales into d (and m): false when the blocks of one group differ in scale (the row does not
+// import), util::Error for a non-finite scale.
+bool ggml_q4_codes_map(tensor::GgmlType t, const kernels::WeightMatrix& layout);
+bool import_ggml_q4_scales(tensor::GgmlType t, const uint8_t* src,
+                           const kernels::WeightMatrix& layout, uint16_t* d, uint16_t* m);
 // Whether a row of GGUF blocks of `type` runs as stored in `layout` (an is_kquant layout of that
 // block type, whole blocks per row): then the kernels read the file's bytes as they are, and
 // check_kquant_row_scales is the whole import.

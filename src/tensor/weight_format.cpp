@@ -36,6 +36,15 @@ std::vector<std::string> split_dash(const std::string& s) {
     }
     return out;
 }
+// The number after a suffix's letter ("g128" -> 128), or -1 when the rest is not all digits.
+int64_t suffix_number(const std::string& p) {
+    int64_t n = 0;
+    for (size_t j = 1; j < p.size(); ++j) {
+        if (p[j] < '0' || p[j] > '9' || n > 100000) return -1;
+        n = n * 10 + (p[j] - '0');
+    }
+    return p.size() < 2 ? -1 : n;
+}
 }  // namespace
 
 WeightFormat parse_weight_format(const std::string& s) {
@@ -48,12 +57,9 @@ WeightFormat parse_weight_format(const std::string& s) {
     const std::string& base = parts[0];
     if (base == "fp8" && parts.size() == 2) {  // fp8-bN: block-scaled (FP8 checkpoints' layout)
         const std::string& p = parts[1];
-        int64_t g = 0;
-        for (size_t j = 1; j < p.size(); ++j) {
-            if (p[j] < '0' || p[j] > '9' || g > 100000) throw bad("bad block '" + p + "'");
-            g = g * 10 + (p[j] - '0');
-        }
-        if (p.size() < 2 || p[0] != 'b' || g < 4 || g > 256 || g % 4 != 0)
+        const int64_t g = suffix_number(p);
+        if (p[0] == 'b' && p.size() > 1 && g < 0) throw bad("bad block '" + p + "'");
+        if (p[0] != 'b' || !fp8_block_valid(g))
             throw bad("fp8 takes only -bN, N a multiple of 4 from 4 to 256 (columns per scale)");
         f.type = WeightType::FP8;
         f.group = static_cast<int32_t>(g);
@@ -94,11 +100,8 @@ WeightFormat parse_weight_format(const std::string& s) {
     for (size_t i = 1; i < parts.size(); ++i) {
         const std::string& p = parts[i];
         if (p.size() > 1 && p[0] == 'g') {
-            int64_t g = 0;
-            for (size_t j = 1; j < p.size(); ++j) {
-                if (p[j] < '0' || p[j] > '9' || g > 100000) throw bad("bad group '" + p + "'");
-                g = g * 10 + (p[j] - '0');
-            }
+            const int64_t g = suffix_number(p);
+            if (g < 0) throw bad("bad group '" + p + "'");
             if (g != 32 && g != 128)
                 throw bad("int4 group size must be 32 or 128, got " + std::to_string(g));
             f.group = static_cast<int32_t>(g);

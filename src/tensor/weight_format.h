@@ -43,6 +43,11 @@ std::string weight_format_name(const WeightFormat& f);
 // head is ~19% of a 1B model's bytes per decoded token; docs/WEIGHT_QUANT.md, Design: Embeddings
 // and head); unset (the runtime dtype) beside anything else.
 std::optional<WeightFormat> default_head_format(const WeightFormat& layers);
+// Whether fp8-bG can hold a block of g columns: a multiple of 4 (the contract's four chains) up to
+// 256 (the kernels' widened block).
+inline bool fp8_block_valid(int64_t g) {
+    return g >= 4 && g <= 256 && g % 4 == 0;
+}
 
 // GGUF block traits (ggml-common.h) of the types kept as stored.
 constexpr int64_t kKQuantBlock = 256;  // weights per K-quant super-block

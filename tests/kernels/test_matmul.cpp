@@ -16,6 +16,9 @@
 #include "kernels/kernels_internal.h"
 #include "kernels/matmul.h"
 #include "kernels_test_util.h"
+#include "tensor/float_convert.h"
+#include "util/error.h"
+#include "util/thread_pool.h"
 
 namespace warden::kernels {
 namespace detail {
@@ -378,6 +381,36 @@ TEST(Matmul, PackBf16RowsMatchesPackingF32) {
     EXPECT_EQ(want[static_cast<size_t>(packed_index(0, 5, cols))], 0x7fc1);  // quieted
     EXPECT_EQ(want[static_cast<size_t>(packed_index(1, 17, cols))], 0x7fc1);
     EXPECT_EQ(want[static_cast<size_t>(packed_index(20, 9, cols))], 0xffc1);
+}
+
+// A row-major lookup table (an embedding table read where the file maps it): rows come back as
+// stored (bf16 widened exactly, f32 copied), and every matmul entry refuses it.
+TEST(Matmul, RowMajorLookupTableRowsAndNoMatmul) {
+    const int64_t rows = 3, cols = 5;
+    const auto vals = random_floats(static_cast<size_t>(rows * cols), 91, -2.0f, 2.0f);
+    std::vector<uint16_t> bits(vals.size());
+    for (size_t i = 0; i < vals.size(); ++i) bits[i] = tensor::f32_to_bf16(vals[i]);
+    for (const WeightType t : {WeightType::F32, WeightType::BF16}) {
+        WeightMatrix w;
+        w.type = t;
+        w.rows = rows;
+        w.cols = cols;
+        w.row_major = true;
+        w.data = t == WeightType::F32 ? static_cast<const void*>(vals.data()) : bits.data();
+        std::vector<float> out(static_cast<size_t>(cols));
+        for (int64_t r = 0; r < rows; ++r) {
+            unpack_weight_row(w, r, out.data());
+            for (int64_t k = 0; k < cols; ++k) {
+                const auto i = static_cast<size_t>(r * cols + k);
+                EXPECT_EQ(out[static_cast<size_t>(k)],
+                          t == WeightType::F32 ? vals[i] : tensor::bf16_to_f32(bits[i]));
+            }
+        }
+        util::ThreadPool pool(1);
+        std::vector<float> x(static_cast<size_t>(cols), 1.0f), y(static_cast<size_t>(rows));
+        EXPECT_THROW(matmul(w, x.data(), 1, y.data(), pool), util::Error);
+        EXPECT_THROW(matmul_rows(Isa::Scalar, w, x.data(), 1, y.data(), 0, rows), util::Error);
+    }
 }
 
 }  // namespace

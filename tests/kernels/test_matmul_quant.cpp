@@ -549,6 +549,64 @@ TEST(QuantMatmul, Fp8PanelPackingEqualsRowPacking) {
             }
 }
 
+// int4 codes packed from row-major 4-bit source rows (the loader's path for GGUF Q4_0/Q4_1 and
+// compressed-tensors int4: SSE2 transposes for whole panels, a per-row loop for partial ones) and
+// scales per row give the same bytes as pack_quant_row, in both source nibble orders, for groups
+// of 32 and 128, symmetric and asymmetric, with padded source chunks and row ranges that start
+// and end mid-panel.
+TEST(QuantMatmul, Q4PanelPackingEqualsRowPacking) {
+    uint32_t seed = 77;
+    for (const char* fmt : {"int4", "int4-asym", "int4-g128", "int4-g128-asym"})
+        for (const bool split : {false, true})
+            for (const auto& [r0, r1] : {std::pair<int64_t, int64_t>{0, 40}, {3, 37}}) {
+                const int64_t rows = 40, cols = 256, chunks = cols / 32;
+                const int64_t chunk_stride = split ? 18 : 16,
+                              row_stride = chunks * chunk_stride + 3;
+                WeightMatrix w =
+                    kernels::weight_layout(tensor::parse_weight_format(fmt), rows, cols);
+                std::vector<uint8_t> want(static_cast<size_t>(quant_packed_bytes(w)), 0);
+                std::vector<uint8_t> got = want;
+                std::vector<uint8_t> src(static_cast<size_t>((r1 - r0) * row_stride), 0xee);
+                std::vector<QuantRow> qrows;
+                for (int64_t r = r0; r < r1; ++r) {
+                    QuantRow q;
+                    const auto v = random_floats(static_cast<size_t>(cols), seed++, 0.0f, 16.0f);
+                    for (float f : v) q.q.push_back(static_cast<uint8_t>(std::min(15.0f, f)));
+                    for (int64_t g = 0; g < cols / w.group; ++g) {
+                        q.d.push_back(static_cast<uint16_t>(seed * 31 + g));
+                        if (w.asym) q.m.push_back(static_cast<uint16_t>(seed * 17 + g));
+                    }
+                    pack_quant_row(w, r, q, want.data());
+                    // The row's codes as source chunks: byte i of a chunk holds codes (2i, 2i + 1)
+                    // or, split, (i, i + 16), low nibble first.
+                    for (int64_t c = 0; c < chunks; ++c)
+                        for (int64_t i = 0; i < 16; ++i) {
+                            const int64_t lo = split ? i : 2 * i, hi = split ? i + 16 : 2 * i + 1;
+                            src[static_cast<size_t>((r - r0) * row_stride + c * chunk_stride + i)] =
+                                static_cast<uint8_t>(q.q[static_cast<size_t>(32 * c + lo)] |
+                                                     (q.q[static_cast<size_t>(32 * c + hi)] << 4));
+                        }
+                    qrows.push_back(std::move(q));
+                }
+                for (int64_t p0 = r0; p0 < r1;) {
+                    const int64_t p1 = r0 == 0 ? r1 : std::min(r1, p0 + 13);
+                    Q4CodeRows part;
+                    part.data = src.data() + (p0 - r0) * row_stride;
+                    part.row_stride = row_stride;
+                    part.chunk_stride = chunk_stride;
+                    part.split_halves = split;
+                    pack_q4_codes(w, p0, p1, part, got.data());
+                    p0 = p1;
+                }
+                for (int64_t r = r0; r < r1; ++r) {
+                    const QuantRow& q = qrows[static_cast<size_t>(r - r0)];
+                    pack_q4_scales(w, r, q.d.data(), w.asym ? q.m.data() : nullptr, got.data());
+                }
+                ASSERT_EQ(got, want)
+                    << fmt << (split ? " split" : "") << " rows " << r0 << ".." << r1;
+            }
+}
+
 // Every finite e4m3 code decodes in registers exactly as tensor::fp8_e4m3_to_f32 (one-hot x).
 TEST(QuantMatmul, Fp8DecodeEveryCode) {
     const int64_t rows = 16, cols = 16;  // 256 codes
