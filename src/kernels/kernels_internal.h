@@ -117,13 +117,13 @@ struct QuantArgs {
 // kinds >= kQuantKindQ4K to its mm_kquant_* kernel.
 constexpr int kQuantKindQ4K = 3, kQuantKindQ5K = 4, kQuantKindQ6K = 5, kQuantKindQ5_0 = 6,
               kQuantKindQ5_1 = 7, kQuantKindQ2K = 8, kQuantKindQ3K = 9, kQuantKindIQ4NL = 10,
-              kQuantKindIQ4XS = 11;
+              kQuantKindIQ4XS = 11, kQuantKindQ8_0 = 12;
 // Tokens whose activations one Q5_0 / Q5_1 / IQ4_NL row pass reads in the transposed layout.
 constexpr int64_t kQ5UnpackTokens = 64;
 // Per kind - kQuantKindQ4K: weights and bytes of one block (a 256-weight super-block or a 32-weight
 // block).
-constexpr int64_t kKQuantKindElems[] = {256, 256, 256, 32, 32, 256, 256, 32, 256};
-constexpr int64_t kKQuantKindBytes[] = {144, 176, 210, 22, 24, 84, 110, 18, 136};
+constexpr int64_t kKQuantKindElems[] = {256, 256, 256, 32, 32, 256, 256, 32, 256, 32};
+constexpr int64_t kKQuantKindBytes[] = {144, 176, 210, 22, 24, 84, 110, 18, 136, 34};
 void mm_kquant_scalar(const QuantArgs& a, int64_t row_begin, int64_t row_end);  // matmul_kquant.cpp
 void mm_kquant_avx2(const QuantArgs& a, int64_t row_begin,
                     int64_t row_end);  // matmul_kquant_avx2.cpp

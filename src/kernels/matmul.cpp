@@ -209,6 +209,34 @@ int64_t kq5_unpack_bytes(int64_t cols, int64_t n) {
                     68 * nbp + detail::kQ5UnpackTokens * 36 * nbp);
 }
 
+// Q8_0 (read in place, row after row) over several tokens: each 16-row panel is formed in the
+// calling thread's scratch in int8-g32's layout and handed to the int8-g32 kernel of table t,
+// which is written for many tokens (activations broadcast against 16 rows at once, AMX tiles
+// where there are some). Both compute int8-g32's arithmetic, so the outputs are the one-token
+// kernel's bit for bit; forming a panel costs about what reading it does, once per call.
+constexpr int64_t kQ8_0PanelMinTokens = 2;
+void q8_0_as_panels(const detail::MatmulTable& t, const WeightMatrix& w,
+                    const detail::QuantArgs& qa, int64_t r0, int64_t r1) {
+    const int64_t row_bytes = kquant_row_bytes(w);
+    uint8_t* panel = unpack_scratch(w.cols / 32 * detail::kQ8BlockBytes);
+    detail::QuantArgs q = qa;
+    q.kind = 1;  // int8
+    q.group = 32;
+    q.bf16_scales = false;
+    q.data = panel;
+    for (int64_t p0 = r0; p0 < r1;) {
+        const int64_t base = p0 / kPanelRows * kPanelRows;
+        const int64_t p1 = std::min(r1, base + kPanelRows);
+        const int64_t n = std::min(w.rows, base + kPanelRows) - base;
+        pack_q8_0_panel(static_cast<const uint8_t*>(w.data) + base * row_bytes, row_bytes, n,
+                        w.cols, panel);
+        q.rows = n;
+        q.y = qa.y + base;
+        t.quant(q, p0 - base, p1 - base);
+        p0 = p1;
+    }
+}
+
 // Rows [r0, r1) of one matrix; qa: its quant_args when it is quantized, sx: its split
 // activations when it takes the bf16 tiles.
 void run_rows(const detail::MatmulTable& t, const WeightMatrix& w, const float* x, int64_t n,
@@ -217,6 +245,8 @@ void run_rows(const detail::MatmulTable& t, const WeightMatrix& w, const float* 
         const detail::Bf16TileArgs a{
             static_cast<const uint8_t*>(w.tiles), w.rows, w.cols, sx.hi, sx.lo, n, y, w.rows};
         bf16_tile_kernel(t)(a, r0, r1);
+    } else if (qa.kind == detail::kQuantKindQ8_0 && n >= kQ8_0PanelMinTokens) {
+        q8_0_as_panels(t, w, qa, r0, r1);
     } else if (is_quant(w)) {
         // Q5_0 / Q5_1 / IQ4_NL at any token count: the SIMD kernels unpack each row once into it
         // (the scalar one ignores it).

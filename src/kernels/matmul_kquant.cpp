@@ -33,6 +33,8 @@ int kquant_kind(WeightType t) {
             return detail::kQuantKindIQ4NL;
         case WeightType::IQ4XS:
             return detail::kQuantKindIQ4XS;
+        case WeightType::Q8_0:
+            return detail::kQuantKindQ8_0;
         default:
             throw util::Error("kquant_kind: not a GGUF block weight type");
     }
@@ -165,6 +167,20 @@ void mm_kquant_scalar(const QuantArgs& a, int64_t r0, int64_t r1) {
     const int64_t row_bytes = cols / kKQuantKindElems[a.kind - kQuantKindQ4K] * bb;
     for (int64_t t = 0; t < a.n; ++t)
         for (int64_t r = r0; r < r1; ++r) {
+            if (a.kind == kQuantKindQ8_0) {  // int8-g32's arithmetic: one chain in k order
+                const uint8_t* row = a.data + r * row_bytes;
+                float acc = 0.0f;
+                for (int64_t b = 0; b < nb; ++b) {
+                    const int8_t* xq = a.xq + t * cols + b * 32;
+                    int32_t sum = 0;
+                    for (int l = 0; l < 32; ++l)
+                        sum += static_cast<int8_t>(row[b * 34 + 2 + l]) * xq[l];
+                    acc = std::fma(static_cast<float>(sum), f16_at(row + b * 34) * a.xd[t * nb + b],
+                                   acc);
+                }
+                a.y[t * a.ldy + r] = acc;
+                continue;
+            }
             float acc[8] = {};
             if (a.kind > kQuantKindQ6K) {
                 for (int64_t b = 0; b < nb; ++b)

@@ -2,7 +2,8 @@
 // GGUF block weight layouts (WeightType Q4K, Q5K, Q6K and the other is_kquant types): llama.cpp's
 // blocks (super-blocks of 256 weights, or blocks of 32), kept byte for byte as the file has them,
 // one row after another: row r at r * row_bytes, row_bytes = cols / block weights * block bytes
-// (Q4_K 144, Q5_K 176, Q6_K 210, Q2_K 84, Q3_K 110, IQ4_XS 136; Q5_0 22, Q5_1 24, IQ4_NL 18),
+// (Q4_K 144, Q5_K 176, Q6_K 210, Q2_K 84, Q3_K 110, IQ4_XS 136; Q5_0 22, Q5_1 24, Q8_0 34,
+// IQ4_NL 18),
 //   rows rounded up to whole panels of 16 (kernels/matmul.h) where a matrix owns its bytes; padding
 //   rows are zero bytes (zero scales, so their outputs are 0). The kernels read rows below w.rows
 //   only, so a GGUF model's matrix reads the mapped file in place (model::Matrix::mapped).
@@ -28,7 +29,7 @@
 //     nibbles for l < 16, high ones for l >= 16).
 //   Q5_0 (32): [f16 d][u32 qh][16 qs]: d*(q - 16), q = nibble | 16 * bit l of qh (nibbles as
 //     IQ4_XS); Q5_1 (32): [f16 d][f16 m][u32 qh][16 qs]: d*q + m; IQ4_NL (32): [f16 d][16 qs]:
-//     d*kv[nibble].
+//     d*kv[nibble]; Q8_0 (32): [f16 d][32 int8 q]: d*q.
 //
 // Arithmetic contract (identical in every ISA: bit-exact across ISAs, thread splits and batch
 // sizes, each token row computed alone). Activations are quantize_acts' int8 blocks of 32
@@ -50,6 +51,12 @@
 // lanes are what an 8-wide float vector holds, so the SIMD kernels keep eight blocks' sums in one
 // register (32-block types: a row whose block count is not a multiple of 8 ends with single
 // blocks, each computed as above in its lane).
+// Q8_0 is the exception: it computes int8-g32's contract (kernels/matmul_quant.h: one chain per
+// row, acc = fma(float(sum q*xq), d*xd, acc) block by block in k order, y = acc), so a Q8_0 file
+// gives the same outputs bit for bit whether its blocks are read in place (q8_0) or copied into
+// int8-g32 panels; the SIMD kernels reduce eight rows' block sums into one vector, a lane per row,
+// and over several tokens hand panels formed per call (kernels::pack_q8_0_panel) to the int8-g32
+// kernel.
 #include <cstdint>
 #include <optional>
 

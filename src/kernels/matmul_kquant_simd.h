@@ -1323,8 +1323,110 @@ void kq_matmul_q3k(const QuantArgs& a, int64_t r0, int64_t r1) {
     }
 }
 
+// Q8_0 rows ([f16 d][32 int8 codes] per 32-block) with int8-g32's arithmetic
+// (kernels/matmul_quant.h): one fma chain per row and token, block by block in k order. Eight rows
+// share a pass and each row's chain is one float lane: a vector holds the first (or last) 16 codes
+// of block b of two rows, 2i and 2i + 1, side by side, against the token's matching 16 activations
+// in both halves, so four such products (two per pair of rows) reduce to the eight rows' block sums
+// in three hadds, in the lane order [0 2 4 6 | 1 3 5 7] (kKqQ8Lane), which the scales and outputs
+// follow. A pass over fewer than eight rows repeats its last row in the spare lanes and keeps only
+// its own.
+constexpr int kKqQ8Lane[8] = {0, 2, 4, 6, 1, 3, 5, 7};  // lane j holds row kKqQ8Lane[j]
+
+// Sum of q*x over signed codes: with vpdpbusd as (q + 128) * x (the caller takes 128 * xs off),
+// with maddubs as |q| * (x * sign(q)) (pair sums peak at 2 * 128 * 127 where q = -128).
+inline KQI kq_q8_dot(KQI q, KQI x) {
+#if KQ_VNNI
+    return kq_dot(KQ(mm256_xor_si256)(q, KQ(mm256_set1_epi8)(static_cast<char>(0x80))), x);
+#else
+    return kq_dot(KQ(mm256_sign_epi8)(q, q), KQ(mm256_sign_epi8)(x, q));
+#endif
+}
+
+// The 16 bytes at p, then the 16 at q.
+inline KQI kq_load2x128(const uint8_t* p, const uint8_t* q) {
+    return KQ(mm256_set_m128i)(KQ(mm_loadu_si128)(reinterpret_cast<const KQH*>(q)),
+                               KQ(mm_loadu_si128)(reinterpret_cast<const KQH*>(p)));
+}
+
+// The f16 scale of block b (at rows[0] + off + idx[j]) of each lane's row as f32 lanes (exact).
+inline KQF kq_q8_scales(const uint8_t* const* rows, KQI idx, int64_t off) {
+#if KQ_SCALAR_FLOAT
+    alignas(32) float f[8];
+    for (int j = 0; j < 8; ++j) f[j] = kq_f16(rows[kKqQ8Lane[j]] + off);
+    (void)idx;
+    return KQ(mm256_load_ps)(f);
+#else
+    // One gather of the dword at each scale, then each dword's low 16 bits packed into 8 halves.
+    const KQI g = KQ(mm256_i32gather_epi32)(reinterpret_cast<const int*>(rows[0] + off), idx, 1);
+    const KQI lo = KQ(mm256_shuffle_epi8)(
+        g, KQ(mm256_setr_epi8)(0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1, 0, 1, 4, 5,
+                               8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1));
+    const KQI packed = KQ(mm256_permute4x64_epi64)(lo, 0x08);  // qwords 0 and 2
+    return KQ(mm256_cvtph_ps)(KQ(mm256_castsi256_si128)(packed));
+#endif
+}
+
+// Eight rows (rows[i]) against token t; y[i] = row i's output for i < count. next: the next pass's
+// rows (8 * row_bytes contiguous bytes), prefetched piece by piece block after block (a row is a
+// short stream, too short for the hardware prefetcher to ramp up on), or null.
+void kq_q8_rows(const QuantArgs& a, const uint8_t* const* rows, int64_t t, float* y, int count,
+                const uint8_t* next) {
+    const int64_t nb = a.cols / 32;
+    const int8_t* xq = a.xq + t * a.cols;
+    const float* xd = a.xd + t * nb;
+#if KQ_VNNI
+    const int32_t* xs = a.xs + t * nb;
+#endif
+    alignas(32) int32_t off[8];
+    for (int j = 0; j < 8; ++j) off[j] = static_cast<int32_t>(rows[kKqQ8Lane[j]] - rows[0]);
+    const KQI idx = kq_load(off);
+    KqAcc acc;
+    for (int64_t b = 0; b < nb; ++b) {
+        if (next)  // block b's share of the next pass's bytes, 8 * 34 of them
+            for (int64_t o = 8 * 34 * b; o < 8 * 34 * (b + 1); o += 64)
+                __builtin_prefetch(next + o);
+        const int64_t o = 34 * b + 2;
+        const KQH x0 = KQ(mm_loadu_si128)(reinterpret_cast<const KQH*>(xq + 32 * b));
+        const KQH x1 = KQ(mm_loadu_si128)(reinterpret_cast<const KQH*>(xq + 32 * b + 16));
+        const KQI xl = KQ(mm256_set_m128i)(x0, x0), xh = KQ(mm256_set_m128i)(x1, x1);
+        KQI v[4];
+        for (int p = 0; p < 4; ++p) {
+            const uint8_t* r0 = rows[2 * p] + o;
+            const uint8_t* r1 = rows[2 * p + 1] + o;
+            v[p] = KQ(mm256_add_epi32)(kq_q8_dot(kq_load2x128(r0, r1), xl),
+                                       kq_q8_dot(kq_load2x128(r0 + 16, r1 + 16), xh));
+        }
+        // v[p]: lanes 0-3 row 2p's four partial sums, 4-7 row 2p + 1's.
+        KQI sums = KQ(mm256_hadd_epi32)(KQ(mm256_hadd_epi32)(v[0], v[1]),
+                                        KQ(mm256_hadd_epi32)(v[2], v[3]));
+#if KQ_VNNI
+        sums = KQ(mm256_sub_epi32)(sums, KQ(mm256_set1_epi32)(128 * xs[b]));
+#endif
+        acc.step_lanes(sums,
+                       KQ(mm256_mul_ps)(kq_q8_scales(rows, idx, 34 * b), KQ(mm256_set1_ps)(xd[b])));
+    }
+    alignas(32) float out[8];
+    acc.store(out);
+    for (int j = 0; j < 8; ++j)
+        if (kKqQ8Lane[j] < count) y[kKqQ8Lane[j]] = out[j];
+}
+
+// Rows [r0, r1) of Q8_0, eight at a time, every token of a group of rows before the next group.
+void kq_matmul_q8_0(const QuantArgs& a, int64_t r0, int64_t r1) {
+    const int64_t row_bytes = a.cols / 32 * 34;
+    for (int64_t r = r0; r < r1; r += 8) {
+        const int count = static_cast<int>(std::min<int64_t>(8, r1 - r));
+        const uint8_t* rows[8];
+        for (int i = 0; i < 8; ++i) rows[i] = a.data + (r + std::min(i, count - 1)) * row_bytes;
+        const uint8_t* next = a.n == 1 && r + 8 < a.rows ? a.data + (r + 8) * row_bytes : nullptr;
+        for (int64_t t = 0; t < a.n; ++t) kq_q8_rows(a, rows, t, a.y + t * a.ldy + r, count, next);
+    }
+}
+
 // Rows [r0, r1) for every token: a row's blocks stay in L1 across the tokens.
 void kq_matmul(const QuantArgs& a, int64_t r0, int64_t r1) {
+    if (a.kind == kQuantKindQ8_0) return kq_matmul_q8_0(a, r0, r1);
     if (a.unpack && a.n == 1) {
         switch (a.kind) {
             case kQuantKindQ5_0:

@@ -277,6 +277,48 @@ void pack_fp8_codes(const WeightMatrix& w, int64_t r0, int64_t r1, const uint8_t
     }
 }
 
+void pack_q8_0_panel(const uint8_t* src, int64_t row_bytes, int64_t n, int64_t cols,
+                     uint8_t* panel) {
+    util::check(n >= 0 && n <= kPanelRows && cols % 32 == 0 && row_bytes >= cols / 32 * 34,
+                "pack_q8_0_panel: bad shape");
+    static constexpr uint8_t kZero[34] = {};
+    for (int64_t b = 0; b < cols / 32; ++b) {
+        uint8_t* blk = panel + b * kQ8BlockBytes;
+        const uint8_t* rows[kPanelRows];  // each row's block b: [f16 d][32 int8 codes]
+        for (int64_t i = 0; i < kPanelRows; ++i) {
+            rows[i] = i < n ? src + i * row_bytes + b * 34 : kZero;
+            std::memcpy(blk + 2 * i, rows[i], 2);
+        }
+        // Quad j of the block holds code dword j of rows 0-7 (row i at 4i), then of rows 8-15.
+#if defined(__SSE2__)
+        for (int h = 0; h < 2; ++h)            // rows 8h..8h+7
+            for (int g = 0; g < 2; ++g)        // of them rows 8h + 4g .. + 3
+                for (int c = 0; c < 2; ++c) {  // dwords 4c .. 4c + 3
+                    __m128i v[4];
+                    for (int q = 0; q < 4; ++q)
+                        v[q] = _mm_loadu_si128(
+                            reinterpret_cast<const __m128i*>(rows[8 * h + 4 * g + q] + 2 + 16 * c));
+                    const __m128i t0 = _mm_unpacklo_epi32(v[0], v[1]);
+                    const __m128i t1 = _mm_unpacklo_epi32(v[2], v[3]);
+                    const __m128i t2 = _mm_unpackhi_epi32(v[0], v[1]);
+                    const __m128i t3 = _mm_unpackhi_epi32(v[2], v[3]);
+                    uint8_t* d = blk + 32 + 4 * c * 64 + 32 * h + 16 * g;
+                    _mm_storeu_si128(reinterpret_cast<__m128i*>(d), _mm_unpacklo_epi64(t0, t1));
+                    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + 64),
+                                     _mm_unpackhi_epi64(t0, t1));
+                    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + 128),
+                                     _mm_unpacklo_epi64(t2, t3));
+                    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + 192),
+                                     _mm_unpackhi_epi64(t2, t3));
+                }
+#else
+        for (int64_t i = 0; i < kPanelRows; ++i)
+            for (int64_t j = 0; j < 8; ++j)
+                std::memcpy(blk + 32 + j * 64 + (i / 8) * 32 + (i % 8) * 4, rows[i] + 2 + 4 * j, 4);
+#endif
+    }
+}
+
 void pack_fp8_scales(const WeightMatrix& w, int64_t r, const float* s, uint8_t* packed) {
     util::check(w.type == WeightType::FP8 && r >= 0 && r < w.rows,
                 "pack_fp8_scales: not an FP8 matrix or row out of bounds");

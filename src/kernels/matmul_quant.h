@@ -109,6 +109,12 @@ void pack_q4_codes(const WeightMatrix& w, int64_t r0, int64_t r1, const Q4CodeRo
                    uint8_t* packed);
 void pack_q4_scales(const WeightMatrix& w, int64_t r, const uint16_t* d, const uint16_t* m,
                     uint8_t* packed);
+// One int8-g32 panel (quant_panel_bytes of an int8-g32 matrix of `cols`) from n <= 16 rows of
+// GGUF Q8_0 blocks (row i at src + i * row_bytes; rows n..15 get zero codes and scales): the bytes
+// pack_quant_row writes for those rows imported block for block. The multi-token Q8_0 matmul
+// (WeightType::Q8_0, read in place) hands each panel it forms so to the int8-g32 kernels.
+void pack_q8_0_panel(const uint8_t* src, int64_t row_bytes, int64_t n, int64_t cols,
+                     uint8_t* panel);
 QuantRow unpack_quant_row(const WeightMatrix& w, int64_t r);
 // Dequantized row (exactly the values the W4A16 / reference arithmetic uses).
 void dequant_row(const WeightMatrix& w, int64_t r, float* out);

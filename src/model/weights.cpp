@@ -1,5 +1,7 @@
 #include "model/weights.h"
 
+#include <algorithm>
+
 #include "kernels/matmul_bf16_tiles.h"
 #include "kernels/matmul_kquant.h"
 #include "util/error.h"
@@ -110,6 +112,16 @@ void Matrix::pack_q4_codes(int64_t r0, int64_t r1, const kernels::Q4CodeRows& sr
 
 void Matrix::pack_q4_scales(int64_t r, const uint16_t* d, const uint16_t* m) {
     kernels::pack_q4_scales(view_, r, d, m, owned_.data());
+}
+
+void Matrix::pack_q8_0_panel(int64_t p, const uint8_t* src, int64_t row_bytes) {
+    util::check(view_.type == tensor::WeightType::Q8 && view_.group == 32 && !view_.bf16_scales &&
+                    p >= 0 && p * kernels::kPanelRows < view_.rows,
+                "pack_q8_0_panel: not an int8-g32 matrix with f16 scales, or panel out of range");
+    kernels::pack_q8_0_panel(
+        src, row_bytes,
+        std::min<int64_t>(kernels::kPanelRows, view_.rows - p * kernels::kPanelRows), view_.cols,
+        owned_.data() + p * kernels::quant_panel_bytes(view_));
 }
 
 int64_t Matrix::add_bf16_tiles(util::HugePageArena* arena) {

@@ -1,6 +1,6 @@
-// GGUF block matmul kernels (kernels/matmul_kquant.h: K-quants, Q5_0/Q5_1, IQ4_NL/IQ4_XS): every
-// ISA variant bit-exact against the scalar kernel for any batch size, thread split and row range,
-// on random valid blocks with extreme scales; the scalar kernel against an independent
+// GGUF block matmul kernels (kernels/matmul_kquant.h: K-quants, Q5_0/Q5_1/Q8_0, IQ4_NL/IQ4_XS):
+// every ISA variant bit-exact against the scalar kernel for any batch size, thread split and row
+// range, on random valid blocks with extreme scales; the scalar kernel against an independent
 // double-precision sum of the dequantized weights (tensor::dequantize_row, itself checked against
 // gguf-py in tests/python/test_gguf_kquant.py) times the dequantized int8 activations.
 #include <gtest/gtest.h>
@@ -17,6 +17,7 @@
 #include "kernels/matmul.h"
 #include "kernels/matmul_kquant.h"
 #include "kernels/matmul_quant.h"
+#include "quant/quantizer.h"
 #include "util/error.h"
 #include "util/thread_pool.h"
 
@@ -331,10 +332,57 @@ TEST_P(KQuantMatmul, LayoutRoundTripAndShapeCheck) {
     EXPECT_THROW(check_quant_shape(bad), util::Error);
 }
 
+// Q8_0 read in place computes what the same blocks imported into int8-g32 panels do, bit for bit
+// (matmul_kquant.h: int8-g32's arithmetic): one token (the row kernel, eight rows per pass, rows
+// not a multiple of eight) and several (panels formed per call, handed to the int8-g32 kernel),
+// with -128 codes and extreme scales, on every ISA here; and the panels formed per call are the
+// bytes the loader's import writes.
+TEST(KQuantQ8_0, InPlaceEqualsInt8G32PanelsBitForBit) {
+    for (const int64_t rows : {1, 7, 13, 40}) {
+        const int64_t cols = 32 * 11;
+        const KCase c =
+            make_case(WeightType::Q8_0, rows, cols, 300 + static_cast<uint32_t>(rows), rows % 2);
+        WeightMatrix g32;
+        g32.type = WeightType::Q8;
+        g32.group = 32;
+        g32.rows = rows;
+        g32.cols = cols;
+        std::vector<uint8_t> panels(static_cast<size_t>(quant_packed_bytes(g32)), 0);
+        const int64_t row_bytes = cols / 32 * 34;
+        for (int64_t r = 0; r < rows; ++r) {
+            const auto q = quant::import_ggml_row(tensor::GgmlType::Q8_0,
+                                                  c.packed.data() + r * row_bytes, g32);
+            ASSERT_TRUE(q.has_value());
+            pack_quant_row(g32, r, *q, panels.data());
+        }
+        g32.data = panels.data();
+        std::vector<uint8_t> formed(static_cast<size_t>(quant_panel_bytes(g32)));
+        for (int64_t p = 0; p * kPanelRows < rows; ++p) {
+            std::fill(formed.begin(), formed.end(), 0xee);
+            pack_q8_0_panel(c.packed.data() + p * kPanelRows * row_bytes, row_bytes,
+                            std::min<int64_t>(kPanelRows, rows - p * kPanelRows), cols,
+                            formed.data());
+            ASSERT_TRUE(std::equal(formed.begin(), formed.end(),
+                                   panels.begin() + p * quant_panel_bytes(g32)))
+                << "panel " << p;
+        }
+        for (const int64_t n : {1, 2, 5, 9}) {
+            const std::vector<float> x = acts(n, cols, 17 + static_cast<uint32_t>(n));
+            for (Isa isa : {Isa::Scalar, Isa::AVX2, Isa::AVX512}) {
+                if (!isa_supported(isa)) continue;
+                const std::vector<float> ref = run(isa, g32, x, n);
+                expect_same_bits(run(isa, c.w, x, n), ref, isa_name(isa));
+                expect_same_bits(run(Isa::Scalar, c.w, x, n), ref, "scalar Q8_0");
+            }
+        }
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(Types, KQuantMatmul,
                          ::testing::Values(WeightType::Q4K, WeightType::Q5K, WeightType::Q6K,
                                            WeightType::Q5_0, WeightType::Q5_1, WeightType::Q2K,
-                                           WeightType::Q3K, WeightType::IQ4NL, WeightType::IQ4XS),
+                                           WeightType::Q3K, WeightType::IQ4NL, WeightType::IQ4XS,
+                                           WeightType::Q8_0),
                          [](const auto& p) {
                              std::string s = kquant_type_name(p.param);  // Q4_K -> Q4K
                              s.erase(s.find('_'), 1);

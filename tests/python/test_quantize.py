@@ -114,6 +114,8 @@ def test_named_weights_keep_the_default_models_q8_0_head():
         assert p.returncode == 0, p.stderr
         assert "token_embd Q8_0 as int8-g32 without loss" in p.stderr, p.stderr
         assert p.stdout == logits(MODEL, "--weights", layers, "--head-weights", "int8-g32")
+        # The head's blocks read in place (q8_0) compute the same logits, bit for bit.
+        assert p.stdout == logits(MODEL, "--weights", layers, "--head-weights", "q8_0")
         assert p.stdout != logits(MODEL, "--weights", layers, "--head-weights", "int8" if layers == "int4" else "bf16")
 
 
@@ -148,6 +150,19 @@ def test_bad_inputs_fail_cleanly(tmp_path: Path):
     p = run("logits", "-m", str(bad), "--tokens", "1,2", "--weights", "int4")
     assert p.returncode == 1, p.stderr
     assert "blk.2.ffn_gate.weight" in p.stderr and "corrupt" in p.stderr
+    # The same in a Q8_0 tensor: refused whether its blocks are copied into int8-g32 panels (the
+    # default) or read in place (q8_0).
+    q8 = tmp_path / "q8.gguf"
+    assert run("quantize", "-m", str(TINY), "-o", str(q8), "--weights", "int8-g32").returncode == 0
+    t = next(t for t in gguf.GGUFReader(str(q8)).tensors if t.name == "blk.2.ffn_gate.weight")
+    q8data = bytearray(q8.read_bytes())
+    q8data[int(t.data_offset) + 34 + 1] = 0x7E  # second block's f16 scale -> NaN
+    bad8 = tmp_path / "bad8.gguf"
+    bad8.write_bytes(bytes(q8data))
+    for weights in ("auto", "q8_0"):
+        p = run("logits", "-m", str(bad8), "--tokens", "1,2", "--weights", weights)
+        assert p.returncode == 1, (weights, p.stderr)
+        assert "blk.2.ffn_gate.weight" in p.stderr and "corrupt" in p.stderr, (weights, p.stderr)
     # Truncated file.
     (tmp_path / "trunc.gguf").write_bytes(bytes(data[: len(data) // 2]))
     p = run("logits", "-m", str(tmp_path / "trunc.gguf"), "--tokens", "1,2", "--weights", "int4")
@@ -248,6 +263,12 @@ def test_llama_cpp_q8_0_runs_as_int8_g32_without_loss(tmp_path: Path, minus128: 
     assert "did not import" not in p.stderr, p.stderr
     assert p.stdout == logits(q8, "--weights", "int8-g32")
     assert p.stdout != logits(base, "--weights", "int8-g32")  # gguf-py's codes, not warden's
+    # The layers read in place as stored (q8_0): the same logits, bit for bit (int8-g32's
+    # arithmetic on the file's own blocks), with no layer bytes copied.
+    inplace = run("logits", "-m", str(q8), "--tokens", TOKENS, "--top", "5", "--weights", "q8_0")
+    assert inplace.returncode == 0, inplace.stderr
+    assert "read in place from the file" in inplace.stderr, inplace.stderr
+    assert inplace.stdout == p.stdout
     # Per-channel int8 cannot hold these blocks: naming it requantizes them, so the logits move.
     assert logits(q8, "--weights", "int8") != p.stdout
 
