@@ -148,6 +148,16 @@ void q4_chunk_codes(const uint8_t* chunk, bool split_halves, uint8_t* codes) {
     }
 }
 #if defined(__SSE2__)
+// c[0..3] as a 4x4 matrix of 32-bit words, transposed: word j of every c[i] stored as one 16-byte
+// vector at dst + j * stride (the int4 and int8 panels' quads are rows of 4-byte words).
+void store_transposed_4x4_epi32(const __m128i* c, uint8_t* dst, int64_t stride) {
+    const __m128i t0 = _mm_unpacklo_epi32(c[0], c[1]), t1 = _mm_unpacklo_epi32(c[2], c[3]);
+    const __m128i t2 = _mm_unpackhi_epi32(c[0], c[1]), t3 = _mm_unpackhi_epi32(c[2], c[3]);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst), _mm_unpacklo_epi64(t0, t1));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + stride), _mm_unpackhi_epi64(t0, t1));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 2 * stride), _mm_unpacklo_epi64(t2, t3));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 3 * stride), _mm_unpackhi_epi64(t2, t3));
+}
 // One chunk of a whole panel: rows[i] is row i's 16 source bytes; the chunk's 8 quads at dst.
 // Per lane, the 32 codes of rows lane (low nibbles) and lane + 8 (high) in column order, as two
 // vectors of four quads' words; then 4x4 transposes of 32-bit words put lanes side by side.
@@ -169,16 +179,8 @@ void pack_q4_chunk_sse2(const uint8_t* const* rows, bool split_halves, uint8_t* 
         q[1][lane] = _mm_or_si128(a1, _mm_slli_epi16(b1, 4));
     }
     for (int h = 0; h < 2; ++h)
-        for (int half = 0; half < 2; ++half) {  // lanes 4 * half .. 4 * half + 3
-            const __m128i* c = q[h] + 4 * half;
-            const __m128i t0 = _mm_unpacklo_epi32(c[0], c[1]), t1 = _mm_unpacklo_epi32(c[2], c[3]);
-            const __m128i t2 = _mm_unpackhi_epi32(c[0], c[1]), t3 = _mm_unpackhi_epi32(c[2], c[3]);
-            uint8_t* d = dst + 4 * h * 32 + 16 * half;
-            _mm_storeu_si128(reinterpret_cast<__m128i*>(d), _mm_unpacklo_epi64(t0, t1));
-            _mm_storeu_si128(reinterpret_cast<__m128i*>(d + 32), _mm_unpackhi_epi64(t0, t1));
-            _mm_storeu_si128(reinterpret_cast<__m128i*>(d + 64), _mm_unpacklo_epi64(t2, t3));
-            _mm_storeu_si128(reinterpret_cast<__m128i*>(d + 96), _mm_unpackhi_epi64(t2, t3));
-        }
+        for (int half = 0; half < 2; ++half)  // lanes 4 * half .. 4 * half + 3
+            store_transposed_4x4_epi32(q[h] + 4 * half, dst + 4 * h * 32 + 16 * half, 32);
 }
 #endif
 }  // namespace
@@ -298,18 +300,7 @@ void pack_q8_0_panel(const uint8_t* src, int64_t row_bytes, int64_t n, int64_t c
                     for (int q = 0; q < 4; ++q)
                         v[q] = _mm_loadu_si128(
                             reinterpret_cast<const __m128i*>(rows[8 * h + 4 * g + q] + 2 + 16 * c));
-                    const __m128i t0 = _mm_unpacklo_epi32(v[0], v[1]);
-                    const __m128i t1 = _mm_unpacklo_epi32(v[2], v[3]);
-                    const __m128i t2 = _mm_unpackhi_epi32(v[0], v[1]);
-                    const __m128i t3 = _mm_unpackhi_epi32(v[2], v[3]);
-                    uint8_t* d = blk + 32 + 4 * c * 64 + 32 * h + 16 * g;
-                    _mm_storeu_si128(reinterpret_cast<__m128i*>(d), _mm_unpacklo_epi64(t0, t1));
-                    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + 64),
-                                     _mm_unpackhi_epi64(t0, t1));
-                    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + 128),
-                                     _mm_unpacklo_epi64(t2, t3));
-                    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + 192),
-                                     _mm_unpackhi_epi64(t2, t3));
+                    store_transposed_4x4_epi32(v, blk + 32 + 4 * c * 64 + 32 * h + 16 * g, 64);
                 }
 #else
         for (int64_t i = 0; i < kPanelRows; ++i)

@@ -348,18 +348,7 @@ class Loader {
             if (t.is_ggml && t.ggml_type == tensor::GgmlType::Q8_0 &&
                 layout.type == tensor::WeightType::Q8 && layout.group == 32 &&
                 !layout.bf16_scales) {
-                // Q8_0 blocks are int8-g32's values block for block: whole panels by transposes,
-                // every block's scale checked as the as-stored format checks it.
-                kernels::WeightMatrix blocks = layout;
-                blocks.type = tensor::WeightType::Q8_0;
-                blocks.group = 0;
-                pool_.parallel_for(rows, kernels::kPanelRows, [&](int64_t r0, int64_t r1) {
-                    for (int64_t r = r0; r < r1; ++r)
-                        quant::check_kquant_row_scales(t.data + r * row_bytes, blocks);
-                    for (int64_t p = r0 / kernels::kPanelRows; p * kernels::kPanelRows < r1; ++p)
-                        m.pack_q8_0_panel(p, t.data + p * kernels::kPanelRows * row_bytes,
-                                          row_bytes);
-                });
+                import_q8_0_panels(t, layout, m);
                 return m;
             }
             const bool ggml_q4 = t.is_ggml && quant::ggml_q4_codes_map(t.ggml_type, layout);
@@ -399,6 +388,22 @@ class Loader {
                         tensor::weight_format_name(f) + ": " + e.what());
         }
         return m;
+    }
+
+    // GGUF Q8_0 blocks into int8-g32 (the same values, block for block): whole panels by
+    // transposes, every block's scale checked as the as-stored format checks it.
+    void import_q8_0_panels(const formats::SourceTensor& t, const kernels::WeightMatrix& layout,
+                            Matrix& m) const {
+        kernels::WeightMatrix blocks = layout;  // the rows as stored, for the scale check
+        blocks.type = tensor::WeightType::Q8_0;
+        blocks.group = 0;
+        const int64_t row_bytes = kernels::kquant_row_bytes(blocks);
+        pool_.parallel_for(layout.rows, kernels::kPanelRows, [&](int64_t r0, int64_t r1) {
+            for (int64_t r = r0; r < r1; ++r)
+                quant::check_kquant_row_scales(t.data + r * row_bytes, blocks);
+            for (int64_t p = r0 / kernels::kPanelRows; p * kernels::kPanelRows < r1; ++p)
+                m.pack_q8_0_panel(p, t.data + p * kernels::kPanelRows * row_bytes, row_bytes);
+        });
     }
 
     // 4-bit codes that are `layout`'s codes as stored (GGUF Q4_0/Q4_1 blocks, compressed-tensors
