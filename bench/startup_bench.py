@@ -13,7 +13,8 @@ script says so and stops where it is not permitted).
 Usage (from the repo root):
   python3 bench/startup_bench.py --model F.gguf [--model G.safetensors:int4 ...] [--rounds 3]
       [--threads 2] [--llama-server /path/to/llama-server] [--cold]
-A model is PATH or PATH:WEIGHTS (passed as --weights). Prints one JSON line per measurement and a
+A model is PATH or PATH:WEIGHTS (passed as --weights), or PATH:--FLAG[,--FLAG...] (passed as
+they are, e.g. PATH:--no-mmap). Prints one JSON line per measurement and a
 Markdown table of medians (seconds).
 """
 from __future__ import annotations
@@ -129,12 +130,19 @@ def main() -> None:
 
     for path, _ in models:  # warm: every file read once
         read_time(path)
+    def label(path: Path, weights: str) -> str:
+        if weights.startswith("--"):
+            return path.name + " " + " ".join(weights.split(","))
+        return path.name + (f" --weights {weights}" if weights else "")
+
     for r in range(a.rounds):
         for path, weights in models:
-            name = path.name + (f" --weights {weights}" if weights else "")
+            name = label(path, weights)
             runs = [("read", None)]
             wcmd = [a.warden, "serve", "-m", str(path), "--host", "127.0.0.1", "--threads", str(a.threads)]
-            if weights:
+            if weights.startswith("--"):
+                wcmd += weights.split(",")
+            elif weights:
                 wcmd += ["--weights", weights]
             runs.append(("warden", wcmd))
             if a.llama_server and path.suffix == ".gguf" and not weights:
@@ -156,7 +164,7 @@ def main() -> None:
     print("| model | read (cat) | warden ready | warden first token | llama-server ready | llama-server first token |")
     print("|---|---:|---:|---:|---:|---:|")
     for path, weights in models:
-        name = path.name + (f" --weights {weights}" if weights else "")
+        name = label(path, weights)
 
         def med(what: str) -> str:
             v = results.get((name, what))

@@ -25,7 +25,7 @@ void ImatrixCollector::add(const model::Matrix& m, const std::string& name, int6
 
 ImatrixCollector::ImatrixCollector(const model::Model& m, bool process_output) {
     // The loader makes a tied head (or a missing one) an alias of token_embd: the same bytes.
-    if (process_output && m.weights.output.storage() != m.weights.token_embd.storage())
+    if (process_output && !m.weights.output.shares_weights_with(m.weights.token_embd))
         add(m.weights.output, "output.weight");
     const auto& layers = m.weights.layers;
     for (size_t l = 0; l < layers.size(); ++l) {

@@ -55,7 +55,12 @@ struct WeightMemory {
     int64_t amx_tiles = 0;
     int64_t amx_tile_matrices = 0;  // bf16 matrices held in the tile layout
     int64_t in_place = 0;  // of layers + embeddings: read where the file maps them (Matrix::mapped)
+    // Copies of in-place matrices in a faster layout (int8-g32 panels of Q8_0 blocks), built
+    // after loading (DeferredLayouts); each replaces its in-place bytes once built.
+    int64_t deferred_copies = 0;
 };
+
+class DeferredLayouts;
 
 struct Model {
     Model();
@@ -85,6 +90,14 @@ struct Model {
     // The mappings that borrowed weights point into.
     std::shared_ptr<formats::GGUFFile> gguf;
     std::shared_ptr<formats::SafetensorsModel> safetensors;
+
+    // Returns once every deferred copy of the weights is published (model/deferred_layouts.h):
+    // for tests and benchmarks that look at the final layout; serving never needs to wait.
+    void wait_for_deferred_layouts() const;
+
+    // Builds the weights' deferred copies (model/deferred_layouts.h); null when there are none.
+    // Last, so that its thread stops before anything it writes into goes away.
+    std::unique_ptr<DeferredLayouts> deferred_layouts;
 };
 
 // Loads a GGUF file or a Hugging Face model directory. Throws util::Error with a one-line

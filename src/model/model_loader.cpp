@@ -22,6 +22,7 @@
 #include "kernels/matmul_bf16_tiles.h"
 #include "kernels/matmul_kquant.h"
 #include "kernels/ops.h"
+#include "model/deferred_layouts.h"
 #include "model/gguf_native_weights.h"
 #include "model/mla.h"
 #include "model/model.h"
@@ -41,6 +42,10 @@ using util::Error;
 
 Model::Model() = default;
 Model::~Model() = default;
+
+void Model::wait_for_deferred_layouts() const {
+    if (deferred_layouts) deferred_layouts->wait();
+}
 
 namespace {
 
@@ -263,6 +268,19 @@ class Loader {
     std::shared_ptr<const void> mapping_;
     mutable std::mutex mapped_mu_;
     mutable std::vector<std::pair<const uint8_t*, const uint8_t*>> mapped_ranges_;
+    // The copies q8_0_in_place_then_panels deferred, built from now on by a background thread
+    // (null when there are none); counted in WeightMemory::deferred_copies.
+    std::unique_ptr<DeferredLayouts> start_deferred_layouts() const {
+        std::lock_guard lock(mapped_mu_);
+        if (deferred_jobs_.empty()) return nullptr;
+        auto d = std::make_unique<DeferredLayouts>(std::move(deferred_jobs_), mapping_);
+        deferred_jobs_.clear();
+        m_.weight_memory.deferred_copies += d->copy_bytes();
+        return d;
+    }
+    // Copies in a faster layout to build after loading (q8_0_in_place_then_panels), under
+    // mapped_mu_; start_deferred_layouts hands them to the model.
+    mutable std::vector<DeferredLayouts::Job> deferred_jobs_;
 
     // Converts a source tensor into runtime format f: f32/bf16 packing, or quantization
     // (kernels/matmul_quant.h). GGUF Q4_0/Q4_1/Q8_0 rows that map onto f without loss are
@@ -331,6 +349,11 @@ class Loader {
                 }
                 return Matrix::mapped(layout, t.data, mapping_);
             }
+            const bool q8_0_panels = t.is_ggml && t.ggml_type == tensor::GgmlType::Q8_0 &&
+                                     layout.type == tensor::WeightType::Q8 && layout.group == 32 &&
+                                     !layout.bf16_scales;
+            if (q8_0_panels && mapping_ && opts_.map_weights)
+                return q8_0_in_place_then_panels(t, layout);
             m = Matrix::quantized(layout, &arena_);
             const int64_t row_bytes = t.is_ggml ? tensor::ggml_row_bytes(t.ggml_type, cols) : 0;
             const bool fp8_as_stored = t.fp8 && layout.type == tensor::WeightType::FP8 &&
@@ -345,9 +368,7 @@ class Loader {
                 });
                 return m;
             }
-            if (t.is_ggml && t.ggml_type == tensor::GgmlType::Q8_0 &&
-                layout.type == tensor::WeightType::Q8 && layout.group == 32 &&
-                !layout.bf16_scales) {
+            if (q8_0_panels) {
                 import_q8_0_panels(t, layout, m);
                 return m;
             }
@@ -404,6 +425,44 @@ class Loader {
             for (int64_t p = r0 / kernels::kPanelRows; p * kernels::kPanelRows < r1; ++p)
                 m.pack_q8_0_panel(p, t.data + p * kernels::kPanelRows * row_bytes, row_bytes);
         });
+    }
+
+    // GGUF Q8_0 blocks into int8-g32 without holding up start-up: the blocks are read where the
+    // file maps them (the Q8_0 format, whose arithmetic is int8-g32's, kernels/matmul_kquant.h)
+    // until their panels, built after loading by DeferredLayouts, are published. Every block's
+    // scale is checked now, as either import checks it.
+    Matrix q8_0_in_place_then_panels(const formats::SourceTensor& t,
+                                     const kernels::WeightMatrix& layout) const {
+        kernels::WeightMatrix blocks = layout;
+        blocks.type = tensor::WeightType::Q8_0;
+        blocks.group = 0;
+        const int64_t row_bytes = kernels::kquant_row_bytes(blocks);
+        pool_.parallel_for(layout.rows, kernels::kPanelRows, [&](int64_t r0, int64_t r1) {
+            for (int64_t r = r0; r < r1; ++r)
+                quant::check_kquant_row_scales(t.data + r * row_bytes, blocks);
+        });
+        auto copy = std::make_shared<DeferredCopy>();
+        copy->bytes = arena_.allocate(static_cast<size_t>(kernels::quant_packed_bytes(layout)));
+        copy->view = layout;
+        copy->view.data = copy->bytes.data();
+        Matrix m = Matrix::mapped(blocks, t.data, mapping_);
+        m.set_deferred_copy(copy);
+        DeferredLayouts::Job job;
+        job.copy = std::move(copy);
+        job.source = t.data;
+        job.source_bytes = layout.rows * row_bytes;
+        job.build = [src = t.data, row_bytes](DeferredCopy& c) {
+            const kernels::WeightMatrix& w = c.view;
+            for (int64_t p = 0; p * kernels::kPanelRows < w.rows; ++p)
+                kernels::pack_q8_0_panel(
+                    src + p * kernels::kPanelRows * row_bytes, row_bytes,
+                    std::min<int64_t>(kernels::kPanelRows, w.rows - p * kernels::kPanelRows),
+                    w.cols, c.bytes.data() + p * kernels::quant_panel_bytes(w));
+        };
+        std::lock_guard lock(mapped_mu_);
+        mapped_ranges_.emplace_back(t.data, t.data + layout.rows * row_bytes);
+        deferred_jobs_.push_back(std::move(job));
+        return m;
     }
 
     // 4-bit codes that are `layout`'s codes as stored (GGUF Q4_0/Q4_1 blocks, compressed-tensors
@@ -729,6 +788,7 @@ std::unique_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
         make_mtp_config(m->config);
         loader.load_mtp(*mtp_target);
         release_tensor_pages(g.tensors(), loader.mapped_ranges_);
+        m->deferred_layouts = loader.start_deferred_layouts();
         return m;
     }
     if (opts.load_weights) {
@@ -736,6 +796,7 @@ std::unique_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
         timer.mark("weights");
         release_tensor_pages(g.tensors(), loader.mapped_ranges_);
         timer.mark("page release");
+        m->deferred_layouts = loader.start_deferred_layouts();
     }
     if (!m->weights_note.empty() && loader.ggml_requant_rows_ > 0)
         m->weights_note +=

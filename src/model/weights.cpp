@@ -66,7 +66,14 @@ Matrix Matrix::mapped_rows(tensor::WeightType t, int64_t rows, int64_t cols, con
     return m;
 }
 
+void Matrix::set_deferred_copy(std::shared_ptr<DeferredCopy> copy) {
+    util::check(copy != nullptr && copy->view.rows == view_.rows && copy->view.cols == view_.cols,
+                "Matrix::set_deferred_copy: a copy of another shape");
+    copy_ = std::move(copy);
+}
+
 std::span<const uint8_t> Matrix::packed() const {
+    if (reads_deferred_copy()) return copy_->bytes.bytes();
     if (!keep_) return owned_.bytes();
     if (view_.row_major)
         return {static_cast<const uint8_t*>(view_.data), static_cast<size_t>(bytes())};
@@ -87,6 +94,7 @@ Matrix Matrix::alias() const {
     m.view_ = view_;
     m.prefill = prefill;
     m.keep_ = keep_;
+    m.copy_ = copy_;
     return m;
 }
 
@@ -136,6 +144,7 @@ int64_t Matrix::add_bf16_tiles(util::HugePageArena* arena) {
 }
 
 int64_t Matrix::bytes() const {
+    if (reads_deferred_copy()) return kernels::quant_packed_bytes(copy_->view);
     if (is_quantized()) return kernels::quant_packed_bytes(view_);
     if (view_.row_major) return view_.rows * view_.cols * elem_bytes(view_.type);
     if (view_.data == nullptr && view_.tiles != nullptr)
@@ -144,7 +153,7 @@ int64_t Matrix::bytes() const {
 }
 
 void Matrix::row_f32(int64_t r, float* out) const {
-    kernels::unpack_weight_row(view_, r, out);
+    kernels::unpack_weight_row(view(), r, out);
 }
 
 }  // namespace warden::model

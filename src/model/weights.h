@@ -2,6 +2,7 @@
 // Runtime weights of a dense transformer. Matrices are in the runtime format (bf16 by
 // default, f32 with --dtype f32), packed in the kernels' panel layout (kernels/matmul.h) at
 // load time: the layout is what makes every output a fixed FMA chain, hence batch-invariant.
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -15,6 +16,16 @@ namespace warden::model {
 
 enum class RuntimeDType { BF16, F32 };
 const char* runtime_dtype_name(RuntimeDType t);
+
+// A matrix's copy in a faster layout with the same arithmetic (every output bit-identical to the
+// original's), filled after loading by a background thread (model/deferred_layouts.h), so that
+// start-up does not wait for it: GGUF Q8_0 blocks, read in place at first, then as int8-g32
+// panels. `view` and `bytes` are written before `published` is set (release) and never after.
+struct DeferredCopy {
+    kernels::WeightMatrix view;  // the copy's layout; view.data points into bytes
+    util::ArenaBuffer bytes;
+    std::atomic<bool> published{false};
+};
 
 class Matrix {
   public:
@@ -67,10 +78,31 @@ class Matrix {
     // reads. Returns the bytes the tile layout adds over the panels (column padding; 0 for other
     // types). Aliases made before it keep the panels.
     int64_t add_bf16_tiles(util::HugePageArena* arena = nullptr);
-    // The weights' first byte, whichever layout holds them (prefetching; telling aliases apart).
-    const void* storage() const { return view_.data ? view_.data : view_.tiles; }
+    // Reads go to `copy` once it is published (DeferredCopy), to this matrix's own bytes before;
+    // aliases made afterwards share it. The copy must have this matrix's shape.
+    void set_deferred_copy(std::shared_ptr<DeferredCopy> copy);
+    // Whether reads go to a published deferred copy.
+    bool reads_deferred_copy() const {
+        return copy_ && copy_->published.load(std::memory_order_acquire);
+    }
 
-    const kernels::WeightMatrix& view() const { return view_; }
+    // The weights' first byte, whichever layout holds them (prefetching; telling aliases apart).
+    const void* storage() const {
+        const kernels::WeightMatrix& v = view();
+        return v.data ? v.data : v.tiles;
+    }
+
+    // Whether `o` is this matrix or an alias of it (tied embeddings): the same bytes in every
+    // layout, whichever one reads use at the moment.
+    bool shares_weights_with(const Matrix& o) const {
+        return (view_.data ? view_.data : view_.tiles) ==
+               (o.view_.data ? o.view_.data : o.view_.tiles);
+    }
+
+    // The layout every read uses now: the published deferred copy's, else this matrix's own.
+    const kernels::WeightMatrix& view() const {
+        return reads_deferred_copy() ? copy_->view : view_;
+    }
     int64_t rows() const { return view_.rows; }
     int64_t cols() const { return view_.cols; }
     int64_t bytes() const;
@@ -79,21 +111,22 @@ class Matrix {
     // Raw packed bytes (tests compare round trips bit for bit); empty for a tile-only matrix, a
     // mapped matrix's rows only.
     std::span<const uint8_t> packed() const;
-    // Whether the bytes are the mapped file's (mapped()), not a copy.
-    bool is_mapped() const { return keep_ != nullptr; }
+    // Whether reads go to the mapped file's bytes (mapped()), not a copy.
+    bool is_mapped() const { return keep_ != nullptr && !reads_deferred_copy(); }
 
     // Optional higher-precision copy used for prefill rows (--prefill-weights); null if none.
     std::shared_ptr<const Matrix> prefill;
     // The matrix for rows of a prefill (multi-token) step or of a decode step.
     const kernels::WeightMatrix& view_for(bool prefill_rows) const {
-        return prefill_rows && prefill ? prefill->view_ : view_;
+        return prefill_rows && prefill ? prefill->view() : view();
     }
 
   private:
     kernels::WeightMatrix view_;
     util::ArenaBuffer owned_;  // empty for an alias
     util::ArenaBuffer tiles_;  // the AMX-BF16 tile layout (add_bf16_tiles); empty when none
-    std::shared_ptr<const void> keep_;  // mapped(): what keeps view_.data alive; else null
+    std::shared_ptr<const void> keep_;    // mapped(): what keeps view_.data alive; else null
+    std::shared_ptr<DeferredCopy> copy_;  // set_deferred_copy(); null when none
 };
 
 // A mixture-of-experts FFN (model/moe.h). The router stays f32 whatever the runtime format so

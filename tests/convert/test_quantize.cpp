@@ -337,6 +337,15 @@ TEST(QuantRtn, AsymSearchNoWorseThanQ4_1Rule) {
     }
 }
 
+// A loaded model with its deferred copies published (GGUF Q8_0 blocks read in place until their
+// int8-g32 panels are built, model/deferred_layouts.h): the layout these tests compare.
+std::unique_ptr<model::Model> load_settled(const std::string& path, const model::LoadOptions& o,
+                                           util::ThreadPool& pool) {
+    auto m = model::load_model(path, o, pool);
+    m->wait_for_deferred_layouts();
+    return m;
+}
+
 std::string tmp_path(const std::string& name) {
     return (std::filesystem::temp_directory_path() /
             ("warden_wq_" + std::to_string(::getpid()) + "_" + name))
@@ -348,7 +357,7 @@ std::unique_ptr<model::Model> load(const std::string& path, const std::string& f
     model::LoadOptions o;
     if (!fmt.empty()) o.weights = parse_weight_format(fmt);
     if (embeddings) o.head_weights = o.weights;
-    return model::load_model(path, o, pool);
+    return load_settled(path, o, pool);
 }
 
 // Copies GGUF `src` to `dst` without metadata key `drop_key`, letting `edit` change each
@@ -528,14 +537,14 @@ TEST(QuantGguf, WithoutWeightsFlagAFileLoadsInItsOwnFormat) {
             model::LoadOptions ho;
             ho.weights = parse_weight_format(c.fmt);
             ho.head_weights = parse_weight_format(emb ? c.native : c.head);
-            const auto head = model::load_model(out, ho, pool);
+            const auto head = load_settled(out, ho, pool);
             expect_same_packed(native->weights.output, head->weights.output, what + " output");
             expect_same_packed(native->weights.token_embd, head->weights.token_embd,
                                what + " embd");
             // --head-weights decides the head: the note leaves it out, the layers stay native.
             model::LoadOptions hw;
             hw.head_weights = parse_weight_format("bf16");
-            const auto chosen = model::load_model(out, hw, pool);
+            const auto chosen = load_settled(out, hw, pool);
             EXPECT_EQ(chosen->weights_format, c.native) << what;
             EXPECT_EQ(chosen->weights_note.find("token_embd"), std::string::npos)
                 << chosen->weights_note;
@@ -543,7 +552,7 @@ TEST(QuantGguf, WithoutWeightsFlagAFileLoadsInItsOwnFormat) {
             // Opting out loads at the dtype.
             model::LoadOptions off;
             off.native_weights = false;
-            EXPECT_EQ(model::load_model(out, off, pool)->weights.layers[0].wq.view().type,
+            EXPECT_EQ(load_settled(out, off, pool)->weights.layers[0].wq.view().type,
                       tensor::WeightType::BF16);
             std::filesystem::remove(out);
         }
@@ -762,7 +771,7 @@ TEST(QuantGguf, NamedWeightsKeepAQuantizedHeadsOwnFormat) {
         model::LoadOptions o;
         o.weights = parse_weight_format(fmt);
         o.head_weights = parse_weight_format("int8-g32");
-        const auto named = model::load_model(q8, o, pool);
+        const auto named = load_settled(q8, o, pool);
         expect_same_packed(m->weights.token_embd, named->weights.token_embd, fmt);
         expect_same_packed(m->weights.output, named->weights.output, fmt);
         EXPECT_TRUE(named->weights_note.empty()) << named->weights_note;  // the head was named
@@ -785,18 +794,17 @@ TEST(QuantGguf, HeadWeightsInt8) {
     model::LoadOptions o;
     o.weights = parse_weight_format("int4");
     // A library caller naming int4 and no head gets int4's default head, int8, as the CLI does.
-    const auto dflt = model::load_model(src, o, pool);
+    const auto dflt = load_settled(src, o, pool);
     EXPECT_EQ(dflt->weights.output.view().type, tensor::WeightType::Q8);
     EXPECT_EQ(dflt->weights.output.view().group, 0);
     EXPECT_EQ(dflt->weights.layers[0].wq.view().type, tensor::WeightType::Q4);
     o.weights = parse_weight_format("int8");  // ... and naming int8 keeps the dtype head
-    EXPECT_EQ(model::load_model(src, o, pool)->weights.output.view().type,
-              tensor::WeightType::BF16);
+    EXPECT_EQ(load_settled(src, o, pool)->weights.output.view().type, tensor::WeightType::BF16);
     o.weights = parse_weight_format("int4");
     o.head_weights = parse_weight_format("bf16");
-    const auto base = model::load_model(src, o, pool);
+    const auto base = load_settled(src, o, pool);
     o.head_weights = parse_weight_format("int8");
-    const auto q8 = model::load_model(src, o, pool);
+    const auto q8 = load_settled(src, o, pool);
     EXPECT_EQ(base->weights.output.view().type, tensor::WeightType::BF16);
     EXPECT_EQ(q8->weights.output.view().type, tensor::WeightType::Q8);
     EXPECT_EQ(q8->weights.token_embd.view().type, tensor::WeightType::Q8);

@@ -138,6 +138,10 @@ def test_q8_0_gguf_with_stacked_experts_runs_as_int8_g32(tmp_path):
                             "int8-g32", "--head-weights", "int8-g32"],  # the Q8_0 head: int8-g32 too
                            capture_output=True, text=True, timeout=TIMEOUT_S, cwd=ROOT)
     assert named.returncode == 0 and named.stdout == p.stdout, named.stderr
+    # Panels built while loading (--no-mmap) instead of in the background: the same logits.
+    sync = subprocess.run([str(WARDEN_BIN), "logits", "-m", str(out), "--tokens", ids, "--top", "1", "--no-mmap"],
+                          capture_output=True, text=True, timeout=TIMEOUT_S, cwd=ROOT)
+    assert sync.returncode == 0 and sync.stdout == p.stdout, sync.stderr
     # Read in place as stored (q8_0), the stacked experts included: the same logits, bit for bit.
     inplace = subprocess.run([str(WARDEN_BIN), "logits", "-m", str(out), "--tokens", ids, "--top", "1", "--weights",
                               "q8_0", "--head-weights", "q8_0"], capture_output=True, text=True, timeout=TIMEOUT_S, cwd=ROOT)

@@ -262,6 +262,12 @@ def test_llama_cpp_q8_0_runs_as_int8_g32_without_loss(tmp_path: Path, minus128: 
     assert "weights int8-g32 (auto: layer matrices Q8_0, imported without loss" in p.stderr, p.stderr
     assert "did not import" not in p.stderr, p.stderr
     assert p.stdout == logits(q8, "--weights", "int8-g32")
+    # Start-up reads the blocks in place and builds the panels in the background; the panels
+    # built while loading (--no-mmap) give the same logits, bit for bit.
+    assert "of it then as int8-g32 panels, built in the background" in p.stderr, p.stderr
+    nommap = run("logits", "-m", str(q8), "--tokens", TOKENS, "--top", "5", "--no-mmap")
+    assert nommap.returncode == 0 and "built in the background" not in nommap.stderr, nommap.stderr
+    assert nommap.stdout == p.stdout
     assert p.stdout != logits(base, "--weights", "int8-g32")  # gguf-py's codes, not warden's
     # The layers read in place as stored (q8_0): the same logits, bit for bit (int8-g32's
     # arithmetic on the file's own blocks), with no layer bytes copied.

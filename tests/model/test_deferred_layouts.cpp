@@ -1,0 +1,155 @@
+// Deferred copies (model/deferred_layouts.h): GGUF Q8_0 blocks are read in place at start-up and
+// as int8-g32 panels once a background thread has built them.
+//  - the copies are exactly the synchronous import's panels (--no-mmap), every matrix moves to
+//    them, and the process holds no second copy (the in-place bytes are the file's);
+//  - logits are the synchronous import's, bit for bit, whatever the thread has done so far;
+//  - a stop leaves the remaining matrices on their original layout; a model destroyed while its
+//    copies are being built stops the thread first (AddressSanitizer checks the rest).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "convert/quantize_model.h"
+#include "model/deferred_layouts.h"
+#include "model/kv_cache.h"
+#include "model/model.h"
+#include "model/transformer.h"
+#include "tensor/weight_format.h"
+#include "test_paths.h"
+#include "util/thread_pool.h"
+
+namespace warden::model {
+namespace {
+
+std::string q8_0_file(util::ThreadPool& pool) {
+    const std::string out = (std::filesystem::temp_directory_path() /
+                             ("warden_deferred_" + std::to_string(::getpid()) + ".gguf"))
+                                .string();
+    const auto f = tensor::parse_weight_format("int8-g32");  // written as GGUF Q8_0
+    convert::quantize_gguf(test::golden_model("tiny-llama.gguf"), out, f,
+                           convert::HeadOptions::as(f), pool);
+    return out;
+}
+
+std::vector<const Matrix*> matmul_matrices(const Model& m) {
+    std::vector<const Matrix*> v{&m.weights.output};
+    for (const LayerWeights& l : m.weights.layers)
+        for (const Matrix* x : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
+            v.push_back(x);
+    return v;
+}
+
+std::vector<float> logits(const Model& m, util::ThreadPool& pool) {
+    Transformer tf(m, pool);
+    ContiguousKvCache cache(m.config, 8, tensor::KvType::F32);
+    const std::vector<int32_t> toks = {1, 15, 27, 3};
+    std::vector<float> out(static_cast<size_t>(m.config.vocab_size) * toks.size());
+    tf.forward(toks.data(), static_cast<int>(toks.size()), cache, out.data(), true);
+    return out;
+}
+
+TEST(DeferredLayouts, Q8_0BlocksMoveToTheSynchronousImportsPanels) {
+    util::ThreadPool pool(2);
+    const std::string path = q8_0_file(pool);
+    LoadOptions sync_opts;
+    sync_opts.map_weights = false;  // --no-mmap: panels built while loading
+    const auto sync = load_model(path, sync_opts, pool);
+    const auto deferred = load_model(path, LoadOptions{}, pool);
+    std::filesystem::remove(path);  // the mapping keeps the bytes
+    ASSERT_EQ(deferred->weights_format, "int8-g32");
+    EXPECT_EQ(sync->deferred_layouts, nullptr);
+    ASSERT_NE(deferred->deferred_layouts, nullptr);
+    // Whatever the thread has published so far, the same logits as the panels.
+    const std::vector<float> want = logits(*sync, pool);
+    EXPECT_EQ(logits(*deferred, pool), want);
+
+    deferred->wait_for_deferred_layouts();
+    const DeferredLayouts& d = *deferred->deferred_layouts;
+    EXPECT_EQ(d.published(), d.total());
+    const auto a = matmul_matrices(*deferred), b = matmul_matrices(*sync);
+    int64_t bytes = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+        SCOPED_TRACE("matrix " + std::to_string(i));
+        EXPECT_TRUE(a[i]->reads_deferred_copy());
+        EXPECT_FALSE(a[i]->is_mapped());
+        ASSERT_EQ(a[i]->view().type, tensor::WeightType::Q8);
+        ASSERT_EQ(a[i]->view().group, 32);
+        ASSERT_EQ(a[i]->bytes(), b[i]->bytes());
+        ASSERT_TRUE(std::ranges::equal(a[i]->packed(), b[i]->packed()));
+        bytes += b[i]->bytes();
+    }
+    // Every Q8_0 matrix was deferred (the embedding table too: it is tied or looked up, and its
+    // rows read the same either way), each once.
+    EXPECT_GE(d.total(), static_cast<int64_t>(a.size()));
+    EXPECT_GE(d.copy_bytes(), bytes);
+    EXPECT_EQ(deferred->weight_memory.deferred_copies, d.copy_bytes());
+    EXPECT_EQ(logits(*deferred, pool), want);
+    // The embedding table's rows read the same from the panels as from the synchronous import.
+    const int64_t cols = deferred->weights.token_embd.cols();
+    std::vector<float> ra(static_cast<size_t>(cols)), rb(static_cast<size_t>(cols));
+    for (int64_t r : {int64_t{0}, int64_t{7}, deferred->weights.token_embd.rows() - 1}) {
+        deferred->weights.token_embd.row_f32(r, ra.data());
+        sync->weights.token_embd.row_f32(r, rb.data());
+        ASSERT_EQ(ra, rb) << "row " << r;
+    }
+}
+
+TEST(DeferredLayouts, AModelDestroyedWhileBuildingStopsTheThreadFirst) {
+    util::ThreadPool pool(2);
+    const std::string path = q8_0_file(pool);
+    for (int i = 0; i < 3; ++i) {
+        auto m = load_model(path, LoadOptions{}, pool);
+        ASSERT_NE(m->deferred_layouts, nullptr);
+        m.reset();
+    }
+    std::filesystem::remove(path);
+}
+
+TEST(DeferredLayouts, AStopLeavesTheRestOnTheirOriginalLayout) {
+    constexpr int kJobs = 4;
+    std::atomic<bool> started{false}, release{false};
+    std::atomic<int> built{0};
+    std::vector<std::shared_ptr<DeferredCopy>> copies;
+    std::vector<DeferredLayouts::Job> jobs;
+    for (int i = 0; i < kJobs; ++i) {
+        auto c = std::make_shared<DeferredCopy>();
+        c->bytes = util::ArenaBuffer(64);
+        copies.push_back(c);
+        DeferredLayouts::Job j;
+        j.copy = c;
+        j.build = [&, i](DeferredCopy& dc) {
+            if (i == 0) {
+                started.store(true);
+                const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+                while (!release.load() && std::chrono::steady_clock::now() < until)
+                    std::this_thread::yield();
+            }
+            dc.bytes.data()[0] = static_cast<uint8_t>(i + 1);
+            built.fetch_add(1);
+        };
+        jobs.push_back(std::move(j));
+    }
+    DeferredLayouts d(std::move(jobs), nullptr);
+    // Bounded: a thread that never builds fails here instead of hanging the suite.
+    const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (!started.load() && std::chrono::steady_clock::now() < limit) std::this_thread::yield();
+    ASSERT_TRUE(started.load()) << "the first copy was never built";
+    d.request_stop();
+    release.store(true);
+    d.wait();
+    EXPECT_EQ(built.load(), 1);
+    EXPECT_EQ(d.published(), 1);
+    EXPECT_TRUE(copies[0]->published.load());
+    EXPECT_EQ(copies[0]->bytes.data()[0], 1);
+    for (int i = 1; i < kJobs; ++i) EXPECT_FALSE(copies[i]->published.load()) << i;
+}
+
+}  // namespace
+}  // namespace warden::model
