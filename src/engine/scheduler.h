@@ -173,6 +173,7 @@ class Scheduler {
     speculative::Proposer* proposer_ = nullptr;
     speculative::SpecConfig spec_;
     speculative::StepCostModel step_cost_;
+    speculative::DraftCostModel draft_cost_;  // the proposer's time per drafted token
     speculative::EvidenceAcceptance spec_evidence_;
 };
 

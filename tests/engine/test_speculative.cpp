@@ -208,6 +208,66 @@ TEST(SpecPolicy, DraftsLessAsTheBatchGrows) {
     EXPECT_EQ(spec::choose_k(cfg, 0.05, 64, cost), 8);
 }
 
+// A draft model's own time per drafted token is part of a draft token's price: a draft kept
+// half the time pays against the target's rows alone, but not once each draft token costs more
+// than half of what a kept token saves.
+TEST(SpecPolicy, DraftModelTimeCountsAgainstItsDrafts) {
+    spec::SpecConfig cfg;
+    cfg.max_k = 4;
+    spec::StepCostModel cost;
+    for (int i = 0; i < 200; ++i) {  // 10 ms + 1 ms per row
+        const int64_t rows = 1 + i % 5;
+        cost.observe(rows, 10.0 + static_cast<double>(rows));
+    }
+    spec::DraftCostModel none;
+    EXPECT_EQ(none.share(cost, 1), 0.0);  // nothing measured: only the rows count
+    EXPECT_EQ(spec::choose_k(cfg, 0.5, 1, cost, none.share(cost, 1)), 3);  // 0.5^3 > 1/11
+    spec::DraftCostModel cheap, dear;
+    for (int i = 0; i < 50; ++i) {
+        cheap.observe(4, 12.0);  // 3 ms per drafted token
+        dear.observe(2, 12.0);   // 6 ms
+    }
+    EXPECT_NEAR(cheap.share(cost, 1), 3.0 / 11.0, 0.005);  // the fit's faded prior
+    EXPECT_NEAR(cheap.share(cost, 4), 4 * 3.0 / 14.0, 0.005);
+    EXPECT_EQ(spec::choose_k(cfg, 0.5, 1, cost, cheap.share(cost, 1)), 1);  // 0.5 > 4/11 > 0.25
+    EXPECT_EQ(spec::choose_k(cfg, 0.5, 1, cost, dear.share(cost, 1)), 0);   // 0.5 < 7/11
+    EXPECT_EQ(spec::choose_k(cfg, 0.95, 1, cost, dear.share(cost, 1)), 4);  // 0.95^4 > 7/11
+}
+
+// The acceptance estimate is tokens kept over tokens tried: a one-token draft kept every time
+// reads as nearly certain (so deeper drafts follow), a first-token rejection as a miss; a probe
+// that keeps nothing doubles the probe interval up to its cap, one kept token resets it.
+TEST(SpecPolicy, AcceptanceCountsTokensAndProbesBackOff) {
+    spec::SeqState st;
+    for (int i = 0; i < 12; ++i) spec::update_acceptance(st, 1, 1);
+    EXPECT_GT(st.acceptance, 0.85);
+    spec::SeqState half;
+    for (int i = 0; i < 40; ++i) spec::update_acceptance(half, 4, i % 2 == 0 ? 4 : 0);
+    // 4 kept per 5 tried, the latest verification (a miss) weighing most.
+    EXPECT_GT(half.acceptance, 0.65);
+    EXPECT_LT(half.acceptance, 0.85);
+    spec::SeqState miss;
+    for (int i = 0; i < 12; ++i) spec::update_acceptance(miss, 2, 0);
+    EXPECT_LT(miss.acceptance, 0.01);
+
+    spec::SeqState p;
+    EXPECT_EQ(p.probe_interval, spec::kProbeInterval);
+    int64_t want = spec::kProbeInterval;
+    for (int i = 0; i < 8; ++i) {
+        p.probing = true;
+        spec::update_acceptance(p, 1, 0);
+        want = std::min(2 * want, spec::kMaxProbeInterval);
+        EXPECT_EQ(p.probe_interval, want) << i;
+        EXPECT_FALSE(p.probing);
+    }
+    EXPECT_EQ(p.probe_interval, spec::kMaxProbeInterval);
+    spec::update_acceptance(p, 1, 0);  // not a probe: the interval stays
+    EXPECT_EQ(p.probe_interval, spec::kMaxProbeInterval);
+    p.probing = true;
+    spec::update_acceptance(p, 1, 1);
+    EXPECT_EQ(p.probe_interval, spec::kProbeInterval);
+}
+
 // Before any step, a row is half the fixed part; the first measured steps and preempted ones
 // (a shared machine) move the fit only gradually instead of sizing drafts by a one-off slope.
 TEST(SpecPolicy, StepCostFitResistsNoisySteps) {

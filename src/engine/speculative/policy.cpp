@@ -51,6 +51,26 @@ bool StepCostModel::fit(double& t0, double& t_row) const {
     return true;
 }
 
+bool StepCostModel::step_ms(int64_t rows, double& ms) const {
+    double t0 = 0, t_row = 0;
+    if (!fit(t0, t_row)) return false;
+    ms = t0 + static_cast<double>(std::max<int64_t>(rows, 1)) * t_row;
+    return true;
+}
+
+void DraftCostModel::observe(int64_t drafted_tokens, double ms) {
+    if (drafted_tokens <= 0 || !(ms >= 0)) return;
+    constexpr double kDecay = 0.9;  // about the last 10 proposals
+    tokens_ = tokens_ * kDecay + static_cast<double>(drafted_tokens);
+    ms_ = ms_ * kDecay + ms;
+}
+
+double DraftCostModel::share(const StepCostModel& step, int64_t decode_rows) const {
+    double t = 0;
+    if (tokens_ <= 0 || !step.step_ms(decode_rows, t) || t <= 0) return 0.0;
+    return static_cast<double>(std::max<int64_t>(decode_rows, 1)) * (ms_ / tokens_) / t;
+}
+
 double StepCostModel::row_share(int64_t rows) const {
     double t0 = 1.0, t_row = kPriorRow;  // the prior until the steps can be fitted
     (void)fit(t0, t_row);
@@ -58,16 +78,17 @@ double StepCostModel::row_share(int64_t rows) const {
     return b * t_row / (t0 + b * t_row);
 }
 
-int32_t choose_k(const SpecConfig& cfg, double a, int64_t decode_rows, const StepCostModel& cost) {
+int32_t choose_k(const SpecConfig& cfg, double a, int64_t decode_rows, const StepCostModel& cost,
+                 double draft_share) {
     if (a < 0) a = cfg.initial_acceptance;
-    return choose_depth(cfg, a, a, decode_rows, cost);
+    return choose_depth(cfg, a, a, decode_rows, cost, draft_share);
 }
 
 int32_t choose_depth(const SpecConfig& cfg, double first, double next, int64_t decode_rows,
-                     const StepCostModel& cost) {
+                     const StepCostModel& cost, double draft_share) {
     if (cfg.max_k <= 0) return 0;
     if (!cfg.adaptive) return cfg.max_k;
-    const double share = cost.row_share(decode_rows);
+    const double share = cost.row_share(decode_rows) + std::max(0.0, draft_share);
     int32_t k = 0;
     double p = first;  // the chance that every token up to depth k + 1 is kept
     while (k < cfg.max_k && p > share) {
@@ -77,17 +98,22 @@ int32_t choose_depth(const SpecConfig& cfg, double first, double next, int64_t d
     return k;
 }
 
-double fold_acceptance(double estimate, int64_t n_proposed, int64_t n_accepted) {
-    if (n_proposed <= 0) return estimate;
-    // Per-token acceptance from a truncated run: accepted / (accepted + 1 rejection), or all.
-    const double obs = n_accepted == n_proposed
-                           ? 1.0 - 0.5 / static_cast<double>(n_proposed + 1)
-                           : static_cast<double>(n_accepted) / static_cast<double>(n_accepted + 1);
-    return estimate < 0 ? obs : 0.7 * estimate + 0.3 * obs;
-}
-
 void update_acceptance(SeqState& st, int64_t n_proposed, int64_t n_accepted) {
-    st.acceptance = fold_acceptance(st.acceptance, n_proposed, n_accepted);
+    if (n_proposed > 0) {
+        // The maximum-likelihood rate of a geometric run: tokens kept over tokens tried, where a
+        // draft kept whole tried no rejection, so a draft cut short by its depth does not read
+        // as a rejection (a one-token draft kept every time reads as 1, not as one kept token of
+        // two). Half a rejection of prior keeps a run of full drafts from reading as certain.
+        // About the last five verifications count.
+        constexpr double kDecay = 0.8;
+        st.kept = st.kept * kDecay + static_cast<double>(n_accepted);
+        st.rejected = st.rejected * kDecay + (n_accepted < n_proposed ? 1.0 : 0.0);
+        st.acceptance = st.kept / (st.kept + st.rejected + 0.5);
+    }
+    if (st.probing && n_proposed > 0)
+        st.probe_interval =
+            n_accepted > 0 ? kProbeInterval : std::min(2 * st.probe_interval, kMaxProbeInterval);
+    st.probing = false;
 }
 
 size_t EvidenceAcceptance::bucket(int32_t evidence) {

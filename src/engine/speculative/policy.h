@@ -22,14 +22,26 @@ struct SpecConfig {
     double initial_acceptance = 0.6;  // a sequence's acceptance estimate before any verification
 };
 
+inline constexpr int64_t kProbeInterval = 16;
+inline constexpr int64_t kMaxProbeInterval = 256;
+
 // Per sequence (lives in the scheduler's Seq).
 struct SeqState {
     std::vector<int32_t> input;  // this step's verified input: the last sampled token, drafts
     std::vector<std::vector<std::pair<float, int32_t>>> q;  // the drafts' distributions
-    double acceptance = -1.0;  // EMA of per-token acceptance (< 0: not measured yet)
-    int32_t evidence = 0;      // the verified draft's evidence (DraftRequest::evidence; 0: none)
-    int64_t idle_steps = 0;    // decode steps since the last draft (probing when adaptivity stops)
-    std::mt19937_64 rng;       // acceptance tests and replacement draws (seeded from the request)
+    // Per-token acceptance (< 0: not measured yet): tokens kept over tokens tried, from
+    // exponentially decayed counts (update_acceptance).
+    double acceptance = -1.0;
+    double kept = 0, rejected = 0;
+    int32_t evidence = 0;    // the verified draft's evidence (DraftRequest::evidence; 0: none)
+    int64_t idle_steps = 0;  // decode steps since the last draft (probing when adaptivity stops)
+    // Decode steps between probes while the policy drafts nothing: doubled after each probe that
+    // keeps no token (up to kMaxProbeInterval), back to kProbeInterval once one is kept, so a
+    // draft model that does not match the target stops paying for its catch-up passes.
+    int64_t probe_interval = kProbeInterval;
+    bool probing = false;       // this step's draft is a probe
+    bool drafted_last = false;  // the previous step verified a draft of this sequence
+    std::mt19937_64 rng;        // acceptance tests and replacement draws (seeded from the request)
     bool seeded = false;
 };
 
@@ -56,6 +68,10 @@ class StepCostModel {
     static constexpr double kPriorRow = 0.5;
     static constexpr double kPriorWeight = 4.0;  // steps, at each of two sizes
 
+    // The fitted time of a step of `rows` rows in ms; false (ms untouched) before the steps can
+    // be fitted.
+    bool step_ms(int64_t rows, double& ms) const;
+
   private:
     void add(double rows, double ms, double weight);
     // False (t0, t_row untouched): too few or too alike steps to fit.
@@ -63,15 +79,29 @@ class StepCostModel {
     double w_ = 0, sx_ = 0, sy_ = 0, sxx_ = 0, sxy_ = 0;
 };
 
+// The proposer's own time per drafted token: a draft model's forward passes, its catch-up over
+// the tokens it skipped while no draft was asked of it included (about zero for prompt lookup),
+// exponentially weighted over recent proposals. A token at depth i then pays only while
+// a^i * T(B) / B > t_row + draft time per token; without this a draft model whose drafts are
+// rarely kept (a poor match for the target) costs its forward passes for nothing.
+class DraftCostModel {
+  public:
+    void observe(int64_t drafted_tokens, double ms);
+    // The proposer's share of a step of `decode_rows` rows per draft token it adds:
+    // decode_rows * (ms per drafted token) / T(decode_rows); 0 before either is measured.
+    double share(const StepCostModel& step, int64_t decode_rows) const;
+
+  private:
+    double tokens_ = 0, ms_ = 0;
+};
+
 // How many tokens to draft for a sequence with acceptance estimate `a` in a step with
-// `decode_rows` decoding sequences.
-int32_t choose_k(const SpecConfig& cfg, double a, int64_t decode_rows, const StepCostModel& cost);
+// `decode_rows` decoding sequences; draft_share: DraftCostModel::share.
+int32_t choose_k(const SpecConfig& cfg, double a, int64_t decode_rows, const StepCostModel& cost,
+                 double draft_share = 0.0);
 
-// Folds one verification (n_proposed drafts, n_accepted of them kept) into an acceptance
-// estimate (< 0: none yet) and returns the new estimate.
-double fold_acceptance(double estimate, int64_t n_proposed, int64_t n_accepted);
-
-// Folds one verification into the sequence's acceptance estimate.
+// Folds one verification into the sequence's acceptance estimate (and, after a probe, its
+// probe interval).
 void update_acceptance(SeqState& st, int64_t n_proposed, int64_t n_accepted);
 
 // A draft's acceptance as two rates: `first`, that its first token is kept, and `next`, that a
@@ -81,7 +111,7 @@ void update_acceptance(SeqState& st, int64_t n_proposed, int64_t n_accepted);
 // one nearly always follow (a draft continues a quote), so one per-token rate a with a^i
 // under-drafts the quotes it pays on and over-drafts guesses.
 int32_t choose_depth(const SpecConfig& cfg, double first, double next, int64_t decode_rows,
-                     const StepCostModel& cost);
+                     const StepCostModel& cost, double draft_share = 0.0);
 
 // Acceptance by the proposer's evidence (DraftRequest::evidence), measured over all sequences:
 // for prompt lookup, a draft found from a one-token match is rarely kept and one continuing a

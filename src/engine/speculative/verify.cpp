@@ -7,6 +7,7 @@
 // temperature the tokens follow the target's distribution (rejection.h).
 #include <algorithm>
 #include <chrono>
+#include <utility>
 
 #include "engine/logit_processors.h"
 #include "engine/scheduler.h"
@@ -43,22 +44,32 @@ void Scheduler::propose_drafts() {
             p->n_computed + 1 == static_cast<int64_t>(p->tokens.size()))
             ++decoding;
     const bool by_evidence = spec_.adaptive && proposer_->sizes_by_evidence();
+    // A proposer that follows every decoding sequence (MTP) runs whether or not it drafts: its
+    // time is not a draft token's price.
+    const double draft_share =
+        proposer_->wants_hidden() ? 0.0 : draft_cost_.share(step_cost_, decoding);
     std::vector<speculative::DraftRequest> reqs;
     std::vector<Seq*> owners;
     reqs.reserve(running_.size());
+    // Whether every sequence asked for a draft drafted in the previous step too: only then is
+    // the proposer's time the steady price of its drafts (DraftCostModel), not a catch-up over
+    // the tokens it skipped, which a probe pays once.
+    bool steady = true;
     for (auto& p : running_) {
         if (!p) continue;
         Seq& s = *p;
+        const bool drafted_last = std::exchange(s.spec.drafted_last, false);
         s.spec.input.clear();
         s.spec.q.clear();
         if (s.finished || s.cancelled || s.n_computed + 1 != static_cast<int64_t>(s.tokens.size()))
             continue;
-        int64_t k = by_evidence
-                        ? spec_.max_k
-                        : speculative::choose_k(spec_, s.spec.acceptance, decoding, step_cost_);
-        if (k == 0 && ++s.spec.idle_steps >= 16) {
+        int64_t k = by_evidence ? spec_.max_k
+                                : speculative::choose_k(spec_, s.spec.acceptance, decoding,
+                                                        step_cost_, draft_share);
+        if (k == 0 && ++s.spec.idle_steps >= s.spec.probe_interval) {
             k = 1;  // probe now and then, so a sequence whose text turns repetitive is noticed
             s.spec.idle_steps = 0;
+            s.spec.probing = true;
         }
         // Every verified token may be emitted: at most max_new_tokens - generated in all.
         k = std::min<int64_t>(k, s.req.max_new_tokens - s.generated() - 1);
@@ -66,6 +77,7 @@ void Scheduler::propose_drafts() {
         // k = 0 included, so it keeps up with them.
         if (k <= 0 && !proposer_->wants_hidden()) continue;
         k = std::max<int64_t>(k, 0);
+        if (k > 0 && !drafted_last) steady = false;
         speculative::DraftRequest r;
         r.id = s.id;
         r.tokens = s.tokens;
@@ -78,7 +90,13 @@ void Scheduler::propose_drafts() {
     if (reqs.empty()) return;
     std::vector<speculative::DraftRequest*> ptrs;
     for (auto& r : reqs) ptrs.push_back(&r);
+    const auto t_propose = Clock::now();
     proposer_->propose(ptrs);
+    int64_t drafted = 0;
+    for (const auto& r : reqs) drafted += static_cast<int64_t>(r.draft.size());
+    if (steady)
+        draft_cost_.observe(
+            drafted, std::chrono::duration<double, std::milli>(Clock::now() - t_propose).count());
     for (size_t j = 0; j < reqs.size(); ++j) {
         Seq& s = *owners[j];
         auto& r = reqs[j];
@@ -89,7 +107,8 @@ void Scheduler::propose_drafts() {
                         " returned a malformed draft");
         if (by_evidence && !r.draft.empty()) {
             const auto a = spec_evidence_.estimate(r.evidence);
-            int64_t keep = speculative::choose_depth(spec_, a.first, a.next, decoding, step_cost_);
+            int64_t keep = speculative::choose_depth(spec_, a.first, a.next, decoding, step_cost_,
+                                                     draft_share);
             if (keep == 0 && ++s.spec.idle_steps >= 16) keep = 1;  // probe the class now and then
             if (static_cast<int64_t>(r.draft.size()) > keep) {
                 r.draft.resize(static_cast<size_t>(keep));
@@ -106,8 +125,12 @@ void Scheduler::propose_drafts() {
     for (size_t j = 0; j < reqs.size(); ++j) {
         Seq& s = *owners[j];
         auto& r = reqs[j];
-        if (r.draft.empty()) continue;
+        if (r.draft.empty()) {
+            s.spec.probing = false;
+            continue;
+        }
         s.spec.idle_steps = 0;
+        s.spec.drafted_last = true;
         s.spec.input.reserve(r.draft.size() + 1);
         s.spec.input.push_back(s.tokens.back());
         s.spec.input.insert(s.spec.input.end(), r.draft.begin(), r.draft.end());
