@@ -149,6 +149,8 @@ def run_round(a, base, model, seconds, out):
                 out["trace_short"].append(r[4])
 
     def long_worker():
+        if a.long_every <= 0:  # steady streams alone: the inter-token floor of each setup
+            return
         i = 0
         time.sleep(min(2.0, seconds / 4))  # the streams are decoding when the first arrives
         while time.time() < stop_at:
@@ -164,11 +166,11 @@ def run_round(a, base, model, seconds, out):
                 else:
                     out["long_ttft"].append(r[0])
                     out["trace_long"].append([r[3], r[4][0], r[4][-1]])
-            time.sleep(max(0.0, t_next - time.time()))
+            time.sleep(max(0.0, min(t_next, stop_at) - time.time()))  # never past the round
 
     t0 = time.perf_counter()
-    ts = [threading.Thread(target=short_worker, args=(k,)) for k in range(a.streams)]
-    ts.append(threading.Thread(target=long_worker))
+    ts = [threading.Thread(target=short_worker, args=(k,), daemon=True) for k in range(a.streams)]
+    ts.append(threading.Thread(target=long_worker, daemon=True))
     for t in ts:
         t.start()
     for t in ts:
@@ -264,7 +266,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--streams", type=int, default=3)
     ap.add_argument("--short-tokens", type=int, default=48)
-    ap.add_argument("--long-every", type=float, default=5.0)
+    ap.add_argument("--long-every", type=float, default=5.0,
+                    help="seconds between long prompts; 0: none (the steady streams alone)")
     ap.add_argument("--long-words", type=int, default=1500)
     ap.add_argument("--kv-dtype", default="bf16")
     ap.add_argument("--prefill-kv-dtype", help="the prefill server's own KV format (default: "
