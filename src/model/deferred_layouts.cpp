@@ -1,12 +1,9 @@
 #include "model/deferred_layouts.h"
 
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include <chrono>
 
-#include "kernels/matmul_quant.h"
 #include "util/log.h"
+#include "util/mapped_file.h"
 #include "util/thread_priority.h"
 
 namespace warden::model {
@@ -14,20 +11,11 @@ namespace warden::model {
 namespace {
 // Weight 110 against the compute threads' 1024 while both want a core (util/thread_priority.h).
 constexpr int kCopyNice = 10;
-
-// Releases the whole pages inside [p, p + n) from this process (file pages: advice only).
-void release_pages(const uint8_t* p, int64_t n) {
-    const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-    if (page == 0 || p == nullptr || n <= 0) return;
-    const uintptr_t a = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
-    const uintptr_t b = (reinterpret_cast<uintptr_t>(p) + static_cast<uintptr_t>(n)) / page * page;
-    if (b > a) (void)madvise(reinterpret_cast<void*>(a), b - a, MADV_DONTNEED);
-}
 }  // namespace
 
 DeferredLayouts::DeferredLayouts(std::vector<Job> jobs, std::shared_ptr<const void> keep)
     : jobs_(std::move(jobs)), keep_(std::move(keep)) {
-    for (const Job& j : jobs_) copy_bytes_ += static_cast<int64_t>(j.copy->bytes.size());
+    for (const Job& j : jobs_) copy_bytes_ += j.copy->matrix.bytes();
     if (jobs_.empty()) {
         done_ = true;
         return;
@@ -50,10 +38,10 @@ void DeferredLayouts::run() {
     const auto t0 = std::chrono::steady_clock::now();
     for (Job& j : jobs_) {
         if (stop_.load(std::memory_order_relaxed)) break;
-        j.build(*j.copy);
+        j.build(j.copy->matrix);
         j.copy->published.store(true, std::memory_order_release);
         published_.fetch_add(1, std::memory_order_acq_rel);
-        release_pages(j.source, j.source_bytes);
+        util::release_mapped_pages(j.source, static_cast<size_t>(j.source_bytes));
     }
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     spdlog::debug("weights: {} of {} matrices in their deferred layout ({} MiB) after {:.2f} s",

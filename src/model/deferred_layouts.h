@@ -27,8 +27,8 @@ class DeferredLayouts {
   public:
     struct Job {
         std::shared_ptr<DeferredCopy> copy;
-        std::function<void(DeferredCopy&)> build;  // fills copy.bytes
-        const uint8_t* source = nullptr;           // the bytes the copy replaces (file mapping)
+        std::function<void(Matrix&)> build;  // packs copy->matrix
+        const uint8_t* source = nullptr;     // the bytes the copy replaces (file mapping)
         int64_t source_bytes = 0;
     };
 

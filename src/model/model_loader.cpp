@@ -1,5 +1,3 @@
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -109,8 +107,6 @@ std::string hf_name(const std::string& role, int layer) {
 template <class Tensors>
 void release_tensor_pages(const Tensors& tensors,
                           std::vector<std::pair<const uint8_t*, const uint8_t*>> in_place) {
-    const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-    if (page == 0) return;
     std::sort(in_place.begin(), in_place.end());
     for (const auto& t : tensors) {
         if (t.data == nullptr || t.n_bytes == 0) continue;
@@ -121,12 +117,7 @@ void release_tensor_pages(const Tensors& tensors,
                                          [](const std::pair<const uint8_t*, const uint8_t*>& r,
                                             const uint8_t* p) { return r.second <= p; });
         if (it != in_place.end() && it->first < hi) continue;
-        // Whole pages inside the tensor only (a page shared with a neighbour stays).
-        const uintptr_t a = (reinterpret_cast<uintptr_t>(lo) + page - 1) / page * page;
-        const uintptr_t b = reinterpret_cast<uintptr_t>(hi) / page * page;
-        if (b > a)
-            (void)madvise(reinterpret_cast<void*>(a), b - a,
-                          MADV_DONTNEED);  // advice: failure is harmless
+        util::release_mapped_pages(lo, t.n_bytes);
     }
 }
 
@@ -411,28 +402,10 @@ class Loader {
         return m;
     }
 
-    // GGUF Q8_0 blocks into int8-g32 (the same values, block for block): whole panels by
-    // transposes, every block's scale checked as the as-stored format checks it.
-    void import_q8_0_panels(const formats::SourceTensor& t, const kernels::WeightMatrix& layout,
-                            Matrix& m) const {
-        kernels::WeightMatrix blocks = layout;  // the rows as stored, for the scale check
-        blocks.type = tensor::WeightType::Q8_0;
-        blocks.group = 0;
-        const int64_t row_bytes = kernels::kquant_row_bytes(blocks);
-        pool_.parallel_for(layout.rows, kernels::kPanelRows, [&](int64_t r0, int64_t r1) {
-            for (int64_t r = r0; r < r1; ++r)
-                quant::check_kquant_row_scales(t.data + r * row_bytes, blocks);
-            for (int64_t p = r0 / kernels::kPanelRows; p * kernels::kPanelRows < r1; ++p)
-                m.pack_q8_0_panel(p, t.data + p * kernels::kPanelRows * row_bytes, row_bytes);
-        });
-    }
-
-    // GGUF Q8_0 blocks into int8-g32 without holding up start-up: the blocks are read where the
-    // file maps them (the Q8_0 format, whose arithmetic is int8-g32's, kernels/matmul_kquant.h)
-    // until their panels, built after loading by DeferredLayouts, are published. Every block's
-    // scale is checked now, as either import checks it.
-    Matrix q8_0_in_place_then_panels(const formats::SourceTensor& t,
-                                     const kernels::WeightMatrix& layout) const {
+    // An int8-g32 layout's rows as GGUF Q8_0 stores them (34-byte blocks), every block's scale
+    // checked as the as-stored format checks it (a NaN scale is an error naming the tensor).
+    kernels::WeightMatrix checked_q8_0_blocks(const formats::SourceTensor& t,
+                                              const kernels::WeightMatrix& layout) const {
         kernels::WeightMatrix blocks = layout;
         blocks.type = tensor::WeightType::Q8_0;
         blocks.group = 0;
@@ -441,26 +414,49 @@ class Loader {
             for (int64_t r = r0; r < r1; ++r)
                 quant::check_kquant_row_scales(t.data + r * row_bytes, blocks);
         });
+        return blocks;
+    }
+
+    // Panels [p0, p1) of int8-g32 matrix m from the Q8_0 rows at src, row_bytes apart (the same
+    // values, block for block): whole panels by transposes.
+    static void pack_q8_0_panels(const uint8_t* src, int64_t row_bytes, int64_t p0, int64_t p1,
+                                 Matrix& m) {
+        for (int64_t p = p0; p < p1; ++p)
+            m.pack_q8_0_panel(p, src + p * kernels::kPanelRows * row_bytes, row_bytes);
+    }
+    static int64_t panels_of(int64_t rows) {
+        return (rows + kernels::kPanelRows - 1) / kernels::kPanelRows;
+    }
+
+    // GGUF Q8_0 blocks into int8-g32 panels while loading (--no-mmap).
+    void import_q8_0_panels(const formats::SourceTensor& t, const kernels::WeightMatrix& layout,
+                            Matrix& m) const {
+        const int64_t row_bytes = kernels::kquant_row_bytes(checked_q8_0_blocks(t, layout));
+        pool_.parallel_for(layout.rows, kernels::kPanelRows, [&](int64_t r0, int64_t r1) {
+            pack_q8_0_panels(t.data, row_bytes, r0 / kernels::kPanelRows, panels_of(r1), m);
+        });
+    }
+
+    // GGUF Q8_0 blocks into int8-g32 without holding up start-up: the blocks are read where the
+    // file maps them (the Q8_0 format, whose arithmetic is int8-g32's, kernels/matmul_kquant.h)
+    // until their panels, built after loading by DeferredLayouts, are published.
+    Matrix q8_0_in_place_then_panels(const formats::SourceTensor& t,
+                                     const kernels::WeightMatrix& layout) const {
+        const kernels::WeightMatrix blocks = checked_q8_0_blocks(t, layout);
+        const int64_t row_bytes = kernels::kquant_row_bytes(blocks);
         auto copy = std::make_shared<DeferredCopy>();
-        copy->bytes = arena_.allocate(static_cast<size_t>(kernels::quant_packed_bytes(layout)));
-        copy->view = layout;
-        copy->view.data = copy->bytes.data();
+        copy->matrix = Matrix::quantized(layout, &arena_);
         Matrix m = Matrix::mapped(blocks, t.data, mapping_);
         m.set_deferred_copy(copy);
         DeferredLayouts::Job job;
         job.copy = std::move(copy);
         job.source = t.data;
         job.source_bytes = layout.rows * row_bytes;
-        job.build = [src = t.data, row_bytes](DeferredCopy& c) {
-            const kernels::WeightMatrix& w = c.view;
-            for (int64_t p = 0; p * kernels::kPanelRows < w.rows; ++p)
-                kernels::pack_q8_0_panel(
-                    src + p * kernels::kPanelRows * row_bytes, row_bytes,
-                    std::min<int64_t>(kernels::kPanelRows, w.rows - p * kernels::kPanelRows),
-                    w.cols, c.bytes.data() + p * kernels::quant_panel_bytes(w));
+        job.build = [src = t.data, row_bytes](Matrix& panels) {
+            pack_q8_0_panels(src, row_bytes, 0, panels_of(panels.rows()), panels);
         };
         std::lock_guard lock(mapped_mu_);
-        mapped_ranges_.emplace_back(t.data, t.data + layout.rows * row_bytes);
+        mapped_ranges_.emplace_back(t.data, t.data + job.source_bytes);
         deferred_jobs_.push_back(std::move(job));
         return m;
     }

@@ -67,13 +67,14 @@ Matrix Matrix::mapped_rows(tensor::WeightType t, int64_t rows, int64_t cols, con
 }
 
 void Matrix::set_deferred_copy(std::shared_ptr<DeferredCopy> copy) {
-    util::check(copy != nullptr && copy->view.rows == view_.rows && copy->view.cols == view_.cols,
-                "Matrix::set_deferred_copy: a copy of another shape");
+    util::check(
+        copy != nullptr && copy->matrix.rows() == view_.rows && copy->matrix.cols() == view_.cols,
+        "Matrix::set_deferred_copy: a copy of another shape");
     copy_ = std::move(copy);
 }
 
 std::span<const uint8_t> Matrix::packed() const {
-    if (reads_deferred_copy()) return copy_->bytes.bytes();
+    if (reads_deferred_copy()) return copy_->matrix.packed();
     if (!keep_) return owned_.bytes();
     if (view_.row_major)
         return {static_cast<const uint8_t*>(view_.data), static_cast<size_t>(bytes())};
@@ -144,7 +145,7 @@ int64_t Matrix::add_bf16_tiles(util::HugePageArena* arena) {
 }
 
 int64_t Matrix::bytes() const {
-    if (reads_deferred_copy()) return kernels::quant_packed_bytes(copy_->view);
+    if (reads_deferred_copy()) return copy_->matrix.bytes();
     if (is_quantized()) return kernels::quant_packed_bytes(view_);
     if (view_.row_major) return view_.rows * view_.cols * elem_bytes(view_.type);
     if (view_.data == nullptr && view_.tiles != nullptr)

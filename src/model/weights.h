@@ -17,15 +17,7 @@ namespace warden::model {
 enum class RuntimeDType { BF16, F32 };
 const char* runtime_dtype_name(RuntimeDType t);
 
-// A matrix's copy in a faster layout with the same arithmetic (every output bit-identical to the
-// original's), filled after loading by a background thread (model/deferred_layouts.h), so that
-// start-up does not wait for it: GGUF Q8_0 blocks, read in place at first, then as int8-g32
-// panels. `view` and `bytes` are written before `published` is set (release) and never after.
-struct DeferredCopy {
-    kernels::WeightMatrix view;  // the copy's layout; view.data points into bytes
-    util::ArenaBuffer bytes;
-    std::atomic<bool> published{false};
-};
+struct DeferredCopy;
 
 class Matrix {
   public:
@@ -82,9 +74,7 @@ class Matrix {
     // aliases made afterwards share it. The copy must have this matrix's shape.
     void set_deferred_copy(std::shared_ptr<DeferredCopy> copy);
     // Whether reads go to a published deferred copy.
-    bool reads_deferred_copy() const {
-        return copy_ && copy_->published.load(std::memory_order_acquire);
-    }
+    bool reads_deferred_copy() const;
 
     // The weights' first byte, whichever layout holds them (prefetching; telling aliases apart).
     const void* storage() const {
@@ -100,9 +90,7 @@ class Matrix {
     }
 
     // The layout every read uses now: the published deferred copy's, else this matrix's own.
-    const kernels::WeightMatrix& view() const {
-        return reads_deferred_copy() ? copy_->view : view_;
-    }
+    const kernels::WeightMatrix& view() const;
     int64_t rows() const { return view_.rows; }
     int64_t cols() const { return view_.cols; }
     int64_t bytes() const;
@@ -128,6 +116,22 @@ class Matrix {
     std::shared_ptr<const void> keep_;    // mapped(): what keeps view_.data alive; else null
     std::shared_ptr<DeferredCopy> copy_;  // set_deferred_copy(); null when none
 };
+
+// A matrix's copy in a faster layout with the same arithmetic (every output bit-identical to the
+// original's), filled after loading by a background thread (model/deferred_layouts.h), so that
+// start-up does not wait for it: GGUF Q8_0 blocks, read in place at first, then as int8-g32
+// panels. `matrix` is packed before `published` is set (release) and never written after.
+struct DeferredCopy {
+    Matrix matrix;
+    std::atomic<bool> published{false};
+};
+
+inline bool Matrix::reads_deferred_copy() const {
+    return copy_ && copy_->published.load(std::memory_order_acquire);
+}
+inline const kernels::WeightMatrix& Matrix::view() const {
+    return reads_deferred_copy() ? copy_->matrix.view_ : view_;
+}
 
 // A mixture-of-experts FFN (model/moe.h). The router stays f32 whatever the runtime format so
 // that expert selection matches the reference (transformers routes GLM/DeepSeek in f32 too).

@@ -60,6 +60,16 @@ MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
     return *this;
 }
 
+void release_mapped_pages(const void* p, size_t n) {
+    const long page = sysconf(_SC_PAGESIZE);
+    if (page <= 0 || p == nullptr || n == 0) return;
+    const auto ps = static_cast<uintptr_t>(page);
+    const auto lo = reinterpret_cast<uintptr_t>(p);
+    const uintptr_t a = (lo + ps - 1) / ps * ps;
+    const uintptr_t b = (lo + n) / ps * ps;
+    if (b > a) (void)madvise(reinterpret_cast<void*>(a), b - a, MADV_DONTNEED);
+}
+
 void prefetch_in_background(std::vector<std::string> paths) {
     try {
         std::thread([paths = std::move(paths)] {

@@ -35,4 +35,9 @@ class MappedFile {
 // mappings' own reads report them.
 void prefetch_in_background(std::vector<std::string> paths);
 
+// Drops this process's pages of a read-only file mapping that lie wholly inside [p, p + n)
+// (MADV_DONTNEED; a page shared with a neighbouring range stays). Advice only: a later read
+// faults the page back in from the file, and failure is harmless.
+void release_mapped_pages(const void* p, size_t n);
+
 }  // namespace warden::util

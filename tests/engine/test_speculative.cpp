@@ -240,15 +240,15 @@ TEST(SpecPolicy, DraftModelTimeCountsAgainstItsDrafts) {
 TEST(SpecPolicy, AcceptanceCountsTokensAndProbesBackOff) {
     spec::SeqState st;
     for (int i = 0; i < 12; ++i) spec::update_acceptance(st, 1, 1);
-    EXPECT_GT(st.acceptance, 0.85);
+    EXPECT_GT(st.acceptance(), 0.85);
     spec::SeqState half;
     for (int i = 0; i < 40; ++i) spec::update_acceptance(half, 4, i % 2 == 0 ? 4 : 0);
     // 4 kept per 5 tried, the latest verification (a miss) weighing most.
-    EXPECT_GT(half.acceptance, 0.65);
-    EXPECT_LT(half.acceptance, 0.85);
+    EXPECT_GT(half.acceptance(), 0.65);
+    EXPECT_LT(half.acceptance(), 0.85);
     spec::SeqState miss;
     for (int i = 0; i < 12; ++i) spec::update_acceptance(miss, 2, 0);
-    EXPECT_LT(miss.acceptance, 0.01);
+    EXPECT_LT(miss.acceptance(), 0.01);
 
     spec::SeqState p;
     EXPECT_EQ(p.probe_interval, spec::kProbeInterval);

@@ -120,18 +120,19 @@ TEST(DeferredLayouts, AStopLeavesTheRestOnTheirOriginalLayout) {
     std::vector<DeferredLayouts::Job> jobs;
     for (int i = 0; i < kJobs; ++i) {
         auto c = std::make_shared<DeferredCopy>();
-        c->bytes = util::ArenaBuffer(64);
+        c->matrix = Matrix::owned(tensor::WeightType::F32, 1, 8);
         copies.push_back(c);
         DeferredLayouts::Job j;
         j.copy = c;
-        j.build = [&, i](DeferredCopy& dc) {
+        j.build = [&, i](Matrix& m) {
             if (i == 0) {
                 started.store(true);
                 const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
                 while (!release.load() && std::chrono::steady_clock::now() < until)
                     std::this_thread::yield();
             }
-            dc.bytes.data()[0] = static_cast<uint8_t>(i + 1);
+            const std::vector<float> row(8, static_cast<float>(i + 1));
+            m.pack_row(0, row.data());
             built.fetch_add(1);
         };
         jobs.push_back(std::move(j));
@@ -147,7 +148,9 @@ TEST(DeferredLayouts, AStopLeavesTheRestOnTheirOriginalLayout) {
     EXPECT_EQ(built.load(), 1);
     EXPECT_EQ(d.published(), 1);
     EXPECT_TRUE(copies[0]->published.load());
-    EXPECT_EQ(copies[0]->bytes.data()[0], 1);
+    std::vector<float> row(8);
+    copies[0]->matrix.row_f32(0, row.data());
+    EXPECT_EQ(row[0], 1.0f);
     for (int i = 1; i < kJobs; ++i) EXPECT_FALSE(copies[i]->published.load()) << i;
 }
 

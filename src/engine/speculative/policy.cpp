@@ -100,15 +100,13 @@ int32_t choose_depth(const SpecConfig& cfg, double first, double next, int64_t d
 
 void update_acceptance(SeqState& st, int64_t n_proposed, int64_t n_accepted) {
     if (n_proposed > 0) {
-        // The maximum-likelihood rate of a geometric run: tokens kept over tokens tried, where a
-        // draft kept whole tried no rejection, so a draft cut short by its depth does not read
-        // as a rejection (a one-token draft kept every time reads as 1, not as one kept token of
-        // two). Half a rejection of prior keeps a run of full drafts from reading as certain.
-        // About the last five verifications count.
+        // The maximum-likelihood rate of a geometric run counts a draft kept whole as no
+        // rejection, so a draft cut short by its depth does not read as one (a one-token draft
+        // kept every time reads as nearly 1, not as one kept token of two). About the last five
+        // verifications count.
         constexpr double kDecay = 0.8;
         st.kept = st.kept * kDecay + static_cast<double>(n_accepted);
         st.rejected = st.rejected * kDecay + (n_accepted < n_proposed ? 1.0 : 0.0);
-        st.acceptance = st.kept / (st.kept + st.rejected + 0.5);
     }
     if (st.probing && n_proposed > 0)
         st.probe_interval =

@@ -29,10 +29,14 @@ inline constexpr int64_t kMaxProbeInterval = 256;
 struct SeqState {
     std::vector<int32_t> input;  // this step's verified input: the last sampled token, drafts
     std::vector<std::vector<std::pair<float, int32_t>>> q;  // the drafts' distributions
-    // Per-token acceptance (< 0: not measured yet): tokens kept over tokens tried, from
-    // exponentially decayed counts (update_acceptance).
-    double acceptance = -1.0;
+    // Draft tokens kept and drafts cut by a rejection, exponentially decayed (update_acceptance);
+    // acceptance() is their per-token rate.
     double kept = 0, rejected = 0;
+    // Per-token acceptance, tokens kept over tokens tried, with half a rejection of prior so a run
+    // of whole drafts does not read as certain; < 0 before any verification.
+    double acceptance() const {
+        return kept + rejected > 0 ? kept / (kept + rejected + 0.5) : -1.0;
+    }
     int32_t evidence = 0;    // the verified draft's evidence (DraftRequest::evidence; 0: none)
     int64_t idle_steps = 0;  // decode steps since the last draft (probing when adaptivity stops)
     // Decode steps between probes while the policy drafts nothing: doubled after each probe that
@@ -79,11 +83,12 @@ class StepCostModel {
     double w_ = 0, sx_ = 0, sy_ = 0, sxx_ = 0, sxy_ = 0;
 };
 
-// The proposer's own time per drafted token: a draft model's forward passes, its catch-up over
-// the tokens it skipped while no draft was asked of it included (about zero for prompt lookup),
-// exponentially weighted over recent proposals. A token at depth i then pays only while
-// a^i * T(B) / B > t_row + draft time per token; without this a draft model whose drafts are
-// rarely kept (a poor match for the target) costs its forward passes for nothing.
+// The proposer's own time per drafted token in steady drafting (a draft model's forward passes;
+// about zero for prompt lookup), exponentially weighted over recent proposals; the caller leaves
+// out proposals that first catch up over tokens the draft skipped, which a probe pays once. A token
+// at depth i then pays only while a^i * T(B) / B > t_row + draft time per token; without this a
+// draft model whose drafts are rarely kept (a poor match for the target) costs its forward passes
+// for nothing.
 class DraftCostModel {
   public:
     void observe(int64_t drafted_tokens, double ms);

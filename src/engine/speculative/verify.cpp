@@ -64,7 +64,7 @@ void Scheduler::propose_drafts() {
         if (s.finished || s.cancelled || s.n_computed + 1 != static_cast<int64_t>(s.tokens.size()))
             continue;
         int64_t k = by_evidence ? spec_.max_k
-                                : speculative::choose_k(spec_, s.spec.acceptance, decoding,
+                                : speculative::choose_k(spec_, s.spec.acceptance(), decoding,
                                                         step_cost_, draft_share);
         if (k == 0 && ++s.spec.idle_steps >= s.spec.probe_interval) {
             k = 1;  // probe now and then, so a sequence whose text turns repetitive is noticed
