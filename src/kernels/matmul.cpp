@@ -209,27 +209,45 @@ int64_t kq5_unpack_bytes(int64_t cols, int64_t n) {
                     68 * nbp + detail::kQ5UnpackTokens * 36 * nbp);
 }
 
-// Q8_0 (read in place, row after row) over several tokens: each 16-row panel is formed in the
-// calling thread's scratch in int8-g32's layout and handed to the int8-g32 kernel of table t,
-// which is written for many tokens (activations broadcast against 16 rows at once, AMX tiles
-// where there are some). Both compute int8-g32's arithmetic, so the outputs are the one-token
-// kernel's bit for bit; forming a panel costs about what reading it does, once per call.
-constexpr int64_t kQ8_0PanelMinTokens = 2;
-void q8_0_as_panels(const detail::MatmulTable& t, const WeightMatrix& w,
-                    const detail::QuantArgs& qa, int64_t r0, int64_t r1) {
+// Q8_0 / Q4_0 / Q4_1 (read in place, row after row) over several tokens: each 16-row panel is
+// formed in the calling thread's scratch in int8-g32's / int4-g32's layout and handed to that
+// format's kernel of table t, which is written for many tokens (activations broadcast against 16
+// rows at once, AMX tiles where there are some). Both compute the panel format's arithmetic, so
+// the outputs are the one-token kernel's bit for bit; forming a panel costs about what reading it
+// does, once per call.
+constexpr int64_t kPanelContractMinTokens = 2;
+void blocks_as_panels(const detail::MatmulTable& t, const WeightMatrix& w,
+                      const detail::QuantArgs& qa, int64_t r0, int64_t r1) {
     const int64_t row_bytes = kquant_row_bytes(w);
-    uint8_t* panel = unpack_scratch(w.cols / 32 * detail::kQ8BlockBytes);
+    const bool q8 = qa.kind == detail::kQuantKindQ8_0, asym = qa.kind == detail::kQuantKindQ4_1;
+    WeightMatrix pw;  // one panel of the panel format
+    pw.type = q8 ? WeightType::Q8 : WeightType::Q4;
+    pw.rows = kPanelRows;
+    pw.cols = w.cols;
+    pw.group = 32;
+    pw.asym = asym;
+    const int64_t panel_bytes = quant_panel_bytes(pw);
+    // The int4 kernel's own unpack scratch after the panel, where it takes one (run_rows).
+    const bool unpack = !q8 && t.quant_uses_unpack && qa.n >= kQ4UnpackMinTokens;
+    const int64_t unpack_bytes = unpack ? w.cols * kPanelRows : 0;
+    uint8_t* panel = unpack_scratch((panel_bytes + 31) / 32 * 32 + unpack_bytes);
     detail::QuantArgs q = qa;
-    q.kind = 1;  // int8
+    q.kind = q8 ? 1 : 0;
     q.group = 32;
+    q.asym = asym;
     q.bf16_scales = false;
+    q.act_f32 = false;
     q.data = panel;
+    q.unpack = unpack ? panel + (panel_bytes + 31) / 32 * 32 : nullptr;
     for (int64_t p0 = r0; p0 < r1;) {
         const int64_t base = p0 / kPanelRows * kPanelRows;
         const int64_t p1 = std::min(r1, base + kPanelRows);
         const int64_t n = std::min(w.rows, base + kPanelRows) - base;
-        pack_q8_0_panel(static_cast<const uint8_t*>(w.data) + base * row_bytes, row_bytes, n,
-                        w.cols, panel);
+        const uint8_t* src = static_cast<const uint8_t*>(w.data) + base * row_bytes;
+        if (q8)
+            pack_q8_0_panel(src, row_bytes, n, w.cols, panel);
+        else
+            pack_q4_block_panel(src, row_bytes, n, w.cols, asym, panel);
         q.rows = n;
         q.y = qa.y + base;
         t.quant(q, p0 - base, p1 - base);
@@ -245,8 +263,9 @@ void run_rows(const detail::MatmulTable& t, const WeightMatrix& w, const float* 
         const detail::Bf16TileArgs a{
             static_cast<const uint8_t*>(w.tiles), w.rows, w.cols, sx.hi, sx.lo, n, y, w.rows};
         bf16_tile_kernel(t)(a, r0, r1);
-    } else if (qa.kind == detail::kQuantKindQ8_0 && n >= kQ8_0PanelMinTokens) {
-        q8_0_as_panels(t, w, qa, r0, r1);
+    } else if (is_quant(w) && detail::kquant_kind_is_panel_contract(qa.kind) &&
+               n >= kPanelContractMinTokens) {
+        blocks_as_panels(t, w, qa, r0, r1);
     } else if (is_quant(w)) {
         // Q5_0 / Q5_1 / IQ4_NL at any token count: the SIMD kernels unpack each row once into it
         // (the scalar one ignores it).

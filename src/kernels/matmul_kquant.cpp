@@ -35,6 +35,10 @@ int kquant_kind(WeightType t) {
             return detail::kQuantKindIQ4XS;
         case WeightType::Q8_0:
             return detail::kQuantKindQ8_0;
+        case WeightType::Q4_0:
+            return detail::kQuantKindQ4_0;
+        case WeightType::Q4_1:
+            return detail::kQuantKindQ4_1;
         default:
             throw util::Error("kquant_kind: not a GGUF block weight type");
     }
@@ -159,6 +163,32 @@ float add_block(int kind, const uint8_t* row, int64_t b, const int8_t* xq, float
     }
 }
 
+// Q8_0 / Q4_0 / Q4_1 row `row` against token t with int8-g32's / int4-g32's / int4-g32-asym's
+// arithmetic (kernels/matmul_quant.h): one fma chain, block by block in k order.
+float panel_contract_row(const QuantArgs& a, const uint8_t* row, int64_t t) {
+    const int64_t nb = a.cols / 32;
+    float acc = 0.0f;
+    for (int64_t b = 0; b < nb; ++b) {
+        const int8_t* xq = a.xq + t * a.cols + b * 32;
+        const float xd = a.xd[t * nb + b];
+        const int32_t xs = a.xs[t * nb + b];
+        int32_t sum = 0;
+        if (a.kind == kQuantKindQ8_0) {
+            const uint8_t* blk = row + b * 34;
+            for (int l = 0; l < 32; ++l) sum += static_cast<int8_t>(blk[2 + l]) * xq[l];
+            acc = std::fma(static_cast<float>(sum), f16_at(blk) * xd, acc);
+            continue;
+        }
+        const bool q41 = a.kind == kQuantKindQ4_1;
+        const uint8_t* blk = row + b * (q41 ? 20 : 18);
+        for (int l = 0; l < 32; ++l) sum += nibble_at(blk + (q41 ? 4 : 2), l) * xq[l];
+        if (!q41) sum -= 8 * xs;
+        acc = std::fma(static_cast<float>(sum), f16_at(blk) * xd, acc);
+        if (q41) acc = std::fma(static_cast<float>(xs), f16_at(blk + 2) * xd, acc);
+    }
+    return acc;
+}
+
 }  // namespace
 
 void mm_kquant_scalar(const QuantArgs& a, int64_t r0, int64_t r1) {
@@ -167,18 +197,8 @@ void mm_kquant_scalar(const QuantArgs& a, int64_t r0, int64_t r1) {
     const int64_t row_bytes = cols / kKQuantKindElems[a.kind - kQuantKindQ4K] * bb;
     for (int64_t t = 0; t < a.n; ++t)
         for (int64_t r = r0; r < r1; ++r) {
-            if (a.kind == kQuantKindQ8_0) {  // int8-g32's arithmetic: one chain in k order
-                const uint8_t* row = a.data + r * row_bytes;
-                float acc = 0.0f;
-                for (int64_t b = 0; b < nb; ++b) {
-                    const int8_t* xq = a.xq + t * cols + b * 32;
-                    int32_t sum = 0;
-                    for (int l = 0; l < 32; ++l)
-                        sum += static_cast<int8_t>(row[b * 34 + 2 + l]) * xq[l];
-                    acc = std::fma(static_cast<float>(sum), f16_at(row + b * 34) * a.xd[t * nb + b],
-                                   acc);
-                }
-                a.y[t * a.ldy + r] = acc;
+            if (kquant_kind_is_panel_contract(a.kind)) {  // one chain in k order
+                a.y[t * a.ldy + r] = panel_contract_row(a, a.data + r * row_bytes, t);
                 continue;
             }
             float acc[8] = {};

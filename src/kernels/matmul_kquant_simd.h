@@ -1367,26 +1367,47 @@ inline KQF kq_q8_scales(const uint8_t* const* rows, KQI idx, int64_t off) {
 #endif
 }
 
+// Q4_0 / Q4_1 (int4-g32's / int4-g32-asym's arithmetic, kernels/matmul_quant.h), the same pass
+// as Q8_0's: the 16 code bytes of block b of rows 2i and 2i + 1 side by side, their low nibbles
+// (codes 0-15) against the token's first 16 activations and the high ones (codes 16-31) against
+// the last 16, u8 codes times s8 activations with no sign trick. Q4_0 takes 8 * xs off the sums
+// (codes q - 8); Q4_1 adds its mins' term, fma(float(xs), m*xd, acc), after the codes' step.
+template <int kKind>
+struct KqPanelBlocks;
+template <>
+struct KqPanelBlocks<kQuantKindQ8_0> {
+    static constexpr int64_t kBytes = 34, kCodes = 2;
+};
+template <>
+struct KqPanelBlocks<kQuantKindQ4_0> {
+    static constexpr int64_t kBytes = 18, kCodes = 2;
+};
+template <>
+struct KqPanelBlocks<kQuantKindQ4_1> {
+    static constexpr int64_t kBytes = 20, kCodes = 4;
+};
+
 // Eight rows (rows[i]) against token t; y[i] = row i's output for i < count. next: the next pass's
 // rows (8 * row_bytes contiguous bytes), prefetched piece by piece block after block (a row is a
 // short stream, too short for the hardware prefetcher to ramp up on), or null.
-void kq_q8_rows(const QuantArgs& a, const uint8_t* const* rows, int64_t t, float* y, int count,
-                const uint8_t* next) {
+template <int kKind>
+void kq_panel_rows(const QuantArgs& a, const uint8_t* const* rows, int64_t t, float* y, int count,
+                   const uint8_t* next) {
+    constexpr int64_t kB = KqPanelBlocks<kKind>::kBytes, kC = KqPanelBlocks<kKind>::kCodes;
     const int64_t nb = a.cols / 32;
     const int8_t* xq = a.xq + t * a.cols;
     const float* xd = a.xd + t * nb;
-#if KQ_VNNI
     const int32_t* xs = a.xs + t * nb;
-#endif
     alignas(32) int32_t off[8];
     for (int j = 0; j < 8; ++j) off[j] = static_cast<int32_t>(rows[kKqQ8Lane[j]] - rows[0]);
     const KQI idx = kq_load(off);
+    const KQI m4 = KQ(mm256_set1_epi8)(0x0f);
     KqAcc acc;
     for (int64_t b = 0; b < nb; ++b) {
-        if (next)  // block b's share of the next pass's bytes, 8 * 34 of them
-            for (int64_t o = 8 * 34 * b; o < 8 * 34 * (b + 1); o += 64)
+        if (next)  // block b's share of the next pass's bytes, 8 blocks of them
+            for (int64_t o = 8 * kB * b; o < 8 * kB * (b + 1); o += 64)
                 __builtin_prefetch(next + o);
-        const int64_t o = 34 * b + 2;
+        const int64_t o = kB * b + kC;
         const KQH x0 = KQ(mm_loadu_si128)(reinterpret_cast<const KQH*>(xq + 32 * b));
         const KQH x1 = KQ(mm_loadu_si128)(reinterpret_cast<const KQH*>(xq + 32 * b + 16));
         const KQI xl = KQ(mm256_set_m128i)(x0, x0), xh = KQ(mm256_set_m128i)(x1, x1);
@@ -1394,17 +1415,31 @@ void kq_q8_rows(const QuantArgs& a, const uint8_t* const* rows, int64_t t, float
         for (int p = 0; p < 4; ++p) {
             const uint8_t* r0 = rows[2 * p] + o;
             const uint8_t* r1 = rows[2 * p + 1] + o;
-            v[p] = KQ(mm256_add_epi32)(kq_q8_dot(kq_load2x128(r0, r1), xl),
-                                       kq_q8_dot(kq_load2x128(r0 + 16, r1 + 16), xh));
+            if constexpr (kKind == kQuantKindQ8_0) {
+                v[p] = KQ(mm256_add_epi32)(kq_q8_dot(kq_load2x128(r0, r1), xl),
+                                           kq_q8_dot(kq_load2x128(r0 + 16, r1 + 16), xh));
+            } else {
+                const KQI q = kq_load2x128(r0, r1);
+                v[p] = KQ(mm256_add_epi32)(
+                    kq_dot(KQ(mm256_and_si256)(q, m4), xl),
+                    kq_dot(KQ(mm256_and_si256)(KQ(mm256_srli_epi16)(q, 4), m4), xh));
+            }
         }
         // v[p]: lanes 0-3 row 2p's four partial sums, 4-7 row 2p + 1's.
         KQI sums = KQ(mm256_hadd_epi32)(KQ(mm256_hadd_epi32)(v[0], v[1]),
                                         KQ(mm256_hadd_epi32)(v[2], v[3]));
+        if constexpr (kKind == kQuantKindQ8_0) {
 #if KQ_VNNI
-        sums = KQ(mm256_sub_epi32)(sums, KQ(mm256_set1_epi32)(128 * xs[b]));
+            sums = KQ(mm256_sub_epi32)(sums, KQ(mm256_set1_epi32)(128 * xs[b]));
 #endif
-        acc.step_lanes(sums,
-                       KQ(mm256_mul_ps)(kq_q8_scales(rows, idx, 34 * b), KQ(mm256_set1_ps)(xd[b])));
+        } else if constexpr (kKind == kQuantKindQ4_0) {
+            sums = KQ(mm256_sub_epi32)(sums, KQ(mm256_set1_epi32)(8 * xs[b]));
+        }
+        const KQF vxd = KQ(mm256_set1_ps)(xd[b]);
+        acc.step_lanes(sums, KQ(mm256_mul_ps)(kq_q8_scales(rows, idx, kB * b), vxd));
+        if constexpr (kKind == kQuantKindQ4_1)
+            acc.step_lanes(KQ(mm256_set1_epi32)(xs[b]),
+                           KQ(mm256_mul_ps)(kq_q8_scales(rows, idx, kB * b + 2), vxd));
     }
     alignas(32) float out[8];
     acc.store(out);
@@ -1412,21 +1447,26 @@ void kq_q8_rows(const QuantArgs& a, const uint8_t* const* rows, int64_t t, float
         if (kKqQ8Lane[j] < count) y[kKqQ8Lane[j]] = out[j];
 }
 
-// Rows [r0, r1) of Q8_0, eight at a time, every token of a group of rows before the next group.
-void kq_matmul_q8_0(const QuantArgs& a, int64_t r0, int64_t r1) {
-    const int64_t row_bytes = a.cols / 32 * 34;
+// Rows [r0, r1) of Q8_0 / Q4_0 / Q4_1, eight at a time, every token of a group of rows before the
+// next group.
+template <int kKind>
+void kq_matmul_panel_contract(const QuantArgs& a, int64_t r0, int64_t r1) {
+    const int64_t row_bytes = a.cols / 32 * KqPanelBlocks<kKind>::kBytes;
     for (int64_t r = r0; r < r1; r += 8) {
         const int count = static_cast<int>(std::min<int64_t>(8, r1 - r));
         const uint8_t* rows[8];
         for (int i = 0; i < 8; ++i) rows[i] = a.data + (r + std::min(i, count - 1)) * row_bytes;
         const uint8_t* next = a.n == 1 && r + 8 < a.rows ? a.data + (r + 8) * row_bytes : nullptr;
-        for (int64_t t = 0; t < a.n; ++t) kq_q8_rows(a, rows, t, a.y + t * a.ldy + r, count, next);
+        for (int64_t t = 0; t < a.n; ++t)
+            kq_panel_rows<kKind>(a, rows, t, a.y + t * a.ldy + r, count, next);
     }
 }
 
 // Rows [r0, r1) for every token: a row's blocks stay in L1 across the tokens.
 void kq_matmul(const QuantArgs& a, int64_t r0, int64_t r1) {
-    if (a.kind == kQuantKindQ8_0) return kq_matmul_q8_0(a, r0, r1);
+    if (a.kind == kQuantKindQ8_0) return kq_matmul_panel_contract<kQuantKindQ8_0>(a, r0, r1);
+    if (a.kind == kQuantKindQ4_0) return kq_matmul_panel_contract<kQuantKindQ4_0>(a, r0, r1);
+    if (a.kind == kQuantKindQ4_1) return kq_matmul_panel_contract<kQuantKindQ4_1>(a, r0, r1);
     if (a.unpack && a.n == 1) {
         switch (a.kind) {
             case kQuantKindQ5_0:

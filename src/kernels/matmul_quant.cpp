@@ -357,6 +357,35 @@ void pack_q4_scales(const WeightMatrix& w, int64_t r, const uint16_t* d, const u
     put_q4_scales(w, packed + (r / kPanelRows) * quant_panel_bytes(w), r % kPanelRows, d, m);
 }
 
+void pack_q4_block_panel(const uint8_t* src, int64_t row_bytes, int64_t n, int64_t cols, bool asym,
+                         uint8_t* panel) {
+    const int64_t bb = asym ? 20 : 18;
+    util::check(n >= 0 && n <= kPanelRows && cols % 32 == 0 && row_bytes >= cols / 32 * bb,
+                "pack_q4_block_panel: bad shape");
+    WeightMatrix w;
+    w.type = WeightType::Q4;
+    w.rows = kPanelRows;
+    w.cols = cols;
+    w.group = 32;
+    w.asym = asym;
+    if (n < kPanelRows) std::memset(panel, 0, static_cast<size_t>(quant_panel_bytes(w)));
+    if (n == 0) return;
+    Q4CodeRows codes;
+    codes.data = src + (asym ? 4 : 2);  // past each block's d (and m)
+    codes.row_stride = row_bytes;
+    codes.chunk_stride = bb;
+    codes.split_halves = true;
+    pack_q4_codes(w, 0, n, codes, panel);
+    for (int64_t g = 0; g < cols / 32; ++g) {  // the scales as stored: f16 d (and m) per block
+        uint8_t* blk = panel + g * q4_group_bytes(w);
+        for (int64_t i = 0; i < n; ++i) {
+            const uint8_t* s = src + i * row_bytes + g * bb;
+            std::memcpy(blk + 2 * i, s, 2);
+            if (asym) std::memcpy(blk + 32 + 2 * i, s + 2, 2);
+        }
+    }
+}
+
 QuantRow unpack_quant_row(const WeightMatrix& w, int64_t r) {
     util::check(r >= 0 && r < w.rows, "unpack_quant_row: row out of bounds");
     if (is_kquant(w.type)) {

@@ -115,6 +115,13 @@ void pack_q4_scales(const WeightMatrix& w, int64_t r, const uint16_t* d, const u
 // (WeightType::Q8_0, read in place) hands each panel it forms so to the int8-g32 kernels.
 void pack_q8_0_panel(const uint8_t* src, int64_t row_bytes, int64_t n, int64_t cols,
                      uint8_t* panel);
+// One int4-g32 panel with f16 scales (quant_panel_bytes of such a matrix of `cols`; asym:
+// int4-g32-asym) from n <= 16 rows of GGUF Q4_0 (Q4_1 when asym) blocks, row i at src + i *
+// row_bytes; rows n..15 get zero codes and scales: the bytes pack_q4_codes and pack_q4_scales
+// write for those rows. The multi-token Q4_0 / Q4_1 matmul (read in place) hands each panel it
+// forms so to the int4 kernels, and the loader builds a Q4_0 / Q4_1 file's panels with it.
+void pack_q4_block_panel(const uint8_t* src, int64_t row_bytes, int64_t n, int64_t cols, bool asym,
+                         uint8_t* panel);
 QuantRow unpack_quant_row(const WeightMatrix& w, int64_t r);
 // Dequantized row (exactly the values the W4A16 / reference arithmetic uses).
 void dequant_row(const WeightMatrix& w, int64_t r, float* out);

@@ -43,7 +43,8 @@ void add_dtype_option(CLI::App& app, CommonOptions& o) {
                    "keep a bf16|fp8 copy of quantized matrices for prefill rows");
     app.add_flag("--no-mmap", o.no_mmap,
                  "copy GGUF blocks that run as stored into 2 MiB-page memory instead of reading "
-                 "them from the mapped file, and build Q8_0's int8-g32 panels while loading "
+                 "them from the mapped file, and build Q4_0/Q4_1/Q8_0's int4/int8 panels while "
+                 "loading "
                  "instead of in the background: slower start-up, a few percent faster decode");
     app.add_flag("--quantize-embeddings", o.quantize_embeddings,
                  "quantize token embeddings and the output head to the --weights format");
@@ -121,7 +122,7 @@ LoadedModel load(const CommonOptions& o, bool weights, util::ThreadPool& pool) {
                                       : "") +
             (wm.in_place > 0 ? ", read in place from the file " + mib(wm.in_place) : "") +
             (wm.deferred_copies > 0 ? " (" + mib(wm.deferred_copies) +
-                                          " of it then as int8-g32 panels, built in the background)"
+                                          " of it then in panels, built in the background)"
                                     : "");
         std::fprintf(stderr,
                      "warden: weights %s%s: layers %s, embeddings/head %s, prefill copy %s%s\n",

@@ -343,8 +343,12 @@ class Loader {
             const bool q8_0_panels = t.is_ggml && t.ggml_type == tensor::GgmlType::Q8_0 &&
                                      layout.type == tensor::WeightType::Q8 && layout.group == 32 &&
                                      !layout.bf16_scales;
-            if (q8_0_panels && mapping_ && opts_.map_weights)
-                return q8_0_in_place_then_panels(t, layout);
+            // Q4_0 / Q4_1 into int4-g32(-asym) W4A8: blocks of the same arithmetic as the panels.
+            const bool q4_block_panels = t.is_ggml &&
+                                         quant::ggml_q4_codes_map(t.ggml_type, layout) &&
+                                         layout.group == 32 && !layout.act_f32;
+            if ((q8_0_panels || q4_block_panels) && mapping_ && opts_.map_weights)
+                return blocks_in_place_then_panels(t, layout);
             m = Matrix::quantized(layout, &arena_);
             const int64_t row_bytes = t.is_ggml ? tensor::ggml_row_bytes(t.ggml_type, cols) : 0;
             const bool fp8_as_stored = t.fp8 && layout.type == tensor::WeightType::FP8 &&
@@ -402,13 +406,17 @@ class Loader {
         return m;
     }
 
-    // An int8-g32 layout's rows as GGUF Q8_0 stores them (34-byte blocks), every block's scale
-    // checked as the as-stored format checks it (a NaN scale is an error naming the tensor).
-    kernels::WeightMatrix checked_q8_0_blocks(const formats::SourceTensor& t,
-                                              const kernels::WeightMatrix& layout) const {
+    // An int8-g32 / int4-g32(-asym) layout's rows as GGUF Q8_0 / Q4_0 / Q4_1 store them, every
+    // block's scales checked as the as-stored format checks them (a NaN scale is an error naming
+    // the tensor).
+    kernels::WeightMatrix checked_blocks(const formats::SourceTensor& t,
+                                         const kernels::WeightMatrix& layout) const {
         kernels::WeightMatrix blocks = layout;
-        blocks.type = tensor::WeightType::Q8_0;
+        blocks.type = layout.type == tensor::WeightType::Q8 ? tensor::WeightType::Q8_0
+                      : layout.asym                         ? tensor::WeightType::Q4_1
+                                                            : tensor::WeightType::Q4_0;
         blocks.group = 0;
+        blocks.asym = false;
         const int64_t row_bytes = kernels::kquant_row_bytes(blocks);
         pool_.parallel_for(layout.rows, kernels::kPanelRows, [&](int64_t r0, int64_t r1) {
             for (int64_t r = r0; r < r1; ++r)
@@ -417,12 +425,12 @@ class Loader {
         return blocks;
     }
 
-    // Panels [p0, p1) of int8-g32 matrix m from the Q8_0 rows at src, row_bytes apart (the same
-    // values, block for block): whole panels by transposes.
-    static void pack_q8_0_panels(const uint8_t* src, int64_t row_bytes, int64_t p0, int64_t p1,
-                                 Matrix& m) {
+    // Panels [p0, p1) of m (int8-g32 or int4-g32(-asym)) from the Q8_0 / Q4_0 / Q4_1 rows at src,
+    // row_bytes apart (the same values, block for block): whole panels by transposes.
+    static void pack_block_panels(const uint8_t* src, int64_t row_bytes, int64_t p0, int64_t p1,
+                                  Matrix& m) {
         for (int64_t p = p0; p < p1; ++p)
-            m.pack_q8_0_panel(p, src + p * kernels::kPanelRows * row_bytes, row_bytes);
+            m.pack_block_panel(p, src + p * kernels::kPanelRows * row_bytes, row_bytes);
     }
     static int64_t panels_of(int64_t rows) {
         return (rows + kernels::kPanelRows - 1) / kernels::kPanelRows;
@@ -431,18 +439,19 @@ class Loader {
     // GGUF Q8_0 blocks into int8-g32 panels while loading (--no-mmap).
     void import_q8_0_panels(const formats::SourceTensor& t, const kernels::WeightMatrix& layout,
                             Matrix& m) const {
-        const int64_t row_bytes = kernels::kquant_row_bytes(checked_q8_0_blocks(t, layout));
+        const int64_t row_bytes = kernels::kquant_row_bytes(checked_blocks(t, layout));
         pool_.parallel_for(layout.rows, kernels::kPanelRows, [&](int64_t r0, int64_t r1) {
-            pack_q8_0_panels(t.data, row_bytes, r0 / kernels::kPanelRows, panels_of(r1), m);
+            pack_block_panels(t.data, row_bytes, r0 / kernels::kPanelRows, panels_of(r1), m);
         });
     }
 
-    // GGUF Q8_0 blocks into int8-g32 without holding up start-up: the blocks are read where the
-    // file maps them (the Q8_0 format, whose arithmetic is int8-g32's, kernels/matmul_kquant.h)
-    // until their panels, built after loading by DeferredLayouts, are published.
-    Matrix q8_0_in_place_then_panels(const formats::SourceTensor& t,
-                                     const kernels::WeightMatrix& layout) const {
-        const kernels::WeightMatrix blocks = checked_q8_0_blocks(t, layout);
+    // GGUF Q8_0 / Q4_0 / Q4_1 blocks into int8-g32 / int4-g32(-asym) panels without holding up
+    // start-up: the blocks are read where the file maps them (the Q8_0 / Q4_0 / Q4_1 formats,
+    // whose arithmetic is the panels', kernels/matmul_kquant.h) until their panels, built after
+    // loading by DeferredLayouts, are published.
+    Matrix blocks_in_place_then_panels(const formats::SourceTensor& t,
+                                       const kernels::WeightMatrix& layout) const {
+        const kernels::WeightMatrix blocks = checked_blocks(t, layout);
         const int64_t row_bytes = kernels::kquant_row_bytes(blocks);
         auto copy = std::make_shared<DeferredCopy>();
         copy->matrix = Matrix::quantized(layout, &arena_);
@@ -453,7 +462,7 @@ class Loader {
         job.source = t.data;
         job.source_bytes = layout.rows * row_bytes;
         job.build = [src = t.data, row_bytes](Matrix& panels) {
-            pack_q8_0_panels(src, row_bytes, 0, panels_of(panels.rows()), panels);
+            pack_block_panels(src, row_bytes, 0, panels_of(panels.rows()), panels);
         };
         std::lock_guard lock(mapped_mu_);
         mapped_ranges_.emplace_back(t.data, t.data + job.source_bytes);

@@ -123,14 +123,18 @@ void Matrix::pack_q4_scales(int64_t r, const uint16_t* d, const uint16_t* m) {
     kernels::pack_q4_scales(view_, r, d, m, owned_.data());
 }
 
-void Matrix::pack_q8_0_panel(int64_t p, const uint8_t* src, int64_t row_bytes) {
-    util::check(view_.type == tensor::WeightType::Q8 && view_.group == 32 && !view_.bf16_scales &&
+void Matrix::pack_block_panel(int64_t p, const uint8_t* src, int64_t row_bytes) {
+    const bool q8 = view_.type == tensor::WeightType::Q8, q4 = view_.type == tensor::WeightType::Q4;
+    util::check((q8 || (q4 && !view_.act_f32)) && view_.group == 32 && !view_.bf16_scales &&
                     p >= 0 && p * kernels::kPanelRows < view_.rows,
-                "pack_q8_0_panel: not an int8-g32 matrix with f16 scales, or panel out of range");
-    kernels::pack_q8_0_panel(
-        src, row_bytes,
-        std::min<int64_t>(kernels::kPanelRows, view_.rows - p * kernels::kPanelRows), view_.cols,
-        owned_.data() + p * kernels::quant_panel_bytes(view_));
+                "pack_block_panel: not an int8-g32 / int4-g32 matrix with f16 scales, or panel out "
+                "of range");
+    const int64_t n = std::min<int64_t>(kernels::kPanelRows, view_.rows - p * kernels::kPanelRows);
+    uint8_t* panel = owned_.data() + p * kernels::quant_panel_bytes(view_);
+    if (q8)
+        kernels::pack_q8_0_panel(src, row_bytes, n, view_.cols, panel);
+    else
+        kernels::pack_q4_block_panel(src, row_bytes, n, view_.cols, view_.asym, panel);
 }
 
 int64_t Matrix::add_bf16_tiles(util::HugePageArena* arena) {

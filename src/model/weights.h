@@ -62,9 +62,10 @@ class Matrix {
     // scales (kernels::pack_q4_codes, kernels::pack_q4_scales).
     void pack_q4_codes(int64_t r0, int64_t r1, const kernels::Q4CodeRows& src);
     void pack_q4_scales(int64_t r, const uint16_t* d, const uint16_t* m);
-    // Panel p of an int8-g32 matrix from GGUF Q8_0 rows (row 16p at src, row_bytes apart):
-    // kernels::pack_q8_0_panel.
-    void pack_q8_0_panel(int64_t p, const uint8_t* src, int64_t row_bytes);
+    // Panel p of an int8-g32 / int4-g32 / int4-g32-asym matrix (f16 scales) from GGUF Q8_0 /
+    // Q4_0 / Q4_1 rows (row 16p at src, row_bytes apart): kernels::pack_q8_0_panel,
+    // kernels::pack_q4_block_panel.
+    void pack_block_panel(int64_t p, const uint8_t* src, int64_t row_bytes);
     // A bf16 matrix, once packed: replaces its panels with their AMX-BF16 tile copy
     // (kernels/matmul_bf16_tiles.h, "Tile-only matrices"), which every matmul and row lookup then
     // reads. Returns the bytes the tile layout adds over the panels (column padding; 0 for other

@@ -379,9 +379,10 @@ void check_kquant_row_scales(const uint8_t* src, const WeightMatrix& w) {
         case WeightType::Q4K:
         case WeightType::Q5K:
         case WeightType::Q5_1:
+        case WeightType::Q4_1:
             n16 = 2;
             break;
-        default:  // Q5_0, IQ4_NL, IQ4_XS: d first
+        default:  // Q4_0, Q5_0, Q8_0, IQ4_NL, IQ4_XS: d first
             break;
     }
     for (int64_t s = 0; s < nsb; ++s)  // every block's scales finite

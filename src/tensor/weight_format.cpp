@@ -11,7 +11,8 @@ const char* kAccepted =
     "bf16, f32, fp8, fp8-b128 (fp8-bN: a scale per N columns, N a multiple of 4 up to 256), "
     "int8, int8-g32 (int8 suffix: -bf16s), int4, int4-g32, int4-g128 (int4 "
     "suffixes: -asym, -bf16s, "
-    "-a16), q4_k, q5_k, q6_k, q2_k, q3_k, q5_0, q5_1, q8_0, iq4_nl, iq4_xs (GGUF tensors of "
+    "-a16), q4_k, q5_k, q6_k, q2_k, q3_k, q4_0, q4_1, q5_0, q5_1, q8_0, iq4_nl, iq4_xs (GGUF "
+    "tensors of "
     "that type only)";
 
 // The GGUF-block formats by name (kernels/matmul_kquant.h).
@@ -23,7 +24,7 @@ constexpr BlockFormat kBlockFormats[] = {
     {"q4_k", WeightType::Q4K},     {"q5_k", WeightType::Q5K},  {"q6_k", WeightType::Q6K},
     {"q2_k", WeightType::Q2K},     {"q3_k", WeightType::Q3K},  {"q5_0", WeightType::Q5_0},
     {"q5_1", WeightType::Q5_1},    {"q8_0", WeightType::Q8_0}, {"iq4_nl", WeightType::IQ4NL},
-    {"iq4_xs", WeightType::IQ4XS},
+    {"iq4_xs", WeightType::IQ4XS}, {"q4_0", WeightType::Q4_0}, {"q4_1", WeightType::Q4_1},
 };
 
 std::vector<std::string> split_dash(const std::string& s) {
@@ -169,6 +170,8 @@ constexpr BlockType kBlockTypes[] = {
     {WeightType::IQ4NL, "IQ4_NL", GgmlType::IQ4_NL, 32, 18},
     {WeightType::IQ4XS, "IQ4_XS", GgmlType::IQ4_XS, 256, 136},
     {WeightType::Q8_0, "Q8_0", GgmlType::Q8_0, 32, 34},
+    {WeightType::Q4_0, "Q4_0", GgmlType::Q4_0, 32, 18},
+    {WeightType::Q4_1, "Q4_1", GgmlType::Q4_1, 32, 20},
 };
 const BlockType& block_type(WeightType t) {
     for (const auto& e : kBlockTypes)

@@ -9,10 +9,11 @@
 // Suffixes for int4: -asym (w = d*q + m, GGUF Q4_1 style), -bf16s (bf16 scales), -a16 (W4A16
 // kernel: dequantize in registers, f32 activations, instead of the default W4A8).
 // int8 takes -bf16s as well. Examples: int4-g128-asym, int4-g32-bf16s-a16, int8-g32.
-// q4_k | q5_k | q6_k | q2_k | q3_k | q5_0 | q5_1 | q8_0 | iq4_nl | iq4_xs: GGUF blocks as stored
-// (kernels/matmul_kquant.h); only a GGUF tensor of that block type loads in one (nothing
-// quantizes into them). q8_0 computes exactly what int8-g32 does (the same values and arithmetic),
-// reading the file's blocks in place instead of a copy in panels.
+// q4_k | q5_k | q6_k | q2_k | q3_k | q4_0 | q4_1 | q5_0 | q5_1 | q8_0 | iq4_nl | iq4_xs: GGUF
+// blocks as stored (kernels/matmul_kquant.h); only a GGUF tensor of that block type loads in one
+// (nothing quantizes into them). q8_0, q4_0 and q4_1 compute exactly what int8-g32, int4-g32 and
+// int4-g32-asym do (the same values and arithmetic), reading the file's blocks in place instead
+// of a copy in panels.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -23,7 +24,7 @@ namespace warden::tensor {
 
 // F32/BF16: plain values in panels. Q8, Q4, FP8: quantized panel layouts with per-channel or
 // per-group scales. Q4K, Q5K, Q6K, Q2K, Q3K, IQ4XS (GGUF super-blocks of 256) and Q5_0, Q5_1,
-// Q8_0, IQ4NL (GGUF blocks of 32): llama.cpp's blocks kept as stored.
+// Q8_0, IQ4NL, Q4_0, Q4_1 (GGUF blocks of 32): llama.cpp's blocks kept as stored.
 enum class WeightType {
     F32,
     BF16,
@@ -39,7 +40,9 @@ enum class WeightType {
     Q3K,
     IQ4NL,
     IQ4XS,
-    Q8_0
+    Q8_0,
+    Q4_0,
+    Q4_1
 };
 
 struct WeightFormat {
@@ -69,8 +72,8 @@ inline bool fp8_block_valid(int64_t g) {
 // GGUF block traits (ggml-common.h) of the types kept as stored.
 constexpr int64_t kKQuantBlock = 256;  // weights per K-quant super-block
 
-// Whether t is a GGUF block type kept as stored: the K-quants, IQ4_XS and the 32-weight Q5_0,
-// Q5_1, Q8_0, IQ4_NL.
+// Whether t is a GGUF block type kept as stored: the K-quants, IQ4_XS and the 32-weight Q4_0,
+// Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL.
 inline bool is_kquant(WeightType t) {
     switch (t) {
         case WeightType::Q4K:
@@ -79,6 +82,8 @@ inline bool is_kquant(WeightType t) {
         case WeightType::Q5_0:
         case WeightType::Q5_1:
         case WeightType::Q8_0:
+        case WeightType::Q4_0:
+        case WeightType::Q4_1:
         case WeightType::Q2K:
         case WeightType::Q3K:
         case WeightType::IQ4NL:

@@ -1,4 +1,5 @@
-// GGUF block matmul kernels (kernels/matmul_kquant.h: K-quants, Q5_0/Q5_1/Q8_0, IQ4_NL/IQ4_XS):
+// GGUF block matmul kernels (kernels/matmul_kquant.h: K-quants, Q4_0/Q4_1/Q5_0/Q5_1/Q8_0,
+// IQ4_NL/IQ4_XS):
 // every ISA variant bit-exact against the scalar kernel for any batch size, thread split and row
 // range, on random valid blocks with extreme scales; the scalar kernel against an independent
 // double-precision sum of the dequantized weights (tensor::dequantize_row, itself checked against
@@ -47,6 +48,7 @@ std::pair<int64_t, int> scale_slots(WeightType t) {
         case WeightType::Q4K:
         case WeightType::Q5K:
         case WeightType::Q5_1:
+        case WeightType::Q4_1:
             return {0, 2};
         default:
             return {0, 1};
@@ -378,11 +380,69 @@ TEST(KQuantQ8_0, InPlaceEqualsInt8G32PanelsBitForBit) {
     }
 }
 
+// Q4_0 / Q4_1 read in place compute what the same blocks imported into int4-g32 /
+// int4-g32-asym panels do, bit for bit (matmul_kquant.h: the panels' arithmetic), as Q8_0 above:
+// one token (eight rows per pass), several (panels formed per call, with the int4 kernels'
+// unpack scratch from eight tokens), natively and on SIMDe; and the panels formed per call are
+// the bytes the loader's synchronous import writes.
+class KQuantQ4Blocks : public ::testing::TestWithParam<bool> {};
+
+TEST_P(KQuantQ4Blocks, InPlaceEqualsInt4G32PanelsBitForBit) {
+    const bool asym = GetParam();
+    const WeightType type = asym ? WeightType::Q4_1 : WeightType::Q4_0;
+    const tensor::GgmlType gtype = asym ? tensor::GgmlType::Q4_1 : tensor::GgmlType::Q4_0;
+    for (const int64_t rows : {1, 7, 13, 40}) {
+        const int64_t cols = 32 * 11;
+        const KCase c = make_case(type, rows, cols, 700 + static_cast<uint32_t>(rows), rows % 2);
+        WeightMatrix g32;
+        g32.type = WeightType::Q4;
+        g32.group = 32;
+        g32.asym = asym;
+        g32.rows = rows;
+        g32.cols = cols;
+        std::vector<uint8_t> panels(static_cast<size_t>(quant_packed_bytes(g32)), 0);
+        const int64_t row_bytes = cols / 32 * (asym ? 20 : 18);
+        for (int64_t r = 0; r < rows; ++r) {
+            const auto q = quant::import_ggml_row(gtype, c.packed.data() + r * row_bytes, g32);
+            ASSERT_TRUE(q.has_value());
+            pack_quant_row(g32, r, *q, panels.data());
+        }
+        g32.data = panels.data();
+        std::vector<uint8_t> formed(static_cast<size_t>(quant_panel_bytes(g32)));
+        for (int64_t p = 0; p * kPanelRows < rows; ++p) {
+            std::fill(formed.begin(), formed.end(), 0xee);
+            pack_q4_block_panel(c.packed.data() + p * kPanelRows * row_bytes, row_bytes,
+                                std::min<int64_t>(kPanelRows, rows - p * kPanelRows), cols, asym,
+                                formed.data());
+            ASSERT_TRUE(std::equal(formed.begin(), formed.end(),
+                                   panels.begin() + p * quant_panel_bytes(g32)))
+                << "panel " << p;
+        }
+        for (const int64_t n : {1, 2, 5, 9}) {
+            const std::vector<float> x = acts(n, cols, 17 + static_cast<uint32_t>(n));
+            const std::vector<float> ref = run(Isa::Scalar, g32, x, n);
+            for (Isa isa : {Isa::Scalar, Isa::AVX2, Isa::AVX512, Isa::AMX}) {
+                if (!isa_supported(isa)) continue;
+                expect_same_bits(run(isa, c.w, x, n), ref, isa_name(isa));
+                expect_same_bits(run(isa, g32, x, n), ref, "int4-g32");
+            }
+            DirectCall call(type, c, rows, cols, x, n);
+            std::vector<float> y(static_cast<size_t>(n * rows), -7.0f);
+            call.a.y = y.data();
+            detail::mm_kquant_avx512_emulated(call.a, 0, rows);
+            expect_same_bits(y, ref, "emulated AVX-512");
+        }
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Mapping, KQuantQ4Blocks, ::testing::Values(false, true),
+                         [](const auto& p) { return p.param ? "Q4_1" : "Q4_0"; });
+
 INSTANTIATE_TEST_SUITE_P(Types, KQuantMatmul,
                          ::testing::Values(WeightType::Q4K, WeightType::Q5K, WeightType::Q6K,
                                            WeightType::Q5_0, WeightType::Q5_1, WeightType::Q2K,
                                            WeightType::Q3K, WeightType::IQ4NL, WeightType::IQ4XS,
-                                           WeightType::Q8_0),
+                                           WeightType::Q8_0, WeightType::Q4_0, WeightType::Q4_1),
                          [](const auto& p) {
                              std::string s = kquant_type_name(p.param);  // Q4_K -> Q4K
                              s.erase(s.find('_'), 1);

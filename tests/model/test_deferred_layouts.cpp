@@ -1,5 +1,6 @@
-// Deferred copies (model/deferred_layouts.h): GGUF Q8_0 blocks are read in place at start-up and
-// as int8-g32 panels once a background thread has built them.
+// Deferred copies (model/deferred_layouts.h): GGUF Q8_0 / Q4_0 / Q4_1 blocks are read in place at
+// start-up and as int8-g32 / int4-g32 / int4-g32-asym panels once a background thread has built
+// them.
 //  - the copies are exactly the synchronous import's panels (--no-mmap), every matrix moves to
 //    them, and the process holds no second copy (the in-place bytes are the file's);
 //  - logits are the synchronous import's, bit for bit, whatever the thread has done so far;
@@ -28,11 +29,13 @@
 namespace warden::model {
 namespace {
 
-std::string q8_0_file(util::ThreadPool& pool) {
+// The tiny model written by `warden quantize` in `format` (int8-g32: GGUF Q8_0, int4-g32: Q4_0,
+// int4-g32-asym: Q4_1), head included.
+std::string block_file(util::ThreadPool& pool, const std::string& format = "int8-g32") {
     const std::string out = (std::filesystem::temp_directory_path() /
                              ("warden_deferred_" + std::to_string(::getpid()) + ".gguf"))
                                 .string();
-    const auto f = tensor::parse_weight_format("int8-g32");  // written as GGUF Q8_0
+    const auto f = tensor::parse_weight_format(format);
     convert::quantize_gguf(test::golden_model("tiny-llama.gguf"), out, f,
                            convert::HeadOptions::as(f), pool);
     return out;
@@ -55,15 +58,19 @@ std::vector<float> logits(const Model& m, util::ThreadPool& pool) {
     return out;
 }
 
-TEST(DeferredLayouts, Q8_0BlocksMoveToTheSynchronousImportsPanels) {
+class DeferredBlocks : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(DeferredBlocks, BlocksMoveToTheSynchronousImportsPanels) {
     util::ThreadPool pool(2);
-    const std::string path = q8_0_file(pool);
+    const std::string format = GetParam();
+    const tensor::WeightFormat f = tensor::parse_weight_format(format);
+    const std::string path = block_file(pool, format);
     LoadOptions sync_opts;
     sync_opts.map_weights = false;  // --no-mmap: panels built while loading
     const auto sync = load_model(path, sync_opts, pool);
     const auto deferred = load_model(path, LoadOptions{}, pool);
     std::filesystem::remove(path);  // the mapping keeps the bytes
-    ASSERT_EQ(deferred->weights_format, "int8-g32");
+    ASSERT_EQ(deferred->weights_format, format);
     EXPECT_EQ(sync->deferred_layouts, nullptr);
     ASSERT_NE(deferred->deferred_layouts, nullptr);
     // Whatever the thread has published so far, the same logits as the panels.
@@ -79,13 +86,14 @@ TEST(DeferredLayouts, Q8_0BlocksMoveToTheSynchronousImportsPanels) {
         SCOPED_TRACE("matrix " + std::to_string(i));
         EXPECT_TRUE(a[i]->reads_deferred_copy());
         EXPECT_FALSE(a[i]->is_mapped());
-        ASSERT_EQ(a[i]->view().type, tensor::WeightType::Q8);
+        ASSERT_EQ(a[i]->view().type, f.type);
         ASSERT_EQ(a[i]->view().group, 32);
+        ASSERT_EQ(a[i]->view().asym, f.asym);
         ASSERT_EQ(a[i]->bytes(), b[i]->bytes());
         ASSERT_TRUE(std::ranges::equal(a[i]->packed(), b[i]->packed()));
         bytes += b[i]->bytes();
     }
-    // Every Q8_0 matrix was deferred once: the matmul matrices, and the embedding table unless
+    // Every block matrix was deferred once: the matmul matrices, and the embedding table unless
     // the head is an alias of it (its rows read the same either way).
     const bool tied = deferred->weights.output.shares_weights_with(deferred->weights.token_embd);
     if (!tied) bytes += sync->weights.token_embd.bytes();
@@ -103,9 +111,17 @@ TEST(DeferredLayouts, Q8_0BlocksMoveToTheSynchronousImportsPanels) {
     }
 }
 
+INSTANTIATE_TEST_SUITE_P(Formats, DeferredBlocks,
+                         ::testing::Values("int8-g32", "int4-g32", "int4-g32-asym"),
+                         [](const auto& p) {
+                             std::string s = p.param;
+                             std::replace(s.begin(), s.end(), '-', '_');
+                             return s;
+                         });
+
 TEST(DeferredLayouts, AModelDestroyedWhileBuildingStopsTheThreadFirst) {
     util::ThreadPool pool(2);
-    const std::string path = q8_0_file(pool);
+    const std::string path = block_file(pool, "int4-g32");
     for (int i = 0; i < 3; ++i) {
         auto m = load_model(path, LoadOptions{}, pool);
         ASSERT_NE(m->deferred_layouts, nullptr);

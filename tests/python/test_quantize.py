@@ -264,7 +264,7 @@ def test_llama_cpp_q8_0_runs_as_int8_g32_without_loss(tmp_path: Path, minus128: 
     assert p.stdout == logits(q8, "--weights", "int8-g32")
     # Start-up reads the blocks in place and builds the panels in the background; the panels
     # built while loading (--no-mmap) give the same logits, bit for bit.
-    assert "of it then as int8-g32 panels, built in the background" in p.stderr, p.stderr
+    assert "of it then in panels, built in the background" in p.stderr, p.stderr
     nommap = run("logits", "-m", str(q8), "--tokens", TOKENS, "--top", "5", "--no-mmap")
     assert nommap.returncode == 0 and "built in the background" not in nommap.stderr, nommap.stderr
     assert nommap.stdout == p.stdout
@@ -289,6 +289,56 @@ def test_llama_cpp_q8_0_runs_as_int8_g32_without_loss(tmp_path: Path, minus128: 
         spread = max(b.values()) - min(b.values())
         worst = max(worst, max(abs(a[i] - b[i]) for i in b) / spread)
     assert worst <= 0.05, worst
+
+
+@pytest.mark.parametrize("gtype,native,inplace_fmt", [("Q4_0", "int4-g32", "q4_0"), ("Q4_1", "int4-g32-asym", "q4_1")])
+def test_llama_cpp_q4_blocks_start_in_place_with_the_panels_logits(tmp_path: Path, gtype: str, native: str,
+                                                                   inplace_fmt: str):
+    """A Q4_0 / Q4_1 file as llama.cpp quantizes it (gguf-py's port of quantize_row_q4_0 / q4_1, independent of
+    warden) starts by reading its blocks in place and builds its int4-g32(-asym) panels in the background: the
+    logits equal, bit for bit, those of the panels built while loading (--no-mmap), of naming the panel format and
+    of the blocks read in place for good (--weights q4_0 / q4_1), and stay close to the exact dequantized weights."""
+    gguf = pytest.importorskip("gguf")
+    qtype = getattr(gguf.GGMLQuantizationType, gtype)
+    base = tmp_path / "warden-q4.gguf"
+    fmt = "int4" if gtype == "Q4_0" else "int4-asym"
+    assert run("quantize", "-m", str(TINY), "-o", str(base), "--weights", fmt).returncode == 0
+    src = {t.name: t for t in gguf.GGUFReader(str(TINY)).tensors}
+    data = bytearray(base.read_bytes())
+    n = 0
+    for t in gguf.GGUFReader(str(base)).tensors:
+        if t.tensor_type != qtype:
+            continue
+        f32 = gguf.quants.dequantize(src[t.name].data, src[t.name].tensor_type).astype(np.float32)
+        blocks = gguf.quants.quantize(f32, qtype).tobytes()
+        assert len(blocks) == int(t.n_bytes), t.name
+        data[int(t.data_offset):int(t.data_offset) + len(blocks)] = blocks
+        n += 1
+    assert n >= 14
+    key = b"warden.quantize.weights"
+    assert data.count(key) == 1
+    q4 = tmp_path / f"llama-{gtype}.gguf"
+    q4.write_bytes(bytes(data.replace(key, b"xxxxxx.quantize.weights")))
+
+    p = run("logits", "-m", str(q4), "--tokens", TOKENS, "--top", "5")
+    assert p.returncode == 0, p.stderr
+    assert f"weights {native} (auto: layer matrices {gtype}, imported without loss" in p.stderr, p.stderr
+    assert "of it then in panels, built in the background" in p.stderr, p.stderr
+    nommap = run("logits", "-m", str(q4), "--tokens", TOKENS, "--top", "5", "--no-mmap")
+    assert nommap.returncode == 0 and "built in the background" not in nommap.stderr, nommap.stderr
+    assert nommap.stdout == p.stdout
+    assert logits(q4, "--weights", native) == p.stdout
+    inplace = run("logits", "-m", str(q4), "--tokens", TOKENS, "--top", "5", "--weights", inplace_fmt)
+    assert inplace.returncode == 0 and "read in place from the file" in inplace.stderr, inplace.stderr
+    assert "built in the background" not in inplace.stderr, inplace.stderr
+    assert inplace.stdout == p.stdout
+    assert p.stdout != logits(base, "--weights", native)  # gguf-py's codes, not warden's
+    ids = [int(i) for i in TOKENS.split(",")]
+    got = run_logits(q4, ids, dtype="bf16", top=1000000, weights="auto")
+    exact = run_logits(q4, ids, dtype="f32", top=1000000, weights="f32")
+    for pos in range(len(ids)):
+        a, b = got.as_dict(pos), exact.as_dict(pos)
+        assert max(a, key=a.get) == max(b, key=b.get)  # same top-1 at every position
 
 
 def test_prefill_weights_and_memory_report():
