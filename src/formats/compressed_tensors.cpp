@@ -122,6 +122,29 @@ float scale_at(const uint8_t* p, const std::string& dtype, int64_t i) {
     return dtype[0] == 'B' ? tensor::bf16_to_f32(h) : tensor::f16_to_f32(h);
 }
 
+// Whether all n scales at p (dtype as scale_at's) are finite: one pass per dtype over the bits
+// (exponent all ones: infinite or NaN), without a branch per scale, since a large checkpoint holds
+// one scale per 32 or 128 weights and ct_find checks them all.
+bool all_scales_finite(const uint8_t* p, const std::string& dtype, int64_t n) {
+    if (dtype[1] == '3') {  // F32
+        uint32_t bad = 0;
+        for (int64_t i = 0; i < n; ++i) {
+            uint32_t u;
+            std::memcpy(&u, p + 4 * i, 4);
+            bad |= static_cast<uint32_t>((u & 0x7f800000u) == 0x7f800000u);
+        }
+        return bad == 0;
+    }
+    const uint16_t exp = dtype[0] == 'B' ? 0x7f80 : 0x7c00;  // BF16 : F16
+    uint32_t bad = 0;
+    for (int64_t i = 0; i < n; ++i) {
+        uint16_t h;
+        std::memcpy(&h, p + 2 * i, 2);
+        bad |= static_cast<uint32_t>((h & exp) == exp);
+    }
+    return bad == 0;
+}
+
 std::string shape_str(const std::vector<int64_t>& d) {
     std::string s = "[";
     for (size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + std::to_string(d[i]);
@@ -371,9 +394,8 @@ std::optional<SourceTensor> ct_find(const SafetensorsModel& st, const CtConfig& 
                     " strategy, group_size " + std::to_string(ct->group) + ")");
     ct->scale = s->data;
     ct->scale_dtype = s->dtype;
-    for (int64_t i = 0; i < ct->rows * ct->n_groups(); ++i)
-        if (!std::isfinite(scale_at(s->data, s->dtype, i)))
-            throw Error("'" + scn + "' holds a non-finite scale");
+    if (!all_scales_finite(s->data, s->dtype, ct->rows * ct->n_groups()))
+        throw Error("'" + scn + "' holds a non-finite scale");
     const std::string zpn = module + ".weight_zero_point";
     const SafetensorsTensor* z = st.find(zpn);
     if (!a.symmetric) {
@@ -413,15 +435,25 @@ bool ct_q4_codes_map(const CtPacked& t, const kernels::WeightMatrix& w) {
            t.group % w.group == 0 && (!t.zero || w.asym);
 }
 
+bool ct_q4_rows_in_place(const CtPacked& t, const kernels::WeightMatrix& w) {
+    return ct_q4_codes_map(t, w) && !t.zero && !w.asym && !w.act_f32 && w.group == t.group &&
+           t.scale_dtype == (w.bf16_scales ? "BF16" : "F16") && t.words_per_row * 8 == t.cols;
+}
+
 bool ct_import_q4_scales(const CtPacked& t, int64_t r, const kernels::WeightMatrix& w, uint16_t* d,
                          uint16_t* m) {
     util::check(ct_q4_codes_map(t, w), "ct_import_q4_scales: the codes do not map");
     // Symmetric scales stored in the layout's own dtype are its bits (their finiteness checked
     // by ct_find), each source group's scale repeated over the layout's groups it spans.
     if (!w.asym && t.scale_dtype == (w.bf16_scales ? "BF16" : "F16")) {
-        const uint8_t* row = t.scale + r * t.n_groups() * 2;
-        for (int64_t g = 0; g < w.cols / w.group; ++g)
-            std::memcpy(d + g, row + g * w.group / t.group * 2, 2);
+        const int64_t ng = t.n_groups(), rep = t.group / w.group;  // ct_q4_codes_map: whole
+        const uint8_t* row = t.scale + r * ng * 2;
+        if (rep == 1) {
+            std::memcpy(d, row, static_cast<size_t>(ng) * 2);
+            return true;
+        }
+        for (int64_t tg = 0; tg < ng; ++tg)
+            for (int64_t j = 0; j < rep; ++j) std::memcpy(d + tg * rep + j, row + tg * 2, 2);
         return true;
     }
     for (int64_t g = 0; g < w.cols / w.group; ++g) {

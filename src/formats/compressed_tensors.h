@@ -103,6 +103,10 @@ std::optional<kernels::QuantRow> ct_import_row(const CtPacked& t, int64_t r,
 // are `layout`'s codes, and row r's group scales (and mins, asymmetric) in the layout's scale
 // dtype: false when one is not exactly representable (the row does not import).
 bool ct_q4_codes_map(const CtPacked& t, const kernels::WeightMatrix& layout);
+// Whether the codes and scales as stored are `layout` as row-major int4 (kernels/matmul_quant.h),
+// which a matmul reads in place: 4-bit symmetric codes, the layout symmetric W4A8 of the same
+// group, and scales of the layout's scale dtype (F16, or BF16 for -bf16s).
+bool ct_q4_rows_in_place(const CtPacked& t, const kernels::WeightMatrix& layout);
 bool ct_import_q4_scales(const CtPacked& t, int64_t r, const kernels::WeightMatrix& layout,
                          uint16_t* d, uint16_t* m);
 

@@ -43,7 +43,12 @@ struct WeightMatrix {
     // F32/BF16 only: rows as a file stores them (row r at data + r * cols elements, no panels): a
     // lookup table read where it is mapped (an embedding table), which only unpack_weight_row
     // reads; a matmul refuses it.
+    // Q4 (symmetric, W4A8) too: 4-bit codes as a compressed-tensors checkpoint packs them, read in
+    // place with the panels' arithmetic (kernels/matmul_quant.h, "Row-major int4").
     bool row_major = false;
+    // Q4 row_major only: row r's cols / group scales (u16 f16 or bf16 bits) at scales + r * cols /
+    // group elements.
+    const void* scales = nullptr;
 };
 
 // Elements of the packed buffer for a [rows, cols] matrix (rows rounded up to a panel).

@@ -163,8 +163,9 @@ float add_block(int kind, const uint8_t* row, int64_t b, const int8_t* xq, float
     }
 }
 
-// Q8_0 / Q4_0 / Q4_1 row `row` against token t with int8-g32's / int4-g32's / int4-g32-asym's
-// arithmetic (kernels/matmul_quant.h): one fma chain, block by block in k order.
+// Q8_0 / Q4_0 / Q4_1 / row-major int4 row `row` against token t with int8-g32's / int4-g32's /
+// int4-g32-asym's / int4's arithmetic (kernels/matmul_quant.h): one fma chain, block by block in
+// k order.
 float panel_contract_row(const QuantArgs& a, const uint8_t* row, int64_t t) {
     const int64_t nb = a.cols / 32;
     float acc = 0.0f;
@@ -177,6 +178,16 @@ float panel_contract_row(const QuantArgs& a, const uint8_t* row, int64_t t) {
             const uint8_t* blk = row + b * 34;
             for (int l = 0; l < 32; ++l) sum += static_cast<int8_t>(blk[2 + l]) * xq[l];
             acc = std::fma(static_cast<float>(sum), f16_at(blk) * xd, acc);
+            continue;
+        }
+        if (a.kind == kQuantKindQ4Rows) {  // codes 2i, 2i + 1 in byte i; scales in their array
+            const uint8_t* codes = row + b * 16;
+            for (int l = 0; l < 32; ++l) sum += ((codes[l / 2] >> (4 * (l % 2))) & 0x0f) * xq[l];
+            const int64_t ng = a.cols / a.group, r = (row - a.data) / (a.cols / 2);
+            const uint8_t* sp = a.scales + (r * ng + b * 32 / a.group) * 2;
+            const auto bits = static_cast<uint16_t>(sp[0] | (sp[1] << 8));
+            const float d = a.bf16_scales ? tensor::bf16_to_f32(bits) : tensor::f16_to_f32(bits);
+            acc = std::fma(static_cast<float>(sum - 8 * xs), d * xd, acc);
             continue;
         }
         const bool q41 = a.kind == kQuantKindQ4_1;

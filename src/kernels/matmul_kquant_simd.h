@@ -1386,6 +1386,52 @@ template <>
 struct KqPanelBlocks<kQuantKindQ4_1> {
     static constexpr int64_t kBytes = 20, kCodes = 4;
 };
+template <>
+struct KqPanelBlocks<kQuantKindQ4Rows> {  // 16 code bytes per 32 weights; scales elsewhere
+    static constexpr int64_t kBytes = 16, kCodes = 0;
+};
+
+// Row-major int4 (kernels/matmul_quant.h): byte i of a 32-block holds the codes of k = 2i (low
+// nibble) and 2i + 1 (high), so the token's block is split into its even and odd activations
+// (16 each, in that order), which the low and the high nibbles then meet as Q4_0's halves do.
+inline void kq_even_odd(KQH x0, KQH x1, KQH& even, KQH& odd) {
+    const KQH se = KQ(mm_setr_epi8)(0, 2, 4, 6, 8, 10, 12, 14, 0, 2, 4, 6, 8, 10, 12, 14);
+    const KQH so = KQ(mm_setr_epi8)(1, 3, 5, 7, 9, 11, 13, 15, 1, 3, 5, 7, 9, 11, 13, 15);
+    even = KQ(mm_unpacklo_epi64)(KQ(mm_shuffle_epi8)(x0, se), KQ(mm_shuffle_epi8)(x1, se));
+    odd = KQ(mm_unpacklo_epi64)(KQ(mm_shuffle_epi8)(x0, so), KQ(mm_shuffle_epi8)(x1, so));
+}
+
+// Row-major int4: the f16 or bf16 scale at base + off[j] of each lane's row as f32 (exact). The
+// vector path gathers the dword that ends with the scale (its high half), which starts 2 bytes
+// before it: inside the file, whose header precedes every tensor, where the dword after the
+// last scale might not be.
+inline KQF kq_q4rows_scales(const uint8_t* base, const int32_t* off, bool bf16) {
+#if KQ_SCALAR_FLOAT
+    alignas(32) float f[8];
+    for (int j = 0; j < 8; ++j) {
+        const uint8_t* p = base + off[j];
+        const uint32_t bits = static_cast<uint32_t>(p[0] | (p[1] << 8));
+        if (bf16) {
+            const uint32_t u = bits << 16;
+            __builtin_memcpy(&f[j], &u, 4);
+        } else {
+            f[j] = kq_f16(p);
+        }
+    }
+    return KQ(mm256_load_ps)(f);
+#else
+    const KQI g =
+        KQ(mm256_i32gather_epi32)(reinterpret_cast<const int*>(base - 2), kq_load(off), 1);
+    if (bf16)
+        return KQ(mm256_castsi256_ps)(
+            KQ(mm256_and_si256)(g, KQ(mm256_set1_epi32)(static_cast<int>(0xffff0000u))));
+    const KQI hi = KQ(mm256_shuffle_epi8)(
+        g, KQ(mm256_setr_epi8)(2, 3, 6, 7, 10, 11, 14, 15, -1, -1, -1, -1, -1, -1, -1, -1, 2, 3, 6,
+                               7, 10, 11, 14, 15, -1, -1, -1, -1, -1, -1, -1, -1));
+    const KQI packed = KQ(mm256_permute4x64_epi64)(hi, 0x08);  // qwords 0 and 2
+    return KQ(mm256_cvtph_ps)(KQ(mm256_castsi256_si128)(packed));
+#endif
+}
 
 // Eight rows (rows[i]) against token t; y[i] = row i's output for i < count. next: the next pass's
 // rows (8 * row_bytes contiguous bytes), prefetched piece by piece block after block (a row is a
@@ -1402,14 +1448,26 @@ void kq_panel_rows(const QuantArgs& a, const uint8_t* const* rows, int64_t t, fl
     for (int j = 0; j < 8; ++j) off[j] = static_cast<int32_t>(rows[kKqQ8Lane[j]] - rows[0]);
     const KQI idx = kq_load(off);
     const KQI m4 = KQ(mm256_set1_epi8)(0x0f);
+    // Row-major int4: each lane's row's scales (a.group / 32 blocks per scale).
+    alignas(32) int32_t soff[8] = {};
+    const uint8_t* scales = nullptr;
+    int64_t blocks_per_scale = 1;
+    if constexpr (kKind == kQuantKindQ4Rows) {
+        const int64_t ng = a.cols / a.group, row_bytes = a.cols / 2;
+        scales = a.scales + (rows[0] - a.data) / row_bytes * ng * 2;
+        for (int j = 0; j < 8; ++j)
+            soff[j] = static_cast<int32_t>((rows[kKqQ8Lane[j]] - rows[0]) / row_bytes * ng * 2);
+        blocks_per_scale = a.group / 32;
+    }
     KqAcc acc;
     for (int64_t b = 0; b < nb; ++b) {
         if (next)  // block b's share of the next pass's bytes, 8 blocks of them
             for (int64_t o = 8 * kB * b; o < 8 * kB * (b + 1); o += 64)
                 __builtin_prefetch(next + o);
         const int64_t o = kB * b + kC;
-        const KQH x0 = KQ(mm_loadu_si128)(reinterpret_cast<const KQH*>(xq + 32 * b));
-        const KQH x1 = KQ(mm_loadu_si128)(reinterpret_cast<const KQH*>(xq + 32 * b + 16));
+        KQH x0 = KQ(mm_loadu_si128)(reinterpret_cast<const KQH*>(xq + 32 * b));
+        KQH x1 = KQ(mm_loadu_si128)(reinterpret_cast<const KQH*>(xq + 32 * b + 16));
+        if constexpr (kKind == kQuantKindQ4Rows) kq_even_odd(x0, x1, x0, x1);
         const KQI xl = KQ(mm256_set_m128i)(x0, x0), xh = KQ(mm256_set_m128i)(x1, x1);
         KQI v[4];
         for (int p = 0; p < 4; ++p) {
@@ -1432,11 +1490,17 @@ void kq_panel_rows(const QuantArgs& a, const uint8_t* const* rows, int64_t t, fl
 #if KQ_VNNI
             sums = KQ(mm256_sub_epi32)(sums, KQ(mm256_set1_epi32)(128 * xs[b]));
 #endif
-        } else if constexpr (kKind == kQuantKindQ4_0) {
-            sums = KQ(mm256_sub_epi32)(sums, KQ(mm256_set1_epi32)(8 * xs[b]));
+        } else {  // Q4_0, row-major int4: codes q - 8; Q4_1's mins come after
+            if constexpr (kKind != kQuantKindQ4_1)
+                sums = KQ(mm256_sub_epi32)(sums, KQ(mm256_set1_epi32)(8 * xs[b]));
         }
         const KQF vxd = KQ(mm256_set1_ps)(xd[b]);
-        acc.step_lanes(sums, KQ(mm256_mul_ps)(kq_q8_scales(rows, idx, kB * b), vxd));
+        KQF d;
+        if constexpr (kKind == kQuantKindQ4Rows)
+            d = kq_q4rows_scales(scales + b / blocks_per_scale * 2, soff, a.bf16_scales);
+        else
+            d = kq_q8_scales(rows, idx, kB * b);
+        acc.step_lanes(sums, KQ(mm256_mul_ps)(d, vxd));
         if constexpr (kKind == kQuantKindQ4_1)
             acc.step_lanes(KQ(mm256_set1_epi32)(xs[b]),
                            KQ(mm256_mul_ps)(kq_q8_scales(rows, idx, kB * b + 2), vxd));
@@ -1447,8 +1511,8 @@ void kq_panel_rows(const QuantArgs& a, const uint8_t* const* rows, int64_t t, fl
         if (kKqQ8Lane[j] < count) y[kKqQ8Lane[j]] = out[j];
 }
 
-// Rows [r0, r1) of Q8_0 / Q4_0 / Q4_1, eight at a time, every token of a group of rows before the
-// next group.
+// Rows [r0, r1) of Q8_0 / Q4_0 / Q4_1 / row-major int4, eight at a time, every token of a group of
+// rows before the next group.
 template <int kKind>
 void kq_matmul_panel_contract(const QuantArgs& a, int64_t r0, int64_t r1) {
     const int64_t row_bytes = a.cols / 32 * KqPanelBlocks<kKind>::kBytes;
@@ -1467,6 +1531,7 @@ void kq_matmul(const QuantArgs& a, int64_t r0, int64_t r1) {
     if (a.kind == kQuantKindQ8_0) return kq_matmul_panel_contract<kQuantKindQ8_0>(a, r0, r1);
     if (a.kind == kQuantKindQ4_0) return kq_matmul_panel_contract<kQuantKindQ4_0>(a, r0, r1);
     if (a.kind == kQuantKindQ4_1) return kq_matmul_panel_contract<kQuantKindQ4_1>(a, r0, r1);
+    if (a.kind == kQuantKindQ4Rows) return kq_matmul_panel_contract<kQuantKindQ4Rows>(a, r0, r1);
     if (a.unpack && a.n == 1) {
         switch (a.kind) {
             case kQuantKindQ5_0:

@@ -49,6 +49,8 @@ void check_quant_shape(const WeightMatrix& w) {
     auto shp = [&] { return "[" + std::to_string(w.rows) + ", " + std::to_string(w.cols) + "]"; };
     switch (w.type) {
         case WeightType::Q4:
+            if (w.row_major && (w.asym || w.act_f32))
+                throw util::Error("row-major int4 is symmetric W4A8 only");
             if (w.group != 32 && w.group != 128)
                 throw util::Error("int4 group size must be 32 or 128, got " +
                                   std::to_string(w.group));
@@ -386,11 +388,47 @@ void pack_q4_block_panel(const uint8_t* src, int64_t row_bytes, int64_t n, int64
     }
 }
 
+void pack_q4_rows_panel(const WeightMatrix& w, int64_t p, uint8_t* panel) {
+    util::check(w.type == WeightType::Q4 && w.row_major && p >= 0 && p * kPanelRows < w.rows,
+                "pack_q4_rows_panel: not a row-major int4 matrix, or panel out of range");
+    WeightMatrix pw = w;  // one panel of the panel layout
+    pw.row_major = false;
+    pw.rows = kPanelRows;
+    const int64_t r0 = p * kPanelRows, n = std::min<int64_t>(kPanelRows, w.rows - r0);
+    if (n < kPanelRows) std::memset(panel, 0, static_cast<size_t>(quant_panel_bytes(pw)));
+    Q4CodeRows codes;
+    codes.data = static_cast<const uint8_t*>(w.data) + r0 * (w.cols / 2);
+    codes.row_stride = w.cols / 2;
+    pack_q4_codes(pw, 0, n, codes, panel);
+    const int64_t ng = w.cols / w.group;
+    const auto* sc = static_cast<const uint8_t*>(w.scales) + r0 * ng * 2;  // any byte offset
+    for (int64_t g = 0; g < ng; ++g) {
+        uint8_t* b = panel + g * q4_group_bytes(pw);
+        for (int64_t i = 0; i < n; ++i) std::memcpy(b + i * 2, sc + (i * ng + g) * 2, 2);
+    }
+}
+
+int64_t q4_rows_bytes(const WeightMatrix& w) {
+    return w.rows * (w.cols / 2) + w.rows * (w.cols / w.group) * 2;
+}
+
 QuantRow unpack_quant_row(const WeightMatrix& w, int64_t r) {
     util::check(r >= 0 && r < w.rows, "unpack_quant_row: row out of bounds");
     if (is_kquant(w.type)) {
         const uint8_t* b = kquant_row(w, r);
         return QuantRow{std::vector<uint8_t>(b, b + kquant_row_bytes(w)), {}, {}, 0.0f, {}};
+    }
+    if (w.type == WeightType::Q4 && w.row_major) {
+        QuantRow row;
+        const int64_t ng = w.cols / w.group;
+        const auto* codes = static_cast<const uint8_t*>(w.data) + r * (w.cols / 2);
+        row.q.resize(static_cast<size_t>(w.cols));
+        for (int64_t k = 0; k < w.cols; ++k)
+            row.q[static_cast<size_t>(k)] = (codes[k / 2] >> (4 * (k % 2))) & 0x0f;
+        row.d.resize(static_cast<size_t>(ng));  // the scales may sit at any byte offset
+        std::memcpy(row.d.data(), static_cast<const uint8_t*>(w.scales) + r * ng * 2,
+                    static_cast<size_t>(ng) * 2);
+        return row;
     }
     const uint8_t* p =
         static_cast<const uint8_t*>(w.data) + (r / kPanelRows) * quant_panel_bytes(w);

@@ -26,6 +26,12 @@
 //   scale of (r, block b) at b*64 + (r%16)*4, the code of (r, k) at nb*64 + k*16 + r%16,
 //   w = s(r, k / G) * e4m3(code).
 // Padding rows of the last panel are zero codes with zero scales.
+// Row-major int4 (Q4 with row_major, symmetric, W4A8; WeightMatrix::scales): a compressed-tensors
+//   checkpoint's packed codes as stored, row r at data + r * cols / 2 bytes, byte i holding the
+//   codes of k = 2i (low nibble) and 2i + 1 (high), w = d * (q - 8), its group scales in their own
+//   array. It computes the Q4 W4A8 contract below, so it gives the panels' outputs bit for bit:
+//   one token reads eight rows per pass (kernels/matmul_kquant.h, kind kQuantKindQ4Rows), several
+//   form panels per call (pack_q4_rows_panel).
 // Q4K / Q5K / Q6K (GGUF K-quant blocks as stored) and their arithmetic: kernels/matmul_kquant.h.
 //
 // Arithmetic contract (identical in every ISA, so results are bit-exact across ISAs, thread
@@ -122,6 +128,12 @@ void pack_q8_0_panel(const uint8_t* src, int64_t row_bytes, int64_t n, int64_t c
 // forms so to the int4 kernels, and the loader builds a Q4_0 / Q4_1 file's panels with it.
 void pack_q4_block_panel(const uint8_t* src, int64_t row_bytes, int64_t n, int64_t cols, bool asym,
                          uint8_t* panel);
+// Panel p (rows [16p, 16p + 16) of w, rows past w.rows zero codes and scales) of a row-major int4
+// matrix w as the panel layout of the same group and scale dtype: the bytes pack_q4_codes and
+// pack_q4_scales write for those rows.
+void pack_q4_rows_panel(const WeightMatrix& w, int64_t p, uint8_t* panel);
+// Bytes a row-major int4 matrix reads: its codes and its scales.
+int64_t q4_rows_bytes(const WeightMatrix& w);
 QuantRow unpack_quant_row(const WeightMatrix& w, int64_t r);
 // Dequantized row (exactly the values the W4A16 / reference arithmetic uses).
 void dequant_row(const WeightMatrix& w, int64_t r, float* out);

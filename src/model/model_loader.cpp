@@ -259,8 +259,9 @@ class Loader {
     std::shared_ptr<const void> mapping_;
     mutable std::mutex mapped_mu_;
     mutable std::vector<std::pair<const uint8_t*, const uint8_t*>> mapped_ranges_;
-    // The copies q8_0_in_place_then_panels deferred, built from now on by a background thread
-    // (null when there are none); counted in WeightMemory::deferred_copies.
+    // The copies blocks_in_place_then_panels and ct_rows_in_place_then_panels deferred, built
+    // from now on by a background thread (null when there are none); counted in
+    // WeightMemory::deferred_copies.
     std::unique_ptr<DeferredLayouts> start_deferred_layouts() const {
         std::lock_guard lock(mapped_mu_);
         if (deferred_jobs_.empty()) return nullptr;
@@ -269,7 +270,7 @@ class Loader {
         m_.weight_memory.deferred_copies += d->copy_bytes();
         return d;
     }
-    // Copies in a faster layout to build after loading (q8_0_in_place_then_panels), under
+    // Copies in a faster layout to build after loading (the *_in_place_then_panels), under
     // mapped_mu_; start_deferred_layouts hands them to the model.
     mutable std::vector<DeferredLayouts::Job> deferred_jobs_;
 
@@ -349,6 +350,9 @@ class Loader {
                                          layout.group == 32 && !layout.act_f32;
             if ((q8_0_panels || q4_block_panels) && mapping_ && opts_.map_weights)
                 return blocks_in_place_then_panels(t, layout);
+            if (t.ct && mapping_ && opts_.map_weights &&
+                formats::ct_q4_rows_in_place(*t.ct, layout))
+                return ct_rows_in_place_then_panels(*t.ct, layout);
             m = Matrix::quantized(layout, &arena_);
             const int64_t row_bytes = t.is_ggml ? tensor::ggml_row_bytes(t.ggml_type, cols) : 0;
             const bool fp8_as_stored = t.fp8 && layout.type == tensor::WeightType::FP8 &&
@@ -466,6 +470,32 @@ class Loader {
         };
         std::lock_guard lock(mapped_mu_);
         mapped_ranges_.emplace_back(t.data, t.data + job.source_bytes);
+        deferred_jobs_.push_back(std::move(job));
+        return m;
+    }
+
+    // A compressed-tensors int4 weight whose codes and scales are `layout` as row-major int4
+    // (formats::ct_q4_rows_in_place): read where the file maps it until its panels, built after
+    // loading by DeferredLayouts, are published; both compute the same bits.
+    Matrix ct_rows_in_place_then_panels(const formats::CtPacked& ct,
+                                        const kernels::WeightMatrix& layout) const {
+        Matrix m = Matrix::mapped_q4_rows(layout, ct.packed, ct.scale, mapping_);
+        const int64_t code_bytes = layout.rows * (layout.cols / 2),
+                      scale_bytes = layout.rows * (layout.cols / layout.group) * 2;
+        auto copy = std::make_shared<DeferredCopy>();
+        copy->matrix = Matrix::quantized(layout, &arena_);
+        m.set_deferred_copy(copy);
+        DeferredLayouts::Job job;
+        job.copy = std::move(copy);
+        job.source = ct.packed;
+        job.source_bytes = code_bytes;
+        job.build = [rows = m.view()](Matrix& panels) {
+            for (int64_t p = 0; p < panels_of(panels.rows()); ++p)
+                panels.pack_q4_rows_panel(p, rows);
+        };
+        std::lock_guard lock(mapped_mu_);
+        mapped_ranges_.emplace_back(ct.packed, ct.packed + code_bytes);
+        mapped_ranges_.emplace_back(ct.scale, ct.scale + scale_bytes);
         deferred_jobs_.push_back(std::move(job));
         return m;
     }
@@ -927,6 +957,7 @@ std::unique_ptr<Model> load_hf_dir(const std::string& dir, const LoadOptions& op
         loader.load_all();
     }
     release_tensor_pages(st.tensors(), loader.mapped_ranges_);
+    m->deferred_layouts = loader.start_deferred_layouts();
     fp8_resolver.release();
     m->fp8_dequant_peak_bytes = static_cast<int64_t>(fp8_resolver.peak_bytes());
     m->fp8_dequant_count = fp8_resolver.dequant_count() - loader.fp8_native_matrices_;

@@ -51,6 +51,21 @@ Matrix Matrix::mapped(const kernels::WeightMatrix& layout, const void* data,
     return m;
 }
 
+Matrix Matrix::mapped_q4_rows(const kernels::WeightMatrix& layout, const void* codes,
+                              const void* scales, std::shared_ptr<const void> keep) {
+    util::check(layout.type == tensor::WeightType::Q4 && codes != nullptr && scales != nullptr &&
+                    keep != nullptr,
+                "Matrix::mapped_q4_rows: int4 codes and scales, with their owner");
+    Matrix m;
+    m.view_ = layout;
+    m.view_.row_major = true;
+    m.view_.data = codes;
+    m.view_.scales = scales;
+    kernels::check_quant_shape(m.view_);
+    m.keep_ = std::move(keep);
+    return m;
+}
+
 Matrix Matrix::mapped_rows(tensor::WeightType t, int64_t rows, int64_t cols, const void* data,
                            std::shared_ptr<const void> keep) {
     util::check((t == tensor::WeightType::F32 || t == tensor::WeightType::BF16) && rows >= 0 &&
@@ -76,6 +91,9 @@ void Matrix::set_deferred_copy(std::shared_ptr<DeferredCopy> copy) {
 std::span<const uint8_t> Matrix::packed() const {
     if (reads_deferred_copy()) return copy_->matrix.packed();
     if (!keep_) return owned_.bytes();
+    if (view_.row_major && view_.type == tensor::WeightType::Q4)  // the codes
+        return {static_cast<const uint8_t*>(view_.data),
+                static_cast<size_t>(view_.rows * (view_.cols / 2))};
     if (view_.row_major)
         return {static_cast<const uint8_t*>(view_.data), static_cast<size_t>(bytes())};
     return {static_cast<const uint8_t*>(view_.data),
@@ -137,6 +155,15 @@ void Matrix::pack_block_panel(int64_t p, const uint8_t* src, int64_t row_bytes) 
         kernels::pack_q4_block_panel(src, row_bytes, n, view_.cols, view_.asym, panel);
 }
 
+void Matrix::pack_q4_rows_panel(int64_t p, const kernels::WeightMatrix& rows) {
+    util::check(view_.type == tensor::WeightType::Q4 && !view_.row_major && rows.row_major &&
+                    rows.rows == view_.rows && rows.cols == view_.cols &&
+                    rows.group == view_.group && rows.bf16_scales == view_.bf16_scales &&
+                    !view_.asym && p >= 0 && p * kernels::kPanelRows < view_.rows,
+                "pack_q4_rows_panel: not the int4 panels of those rows, or panel out of range");
+    kernels::pack_q4_rows_panel(rows, p, owned_.data() + p * kernels::quant_panel_bytes(view_));
+}
+
 int64_t Matrix::add_bf16_tiles(util::HugePageArena* arena) {
     if (view_.type != tensor::WeightType::BF16 || !owned_.data()) return 0;
     const int64_t panels = bytes();
@@ -150,7 +177,8 @@ int64_t Matrix::add_bf16_tiles(util::HugePageArena* arena) {
 
 int64_t Matrix::bytes() const {
     if (reads_deferred_copy()) return copy_->matrix.bytes();
-    if (is_quantized()) return kernels::quant_packed_bytes(view_);
+    if (is_quantized())
+        return view_.row_major ? kernels::q4_rows_bytes(view_) : kernels::quant_packed_bytes(view_);
     if (view_.row_major) return view_.rows * view_.cols * elem_bytes(view_.type);
     if (view_.data == nullptr && view_.tiles != nullptr)
         return kernels::bf16_tile_bytes(view_.rows, view_.cols);

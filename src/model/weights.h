@@ -41,6 +41,11 @@ class Matrix {
     // and only up to `rows` (no panel padding). Nothing may be packed into it.
     static Matrix mapped(const kernels::WeightMatrix& layout, const void* data,
                          std::shared_ptr<const void> keep);
+    // A row-major int4 matrix read where the file maps it (kernels/matmul_quant.h: a
+    // compressed-tensors checkpoint's packed codes at `codes`, its scales at `scales`); `keep`
+    // holds both alive. `layout`: symmetric W4A8 int4 of the checkpoint's group and scale dtype.
+    static Matrix mapped_q4_rows(const kernels::WeightMatrix& layout, const void* codes,
+                                 const void* scales, std::shared_ptr<const void> keep);
     // An f32 or bf16 lookup table read where the file maps it (an embedding table that is not
     // also the head): row r at data + r * cols elements, as the file stores it; only row_f32 reads
     // it (kernels::WeightMatrix::row_major), no copy. `keep` holds the bytes alive.
@@ -66,6 +71,9 @@ class Matrix {
     // Q4_0 / Q4_1 rows (row 16p at src, row_bytes apart): kernels::pack_q8_0_panel,
     // kernels::pack_q4_block_panel.
     void pack_block_panel(int64_t p, const uint8_t* src, int64_t row_bytes);
+    // Panel p of an int4 matrix from the row-major int4 matrix `rows` of its shape, group and
+    // scale dtype: kernels::pack_q4_rows_panel.
+    void pack_q4_rows_panel(int64_t p, const kernels::WeightMatrix& rows);
     // A bf16 matrix, once packed: replaces its panels with their AMX-BF16 tile copy
     // (kernels/matmul_bf16_tiles.h, "Tile-only matrices"), which every matmul and row lookup then
     // reads. Returns the bytes the tile layout adds over the panels (column padding; 0 for other

@@ -150,6 +150,34 @@ void expect_import_matches_dequant(const CtPacked& t, const kernels::WeightMatri
     }
 }
 
+// Symmetric scales in the layout's own dtype are copied as they are: a checkpoint group of 128
+// into warden's 128 (one scale each) and 32 (each scale repeated over four groups), f16 and bf16,
+// dequantizing to exactly the checkpoint's (q - 8) * scale.
+TEST(CompressedTensors, SymmetricScalesCopyIntoEveryGroupTheySpan) {
+    CtPacked t;
+    t.rows = 3;
+    t.cols = 256;
+    t.group = 128;
+    t.num_bits = 4;
+    t.words_per_row = 32;
+    std::vector<uint8_t> codes(3 * 256);
+    for (size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<uint8_t>((i * 5 + 1) % 16);
+    const std::vector<uint8_t> packed = packed_rows(codes, 3, 256, 4);
+    t.packed = packed.data();
+    const float vals[] = {0.03125f, -0.0078125f, 1.5f, 0.375f, 0.01171875f, 2.0f};
+    for (const bool bf16 : {false, true}) {
+        std::vector<uint16_t> sc;
+        for (float v : vals) sc.push_back(bf16 ? tensor::f32_to_bf16(v) : tensor::f32_to_f16(v));
+        t.scale = reinterpret_cast<const uint8_t*>(sc.data());
+        t.scale_dtype = bf16 ? "BF16" : "F16";
+        for (const std::string fmt : {"int4-g32", "int4-g128"}) {
+            const std::string f = fmt + (bf16 ? "-bf16s" : "");
+            expect_import_matches_dequant(
+                t, kernels::weight_layout(tensor::parse_weight_format(f), 3, 256), f);
+        }
+    }
+}
+
 // Asymmetric import into warden's int4-asym layouts (f16 and bf16 scales): a [3, 64] tensor,
 // group 32, dequantizes to exactly (q - zp) * scale.
 TEST(CompressedTensors, AsymmetricImportMatchesDequant) {
@@ -354,7 +382,9 @@ struct CorruptCase {
     std::vector<int64_t> scale_shape = {4, 2};
     std::vector<int64_t> weight_shape = {4, 64};
     bool with_scale = true, with_shape = true, g_idx = false;
-    float bad_scale = 0.0f;  // != 0: first scale
+    float bad_scale = 0.0f;  // != 0: the first scale (bad_last: the last)
+    bool bad_last = false;
+    std::string scale_dtype = "F32";  // or F16 / BF16
 };
 
 std::string corrupt_error(const CorruptCase& c, const std::string& dir) {
@@ -366,10 +396,20 @@ std::string corrupt_error(const CorruptCase& c, const std::string& dir) {
                  std::vector<uint8_t>(static_cast<size_t>(np * 4), 0x88));
     if (c.with_scale) {
         std::vector<float> s(static_cast<size_t>(ns), 0.5f);
-        if (c.bad_scale != 0.0f) s[0] = c.bad_scale;
-        std::vector<uint8_t> b(s.size() * 4);
-        std::memcpy(b.data(), s.data(), b.size());
-        w.add_tensor("m.weight_scale", "F32", c.scale_shape, b);
+        if (c.bad_scale != 0.0f) (c.bad_last ? s.back() : s.front()) = c.bad_scale;
+        std::vector<uint8_t> b;
+        if (c.scale_dtype == "F32") {
+            b.resize(s.size() * 4);
+            std::memcpy(b.data(), s.data(), b.size());
+        } else {
+            for (float f : s) {
+                const uint16_t h =
+                    c.scale_dtype == "F16" ? tensor::f32_to_f16(f) : tensor::f32_to_bf16(f);
+                b.push_back(static_cast<uint8_t>(h & 0xff));
+                b.push_back(static_cast<uint8_t>(h >> 8));
+            }
+        }
+        w.add_tensor("m.weight_scale", c.scale_dtype, c.scale_shape, b);
     }
     if (c.with_shape) {
         std::vector<uint8_t> b(16);
@@ -422,9 +462,23 @@ TEST(CompressedTensors, CorruptTensorsAreClearErrors) {
     c = {};
     c.weight_shape = {-4, 64};
     expect(c, "m.weight_shape", "invalid shape");
-    c = {};
-    c.bad_scale = std::numeric_limits<float>::infinity();
-    expect(c, "m.weight_scale", "non-finite");
+    // A non-finite scale anywhere, in every scale dtype (each checked over its own bits).
+    for (const char* dt : {"F32", "F16", "BF16"}) {
+        SCOPED_TRACE(dt);
+        c = {};
+        c.scale_dtype = dt;
+        EXPECT_EQ(corrupt_error(c, dir), "<no error>");
+        for (float bad :
+             {std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+              std::numeric_limits<float>::quiet_NaN()})
+            for (bool last : {false, true}) {
+                c.bad_scale = bad;
+                c.bad_last = last;
+                expect(c, "m.weight_scale", "non-finite");
+            }
+        c.bad_scale = 65504.0f;  // the largest f16: finite in every dtype
+        EXPECT_EQ(corrupt_error(c, dir), "<no error>");
+    }
     c = {};
     c.g_idx = true;
     expect(c, "weight_g_idx", "not supported");
@@ -437,7 +491,11 @@ std::unique_ptr<model::Model> load(const std::string& path, const std::string& f
     model::LoadOptions o;
     if (!fmt.empty()) o.weights = tensor::parse_weight_format(fmt);
     o.dtype = dtype;
-    return model::load_model(path, o, pool);
+    auto m = model::load_model(path, o, pool);
+    // The panels of codes read in place at start-up (model/deferred_layouts.h), so that matrices
+    // compare byte for byte in the layout they end in.
+    m->wait_for_deferred_layouts();
+    return m;
 }
 
 void expect_same(const model::Matrix& a, const model::Matrix& b, const std::string& what) {

@@ -435,6 +435,96 @@ TEST_P(KQuantQ4Blocks, InPlaceEqualsInt4G32PanelsBitForBit) {
     }
 }
 
+// Row-major int4 (kernels/matmul_quant.h: compressed-tensors' packed codes, scales in their own
+// array) read in place computes what the same rows in int4 panels do, bit for bit: one token
+// (eight rows per pass), several (panels formed per call), natively and on SIMDe, groups 32 and
+// 128, f16 and bf16 scales, the scales at an odd byte offset; and the panels formed per call are
+// the bytes pack_quant_row writes for the rows' codes and scales.
+TEST(RowMajorInt4, InPlaceEqualsPanelsBitForBit) {
+    for (const int group : {32, 128})
+        for (const bool bf16 : {false, true})
+            for (const int64_t rows : {1, 7, 13, 40}) {
+                SCOPED_TRACE("group " + std::to_string(group) + (bf16 ? " bf16" : " f16") +
+                             " rows " + std::to_string(rows));
+                const int64_t cols = 128 * 3, ng = cols / group;
+                std::mt19937 rng(900 + static_cast<uint32_t>(rows + group + bf16));
+                std::vector<uint8_t> codes(static_cast<size_t>(rows * cols / 2));
+                for (auto& c : codes) c = static_cast<uint8_t>(rng() & 0xff);
+                // One spare byte first: the scales at an odd address.
+                std::vector<uint8_t> scale_buf(static_cast<size_t>(1 + rows * ng * 2));
+                const float extremes[] = {65504.0f, -3.0f, 5.96e-8f, 0.0f, 1e-3f, -0.25f};
+                for (int64_t i = 0; i < rows * ng; ++i) {
+                    const float v = rows % 2
+                                        ? extremes[rng() % 6]
+                                        : std::ldexp(static_cast<float>(rng() % 1000 + 1) / 1000.0f,
+                                                     -static_cast<int>(rng() % 10));
+                    const uint16_t h = bf16 ? tensor::f32_to_bf16(v) : tensor::f32_to_f16(v);
+                    std::memcpy(scale_buf.data() + 1 + 2 * i, &h, 2);
+                }
+                WeightMatrix rm;
+                rm.type = WeightType::Q4;
+                rm.rows = rows;
+                rm.cols = cols;
+                rm.group = group;
+                rm.bf16_scales = bf16;
+                rm.row_major = true;
+                rm.data = codes.data();
+                rm.scales = scale_buf.data() + 1;
+                WeightMatrix pw = rm;  // the panel layout, built through QuantRow
+                pw.row_major = false;
+                pw.scales = nullptr;
+                std::vector<uint8_t> panels(static_cast<size_t>(quant_packed_bytes(pw)), 0);
+                for (int64_t r = 0; r < rows; ++r) {
+                    const QuantRow q = unpack_quant_row(rm, r);
+                    for (int64_t k = 0; k < cols; ++k)  // independent of the kernels' unpacking
+                        ASSERT_EQ(
+                            q.q[static_cast<size_t>(k)],
+                            (codes[static_cast<size_t>(r * cols / 2 + k / 2)] >> (k % 2 ? 4 : 0)) &
+                                0x0f);
+                    pack_quant_row(pw, r, q, panels.data());
+                }
+                pw.data = panels.data();
+                std::vector<uint8_t> formed(static_cast<size_t>(quant_panel_bytes(pw)));
+                for (int64_t p = 0; p * kPanelRows < rows; ++p) {
+                    std::fill(formed.begin(), formed.end(), 0xee);
+                    pack_q4_rows_panel(rm, p, formed.data());
+                    ASSERT_TRUE(std::equal(formed.begin(), formed.end(),
+                                           panels.begin() + p * quant_panel_bytes(pw)))
+                        << "panel " << p;
+                }
+                for (const int64_t n : {1, 2, 5, 9}) {
+                    const std::vector<float> x = acts(n, cols, 31 + static_cast<uint32_t>(n));
+                    const std::vector<float> ref = run(Isa::Scalar, pw, x, n);
+                    for (Isa isa : {Isa::Scalar, Isa::AVX2, Isa::AVX512, Isa::AMX}) {
+                        if (!isa_supported(isa)) continue;
+                        expect_same_bits(run(isa, rm, x, n), ref, isa_name(isa));
+                    }
+                    std::vector<int8_t> xq(static_cast<size_t>(n * cols));
+                    std::vector<float> xd(static_cast<size_t>(n * cols / 32));
+                    std::vector<int32_t> xs(xd.size());
+                    quantize_acts_isa(Isa::Scalar, x.data(), n, cols, xq.data(), xd.data(),
+                                      xs.data());
+                    detail::QuantArgs a{};
+                    a.kind = detail::kQuantKindQ4Rows;
+                    a.rows = rows;
+                    a.cols = cols;
+                    a.data = codes.data();
+                    a.scales = scale_buf.data() + 1;
+                    a.group = group;
+                    a.bf16_scales = bf16;
+                    a.xq = xq.data();
+                    a.xd = xd.data();
+                    a.xs = xs.data();
+                    a.n = n;
+                    a.ldy = rows;
+                    std::vector<float> y(static_cast<size_t>(n * rows), -7.0f);
+                    a.y = y.data();
+                    detail::mm_kquant_avx512_emulated(a, 0, rows);
+                    expect_same_bits(y, ref, "emulated AVX-512");
+                }
+            }
+}
+
 INSTANTIATE_TEST_SUITE_P(Mapping, KQuantQ4Blocks, ::testing::Values(false, true),
                          [](const auto& p) { return p.param ? "Q4_1" : "Q4_0"; });
 

@@ -119,6 +119,35 @@ INSTANTIATE_TEST_SUITE_P(Formats, DeferredBlocks,
                              return s;
                          });
 
+// A compressed-tensors int4 checkpoint (packed by the compressed-tensors package itself, bf16
+// scales) reads its codes and scales in place, then the same panels as the synchronous import.
+TEST(DeferredLayouts, CompressedTensorsCodesMoveToTheSynchronousImportsPanels) {
+    util::ThreadPool pool(2);
+    const std::string path = test::golden_model("tiny-llama-ct-int4");
+    LoadOptions sync_opts;
+    sync_opts.map_weights = false;
+    const auto sync = load_model(path, sync_opts, pool);
+    const auto deferred = load_model(path, LoadOptions{}, pool);
+    ASSERT_EQ(deferred->weights_format, "int4-g32-bf16s");
+    EXPECT_EQ(sync->deferred_layouts, nullptr);
+    ASSERT_NE(deferred->deferred_layouts, nullptr);
+    const std::vector<float> want = logits(*sync, pool);
+    EXPECT_EQ(logits(*deferred, pool), want);
+    deferred->wait_for_deferred_layouts();
+    const auto a = matmul_matrices(*deferred), b = matmul_matrices(*sync);
+    int64_t layers = 0;
+    for (size_t i = 1; i < a.size(); ++i) {  // [0]: the head, int8 from the bf16 checkpoint
+        SCOPED_TRACE("matrix " + std::to_string(i));
+        EXPECT_TRUE(a[i]->reads_deferred_copy());
+        EXPECT_FALSE(a[i]->view().row_major);
+        ASSERT_TRUE(std::ranges::equal(a[i]->packed(), b[i]->packed()));
+        layers += b[i]->bytes();
+    }
+    EXPECT_EQ(deferred->deferred_layouts->total(), static_cast<int64_t>(a.size()) - 1);
+    EXPECT_EQ(deferred->weight_memory.deferred_copies, layers);
+    EXPECT_EQ(logits(*deferred, pool), want);
+}
+
 TEST(DeferredLayouts, AModelDestroyedWhileBuildingStopsTheThreadFirst) {
     util::ThreadPool pool(2);
     const std::string path = block_file(pool, "int4-g32");

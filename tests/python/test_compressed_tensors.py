@@ -123,6 +123,24 @@ def test_load_package_compressed_checkpoint(name: str):
     assert rows != logits(model, ids, vocab, native, head="f32")[0]
 
 
+@pytest.mark.parametrize("name", [n for n, (_, exact) in CHECKPOINTS.items() if exact])
+def test_symmetric_checkpoint_starts_in_place_with_the_panels_logits(name: str):
+    """A symmetric checkpoint whose scales are its layout's dtype starts by reading its packed codes and
+    scales where the file maps them, while a background thread builds its int4 panels: the logits equal,
+    bit for bit, those of the panels built while loading (--no-mmap), over every prompt of the golden and
+    six greedy one-token steps after each."""
+    g = golden(name)
+    model = GOLDEN / name
+    for prompt in g["prompts"]:
+        ids = ",".join(map(str, prompt["ids"]))
+        default = warden("logits", "-m", model, "--tokens", ids, "--top", "8", "--greedy", "6")
+        assert "read in place from the file" in default.stderr, default.stderr
+        assert "then in panels, built in the background" in default.stderr, default.stderr
+        nommap = warden("logits", "-m", model, "--tokens", ids, "--top", "8", "--greedy", "6", "--no-mmap")
+        assert "built in the background" not in nommap.stderr, nommap.stderr
+        assert default.stdout == nommap.stdout
+
+
 def _package_available() -> bool:
     try:
         import compressed_tensors  # noqa: F401
