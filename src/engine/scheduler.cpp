@@ -82,13 +82,21 @@ void Scheduler::cancel(Handle h, FinishReason why) {
 std::vector<Result> Scheduler::run(const std::vector<Request>& requests) {
     std::vector<Result> results(requests.size());
     const Handle base = next_handle_;
-    auto saved = std::move(on_finish_);
+    // The caller's callback comes back however this returns: a step that throws leaves sequences
+    // behind, which the destructor finishes after `results` (which the callback below writes) is
+    // gone.
+    struct Restore {
+        Scheduler& s;
+        std::function<void(Handle, Result&&)> saved;
+        ~Restore() {
+            s.on_finish_ = std::move(saved);
+            s.keep_step_times_ = false;
+        }
+    } restore{*this, std::move(on_finish_)};
     on_finish_ = [&](Handle h, Result&& r) { results[h - base] = std::move(r); };
     keep_step_times_ = true;
     for (const Request& r : requests) add(r);
     while (!idle()) step();
-    keep_step_times_ = false;
-    on_finish_ = std::move(saved);
     return results;
 }
 

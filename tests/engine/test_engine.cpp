@@ -12,6 +12,7 @@
 #include "model/model.h"
 #include "model/transformer.h"
 #include "tiny_llama.h"
+#include "util/error.h"
 
 using namespace warden;
 
@@ -183,4 +184,24 @@ TEST(Engine, ReserveAdmissionNeverPreemptsAndKeepsOutputs) {
     EXPECT_EQ(s_res.preemptions, 0);
     EXPECT_GT(s_res.max_running, 1) << "reserve admission must still batch";
     EXPECT_LT(s_res.max_running, s_wm.max_running) << "reserving outputs admits fewer at once";
+}
+
+// A step that throws (here a token id outside the vocabulary, which the transformer refuses)
+// reaches the caller of Scheduler::run as that error; the sequences it leaves behind are
+// finished by the scheduler's destructor without writing into run's results, which are gone by
+// then (AddressSanitizer checks that), and the pool gets every page back.
+TEST(Engine, ARunWhoseStepThrowsLeavesTheSchedulerSafeToDestroy) {
+    if (!model_present()) GTEST_SKIP() << "tests/golden/models/tiny-llama missing";
+    EngineFixture f;
+    kv::KvCache cache(f.kv_config(64));
+    const int32_t free_before = cache.pool().free_pages();
+    {
+        engine::Executor exec(*f.tf, cache, kv::IntegrityMode::Step);
+        engine::Scheduler runner(exec, cache, engine::SchedulerOptions{});
+        std::vector<engine::Request> reqs = requests(3, f.model->config.vocab_size);
+        reqs[1].prompt.back() = static_cast<int32_t>(f.model->config.vocab_size);
+        EXPECT_THROW(runner.run(reqs), util::Error);
+    }
+    EXPECT_EQ(cache.pool().free_pages(), free_before);
+    EXPECT_EQ(cache.pool().check_integrity(), "");
 }
