@@ -79,9 +79,10 @@ struct QuantArgs {
                // (kernels/matmul_kquant.h)
     int64_t rows, cols;
     const uint8_t* data;
-    int64_t group;          // Q4: 32 or 128; Q8: 0 (a scale per row) or 32 (a scale per block);
-                            // FP8: 0 (a scale per row) or the columns per scale (block-scaled)
-    const uint8_t* scales;  // kQuantKindQ4Rows: WeightMatrix::scales
+    int64_t group;             // Q4: 32 or 128; Q8: 0 (a scale per row) or 32 (a scale per block);
+                               // FP8: 0 (a scale per row) or the columns per scale (block-scaled)
+    const uint8_t* scales;     // kQuantKindQ4Rows, kQuantKindFp8Rows: WeightMatrix::scales
+    int64_t scale_block_rows;  // kQuantKindFp8Rows: WeightMatrix::scale_block_rows
     bool asym, bf16_scales, act_f32;
     const float* x;
     const int8_t* xq;
@@ -119,20 +120,21 @@ struct QuantArgs {
 constexpr int kQuantKindQ4K = 3, kQuantKindQ5K = 4, kQuantKindQ6K = 5, kQuantKindQ5_0 = 6,
               kQuantKindQ5_1 = 7, kQuantKindQ2K = 8, kQuantKindQ3K = 9, kQuantKindIQ4NL = 10,
               kQuantKindIQ4XS = 11, kQuantKindQ8_0 = 12, kQuantKindQ4_0 = 13, kQuantKindQ4_1 = 14,
-              kQuantKindQ4Rows = 15;
+              kQuantKindQ4Rows = 15, kQuantKindFp8Rows = 16;
 // The in-place kinds that compute a panel format's contract (kernels/matmul_kquant.h: Q8_0 is
-// int8-g32's, Q4_0 / Q4_1 int4-g32's and int4-g32-asym's, Q4Rows (row-major int4,
-// kernels/matmul_quant.h) int4's of its group): one chain per row, not eight lanes.
+// int8-g32's, Q4_0 / Q4_1 int4-g32's and int4-g32-asym's, Q4Rows and Fp8Rows (row-major int4
+// and FP8, kernels/matmul_quant.h) int4's and fp8-bG's): one chain per row, not eight lanes.
 inline bool kquant_kind_is_panel_contract(int kind) {
     return kind == kQuantKindQ8_0 || kind == kQuantKindQ4_0 || kind == kQuantKindQ4_1 ||
-           kind == kQuantKindQ4Rows;
+           kind == kQuantKindQ4Rows || kind == kQuantKindFp8Rows;
 }
 // Tokens whose activations one Q5_0 / Q5_1 / IQ4_NL row pass reads in the transposed layout.
 constexpr int64_t kQ5UnpackTokens = 64;
 // Per kind - kQuantKindQ4K: weights and bytes of one block (a 256-weight super-block or a 32-weight
 // block).
-constexpr int64_t kKQuantKindElems[] = {256, 256, 256, 32, 32, 256, 256, 32, 256, 32, 32, 32, 32};
-constexpr int64_t kKQuantKindBytes[] = {144, 176, 210, 22, 24, 84, 110, 18, 136, 34, 18, 20, 16};
+constexpr int64_t kKQuantKindElems[] = {256, 256, 256, 32, 32, 256, 256,
+                                        32,  256, 32,  32, 32, 32,  1};
+constexpr int64_t kKQuantKindBytes[] = {144, 176, 210, 22, 24, 84, 110, 18, 136, 34, 18, 20, 16, 1};
 void mm_kquant_scalar(const QuantArgs& a, int64_t row_begin, int64_t row_end);  // matmul_kquant.cpp
 void mm_kquant_avx2(const QuantArgs& a, int64_t row_begin,
                     int64_t row_end);  // matmul_kquant_avx2.cpp

@@ -163,7 +163,7 @@ detail::QuantArgs quant_args(const WeightMatrix& w, const float* x, int64_t n, f
             a.kind = 1;
             break;
         case WeightType::FP8:
-            a.kind = 2;
+            a.kind = w.row_major ? detail::kQuantKindFp8Rows : 2;
             break;
         default:
             a.kind = kquant_kind(w.type);
@@ -177,6 +177,7 @@ detail::QuantArgs quant_args(const WeightMatrix& w, const float* x, int64_t n, f
     a.bf16_scales = w.bf16_scales;
     a.act_f32 = w.act_f32;
     a.scales = static_cast<const uint8_t*>(w.scales);
+    a.scale_block_rows = w.scale_block_rows;
     a.x = x;
     a.n = n;
     a.y = y;
@@ -210,32 +211,32 @@ int64_t kq5_unpack_bytes(int64_t cols, int64_t n) {
                     68 * nbp + detail::kQ5UnpackTokens * 36 * nbp);
 }
 
-// Q8_0 / Q4_0 / Q4_1 / row-major int4 (read in place, row after row) over several tokens: each
-// 16-row panel is formed in the calling thread's scratch in int8-g32's / int4's layout and handed
-// to that format's kernel of table t, which is written for many tokens (activations broadcast
-// against 16 rows at once, AMX tiles where there are some). Both compute the panel format's
-// arithmetic, so the outputs are the one-token kernel's bit for bit; forming a panel costs about
-// what reading it does, once per call.
+// Q8_0 / Q4_0 / Q4_1 / row-major int4 and FP8 (read in place, row after row) over several
+// tokens: each 16-row panel is formed in the calling thread's scratch in the panel layout and
+// handed to that format's kernel of table t, which is written for many tokens (activations
+// broadcast against 16 rows at once, AMX tiles where there are some). Both compute the panel
+// format's arithmetic, so the outputs are the one-token kernel's bit for bit; forming a panel costs
+// about what reading it does, once per call.
 constexpr int64_t kPanelContractMinTokens = 2;
 void blocks_as_panels(const detail::MatmulTable& t, const WeightMatrix& w,
                       const detail::QuantArgs& qa, int64_t r0, int64_t r1) {
     const bool q8 = qa.kind == detail::kQuantKindQ8_0, rows = qa.kind == detail::kQuantKindQ4Rows,
-               asym = qa.kind == detail::kQuantKindQ4_1;
-    const int64_t row_bytes = rows ? 0 : kquant_row_bytes(w);
+               fp8 = qa.kind == detail::kQuantKindFp8Rows, asym = qa.kind == detail::kQuantKindQ4_1;
+    const int64_t row_bytes = rows || fp8 ? 0 : kquant_row_bytes(w);
     WeightMatrix pw;  // one panel of the panel format
-    pw.type = q8 ? WeightType::Q8 : WeightType::Q4;
+    pw.type = q8 ? WeightType::Q8 : fp8 ? WeightType::FP8 : WeightType::Q4;
     pw.rows = kPanelRows;
     pw.cols = w.cols;
-    pw.group = rows ? w.group : 32;
+    pw.group = rows || fp8 ? w.group : 32;
     pw.asym = asym;
     pw.bf16_scales = rows && w.bf16_scales;
     const int64_t panel_bytes = quant_panel_bytes(pw);
     // The int4 kernel's own unpack scratch after the panel, where it takes one (run_rows).
-    const bool unpack = !q8 && t.quant_uses_unpack && qa.n >= kQ4UnpackMinTokens;
+    const bool unpack = !q8 && !fp8 && t.quant_uses_unpack && qa.n >= kQ4UnpackMinTokens;
     const int64_t unpack_bytes = unpack ? w.cols * kPanelRows : 0;
     uint8_t* panel = unpack_scratch((panel_bytes + 31) / 32 * 32 + unpack_bytes);
     detail::QuantArgs q = qa;
-    q.kind = q8 ? 1 : 0;
+    q.kind = q8 ? 1 : fp8 ? 2 : 0;
     q.group = pw.group;
     q.asym = asym;
     q.bf16_scales = pw.bf16_scales;
@@ -247,7 +248,9 @@ void blocks_as_panels(const detail::MatmulTable& t, const WeightMatrix& w,
         const int64_t p1 = std::min(r1, base + kPanelRows);
         const int64_t n = std::min(w.rows, base + kPanelRows) - base;
         const uint8_t* src = static_cast<const uint8_t*>(w.data) + base * row_bytes;
-        if (rows)
+        if (fp8)
+            pack_fp8_rows_panel(w, base / kPanelRows, panel);
+        else if (rows)
             pack_q4_rows_panel(w, base / kPanelRows, panel);
         else if (q8)
             pack_q8_0_panel(src, row_bytes, n, w.cols, panel);
@@ -506,7 +509,7 @@ void matmul_rows(Isa isa, const WeightMatrix& w, const float* x, int64_t n, floa
                  int64_t row_begin, int64_t row_end) {
     WARDEN_ASSERT(row_begin >= 0 && row_begin <= row_end && row_end <= w.rows,
                   "matmul_rows: row range out of bounds");
-    util::check(!w.row_major || w.type == WeightType::Q4,
+    util::check(!w.row_major || w.type == WeightType::Q4 || w.type == WeightType::FP8,
                 "matmul: a row-major lookup table is not a matmul's weights");
     if (n <= 0 || row_begin == row_end) return;
     detail::QuantArgs qa{};
@@ -555,7 +558,7 @@ void matmul_grouped(std::span<const MatmulGroup> groups, util::ThreadPool& pool)
             const WeightMatrix& w = *o.w;
             util::check(w.rows >= 0 && w.cols >= 0, "matmul: negative weight shape");
             util::check(w.cols == cols, "matmul_multi: matrices with different input sizes");
-            util::check(!w.row_major || w.type == WeightType::Q4,
+            util::check(!w.row_major || w.type == WeightType::Q4 || w.type == WeightType::FP8,
                         "matmul: a row-major lookup table is not a matmul's weights");
             if (is_quant(w)) check_quant_shape(w);
         }

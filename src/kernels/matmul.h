@@ -43,12 +43,15 @@ struct WeightMatrix {
     // F32/BF16 only: rows as a file stores them (row r at data + r * cols elements, no panels): a
     // lookup table read where it is mapped (an embedding table), which only unpack_weight_row
     // reads; a matmul refuses it.
-    // Q4 (symmetric, W4A8) too: 4-bit codes as a compressed-tensors checkpoint packs them, read in
-    // place with the panels' arithmetic (kernels/matmul_quant.h, "Row-major int4").
+    // Q4 (symmetric, W4A8) too: 4-bit codes as a compressed-tensors checkpoint packs them; and
+    // block-scaled FP8: e4m3 codes as an FP8 checkpoint stores them. Both are read in place with
+    // the panels' arithmetic (kernels/matmul_quant.h, "Row-major int4", "Row-major FP8").
     bool row_major = false;
-    // Q4 row_major only: row r's cols / group scales (u16 f16 or bf16 bits) at scales + r * cols /
-    // group elements.
+    // Q4 row_major: row r's cols / group scales (u16 f16 or bf16 bits) at scales + r * cols /
+    // group elements. FP8 row_major: the checkpoint's f32 scale grid, the scale of row r's block b
+    // at scales + (r / scale_block_rows) * ceil(cols / group) + b.
     const void* scales = nullptr;
+    int64_t scale_block_rows = 0;
 };
 
 // Elements of the packed buffer for a [rows, cols] matrix (rows rounded up to a panel).

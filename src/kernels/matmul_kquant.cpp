@@ -2,12 +2,14 @@
 // element by element from llama.cpp's block definitions.
 #include "kernels/matmul_kquant.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <optional>
 
 #include "kernels/kernels_internal.h"
 #include "tensor/float_convert.h"
+#include "tensor/fp8.h"
 #include "tensor/ggml_types.h"
 #include "util/error.h"
 
@@ -200,6 +202,26 @@ float panel_contract_row(const QuantArgs& a, const uint8_t* row, int64_t t) {
     return acc;
 }
 
+// Row-major FP8 row r against token t with the FP8 block-scaled contract (kernels/matmul_quant.h):
+// per block four chains (chain k % 4) from zero, folded into y with the block's scale.
+float fp8_rows_row(const QuantArgs& a, int64_t r, int64_t t) {
+    const int64_t g = a.group, nb = (a.cols + g - 1) / g;
+    const uint8_t* codes = a.data + r * a.cols;
+    const float* x = a.x + t * a.cols;
+    float s[1];
+    const uint8_t* grid = a.scales + (r / a.scale_block_rows) * nb * 4;
+    float y = 0.0f;
+    for (int64_t b = 0; b < nb; ++b) {
+        float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        const int64_t k1 = std::min(a.cols, (b + 1) * g);
+        for (int64_t k = b * g; k < k1; ++k)
+            part[k % 4] = std::fma(tensor::fp8_e4m3_to_f32(codes[k]), x[k], part[k % 4]);
+        std::memcpy(s, grid + b * 4, 4);
+        y = std::fma((part[0] + part[1]) + (part[2] + part[3]), s[0], y);
+    }
+    return y;
+}
+
 }  // namespace
 
 void mm_kquant_scalar(const QuantArgs& a, int64_t r0, int64_t r1) {
@@ -208,6 +230,10 @@ void mm_kquant_scalar(const QuantArgs& a, int64_t r0, int64_t r1) {
     const int64_t row_bytes = cols / kKQuantKindElems[a.kind - kQuantKindQ4K] * bb;
     for (int64_t t = 0; t < a.n; ++t)
         for (int64_t r = r0; r < r1; ++r) {
+            if (a.kind == kQuantKindFp8Rows) {
+                a.y[t * a.ldy + r] = fp8_rows_row(a, r, t);
+                continue;
+            }
             if (kquant_kind_is_panel_contract(a.kind)) {  // one chain in k order
                 a.y[t * a.ldy + r] = panel_contract_row(a, a.data + r * row_bytes, t);
                 continue;

@@ -51,12 +51,13 @@
 // lanes are what an 8-wide float vector holds, so the SIMD kernels keep eight blocks' sums in one
 // register (32-block types: a row whose block count is not a multiple of 8 ends with single
 // blocks, each computed as above in its lane).
-// Q8_0 is the exception: it computes int8-g32's contract (kernels/matmul_quant.h: one chain per
-// row, acc = fma(float(sum q*xq), d*xd, acc) block by block in k order, y = acc), so a Q8_0 file
-// gives the same outputs bit for bit whether its blocks are read in place (q8_0) or copied into
-// int8-g32 panels; the SIMD kernels reduce eight rows' block sums into one vector, a lane per row,
-// and over several tokens hand panels formed per call (kernels::pack_q8_0_panel) to the int8-g32
-// kernel.
+// Q8_0, Q4_0 and Q4_1 are the exceptions: they compute int8-g32's, int4-g32's and
+// int4-g32-asym's contracts (kernels/matmul_quant.h: one chain per row, block by block in k
+// order), so a file gives the same outputs bit for bit whether its blocks are read in place or
+// copied into panels; the SIMD kernels reduce eight rows' block sums into one vector, a lane per
+// row, and over several tokens hand panels formed per call (kernels::pack_q8_0_panel,
+// pack_q4_block_panel) to the panel kernels. The row-major int4 and FP8 layouts of
+// kernels/matmul_quant.h run here too (kinds kQuantKindQ4Rows, kQuantKindFp8Rows), the same way.
 #include <cstdint>
 #include <optional>
 

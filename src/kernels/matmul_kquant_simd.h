@@ -1526,12 +1526,123 @@ void kq_matmul_panel_contract(const QuantArgs& a, int64_t r0, int64_t r1) {
     }
 }
 
+// Row-major FP8 (kernels/matmul_quant.h) at one token: eight rows per pass, lane j row j. Byte J
+// of a dword of four columns is column k + J's code, chain J's. A code's e4m3 bits placed in an
+// f32 (sign to bit 31, the 7 others to bits 26..20) are its value times 2^-120 exactly (subnormals
+// included), so times 2^120 they are its value: each step is the contract's fma(e4m3(code), x[k],
+// chain), block by block, folded with the block's scale as the contract does.
+#if !KQ_SCALAR_FLOAT
+template <int J>
+inline KQF kq_e4m3_times_2m120(KQI q) {
+    const KQI sign = KQ(mm256_and_si256)(J == 3 ? q : KQ(mm256_slli_epi32)(q, 24 - 8 * J),
+                                         KQ(mm256_set1_epi32)(static_cast<int>(0x80000000u)));
+    const KQI mag = KQ(mm256_and_si256)(
+        J == 3 ? KQ(mm256_srli_epi32)(q, 4) : KQ(mm256_slli_epi32)(q, 20 - 8 * J),
+        KQ(mm256_set1_epi32)(0x07f00000));
+    return KQ(mm256_castsi256_ps)(KQ(mm256_or_si256)(sign, mag));
+}
+// The four steps of one dword of four columns per lane (q), columns k..k + 3.
+inline void kq_fp8_quad(KQI q, const float* x, KQF* c) {
+    const KQF s120 = KQ(mm256_set1_ps)(0x1p120f);
+    c[0] = KQ(mm256_fmadd_ps)(KQ(mm256_mul_ps)(kq_e4m3_times_2m120<0>(q), s120),
+                              KQ(mm256_set1_ps)(x[0]), c[0]);
+    c[1] = KQ(mm256_fmadd_ps)(KQ(mm256_mul_ps)(kq_e4m3_times_2m120<1>(q), s120),
+                              KQ(mm256_set1_ps)(x[1]), c[1]);
+    c[2] = KQ(mm256_fmadd_ps)(KQ(mm256_mul_ps)(kq_e4m3_times_2m120<2>(q), s120),
+                              KQ(mm256_set1_ps)(x[2]), c[2]);
+    c[3] = KQ(mm256_fmadd_ps)(KQ(mm256_mul_ps)(kq_e4m3_times_2m120<3>(q), s120),
+                              KQ(mm256_set1_ps)(x[3]), c[3]);
+}
+#endif
+
+void kq_fp8_rows(const QuantArgs& a, int64_t r0, int64_t r1) {
+    const int64_t g = a.group, nb = (a.cols + g - 1) / g;
+    for (int64_t r = r0; r < r1; r += 8) {
+        const int count = static_cast<int>(std::min<int64_t>(8, r1 - r));
+        alignas(32) int32_t off[8], soff[8];
+        for (int j = 0; j < 8; ++j) {
+            const int64_t row = r + std::min(j, count - 1);
+            off[j] = static_cast<int32_t>((row - r) * a.cols);
+            soff[j] =
+                static_cast<int32_t>((row / a.scale_block_rows - r / a.scale_block_rows) * nb * 4);
+        }
+        const uint8_t* base = a.data + r * a.cols;
+        const uint8_t* grid = a.scales + (r / a.scale_block_rows) * nb * 4;
+        for (int64_t t = 0; t < a.n; ++t) {
+            const float* x = a.x + t * a.cols;
+            alignas(32) float y[8] = {};
+            for (int64_t b = 0; b < nb; ++b) {
+                const int64_t k1 = std::min(a.cols, (b + 1) * g);
+#if KQ_SCALAR_FLOAT
+                float c[4][8] = {};
+                for (int64_t k = b * g; k < k1; ++k)
+                    for (int j = 0; j < 8; ++j) {
+                        const uint8_t v = base[off[j] + k];
+                        const uint32_t bits = (static_cast<uint32_t>(v & 0x80) << 24) |
+                                              (static_cast<uint32_t>(v & 0x7f) << 20);
+                        float w;
+                        __builtin_memcpy(&w, &bits, 4);
+                        c[k % 4][j] = __builtin_fmaf(w * 0x1p120f, x[k], c[k % 4][j]);
+                    }
+                for (int j = 0; j < 8; ++j) {
+                    float sc;
+                    __builtin_memcpy(&sc, grid + soff[j] + b * 4, 4);
+                    y[j] = __builtin_fmaf((c[0][j] + c[1][j]) + (c[2][j] + c[3][j]), sc, y[j]);
+                }
+#else
+                KQF c[4] = {KQ(mm256_setzero_ps)(), KQ(mm256_setzero_ps)(), KQ(mm256_setzero_ps)(),
+                            KQ(mm256_setzero_ps)()};
+                int64_t k = b * g;
+                // 32 columns of the eight rows: one load per row, then an 8 x 8 transpose of their
+                // dwords, so vector c holds columns k + 4c .. k + 4c + 3 of every row.
+                for (; k + 32 <= k1; k += 32) {
+                    KQI v[8];
+                    for (int i = 0; i < 8; ++i) v[i] = kq_load(base + off[i] + k);
+                    KQI tt[8];
+                    for (int i = 0; i < 8; i += 2) {
+                        tt[i] = KQ(mm256_unpacklo_epi32)(v[i], v[i + 1]);
+                        tt[i + 1] = KQ(mm256_unpackhi_epi32)(v[i], v[i + 1]);
+                    }
+                    KQI u[8];
+                    for (int h = 0; h < 8; h += 4) {
+                        u[h] = KQ(mm256_unpacklo_epi64)(tt[h], tt[h + 2]);
+                        u[h + 1] = KQ(mm256_unpackhi_epi64)(tt[h], tt[h + 2]);
+                        u[h + 2] = KQ(mm256_unpacklo_epi64)(tt[h + 1], tt[h + 3]);
+                        u[h + 3] = KQ(mm256_unpackhi_epi64)(tt[h + 1], tt[h + 3]);
+                    }
+                    for (int q = 0; q < 4; ++q) {
+                        kq_fp8_quad(KQ(mm256_permute2x128_si256)(u[q], u[q + 4], 0x20),
+                                    x + k + 4 * q, c);
+                    }
+                    for (int q = 0; q < 4; ++q) {
+                        kq_fp8_quad(KQ(mm256_permute2x128_si256)(u[q], u[q + 4], 0x31),
+                                    x + k + 16 + 4 * q, c);
+                    }
+                }
+                const KQI idx = kq_load(off);
+                for (; k < k1; k += 4)  // a block's last columns, four at a time
+                    kq_fp8_quad(
+                        KQ(mm256_i32gather_epi32)(reinterpret_cast<const int*>(base + k), idx, 1),
+                        x + k, c);
+                const KQF p =
+                    KQ(mm256_add_ps)(KQ(mm256_add_ps)(c[0], c[1]), KQ(mm256_add_ps)(c[2], c[3]));
+                const KQF sc = KQ(mm256_i32gather_ps)(reinterpret_cast<const float*>(grid + b * 4),
+                                                      kq_load(soff), 1);
+                KQ(mm256_store_ps)(y, KQ(mm256_fmadd_ps)(p, sc, KQ(mm256_load_ps)(y)));
+#endif
+            }
+            for (int j = 0; j < count; ++j) a.y[t * a.ldy + r + j] = y[j];
+        }
+    }
+}
+
 // Rows [r0, r1) for every token: a row's blocks stay in L1 across the tokens.
 void kq_matmul(const QuantArgs& a, int64_t r0, int64_t r1) {
     if (a.kind == kQuantKindQ8_0) return kq_matmul_panel_contract<kQuantKindQ8_0>(a, r0, r1);
     if (a.kind == kQuantKindQ4_0) return kq_matmul_panel_contract<kQuantKindQ4_0>(a, r0, r1);
     if (a.kind == kQuantKindQ4_1) return kq_matmul_panel_contract<kQuantKindQ4_1>(a, r0, r1);
     if (a.kind == kQuantKindQ4Rows) return kq_matmul_panel_contract<kQuantKindQ4Rows>(a, r0, r1);
+    if (a.kind == kQuantKindFp8Rows) return kq_fp8_rows(a, r0, r1);
     if (a.unpack && a.n == 1) {
         switch (a.kind) {
             case kQuantKindQ5_0:

@@ -70,6 +70,11 @@ void check_quant_shape(const WeightMatrix& w) {
             if (w.group != 0 && !tensor::fp8_block_valid(w.group))
                 throw util::Error("fp8 block size must be a multiple of 4 from 4 to 256, got " +
                                   std::to_string(w.group));
+            if (w.row_major && (w.group == 0 || w.cols % 4 != 0))
+                throw util::Error(
+                    "row-major FP8 needs block scales and a row length divisible "
+                    "by 4, got " +
+                    shp());
             break;
         default:
             if (!is_kquant(w.type))
@@ -408,7 +413,23 @@ void pack_q4_rows_panel(const WeightMatrix& w, int64_t p, uint8_t* panel) {
     }
 }
 
-int64_t q4_rows_bytes(const WeightMatrix& w) {
+void pack_fp8_rows_panel(const WeightMatrix& w, int64_t p, uint8_t* panel) {
+    util::check(w.type == WeightType::FP8 && w.row_major && w.group > 0 && w.scale_block_rows > 0 &&
+                    p >= 0 && p * kPanelRows < w.rows,
+                "pack_fp8_rows_panel: not a row-major FP8 matrix, or panel out of range");
+    WeightMatrix pw = w;  // one panel of the panel layout
+    pw.row_major = false;
+    pw.rows = kPanelRows;
+    const int64_t r0 = p * kPanelRows, n = std::min<int64_t>(kPanelRows, w.rows - r0);
+    if (n < kPanelRows) std::memset(panel, 0, static_cast<size_t>(quant_panel_bytes(pw)));
+    pack_fp8_codes(pw, 0, n, static_cast<const uint8_t*>(w.data) + r0 * w.cols, panel);
+    const auto* grid = static_cast<const float*>(w.scales);
+    for (int64_t i = 0; i < n; ++i)
+        pack_fp8_scales(pw, i, grid + (r0 + i) / w.scale_block_rows * fp8_blocks(w), panel);
+}
+
+int64_t rows_bytes(const WeightMatrix& w) {
+    if (w.type == WeightType::FP8) return w.rows * w.cols + w.rows * fp8_blocks(w) * 4;
     return w.rows * (w.cols / 2) + w.rows * (w.cols / w.group) * 2;
 }
 
@@ -417,6 +438,15 @@ QuantRow unpack_quant_row(const WeightMatrix& w, int64_t r) {
     if (is_kquant(w.type)) {
         const uint8_t* b = kquant_row(w, r);
         return QuantRow{std::vector<uint8_t>(b, b + kquant_row_bytes(w)), {}, {}, 0.0f, {}};
+    }
+    if (w.type == WeightType::FP8 && w.row_major) {
+        QuantRow row;
+        const auto* codes = static_cast<const uint8_t*>(w.data) + r * w.cols;
+        row.q.assign(codes, codes + w.cols);
+        const auto* grid = static_cast<const float*>(w.scales);
+        const float* rs = grid + r / w.scale_block_rows * fp8_blocks(w);
+        row.s.assign(rs, rs + fp8_blocks(w));
+        return row;
     }
     if (w.type == WeightType::Q4 && w.row_major) {
         QuantRow row;

@@ -32,6 +32,10 @@
 //   array. It computes the Q4 W4A8 contract below, so it gives the panels' outputs bit for bit:
 //   one token reads eight rows per pass (kernels/matmul_kquant.h, kind kQuantKindQ4Rows), several
 //   form panels per call (pack_q4_rows_panel).
+// Row-major FP8 (FP8 with row_major, block-scaled, cols and group multiples of 4): a checkpoint's
+//   e4m3 codes as stored, row r at data + r * cols, and its f32 scale grid (WeightMatrix::scales,
+//   scale_block_rows), computing the FP8 block-scaled contract below: one token reads eight rows
+//   per pass (kind kQuantKindFp8Rows), several form panels per call (pack_fp8_rows_panel).
 // Q4K / Q5K / Q6K (GGUF K-quant blocks as stored) and their arithmetic: kernels/matmul_kquant.h.
 //
 // Arithmetic contract (identical in every ISA, so results are bit-exact across ISAs, thread
@@ -132,8 +136,12 @@ void pack_q4_block_panel(const uint8_t* src, int64_t row_bytes, int64_t n, int64
 // matrix w as the panel layout of the same group and scale dtype: the bytes pack_q4_codes and
 // pack_q4_scales write for those rows.
 void pack_q4_rows_panel(const WeightMatrix& w, int64_t p, uint8_t* panel);
-// Bytes a row-major int4 matrix reads: its codes and its scales.
-int64_t q4_rows_bytes(const WeightMatrix& w);
+// Panel p of a row-major FP8 matrix w as the fp8-bG panel layout: the bytes pack_fp8_codes and
+// pack_fp8_scales write for those rows (rows past w.rows zero codes and scales).
+void pack_fp8_rows_panel(const WeightMatrix& w, int64_t p, uint8_t* panel);
+// Bytes a row-major int4 or FP8 matrix reads: its codes and its scales (FP8: its rows' share of
+// the scale grid).
+int64_t rows_bytes(const WeightMatrix& w);
 QuantRow unpack_quant_row(const WeightMatrix& w, int64_t r);
 // Dequantized row (exactly the values the W4A16 / reference arithmetic uses).
 void dequant_row(const WeightMatrix& w, int64_t r, float* out);

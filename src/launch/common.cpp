@@ -43,8 +43,8 @@ void add_dtype_option(CLI::App& app, CommonOptions& o) {
                    "keep a bf16|fp8 copy of quantized matrices for prefill rows");
     app.add_flag("--no-mmap", o.no_mmap,
                  "copy GGUF blocks that run as stored into 2 MiB-page memory instead of reading "
-                 "them from the mapped file, and build the int4/int8 panels of Q4_0/Q4_1/Q8_0 "
-                 "blocks and compressed-tensors int4 codes while loading "
+                 "them from the mapped file, and build the panels of Q4_0/Q4_1/Q8_0 blocks and of "
+                 "compressed-tensors int4 and FP8 codes while loading "
                  "instead of in the background: slower start-up, a few percent faster decode");
     app.add_flag("--quantize-embeddings", o.quantize_embeddings,
                  "quantize token embeddings and the output head to the --weights format");

@@ -357,6 +357,10 @@ class Loader {
             const int64_t row_bytes = t.is_ggml ? tensor::ggml_row_bytes(t.ggml_type, cols) : 0;
             const bool fp8_as_stored = t.fp8 && layout.type == tensor::WeightType::FP8 &&
                                        layout.group == t.fp8->block.block_cols;
+            if (fp8_as_stored && mapping_ && opts_.map_weights && cols % 4 == 0) {
+                fp8_native_matrices_ += 1;
+                return fp8_rows_in_place_then_panels(t, layout);
+            }
             if (fp8_as_stored) {  // FP8 block-scaled codes and scales as stored
                 fp8_native_matrices_ += 1;
                 const formats::Fp8BlockRows& src = *t.fp8;
@@ -496,6 +500,41 @@ class Loader {
         std::lock_guard lock(mapped_mu_);
         mapped_ranges_.emplace_back(ct.packed, ct.packed + code_bytes);
         mapped_ranges_.emplace_back(ct.scale, ct.scale + scale_bytes);
+        deferred_jobs_.push_back(std::move(job));
+        return m;
+    }
+
+    // An FP8 block-scaled weight as stored (codes checked for NaN): read where the file maps it,
+    // with its scale grid, until its fp8-bG panels, built after loading by DeferredLayouts, are
+    // published; both compute the same bits.
+    Matrix fp8_rows_in_place_then_panels(const formats::SourceTensor& t,
+                                         const kernels::WeightMatrix& layout) const {
+        const formats::Fp8BlockRows& src = *t.fp8;
+        pool_.parallel_for(layout.rows, kernels::kPanelRows,
+                           [&](int64_t r0, int64_t r1) { src.check_codes(r0, r1); });
+        // The mapping and the scale grid (which the resolver decoded to f32) live as long as the
+        // matrix and its copy's builder.
+        struct Keep {
+            std::shared_ptr<const void> mapping;
+            std::shared_ptr<const formats::Fp8BlockRows> fp8;
+        };
+        std::shared_ptr<const void> keep = std::make_shared<const Keep>(Keep{mapping_, t.fp8});
+        Matrix m = Matrix::mapped_fp8_rows(layout, src.codes, src.scale_inv.data(),
+                                           src.block.block_rows, keep);
+        const int64_t code_bytes = layout.rows * layout.cols;
+        auto copy = std::make_shared<DeferredCopy>();
+        copy->matrix = Matrix::quantized(layout, &arena_);
+        m.set_deferred_copy(copy);
+        DeferredLayouts::Job job;
+        job.copy = std::move(copy);
+        job.source = src.codes;
+        job.source_bytes = code_bytes;
+        job.build = [rows = m.view(), keep](Matrix& panels) {
+            for (int64_t p = 0; p < panels_of(panels.rows()); ++p)
+                panels.pack_fp8_rows_panel(p, rows);
+        };
+        std::lock_guard lock(mapped_mu_);
+        mapped_ranges_.emplace_back(src.codes, src.codes + code_bytes);
         deferred_jobs_.push_back(std::move(job));
         return m;
     }

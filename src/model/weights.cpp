@@ -66,6 +66,23 @@ Matrix Matrix::mapped_q4_rows(const kernels::WeightMatrix& layout, const void* c
     return m;
 }
 
+Matrix Matrix::mapped_fp8_rows(const kernels::WeightMatrix& layout, const void* codes,
+                               const float* grid, int64_t scale_block_rows,
+                               std::shared_ptr<const void> keep) {
+    util::check(layout.type == tensor::WeightType::FP8 && codes != nullptr && grid != nullptr &&
+                    scale_block_rows > 0 && keep != nullptr,
+                "Matrix::mapped_fp8_rows: FP8 codes and a scale grid, with their owner");
+    Matrix m;
+    m.view_ = layout;
+    m.view_.row_major = true;
+    m.view_.data = codes;
+    m.view_.scales = grid;
+    m.view_.scale_block_rows = scale_block_rows;
+    kernels::check_quant_shape(m.view_);
+    m.keep_ = std::move(keep);
+    return m;
+}
+
 Matrix Matrix::mapped_rows(tensor::WeightType t, int64_t rows, int64_t cols, const void* data,
                            std::shared_ptr<const void> keep) {
     util::check((t == tensor::WeightType::F32 || t == tensor::WeightType::BF16) && rows >= 0 &&
@@ -94,6 +111,9 @@ std::span<const uint8_t> Matrix::packed() const {
     if (view_.row_major && view_.type == tensor::WeightType::Q4)  // the codes
         return {static_cast<const uint8_t*>(view_.data),
                 static_cast<size_t>(view_.rows * (view_.cols / 2))};
+    if (view_.row_major && view_.type == tensor::WeightType::FP8)
+        return {static_cast<const uint8_t*>(view_.data),
+                static_cast<size_t>(view_.rows * view_.cols)};
     if (view_.row_major)
         return {static_cast<const uint8_t*>(view_.data), static_cast<size_t>(bytes())};
     return {static_cast<const uint8_t*>(view_.data),
@@ -164,6 +184,14 @@ void Matrix::pack_q4_rows_panel(int64_t p, const kernels::WeightMatrix& rows) {
     kernels::pack_q4_rows_panel(rows, p, owned_.data() + p * kernels::quant_panel_bytes(view_));
 }
 
+void Matrix::pack_fp8_rows_panel(int64_t p, const kernels::WeightMatrix& rows) {
+    util::check(view_.type == tensor::WeightType::FP8 && !view_.row_major && rows.row_major &&
+                    rows.type == view_.type && rows.rows == view_.rows && rows.cols == view_.cols &&
+                    rows.group == view_.group && p >= 0 && p * kernels::kPanelRows < view_.rows,
+                "pack_fp8_rows_panel: not the fp8 panels of those rows, or panel out of range");
+    kernels::pack_fp8_rows_panel(rows, p, owned_.data() + p * kernels::quant_panel_bytes(view_));
+}
+
 int64_t Matrix::add_bf16_tiles(util::HugePageArena* arena) {
     if (view_.type != tensor::WeightType::BF16 || !owned_.data()) return 0;
     const int64_t panels = bytes();
@@ -178,7 +206,7 @@ int64_t Matrix::add_bf16_tiles(util::HugePageArena* arena) {
 int64_t Matrix::bytes() const {
     if (reads_deferred_copy()) return copy_->matrix.bytes();
     if (is_quantized())
-        return view_.row_major ? kernels::q4_rows_bytes(view_) : kernels::quant_packed_bytes(view_);
+        return view_.row_major ? kernels::rows_bytes(view_) : kernels::quant_packed_bytes(view_);
     if (view_.row_major) return view_.rows * view_.cols * elem_bytes(view_.type);
     if (view_.data == nullptr && view_.tiles != nullptr)
         return kernels::bf16_tile_bytes(view_.rows, view_.cols);

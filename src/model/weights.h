@@ -46,6 +46,12 @@ class Matrix {
     // holds both alive. `layout`: symmetric W4A8 int4 of the checkpoint's group and scale dtype.
     static Matrix mapped_q4_rows(const kernels::WeightMatrix& layout, const void* codes,
                                  const void* scales, std::shared_ptr<const void> keep);
+    // A block-scaled FP8 matrix read where the file maps it (kernels/matmul_quant.h: an FP8
+    // checkpoint's e4m3 codes at `codes`, its f32 scale grid at `grid` with scale_block_rows rows
+    // per scale); `keep` holds both alive. `layout`: fp8-bG of the checkpoint's block columns.
+    static Matrix mapped_fp8_rows(const kernels::WeightMatrix& layout, const void* codes,
+                                  const float* grid, int64_t scale_block_rows,
+                                  std::shared_ptr<const void> keep);
     // An f32 or bf16 lookup table read where the file maps it (an embedding table that is not
     // also the head): row r at data + r * cols elements, as the file stores it; only row_f32 reads
     // it (kernels::WeightMatrix::row_major), no copy. `keep` holds the bytes alive.
@@ -74,6 +80,9 @@ class Matrix {
     // Panel p of an int4 matrix from the row-major int4 matrix `rows` of its shape, group and
     // scale dtype: kernels::pack_q4_rows_panel.
     void pack_q4_rows_panel(int64_t p, const kernels::WeightMatrix& rows);
+    // Panel p of an fp8-bG matrix from the row-major FP8 matrix `rows` of its shape and block:
+    // kernels::pack_fp8_rows_panel.
+    void pack_fp8_rows_panel(int64_t p, const kernels::WeightMatrix& rows);
     // A bf16 matrix, once packed: replaces its panels with their AMX-BF16 tile copy
     // (kernels/matmul_bf16_tiles.h, "Tile-only matrices"), which every matmul and row lookup then
     // reads. Returns the bytes the tile layout adds over the panels (column padding; 0 for other

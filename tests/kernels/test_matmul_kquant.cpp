@@ -525,6 +525,87 @@ TEST(RowMajorInt4, InPlaceEqualsPanelsBitForBit) {
             }
 }
 
+// Row-major FP8 (kernels/matmul_quant.h: an FP8 checkpoint's codes and f32 scale grid) read in
+// place computes what the same rows in fp8-bG panels do, bit for bit: one token (eight rows per
+// pass, a gather per four columns) and several (panels formed per call), natively and on SIMDe;
+// blocks of 128 and 64 columns, a partial last block, scale blocks of 128 and of 8 rows (so a
+// pass spans two), subnormal and extreme codes; the panels formed per call are pack_quant_row's.
+TEST(RowMajorFp8, InPlaceEqualsPanelsBitForBit) {
+    struct Shape {
+        int64_t cols, group, block_rows;
+    };
+    for (const Shape sh : {Shape{384, 128, 128}, Shape{200, 64, 8}, Shape{260, 128, 128}})
+        for (const int64_t rows : {1, 7, 13, 40}) {
+            SCOPED_TRACE("cols " + std::to_string(sh.cols) + " group " + std::to_string(sh.group) +
+                         " rows " + std::to_string(rows));
+            const int64_t nb = (sh.cols + sh.group - 1) / sh.group;
+            std::mt19937 rng(1300 + static_cast<uint32_t>(rows + sh.cols));
+            std::vector<uint8_t> codes(static_cast<size_t>(rows * sh.cols));
+            for (auto& c : codes) {
+                c = static_cast<uint8_t>(rng() & 0xff);
+                if ((c & 0x7f) == 0x7f) c ^= 0x01;  // no NaN (refused at load)
+            }
+            const int64_t grid_rows = (rows + sh.block_rows - 1) / sh.block_rows;
+            std::vector<float> grid(static_cast<size_t>(grid_rows * nb));
+            for (auto& g : grid)
+                g = std::ldexp(static_cast<float>(rng() % 1000 + 1) / 1000.0f,
+                               static_cast<int>(rng() % 20) - 10) *
+                    (rng() % 2 ? 1.0f : -1.0f);
+            WeightMatrix rm;
+            rm.type = WeightType::FP8;
+            rm.rows = rows;
+            rm.cols = sh.cols;
+            rm.group = static_cast<int32_t>(sh.group);
+            rm.row_major = true;
+            rm.data = codes.data();
+            rm.scales = grid.data();
+            rm.scale_block_rows = sh.block_rows;
+            WeightMatrix pw = rm;
+            pw.row_major = false;
+            pw.scales = nullptr;
+            pw.scale_block_rows = 0;
+            std::vector<uint8_t> panels(static_cast<size_t>(quant_packed_bytes(pw)), 0);
+            for (int64_t r = 0; r < rows; ++r) {
+                const QuantRow q = unpack_quant_row(rm, r);
+                ASSERT_EQ(q.s.size(), static_cast<size_t>(nb));
+                EXPECT_EQ(q.s[0], grid[static_cast<size_t>(r / sh.block_rows * nb)]);
+                pack_quant_row(pw, r, q, panels.data());
+            }
+            pw.data = panels.data();
+            std::vector<uint8_t> formed(static_cast<size_t>(quant_panel_bytes(pw)));
+            for (int64_t p = 0; p * kPanelRows < rows; ++p) {
+                std::fill(formed.begin(), formed.end(), 0xee);
+                pack_fp8_rows_panel(rm, p, formed.data());
+                ASSERT_TRUE(std::equal(formed.begin(), formed.end(),
+                                       panels.begin() + p * quant_panel_bytes(pw)))
+                    << "panel " << p;
+            }
+            for (const int64_t n : {1, 2, 5}) {
+                const std::vector<float> x = acts(n, sh.cols, 41 + static_cast<uint32_t>(n));
+                const std::vector<float> ref = run(Isa::Scalar, pw, x, n);
+                for (Isa isa : {Isa::Scalar, Isa::AVX2, Isa::AVX512, Isa::AMX}) {
+                    if (!isa_supported(isa)) continue;
+                    expect_same_bits(run(isa, rm, x, n), ref, isa_name(isa));
+                }
+                detail::QuantArgs a{};
+                a.kind = detail::kQuantKindFp8Rows;
+                a.rows = rows;
+                a.cols = sh.cols;
+                a.data = codes.data();
+                a.scales = reinterpret_cast<const uint8_t*>(grid.data());
+                a.scale_block_rows = sh.block_rows;
+                a.group = sh.group;
+                a.x = x.data();
+                a.n = n;
+                a.ldy = rows;
+                std::vector<float> y(static_cast<size_t>(n * rows), -7.0f);
+                a.y = y.data();
+                detail::mm_kquant_avx512_emulated(a, 0, rows);
+                expect_same_bits(y, ref, "emulated AVX-512");
+            }
+        }
+}
+
 INSTANTIATE_TEST_SUITE_P(Mapping, KQuantQ4Blocks, ::testing::Values(false, true),
                          [](const auto& p) { return p.param ? "Q4_1" : "Q4_0"; });
 

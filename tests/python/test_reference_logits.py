@@ -20,11 +20,12 @@ import hashlib
 import json
 import math
 import os
+import subprocess
 from functools import lru_cache
 
 import pytest
 
-from conftest import GOLDEN, SMOLLM2_GGUF, record, require_warden, run_logits
+from conftest import GOLDEN, SMOLLM2_GGUF, TIMEOUT_S, WARDEN_BIN, record, require_warden, run_logits
 
 TINY_MODELS = ["tiny-llama", "tiny-llama-bf16-sharded", "tiny-qwen2", "tiny-qwen3",
                # mixture of experts: the same checks -- full logits, top-1 at every
@@ -145,6 +146,27 @@ def test_tiny_fp8_as_stored(name, k):
         f"{name} prompt {k}: max |logit diff| = {absd:.3g} = {rel:.3g} x spread > {TINY_F32_REL}")
     assert agree == npos, f"{name} prompt {k}: top-1 differs at {npos - agree} of {npos} positions"
     assert out.greedy == prompt["greedy"], f"{name} prompt {k}: greedy continuation differs"
+
+
+@pytest.mark.parametrize("name", FP8_MODELS)
+def test_tiny_fp8_starts_in_place_with_the_panels_logits(name):
+    """At start-up the FP8 codes are read where the file maps them, with their scale grid, while a
+    background thread builds their fp8-bG panels: every logit and the greedy continuation equal, bit
+    for bit, those of the panels built while loading (--no-mmap), with bf16 and f32 activations."""
+    require_warden()
+    prompt = golden(name)["prompts"][0]
+    ids = ",".join(map(str, prompt["ids"]))
+    vocab = str(len(prompt["logits"][0]))
+    for dtype in ("f32", "bf16"):
+        args = [str(WARDEN_BIN), "logits", "-m", str(GOLDEN / name), "--tokens", ids, "--top", vocab,
+                "--greedy", str(GREEDY), "--dtype", dtype]
+        default = subprocess.run(args, capture_output=True, text=True, timeout=TIMEOUT_S)
+        assert default.returncode == 0, default.stderr
+        assert "read in place from the file" in default.stderr, default.stderr
+        assert "then in panels, built in the background" in default.stderr, default.stderr
+        nommap = subprocess.run(args + ["--no-mmap"], capture_output=True, text=True, timeout=TIMEOUT_S)
+        assert nommap.returncode == 0 and "built in the background" not in nommap.stderr, nommap.stderr
+        assert default.stdout == nommap.stdout
 
 
 @pytest.mark.parametrize("k", range(N_PROMPTS))
