@@ -30,6 +30,8 @@ class DeferredLayouts {
         std::function<void(Matrix&)> build;  // packs copy->matrix
         const uint8_t* source = nullptr;     // the bytes the copy replaces (file mapping)
         int64_t source_bytes = 0;
+        const uint8_t* source2 = nullptr;  // more of them (compressed-tensors scales), or null
+        int64_t source2_bytes = 0;
     };
 
     // keep: holds the source bytes alive (the file mapping) while the thread runs.

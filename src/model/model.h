@@ -55,9 +55,12 @@ struct WeightMemory {
     int64_t amx_tiles = 0;
     int64_t amx_tile_matrices = 0;  // bf16 matrices held in the tile layout
     int64_t in_place = 0;  // of layers + embeddings: read where the file maps them (Matrix::mapped)
-    // Copies of in-place matrices in a faster layout (int8-g32 panels of Q8_0 blocks), built
-    // after loading (DeferredLayouts); each replaces its in-place bytes once built.
+    // Copies of in-place matrices in a faster layout (the panels of Q4_0 / Q4_1 / Q8_0 blocks and
+    // of compressed-tensors int4 and FP8 codes), built after loading (DeferredLayouts); each
+    // replaces its in-place bytes once built.
     int64_t deferred_copies = 0;
+    // Bytes the loader's weight arena handed out (panels and copies; in-place matrices take none).
+    int64_t arena = 0;
 };
 
 class DeferredLayouts;

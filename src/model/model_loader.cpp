@@ -263,6 +263,7 @@ class Loader {
     // from now on by a background thread (null when there are none); counted in
     // WeightMemory::deferred_copies.
     std::unique_ptr<DeferredLayouts> start_deferred_layouts() const {
+        m_.weight_memory.arena = static_cast<int64_t>(arena_.allocated_bytes());
         std::lock_guard lock(mapped_mu_);
         if (deferred_jobs_.empty()) return nullptr;
         auto d = std::make_unique<DeferredLayouts>(std::move(deferred_jobs_), mapping_);
@@ -353,14 +354,16 @@ class Loader {
             if (t.ct && mapping_ && opts_.map_weights &&
                 formats::ct_q4_rows_in_place(*t.ct, layout))
                 return ct_rows_in_place_then_panels(*t.ct, layout);
-            m = Matrix::quantized(layout, &arena_);
-            const int64_t row_bytes = t.is_ggml ? tensor::ggml_row_bytes(t.ggml_type, cols) : 0;
             const bool fp8_as_stored = t.fp8 && layout.type == tensor::WeightType::FP8 &&
                                        layout.group == t.fp8->block.block_cols;
             if (fp8_as_stored && mapping_ && opts_.map_weights && cols % 4 == 0) {
                 fp8_native_matrices_ += 1;
                 return fp8_rows_in_place_then_panels(t, layout);
             }
+            // Allocated only here: the arena never reuses bytes, so a matrix returned in place
+            // above must not have taken any.
+            m = Matrix::quantized(layout, &arena_);
+            const int64_t row_bytes = t.is_ggml ? tensor::ggml_row_bytes(t.ggml_type, cols) : 0;
             if (fp8_as_stored) {  // FP8 block-scaled codes and scales as stored
                 fp8_native_matrices_ += 1;
                 const formats::Fp8BlockRows& src = *t.fp8;
@@ -493,6 +496,8 @@ class Loader {
         job.copy = std::move(copy);
         job.source = ct.packed;
         job.source_bytes = code_bytes;
+        job.source2 = ct.scale;
+        job.source2_bytes = scale_bytes;
         job.build = [rows = m.view()](Matrix& panels) {
             for (int64_t p = 0; p < panels_of(panels.rows()); ++p)
                 panels.pack_q4_rows_panel(p, rows);

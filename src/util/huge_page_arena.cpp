@@ -160,8 +160,9 @@ ArenaBuffer HugePageArena::map_populating(size_t bytes, size_t now_bytes) {
 
 ArenaBuffer HugePageArena::allocate(size_t bytes) {
     if (bytes == 0) return {};
-    if (kAsan) return ArenaBuffer(bytes);  // separate blocks: overruns between them stay visible
     std::lock_guard lock(mu_);
+    allocated_ += bytes;
+    if (kAsan) return ArenaBuffer(bytes);  // separate blocks: overruns between them stay visible
     if (bytes >= chunk_bytes_ / 2) {
         ArenaBuffer own = map(bytes);
         mapped_ += round_up(bytes, kHugePage);
@@ -184,6 +185,11 @@ bool HugePageArena::maps_chunks() {
 size_t HugePageArena::mapped_bytes() const {
     std::lock_guard lock(mu_);
     return mapped_;
+}
+
+size_t HugePageArena::allocated_bytes() const {
+    std::lock_guard lock(mu_);
+    return allocated_;
 }
 
 }  // namespace warden::util

@@ -120,6 +120,8 @@ class HugePageArena {
 
     // Bytes of the mappings made so far (address space; only touched pages become resident).
     size_t mapped_bytes() const;
+    // Bytes allocate() has handed out so far (in every build).
+    size_t allocated_bytes() const;
 
     // False in AddressSanitizer builds, where allocate() and map() hand out separate heap blocks.
     static bool maps_chunks();
@@ -130,6 +132,7 @@ class HugePageArena {
     ArenaBuffer current_;  // the shared chunk being carved, chunk_bytes_ long
     size_t used_ = 0;      // bytes of current_ handed out, rounded up to kAlign
     size_t mapped_ = 0;
+    size_t allocated_ = 0;
 };
 
 }  // namespace warden::util

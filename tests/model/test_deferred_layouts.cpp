@@ -145,7 +145,34 @@ TEST(DeferredLayouts, CompressedTensorsCodesMoveToTheSynchronousImportsPanels) {
     }
     EXPECT_EQ(deferred->deferred_layouts->total(), static_cast<int64_t>(a.size()) - 1);
     EXPECT_EQ(deferred->weight_memory.deferred_copies, layers);
+    // The copies are the only panels: nothing else took arena bytes for the in-place matrices.
+    EXPECT_EQ(deferred->weight_memory.arena, sync->weight_memory.arena);
     EXPECT_EQ(logits(*deferred, pool), want);
+}
+
+// FP8 block-scaled checkpoints (MoE and MLA, 32x32 blocks) read their codes in place, then the
+// same panels as the synchronous import, and take arena bytes for those panels only: the loads
+// differ by the embedding table, which --no-mmap copies and a default load reads in place.
+TEST(DeferredLayouts, Fp8CodesMoveToPanelsWithoutASecondArenaCopy) {
+    util::ThreadPool pool(2);
+    for (const char* name : {"tiny-glm4-moe-fp8", "tiny-deepseek-v3-fp8"}) {
+        SCOPED_TRACE(name);
+        const std::string path = test::golden_model(name);
+        LoadOptions sync_opts;
+        sync_opts.map_weights = false;
+        const auto sync = load_model(path, sync_opts, pool);
+        const auto deferred = load_model(path, LoadOptions{}, pool);
+        ASSERT_NE(deferred->deferred_layouts, nullptr);
+        EXPECT_EQ(sync->deferred_layouts, nullptr);
+        deferred->wait_for_deferred_layouts();
+        const DeferredLayouts& d = *deferred->deferred_layouts;
+        EXPECT_EQ(d.published(), d.total());
+        EXPECT_EQ(deferred->weight_memory.deferred_copies, d.copy_bytes());
+        const Matrix& embd = deferred->weights.token_embd;
+        const int64_t lookup_copy =
+            embd.is_mapped() && !sync->weights.token_embd.is_mapped() ? embd.bytes() : 0;
+        EXPECT_EQ(sync->weight_memory.arena - deferred->weight_memory.arena, lookup_copy);
+    }
 }
 
 TEST(DeferredLayouts, AModelDestroyedWhileBuildingStopsTheThreadFirst) {
