@@ -393,14 +393,23 @@ void pack_q4_block_panel(const uint8_t* src, int64_t row_bytes, int64_t n, int64
     }
 }
 
+namespace {
+// One panel of row-major matrix w's panel layout; a panel of n < 16 rows is zeroed first, so its
+// padding rows have zero codes and scales.
+WeightMatrix rows_panel_layout(const WeightMatrix& w, int64_t n, uint8_t* panel) {
+    WeightMatrix pw = w;
+    pw.row_major = false;
+    pw.rows = kPanelRows;
+    if (n < kPanelRows) std::memset(panel, 0, static_cast<size_t>(quant_panel_bytes(pw)));
+    return pw;
+}
+}  // namespace
+
 void pack_q4_rows_panel(const WeightMatrix& w, int64_t p, uint8_t* panel) {
     util::check(w.type == WeightType::Q4 && w.row_major && p >= 0 && p * kPanelRows < w.rows,
                 "pack_q4_rows_panel: not a row-major int4 matrix, or panel out of range");
-    WeightMatrix pw = w;  // one panel of the panel layout
-    pw.row_major = false;
-    pw.rows = kPanelRows;
     const int64_t r0 = p * kPanelRows, n = std::min<int64_t>(kPanelRows, w.rows - r0);
-    if (n < kPanelRows) std::memset(panel, 0, static_cast<size_t>(quant_panel_bytes(pw)));
+    const WeightMatrix pw = rows_panel_layout(w, n, panel);
     Q4CodeRows codes;
     codes.data = static_cast<const uint8_t*>(w.data) + r0 * (w.cols / 2);
     codes.row_stride = w.cols / 2;
@@ -417,11 +426,8 @@ void pack_fp8_rows_panel(const WeightMatrix& w, int64_t p, uint8_t* panel) {
     util::check(w.type == WeightType::FP8 && w.row_major && w.group > 0 && w.scale_block_rows > 0 &&
                     p >= 0 && p * kPanelRows < w.rows,
                 "pack_fp8_rows_panel: not a row-major FP8 matrix, or panel out of range");
-    WeightMatrix pw = w;  // one panel of the panel layout
-    pw.row_major = false;
-    pw.rows = kPanelRows;
     const int64_t r0 = p * kPanelRows, n = std::min<int64_t>(kPanelRows, w.rows - r0);
-    if (n < kPanelRows) std::memset(panel, 0, static_cast<size_t>(quant_panel_bytes(pw)));
+    const WeightMatrix pw = rows_panel_layout(w, n, panel);
     pack_fp8_codes(pw, 0, n, static_cast<const uint8_t*>(w.data) + r0 * w.cols, panel);
     const auto* grid = static_cast<const float*>(w.scales);
     for (int64_t i = 0; i < n; ++i)

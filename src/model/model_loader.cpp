@@ -456,6 +456,30 @@ class Loader {
         });
     }
 
+    // Gives in-place matrix m a deferred copy in `layout` (from the arena), which `build` fills
+    // after loading (DeferredLayouts); [a, a + a_bytes) and [b, b + b_bytes) (b may be null) are
+    // the mapped bytes m reads: kept resident through the load, released once the copy is
+    // published.
+    Matrix defer_panels(Matrix m, const kernels::WeightMatrix& layout,
+                        std::function<void(Matrix&)> build, const uint8_t* a, int64_t a_bytes,
+                        const uint8_t* b = nullptr, int64_t b_bytes = 0) const {
+        auto copy = std::make_shared<DeferredCopy>();
+        copy->matrix = Matrix::quantized(layout, &arena_);
+        m.set_deferred_copy(copy);
+        DeferredLayouts::Job job;
+        job.copy = std::move(copy);
+        job.build = std::move(build);
+        job.source = a;
+        job.source_bytes = a_bytes;
+        job.source2 = b;
+        job.source2_bytes = b_bytes;
+        std::lock_guard lock(mapped_mu_);
+        mapped_ranges_.emplace_back(a, a + a_bytes);
+        if (b) mapped_ranges_.emplace_back(b, b + b_bytes);
+        deferred_jobs_.push_back(std::move(job));
+        return m;
+    }
+
     // GGUF Q8_0 / Q4_0 / Q4_1 blocks into int8-g32 / int4-g32(-asym) panels without holding up
     // start-up: the blocks are read where the file maps them (the Q8_0 / Q4_0 / Q4_1 formats,
     // whose arithmetic is the panels', kernels/matmul_kquant.h) until their panels, built after
@@ -464,21 +488,12 @@ class Loader {
                                        const kernels::WeightMatrix& layout) const {
         const kernels::WeightMatrix blocks = checked_blocks(t, layout);
         const int64_t row_bytes = kernels::kquant_row_bytes(blocks);
-        auto copy = std::make_shared<DeferredCopy>();
-        copy->matrix = Matrix::quantized(layout, &arena_);
-        Matrix m = Matrix::mapped(blocks, t.data, mapping_);
-        m.set_deferred_copy(copy);
-        DeferredLayouts::Job job;
-        job.copy = std::move(copy);
-        job.source = t.data;
-        job.source_bytes = layout.rows * row_bytes;
-        job.build = [src = t.data, row_bytes](Matrix& panels) {
-            pack_block_panels(src, row_bytes, 0, panels_of(panels.rows()), panels);
-        };
-        std::lock_guard lock(mapped_mu_);
-        mapped_ranges_.emplace_back(t.data, t.data + job.source_bytes);
-        deferred_jobs_.push_back(std::move(job));
-        return m;
+        return defer_panels(
+            Matrix::mapped(blocks, t.data, mapping_), layout,
+            [src = t.data, row_bytes](Matrix& panels) {
+                pack_block_panels(src, row_bytes, 0, panels_of(panels.rows()), panels);
+            },
+            t.data, layout.rows * row_bytes);
     }
 
     // A compressed-tensors int4 weight whose codes and scales are `layout` as row-major int4
@@ -487,26 +502,15 @@ class Loader {
     Matrix ct_rows_in_place_then_panels(const formats::CtPacked& ct,
                                         const kernels::WeightMatrix& layout) const {
         Matrix m = Matrix::mapped_q4_rows(layout, ct.packed, ct.scale, mapping_);
-        const int64_t code_bytes = layout.rows * (layout.cols / 2),
-                      scale_bytes = layout.rows * (layout.cols / layout.group) * 2;
-        auto copy = std::make_shared<DeferredCopy>();
-        copy->matrix = Matrix::quantized(layout, &arena_);
-        m.set_deferred_copy(copy);
-        DeferredLayouts::Job job;
-        job.copy = std::move(copy);
-        job.source = ct.packed;
-        job.source_bytes = code_bytes;
-        job.source2 = ct.scale;
-        job.source2_bytes = scale_bytes;
-        job.build = [rows = m.view()](Matrix& panels) {
-            for (int64_t p = 0; p < panels_of(panels.rows()); ++p)
-                panels.pack_q4_rows_panel(p, rows);
-        };
-        std::lock_guard lock(mapped_mu_);
-        mapped_ranges_.emplace_back(ct.packed, ct.packed + code_bytes);
-        mapped_ranges_.emplace_back(ct.scale, ct.scale + scale_bytes);
-        deferred_jobs_.push_back(std::move(job));
-        return m;
+        const kernels::WeightMatrix rows = m.view();
+        return defer_panels(
+            std::move(m), layout,
+            [rows](Matrix& panels) {
+                for (int64_t p = 0; p < panels_of(panels.rows()); ++p)
+                    panels.pack_q4_rows_panel(p, rows);
+            },
+            ct.packed, layout.rows * (layout.cols / 2), ct.scale,
+            layout.rows * (layout.cols / layout.group) * 2);
     }
 
     // An FP8 block-scaled weight as stored (codes checked for NaN): read where the file maps it,
@@ -526,22 +530,14 @@ class Loader {
         std::shared_ptr<const void> keep = std::make_shared<const Keep>(Keep{mapping_, t.fp8});
         Matrix m = Matrix::mapped_fp8_rows(layout, src.codes, src.scale_inv.data(),
                                            src.block.block_rows, keep);
-        const int64_t code_bytes = layout.rows * layout.cols;
-        auto copy = std::make_shared<DeferredCopy>();
-        copy->matrix = Matrix::quantized(layout, &arena_);
-        m.set_deferred_copy(copy);
-        DeferredLayouts::Job job;
-        job.copy = std::move(copy);
-        job.source = src.codes;
-        job.source_bytes = code_bytes;
-        job.build = [rows = m.view(), keep](Matrix& panels) {
-            for (int64_t p = 0; p < panels_of(panels.rows()); ++p)
-                panels.pack_fp8_rows_panel(p, rows);
-        };
-        std::lock_guard lock(mapped_mu_);
-        mapped_ranges_.emplace_back(src.codes, src.codes + code_bytes);
-        deferred_jobs_.push_back(std::move(job));
-        return m;
+        const kernels::WeightMatrix rows = m.view();
+        return defer_panels(
+            std::move(m), layout,
+            [rows, keep](Matrix& panels) {
+                for (int64_t p = 0; p < panels_of(panels.rows()); ++p)
+                    panels.pack_fp8_rows_panel(p, rows);
+            },
+            src.codes, layout.rows * layout.cols);
     }
 
     // 4-bit codes that are `layout`'s codes as stored (GGUF Q4_0/Q4_1 blocks, compressed-tensors

@@ -51,19 +51,26 @@ Matrix Matrix::mapped(const kernels::WeightMatrix& layout, const void* data,
     return m;
 }
 
-Matrix Matrix::mapped_q4_rows(const kernels::WeightMatrix& layout, const void* codes,
-                              const void* scales, std::shared_ptr<const void> keep) {
-    util::check(layout.type == tensor::WeightType::Q4 && codes != nullptr && scales != nullptr &&
-                    keep != nullptr,
-                "Matrix::mapped_q4_rows: int4 codes and scales, with their owner");
+Matrix Matrix::mapped_row_major(const kernels::WeightMatrix& layout, const void* codes,
+                                const void* scales, int64_t scale_block_rows,
+                                std::shared_ptr<const void> keep) {
     Matrix m;
     m.view_ = layout;
     m.view_.row_major = true;
     m.view_.data = codes;
     m.view_.scales = scales;
+    m.view_.scale_block_rows = scale_block_rows;
     kernels::check_quant_shape(m.view_);
     m.keep_ = std::move(keep);
     return m;
+}
+
+Matrix Matrix::mapped_q4_rows(const kernels::WeightMatrix& layout, const void* codes,
+                              const void* scales, std::shared_ptr<const void> keep) {
+    util::check(layout.type == tensor::WeightType::Q4 && codes != nullptr && scales != nullptr &&
+                    keep != nullptr,
+                "Matrix::mapped_q4_rows: int4 codes and scales, with their owner");
+    return mapped_row_major(layout, codes, scales, 0, std::move(keep));
 }
 
 Matrix Matrix::mapped_fp8_rows(const kernels::WeightMatrix& layout, const void* codes,
@@ -72,15 +79,7 @@ Matrix Matrix::mapped_fp8_rows(const kernels::WeightMatrix& layout, const void* 
     util::check(layout.type == tensor::WeightType::FP8 && codes != nullptr && grid != nullptr &&
                     scale_block_rows > 0 && keep != nullptr,
                 "Matrix::mapped_fp8_rows: FP8 codes and a scale grid, with their owner");
-    Matrix m;
-    m.view_ = layout;
-    m.view_.row_major = true;
-    m.view_.data = codes;
-    m.view_.scales = grid;
-    m.view_.scale_block_rows = scale_block_rows;
-    kernels::check_quant_shape(m.view_);
-    m.keep_ = std::move(keep);
-    return m;
+    return mapped_row_major(layout, codes, grid, scale_block_rows, std::move(keep));
 }
 
 Matrix Matrix::mapped_rows(tensor::WeightType t, int64_t rows, int64_t cols, const void* data,

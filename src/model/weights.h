@@ -128,6 +128,10 @@ class Matrix {
     }
 
   private:
+    // mapped_q4_rows / mapped_fp8_rows: `layout` as row-major codes and scales read in place.
+    static Matrix mapped_row_major(const kernels::WeightMatrix& layout, const void* codes,
+                                   const void* scales, int64_t scale_block_rows,
+                                   std::shared_ptr<const void> keep);
     kernels::WeightMatrix view_;
     util::ArenaBuffer owned_;  // empty for an alias
     util::ArenaBuffer tiles_;  // the AMX-BF16 tile layout (add_bf16_tiles); empty when none
