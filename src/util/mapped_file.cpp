@@ -5,13 +5,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <system_error>
 #include <thread>
 #include <utility>
 
 #include "util/error.h"
+#include "util/memory_info.h"
 
 namespace warden::util {
 
@@ -70,15 +73,36 @@ void release_mapped_pages(const void* p, size_t n) {
     if (b > a) (void)madvise(reinterpret_cast<void*>(a), b - a, MADV_DONTNEED);
 }
 
+uint64_t prefetch_file(const std::string& path, uint64_t budget) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    struct stat st {};
+    uint64_t advised = 0;
+    if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+        const auto size = static_cast<uint64_t>(st.st_size);
+        // One call per chunk: the kernel reads at most its readahead window (the device's
+        // read_ahead_kb, 128 KiB by default) per POSIX_FADV_WILLNEED call and drops the rest of
+        // a larger range, so one call for the whole file would read only its first window.
+        for (uint64_t off = 0; off < size && advised < budget; off += kPrefetchChunk) {
+            const uint64_t n = std::min({kPrefetchChunk, size - off, budget - advised});
+            if (::posix_fadvise(fd, static_cast<off_t>(off), static_cast<off_t>(n),
+                                POSIX_FADV_WILLNEED) != 0)
+                break;
+            advised += n;
+        }
+    }
+    ::close(fd);
+    return advised;
+}
+
 void prefetch_in_background(std::vector<std::string> paths) {
+    // At most half the memory available now, so a checkpoint larger than memory does not evict
+    // its own first pages before the loader reads them.
+    const uint64_t budget = available_memory_bytes().value_or(UINT64_MAX) / 2;
     try {
-        std::thread([paths = std::move(paths)] {
-            for (const std::string& path : paths) {
-                const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-                if (fd < 0) continue;
-                (void)::posix_fadvise(fd, 0, 0, POSIX_FADV_WILLNEED);
-                ::close(fd);
-            }
+        std::thread([paths = std::move(paths), budget] {
+            uint64_t left = budget;
+            for (const std::string& path : paths) left -= prefetch_file(path, left);
         }).detach();
     } catch (const std::system_error&) {  // no thread to spare: the mapping's faults read it
     }

@@ -28,12 +28,19 @@ class MappedFile {
 };
 
 // Asks the kernel to read the whole files into the page cache, one after another on a thread of
-// their own (POSIX_FADV_WILLNEED), and returns at once. For a loader about to read every byte
-// through mappings: the disk then streams each file in large sequential reads while the loader
-// parses and checks, instead of one readahead window per page fault of each loading thread.
-// Does nothing for pages already cached; errors (a file gone meanwhile) are ignored, as the
-// mappings' own reads report them.
+// their own (POSIX_FADV_WILLNEED, one readahead window per call), and returns at once. For a
+// loader about to read every byte through mappings: the disk then streams each file while the
+// loader parses and checks, instead of one readahead window per page fault of each loading
+// thread. At most half of the memory available at the call is asked for. Does nothing for pages
+// already cached; errors (a file gone meanwhile) are ignored, as the mappings' own reads report
+// them.
 void prefetch_in_background(std::vector<std::string> paths);
+
+// The work of prefetch_in_background for one file, on the calling thread: asks for its first
+// budget bytes in chunks of kPrefetchChunk and returns how many bytes were asked for (0 when the
+// file cannot be opened). The reads themselves complete in the background.
+inline constexpr uint64_t kPrefetchChunk = 128 * 1024;
+uint64_t prefetch_file(const std::string& path, uint64_t budget);
 
 // Drops this process's pages of a read-only file mapping that lie wholly inside [p, p + n)
 // (MADV_DONTNEED; a page shared with a neighbouring range stays). Advice only: a later read
