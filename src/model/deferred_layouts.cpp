@@ -41,8 +41,8 @@ void DeferredLayouts::run() {
         j.build(j.copy->matrix);
         j.copy->published.store(true, std::memory_order_release);
         published_.fetch_add(1, std::memory_order_acq_rel);
-        util::release_mapped_pages(j.source, static_cast<size_t>(j.source_bytes));
-        if (j.source2) util::release_mapped_pages(j.source2, static_cast<size_t>(j.source2_bytes));
+        for (const std::span<const uint8_t> r : j.sources)
+            util::release_mapped_pages(r.data(), r.size());
     }
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     spdlog::debug("weights: {} of {} matrices in their deferred layout ({} MiB) after {:.2f} s",

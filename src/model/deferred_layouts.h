@@ -16,6 +16,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <thread>
 #include <vector>
 
@@ -28,10 +29,9 @@ class DeferredLayouts {
     struct Job {
         std::shared_ptr<DeferredCopy> copy;
         std::function<void(Matrix&)> build;  // packs copy->matrix
-        const uint8_t* source = nullptr;     // the bytes the copy replaces (file mapping)
-        int64_t source_bytes = 0;
-        const uint8_t* source2 = nullptr;  // more of them (compressed-tensors scales), or null
-        int64_t source2_bytes = 0;
+        // The mapped bytes the copy replaces (e.g. codes and their scales), released once the
+        // copy is published.
+        std::vector<std::span<const uint8_t>> sources;
     };
 
     // keep: holds the source bytes alive (the file mapping) while the thread runs.

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <span>
 
 #include "formats/compressed_tensors.h"
 #include "formats/fp8_block.h"
@@ -456,26 +457,25 @@ class Loader {
         });
     }
 
+    static std::span<const uint8_t> bytes(const uint8_t* p, int64_t n) {
+        return {p, static_cast<size_t>(n)};
+    }
     // Gives in-place matrix m a deferred copy in `layout` (from the arena), which `build` fills
-    // after loading (DeferredLayouts); [a, a + a_bytes) and [b, b + b_bytes) (b may be null) are
-    // the mapped bytes m reads: kept resident through the load, released once the copy is
-    // published.
+    // after loading (DeferredLayouts); `sources` are the mapped bytes m reads: kept resident
+    // through the load, released once the copy is published.
     Matrix defer_panels(Matrix m, const kernels::WeightMatrix& layout,
-                        std::function<void(Matrix&)> build, const uint8_t* a, int64_t a_bytes,
-                        const uint8_t* b = nullptr, int64_t b_bytes = 0) const {
+                        std::function<void(Matrix&)> build,
+                        std::vector<std::span<const uint8_t>> sources) const {
         auto copy = std::make_shared<DeferredCopy>();
         copy->matrix = Matrix::quantized(layout, &arena_);
         m.set_deferred_copy(copy);
         DeferredLayouts::Job job;
         job.copy = std::move(copy);
         job.build = std::move(build);
-        job.source = a;
-        job.source_bytes = a_bytes;
-        job.source2 = b;
-        job.source2_bytes = b_bytes;
         std::lock_guard lock(mapped_mu_);
-        mapped_ranges_.emplace_back(a, a + a_bytes);
-        if (b) mapped_ranges_.emplace_back(b, b + b_bytes);
+        for (const std::span<const uint8_t> r : sources)
+            mapped_ranges_.emplace_back(r.data(), r.data() + r.size());
+        job.sources = std::move(sources);
         deferred_jobs_.push_back(std::move(job));
         return m;
     }
@@ -493,7 +493,7 @@ class Loader {
             [src = t.data, row_bytes](Matrix& panels) {
                 pack_block_panels(src, row_bytes, 0, panels_of(panels.rows()), panels);
             },
-            t.data, layout.rows * row_bytes);
+            {bytes(t.data, layout.rows * row_bytes)});
     }
 
     // A compressed-tensors int4 weight whose codes and scales are `layout` as row-major int4
@@ -509,8 +509,8 @@ class Loader {
                 for (int64_t p = 0; p < panels_of(panels.rows()); ++p)
                     panels.pack_q4_rows_panel(p, rows);
             },
-            ct.packed, layout.rows * (layout.cols / 2), ct.scale,
-            layout.rows * (layout.cols / layout.group) * 2);
+            {bytes(ct.packed, layout.rows * (layout.cols / 2)),
+             bytes(ct.scale, layout.rows * (layout.cols / layout.group) * 2)});
     }
 
     // An FP8 block-scaled weight as stored (codes checked for NaN): read where the file maps it,
@@ -537,7 +537,7 @@ class Loader {
                 for (int64_t p = 0; p < panels_of(panels.rows()); ++p)
                     panels.pack_fp8_rows_panel(p, rows);
             },
-            src.codes, layout.rows * layout.cols);
+            {bytes(src.codes, layout.rows * layout.cols)});
     }
 
     // 4-bit codes that are `layout`'s codes as stored (GGUF Q4_0/Q4_1 blocks, compressed-tensors

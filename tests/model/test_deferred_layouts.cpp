@@ -4,6 +4,7 @@
 //  - the copies are exactly the synchronous import's panels (--no-mmap), every matrix moves to
 //    them, and the process holds no second copy (the in-place bytes are the file's);
 //  - logits are the synchronous import's, bit for bit, whatever the thread has done so far;
+//  - once a copy is published, every source range it replaced leaves the process's memory;
 //  - a stop leaves the remaining matrices on their original layout; a model destroyed while its
 //    copies are being built stops the thread first (AddressSanitizer checks the rest).
 #include <gtest/gtest.h>
@@ -12,7 +13,11 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdint>
+#include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -24,6 +29,7 @@
 #include "model/transformer.h"
 #include "tensor/weight_format.h"
 #include "test_paths.h"
+#include "util/mapped_file.h"
 #include "util/thread_pool.h"
 
 namespace warden::model {
@@ -226,6 +232,56 @@ TEST(DeferredLayouts, AStopLeavesTheRestOnTheirOriginalLayout) {
     copies[0]->matrix.row_f32(0, row.data());
     EXPECT_EQ(row[0], 1.0f);
     for (int i = 1; i < kJobs; ++i) EXPECT_FALSE(copies[i]->published.load()) << i;
+}
+
+// Resident kB of the mapping that starts at `start` (/proc/self/smaps), -1 where not found.
+int64_t mapping_rss_kb(const void* start) {
+    std::ifstream smaps("/proc/self/smaps");
+    std::string line;
+    bool in = false;
+    const auto want = reinterpret_cast<uintptr_t>(start);
+    while (std::getline(smaps, line)) {
+        uintptr_t lo = 0, hi = 0;
+        if (std::sscanf(line.c_str(), "%lx-%lx ", &lo, &hi) == 2 && line.find(' ') != line.npos &&
+            line.find(':') > line.find(' ')) {
+            in = lo == want;
+            continue;
+        }
+        if (in && line.rfind("Rss:", 0) == 0) return std::stoll(line.substr(4));
+    }
+    return -1;
+}
+
+TEST(DeferredLayouts, EverySourceRangeIsReleasedOnceItsCopyIsPublished) {
+    const std::string path = (std::filesystem::temp_directory_path() /
+                              ("warden_deferred_src_" + std::to_string(::getpid())))
+                                 .string();
+    constexpr size_t kBytes = 8 << 20, kPage = 4096;
+    {
+        std::ofstream f(path, std::ios::binary);
+        const std::string block(kBytes, 'w');
+        f.write(block.data(), static_cast<std::streamsize>(block.size()));
+    }
+    const util::MappedFile file(path);
+    std::filesystem::remove(path);  // the mapping keeps the pages
+    int sum = 0;
+    for (size_t i = 0; i < kBytes; i += kPage) sum += file.data()[i];
+    ASSERT_EQ(sum, 'w' * static_cast<int>(kBytes / kPage));
+    ASSERT_GE(mapping_rss_kb(file.data()), static_cast<int64_t>(kBytes / 1024));
+    // Two ranges (codes and scales, as a compressed-tensors matrix has), whole 2 MiB extents (the
+    // kernel may map the file's large folios whole, and drops such a mapping whole).
+    auto copy = std::make_shared<DeferredCopy>();
+    copy->matrix = Matrix::owned(tensor::WeightType::F32, 1, 8);
+    DeferredLayouts::Job j;
+    j.copy = copy;
+    j.build = [](Matrix&) {};
+    j.sources = {{file.data(), kBytes / 2}, {file.data() + kBytes / 2, kBytes / 2}};
+    std::vector<DeferredLayouts::Job> jobs;
+    jobs.push_back(std::move(j));
+    DeferredLayouts d(std::move(jobs), nullptr);
+    d.wait();
+    EXPECT_TRUE(copy->published.load());
+    EXPECT_EQ(mapping_rss_kb(file.data()), 0);
 }
 
 }  // namespace
