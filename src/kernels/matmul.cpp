@@ -456,6 +456,15 @@ void pack_bf16_rows(int64_t cols, int64_t r0, int64_t r1, const uint8_t* src, vo
     }
 }
 
+namespace {
+// Row-major matrices are matmul weights only as quantized codes read in place (int4 rows,
+// FP8 rows); row-major f32 / bf16 rows are lookup tables (mapped embeddings).
+void check_matmul_weights(const WeightMatrix& w) {
+    util::check(!w.row_major || w.type == WeightType::Q4 || w.type == WeightType::FP8,
+                "matmul: a row-major lookup table is not a matmul's weights");
+}
+}  // namespace
+
 void unpack_weight_row(const WeightMatrix& w, int64_t r, float* out) {
     util::check(r >= 0 && r < w.rows, "unpack_weight_row: row out of bounds");
     if (is_quant(w)) {
@@ -509,8 +518,7 @@ void matmul_rows(Isa isa, const WeightMatrix& w, const float* x, int64_t n, floa
                  int64_t row_begin, int64_t row_end) {
     WARDEN_ASSERT(row_begin >= 0 && row_begin <= row_end && row_end <= w.rows,
                   "matmul_rows: row range out of bounds");
-    util::check(!w.row_major || w.type == WeightType::Q4 || w.type == WeightType::FP8,
-                "matmul: a row-major lookup table is not a matmul's weights");
+    check_matmul_weights(w);
     if (n <= 0 || row_begin == row_end) return;
     detail::QuantArgs qa{};
     SplitActs sx{};
@@ -558,8 +566,7 @@ void matmul_grouped(std::span<const MatmulGroup> groups, util::ThreadPool& pool)
             const WeightMatrix& w = *o.w;
             util::check(w.rows >= 0 && w.cols >= 0, "matmul: negative weight shape");
             util::check(w.cols == cols, "matmul_multi: matrices with different input sizes");
-            util::check(!w.row_major || w.type == WeightType::Q4 || w.type == WeightType::FP8,
-                        "matmul: a row-major lookup table is not a matmul's weights");
+            check_matmul_weights(w);
             if (is_quant(w)) check_quant_shape(w);
         }
         const GroupNeeds need = group_needs(g, isa, tab);
