@@ -187,29 +187,46 @@ TEST_P(KQuantMatmul, SimdBitExactVsScalarAnyBatchAndRows) {
     }
 }
 
-// One K-quant matrix's kernel arguments over n tokens of activations x, quantized by the scalar
-// path, for calling a kernel directly (y and unpack left to the test).
+// One matrix's kernel arguments over n tokens of activations x, quantized by the scalar path
+// (kept as f32 in a.x for kinds that read them so, FP8 rows), for calling a kernel directly (y and
+// unpack left to the test).
 struct DirectCall {
     std::vector<int8_t> xq;
     std::vector<float> xd;
     std::vector<int32_t> xs;
     detail::QuantArgs a{};
-    DirectCall(WeightType type, const KCase& c, int64_t rows, int64_t cols,
+    DirectCall(int kind, const uint8_t* data, int64_t rows, int64_t cols,
                const std::vector<float>& x, int64_t n)
         : xq(static_cast<size_t>(n * cols)), xd(static_cast<size_t>(n * cols / 32)), xs(xd.size()) {
-        quantize_acts_isa(Isa::Scalar, x.data(), n, cols, xq.data(), xd.data(), xs.data());
-        a.kind = kquant_kind(type);
+        if (kind == detail::kQuantKindFp8Rows) {
+            a.x = x.data();
+        } else {
+            quantize_acts_isa(Isa::Scalar, x.data(), n, cols, xq.data(), xd.data(), xs.data());
+            a.xq = xq.data();
+            a.xd = xd.data();
+            a.xs = xs.data();
+        }
+        a.kind = kind;
         a.rows = rows;
         a.cols = cols;
-        a.data = c.packed.data();
-        a.xq = xq.data();
-        a.xd = xd.data();
-        a.xs = xs.data();
+        a.data = data;
         a.n = n;
         a.ldy = rows;
     }
+    DirectCall(WeightType type, const KCase& c, int64_t rows, int64_t cols,
+               const std::vector<float>& x, int64_t n)
+        : DirectCall(kquant_kind(type), c.packed.data(), rows, cols, x, n) {}
     DirectCall(const DirectCall&) = delete;  // a points into the vectors
     DirectCall& operator=(const DirectCall&) = delete;
+
+    // y over every row from the SIMDe-emulated AVX-512 kernel.
+    std::vector<float> emulated_avx512() {
+        std::vector<float> y(static_cast<size_t>(a.n * a.rows), -7.0f);
+        a.y = y.data();
+        detail::mm_kquant_avx512_emulated(a, 0, a.rows);
+        a.y = nullptr;
+        return y;
+    }
 };
 
 TEST_P(KQuantMatmul, EmulatedAvx512BitExactVsScalar) {
@@ -339,6 +356,34 @@ TEST_P(KQuantMatmul, LayoutRoundTripAndShapeCheck) {
 // not a multiple of eight) and several (panels formed per call, handed to the int8-g32 kernel),
 // with -128 codes and extreme scales, on every ISA here; and the panels formed per call are the
 // bytes the loader's import writes.
+// The in-place layouts' shared checks. Every panel that form(p, out) forms from the in-place
+// bytes equals the panel the synchronous import wrote into `panels` (pw's layout).
+template <class Form>
+void expect_formed_panels(const WeightMatrix& pw, const std::vector<uint8_t>& panels, Form form) {
+    std::vector<uint8_t> formed(static_cast<size_t>(quant_panel_bytes(pw)));
+    for (int64_t p = 0; p * kPanelRows < pw.rows; ++p) {
+        std::fill(formed.begin(), formed.end(), 0xee);
+        form(p, formed.data());
+        ASSERT_TRUE(
+            std::equal(formed.begin(), formed.end(), panels.begin() + p * quant_panel_bytes(pw)))
+            << "panel " << p;
+    }
+}
+
+// The in-place matrix computes the panels' outputs over n tokens, bit for bit, on every ISA the
+// CPU has (AMX included) and on the emulated AVX-512 kernel (`call`: the in-place kernel's
+// arguments).
+void expect_in_place_equals_panels(const WeightMatrix& in_place, const WeightMatrix& pw,
+                                   const std::vector<float>& x, int64_t n, DirectCall& call) {
+    const std::vector<float> ref = run(Isa::Scalar, pw, x, n);
+    for (Isa isa : {Isa::Scalar, Isa::AVX2, Isa::AVX512, Isa::AMX}) {
+        if (!isa_supported(isa)) continue;
+        expect_same_bits(run(isa, in_place, x, n), ref, isa_name(isa));
+        expect_same_bits(run(isa, pw, x, n), ref, "panels");
+    }
+    expect_same_bits(call.emulated_avx512(), ref, "emulated AVX-512");
+}
+
 TEST(KQuantQ8_0, InPlaceEqualsInt8G32PanelsBitForBit) {
     for (const int64_t rows : {1, 7, 13, 40}) {
         const int64_t cols = 32 * 11;
@@ -358,24 +403,14 @@ TEST(KQuantQ8_0, InPlaceEqualsInt8G32PanelsBitForBit) {
             pack_quant_row(g32, r, *q, panels.data());
         }
         g32.data = panels.data();
-        std::vector<uint8_t> formed(static_cast<size_t>(quant_panel_bytes(g32)));
-        for (int64_t p = 0; p * kPanelRows < rows; ++p) {
-            std::fill(formed.begin(), formed.end(), 0xee);
+        expect_formed_panels(g32, panels, [&](int64_t p, uint8_t* out) {
             pack_q8_0_panel(c.packed.data() + p * kPanelRows * row_bytes, row_bytes,
-                            std::min<int64_t>(kPanelRows, rows - p * kPanelRows), cols,
-                            formed.data());
-            ASSERT_TRUE(std::equal(formed.begin(), formed.end(),
-                                   panels.begin() + p * quant_panel_bytes(g32)))
-                << "panel " << p;
-        }
+                            std::min<int64_t>(kPanelRows, rows - p * kPanelRows), cols, out);
+        });
         for (const int64_t n : {1, 2, 5, 9}) {
             const std::vector<float> x = acts(n, cols, 17 + static_cast<uint32_t>(n));
-            const std::vector<float> ref = run(Isa::Scalar, g32, x, n);
-            for (Isa isa : {Isa::Scalar, Isa::AVX2, Isa::AVX512}) {
-                if (!isa_supported(isa)) continue;
-                expect_same_bits(run(isa, c.w, x, n), ref, isa_name(isa));
-                expect_same_bits(run(isa, g32, x, n), ref, "int8-g32");
-            }
+            DirectCall call(WeightType::Q8_0, c, rows, cols, x, n);
+            expect_in_place_equals_panels(c.w, g32, x, n, call);
         }
     }
 }
@@ -408,29 +443,15 @@ TEST_P(KQuantQ4Blocks, InPlaceEqualsInt4G32PanelsBitForBit) {
             pack_quant_row(g32, r, *q, panels.data());
         }
         g32.data = panels.data();
-        std::vector<uint8_t> formed(static_cast<size_t>(quant_panel_bytes(g32)));
-        for (int64_t p = 0; p * kPanelRows < rows; ++p) {
-            std::fill(formed.begin(), formed.end(), 0xee);
+        expect_formed_panels(g32, panels, [&](int64_t p, uint8_t* out) {
             pack_q4_block_panel(c.packed.data() + p * kPanelRows * row_bytes, row_bytes,
                                 std::min<int64_t>(kPanelRows, rows - p * kPanelRows), cols, asym,
-                                formed.data());
-            ASSERT_TRUE(std::equal(formed.begin(), formed.end(),
-                                   panels.begin() + p * quant_panel_bytes(g32)))
-                << "panel " << p;
-        }
+                                out);
+        });
         for (const int64_t n : {1, 2, 5, 9}) {
             const std::vector<float> x = acts(n, cols, 17 + static_cast<uint32_t>(n));
-            const std::vector<float> ref = run(Isa::Scalar, g32, x, n);
-            for (Isa isa : {Isa::Scalar, Isa::AVX2, Isa::AVX512, Isa::AMX}) {
-                if (!isa_supported(isa)) continue;
-                expect_same_bits(run(isa, c.w, x, n), ref, isa_name(isa));
-                expect_same_bits(run(isa, g32, x, n), ref, "int4-g32");
-            }
             DirectCall call(type, c, rows, cols, x, n);
-            std::vector<float> y(static_cast<size_t>(n * rows), -7.0f);
-            call.a.y = y.data();
-            detail::mm_kquant_avx512_emulated(call.a, 0, rows);
-            expect_same_bits(y, ref, "emulated AVX-512");
+            expect_in_place_equals_panels(c.w, g32, x, n, call);
         }
     }
 }
@@ -484,43 +505,15 @@ TEST(RowMajorInt4, InPlaceEqualsPanelsBitForBit) {
                     pack_quant_row(pw, r, q, panels.data());
                 }
                 pw.data = panels.data();
-                std::vector<uint8_t> formed(static_cast<size_t>(quant_panel_bytes(pw)));
-                for (int64_t p = 0; p * kPanelRows < rows; ++p) {
-                    std::fill(formed.begin(), formed.end(), 0xee);
-                    pack_q4_rows_panel(rm, p, formed.data());
-                    ASSERT_TRUE(std::equal(formed.begin(), formed.end(),
-                                           panels.begin() + p * quant_panel_bytes(pw)))
-                        << "panel " << p;
-                }
+                expect_formed_panels(
+                    pw, panels, [&](int64_t p, uint8_t* out) { pack_q4_rows_panel(rm, p, out); });
                 for (const int64_t n : {1, 2, 5, 9}) {
                     const std::vector<float> x = acts(n, cols, 31 + static_cast<uint32_t>(n));
-                    const std::vector<float> ref = run(Isa::Scalar, pw, x, n);
-                    for (Isa isa : {Isa::Scalar, Isa::AVX2, Isa::AVX512, Isa::AMX}) {
-                        if (!isa_supported(isa)) continue;
-                        expect_same_bits(run(isa, rm, x, n), ref, isa_name(isa));
-                    }
-                    std::vector<int8_t> xq(static_cast<size_t>(n * cols));
-                    std::vector<float> xd(static_cast<size_t>(n * cols / 32));
-                    std::vector<int32_t> xs(xd.size());
-                    quantize_acts_isa(Isa::Scalar, x.data(), n, cols, xq.data(), xd.data(),
-                                      xs.data());
-                    detail::QuantArgs a{};
-                    a.kind = detail::kQuantKindQ4Rows;
-                    a.rows = rows;
-                    a.cols = cols;
-                    a.data = codes.data();
-                    a.scales = scale_buf.data() + 1;
-                    a.group = group;
-                    a.bf16_scales = bf16;
-                    a.xq = xq.data();
-                    a.xd = xd.data();
-                    a.xs = xs.data();
-                    a.n = n;
-                    a.ldy = rows;
-                    std::vector<float> y(static_cast<size_t>(n * rows), -7.0f);
-                    a.y = y.data();
-                    detail::mm_kquant_avx512_emulated(a, 0, rows);
-                    expect_same_bits(y, ref, "emulated AVX-512");
+                    DirectCall call(detail::kQuantKindQ4Rows, codes.data(), rows, cols, x, n);
+                    call.a.scales = scale_buf.data() + 1;
+                    call.a.group = group;
+                    call.a.bf16_scales = bf16;
+                    expect_in_place_equals_panels(rm, pw, x, n, call);
                 }
             }
 }
@@ -572,36 +565,15 @@ TEST(RowMajorFp8, InPlaceEqualsPanelsBitForBit) {
                 pack_quant_row(pw, r, q, panels.data());
             }
             pw.data = panels.data();
-            std::vector<uint8_t> formed(static_cast<size_t>(quant_panel_bytes(pw)));
-            for (int64_t p = 0; p * kPanelRows < rows; ++p) {
-                std::fill(formed.begin(), formed.end(), 0xee);
-                pack_fp8_rows_panel(rm, p, formed.data());
-                ASSERT_TRUE(std::equal(formed.begin(), formed.end(),
-                                       panels.begin() + p * quant_panel_bytes(pw)))
-                    << "panel " << p;
-            }
+            expect_formed_panels(pw, panels,
+                                 [&](int64_t p, uint8_t* out) { pack_fp8_rows_panel(rm, p, out); });
             for (const int64_t n : {1, 2, 5}) {
                 const std::vector<float> x = acts(n, sh.cols, 41 + static_cast<uint32_t>(n));
-                const std::vector<float> ref = run(Isa::Scalar, pw, x, n);
-                for (Isa isa : {Isa::Scalar, Isa::AVX2, Isa::AVX512, Isa::AMX}) {
-                    if (!isa_supported(isa)) continue;
-                    expect_same_bits(run(isa, rm, x, n), ref, isa_name(isa));
-                }
-                detail::QuantArgs a{};
-                a.kind = detail::kQuantKindFp8Rows;
-                a.rows = rows;
-                a.cols = sh.cols;
-                a.data = codes.data();
-                a.scales = reinterpret_cast<const uint8_t*>(grid.data());
-                a.scale_block_rows = sh.block_rows;
-                a.group = sh.group;
-                a.x = x.data();
-                a.n = n;
-                a.ldy = rows;
-                std::vector<float> y(static_cast<size_t>(n * rows), -7.0f);
-                a.y = y.data();
-                detail::mm_kquant_avx512_emulated(a, 0, rows);
-                expect_same_bits(y, ref, "emulated AVX-512");
+                DirectCall call(detail::kQuantKindFp8Rows, codes.data(), rows, sh.cols, x, n);
+                call.a.scales = reinterpret_cast<const uint8_t*>(grid.data());
+                call.a.scale_block_rows = sh.block_rows;
+                call.a.group = sh.group;
+                expect_in_place_equals_panels(rm, pw, x, n, call);
             }
         }
 }
