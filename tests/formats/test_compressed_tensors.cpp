@@ -150,20 +150,31 @@ void expect_import_matches_dequant(const CtPacked& t, const kernels::WeightMatri
     }
 }
 
+// A 4-bit tensor of rows x cols, group columns per scale, whose i-th code (row-major) is
+// (i * mul + add) % 16; `packed` holds its words. Scales and zero points are left to the test.
+CtPacked four_bit_codes(int64_t rows, int64_t cols, int64_t group, int mul, int add,
+                        std::vector<uint8_t>& packed) {
+    CtPacked t;
+    t.rows = rows;
+    t.cols = cols;
+    t.group = group;
+    t.num_bits = 4;
+    t.words_per_row = cols / 8;
+    std::vector<uint8_t> codes(static_cast<size_t>(rows * cols));
+    for (size_t i = 0; i < codes.size(); ++i)
+        codes[i] =
+            static_cast<uint8_t>((i * static_cast<size_t>(mul) + static_cast<size_t>(add)) % 16);
+    packed = packed_rows(codes, rows, cols, 4);
+    t.packed = packed.data();
+    return t;
+}
+
 // Symmetric scales in the layout's own dtype are copied as they are: a checkpoint group of 128
 // into warden's 128 (one scale each) and 32 (each scale repeated over four groups), f16 and bf16,
 // dequantizing to exactly the checkpoint's (q - 8) * scale.
 TEST(CompressedTensors, SymmetricScalesCopyIntoEveryGroupTheySpan) {
-    CtPacked t;
-    t.rows = 3;
-    t.cols = 256;
-    t.group = 128;
-    t.num_bits = 4;
-    t.words_per_row = 32;
-    std::vector<uint8_t> codes(3 * 256);
-    for (size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<uint8_t>((i * 5 + 1) % 16);
-    const std::vector<uint8_t> packed = packed_rows(codes, 3, 256, 4);
-    t.packed = packed.data();
+    std::vector<uint8_t> packed;
+    CtPacked t = four_bit_codes(3, 256, 128, 5, 1, packed);
     const float vals[] = {0.03125f, -0.0078125f, 1.5f, 0.375f, 0.01171875f, 2.0f};
     for (const bool bf16 : {false, true}) {
         std::vector<uint16_t> sc;
@@ -181,16 +192,8 @@ TEST(CompressedTensors, SymmetricScalesCopyIntoEveryGroupTheySpan) {
 // Asymmetric import into warden's int4-asym layouts (f16 and bf16 scales): a [3, 64] tensor,
 // group 32, dequantizes to exactly (q - zp) * scale.
 TEST(CompressedTensors, AsymmetricImportMatchesDequant) {
-    CtPacked t;
-    t.rows = 3;
-    t.cols = 64;
-    t.group = 32;
-    t.num_bits = 4;
-    t.words_per_row = 8;
-    std::vector<uint8_t> codes(3 * 64);
-    for (size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<uint8_t>((i * 7 + 3) % 16);
-    const std::vector<uint8_t> packed = packed_rows(codes, 3, 64, 4);
-    t.packed = packed.data();
+    std::vector<uint8_t> packed;
+    CtPacked t = four_bit_codes(3, 64, 32, 7, 3, packed);
     std::vector<uint16_t> sc = {tensor::f32_to_bf16(0.03125f),    tensor::f32_to_bf16(-0.0078125f),
                                 tensor::f32_to_bf16(1.5f),        tensor::f32_to_bf16(0.375f),
                                 tensor::f32_to_bf16(0.01171875f), tensor::f32_to_bf16(2.0f)};
