@@ -8,6 +8,7 @@
 
 #include "kernels/matmul_kquant.h"
 #include "quant/int4_candidates.h"
+#include "quant/int4_sym_batch.h"
 #include "tensor/float_convert.h"
 #include "tensor/fp8.h"
 #include "util/error.h"
@@ -62,6 +63,15 @@ bool usable_scale(float d) {
     return d != 0.0f && std::isfinite(1.0f / d);
 }
 
+// The symmetric search's grid, -(8 + 0.1 s) for s = -9..9 (quant4_sym), shared with the batched
+// search (quant/int4_sym_batch.h) so both divide the same floats.
+constexpr struct NegSteps {
+    float v[kSymSteps];
+    constexpr NegSteps() : v{} {
+        for (int s = 0; s < kSymSteps; ++s) v[s] = -(8.0f + 0.1f * static_cast<float>(s - 9));
+    }
+} kNegStep;
+
 // Symmetric int4: a weighted least-squares scale search, the approach of llama.cpp's k-quants
 // (make_qx_quants) applied to our Q4_0-shaped groups. The error of element i is weighted by
 // importance[i] * sqrt(sigma^2 + x_i^2) (sigma^2 = the group's mean square): large weights, which
@@ -93,9 +103,9 @@ void quant4_sym(const WeightMatrix& w, const float* x, const float* imp, int64_t
     // Candidate 0 is the Q4_0 rule, 1 + 2s the inverse scale of grid step s and 2 + 2s the refit of
     // its codes (0 when they are all zero), each rounded to the stored dtype; one that rounds to
     // zero or overflows is dropped (its bound infinite).
-    constexpr int kSteps = 19, kCands = 1 + 2 * kSteps, kExact = 3;
+    constexpr int kSteps = kSymSteps, kCands = 1 + 2 * kSteps, kExact = 3;
     float iscale[kSteps], sxl[kSteps], sll[kSteps];
-    for (int s = 0; s < kSteps; ++s) iscale[s] = -(8.0f + 0.1f * static_cast<float>(s - 9)) / vmax;
+    for (int s = 0; s < kSteps; ++s) iscale[s] = kNegStep.v[s] / vmax;
     int4_refit_sums(x, wt, G, iscale, kSteps, sxl, sll);
     float raw[kCands], back[kCands];
     uint16_t raw_h[kCands];
@@ -290,7 +300,16 @@ QuantRow RtnQuantizer::quantize_row(const WeightMatrix& w, const float* x, const
         const int64_t ng = w.cols / w.group;
         out.d.assign(static_cast<size_t>(ng), 0);
         if (w.asym) out.m.assign(static_cast<size_t>(ng), 0);
+        // Sixteen symmetric groups at a time where the batched search runs (the same bits).
+        const bool batch = !w.asym && int4_sym_batch_available();
         for (int64_t g = 0; g < ng; ++g) {
+            if (batch && g + kSymBatchGroups <= ng) {
+                const int64_t k0 = g * w.group;
+                int4_sym_search_batch(x + k0, imp ? imp + k0 : nullptr, w.group, w.bf16_scales,
+                                      kNegStep.v, out.d.data() + g, out.q.data() + k0);
+                g += kSymBatchGroups - 1;
+                continue;
+            }
             if (w.asym) {
                 quant4_asym(w, x + g * w.group, imp, g * w.group, out, static_cast<size_t>(g));
             } else {

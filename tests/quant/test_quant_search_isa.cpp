@@ -22,6 +22,7 @@
 #include "tensor/float_convert.h"
 #include "tensor/ggml_types.h"
 #include "tensor/weight_format.h"
+#include "util/error.h"
 
 namespace warden::quant {
 namespace {
@@ -33,10 +34,22 @@ std::vector<float> rows_of(int64_t rows, int64_t cols, uint32_t seed) {
     std::student_t_distribution<float> heavy(3.0f);  // weights with outliers, as real layers have
     std::vector<float> v(static_cast<size_t>(rows * cols));
     for (auto& x : v) x = 0.02f * heavy(rng);
-    // Some groups all zero, some constant, some with one large value.
+    // Some groups all zero, some constant, some with one large value; in every row a group of
+    // tiny values (f16 scales below the normal range) and one of large values (scales near the
+    // top of f16's), at places that move from row to row, and one whose scales round to even.
     std::fill(v.begin(), v.begin() + 32, 0.0f);
     std::fill(v.begin() + 32, v.begin() + 64, 0.5f);
     v[70] = 3.0f;
+    for (int64_t r = 0; r < rows && cols >= 512; ++r) {
+        float* row = v.data() + r * cols;
+        for (int64_t i = 0; i < 32; ++i) {
+            row[32 * (2 + r % 7) + i] *= 1e-4f;
+            row[32 * (9 + r % 5) + i] = std::clamp(row[32 * (9 + r % 5) + i] * 5e4f, -6e5f, 6e5f);
+            // The Q4_0 rule's scale and the fits' exactly halfway between two bf16 values
+            // (1 + 2^-8: round to even gives 1).
+            row[32 * 14 + i] = static_cast<float>(i % 16 - 8) * 1.00390625f;
+        }
+    }
     return v;
 }
 
@@ -132,8 +145,10 @@ uint16_t reference_sym_group(const float* x, int G, uint8_t* q) {
     return best_h;
 }
 
+// Rows of 34 groups: two batches of sixteen side by side (quant/int4_sym_batch.h, where the CPU
+// has AVX-512) and two groups on their own.
 TEST(QuantSearchIsa, SymmetricInt4EqualsTheSequentialSearch) {
-    const int64_t rows = 24, cols = 256;
+    const int64_t rows = 12, cols = 34 * 32;
     const std::vector<float> v = rows_of(rows, cols, 7);
     const kernels::WeightMatrix lay =
         kernels::weight_layout(tensor::parse_weight_format("int4"), rows, cols);
@@ -150,8 +165,9 @@ TEST(QuantSearchIsa, SymmetricInt4EqualsTheSequentialSearch) {
     }
 }
 
+// 72 groups of 32 (four batches of sixteen and eight alone) and 18 of 128 (one batch and two).
 TEST(QuantSearchIsa, Int4AndInt8RowsAreTheSameOnEveryInstructionSet) {
-    const int64_t rows = 16, cols = 512;
+    const int64_t rows = 8, cols = 2304;
     const std::vector<float> v = rows_of(rows, cols, 11);
     std::vector<float> imp(static_cast<size_t>(cols));
     std::mt19937 rng(3);
@@ -189,6 +205,33 @@ TEST(QuantSearchIsa, Int4AndInt8RowsAreTheSameOnEveryInstructionSet) {
             }
         }
     }
+}
+
+// A group no scale of the dtype can hold (its values too large for f16, or too small for any
+// nonzero scale) is refused with the same error whichever path searches it, inside a batch of
+// sixteen or on its own.
+TEST(QuantSearchIsa, Int4GroupWithoutAStorableScaleIsRefusedOnEveryInstructionSet) {
+    const int64_t cols = 17 * 32;
+    for (const int64_t bad : {int64_t{5}, int64_t{16}})
+        for (const float value : {3e6f, 1e-12f}) {
+            std::vector<float> v = rows_of(1, cols, 21);
+            for (int64_t i = 0; i < 32; ++i)
+                v[static_cast<size_t>(bad * 32 + i)] = value * static_cast<float>(i % 5 - 2);
+            const kernels::WeightMatrix lay =
+                kernels::weight_layout(tensor::parse_weight_format("int4"), 1, cols);
+            for (const Isa isa : {Isa::Scalar, Isa::AVX2, Isa::AVX512}) {
+                if (!kernels::isa_supported(isa)) continue;
+                kernels::testing::ActiveIsaGuard g(isa);
+                try {
+                    (void)default_quantizer().quantize_row(lay, v.data(), nullptr);
+                    ADD_FAILURE() << "group " << bad << " value " << value << " "
+                                  << kernels::isa_name(isa) << ": not refused";
+                } catch (const util::Error& e) {
+                    EXPECT_STREQ(e.what(),
+                                 "int4 quantization: group scale out of range of the scale dtype");
+                }
+            }
+        }
 }
 
 // The int8 clip search's errors themselves (not only the candidate they pick) are the scalar
