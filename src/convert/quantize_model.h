@@ -28,7 +28,8 @@ struct QuantizeStats {
 // How quantize_gguf writes token_embd / output.
 //   Default: a float (F32/F16/BF16) one becomes the default head beside the layers
 //     (tensor::default_head_format: int8 beside int4), the format loading with --weights gives it
-//     anyway, so the file holds what runs: smaller, and nothing to quantize at each load. One
+//     anyway, so the file holds what runs: smaller, and nothing to quantize at each load; except a
+//     BF16 token_embd that is not the head, which loading looks up as stored (copied). One
 //     already quantized (a Q8_0 or Q6_K head, say) is copied, so nothing is quantized twice; beside
 //     int8 layers every head is copied (no default head there).
 //   Keep: copied unchanged (`--head-weights keep`).

@@ -4,6 +4,8 @@
 #include <cstring>
 #include <map>
 #include <set>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "kernels/matmul_kquant.h"
@@ -172,6 +174,10 @@ void decide_heads(const formats::GGUFFile& g, const ModelConfig& c, const LayerS
                       first_row_imports(*t, *declared)
                   ? declared
                   : gguf_tensor_native_format(*t);
+        // A bf16 token_embd that is not also the head is looked up as stored (Loader::matrix).
+        if (!out && t->type == tensor::GgmlType::BF16 && std::string_view(name) == "token_embd" &&
+            !c.tied_embeddings && g.find_tensor("output.weight") != nullptr)
+            out = "bf16";
         const bool exact = out.has_value();
         if (!exact && only_exact) return;
         if (!out && fallback) out = tensor::weight_format_name(*fallback);

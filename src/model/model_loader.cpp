@@ -183,6 +183,13 @@ class Loader {
         // Unset: the checkpoint's own lossless format (the caller decided it: head_formats_), else
         // the default beside these layers, named or native (int8 beside int4,
         // tensor::default_head_format), as `--weights` gives it.
+        // The embedding table is only looked up, unless it is also the head (tied).
+        const bool matmul_reads =
+            (role != "embed" && role != "raw:embed_tokens.weight") || embed_is_head_;
+        // A bf16 table that is only looked up stays bf16 unless --head-weights names a format:
+        // read where the file maps it (mapped_lookup_table), it costs no conversion at start-up
+        // and only the rows of the tokens seen in memory, and its values are exact.
+        if (embd && !chosen && !matmul_reads && is_bf16(t)) chosen = bf16_format();
         if (embd && !chosen)
             if (auto it = head_formats_.find(role); it != head_formats_.end()) chosen = it->second;
         if (embd && !chosen && opts_.weights) chosen = tensor::default_head_format(*opts_.weights);
@@ -195,9 +202,6 @@ class Loader {
             if (auto nf = gguf_mixed_native_format(t.ggml_type))
                 chosen = tensor::parse_weight_format(*nf);
         const tensor::WeightFormat f = chosen.value_or(hi);
-        // The embedding table is only looked up, unless it is also the head (tied).
-        const bool matmul_reads =
-            (role != "embed" && role != "raw:embed_tokens.weight") || embed_is_head_;
         std::optional<Matrix> mapped;
         if (!matmul_reads) mapped = mapped_lookup_table(t, f, rows, cols);
         Matrix m = mapped ? std::move(*mapped)
@@ -216,6 +220,15 @@ class Loader {
         return m;
     }
 
+    static bool is_bf16(const formats::SourceTensor& t) {
+        return t.is_ggml ? t.ggml_type == tensor::GgmlType::BF16 : t.st_dtype == "BF16";
+    }
+    static tensor::WeightFormat bf16_format() {
+        tensor::WeightFormat f;
+        f.type = tensor::WeightType::BF16;
+        return f;
+    }
+
     // A lookup table (an embedding table that is not also the head) stored as f32 or bf16 rows
     // that format f holds exactly (bf16 into bf16 or f32, f32 into f32) is read where the file
     // maps it: only the rows of the tokens seen are ever read, so a copy would cost start-up time
@@ -226,7 +239,7 @@ class Loader {
                                               int64_t cols) const {
         if (!mapping_ || !opts_.map_weights || f.quantized() || t.data == nullptr)
             return std::nullopt;  // compressed-tensors and FP8 sources fail the dtype test below
-        const bool bf16 = t.is_ggml ? t.ggml_type == tensor::GgmlType::BF16 : t.st_dtype == "BF16";
+        const bool bf16 = is_bf16(t);
         const bool f32 = t.is_ggml ? t.ggml_type == tensor::GgmlType::F32 : t.st_dtype == "F32";
         if (!(bf16 || (f32 && f.type == tensor::WeightType::F32))) return std::nullopt;
         const tensor::WeightType et = bf16 ? tensor::WeightType::BF16 : tensor::WeightType::F32;
@@ -488,12 +501,12 @@ class Loader {
                                        const kernels::WeightMatrix& layout) const {
         const kernels::WeightMatrix blocks = checked_blocks(t, layout);
         const int64_t row_bytes = kernels::kquant_row_bytes(blocks);
-        return defer_panels(
-            Matrix::mapped(blocks, t.data, mapping_), layout,
-            [src = t.data, row_bytes](Matrix& panels) {
-                pack_block_panels(src, row_bytes, 0, panels_of(panels.rows()), panels);
-            },
-            {bytes(t.data, layout.rows * row_bytes)});
+        return defer_panels(Matrix::mapped(blocks, t.data, mapping_), layout,
+                            [src = t.data, row_bytes](Matrix& panels) {
+                                pack_block_panels(src, row_bytes, 0, panels_of(panels.rows()),
+                                                  panels);
+                            },
+                            {bytes(t.data, layout.rows * row_bytes)});
     }
 
     // A compressed-tensors int4 weight whose codes and scales are `layout` as row-major int4
@@ -503,14 +516,13 @@ class Loader {
                                         const kernels::WeightMatrix& layout) const {
         Matrix m = Matrix::mapped_q4_rows(layout, ct.packed, ct.scale, mapping_);
         const kernels::WeightMatrix rows = m.view();
-        return defer_panels(
-            std::move(m), layout,
-            [rows](Matrix& panels) {
-                for (int64_t p = 0; p < panels_of(panels.rows()); ++p)
-                    panels.pack_q4_rows_panel(p, rows);
-            },
-            {bytes(ct.packed, layout.rows * (layout.cols / 2)),
-             bytes(ct.scale, layout.rows * (layout.cols / layout.group) * 2)});
+        return defer_panels(std::move(m), layout,
+                            [rows](Matrix& panels) {
+                                for (int64_t p = 0; p < panels_of(panels.rows()); ++p)
+                                    panels.pack_q4_rows_panel(p, rows);
+                            },
+                            {bytes(ct.packed, layout.rows * (layout.cols / 2)),
+                             bytes(ct.scale, layout.rows * (layout.cols / layout.group) * 2)});
     }
 
     // An FP8 block-scaled weight as stored (codes checked for NaN): read where the file maps it,
@@ -531,13 +543,12 @@ class Loader {
         Matrix m = Matrix::mapped_fp8_rows(layout, src.codes, src.scale_inv.data(),
                                            src.block.block_rows, keep);
         const kernels::WeightMatrix rows = m.view();
-        return defer_panels(
-            std::move(m), layout,
-            [rows, keep](Matrix& panels) {
-                for (int64_t p = 0; p < panels_of(panels.rows()); ++p)
-                    panels.pack_fp8_rows_panel(p, rows);
-            },
-            {bytes(src.codes, layout.rows * layout.cols)});
+        return defer_panels(std::move(m), layout,
+                            [rows, keep](Matrix& panels) {
+                                for (int64_t p = 0; p < panels_of(panels.rows()); ++p)
+                                    panels.pack_fp8_rows_panel(p, rows);
+                            },
+                            {bytes(src.codes, layout.rows * layout.cols)});
     }
 
     // 4-bit codes that are `layout`'s codes as stored (GGUF Q4_0/Q4_1 blocks, compressed-tensors
@@ -955,10 +966,17 @@ std::unique_ptr<Model> load_hf_dir(const std::string& dir, const LoadOptions& op
                                   std::to_string(grp.weights.num_bits) +
                                   "-bit checkpoint's own format";
                 // The embeddings and head (unquantized in these checkpoints) get the default
-                // beside those layers (Loader::matrix), as with GGUF and with --weights.
+                // beside those layers (Loader::matrix), as with GGUF and with --weights, except a
+                // bf16 embedding table that is not the head, which is looked up as stored.
+                const formats::SafetensorsTensor* embed = st.find("model.embed_tokens.weight");
+                const bool embed_stays = !m->config.tied_embeddings &&
+                                         st.find("lm_head.weight") != nullptr && embed &&
+                                         embed->dtype == "BF16";
                 if (const auto head = tensor::default_head_format(*eff.weights);
                     head && !opts.head_weights)
-                    m->weights_note += "; embeddings/head as " + tensor::weight_format_name(*head);
+                    m->weights_note += (embed_stays ? "; embeddings bf16 as stored, head as "
+                                                    : "; embeddings/head as ") +
+                                       tensor::weight_format_name(*head);
                 m->weights_note += "; --weights chooses";
             }
             break;

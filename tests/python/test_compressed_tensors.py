@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import struct
 import shutil
 import subprocess
 import sys
@@ -89,6 +90,18 @@ def compare(model: Path, g: dict, weights: str | None, head: str | None = None) 
     return worst, agree / n, err
 
 
+def bf16_lookup_table(model: Path) -> bool:
+    """Whether the checkpoint's embedding table is bf16 and only looked up (a separate lm_head), read
+    from its safetensors headers."""
+    dtypes = {}
+    for f in model.glob("*.safetensors"):
+        with open(f, "rb") as fh:
+            n = struct.unpack("<Q", fh.read(8))[0]
+            dtypes.update({k: v["dtype"] for k, v in json.loads(fh.read(n)).items() if k != "__metadata__"})
+    tied = json.loads((model / "config.json").read_text()).get("tie_word_embeddings", False)
+    return dtypes.get("model.embed_tokens.weight") == "BF16" and "lm_head.weight" in dtypes and not tied
+
+
 @pytest.mark.parametrize("name", list(CHECKPOINTS))
 def test_load_package_compressed_checkpoint(name: str):
     g = golden(name)
@@ -113,13 +126,16 @@ def test_load_package_compressed_checkpoint(name: str):
     record("compressed-tensors load", f"{name} default ({native}, W4A8) top-1", top1)
     record("compressed-tensors load", f"{name} default ({native}, W4A8) max|diff|/spread", rel)
     assert top1 >= DEFAULT_TOP1_MIN and rel <= DEFAULT_REL, (name, rel, top1)
-    # No flags at all: int4 layers' default head, int8, as with GGUF and with --weights int4 -- the
-    # same logits, bit for bit, as naming both.
+    # No flags at all: int4 layers' default head, int8, as with GGUF and with --weights int4, and the
+    # bf16 embedding table (untied: only looked up) as stored -- the same logits, bit for bit, as
+    # naming the layers' format; naming int8 for the head quantizes the table too, which differs.
     ids, vocab = g["prompts"][0]["ids"], g["vocab_size"]
     rows, err = logits(model, ids, vocab, None)
-    assert f"weights {native} (auto: the compressed-tensors 4-bit checkpoint's own format; embeddings/head as int8" \
-        in err, err
-    assert rows == logits(model, ids, vocab, native, head="int8")[0]
+    stays = bf16_lookup_table(model)
+    heads = "embeddings bf16 as stored, head as int8" if stays else "embeddings/head as int8"
+    assert f"weights {native} (auto: the compressed-tensors 4-bit checkpoint's own format; {heads}" in err, err
+    assert rows == logits(model, ids, vocab, native, head="")[0]  # "": no --head-weights
+    assert (rows == logits(model, ids, vocab, native, head="int8")[0]) == (not stays)
     assert rows != logits(model, ids, vocab, native, head="f32")[0]
 
 

@@ -65,3 +65,34 @@ def test_tied_table_is_the_head_and_is_copied():
     """tiny-qwen3 ties its head to the embeddings: a matmul reads the table, so it is packed."""
     p = logits(GOLDEN / "tiny-qwen3", "--dtype", "f32", "--weights", "f32")
     assert IN_PLACE not in load_line(p), load_line(p)
+
+
+@pytest.fixture(scope="module")
+def bf16_glm_gguf(tmp_path_factory):
+    """tiny-glm4-moe (untied; every row length a multiple of 32, so int4 layers load) as BF16."""
+    out = tmp_path_factory.mktemp("lookup-int4") / "tiny-glm4-moe-bf16.gguf"
+    convert(GOLDEN / "tiny-glm4-moe", out, dtype="bf16")
+    return out
+
+
+def test_bf16_table_beside_int4_layers_stays_bf16_and_is_written_so(bf16_glm_gguf, tmp_path):
+    """Beside int4 layers the head becomes int8, but a bf16 table that is only looked up is kept as
+    stored (read in place: no conversion at start-up, exact values) unless --head-weights names a
+    format; `warden quantize` copies it, so its file loads to the same logits."""
+    gguf = pytest.importorskip("gguf")
+    mapped = logits(bf16_glm_gguf, "--weights", "int4")
+    assert "token_embd BF16 as bf16 without loss" in load_line(mapped), load_line(mapped)
+    assert IN_PLACE in load_line(mapped), load_line(mapped)
+    assert mapped.stdout == logits(bf16_glm_gguf, "--weights", "int4", "--no-mmap").stdout
+    named = logits(bf16_glm_gguf, "--weights", "int4", "--head-weights", "int8")
+    assert named.stdout != mapped.stdout  # the int8 table rounds the embeddings
+
+    out = tmp_path / "q.gguf"
+    p = subprocess.run([str(WARDEN_BIN), "quantize", "-m", str(bf16_glm_gguf), "-o", str(out), "--weights", "int4"],
+                       capture_output=True, text=True, timeout=TIMEOUT_S, cwd=ROOT)
+    assert p.returncode == 0, p.stderr
+    assert "output as int8" in p.stdout and "token_embd" not in p.stdout, p.stdout
+    types = {t.name: t.tensor_type.name for t in gguf.GGUFReader(str(out)).tensors}
+    assert types["token_embd.weight"] == "BF16" and types["output.weight"] == "Q8_0", types
+    assert logits(out, "--weights", "int4").stdout == mapped.stdout
+    assert logits(out).stdout == mapped.stdout  # the file's own format, no flags
