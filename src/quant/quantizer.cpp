@@ -8,7 +8,7 @@
 
 #include "kernels/matmul_kquant.h"
 #include "quant/int4_candidates.h"
-#include "quant/int4_sym_batch.h"
+#include "quant/int4_search_batch.h"
 #include "tensor/float_convert.h"
 #include "tensor/fp8.h"
 #include "util/error.h"
@@ -64,13 +64,24 @@ bool usable_scale(float d) {
 }
 
 // The symmetric search's grid, -(8 + 0.1 s) for s = -9..9 (quant4_sym), shared with the batched
-// search (quant/int4_sym_batch.h) so both divide the same floats.
+// search (quant/int4_search_batch.h) so both divide the same floats.
 constexpr struct NegSteps {
     float v[kSymSteps];
     constexpr NegSteps() : v{} {
         for (int s = 0; s < kSymSteps; ++s) v[s] = -(8.0f + 0.1f * static_cast<float>(s - 9));
     }
 } kNegStep;
+
+// The asymmetric search's clip shrinks (1 - kClip4[c]) / 2 and grid 15 - 0.9 + 0.05 s
+// (quant4_asym), shared with the batched search likewise.
+static_assert(sizeof kClip4 / sizeof kClip4[0] == kAsymClips);
+constexpr struct AsymGrid {
+    float shrink[kAsymClips], step[kAsymSteps];
+    constexpr AsymGrid() : shrink{}, step{} {
+        for (int c = 0; c < kAsymClips; ++c) shrink[c] = (1.0f - kClip4[c]) * 0.5f;
+        for (int s = 0; s < kAsymSteps; ++s) step[s] = 15.0f - 0.9f + 0.05f * static_cast<float>(s);
+    }
+} kAsymGrid;
 
 // Symmetric int4: a weighted least-squares scale search, the approach of llama.cpp's k-quants
 // (make_qx_quants) applied to our Q4_0-shaped groups. The error of element i is weighted by
@@ -178,20 +189,19 @@ void quant4_asym(const WeightMatrix& w, const float* x, const float* imp, int64_
     // exactly, then the grid's least-squares fits, of which only the kExact smallest error bounds
     // are scored exactly (the bound: the fit's error with the codes of its grid step; as in
     // quant4_sym, the codes chosen for the rounded pair can only do better).
-    constexpr int kClips = static_cast<int>(sizeof kClip4 / sizeof kClip4[0]), kSteps = 37,
-                  kExact = 3, kAll = kClips + kSteps, kPadded = (kSteps + 3) / 4 * 4;
+    constexpr int kClips = kAsymClips, kSteps = kAsymSteps, kExact = 3, kAll = kClips + kSteps,
+                  kPadded = (kSteps + 3) / 4 * 4;
     float raw_d[kAll], raw_m[kAll], back_d[kAll], back_m[kAll];
     uint16_t raw_dh[kAll], raw_mh[kAll];
     for (int c = 0; c < kClips; ++c) {
-        const float shrink = (1.0f - kClip4[c]) * 0.5f * (mx - mn);
+        const float shrink = kAsymGrid.shrink[c] * (mx - mn);
         const float lo = mn + shrink, hi = mx - shrink;
         raw_d[c] = (hi - lo) / 15.0f;
         raw_m[c] = lo;
     }
     float iscale[kSteps];
     double sums[3 * kSteps];
-    for (int s = 0; s < kSteps; ++s)
-        iscale[s] = (15.0f - 0.9f + 0.05f * static_cast<float>(s)) / (mx - mn);
+    for (int s = 0; s < kSteps; ++s) iscale[s] = kAsymGrid.step[s] / (mx - mn);
     int4_asym_sums(x, wt, G, mn, iscale, kSteps, sums);
     // Minimizes sum w (d r + m - x)^2 over (d, m): the 2 x 2 normal equations. No fit: d = 0,
     // which the rounded-scale check below drops.
@@ -300,13 +310,20 @@ QuantRow RtnQuantizer::quantize_row(const WeightMatrix& w, const float* x, const
         const int64_t ng = w.cols / w.group;
         out.d.assign(static_cast<size_t>(ng), 0);
         if (w.asym) out.m.assign(static_cast<size_t>(ng), 0);
-        // Sixteen symmetric groups at a time where the batched search runs (the same bits).
-        const bool batch = !w.asym && int4_sym_batch_available();
+        // Sixteen groups at a time where the batched searches run (the same bits).
+        const bool batch = int4_batch_available();
         for (int64_t g = 0; g < ng; ++g) {
             if (batch && g + kSymBatchGroups <= ng) {
                 const int64_t k0 = g * w.group;
-                int4_sym_search_batch(x + k0, imp ? imp + k0 : nullptr, w.group, w.bf16_scales,
-                                      kNegStep.v, out.d.data() + g, out.q.data() + k0);
+                const float* im = imp ? imp + k0 : nullptr;
+                if (w.asym) {
+                    int4_asym_search_batch(x + k0, im, w.group, w.bf16_scales, kAsymGrid.shrink,
+                                           kAsymGrid.step, out.d.data() + g, out.m.data() + g,
+                                           out.q.data() + k0);
+                } else {
+                    int4_sym_search_batch(x + k0, im, w.group, w.bf16_scales, kNegStep.v,
+                                          out.d.data() + g, out.q.data() + k0);
+                }
                 g += kSymBatchGroups - 1;
                 continue;
             }

@@ -145,7 +145,7 @@ uint16_t reference_sym_group(const float* x, int G, uint8_t* q) {
     return best_h;
 }
 
-// Rows of 34 groups: two batches of sixteen side by side (quant/int4_sym_batch.h, where the CPU
+// Rows of 34 groups: two batches of sixteen side by side (quant/int4_search_batch.h, where the CPU
 // has AVX-512) and two groups on their own.
 TEST(QuantSearchIsa, SymmetricInt4EqualsTheSequentialSearch) {
     const int64_t rows = 12, cols = 34 * 32;
