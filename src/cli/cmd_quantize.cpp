@@ -152,8 +152,8 @@ void register_quantize(CLI::App& app, int& rc) {
     sub->add_option(
         "--head-weights", o->head_weights,
         "GGUF output: format of token_embd/output (int4*/int8*), or keep to copy them unchanged "
-        "(default: a float one as int8 beside int4 layers, as loading with --weights runs it; "
-        "else copied)");
+        "(default: a float one as int8 beside int4 layers, as loading with --weights runs it, "
+        "except a bf16 token_embd that is not the head; else copied)");
     sub->add_option(
         "--imatrix", o->imatrix,
         "llama.cpp importance matrix (llama-imatrix's output: GGUF, or the legacy imatrix.dat) "

@@ -52,7 +52,8 @@ void add_dtype_option(CLI::App& app, CommonOptions& o) {
         "--head-weights", o.head_weights,
         "format of the token embeddings and output head, e.g. int8 or bf16 (default: beside "
         "quantized layers a GGUF Q4_0/Q4_1/Q8_0 head in its own format, else int8 beside int4 "
-        "layers, else --dtype; --quantize-embeddings: the --weights format)");
+        "layers, else --dtype; a bf16 embedding table that is not also the head stays bf16, read "
+        "in place; --quantize-embeddings: the --weights format)");
 }
 
 model::RuntimeDType parse_dtype(const std::string& s) {
