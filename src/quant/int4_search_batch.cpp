@@ -26,11 +26,11 @@ namespace {
 
 #define WARDEN_AVX512_TARGET __attribute__((target("avx512f,avx512dq,avx2")))
 
-constexpr int kLanes = kSymBatchGroups;
-constexpr int kCands = 1 + 2 * kSymSteps;  // the Q4_0 rule, then each grid step's scale and refit
+constexpr int kLanes = kInt4BatchGroups;
+constexpr int kSymCands =
+    1 + 2 * kSymSteps;  // the Q4_0 rule, then each grid step's scale and refit
+constexpr int kAsymCands = kAsymClips + kAsymSteps;  // the clips, then each grid step's fit
 constexpr int kMaxG = 128;
-
-constexpr int kAsymCands = kAsymClips + kAsymSteps;
 
 // The sixteen groups side by side: element i of every group in one row of kLanes.
 struct alignas(64) Lanes {
@@ -348,7 +348,7 @@ WARDEN_AVX512_TARGET void sym16(const float* x, const float* imp, int64_t n, boo
     // int4_sym_bounds and smallest_bounds: each grid scale's error bound sxx - 2 d sxl + d^2 sll
     // in double (infinity where the scale is unusable), and the three smallest.
     Smallest3 top[2];
-    for (int c = 0; c < kCands - 1; ++c) {
+    for (int c = 0; c < kSymCands - 1; ++c) {
         const int st = c / 2;
         const __m512 dv = _mm512_load_ps(s.back[1 + c]);
         const __m512 xl = _mm512_load_ps(s.sxl[st]), ll = _mm512_load_ps(s.sll[st]);

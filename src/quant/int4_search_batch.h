@@ -13,7 +13,7 @@
 
 namespace warden::quant {
 
-inline constexpr int kSymBatchGroups = 16;
+inline constexpr int kInt4BatchGroups = 16;
 inline constexpr int kSymSteps = 19;   // the symmetric search's grid of inverse scales
 inline constexpr int kAsymClips = 7;   // the asymmetric search's clip ratios
 inline constexpr int kAsymSteps = 37;  // and its grid

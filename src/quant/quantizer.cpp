@@ -313,7 +313,7 @@ QuantRow RtnQuantizer::quantize_row(const WeightMatrix& w, const float* x, const
         // Sixteen groups at a time where the batched searches run (the same bits).
         const bool batch = int4_batch_available();
         for (int64_t g = 0; g < ng; ++g) {
-            if (batch && g + kSymBatchGroups <= ng) {
+            if (batch && g + kInt4BatchGroups <= ng) {
                 const int64_t k0 = g * w.group;
                 const float* im = imp ? imp + k0 : nullptr;
                 if (w.asym) {
@@ -324,7 +324,7 @@ QuantRow RtnQuantizer::quantize_row(const WeightMatrix& w, const float* x, const
                     int4_sym_search_batch(x + k0, im, w.group, w.bf16_scales, kNegStep.v,
                                           out.d.data() + g, out.q.data() + k0);
                 }
-                g += kSymBatchGroups - 1;
+                g += kInt4BatchGroups - 1;
                 continue;
             }
             if (w.asym) {
