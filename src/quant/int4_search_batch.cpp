@@ -31,6 +31,7 @@ constexpr int kSymCands =
     1 + 2 * kSymSteps;  // the Q4_0 rule, then each grid step's scale and refit
 constexpr int kAsymCands = kAsymClips + kAsymSteps;  // the clips, then each grid step's fit
 constexpr int kMaxG = 128;
+static_assert(kAsymCands >= kSymCands, "Lanes' candidate rows hold either search's");
 
 // The sixteen groups side by side: element i of every group in one row of kLanes.
 struct alignas(64) Lanes {
