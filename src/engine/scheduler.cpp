@@ -4,6 +4,7 @@
 
 #include "engine/scheduler_seq.h"
 #include "util/error.h"
+#include "util/huge_page_arena.h"
 #include "util/log.h"
 
 namespace warden::engine {
@@ -95,6 +96,10 @@ std::vector<Result> Scheduler::run(const std::vector<Request>& requests) {
     } restore{*this, std::move(on_finish_)};
     on_finish_ = [&](Handle h, Result&& r) { results[h - base] = std::move(r); };
     keep_step_times_ = true;
+    // While these requests run, the KV pool's background population waits (it would take a core
+    // and memory bandwidth from every step; the engine does the same while it has requests).
+    util::ForegroundWork busy;
+    busy.set(true);
     for (const Request& r : requests) add(r);
     while (!idle()) step();
     return results;

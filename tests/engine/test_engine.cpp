@@ -13,6 +13,7 @@
 #include "model/transformer.h"
 #include "tiny_llama.h"
 #include "util/error.h"
+#include "util/huge_page_arena.h"
 
 using namespace warden;
 
@@ -204,4 +205,30 @@ TEST(Engine, ARunWhoseStepThrowsLeavesTheSchedulerSafeToDestroy) {
     }
     EXPECT_EQ(cache.pool().free_pages(), free_before);
     EXPECT_EQ(cache.pool().check_integrity(), "");
+}
+
+// Scheduler::run (warden run, batch) marks foreground work for as long as its requests run, so a
+// KV pool's background population (util::HugePageArena::map_populating) takes no core or memory
+// bandwidth from its steps, as the engine does while it has requests; and unmarks it after, also
+// when a step throws.
+TEST(Engine, ARunHoldsBackgroundPopulationWhileItsStepsRun) {
+    if (!model_present()) GTEST_SKIP() << "tests/golden/models/tiny-llama missing";
+    EngineFixture f;
+    kv::KvCache cache(f.kv_config(64));
+    engine::Executor exec(*f.tf, cache, kv::IntegrityMode::Step);
+    engine::Scheduler runner(exec, cache, engine::SchedulerOptions{});
+    ASSERT_FALSE(util::ForegroundWork::any_active());
+    int tokens = 0, seen_active = 0;
+    runner.on_token([&](engine::Scheduler::Handle, const engine::TokenInfo&) {
+        ++tokens;
+        seen_active += util::ForegroundWork::any_active();
+    });
+    runner.run(requests(3, f.model->config.vocab_size));
+    EXPECT_GT(tokens, 0);
+    EXPECT_EQ(seen_active, tokens);
+    EXPECT_FALSE(util::ForegroundWork::any_active());
+    std::vector<engine::Request> bad = requests(2, f.model->config.vocab_size);
+    bad[0].prompt.back() = static_cast<int32_t>(f.model->config.vocab_size);
+    EXPECT_THROW(runner.run(bad), util::Error);
+    EXPECT_FALSE(util::ForegroundWork::any_active());
 }
