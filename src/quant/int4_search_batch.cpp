@@ -45,9 +45,15 @@ struct alignas(64) Lanes {
     uint8_t codes[kMaxG][kLanes];
 };
 
+// round_clamped (quant/int4_candidates.h) in one rounding instruction. It differs from adding and
+// subtracting kRoundMagic only in the sign of a zero code (-0.5 < v < 0 rounds to -0, not +0),
+// which changes no sum, error or code computed from it: a running sum starts at +0 and adding
+// -0 leaves it as it is, r d + m is +0 or m either way, and the code is 0.
+WARDEN_AVX512_TARGET inline __m512 round16(__m512 v) {
+    return _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+}
 WARDEN_AVX512_TARGET inline __m512 round_clamped16(__m512 v, __m512 lo, __m512 hi) {
-    const __m512 mg = _mm512_set1_ps(kRoundMagic);
-    return _mm512_sub_ps(_mm512_add_ps(_mm512_min_ps(hi, _mm512_max_ps(lo, v)), mg), mg);
+    return round16(_mm512_min_ps(hi, _mm512_max_ps(lo, v)));
 }
 
 // Lanes 0-7 and 8-15 as doubles, and back.
@@ -456,8 +462,9 @@ WARDEN_AVX512_TARGET void asym16(const float* x, const float* imp, int64_t n, bo
         for (int k = 0; k < 8; ++k) p[k] = q[k] = u[k] = zero;
         for (int64_t i = 0; i < n; i += 8)
             for (int k = 0; k < 8; ++k) {
+                // (x - mn) is >= +0 and is > 0, so the clamp at 0 changes nothing.
                 const __m512 r =
-                    round_clamped16(_mm512_mul_ps(_mm512_load_ps(s.wx[i + k]), is), lo, hi);
+                    round16(_mm512_min_ps(hi, _mm512_mul_ps(_mm512_load_ps(s.wx[i + k]), is)));
                 const __m512 wr = _mm512_mul_ps(_mm512_load_ps(s.wt[i + k]), r);
                 p[k] = _mm512_add_ps(p[k], wr);
                 q[k] = _mm512_add_ps(q[k], _mm512_mul_ps(wr, r));
