@@ -327,7 +327,7 @@ std::optional<std::string> ct_logical_name(const SafetensorsModel& st, const std
 }
 
 std::optional<SourceTensor> ct_find(const SafetensorsModel& st, const CtConfig& cfg,
-                                    const std::string& name) {
+                                    const std::string& name, bool check_scales) {
     static const std::string kSuffix = ".weight";
     if (name.size() <= kSuffix.size() ||
         name.compare(name.size() - kSuffix.size(), kSuffix.size(), kSuffix) != 0)
@@ -394,7 +394,7 @@ std::optional<SourceTensor> ct_find(const SafetensorsModel& st, const CtConfig& 
                     " strategy, group_size " + std::to_string(ct->group) + ")");
     ct->scale = s->data;
     ct->scale_dtype = s->dtype;
-    if (!all_scales_finite(s->data, s->dtype, ct->rows * ct->n_groups()))
+    if (check_scales && !all_scales_finite(s->data, s->dtype, ct->rows * ct->n_groups()))
         throw Error("'" + scn + "' holds a non-finite scale");
     const std::string zpn = module + ".weight_zero_point";
     const SafetensorsTensor* z = st.find(zpn);

@@ -86,9 +86,11 @@ std::optional<std::string> ct_logical_name(const SafetensorsModel& st, const std
 
 // Looks up "<m>.weight" as a compressed-tensors packed weight: nullopt when the file has no
 // "<m>.weight_packed"; a SourceTensor with `ct` set otherwise. Validates shapes and dtypes
-// against `cfg` (util::Error naming the tensor and the field).
+// against `cfg` (util::Error naming the tensor and the field), and with check_scales every scale
+// finite (a pass over all of them: lookups that only ask whether the weight exists or its shape
+// leave it to the lookup whose result is loaded).
 std::optional<SourceTensor> ct_find(const SafetensorsModel& st, const CtConfig& cfg,
-                                    const std::string& name);
+                                    const std::string& name, bool check_scales = true);
 
 // Bit-exact import of row r into `layout` (Q4: the checkpoint's group is a multiple of the
 // layout's, the scales are exactly representable in the layout's scale dtype; symmetric maps to

@@ -932,7 +932,7 @@ std::unique_ptr<Model> load_hf_dir(const std::string& dir, const LoadOptions& op
             const auto logical = formats::ct_logical_name(st, t.name);
             if (!logical) continue;
             if (*logical != t.name)
-                if (auto w = formats::ct_find(st, *ct, *logical)) s.dims = w->dims;
+                if (auto w = formats::ct_find(st, *ct, *logical, false)) s.dims = w->dims;
         }
         all.push_back(s);
     }
@@ -1003,7 +1003,7 @@ std::unique_ptr<Model> load_hf_dir(const std::string& dir, const LoadOptions& op
             m->chat_template = j["chat_template"].get<std::string>();
     }
     auto exists = [&ct, &st](const std::string& n) {
-        return st.find(n) != nullptr || (ct && formats::ct_find(st, *ct, n).has_value());
+        return st.find(n) != nullptr || (ct && formats::ct_find(st, *ct, n, false).has_value());
     };
     Loader loader(*m, eff, pool, find, hf_name, {}, exists);
     loader.fp8_native = fp8_native;

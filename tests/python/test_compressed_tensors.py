@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-import struct
 import shutil
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -380,3 +380,22 @@ def test_info_counts_packed_weights_as_their_parameters(name: str, source: str):
     got = int(line.split()[1])
     assert got == safetensors_param_count(src_dir)
     assert got != safetensors_param_count(ct_dir)  # the stored element count is not the answer
+
+
+def test_checkpoint_with_a_non_finite_scale_is_refused(tmp_path: Path):
+    """A NaN among a packed weight's scales refuses the load, naming the tensor (each scale is
+    checked once, by the lookup whose weight is loaded; shape and existence lookups skip it)."""
+    bad = tmp_path / "nan-scale"
+    shutil.copytree(GOLDEN / "tiny-llama-ct-int4", bad)
+    f = bad / "model.safetensors"
+    raw = bytearray(f.read_bytes())
+    hlen = int.from_bytes(raw[:8], "little")
+    name = "model.layers.1.self_attn.o_proj.weight_scale"
+    entry = json.loads(raw[8:8 + hlen])[name]
+    assert entry["dtype"] == "BF16", entry
+    end = 8 + hlen + entry["data_offsets"][1]
+    raw[end - 2:end] = (0x7fc0).to_bytes(2, "little")  # the last scale: a bf16 NaN
+    f.write_bytes(bytes(raw))
+    p = warden("logits", "-m", bad, "--tokens", "1,2,3", check=False)
+    assert p.returncode == 1 and f"'{name}' holds a non-finite scale" in p.stderr, p.stderr
+    assert "Traceback" not in p.stderr and "Segmentation" not in p.stderr
