@@ -180,15 +180,14 @@ class Loader {
         hi.type =
             opts_.dtype == RuntimeDType::BF16 ? tensor::WeightType::BF16 : tensor::WeightType::F32;
         std::optional<tensor::WeightFormat> chosen = embd ? opts_.head_weights : opts_.weights;
-        // Unset: the checkpoint's own lossless format (the caller decided it: head_formats_), else
-        // the default beside these layers, named or native (int8 beside int4,
-        // tensor::default_head_format), as `--weights` gives it.
         // The embedding table is only looked up, unless it is also the head (tied).
         const bool matmul_reads =
             (role != "embed" && role != "raw:embed_tokens.weight") || embed_is_head_;
-        // A bf16 table that is only looked up stays bf16 unless --head-weights names a format:
-        // read where the file maps it (mapped_lookup_table), it costs no conversion at start-up
-        // and only the rows of the tokens seen in memory, and its values are exact.
+        // Unset: a bf16 table that is only looked up stays bf16 (read where the file maps it,
+        // mapped_lookup_table: no conversion at start-up, only the rows of the tokens seen in
+        // memory, exact values); else the checkpoint's own lossless format (the caller decided
+        // it: head_formats_), else the default beside these layers, named or native (int8 beside
+        // int4, tensor::default_head_format), as `--weights` gives it.
         if (embd && !chosen && !matmul_reads && is_bf16(t)) chosen = bf16_format();
         if (embd && !chosen)
             if (auto it = head_formats_.find(role); it != head_formats_.end()) chosen = it->second;
