@@ -17,6 +17,7 @@
 #include <cstdint>
 
 #include "kernels/kernels_internal.h"
+#include "kernels/x86_intrinsics.h"
 
 #ifdef WARDEN_AVX512_EMULATE
 // (GCC notes an ABI change for SIMDe's 64-byte vectors without -mavx512f; the emulated builds
@@ -26,7 +27,6 @@
 #define WZ(name) simde_##name
 #define WZC(name) SIMDE##name
 #else
-#include <immintrin.h>
 #define WZ(name) _##name
 #define WZC(name) name
 #endif

@@ -25,12 +25,6 @@
 // bit.
 //
 // ODR: helpers live in the anonymous namespace; only intrinsics headers and kernels_internal.h.
-#if defined(__GNUC__) && !defined(__clang__)
-// GCC 12 reports false -Wmaybe-uninitialized inside avx512fintrin.h for intrinsics built on
-// _mm512_undefined_* (GCC bug 105593), pointing into the system header: silenced for the file.
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
 #include "kernels/avx512_compat.h"
 #include "kernels/kernels_internal.h"
 #include "kernels/matmul_tile_avx512.h"

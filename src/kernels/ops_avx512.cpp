@@ -5,13 +5,6 @@
 // Tested on every machine: tests/kernels/test_ops_avx512_emulated.cpp compiles this file against
 // SIMDe's portable intrinsics (kernels/avx512_compat.h) and tests/kernels/test_ops.cpp compares
 // that table with the scalar one, as it does the native table on AVX-512 machines.
-#if defined(__GNUC__) && !defined(__clang__)
-// GCC 12 reports false -Wmaybe-uninitialized inside avx512fintrin.h for intrinsics built on
-// _mm512_undefined_* (GCC bug 105593); the diagnostic points into the system header, so it
-// can only be silenced for the whole file.
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
 #include <cstring>
 #include <limits>
 

@@ -20,13 +20,6 @@
 //
 // Tested on every machine: tests/kernels/test_paged_attention_avx512_emulated.cpp compiles this
 // file against SIMDe (kernels/avx512_compat.h).
-#if defined(__GNUC__) && !defined(__clang__)
-// GCC 12 reports false -Wmaybe-uninitialized inside avx512fintrin.h for intrinsics built on
-// _mm512_undefined_* (GCC bug 105593); the diagnostic points into the system header, so it
-// can only be silenced for the whole file (as in ops_avx512.cpp).
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
 #include "kernels/avx512_compat.h"
 #include "kernels/paged_attention_internal.h"
 

@@ -4,18 +4,8 @@
 #include <climits>
 #include <limits>
 
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
-
-#if defined(__GNUC__) && !defined(__clang__)
-// GCC 12 reports false -Wmaybe-uninitialized inside avx512fintrin.h for intrinsics built on
-// _mm512_undefined_* (GCC bug 105593), pointing into the system header: silenced for the file.
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
-
 #include "kernels/cpu_features.h"
+#include "kernels/x86_intrinsics.h"
 #include "quant/int4_candidates.h"
 #include "util/error.h"
 
