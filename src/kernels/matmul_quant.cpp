@@ -435,7 +435,10 @@ void pack_fp8_rows_panel(const WeightMatrix& w, int64_t p, uint8_t* panel) {
 }
 
 int64_t rows_bytes(const WeightMatrix& w) {
-    if (w.type == WeightType::FP8) return w.rows * w.cols + w.rows * fp8_blocks(w) * 4;
+    if (w.type == WeightType::FP8)  // codes, then the f32 grid: a scale per block of
+                                    // scale_block_rows rows and group columns
+        return w.rows * w.cols +
+               (w.rows + w.scale_block_rows - 1) / w.scale_block_rows * fp8_blocks(w) * 4;
     return w.rows * (w.cols / 2) + w.rows * (w.cols / w.group) * 2;
 }
 

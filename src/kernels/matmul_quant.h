@@ -139,8 +139,7 @@ void pack_q4_rows_panel(const WeightMatrix& w, int64_t p, uint8_t* panel);
 // Panel p of a row-major FP8 matrix w as the fp8-bG panel layout: the bytes pack_fp8_codes and
 // pack_fp8_scales write for those rows (rows past w.rows zero codes and scales).
 void pack_fp8_rows_panel(const WeightMatrix& w, int64_t p, uint8_t* panel);
-// Bytes a row-major int4 or FP8 matrix reads: its codes and its scales (FP8: its rows' share of
-// the scale grid).
+// Bytes a row-major int4 or FP8 matrix reads: its codes and its scales (FP8: its scale grid).
 int64_t rows_bytes(const WeightMatrix& w);
 QuantRow unpack_quant_row(const WeightMatrix& w, int64_t r);
 // Dequantized row (exactly the values the W4A16 / reference arithmetic uses).

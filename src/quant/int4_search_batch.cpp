@@ -282,13 +282,19 @@ WARDEN_AVX512_TARGET inline __mmask16 usable_asym16(const Lanes& s, int c) {
            _mm512_cmp_ps_mask(_mm512_and_ps(_mm512_load_ps(s.back_m[c]), absm), fmax, _CMP_LE_OQ);
 }
 
+// This thread's side-by-side buffers, which both searches use (one call at a time).
+Lanes& lanes() {
+    thread_local Lanes s;
+    return s;
+}
+
 [[noreturn]] void no_scale() {
     throw util::Error("int4 quantization: group scale out of range of the scale dtype");
 }
 
 WARDEN_AVX512_TARGET void sym16(const float* x, const float* imp, int64_t n, bool bf16,
                                 const float* neg_step, uint16_t* d_out, uint8_t* q_out) {
-    thread_local Lanes s;
+    Lanes& s = lanes();
     const __m512i at =
         _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                            _mm512_set1_epi32(static_cast<int>(n)));
@@ -394,7 +400,7 @@ WARDEN_AVX512_TARGET void sym16(const float* x, const float* imp, int64_t n, boo
 WARDEN_AVX512_TARGET void asym16(const float* x, const float* imp, int64_t n, bool bf16,
                                  const float* clip_shrink, const float* step, uint16_t* d_out,
                                  uint16_t* m_out, uint8_t* q_out) {
-    thread_local Lanes s;
+    Lanes& s = lanes();
     const __m512i at =
         _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                            _mm512_set1_epi32(static_cast<int>(n)));

@@ -553,6 +553,8 @@ TEST(RowMajorFp8, InPlaceEqualsPanelsBitForBit) {
             rm.data = codes.data();
             rm.scales = grid.data();
             rm.scale_block_rows = sh.block_rows;
+            // What it reads in place: its codes and its whole scale grid.
+            EXPECT_EQ(rows_bytes(rm), rows * sh.cols + static_cast<int64_t>(grid.size()) * 4);
             WeightMatrix pw = rm;
             pw.row_major = false;
             pw.scales = nullptr;
