@@ -14,10 +14,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -27,6 +25,7 @@
 #include "model/kv_cache.h"
 #include "model/model.h"
 #include "model/transformer.h"
+#include "smaps.h"
 #include "tensor/weight_format.h"
 #include "test_paths.h"
 #include "util/mapped_file.h"
@@ -238,22 +237,10 @@ TEST(DeferredLayouts, AStopLeavesTheRestOnTheirOriginalLayout) {
     for (int i = 1; i < kJobs; ++i) EXPECT_FALSE(copies[i]->published.load()) << i;
 }
 
-// Resident kB of the mapping that starts at `start` (/proc/self/smaps), -1 where not found.
-int64_t mapping_rss_kb(const void* start) {
-    std::ifstream smaps("/proc/self/smaps");
-    std::string line;
-    bool in = false;
-    const auto want = reinterpret_cast<uintptr_t>(start);
-    while (std::getline(smaps, line)) {
-        uintptr_t lo = 0, hi = 0;
-        if (std::sscanf(line.c_str(), "%lx-%lx ", &lo, &hi) == 2 && line.find(' ') != line.npos &&
-            line.find(':') > line.find(' ')) {
-            in = lo == want;
-            continue;
-        }
-        if (in && line.rfind("Rss:", 0) == 0) return std::stoll(line.substr(4));
-    }
-    return -1;
+// Resident kB of the mapping that holds p (/proc/self/smaps), -1 where none does.
+int64_t mapping_rss_kb(const void* p) {
+    const auto rss = test::smaps_field(p, "Rss");
+    return rss ? std::stoll(*rss) : -1;
 }
 
 TEST(DeferredLayouts, EverySourceRangeIsReleasedOnceItsCopyIsPublished) {

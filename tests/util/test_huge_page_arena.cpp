@@ -13,7 +13,6 @@
 #include <chrono>
 #include <cstdint>
 #include <fstream>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -22,6 +21,7 @@
 
 #include "kv/page_pool.h"
 #include "model/model.h"
+#include "smaps.h"
 #include "tiny_llama.h"
 #include "util/error.h"
 #include "util/huge_page_arena.h"
@@ -47,22 +47,8 @@ std::pair<size_t, size_t> resident_pages(const void* p, size_t bytes) {
 
 // The VmFlags of the mapping that holds p, from /proc/self/smaps; empty if none does.
 std::string vm_flags_of(const void* p) {
-    const auto a = reinterpret_cast<uintptr_t>(p);
-    std::ifstream in("/proc/self/smaps");
-    std::string line;
-    bool inside = false;
-    while (std::getline(in, line)) {
-        unsigned long lo = 0, hi = 0;
-        char dash = 0;
-        std::istringstream head(line);
-        if (head >> std::hex >> lo >> dash >> hi && dash == '-' &&
-            line.find(' ') != std::string::npos && line.find(':') > line.find(' ')) {
-            inside = a >= lo && a < hi;
-            continue;
-        }
-        if (inside && line.rfind("VmFlags:", 0) == 0) return line.substr(8) + " ";
-    }
-    return {};
+    const auto f = test::smaps_field(p, "VmFlags");
+    return f ? *f + " " : std::string();
 }
 
 // Kernels built without transparent huge pages have no such file, and no "hg" flag to show.
