@@ -70,9 +70,9 @@ QuantizeStats quantize_gguf(const std::string& in, const std::string& out,
     // MLA projections, shared and stacked routed experts; not routers, MLA's kv_b, MTP blocks).
     const model::ModelConfig cfg = model::config_from_gguf(src);
     const int64_t n_layers = cfg.n_layers;
-    // A bf16 token_embd that is not the head is looked up as stored at load (model_loader.cpp,
-    // Loader::matrix), so by default it is copied: the file holds what runs.
-    const bool embd_looked_up = !cfg.tied_embeddings && src.find_tensor("output.weight") != nullptr;
+    // A bf16 token_embd that is not the head is looked up as stored at load, so by default it is
+    // copied: the file holds what runs.
+    const bool embd_copied = model::gguf_bf16_lookup_table(src, cfg);
     QuantizeStats st;
     for (const auto& t : src.tensors()) {
         st.bytes_in += static_cast<int64_t>(t.n_bytes);
@@ -84,8 +84,7 @@ QuantizeStats quantize_gguf(const std::string& in, const std::string& out,
             if (head.mode == HeadOptions::Mode::Format)
                 fmt = head.format;
             else if (head.mode == HeadOptions::Mode::Default && tensor::ggml_is_float(t.type) &&
-                     !(embd_looked_up && t.name == "token_embd.weight" &&
-                       t.type == tensor::GgmlType::BF16))
+                     !(embd_copied && t.name == "token_embd.weight"))
                 fmt = default_head;
             if (fmt) {
                 tensor::WeightFormat named = *fmt;

@@ -30,6 +30,12 @@ bool is_layer_matrix_name(const std::string& name, int64_t n_layers) {
     return true;
 }
 
+bool gguf_bf16_lookup_table(const formats::GGUFFile& g, const ModelConfig& c) {
+    const formats::GGUFTensor* t = g.find_tensor("token_embd.weight");
+    return t != nullptr && t->type == tensor::GgmlType::BF16 && !c.tied_embeddings &&
+           g.find_tensor("output.weight") != nullptr;
+}
+
 bool is_layer_matrix(const formats::GGUFTensor& t, int64_t n_layers) {
     return t.shape.size() >= 2 && is_layer_matrix_name(t.name, n_layers);
 }
@@ -174,9 +180,7 @@ void decide_heads(const formats::GGUFFile& g, const ModelConfig& c, const LayerS
                       first_row_imports(*t, *declared)
                   ? declared
                   : gguf_tensor_native_format(*t);
-        // A bf16 token_embd that is not also the head is looked up as stored (Loader::matrix).
-        if (!out && t->type == tensor::GgmlType::BF16 && std::string_view(name) == "token_embd" &&
-            !c.tied_embeddings && g.find_tensor("output.weight") != nullptr)
+        if (!out && std::string_view(name) == "token_embd" && gguf_bf16_lookup_table(g, c))
             out = "bf16";
         const bool exact = out.has_value();
         if (!exact && only_exact) return;

@@ -59,6 +59,11 @@ bool is_layer_matrix(const formats::GGUFTensor& t, int64_t n_layers);
 // The name half of is_layer_matrix (a routed expert's "blk.N.ffn_up_exps.weight[e]" included).
 bool is_layer_matrix_name(const std::string& gguf_name, int64_t n_layers);
 
+// Whether the file's token_embd is a BF16 table that is not also the head (untied, an output
+// tensor present): by default it is looked up as stored (model_loader.cpp, Loader::matrix), never
+// converted, and `warden quantize` copies it.
+bool gguf_bf16_lookup_table(const formats::GGUFFile& g, const ModelConfig& c);
+
 // Beside layers named by --weights in a quantized format, with no --head-weights: the embeddings
 // and head that keep their own lossless format by the same rule as above (embed / output set),
 // and a note naming them ("token_embd Q8_0 as int8-g32 without loss"); `layers` stays unset and
