@@ -263,6 +263,13 @@ std::vector<std::string> SafetensorsModel::file_paths() const {
     return out;
 }
 
+util::FileRange SafetensorsModel::range_of(const SafetensorsTensor& t) const {
+    for (const auto& f : files_)
+        if (t.data >= f->data() && t.data + t.n_bytes <= f->data() + f->size())
+            return {f->path(), static_cast<uint64_t>(t.data - f->data()), t.n_bytes};
+    throw util::Error("safetensors: tensor '" + t.name + "' lies in none of the model's files");
+}
+
 const SafetensorsTensor* SafetensorsModel::find(const std::string& name) const {
     auto it = index_.find(name);
     return it == index_.end() ? nullptr : &tensors_[it->second];

@@ -36,6 +36,8 @@ class SafetensorsModel {
     const std::map<std::string, std::string>& metadata() const { return metadata_; }
     // The files the tensors lie in, in the order they were opened.
     std::vector<std::string> file_paths() const;
+    // Where t's bytes lie: its file and their offset in it (t one of tensors()).
+    util::FileRange range_of(const SafetensorsTensor& t) const;
 
   private:
     SafetensorsModel() = default;

@@ -26,6 +26,7 @@
 #include "model/mla.h"
 #include "model/model.h"
 #include "model/moe.h"
+#include "model/prefetch_order.h"
 #include "quant/quantizer.h"
 #include "tensor/float_convert.h"
 #include "tensor/ggml_types.h"
@@ -916,7 +917,8 @@ std::unique_ptr<Model> load_hf_dir(const std::string& dir, const LoadOptions& op
     m->safetensors =
         std::make_shared<formats::SafetensorsModel>(formats::SafetensorsModel::open_dir(dir));
     const formats::SafetensorsModel& st = *m->safetensors;
-    if (opts.load_weights) util::prefetch_in_background(st.file_paths());
+    if (opts.load_weights)
+        util::prefetch_in_background(safetensors_prefetch_order(st, m->config.tied_embeddings));
     std::vector<formats::SourceTensor> all;
     for (const auto& t : st.tensors()) {
         // Count every tensor, even of dtypes the loader cannot convert. A compressed-tensors

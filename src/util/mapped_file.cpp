@@ -73,18 +73,21 @@ void release_mapped_pages(const void* p, size_t n) {
     if (b > a) (void)madvise(reinterpret_cast<void*>(a), b - a, MADV_DONTNEED);
 }
 
-uint64_t prefetch_file(const std::string& path, uint64_t budget) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+uint64_t prefetch_range(const FileRange& range, uint64_t budget) {
+    const int fd = ::open(range.path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) return 0;
     struct stat st {};
     uint64_t advised = 0;
     if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
         const auto size = static_cast<uint64_t>(st.st_size);
+        const uint64_t end = range.offset >= size
+                                 ? range.offset
+                                 : range.offset + std::min(range.length, size - range.offset);
         // One call per chunk: the kernel reads at most its readahead window (the device's
         // read_ahead_kb, 128 KiB by default) per POSIX_FADV_WILLNEED call and drops the rest of
-        // a larger range, so one call for the whole file would read only its first window.
-        for (uint64_t off = 0; off < size && advised < budget; off += kPrefetchChunk) {
-            const uint64_t n = std::min({kPrefetchChunk, size - off, budget - advised});
+        // a larger range, so one call for the whole range would read only its first window.
+        for (uint64_t off = range.offset; off < end && advised < budget; off += kPrefetchChunk) {
+            const uint64_t n = std::min({kPrefetchChunk, end - off, budget - advised});
             if (::posix_fadvise(fd, static_cast<off_t>(off), static_cast<off_t>(n),
                                 POSIX_FADV_WILLNEED) != 0)
                 break;
@@ -95,17 +98,24 @@ uint64_t prefetch_file(const std::string& path, uint64_t budget) {
     return advised;
 }
 
-void prefetch_in_background(std::vector<std::string> paths) {
+void prefetch_in_background(std::vector<FileRange> ranges) {
     // At most half the memory available now, so a checkpoint larger than memory does not evict
     // its own first pages before the loader reads them.
     const uint64_t budget = available_memory_bytes().value_or(UINT64_MAX) / 2;
     try {
-        std::thread([paths = std::move(paths), budget] {
+        std::thread([ranges = std::move(ranges), budget] {
             uint64_t left = budget;
-            for (const std::string& path : paths) left -= prefetch_file(path, left);
+            for (const FileRange& r : ranges) left -= prefetch_range(r, left);
         }).detach();
     } catch (const std::system_error&) {  // no thread to spare: the mapping's faults read it
     }
+}
+
+void prefetch_in_background(const std::vector<std::string>& paths) {
+    std::vector<FileRange> ranges;
+    ranges.reserve(paths.size());
+    for (const std::string& p : paths) ranges.push_back({p, 0, UINT64_MAX});
+    prefetch_in_background(std::move(ranges));
 }
 
 }  // namespace warden::util

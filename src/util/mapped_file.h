@@ -27,20 +27,30 @@ class MappedFile {
     size_t size_ = 0;
 };
 
-// Asks the kernel to read the whole files into the page cache, one after another on a thread of
-// their own (POSIX_FADV_WILLNEED, one readahead window per call), and returns at once. For a
-// loader about to read every byte through mappings: the disk then streams each file while the
-// loader parses and checks, instead of one readahead window per page fault of each loading
-// thread. At most half of the memory available at the call is asked for. Does nothing for pages
-// already cached; errors (a file gone meanwhile) are ignored, as the mappings' own reads report
-// them.
-void prefetch_in_background(std::vector<std::string> paths);
+// A byte range of a file: [offset, offset + length), cut at the file's end.
+struct FileRange {
+    std::string path;
+    uint64_t offset = 0;
+    uint64_t length = UINT64_MAX;
+};
 
-// The work of prefetch_in_background for one file, on the calling thread: asks for its first
+// Asks the kernel to read the ranges into the page cache, one after another in the order given, on
+// a thread of its own (POSIX_FADV_WILLNEED, one readahead window per call), and returns at once.
+// For a loader about to read those bytes through mappings: the disk then streams them while the
+// loader parses and checks, instead of one readahead window per page fault of each loading
+// thread, and bytes the loader needs first can be asked for first. At most half of the memory
+// available at the call is asked for. Does nothing for pages already cached; errors (a file gone
+// meanwhile) are ignored, as the mappings' own reads report them.
+void prefetch_in_background(std::vector<FileRange> ranges);
+// The same for whole files, one after another.
+void prefetch_in_background(const std::vector<std::string>& paths);
+
+// The work of prefetch_in_background for one range, on the calling thread: asks for its first
 // budget bytes in chunks of kPrefetchChunk and returns how many bytes were asked for (0 when the
-// file cannot be opened). The reads themselves complete in the background.
+// file cannot be opened or the range starts at or past its end). The reads themselves complete
+// in the background.
 inline constexpr uint64_t kPrefetchChunk = 128 * 1024;
-uint64_t prefetch_file(const std::string& path, uint64_t budget);
+uint64_t prefetch_range(const FileRange& range, uint64_t budget);
 
 // Drops this process's pages of a read-only file mapping that lie wholly inside [p, p + n)
 // (MADV_DONTNEED; a page shared with a neighbouring range stays). Advice only: a later read

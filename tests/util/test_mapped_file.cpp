@@ -6,6 +6,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
@@ -39,12 +40,14 @@ struct TempFile {
     ~TempFile() { std::remove(path.c_str()); }
 };
 
-// The fraction of the file's pages in the page cache (mincore on a mapping of it).
-double resident_fraction(const MappedFile& m) {
+// The fraction of the pages of bytes [from, from + n) of the file in the page cache (mincore on a
+// mapping of it); from: a multiple of the page size.
+double resident_fraction(const MappedFile& m, size_t from = 0, size_t n = SIZE_MAX) {
     const long page = ::sysconf(_SC_PAGESIZE);
-    const size_t pages = (m.size() + static_cast<size_t>(page) - 1) / static_cast<size_t>(page);
+    n = std::min(n, m.size() - from);
+    const size_t pages = (n + static_cast<size_t>(page) - 1) / static_cast<size_t>(page);
     std::vector<unsigned char> vec(pages);
-    if (::mincore(const_cast<uint8_t*>(m.data()), m.size(), vec.data()) != 0) return -1.0;
+    if (::mincore(const_cast<uint8_t*>(m.data()) + from, n, vec.data()) != 0) return -1.0;
     size_t in = 0;
     for (unsigned char v : vec) in += v & 1;
     return static_cast<double>(in) / static_cast<double>(pages);
@@ -61,13 +64,19 @@ void evict(const std::string& path) {
 
 }  // namespace
 
-TEST(Prefetch, AsksForTheWholeFileInChunksUpToTheBudget) {
+TEST(Prefetch, AsksForTheWholeRangeInChunksUpToTheBudgetAndTheFilesEnd) {
     const uint64_t size = 3 * kPrefetchChunk + 5;
     TempFile f("sizes", size);
-    EXPECT_EQ(prefetch_file(f.path, UINT64_MAX), size);
-    EXPECT_EQ(prefetch_file(f.path, kPrefetchChunk + 1), kPrefetchChunk + 1);
-    EXPECT_EQ(prefetch_file(f.path, 0), 0u);
-    EXPECT_EQ(prefetch_file(f.path + ".missing", UINT64_MAX), 0u);
+    EXPECT_EQ(prefetch_range({f.path}, UINT64_MAX), size);
+    EXPECT_EQ(prefetch_range({f.path}, kPrefetchChunk + 1), kPrefetchChunk + 1);
+    EXPECT_EQ(prefetch_range({f.path}, 0), 0u);
+    EXPECT_EQ(prefetch_range({f.path + ".missing"}, UINT64_MAX), 0u);
+    EXPECT_EQ(prefetch_range({f.path, 7, 2 * kPrefetchChunk}, UINT64_MAX), 2 * kPrefetchChunk);
+    EXPECT_EQ(prefetch_range({f.path, 2 * kPrefetchChunk, UINT64_MAX}, UINT64_MAX),
+              kPrefetchChunk + 5);
+    EXPECT_EQ(prefetch_range({f.path, size - 3, 100}, UINT64_MAX), 3u);
+    EXPECT_EQ(prefetch_range({f.path, size, 100}, UINT64_MAX), 0u);
+    EXPECT_EQ(prefetch_range({f.path, size + 10, 100}, UINT64_MAX), 0u);
 }
 
 TEST(Prefetch, ReadsEveryPageOfAFileLargerThanOneReadaheadWindow) {
@@ -80,7 +89,7 @@ TEST(Prefetch, ReadsEveryPageOfAFileLargerThanOneReadaheadWindow) {
     if (resident_fraction(m) > 0.1)
         GTEST_SKIP() << "this filesystem keeps the file's pages in memory (tmpfs?), so there is "
                         "nothing to prefetch";
-    EXPECT_EQ(prefetch_file(f.path, UINT64_MAX), m.size());
+    EXPECT_EQ(prefetch_range({f.path}, UINT64_MAX), m.size());
     // The reads complete in the background: bounded wait.
     double frac = 0.0;
     for (int i = 0; i < 200 && frac < 1.0; ++i) {
@@ -88,4 +97,23 @@ TEST(Prefetch, ReadsEveryPageOfAFileLargerThanOneReadaheadWindow) {
         if (frac < 1.0) std::this_thread::sleep_for(std::chrono::milliseconds(25));
     }
     EXPECT_EQ(frac, 1.0);
+}
+
+TEST(Prefetch, ReadsARangeAndNotTheBytesBeforeIt) {
+    // The loader asks for the bytes it reads first (scales, a head it converts) before the rest.
+    TempFile f("range", 48ull << 20);
+    MappedFile m(f.path);
+    evict(f.path);
+    if (resident_fraction(m) > 0.1)
+        GTEST_SKIP() << "this filesystem keeps the file's pages in memory (tmpfs?), so there is "
+                        "nothing to prefetch";
+    constexpr size_t kFrom = 24ull << 20, kLen = 16ull << 20;
+    EXPECT_EQ(prefetch_range({f.path, kFrom, kLen}, UINT64_MAX), kLen);
+    double frac = 0.0;
+    for (int i = 0; i < 200 && frac < 1.0; ++i) {
+        frac = resident_fraction(m, kFrom, kLen);
+        if (frac < 1.0) std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    }
+    EXPECT_EQ(frac, 1.0);
+    EXPECT_LT(resident_fraction(m, 0, 16ull << 20), 0.5);
 }
