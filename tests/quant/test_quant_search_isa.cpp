@@ -340,5 +340,32 @@ TEST(QuantSearchIsa, KquantRowsRejectANonFiniteValueWithItsColumn) {
     }
 }
 
+// The non-finite check ahead of every quantized row finds the first infinite or NaN value at any
+// position (inside a register's worth and in the tail), on every instruction set, and passes the
+// largest finite values.
+TEST(QuantSearchIsa, FirstNonFiniteFindsTheFirstBadValueOnEveryIsa) {
+    const float inf = std::numeric_limits<float>::infinity();
+    const float bad_values[] = {inf, -inf, std::numeric_limits<float>::quiet_NaN(),
+                                -std::numeric_limits<float>::quiet_NaN()};
+    for (const Isa isa : {Isa::Scalar, Isa::AVX2, Isa::AVX512}) {
+        if (!kernels::isa_supported(isa)) continue;
+        kernels::testing::ActiveIsaGuard g(isa);
+        for (const int64_t n : {int64_t{1}, int64_t{15}, int64_t{16}, int64_t{67}, int64_t{2048}}) {
+            std::vector<float> x(static_cast<size_t>(n), std::numeric_limits<float>::max());
+            for (int64_t i = 0; i < n; i += 2)
+                x[static_cast<size_t>(i)] = -x[static_cast<size_t>(i)];
+            EXPECT_EQ(first_non_finite(x.data(), n), -1) << kernels::isa_name(isa) << " n " << n;
+            for (const int64_t at : {int64_t{0}, n / 2, n - 1})
+                for (const float b : bad_values) {
+                    std::vector<float> y = x;
+                    y[static_cast<size_t>(at)] = b;
+                    if (at + 1 < n) y[static_cast<size_t>(n - 1)] = inf;  // a later one too
+                    EXPECT_EQ(first_non_finite(y.data(), n), at)
+                        << kernels::isa_name(isa) << " n " << n << " at " << at << " " << b;
+                }
+        }
+    }
+}
+
 }  // namespace
 }  // namespace warden::quant
