@@ -1,6 +1,7 @@
 #include "engine/scheduler.h"
 
 #include <algorithm>
+#include <string>
 
 #include "engine/scheduler_seq.h"
 #include "util/error.h"
@@ -58,6 +59,17 @@ Scheduler::Handle Scheduler::add(Request r) {
         finish(*s, FinishReason::Rejected);
         return s->h;
     }
+    // A token without an embedding row (a tokenizer larger than the model's vocabulary) is this
+    // request's error, refused here: inside a step it would fail every sequence of the batch.
+    const int64_t vocab = exec_.vocab_size();
+    for (const int32_t id : s->req.prompt)
+        if (id < 0 || id >= vocab) {
+            s->res.error = "the prompt holds token id " + std::to_string(id) +
+                           ", outside the model's vocabulary of " + std::to_string(vocab) +
+                           " (does the tokenizer belong to this model?)";
+            finish(*s, FinishReason::Rejected);
+            return s->h;
+        }
     s->sampler = std::make_unique<Sampler>(s->req.sampling);
     s->scope = kv::CacheScope{s->req.tenant, s->req.cache_salt};
     const Handle h = s->h;

@@ -147,6 +147,15 @@ LoadedModel load(const CommonOptions& o, bool weights, util::ThreadPool& pool) {
                      static_cast<long long>(m->fp8_dequant_count),
                      kib < 1024.0 ? kib : kib / 1024.0, kib < 1024.0 ? "KiB" : "MiB");
     }
+    // A tokenizer with more tokens than the model has embedding rows (a mismatched pair): said
+    // once here; each prompt that holds such a token is refused with its id (Scheduler::add).
+    if (tok && tok->vocab_size() > m->config.vocab_size)
+        std::fprintf(stderr,
+                     "warden: warning: the tokenizer has %lld tokens but the model's vocabulary "
+                     "is %lld; prompts holding token ids %lld and above are refused\n",
+                     static_cast<long long>(tok->vocab_size()),
+                     static_cast<long long>(m->config.vocab_size),
+                     static_cast<long long>(m->config.vocab_size));
     return LoadedModel{std::move(m), std::move(tok)};
 }
 

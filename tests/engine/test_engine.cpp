@@ -141,6 +141,50 @@ TEST(Engine, CancelFreesPagesAndQueueIsBounded) {
     EXPECT_EQ(eng.submit(long_req).status, engine::SubmitStatus::Draining);
 }
 
+// A prompt token without an embedding row (a tokenizer larger than the model's vocabulary) is
+// refused as that request's error, naming the id; the request decoding beside it runs on to its
+// length (inside a step the lookup would fail every sequence of the batch).
+TEST(Engine, AnOutOfVocabularyPromptIsItsOwnErrorNotTheBatchs) {
+    if (!model_present()) GTEST_SKIP() << "tests/golden/models/tiny-llama missing";
+    EngineFixture f;
+    const auto vocab = static_cast<int32_t>(f.model->config.vocab_size);
+    kv::KvCache cache(f.kv_config(64));
+    engine::Executor exec(*f.tf, cache, kv::IntegrityMode::Step);
+    engine::Engine eng(exec, cache, engine::EngineConfig{});
+    engine::Request good;
+    good.prompt = {1, 2, 3, 4, 5};
+    good.max_new_tokens = 24;
+    good.sampling.temperature = 0;
+    good.top_logprobs = 2;
+    auto g = eng.submit(good);
+    ASSERT_EQ(g.status, engine::SubmitStatus::Ok);
+    engine::Event ev;
+    ASSERT_TRUE(g.stream->next(ev, std::chrono::seconds(60)));  // decoding
+    ASSERT_EQ(ev.kind, engine::Event::Kind::Token);
+    for (const int32_t id : {vocab, vocab + 100, -1}) {
+        engine::Request bad = good;
+        bad.prompt = {1, 2, id, 4};
+        auto b = eng.submit(bad);
+        ASSERT_EQ(b.status, engine::SubmitStatus::Ok);
+        do {
+            ASSERT_TRUE(b.stream->next(ev, std::chrono::seconds(60)));
+        } while (ev.kind != engine::Event::Kind::Finish);
+        EXPECT_EQ(ev.result.finish, engine::FinishReason::Rejected);
+        EXPECT_NE(
+            ev.result.error.find("token id " + std::to_string(id) +
+                                 ", outside the model's vocabulary of " + std::to_string(vocab)),
+            std::string::npos)
+            << ev.result.error;
+    }
+    do {
+        ASSERT_TRUE(g.stream->next(ev, std::chrono::seconds(60)));
+    } while (ev.kind != engine::Event::Kind::Finish);
+    EXPECT_EQ(ev.result.finish, engine::FinishReason::Length) << ev.result.error;
+    EXPECT_EQ(ev.result.output.size(), 24u);
+    EXPECT_TRUE(eng.wait_idle(std::chrono::seconds(10)));
+    EXPECT_EQ(cache.pool().used_pages(), 0);
+}
+
 // Admission by expected length (SchedulerOptions::reserve_outputs): on a pool small enough that the
 // default policy preempts, reserving every running request's prompt + max_new_tokens never
 // preempts, still batches, and gives exactly the same tokens.
@@ -187,8 +231,8 @@ TEST(Engine, ReserveAdmissionNeverPreemptsAndKeepsOutputs) {
     EXPECT_LT(s_res.max_running, s_wm.max_running) << "reserving outputs admits fewer at once";
 }
 
-// A step that throws (here a token id outside the vocabulary, which the transformer refuses)
-// reaches the caller of Scheduler::run as that error; the sequences it leaves behind are
+// A step that throws (here the token callback, on the second token) reaches the caller of
+// Scheduler::run as that error; the sequences it leaves behind are
 // finished by the scheduler's destructor without writing into run's results, which are gone by
 // then (AddressSanitizer checks that), and the pool gets every page back.
 TEST(Engine, ARunWhoseStepThrowsLeavesTheSchedulerSafeToDestroy) {
@@ -199,9 +243,11 @@ TEST(Engine, ARunWhoseStepThrowsLeavesTheSchedulerSafeToDestroy) {
     {
         engine::Executor exec(*f.tf, cache, kv::IntegrityMode::Step);
         engine::Scheduler runner(exec, cache, engine::SchedulerOptions{});
-        std::vector<engine::Request> reqs = requests(3, f.model->config.vocab_size);
-        reqs[1].prompt.back() = static_cast<int32_t>(f.model->config.vocab_size);
-        EXPECT_THROW(runner.run(reqs), util::Error);
+        int tokens = 0;
+        runner.on_token([&](engine::Scheduler::Handle, const engine::TokenInfo&) {
+            if (++tokens == 2) throw util::Error("a step fails");
+        });
+        EXPECT_THROW(runner.run(requests(3, f.model->config.vocab_size)), util::Error);
     }
     EXPECT_EQ(cache.pool().free_pages(), free_before);
     EXPECT_EQ(cache.pool().check_integrity(), "");
@@ -227,8 +273,9 @@ TEST(Engine, ARunHoldsBackgroundPopulationWhileItsStepsRun) {
     EXPECT_GT(tokens, 0);
     EXPECT_EQ(seen_active, tokens);
     EXPECT_FALSE(util::ForegroundWork::any_active());
-    std::vector<engine::Request> bad = requests(2, f.model->config.vocab_size);
-    bad[0].prompt.back() = static_cast<int32_t>(f.model->config.vocab_size);
-    EXPECT_THROW(runner.run(bad), util::Error);
+    runner.on_token([&](engine::Scheduler::Handle, const engine::TokenInfo&) {
+        throw util::Error("a step fails");
+    });
+    EXPECT_THROW(runner.run(requests(2, f.model->config.vocab_size)), util::Error);
     EXPECT_FALSE(util::ForegroundWork::any_active());
 }

@@ -106,7 +106,7 @@ class WardenServer:
     def __init__(self, *extra: str, model: Path | None = None, timeout: float = 120):
         require_warden()
         model = model or SMOLLM2_GGUF
-        if not Path(model).is_file():
+        if not Path(model).exists():
             pytest.skip(f"default model missing at {model}")
         self.cmd = [str(WARDEN_BIN), "serve", "-m", str(model), "--host", "127.0.0.1", "--port", "0",
                     "--threads", os.environ.get("WARDEN_SERVER_THREADS", "2"), *extra]
