@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <system_error>
 #include <thread>
 #include <utility>
@@ -73,29 +74,50 @@ void release_mapped_pages(const void* p, size_t n) {
     if (b > a) (void)madvise(reinterpret_cast<void*>(a), b - a, MADV_DONTNEED);
 }
 
-uint64_t prefetch_range(const FileRange& range, uint64_t budget) {
-    const int fd = ::open(range.path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return 0;
-    struct stat st {};
-    uint64_t advised = 0;
-    if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
-        const auto size = static_cast<uint64_t>(st.st_size);
-        const uint64_t end = range.offset >= size
-                                 ? range.offset
-                                 : range.offset + std::min(range.length, size - range.offset);
+namespace {
+
+// An open regular file to advise on (fd -1 where it cannot be opened or is not regular).
+struct AdvisedFile {
+    int fd = -1;
+    uint64_t size = 0;
+    explicit AdvisedFile(const std::string& path) {
+        fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+        struct stat st {};
+        if (fd >= 0 && (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))) {
+            ::close(fd);
+            fd = -1;
+        }
+        if (fd >= 0) size = static_cast<uint64_t>(st.st_size);
+    }
+    ~AdvisedFile() {
+        if (fd >= 0) ::close(fd);
+    }
+    AdvisedFile(const AdvisedFile&) = delete;
+    AdvisedFile& operator=(const AdvisedFile&) = delete;
+
+    // prefetch_range's work on this file.
+    uint64_t advise(uint64_t offset, uint64_t length, uint64_t budget) const {
+        if (fd < 0 || offset >= size) return 0;
+        const uint64_t end = offset + std::min(length, size - offset);
+        uint64_t advised = 0;
         // One call per chunk: the kernel reads at most its readahead window (the device's
         // read_ahead_kb, 128 KiB by default) per POSIX_FADV_WILLNEED call and drops the rest of
         // a larger range, so one call for the whole range would read only its first window.
-        for (uint64_t off = range.offset; off < end && advised < budget; off += kPrefetchChunk) {
+        for (uint64_t off = offset; off < end && advised < budget; off += kPrefetchChunk) {
             const uint64_t n = std::min({kPrefetchChunk, end - off, budget - advised});
             if (::posix_fadvise(fd, static_cast<off_t>(off), static_cast<off_t>(n),
                                 POSIX_FADV_WILLNEED) != 0)
                 break;
             advised += n;
         }
+        return advised;
     }
-    ::close(fd);
-    return advised;
+};
+
+}  // namespace
+
+uint64_t prefetch_range(const FileRange& range, uint64_t budget) {
+    return AdvisedFile(range.path).advise(range.offset, range.length, budget);
 }
 
 void prefetch_in_background(std::vector<FileRange> ranges) {
@@ -105,7 +127,17 @@ void prefetch_in_background(std::vector<FileRange> ranges) {
     try {
         std::thread([ranges = std::move(ranges), budget] {
             uint64_t left = budget;
-            for (const FileRange& r : ranges) left -= prefetch_range(r, left);
+            // One open file while consecutive ranges lie in it (a plan holds a range per scale
+            // tensor: tens of thousands for a large MoE checkpoint).
+            std::unique_ptr<AdvisedFile> file;
+            const std::string* open_path = nullptr;
+            for (const FileRange& r : ranges) {
+                if (!open_path || r.path != *open_path) {
+                    file = std::make_unique<AdvisedFile>(r.path);
+                    open_path = &r.path;
+                }
+                left -= file->advise(r.offset, r.length, left);
+            }
         }).detach();
     } catch (const std::system_error&) {  // no thread to spare: the mapping's faults read it
     }

@@ -37,6 +37,20 @@ def require_warden() -> Path:
     return WARDEN_BIN
 
 
+def gpt2_byte_decoder() -> dict[str, int]:
+    """GPT-2's byte-level alphabet (the ByteLevel pre-tokenizer's): character -> byte."""
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + \
+        list(range(ord("®"), ord("ÿ") + 1))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return {chr(c): b for b, c in zip(bs, cs)}
+
+
 class WardenLogits:
     """Parsed output of `warden logits`: tops[pos] = [(id, logit), ...], greedy = [id, ...]."""
 

@@ -21,7 +21,7 @@ import gguf
 import pytest
 import tiktoken
 
-from conftest import ROOT, SMOLLM2_GGUF, WARDEN_BIN, record, require_warden
+from conftest import ROOT, SMOLLM2_GGUF, WARDEN_BIN, gpt2_byte_decoder, record, require_warden
 
 # tokenization_kimi.py (moonshotai/Kimi-K2-Instruct), TikTokenTokenizer.pat_str, verbatim.
 KIMI_PAT_STR = "|".join(
@@ -43,18 +43,6 @@ NAMED = {0: "[BOS]", 1: "[EOS]", 2: "<|im_end|>", 3: "<|im_user|>", 4: "<|im_ass
          11: "<|tool_calls_section_begin|>", 12: "<|tool_calls_section_end|>", 13: "<|tool_call_begin|>",
          14: "<|tool_call_argument_begin|>", 15: "<|tool_call_end|>", 17: "<|im_middle|>",
          254: "[UNK]", 255: "[PAD]"}
-
-
-def gpt2_byte_decoder() -> dict[str, int]:
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return {chr(c): b for b, c in zip(bs, cs)}
 
 
 def gguf_strings(reader: gguf.GGUFReader, key: str) -> list[str]:

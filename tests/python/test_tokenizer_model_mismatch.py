@@ -11,21 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from conftest import GOLDEN, WARDEN_BIN, WardenServer, require_warden
-
-
-def _bytes_to_unicode() -> dict[int, str]:
-    # GPT-2's byte-level alphabet (the ByteLevel pre-tokenizer's).
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + \
-        list(range(ord("®"), ord("ÿ") + 1))
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return {b: chr(c) for b, c in zip(bs, cs)}
+from conftest import GOLDEN, WARDEN_BIN, WardenServer, gpt2_byte_decoder, require_warden
 
 
 @pytest.fixture(scope="module")
@@ -37,8 +23,7 @@ def mismatched(tmp_path_factory) -> Path:
     d = tmp_path_factory.mktemp("mismatch") / "tiny-llama-big-tokenizer"
     shutil.copytree(src, d)
     assert json.loads((d / "config.json").read_text())["vocab_size"] == 320
-    bu = _bytes_to_unicode()
-    vocab = {bu[b]: b for b in range(256)}
+    vocab = gpt2_byte_decoder()  # the 256 byte tokens, ids = their bytes
     vocab["th"], vocab["the"] = 300, 400
     bl = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
     (d / "tokenizer.json").write_text(json.dumps({

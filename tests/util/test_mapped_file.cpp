@@ -53,6 +53,17 @@ double resident_fraction(const MappedFile& m, size_t from = 0, size_t n = SIZE_M
     return static_cast<double>(in) / static_cast<double>(pages);
 }
 
+// resident_fraction once the background reads have completed: polled for at most 5 s until every
+// page of the range is in.
+double resident_fraction_after_reads(const MappedFile& m, size_t from = 0, size_t n = SIZE_MAX) {
+    double frac = 0.0;
+    for (int i = 0; i < 200 && frac < 1.0; ++i) {
+        frac = resident_fraction(m, from, n);
+        if (frac < 1.0) std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    }
+    return frac;
+}
+
 // Drops the file's clean pages from the page cache (written back first).
 void evict(const std::string& path) {
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -90,13 +101,7 @@ TEST(Prefetch, ReadsEveryPageOfAFileLargerThanOneReadaheadWindow) {
         GTEST_SKIP() << "this filesystem keeps the file's pages in memory (tmpfs?), so there is "
                         "nothing to prefetch";
     EXPECT_EQ(prefetch_range({f.path}, UINT64_MAX), m.size());
-    // The reads complete in the background: bounded wait.
-    double frac = 0.0;
-    for (int i = 0; i < 200 && frac < 1.0; ++i) {
-        frac = resident_fraction(m);
-        if (frac < 1.0) std::this_thread::sleep_for(std::chrono::milliseconds(25));
-    }
-    EXPECT_EQ(frac, 1.0);
+    EXPECT_EQ(resident_fraction_after_reads(m), 1.0);
 }
 
 TEST(Prefetch, ReadsARangeAndNotTheBytesBeforeIt) {
@@ -109,11 +114,23 @@ TEST(Prefetch, ReadsARangeAndNotTheBytesBeforeIt) {
                         "nothing to prefetch";
     constexpr size_t kFrom = 24ull << 20, kLen = 16ull << 20;
     EXPECT_EQ(prefetch_range({f.path, kFrom, kLen}, UINT64_MAX), kLen);
-    double frac = 0.0;
-    for (int i = 0; i < 200 && frac < 1.0; ++i) {
-        frac = resident_fraction(m, kFrom, kLen);
-        if (frac < 1.0) std::this_thread::sleep_for(std::chrono::milliseconds(25));
-    }
-    EXPECT_EQ(frac, 1.0);
+    EXPECT_EQ(resident_fraction_after_reads(m, kFrom, kLen), 1.0);
     EXPECT_LT(resident_fraction(m, 0, 16ull << 20), 0.5);
+}
+
+TEST(Prefetch, InTheBackgroundReadsEveryRangeOfEveryFileInTurn) {
+    // The background thread keeps one file open across consecutive ranges of it, and opens the
+    // next file when a range lies in another.
+    TempFile a("multi_a", 8ull << 20), b("multi_b", 8ull << 20);
+    MappedFile ma(a.path), mb(b.path);
+    evict(a.path);
+    evict(b.path);
+    if (resident_fraction(ma) > 0.1 || resident_fraction(mb) > 0.1)
+        GTEST_SKIP() << "this filesystem keeps the file's pages in memory (tmpfs?), so there is "
+                        "nothing to prefetch";
+    constexpr uint64_t kHalf = 4ull << 20;
+    prefetch_in_background(std::vector<FileRange>{
+        {a.path, kHalf, kHalf}, {b.path, 0, kHalf}, {b.path, kHalf, kHalf}, {a.path, 0, kHalf}});
+    EXPECT_EQ(resident_fraction_after_reads(ma), 1.0);
+    EXPECT_EQ(resident_fraction_after_reads(mb), 1.0);
 }
